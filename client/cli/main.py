@@ -1,0 +1,73 @@
+"""The `minibroker` command line.
+
+How this works: every sub-command lives in its own module that exposes ``HELP`` (one
+line), ``configure(parser)`` (adds its arguments) and ``run(args) -> int`` (does the
+work, returns the exit code). Commands that belong to another layer (``broker``,
+``zookeeper``, ``dump-log``, ``analyze``) live in that layer and are named here by
+module path, so the client package never imports the broker at import time.
+
+Exit codes follow the usual convention: 0 ok, 1 error, 2 usage. Errors are one line on
+stderr; a traceback is a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from protocol.errors import KafkaError, MinibrokerError
+
+# Sub-command name -> module implementing it. Order is the order `--help` lists them.
+COMMANDS: dict[str, str] = {
+    "dump-log": "storage.dump_log",
+}
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2) instead of the usage banner."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def _load(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[name])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="minibroker", description="A small Kafka-style commit log.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    for name in COMMANDS:
+        module = _load(name)
+        sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
+        module.configure(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args._run(args)
+    except KeyboardInterrupt:
+        return 130
+    except (MinibrokerError, KafkaError) as exc:
+        print(f"minibroker {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        print(f"minibroker {args.command}: error: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ERROR
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

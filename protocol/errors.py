@@ -1,0 +1,212 @@
+"""Errors: Kafka's wire error codes, and our own exceptions for local misuse.
+
+Wire errors are one class per Kafka error code, with Kafka's number and name
+(org.apache.kafka.common.protocol.Errors) and whether a client may retry. They are
+raised inside the broker and client and turned into (or from) a response's
+``error_code`` at exactly one place each: ``error_for_code`` / ``raise_for_code``.
+
+Local misuse (a bad config value, a CLI mistake, a file that is not ours) raises
+``MinibrokerError`` subclasses; those never travel on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+NONE = 0
+"""The error code of success."""
+
+
+class MinibrokerError(Exception):
+    """Base class of local errors: bad configuration, bad arguments, bad files."""
+
+
+class ConfigError(MinibrokerError):
+    """A configuration key is unknown or its value is invalid (the message names it)."""
+
+
+class KafkaError(Exception):
+    """Base class of errors that travel on the wire as a Kafka error code.
+
+    The base class itself is UNKNOWN_SERVER_ERROR (-1): what a broker answers when a
+    request fails in a way no specific code describes.
+    """
+
+    code: ClassVar[int] = -1
+    name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.name)
+        self.message = message or self.name
+
+
+class OffsetOutOfRangeError(KafkaError):
+    code = 1
+    name = "OFFSET_OUT_OF_RANGE"
+
+class CorruptMessageError(KafkaError):
+    code = 2
+    name = "CORRUPT_MESSAGE"
+    retriable = True
+
+class UnknownTopicOrPartitionError(KafkaError):
+    code = 3
+    name = "UNKNOWN_TOPIC_OR_PARTITION"
+    retriable = True
+
+class InvalidFetchSizeError(KafkaError):
+    code = 4
+    name = "INVALID_FETCH_SIZE"
+
+class LeaderNotAvailableError(KafkaError):
+    code = 5
+    name = "LEADER_NOT_AVAILABLE"
+    retriable = True
+
+class NotLeaderOrFollowerError(KafkaError):
+    code = 6
+    name = "NOT_LEADER_OR_FOLLOWER"
+    retriable = True
+
+class RequestTimedOutError(KafkaError):
+    code = 7
+    name = "REQUEST_TIMED_OUT"
+    retriable = True
+
+class BrokerNotAvailableError(KafkaError):
+    code = 8
+    name = "BROKER_NOT_AVAILABLE"
+
+class ReplicaNotAvailableError(KafkaError):
+    code = 9
+    name = "REPLICA_NOT_AVAILABLE"
+    retriable = True
+
+class MessageTooLargeError(KafkaError):
+    code = 10
+    name = "MESSAGE_TOO_LARGE"
+
+class StaleControllerEpochError(KafkaError):
+    code = 11
+    name = "STALE_CONTROLLER_EPOCH"
+
+class NetworkError(KafkaError):
+    code = 13
+    name = "NETWORK_EXCEPTION"
+    retriable = True
+
+class InvalidTopicError(KafkaError):
+    code = 17
+    name = "INVALID_TOPIC_EXCEPTION"
+
+class RecordListTooLargeError(KafkaError):
+    code = 18
+    name = "RECORD_LIST_TOO_LARGE"
+
+class NotEnoughReplicasError(KafkaError):
+    code = 19
+    name = "NOT_ENOUGH_REPLICAS"
+    retriable = True
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    code = 20
+    name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    retriable = True
+
+class InvalidRequiredAcksError(KafkaError):
+    code = 21
+    name = "INVALID_REQUIRED_ACKS"
+
+class InvalidTimestampError(KafkaError):
+    code = 32
+    name = "INVALID_TIMESTAMP"
+
+class UnsupportedVersionError(KafkaError):
+    code = 35
+    name = "UNSUPPORTED_VERSION"
+
+class TopicAlreadyExistsError(KafkaError):
+    code = 36
+    name = "TOPIC_ALREADY_EXISTS"
+
+class InvalidPartitionsError(KafkaError):
+    code = 37
+    name = "INVALID_PARTITIONS"
+
+class InvalidReplicationFactorError(KafkaError):
+    code = 38
+    name = "INVALID_REPLICATION_FACTOR"
+
+class InvalidReplicaAssignmentError(KafkaError):
+    code = 39
+    name = "INVALID_REPLICA_ASSIGNMENT"
+
+class InvalidConfigError(KafkaError):
+    code = 40
+    name = "INVALID_CONFIG"
+
+class NotControllerError(KafkaError):
+    code = 41
+    name = "NOT_CONTROLLER"
+    retriable = True
+
+class InvalidRequestError(KafkaError):
+    code = 42
+    name = "INVALID_REQUEST"
+
+class KafkaStorageError(KafkaError):
+    code = 56
+    name = "KAFKA_STORAGE_ERROR"
+    retriable = True
+
+class LogDirNotFoundError(KafkaError):
+    code = 57
+    name = "LOG_DIR_NOT_FOUND"
+
+class ReassignmentInProgressError(KafkaError):
+    code = 60
+    name = "REASSIGNMENT_IN_PROGRESS"
+
+class TopicDeletionDisabledError(KafkaError):
+    code = 73
+    name = "TOPIC_DELETION_DISABLED"
+
+class FencedLeaderEpochError(KafkaError):
+    code = 74
+    name = "FENCED_LEADER_EPOCH"
+    retriable = True
+
+class UnknownLeaderEpochError(KafkaError):
+    code = 75
+    name = "UNKNOWN_LEADER_EPOCH"
+    retriable = True
+
+class PreferredLeaderNotAvailableError(KafkaError):
+    code = 80
+    name = "PREFERRED_LEADER_NOT_AVAILABLE"
+    retriable = True
+
+class ElectionNotNeededError(KafkaError):
+    code = 84
+    name = "ELECTION_NOT_NEEDED"
+
+class NoReassignmentInProgressError(KafkaError):
+    code = 85
+    name = "NO_REASSIGNMENT_IN_PROGRESS"
+
+
+_BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in KafkaError.__subclasses__()}
+_BY_CODE[KafkaError.code] = KafkaError
+
+
+def error_for_code(code: int) -> type[KafkaError]:
+    """The error class for a wire code; unknown codes map to the generic KafkaError."""
+    return _BY_CODE.get(code, KafkaError)
+
+
+def raise_for_code(code: int, context: str = "") -> None:
+    """Raise the error for ``code`` (``context`` names what failed) unless it is NONE."""
+    if code != NONE:
+        cls = error_for_code(code)
+        raise cls(f"{cls.name}: {context}" if context else cls.name)

@@ -45,151 +45,185 @@ class OffsetOutOfRangeError(KafkaError):
     code = 1
     name = "OFFSET_OUT_OF_RANGE"
 
+
 class CorruptMessageError(KafkaError):
     code = 2
     name = "CORRUPT_MESSAGE"
     retriable = True
+
 
 class UnknownTopicOrPartitionError(KafkaError):
     code = 3
     name = "UNKNOWN_TOPIC_OR_PARTITION"
     retriable = True
 
+
 class InvalidFetchSizeError(KafkaError):
     code = 4
     name = "INVALID_FETCH_SIZE"
+
 
 class LeaderNotAvailableError(KafkaError):
     code = 5
     name = "LEADER_NOT_AVAILABLE"
     retriable = True
 
+
 class NotLeaderOrFollowerError(KafkaError):
     code = 6
     name = "NOT_LEADER_OR_FOLLOWER"
     retriable = True
+
 
 class RequestTimedOutError(KafkaError):
     code = 7
     name = "REQUEST_TIMED_OUT"
     retriable = True
 
+
 class BrokerNotAvailableError(KafkaError):
     code = 8
     name = "BROKER_NOT_AVAILABLE"
+
 
 class ReplicaNotAvailableError(KafkaError):
     code = 9
     name = "REPLICA_NOT_AVAILABLE"
     retriable = True
 
+
 class MessageTooLargeError(KafkaError):
     code = 10
     name = "MESSAGE_TOO_LARGE"
 
+
 class StaleControllerEpochError(KafkaError):
     code = 11
     name = "STALE_CONTROLLER_EPOCH"
+
 
 class NetworkError(KafkaError):
     code = 13
     name = "NETWORK_EXCEPTION"
     retriable = True
 
+
 class InvalidTopicError(KafkaError):
     code = 17
     name = "INVALID_TOPIC_EXCEPTION"
 
+
 class RecordListTooLargeError(KafkaError):
     code = 18
     name = "RECORD_LIST_TOO_LARGE"
+
 
 class NotEnoughReplicasError(KafkaError):
     code = 19
     name = "NOT_ENOUGH_REPLICAS"
     retriable = True
 
+
 class NotEnoughReplicasAfterAppendError(KafkaError):
     code = 20
     name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
     retriable = True
 
+
 class InvalidRequiredAcksError(KafkaError):
     code = 21
     name = "INVALID_REQUIRED_ACKS"
+
 
 class InvalidTimestampError(KafkaError):
     code = 32
     name = "INVALID_TIMESTAMP"
 
+
 class UnsupportedVersionError(KafkaError):
     code = 35
     name = "UNSUPPORTED_VERSION"
+
 
 class TopicAlreadyExistsError(KafkaError):
     code = 36
     name = "TOPIC_ALREADY_EXISTS"
 
+
 class InvalidPartitionsError(KafkaError):
     code = 37
     name = "INVALID_PARTITIONS"
+
 
 class InvalidReplicationFactorError(KafkaError):
     code = 38
     name = "INVALID_REPLICATION_FACTOR"
 
+
 class InvalidReplicaAssignmentError(KafkaError):
     code = 39
     name = "INVALID_REPLICA_ASSIGNMENT"
 
+
 class InvalidConfigError(KafkaError):
     code = 40
     name = "INVALID_CONFIG"
+
 
 class NotControllerError(KafkaError):
     code = 41
     name = "NOT_CONTROLLER"
     retriable = True
 
+
 class InvalidRequestError(KafkaError):
     code = 42
     name = "INVALID_REQUEST"
+
 
 class KafkaStorageError(KafkaError):
     code = 56
     name = "KAFKA_STORAGE_ERROR"
     retriable = True
 
+
 class LogDirNotFoundError(KafkaError):
     code = 57
     name = "LOG_DIR_NOT_FOUND"
+
 
 class ReassignmentInProgressError(KafkaError):
     code = 60
     name = "REASSIGNMENT_IN_PROGRESS"
 
+
 class TopicDeletionDisabledError(KafkaError):
     code = 73
     name = "TOPIC_DELETION_DISABLED"
+
 
 class FencedLeaderEpochError(KafkaError):
     code = 74
     name = "FENCED_LEADER_EPOCH"
     retriable = True
 
+
 class UnknownLeaderEpochError(KafkaError):
     code = 75
     name = "UNKNOWN_LEADER_EPOCH"
     retriable = True
+
 
 class PreferredLeaderNotAvailableError(KafkaError):
     code = 80
     name = "PREFERRED_LEADER_NOT_AVAILABLE"
     retriable = True
 
+
 class ElectionNotNeededError(KafkaError):
     code = 84
     name = "ELECTION_NOT_NEEDED"
+
 
 class NoReassignmentInProgressError(KafkaError):
     code = 85

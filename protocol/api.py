@@ -1,0 +1,287 @@
+"""API keys, request/response envelopes, and decoding with validation (sans-IO).
+
+Envelopes (DESIGN §2), each one frame's payload (protocol/frames.py)::
+
+    request  = msgpack [api_key, api_version, correlation_id, client_id, body]
+    response = msgpack [correlation_id, body]
+
+``body`` is a msgpack map with snake_case keys, declared per API in
+``protocol/schemas/`` (data.py, control.py, cluster.py, replicas.py). ``SCHEMAS`` below
+is the one registry from API key to schema; ``SUPPORTED_VERSIONS`` and the ApiVersions
+response derive from it.
+
+What a receiver does with a bad request (DESIGN §9):
+
+- the header does not parse (not msgpack, not a 5-element array, wrong header types):
+  ``decode_request`` raises ``MalformedRequest`` (a ``FrameError``): close the
+  connection, there is no correlation id to answer to;
+- unknown API key or unsupported version: ``UnsupportedRequestVersion``, an
+  ``UnsupportedVersionError`` carrying ``.header``;
+- a body of the wrong shape: ``InvalidRequestBody``, an ``InvalidRequestError``
+  carrying ``.header``.
+
+Both header-carrying errors derive from ``RejectedRequest``; answer them with
+``error_body(exc)`` (``{"error_code", "error_message"}``). A client's
+``decode_response`` accepts such a body for any API: a response that fails its schema
+but has a non-zero top-level ``error_code`` is returned as it came.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import IntEnum
+from typing import Any, Final, NamedTuple
+
+import msgpack
+
+from protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
+from protocol.frames import FrameError
+from protocol.schemas import cluster, control, data, replicas
+from protocol.schemas.packing import Buffer, pack_buffers
+from protocol.schemas.types import Api, SchemaError, Validator, compile_validator
+
+
+class ApiKey(IntEnum):
+    """Kafka's API key numbers (org.apache.kafka.common.protocol.ApiKeys)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
+    ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_CLUSTER = 60
+
+
+SCHEMAS: Final[Mapping[ApiKey, Api]] = {
+    ApiKey.PRODUCE: data.PRODUCE,
+    ApiKey.FETCH: data.FETCH,
+    ApiKey.LIST_OFFSETS: data.LIST_OFFSETS,
+    ApiKey.METADATA: cluster.METADATA,
+    ApiKey.LEADER_AND_ISR: control.LEADER_AND_ISR,
+    ApiKey.STOP_REPLICA: control.STOP_REPLICA,
+    ApiKey.UPDATE_METADATA: control.UPDATE_METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN: control.CONTROLLED_SHUTDOWN,
+    ApiKey.API_VERSIONS: cluster.API_VERSIONS,
+    ApiKey.CREATE_TOPICS: cluster.CREATE_TOPICS,
+    ApiKey.DELETE_TOPICS: cluster.DELETE_TOPICS,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: data.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.DESCRIBE_CONFIGS: cluster.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CONFIGS: cluster.ALTER_CONFIGS,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: replicas.ALTER_REPLICA_LOG_DIRS,
+    ApiKey.DESCRIBE_LOG_DIRS: replicas.DESCRIBE_LOG_DIRS,
+    ApiKey.ELECT_LEADERS: replicas.ELECT_LEADERS,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: replicas.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: replicas.LIST_PARTITION_REASSIGNMENTS,
+    ApiKey.DESCRIBE_CLUSTER: cluster.DESCRIBE_CLUSTER,
+}
+
+SUPPORTED_VERSIONS: Final[Mapping[ApiKey, tuple[int, int]]] = {
+    key: (0, api.max_version) for key, api in SCHEMAS.items()
+}
+"""(min, max) version per API key, as ApiVersions reports them."""
+
+# One compiled validator per (key, version), built at import (a few ms for all APIs).
+_REQUEST_VALIDATORS: Final[dict[tuple[int, int], Validator]] = {}
+_RESPONSE_VALIDATORS: Final[dict[tuple[int, int], Validator]] = {}
+for _key, _api in SCHEMAS.items():
+    for _version in range(_api.max_version + 1):
+        _REQUEST_VALIDATORS[_key, _version] = compile_validator(
+            _api.request, _version, f"{_api.name}Request"
+        )
+        _RESPONSE_VALIDATORS[_key, _version] = compile_validator(
+            _api.response, _version, f"{_api.name}Response"
+        )
+
+
+class RequestHeader(NamedTuple):
+    """The first four elements of a request envelope."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+class MalformedRequest(FrameError):
+    """A request whose header cannot be parsed: there is nobody to answer, close."""
+
+
+class MalformedResponse(FrameError):
+    """A response that cannot be parsed or fails its schema without an error code."""
+
+
+class RejectedRequest(KafkaError):
+    """A request refused after its header parsed; ``header`` says whom to answer."""
+
+    def __init__(self, message: str, header: RequestHeader) -> None:
+        super().__init__(message)
+        self.header = header
+
+
+class InvalidRequestBody(RejectedRequest, InvalidRequestError):
+    """The body has the wrong shape: INVALID_REQUEST."""
+
+
+class UnsupportedRequestVersion(RejectedRequest, UnsupportedVersionError):
+    """Unknown API key or a version outside SUPPORTED_VERSIONS: UNSUPPORTED_VERSION."""
+
+
+def _header_of(envelope: Any) -> RequestHeader:
+    """The header of an unpacked request envelope, or MalformedRequest."""
+    if type(envelope) is not list or len(envelope) != 5:
+        raise MalformedRequest("request is not a 5-element msgpack array")
+    api_key, api_version, correlation_id, client_id = envelope[:4]
+    if (
+        type(api_key) is not int
+        or type(api_version) is not int
+        or type(correlation_id) is not int
+        or not -0x8000_0000 <= correlation_id <= 0x7FFF_FFFF
+        or not (client_id is None or type(client_id) is str)
+    ):
+        raise MalformedRequest("request header has wrong types")
+    return RequestHeader(api_key, api_version, correlation_id, client_id)
+
+
+def _header_after_failure(payload: bytes) -> RequestHeader:
+    """The header of a payload ``unpackb`` rejected, read element by element."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(payload)
+    try:
+        if unpacker.read_array_header() != 5:
+            raise MalformedRequest("request is not a 5-element msgpack array")
+        items = [unpacker.unpack() for _ in range(4)]
+    except MalformedRequest:
+        raise
+    except Exception as exc:
+        raise MalformedRequest(f"unparseable request header: {exc}") from exc
+    return _header_of([*items, None])
+
+
+def decode_request(payload: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
+    """Parse and validate one request frame payload: (header, body with defaults)."""
+    try:
+        envelope = msgpack.unpackb(payload, raw=False)
+    except Exception as exc:
+        header = _header_after_failure(bytes(payload))
+        raise InvalidRequestBody(f"unparseable request body: {exc}", header) from exc
+    header = _header_of(envelope)
+    validate = _REQUEST_VALIDATORS.get((header.api_key, header.api_version))
+    if validate is None:
+        raise UnsupportedRequestVersion(_unsupported(header.api_key, header.api_version), header)
+    body = envelope[4]
+    try:
+        validate(body)
+    except SchemaError as exc:
+        raise InvalidRequestBody(f"{_api_name(header.api_key)} request {exc}", header) from exc
+    return header, body
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> bytes:
+    """One request frame payload (add the length prefix with frames.encode_frame)."""
+    packed: bytes = msgpack.packb([int(api_key), api_version, correlation_id, client_id, body])
+    return packed
+
+
+def encode_request_buffers(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> list[Buffer]:
+    """A whole request frame (length prefix included) as buffers; large ``bin`` values
+    (produce records) stay separate buffers instead of being copied."""
+    envelope = [int(api_key), api_version, correlation_id, client_id, body]
+    return pack_buffers(envelope, length_prefix=True)
+
+
+def encode_response(correlation_id: int, body: Any, *, framed: bool = True) -> list[Buffer]:
+    """A response as buffers to send in order: ``b"".join(...)`` is the frame (with
+    ``framed``, the default, the first buffer starts with the length prefix) or the bare
+    payload. ``bytes`` / ``memoryview`` values of 32 KiB and more are passed through as
+    their own buffers without being copied (see protocol/schemas/packing.py)."""
+    return pack_buffers([correlation_id, body], length_prefix=framed)
+
+
+def decode_response(
+    payload: bytes | bytearray | memoryview, api_key: int, api_version: int
+) -> tuple[int, Any]:
+    """Parse and validate one response payload: (correlation_id, body with defaults)."""
+    try:
+        envelope = msgpack.unpackb(payload, raw=False)
+    except Exception as exc:
+        raise MalformedResponse(f"unparseable response: {exc}") from exc
+    if type(envelope) is not list or len(envelope) != 2 or type(envelope[0]) is not int:
+        raise MalformedResponse("response is not a [correlation_id, body] msgpack array")
+    correlation_id, body = envelope
+    validate = _RESPONSE_VALIDATORS.get((api_key, api_version))
+    if validate is None:
+        raise ValueError(_unsupported(api_key, api_version))  # our own caller's mistake
+    try:
+        validate(body)
+    except SchemaError as exc:
+        if type(body) is dict and type(body.get("error_code")) is int and body["error_code"]:
+            return correlation_id, body  # an error answer (error_body) to any request
+        raise MalformedResponse(f"{_api_name(api_key)} response {exc}") from exc
+    return correlation_id, body
+
+
+def validate_request(api_key: int, api_version: int, body: Any) -> Any:
+    """Check (and fill defaults of) a request body; raises SchemaError. For tests/tools."""
+    _REQUEST_VALIDATORS[api_key, api_version](body)
+    return body
+
+
+def validate_response(api_key: int, api_version: int, body: Any) -> Any:
+    """Check (and fill defaults of) a response body; raises SchemaError."""
+    _RESPONSE_VALIDATORS[api_key, api_version](body)
+    return body
+
+
+def error_body(exc: KafkaError) -> dict[str, Any]:
+    """The body answering a request refused as a whole (any API)."""
+    return {"error_code": exc.code, "error_message": exc.message}
+
+
+def api_versions_body() -> dict[str, Any]:
+    """The ApiVersions response body: every key in SUPPORTED_VERSIONS."""
+    return {
+        "error_code": 0,
+        "api_keys": [
+            {"api_key": int(key), "min_version": low, "max_version": high}
+            for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+def latest_version(api_key: int) -> int:
+    """The highest version of ``api_key`` this code speaks."""
+    return SUPPORTED_VERSIONS[ApiKey(api_key)][1]
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return SCHEMAS[ApiKey(api_key)].name
+    except ValueError:
+        return f"api {api_key}"
+
+
+def _unsupported(api_key: int, api_version: int) -> str:
+    try:
+        low, high = SUPPORTED_VERSIONS[ApiKey(api_key)]
+    except ValueError:
+        return f"unknown api key {api_key}"
+    return f"{SCHEMAS[ApiKey(api_key)].name} v{api_version} not supported (v{low}..v{high})"

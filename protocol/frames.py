@@ -1,0 +1,172 @@
+"""Sans-IO frame codec: a byte stream in, whole frames out.
+
+Byte format (DESIGN §2)::
+
+    +----------------------+-----------------+
+    | length N (int32, BE) | N payload bytes |
+    +----------------------+-----------------+
+
+A negative N, or an N above ``max_frame_bytes`` (the broker's
+``socket.request.max.bytes``), is a protocol violation: the decoder raises
+``FrameError`` and the caller closes that one connection. The decoder never guesses
+how to resynchronise; after a ``FrameError`` it stays broken.
+
+How this works: ``feed`` appends the bytes as received, keeping them as a list of
+chunks (no copy of earlier data, so a 100 MiB frame arriving in 64 KiB pieces costs
+one join, not a quadratic series of concatenations). ``next_frame`` reads the length
+prefix and, once the whole payload is buffered, returns it as ``bytes``:
+
+- many tiny frames inside one received chunk are sliced straight out of that chunk;
+- a frame spread over several chunks is joined once, exactly the bytes it needs;
+- a prefix split across chunks is re-assembled from the few bytes involved.
+
+Like h11, this module never reads or writes a socket: the Trio code around it owns
+the I/O (``client/connection.py``, the broker's server).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Final
+
+from protocol.errors import MinibrokerError
+
+DEFAULT_MAX_FRAME_BYTES: Final = 104_857_600
+"""Kafka's default ``socket.request.max.bytes`` (100 MiB)."""
+
+PREFIX_SIZE: Final = 4
+"""Bytes of the big-endian int32 length prefix."""
+
+_PREFIX = struct.Struct(">i")
+
+
+class _NeedData:
+    """Type of the ``NEED_DATA`` sentinel (a class so mypy can narrow on it)."""
+
+    _instance: _NeedData | None = None
+
+    def __new__(cls) -> _NeedData:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+    def __reduce__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+"""Returned by ``FrameDecoder.next_frame`` when no whole frame is buffered yet."""
+
+
+class FrameError(MinibrokerError):
+    """The byte stream is not a valid frame sequence: close this connection."""
+
+
+def frame_prefix(n: int) -> bytes:
+    """The 4-byte length prefix of an ``n``-byte payload (for writev-style sends)."""
+    return _PREFIX.pack(n)
+
+
+def encode_frame(payload: bytes | bytearray | memoryview) -> bytes:
+    """One frame: the length prefix followed by ``payload``."""
+    return _PREFIX.pack(len(payload)) + payload
+
+
+class FrameDecoder:
+    """Turns received bytes into frame payloads; see the module docstring.
+
+    Not thread- or task-safe: one decoder per connection, used by its one reader.
+    """
+
+    __slots__ = ("_broken", "_buffered", "_chunks", "_frame_len", "_head", "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if max_frame_bytes < 0:
+            raise ValueError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
+        self.max_frame_bytes = max_frame_bytes
+        self._chunks: deque[bytes] = deque()
+        self._head = 0  # bytes of _chunks[0] already consumed
+        self._buffered = 0  # unconsumed bytes over all chunks
+        self._frame_len = -1  # payload length of the frame in progress, -1 before prefix
+        self._broken = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as (part of) a frame."""
+        return self._buffered + (PREFIX_SIZE if self._frame_len >= 0 else 0)
+
+    @property
+    def bytes_needed(self) -> int:
+        """At least this many more bytes are needed before the next frame completes.
+
+        A reader may use it to size its next receive (one large read for a large
+        frame instead of many small ones). 0 means a frame is ready.
+        """
+        if self._frame_len < 0:
+            return max(PREFIX_SIZE - self._buffered, 0)
+        return max(self._frame_len - self._buffered, 0)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append received bytes (an empty ``data`` is ignored, not end of stream)."""
+        if data:
+            # Keep immutable bytes only: the caller may reuse its bytearray buffer.
+            chunk = data if type(data) is bytes else bytes(data)
+            self._chunks.append(chunk)
+            self._buffered += len(chunk)
+
+    def next_frame(self) -> bytes | _NeedData:
+        """The next whole frame's payload, or ``NEED_DATA``; raises ``FrameError``."""
+        if self._broken:
+            raise FrameError("frame stream already failed")
+        if self._frame_len < 0:
+            if self._buffered < PREFIX_SIZE:
+                return NEED_DATA
+            n = _PREFIX.unpack(self._take(PREFIX_SIZE))[0]
+            if n < 0 or n > self.max_frame_bytes:
+                self._broken = True
+                raise FrameError(
+                    f"frame length {n} outside 0..{self.max_frame_bytes} (socket.request.max.bytes)"
+                )
+            self._frame_len = n
+        n = self._frame_len
+        if self._buffered < n:
+            return NEED_DATA
+        self._frame_len = -1
+        return self._take(n)
+
+    def _take(self, n: int) -> bytes:
+        """Remove and return the next ``n`` buffered bytes (caller checked they exist)."""
+        if n == 0:
+            return b""
+        chunks = self._chunks
+        first = chunks[0]
+        head = self._head
+        end = head + n
+        self._buffered -= n
+        if end < len(first):
+            self._head = end
+            return first[head:end]
+        if end == len(first):
+            chunks.popleft()
+            self._head = 0
+            return first if head == 0 else first[head:]
+        # The frame spans chunks: gather exactly its pieces and join them once.
+        pieces = [memoryview(first)[head:]]
+        chunks.popleft()
+        remaining = n - (len(first) - head)
+        while remaining:
+            chunk = chunks[0]
+            if len(chunk) <= remaining:
+                pieces.append(memoryview(chunk))
+                chunks.popleft()
+                remaining -= len(chunk)
+                self._head = 0
+            else:
+                pieces.append(memoryview(chunk)[:remaining])
+                self._head = remaining
+                remaining = 0
+        return b"".join(pieces)

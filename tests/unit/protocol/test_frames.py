@@ -1,0 +1,143 @@
+"""The frame codec, fed whole, byte by byte, in random splits and with trailing bytes."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from protocol.frames import (
+    DEFAULT_MAX_FRAME_BYTES,
+    NEED_DATA,
+    FrameDecoder,
+    FrameError,
+    encode_frame,
+    frame_prefix,
+)
+
+payloads = st.lists(st.binary(max_size=300), max_size=20)
+
+
+def drain(decoder: FrameDecoder) -> list[bytes]:
+    frames = []
+    while (frame := decoder.next_frame()) is not NEED_DATA:
+        assert isinstance(frame, bytes)
+        frames.append(frame)
+    return frames
+
+
+def test_encode_frame_is_big_endian_length_then_payload() -> None:
+    assert encode_frame(b"abc") == b"\x00\x00\x00\x03abc"
+    assert frame_prefix(258) == b"\x00\x00\x01\x02"
+    assert encode_frame(b"") == b"\x00\x00\x00\x00"
+
+
+@given(payloads)
+def test_frames_fed_whole_come_out_in_order(frames: list[bytes]) -> None:
+    decoder = FrameDecoder()
+    decoder.feed(b"".join(encode_frame(f) for f in frames))
+    assert drain(decoder) == frames
+    assert decoder.buffered == 0
+
+
+@given(payloads)
+def test_frames_fed_byte_by_byte_come_out_in_order(frames: list[bytes]) -> None:
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    for byte in b"".join(encode_frame(f) for f in frames):
+        decoder.feed(bytes([byte]))
+        out.extend(drain(decoder))
+    assert out == frames
+
+
+@given(payloads, st.lists(st.integers(min_value=1, max_value=50), min_size=1))
+def test_frames_fed_in_arbitrary_splits_come_out_in_order(
+    frames: list[bytes], sizes: list[int]
+) -> None:
+    stream = b"".join(encode_frame(f) for f in frames)
+    decoder = FrameDecoder()
+    out: list[bytes] = []
+    pos, i = 0, 0
+    while pos < len(stream):
+        size = sizes[i % len(sizes)]
+        decoder.feed(bytearray(stream[pos : pos + size]))  # bytearray: caller may reuse it
+        pos += size
+        i += 1
+        out.extend(drain(decoder))
+    assert out == frames
+
+
+@given(payloads, st.binary(min_size=1, max_size=3))
+def test_trailing_partial_prefix_is_kept_for_later(frames: list[bytes], tail: bytes) -> None:
+    decoder = FrameDecoder()
+    decoder.feed(b"".join(encode_frame(f) for f in frames) + tail)
+    assert drain(decoder) == frames
+    assert decoder.buffered == len(tail)
+    assert decoder.bytes_needed == 4 - len(tail)
+
+
+def test_trailing_partial_payload_waits_for_the_rest() -> None:
+    decoder = FrameDecoder()
+    decoder.feed(encode_frame(b"one") + encode_frame(b"two-long")[:7])
+    assert decoder.next_frame() == b"one"
+    assert decoder.next_frame() is NEED_DATA
+    assert decoder.bytes_needed == 5
+    decoder.feed(b"-long")
+    assert decoder.next_frame() == b"two-long"
+
+
+def test_large_frame_in_many_chunks_is_reassembled_exactly() -> None:
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    stream = encode_frame(payload) + encode_frame(b"after")
+    decoder = FrameDecoder()
+    for pos in range(0, len(stream), 65536):
+        decoder.feed(stream[pos : pos + 65536])
+    assert decoder.next_frame() == payload
+    assert decoder.next_frame() == b"after"
+
+
+@given(st.integers(min_value=-(2**31), max_value=-1))
+def test_negative_length_is_a_frame_error(length: int) -> None:
+    decoder = FrameDecoder()
+    decoder.feed(struct.pack(">i", length) + b"xx")
+    with pytest.raises(FrameError):
+        decoder.next_frame()
+
+
+@given(st.integers(min_value=1, max_value=2**31 - 1), st.integers(min_value=0, max_value=4096))
+def test_length_above_max_frame_bytes_is_a_frame_error(excess: int, limit: int) -> None:
+    length = min(limit + excess, 2**31 - 1)
+    decoder = FrameDecoder(max_frame_bytes=limit)
+    decoder.feed(struct.pack(">i", length))
+    with pytest.raises(FrameError):
+        decoder.next_frame()
+
+
+def test_length_equal_to_the_limit_is_accepted() -> None:
+    decoder = FrameDecoder(max_frame_bytes=5)
+    decoder.feed(encode_frame(b"12345"))
+    assert decoder.next_frame() == b"12345"
+
+
+def test_decoder_stays_failed_after_a_frame_error() -> None:
+    decoder = FrameDecoder(max_frame_bytes=4)
+    decoder.feed(encode_frame(b"too long") + encode_frame(b"ok"))
+    with pytest.raises(FrameError):
+        decoder.next_frame()
+    with pytest.raises(FrameError):
+        decoder.next_frame()
+
+
+def test_default_limit_is_kafkas_socket_request_max_bytes() -> None:
+    assert DEFAULT_MAX_FRAME_BYTES == 104_857_600
+    assert FrameDecoder().max_frame_bytes == DEFAULT_MAX_FRAME_BYTES
+
+
+def test_empty_feed_is_not_end_of_stream() -> None:
+    decoder = FrameDecoder()
+    decoder.feed(b"")
+    assert decoder.next_frame() is NEED_DATA
+    decoder.feed(encode_frame(b""))
+    assert decoder.next_frame() == b""

@@ -23,6 +23,7 @@ from protocol.errors import KafkaError, MinibrokerError
 # Sub-command name -> module implementing it. Order is the order `--help` lists them.
 COMMANDS: dict[str, str] = {
     "dump-log": "storage.dump_log",
+    "zookeeper": "controller.zookeeper_cli",
 }
 
 EXIT_OK = 0

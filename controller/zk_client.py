@@ -1,0 +1,523 @@
+"""A Trio face for kazoo: ZooKeeper calls, one-shot watches and session events.
+
+How this works: kazoo is thread-based. Every blocking kazoo call runs in
+``trio.to_thread.run_sync`` (abandoned on cancellation: the request then completes or
+fails inside kazoo like any request cut off by a connection loss). kazoo delivers
+watch firings and connection-state changes on its own threads; those callbacks only
+re-enter Trio through ``trio.from_thread.run_sync`` with the ``TrioToken`` captured at
+``start()`` and put an event on every subscriber's memory channel. Nothing else runs
+on kazoo's threads.
+
+Events (``subscribe()`` gives a channel that receives all of them, in order):
+
+``WatchEvent(type, path)``  a one-shot watch fired (Kafka's NodeCreated, NodeDeleted,
+                            NodeDataChanged, NodeChildrenChanged). Re-read with
+                            ``watch=True`` to see the new value and re-arm it.
+``StateChange(state, session_id, new_session)``
+    SUSPENDED  the connection dropped; the session (and its ephemerals) may survive
+               until the session timeout. kazoo forgets every watch at this point.
+    EXPIRED    the session is gone: its ephemeral znodes are deleted by ZooKeeper.
+               kazoo then opens a new session by itself; expiry is never an exception
+               that ends the client.
+    CONNECTED  a session is usable again. Every watch must be re-armed after it;
+               ``new_session`` is True when this is a different session from the last
+               one (first connect, or after EXPIRED): ephemerals must be re-created.
+
+Errors: kazoo exceptions are converted here, once, into ``ZkError`` subclasses
+(``raise ... from exc``), so callers never import kazoo.
+
+Chroot: ``host:port[,host:port]/chroot`` is honoured; the chroot znode is created when
+missing (like ``zookeeper.connect`` of a Kafka broker pointing at a fresh ensemble).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import math
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import trio
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionDropped,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    RolledBackError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.hosts import collect_hosts
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
+
+from protocol.errors import MinibrokerError
+
+# Kafka's zookeeper.session.timeout.ms default is 18 s; tests and benchmarks pass less.
+DEFAULT_SESSION_TIMEOUT_S = 18.0
+DEFAULT_CONNECT_TIMEOUT_S = 15.0
+# Upper bound on one request; kazoo fails requests on connection loss well before this.
+REQUEST_TIMEOUT_S = 30.0
+# Reconnect forever, at most a second apart: a broker must outlive a ZooKeeper restart.
+RECONNECT_MAX_DELAY_S = 1.0
+
+T = TypeVar("T")
+
+
+# -- errors -------------------------------------------------------------------------
+
+
+class ZkError(MinibrokerError):
+    """A ZooKeeper request failed (the kazoo exception is the ``__cause__``)."""
+
+
+class NodeExists(ZkError):
+    """create: the znode is already there."""
+
+
+class NoNode(ZkError):
+    """The znode (or, for create, its parent) does not exist."""
+
+
+class BadVersion(ZkError):
+    """A conditional update or delete named a version the znode no longer has."""
+
+
+class NotEmpty(ZkError):
+    """delete: the znode still has children."""
+
+
+class ZkConnectionLoss(ZkError):
+    """No answer: the connection dropped or timed out; the request may or may not
+    have been applied."""
+
+
+class ZkSessionExpired(ZkError):
+    """The session ended (expired or closed); its ephemerals and watches are gone."""
+
+
+_ERRORS: tuple[tuple[type[BaseException], type[ZkError]], ...] = (
+    (NodeExistsError, NodeExists),
+    (NoNodeError, NoNode),
+    (BadVersionError, BadVersion),
+    (NotEmptyError, NotEmpty),
+    # ConnectionClosedError (client stopped) is a SessionExpiredError in kazoo.
+    (SessionExpiredError, ZkSessionExpired),
+    (ConnectionLoss, ZkConnectionLoss),
+    (ConnectionDropped, ZkConnectionLoss),
+    (OperationTimeoutError, ZkConnectionLoss),
+    (KazooTimeoutError, ZkConnectionLoss),
+)
+
+
+def translate_error(exc: BaseException) -> ZkError:
+    """Our exception for a kazoo one, with the original as ``__cause__``."""
+    ours = next((mine for theirs, mine in _ERRORS if isinstance(exc, theirs)), ZkError)
+    error = ours(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+    error.__cause__ = exc
+    return error
+
+
+_KAZOO_ERRORS = (KazooException, KazooTimeoutError)
+
+
+# -- values -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """The parts of a znode's stat we use. ``version`` is the data version that
+    conditional updates name (Kafka's zkVersion)."""
+
+    version: int
+    cversion: int
+    ephemeral_owner: int
+    num_children: int
+    data_length: int
+    ctime_ms: int
+    mtime_ms: int
+    czxid: int
+    mzxid: int
+
+    @classmethod
+    def from_kazoo(cls, stat: ZnodeStat) -> Stat:
+        return cls(
+            version=stat.version,
+            cversion=stat.cversion,
+            ephemeral_owner=stat.ephemeralOwner,
+            num_children=stat.numChildren,
+            data_length=stat.dataLength,
+            ctime_ms=stat.ctime,
+            mtime_ms=stat.mtime,
+            czxid=stat.czxid,
+            mzxid=stat.mzxid,
+        )
+
+
+class WatchType(enum.Enum):
+    CREATED = "created"
+    DELETED = "deleted"
+    CHANGED = "changed"
+    CHILD = "child"
+
+
+_WATCH_TYPES = {
+    EventType.CREATED: WatchType.CREATED,
+    EventType.DELETED: WatchType.DELETED,
+    EventType.CHANGED: WatchType.CHANGED,
+    EventType.CHILD: WatchType.CHILD,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: WatchType
+    path: str
+
+
+class ZkState(enum.Enum):
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    state: ZkState
+    session_id: int | None
+    new_session: bool = False
+
+
+ZkEvent = WatchEvent | StateChange
+
+
+@dataclass(frozen=True, slots=True)
+class CreateOp:
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+    sequence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SetOp:
+    path: str
+    data: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOp:
+    path: str
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOp:
+    """Transaction guard: fails the whole transaction unless ``path`` has ``version``."""
+
+    path: str
+    version: int
+
+
+TxnOp = CreateOp | SetOp | DeleteOp | CheckOp
+
+
+def split_connect_string(connect: str) -> tuple[str, str]:
+    """``"h1:1,h2:2/kafka/x"`` -> ``("h1:1,h2:2", "/kafka/x")``; no chroot -> ``""``."""
+    hosts, _, chroot = connect.partition("/")
+    chroot = "/" + chroot.strip("/") if chroot.strip("/") else ""
+    try:
+        collect_hosts(hosts)
+    except ValueError as exc:
+        raise ZkError(f"bad zookeeper.connect {connect!r}: {exc}") from exc
+    return hosts, chroot
+
+
+# -- the client ---------------------------------------------------------------------
+
+
+class ZkClient:
+    """One ZooKeeper session (renewed after expiry) used from one Trio run.
+
+    Open it with ``open_zk_client`` (or ``start``/``close``). Calls are safe from any
+    number of Trio tasks at once: kazoo serialises requests on its connection.
+    """
+
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT_S,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+        request_timeout: float = REQUEST_TIMEOUT_S,
+    ) -> None:
+        self.connect = connect
+        self.hosts, self.chroot = split_connect_string(connect)
+        self.session_timeout = session_timeout
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self._kazoo = KazooClient(
+            hosts=self.hosts,
+            timeout=session_timeout,
+            connection_retry=KazooRetry(max_tries=-1, max_delay=RECONNECT_MAX_DELAY_S),
+        )
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._subscribers: list[trio.MemorySendChannel[ZkEvent]] = []
+        self._session_id: int | None = None
+        self._closing = False
+
+    @property
+    def session_id(self) -> int | None:
+        """The current session's id, None while no session is established."""
+        client_id = self._kazoo.client_id
+        return int(client_id[0]) if client_id else None
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._kazoo.connected)
+
+    def session_credentials(self) -> tuple[int, bytes] | None:
+        """(session id, password): lets tests take over and close this session."""
+        client_id = self._kazoo.client_id
+        return (int(client_id[0]), bytes(client_id[1])) if client_id else None
+
+    def subscribe(self) -> trio.MemoryReceiveChannel[ZkEvent]:
+        """A channel receiving every later event. Unbounded on purpose: kazoo's threads
+        must never block on us, and watches are one-shot, so at most one event per
+        armed watch (plus state changes) can be pending."""
+        send, receive = trio.open_memory_channel[ZkEvent](math.inf)
+        self._subscribers.append(send)
+        return receive
+
+    async def start(self) -> None:
+        """Connect (raising ZkConnectionLoss after ``connect_timeout``) and create the
+        chroot if missing."""
+        self._token = trio.lowlevel.current_trio_token()
+        self._kazoo.add_listener(self._on_state)
+        try:
+            await trio.to_thread.run_sync(self._kazoo.start, self.connect_timeout)
+        except _KAZOO_ERRORS as exc:
+            await self.close()
+            raise ZkConnectionLoss(f"cannot connect to ZooKeeper at {self.hosts}") from exc
+        if self.chroot:
+            # kazoo prefixes every path with its chroot but never creates it; set the
+            # chroot only after creating it through the un-chrooted client.
+            await self._call(self._kazoo.ensure_path, self.chroot)
+            self._kazoo.chroot = self.chroot
+
+    async def close(self) -> None:
+        """End the session (its ephemerals vanish at once) and close every channel."""
+        self._closing = True
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self._stop_kazoo)
+        for channel in self._subscribers:
+            channel.close()
+        self._subscribers.clear()
+
+    def _stop_kazoo(self) -> None:
+        self._kazoo.stop()
+        self._kazoo.close()
+
+    # -- requests ---------------------------------------------------------------------
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        """Create a znode; returns its path (with the sequence suffix if ``sequence``)."""
+        created: str = await self._call(
+            self._kazoo.create,
+            path,
+            data,
+            ephemeral=ephemeral,
+            sequence=sequence,
+            makepath=makepath,
+        )
+        return created
+
+    async def ensure_path(self, path: str) -> None:
+        """Create ``path`` and its missing parents (empty data)."""
+        await self._call(self._kazoo.ensure_path, path)
+
+    async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]:
+        data, stat = await self._call(self._kazoo.get, path, self._watcher(watch))
+        return bytes(data or b""), Stat.from_kazoo(stat)
+
+    async def exists(self, path: str, *, watch: bool = False) -> Stat | None:
+        """The znode's stat or None; a watch fires on create, delete or data change."""
+        stat = await self._call(self._kazoo.exists, path, self._watcher(watch))
+        return Stat.from_kazoo(stat) if stat is not None else None
+
+    async def get_children(self, path: str, *, watch: bool = False) -> list[str]:
+        """Child names, sorted; a watch fires when a child is added or removed (and when
+        ``path`` is deleted)."""
+        children = await self._call(self._kazoo.get_children, path, self._watcher(watch))
+        return sorted(children)
+
+    async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat:
+        """Replace the data; with ``version`` >= 0 only if the znode still has it."""
+        stat = await self._call(self._kazoo.set, path, data, version)
+        return Stat.from_kazoo(stat)
+
+    async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
+        await self._call(self._kazoo.delete, path, version, recursive)
+
+    async def get_many(
+        self, paths: Sequence[str], *, watch: bool = False
+    ) -> list[tuple[bytes, Stat] | ZkError]:
+        """``get`` of many znodes in one round trip; each failure is returned, not raised."""
+        watcher = self._watcher(watch)
+        results = await self._pipeline(
+            [functools.partial(self._kazoo.get_async, path, watcher) for path in paths]
+        )
+        return [
+            r if isinstance(r, ZkError) else (bytes(r[0] or b""), Stat.from_kazoo(r[1]))
+            for r in results
+        ]
+
+    async def set_many(self, ops: Sequence[SetOp]) -> list[Stat | ZkError]:
+        """Independent (not atomic) conditional sets in one round trip."""
+        results = await self._pipeline(
+            [functools.partial(self._kazoo.set_async, op.path, op.data, op.version) for op in ops]
+        )
+        return [r if isinstance(r, ZkError) else Stat.from_kazoo(r) for r in results]
+
+    async def create_many(
+        self, ops: Sequence[CreateOp], *, makepath: bool = False
+    ) -> list[str | ZkError]:
+        """Independent (not atomic) creates in one round trip."""
+        results = await self._pipeline(
+            [
+                functools.partial(
+                    self._kazoo.create_async,
+                    op.path,
+                    op.data,
+                    ephemeral=op.ephemeral,
+                    sequence=op.sequence,
+                    makepath=makepath,
+                )
+                for op in ops
+            ]
+        )
+        return [r if isinstance(r, ZkError) else str(r) for r in results]
+
+    async def commit(self, ops: Sequence[TxnOp]) -> list[Any]:
+        """Apply ``ops`` atomically (ZooKeeper multi). Returns one result per op (path,
+        Stat, True). If any op fails, nothing is applied and the first failing op's
+        error is raised (BadVersion for a failed CheckOp)."""
+
+        def run() -> list[Any]:
+            txn = self._kazoo.transaction()
+            for op in ops:
+                if isinstance(op, CreateOp):
+                    txn.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
+                elif isinstance(op, SetOp):
+                    txn.set_data(op.path, op.data, op.version)
+                elif isinstance(op, DeleteOp):
+                    txn.delete(op.path, op.version)
+                else:
+                    txn.check(op.path, op.version)
+            return list(txn.commit())
+
+        results = await self._call(run)
+        for result in results:
+            # kazoo reports the failing op's error and RolledBackError for the others.
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                raise translate_error(result) from result
+        return [Stat.from_kazoo(r) if isinstance(r, ZnodeStat) else r for r in results]
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        def call() -> T:
+            return fn(*args, **kwargs)
+
+        try:
+            return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+        except _KAZOO_ERRORS as exc:
+            raise translate_error(exc) from exc
+
+    async def _pipeline(self, issue: Sequence[Callable[[], Any]]) -> list[Any]:
+        """Send every request first, then collect the answers: one round trip overall."""
+
+        def run() -> list[Any]:
+            pending = [call() for call in issue]
+            results: list[Any] = []
+            for async_result in pending:
+                try:
+                    results.append(async_result.get(timeout=self.request_timeout))
+                except _KAZOO_ERRORS as exc:
+                    results.append(translate_error(exc))
+            return results
+
+        return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+
+    def _watcher(self, watch: bool) -> Callable[[WatchedEvent], None] | None:
+        # Always the same bound method, so kazoo keeps one watcher per znode and a
+        # repeated read with watch=True does not double the events.
+        return self._on_watch if watch else None
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        """kazoo thread. Watches dropped on disconnect arrive as type NONE: the
+        SUSPENDED/EXPIRED state change already says that, so they are ignored."""
+        watch_type = _WATCH_TYPES.get(event.type)
+        if watch_type is None or event.path is None:
+            return
+        self._publish_from_thread(WatchEvent(watch_type, event.path))
+
+    def _on_state(self, state: str) -> None:
+        """kazoo connection thread (must not block long: only hands over an event)."""
+        if state == KazooState.CONNECTED:
+            session_id = self.session_id
+            new_session = session_id != self._session_id
+            self._session_id = session_id
+            self._publish_from_thread(StateChange(ZkState.CONNECTED, session_id, new_session))
+        elif state == KazooState.SUSPENDED:
+            self._publish_from_thread(StateChange(ZkState.SUSPENDED, self._session_id))
+        elif state == KazooState.LOST and not self._closing:
+            self._publish_from_thread(StateChange(ZkState.EXPIRED, self._session_id))
+
+    def _publish_from_thread(self, event: ZkEvent) -> None:
+        if self._token is None:
+            return
+        # RunFinishedError: the Trio run is over and nobody is left to tell.
+        with contextlib.suppress(trio.RunFinishedError):
+            trio.from_thread.run_sync(self._publish, event, trio_token=self._token)
+
+    def _publish(self, event: ZkEvent) -> None:
+        for channel in list(self._subscribers):
+            try:
+                channel.send_nowait(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subscribers.remove(channel)
+
+
+@contextlib.asynccontextmanager
+async def open_zk_client(
+    connect: str,
+    *,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT_S,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+) -> AsyncIterator[ZkClient]:
+    """``async with open_zk_client("127.0.0.1:2181/kafka") as zk: ...`` — a connected
+    client; the session is closed on exit."""
+    client = ZkClient(connect, session_timeout=session_timeout, connect_timeout=connect_timeout)
+    await client.start()
+    try:
+        yield client
+    finally:
+        await client.close()

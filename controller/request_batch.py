@@ -1,0 +1,283 @@
+"""ControllerBrokerRequestBatch: collects one round of decisions, sends one request per
+(broker, kind).
+
+How this works: while the state machines handle a set of transitions they ``add_*``
+partitions to the batch; nothing goes out until ``send_requests()``, which builds at most
+one LeaderAndIsr, one UpdateMetadata and one StopReplica body per broker and hands them,
+in that order, to a ``RequestSender`` (the channel manager, or a recorder in tests).
+Order matters: a broker learns its new role (LeaderAndIsr) before the cluster-wide view
+(UpdateMetadata), and stops replicas last.
+
+Bodies follow Kafka's message JSON definitions in snake_case (LeaderAndIsrRequest v4,
+UpdateMetadataRequest v6, StopReplicaRequest v3, with per-partition delete flags). Every
+body is stamped with ``controller_id`` and ``controller_epoch``; brokers reject a lower
+epoch with STALE_CONTROLLER_EPOCH (DESIGN §5). ``broker_epoch`` is always -1: brokers
+here do not track ZooKeeper session generations.
+
+LeaderAndIsr partition state:
+    {"partition_index", "controller_epoch", "leader", "leader_epoch", "isr", "zk_version",
+     "replicas", "adding_replicas", "removing_replicas", "is_new"}
+UpdateMetadata partition state:
+    {"partition_index", "controller_epoch", "leader", "leader_epoch", "isr", "zk_version",
+     "replicas", "offline_replicas"}
+StopReplica partition state:
+    {"partition_index", "leader_epoch", "delete_partition"}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from controller.context import ControllerContext, LeaderAndIsr, TopicPartition
+
+# Kafka's API keys (DESIGN §2); the numbers are the wire contract.
+LEADER_AND_ISR = 4
+STOP_REPLICA = 5
+UPDATE_METADATA = 6
+
+NO_BROKER_EPOCH = -1
+NO_LEADER_EPOCH = -1
+PLAINTEXT_LISTENER = "PLAINTEXT"
+PLAINTEXT_SECURITY_PROTOCOL = 0  # Kafka's SecurityProtocol id for PLAINTEXT
+
+Body = dict[str, Any]
+ResponseCallback = Callable[[int, Body], None]
+"""Called with (broker_id, response body) when a broker answers."""
+
+
+class RequestSender(Protocol):
+    def send(
+        self, broker_id: int, api_key: int, body: Body, on_response: ResponseCallback | None
+    ) -> None:
+        """Queue a request for a broker; never blocks."""
+
+
+class BatchNotEmptyError(RuntimeError):
+    """new_batch() found requests of a previous round that were never sent: a bug."""
+
+
+@dataclass(frozen=True, slots=True)
+class _LeaderAndIsrEntry:
+    leader_and_isr: LeaderAndIsr
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+    is_new: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRequest:
+    broker_id: int
+    api_key: int
+    body: Body
+
+
+class ControllerBrokerRequestBatch:
+    def __init__(
+        self,
+        context: ControllerContext,
+        controller_id: int,
+        sender: RequestSender,
+        on_stop_replica_response: ResponseCallback | None = None,
+    ) -> None:
+        self._context = context
+        self._controller_id = controller_id
+        self._sender = sender
+        self._on_stop_replica_response = on_stop_replica_response
+        self._leader_and_isr: dict[int, dict[TopicPartition, _LeaderAndIsrEntry]] = {}
+        self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
+        self._metadata_brokers: set[int] = set()
+        self._metadata_partitions: dict[TopicPartition, LeaderAndIsr] = {}
+
+    def is_empty(self) -> bool:
+        return not (self._leader_and_isr or self._stop_replica or self._metadata_brokers)
+
+    def new_batch(self) -> None:
+        if not self.is_empty():
+            raise BatchNotEmptyError("controller request batch still holds unsent requests")
+
+    def clear(self) -> None:
+        self._leader_and_isr.clear()
+        self._stop_replica.clear()
+        self._metadata_brokers.clear()
+        self._metadata_partitions.clear()
+
+    def add_leader_and_isr(
+        self,
+        broker_ids: Iterable[int],
+        tp: TopicPartition,
+        leader_and_isr: LeaderAndIsr,
+        replicas: Iterable[int],
+        *,
+        is_new: bool = False,
+    ) -> None:
+        """Tell ``broker_ids`` (those alive) the partition's leadership; every live broker
+        then gets the same partition in UpdateMetadata."""
+        reassignment = self._context.partitions_being_reassigned.get(tp)
+        entry = _LeaderAndIsrEntry(
+            leader_and_isr,
+            tuple(replicas),
+            reassignment.adding if reassignment else (),
+            reassignment.removing if reassignment else (),
+            is_new,
+        )
+        for broker_id in broker_ids:
+            if broker_id < 0 or broker_id not in self._context.live_brokers:
+                continue
+            per_broker = self._leader_and_isr.setdefault(broker_id, {})
+            previous = per_broker.get(tp)
+            # A replica first created in this round stays "new" even if a later
+            # transition in the same round re-adds it.
+            new_before = previous is not None and previous.is_new
+            per_broker[tp] = replace(entry, is_new=True) if new_before else entry
+        self.add_update_metadata(self._context.live_or_shutting_down_broker_ids, [tp])
+
+    def add_stop_replica(
+        self, broker_ids: Iterable[int], tp: TopicPartition, *, delete: bool
+    ) -> None:
+        for broker_id in broker_ids:
+            if broker_id < 0 or broker_id not in self._context.live_brokers:
+                continue
+            per_broker = self._stop_replica.setdefault(broker_id, {})
+            per_broker[tp] = per_broker.get(tp, False) or delete  # a delete is never undone
+
+    def add_update_metadata(
+        self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition]
+    ) -> None:
+        """UpdateMetadata for ``partitions`` to ``broker_ids``; with no partitions the
+        request still carries the live broker list."""
+        self._metadata_brokers.update(b for b in broker_ids if b in self._context.live_brokers)
+        for tp in partitions:
+            lai = self._context.leadership_for_metadata(tp)
+            if lai is not None:
+                self._metadata_partitions[tp] = lai
+
+    # -- building and sending --------------------------------------------------------
+
+    def requests(self, controller_epoch: int) -> list[BrokerRequest]:
+        """Every request of this round, LeaderAndIsr first, then UpdateMetadata, then
+        StopReplica; brokers in ascending id order so the output is deterministic."""
+        header: Body = {
+            "controller_id": self._controller_id,
+            "controller_epoch": controller_epoch,
+            "broker_epoch": NO_BROKER_EPOCH,
+        }
+        out: list[BrokerRequest] = []
+        for broker_id in sorted(self._leader_and_isr):
+            out.append(
+                BrokerRequest(
+                    broker_id, LEADER_AND_ISR, header | self._leader_and_isr_body(broker_id)
+                )
+            )
+        if self._metadata_brokers:
+            metadata = header | self._update_metadata_body()
+            for broker_id in sorted(self._metadata_brokers):
+                out.append(BrokerRequest(broker_id, UPDATE_METADATA, metadata))
+        for broker_id in sorted(self._stop_replica):
+            out.append(
+                BrokerRequest(broker_id, STOP_REPLICA, header | self._stop_replica_body(broker_id))
+            )
+        return out
+
+    def send_requests(self, controller_epoch: int) -> None:
+        try:
+            for request in self.requests(controller_epoch):
+                callback = (
+                    self._on_stop_replica_response if request.api_key == STOP_REPLICA else None
+                )
+                self._sender.send(request.broker_id, request.api_key, request.body, callback)
+        finally:
+            self.clear()
+
+    def _leader_and_isr_body(self, broker_id: int) -> Body:
+        entries = self._leader_and_isr[broker_id]
+        by_topic: dict[str, list[Body]] = {}
+        leaders: set[int] = set()
+        for tp, entry in sorted(entries.items()):
+            lai = entry.leader_and_isr
+            leaders.add(lai.leader)
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "controller_epoch": lai.controller_epoch,
+                    "leader": lai.leader,
+                    "leader_epoch": lai.leader_epoch,
+                    "isr": list(lai.isr),
+                    "zk_version": lai.zk_version,
+                    "replicas": list(entry.replicas),
+                    "adding_replicas": list(entry.adding),
+                    "removing_replicas": list(entry.removing),
+                    "is_new": entry.is_new,
+                }
+            )
+        live_leaders = [
+            {"broker_id": b.id, "host_name": b.host, "port": b.port}
+            for leader_id in sorted(leaders)
+            if (b := self._context.live_brokers.get(leader_id)) is not None
+        ]
+        return {
+            "topic_states": [
+                {"topic_name": topic, "partition_states": states}
+                for topic, states in by_topic.items()
+            ],
+            "live_leaders": live_leaders,
+        }
+
+    def _update_metadata_body(self) -> Body:
+        live = self._context.live_or_shutting_down_broker_ids
+        by_topic: dict[str, list[Body]] = {}
+        for tp, lai in sorted(self._metadata_partitions.items()):
+            replicas = self._context.replicas_for(tp)
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "controller_epoch": lai.controller_epoch,
+                    "leader": lai.leader,
+                    "leader_epoch": lai.leader_epoch,
+                    "isr": list(lai.isr),
+                    "zk_version": lai.zk_version,
+                    "replicas": list(replicas),
+                    "offline_replicas": [r for r in replicas if r not in live],
+                }
+            )
+        return {
+            "topic_states": [
+                {"topic_name": topic, "partition_states": states}
+                for topic, states in by_topic.items()
+            ],
+            "live_brokers": [
+                {
+                    "id": b.id,
+                    "endpoints": [
+                        {
+                            "port": b.port,
+                            "host": b.host,
+                            "listener": PLAINTEXT_LISTENER,
+                            "security_protocol": PLAINTEXT_SECURITY_PROTOCOL,
+                        }
+                    ],
+                    "rack": b.rack,
+                }
+                for _, b in sorted(self._context.live_brokers.items())
+            ],
+        }
+
+    def _stop_replica_body(self, broker_id: int) -> Body:
+        by_topic: dict[str, list[Body]] = {}
+        for tp, delete in sorted(self._stop_replica[broker_id].items()):
+            lai = self._context.leadership.get(tp)
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "leader_epoch": lai.leader_epoch if lai is not None else NO_LEADER_EPOCH,
+                    "delete_partition": delete,
+                }
+            )
+        return {
+            "topic_states": [
+                {"topic_name": topic, "partition_states": states}
+                for topic, states in by_topic.items()
+            ]
+        }

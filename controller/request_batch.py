@@ -8,20 +8,20 @@ in that order, to a ``RequestSender`` (the channel manager, or a recorder in tes
 Order matters: a broker learns its new role (LeaderAndIsr) before the cluster-wide view
 (UpdateMetadata), and stops replicas last.
 
-Bodies follow Kafka's message JSON definitions in snake_case (LeaderAndIsrRequest v4,
-UpdateMetadataRequest v6, StopReplicaRequest v3, with per-partition delete flags). Every
-body is stamped with ``controller_id`` and ``controller_epoch``; brokers reject a lower
-epoch with STALE_CONTROLLER_EPOCH (DESIGN §5). ``broker_epoch`` is always -1: brokers
-here do not track ZooKeeper session generations.
+Bodies follow protocol/schemas/control.py (Kafka's messages in snake_case, with one flat
+``partition_states`` list whose entries name their topic, and brokers as
+``{id, host, port, rack}``). Every body is stamped with ``controller_id`` and
+``controller_epoch``; brokers reject a lower epoch with STALE_CONTROLLER_EPOCH
+(DESIGN §5). ``broker_epoch`` is always -1 (don't check).
 
-LeaderAndIsr partition state:
-    {"partition_index", "controller_epoch", "leader", "leader_epoch", "isr", "zk_version",
-     "replicas", "adding_replicas", "removing_replicas", "is_new"}
-UpdateMetadata partition state:
-    {"partition_index", "controller_epoch", "leader", "leader_epoch", "isr", "zk_version",
-     "replicas", "offline_replicas"}
-StopReplica partition state:
-    {"partition_index", "leader_epoch", "delete_partition"}
+LeaderAndIsr:   partition_states[{topic_name, partition_index, controller_epoch, leader,
+                leader_epoch, isr, zk_version, replicas, adding_replicas,
+                removing_replicas, is_new}], live_leaders[broker]
+UpdateMetadata: partition_states[{topic_name, partition_index, controller_epoch, leader,
+                leader_epoch, isr, zk_version, replicas, offline_replicas}],
+                live_brokers[broker]
+StopReplica:    partition_states[{topic_name, partition_index, leader_epoch,
+                delete_partition}]
 """
 
 from __future__ import annotations
@@ -31,16 +31,17 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from controller.context import ControllerContext, LeaderAndIsr, TopicPartition
+from protocol.api import ApiKey
 
-# Kafka's API keys (DESIGN §2); the numbers are the wire contract.
-LEADER_AND_ISR = 4
-STOP_REPLICA = 5
-UPDATE_METADATA = 6
+LEADER_AND_ISR = ApiKey.LEADER_AND_ISR
+STOP_REPLICA = ApiKey.STOP_REPLICA
+UPDATE_METADATA = ApiKey.UPDATE_METADATA
 
 NO_BROKER_EPOCH = -1
 NO_LEADER_EPOCH = -1
-PLAINTEXT_LISTENER = "PLAINTEXT"
-PLAINTEXT_SECURITY_PROTOCOL = 0  # Kafka's SecurityProtocol id for PLAINTEXT
+"""StopReplica leader epoch meaning "don't check"."""
+EPOCH_DURING_DELETE = -2
+"""StopReplica leader epoch for a topic being deleted: the broker stops whatever epoch."""
 
 Body = dict[str, Any]
 ResponseCallback = Callable[[int, Body], None]
@@ -191,15 +192,21 @@ class ControllerBrokerRequestBatch:
         finally:
             self.clear()
 
+    def _broker(self, broker_id: int) -> Body | None:
+        b = self._context.live_brokers.get(broker_id)
+        if b is None:
+            return None
+        return {"id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+
     def _leader_and_isr_body(self, broker_id: int) -> Body:
-        entries = self._leader_and_isr[broker_id]
-        by_topic: dict[str, list[Body]] = {}
+        states: list[Body] = []
         leaders: set[int] = set()
-        for tp, entry in sorted(entries.items()):
+        for tp, entry in sorted(self._leader_and_isr[broker_id].items()):
             lai = entry.leader_and_isr
             leaders.add(lai.leader)
-            by_topic.setdefault(tp.topic, []).append(
+            states.append(
                 {
+                    "topic_name": tp.topic,
                     "partition_index": tp.partition,
                     "controller_epoch": lai.controller_epoch,
                     "leader": lai.leader,
@@ -212,26 +219,17 @@ class ControllerBrokerRequestBatch:
                     "is_new": entry.is_new,
                 }
             )
-        live_leaders = [
-            {"broker_id": b.id, "host_name": b.host, "port": b.port}
-            for leader_id in sorted(leaders)
-            if (b := self._context.live_brokers.get(leader_id)) is not None
-        ]
-        return {
-            "topic_states": [
-                {"topic_name": topic, "partition_states": states}
-                for topic, states in by_topic.items()
-            ],
-            "live_leaders": live_leaders,
-        }
+        live_leaders = [b for leader in sorted(leaders) if (b := self._broker(leader)) is not None]
+        return {"partition_states": states, "live_leaders": live_leaders}
 
     def _update_metadata_body(self) -> Body:
         live = self._context.live_or_shutting_down_broker_ids
-        by_topic: dict[str, list[Body]] = {}
+        states: list[Body] = []
         for tp, lai in sorted(self._metadata_partitions.items()):
             replicas = self._context.replicas_for(tp)
-            by_topic.setdefault(tp.topic, []).append(
+            states.append(
                 {
+                    "topic_name": tp.topic,
                     "partition_index": tp.partition,
                     "controller_epoch": lai.controller_epoch,
                     "leader": lai.leader,
@@ -242,42 +240,23 @@ class ControllerBrokerRequestBatch:
                     "offline_replicas": [r for r in replicas if r not in live],
                 }
             )
-        return {
-            "topic_states": [
-                {"topic_name": topic, "partition_states": states}
-                for topic, states in by_topic.items()
-            ],
-            "live_brokers": [
-                {
-                    "id": b.id,
-                    "endpoints": [
-                        {
-                            "port": b.port,
-                            "host": b.host,
-                            "listener": PLAINTEXT_LISTENER,
-                            "security_protocol": PLAINTEXT_SECURITY_PROTOCOL,
-                        }
-                    ],
-                    "rack": b.rack,
-                }
-                for _, b in sorted(self._context.live_brokers.items())
-            ],
-        }
+        brokers = [b for broker_id in sorted(live) if (b := self._broker(broker_id)) is not None]
+        return {"partition_states": states, "live_brokers": brokers}
 
     def _stop_replica_body(self, broker_id: int) -> Body:
-        by_topic: dict[str, list[Body]] = {}
+        states: list[Body] = []
         for tp, delete in sorted(self._stop_replica[broker_id].items()):
             lai = self._context.leadership.get(tp)
-            by_topic.setdefault(tp.topic, []).append(
+            if tp.topic in self._context.topics_to_be_deleted:
+                epoch = EPOCH_DURING_DELETE
+            else:
+                epoch = lai.leader_epoch if lai is not None else NO_LEADER_EPOCH
+            states.append(
                 {
+                    "topic_name": tp.topic,
                     "partition_index": tp.partition,
-                    "leader_epoch": lai.leader_epoch if lai is not None else NO_LEADER_EPOCH,
+                    "leader_epoch": epoch,
                     "delete_partition": delete,
                 }
             )
-        return {
-            "topic_states": [
-                {"topic_name": topic, "partition_states": states}
-                for topic, states in by_topic.items()
-            ]
-        }
+        return {"partition_states": states}

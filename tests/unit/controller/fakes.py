@@ -3,12 +3,14 @@ behaves like ZooKeeper's versioned znodes, a request sender that records, and br
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.context import ControllerContext, LeaderAndIsr, TopicPartition
 from controller.request_batch import Body, ResponseCallback
 from controller.state_machines import WriteResult
+from protocol.api import latest_version, validate_request
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class RecordingSender:
     def send(
         self, broker_id: int, api_key: int, body: Body, on_response: ResponseCallback | None
     ) -> None:
+        # Every request the controller sends must pass the wire schema.
+        validate_request(api_key, latest_version(api_key), copy.deepcopy(body))
         self.sent.append(Sent(broker_id, api_key, body, on_response))
 
     def to(self, broker_id: int, api_key: int) -> list[Body]:
@@ -89,9 +93,8 @@ class RecordingSender:
         """Every partition state sent to a broker in requests of one kind, last wins."""
         out: dict[TopicPartition, Body] = {}
         for body in self.to(broker_id, api_key):
-            for topic in body["topic_states"]:
-                for state in topic["partition_states"]:
-                    out[TopicPartition(topic["topic_name"], state["partition_index"])] = state
+            for state in body["partition_states"]:
+                out[TopicPartition(state["topic_name"], state["partition_index"])] = state
         return out
 
 

@@ -48,40 +48,37 @@ def test_partitions_for_one_broker_go_in_one_leader_and_isr_request() -> None:
     ]
     body = sender.to(2, LEADER_AND_ISR)[0]
     assert body["controller_id"] == 9 and body["controller_epoch"] == 5
-    assert body["topic_states"] == [
+    assert body["partition_states"] == [
         {
             "topic_name": "a",
-            "partition_states": [
-                {
-                    "partition_index": 0,
-                    "controller_epoch": 4,
-                    "leader": 1,
-                    "leader_epoch": 3,
-                    "isr": [1, 2],
-                    "zk_version": 7,
-                    "replicas": [1, 2],
-                    "adding_replicas": [],
-                    "removing_replicas": [],
-                    "is_new": False,
-                },
-                {
-                    "partition_index": 1,
-                    "controller_epoch": 5,
-                    "leader": 2,
-                    "leader_epoch": 0,
-                    "isr": [2, 3],
-                    "zk_version": 0,
-                    "replicas": [2, 3],
-                    "adding_replicas": [],
-                    "removing_replicas": [],
-                    "is_new": True,
-                },
-            ],
-        }
+            "partition_index": 0,
+            "controller_epoch": 4,
+            "leader": 1,
+            "leader_epoch": 3,
+            "isr": [1, 2],
+            "zk_version": 7,
+            "replicas": [1, 2],
+            "adding_replicas": [],
+            "removing_replicas": [],
+            "is_new": False,
+        },
+        {
+            "topic_name": "a",
+            "partition_index": 1,
+            "controller_epoch": 5,
+            "leader": 2,
+            "leader_epoch": 0,
+            "isr": [2, 3],
+            "zk_version": 0,
+            "replicas": [2, 3],
+            "adding_replicas": [],
+            "removing_replicas": [],
+            "is_new": True,
+        },
     ]
     assert body["live_leaders"] == [
-        {"broker_id": 1, "host_name": "127.0.0.1", "port": 9001},
-        {"broker_id": 2, "host_name": "127.0.0.1", "port": 9002},
+        {"id": 1, "host": "127.0.0.1", "port": 9001, "rack": None},
+        {"id": 2, "host": "127.0.0.1", "port": 9002, "rack": None},
     ]
     assert batch.is_empty()
 
@@ -94,10 +91,8 @@ def test_update_metadata_carries_every_live_broker_and_offline_replicas() -> Non
     assert [s.broker_id for s in sender.sent] == [1, 2]  # 3 is gone: not addressed
     body = sender.to(1, UPDATE_METADATA)[0]
     assert [b["id"] for b in body["live_brokers"]] == [1, 2]
-    assert body["live_brokers"][0]["endpoints"] == [
-        {"port": 9001, "host": "127.0.0.1", "listener": "PLAINTEXT", "security_protocol": 0}
-    ]
-    state = body["topic_states"][0]["partition_states"][0]
+    assert body["live_brokers"][0] == {"id": 1, "host": "127.0.0.1", "port": 9001, "rack": None}
+    (state,) = body["partition_states"]
     assert state["offline_replicas"] == [3]
     assert state["leader"] == 2
 
@@ -107,7 +102,7 @@ def test_update_metadata_without_partitions_still_lists_brokers() -> None:
     batch.add_update_metadata([2], [])
     batch.send_requests(5)
     (body,) = sender.to(2, UPDATE_METADATA)
-    assert body["topic_states"] == [] and len(body["live_brokers"]) == 3
+    assert body["partition_states"] == [] and len(body["live_brokers"]) == 3
 
 
 def test_stop_replica_merges_delete_flags_and_gets_the_response_callback() -> None:
@@ -119,19 +114,9 @@ def test_stop_replica_merges_delete_flags_and_gets_the_response_callback() -> No
     batch.send_requests(5)
     (sent,) = sender.sent
     assert sent.api_key == STOP_REPLICA
-    assert sent.body["topic_states"] == [
-        {
-            "topic_name": "a",
-            "partition_states": [
-                {"partition_index": 0, "leader_epoch": 3, "delete_partition": True}
-            ],
-        },
-        {
-            "topic_name": "b",
-            "partition_states": [
-                {"partition_index": 0, "leader_epoch": 1, "delete_partition": False}
-            ],
-        },
+    assert sent.body["partition_states"] == [
+        {"topic_name": "a", "partition_index": 0, "leader_epoch": 3, "delete_partition": True},
+        {"topic_name": "b", "partition_index": 0, "leader_epoch": 1, "delete_partition": False},
     ]
     assert sent.on_response is not None
     sent.on_response(1, {})
@@ -170,3 +155,11 @@ def test_requests_to_unknown_or_dead_brokers_are_dropped() -> None:
     batch.add_stop_replica([7, -1], A0, delete=False)
     batch.send_requests(5)
     assert sender.sent == []
+
+
+def test_stop_replica_for_a_topic_being_deleted_carries_the_delete_epoch() -> None:
+    batch, sender, ctx = setup()
+    ctx.topics_to_be_deleted.add("a")
+    batch.add_stop_replica([1], A0, delete=True)
+    batch.send_requests(5)
+    assert sender.partitions(1, STOP_REPLICA)[A0]["leader_epoch"] == -2

@@ -1,0 +1,138 @@
+"""The ``minibroker`` Spark data source: segment files as a DataFrame.
+
+    register(spark)
+    df = spark.read.format("minibroker").load("/var/kafka/a,/var/kafka/b")
+    df.where("topic = 'orders'").groupBy("partition").count()
+
+Options (all optional):
+    kind            "records" (default; one row per record) or "scan" (records, batches
+                    and corrupt regions, what the report job reads): analytics.schema
+    topics          comma-separated topic names to read (others are not even listed)
+    from_timestamp  keep records with timestamp >= this (ms)
+    to_timestamp    keep records with timestamp < this (ms)
+    split_bytes     segments larger than this are scanned by several tasks
+
+How this works: ``partitions()`` (run once, on the driver side) plans one
+``SegmentSlice`` per segment, or per batch-aligned byte range of a large segment
+(``analytics.layout``); each becomes one Spark task whose ``read()`` decodes it with
+``analytics.scan`` on an executor. Spark ships this class to its Python workers by
+module name, so ``analytics`` and ``protocol`` must be importable there: ``register``
+zips both packages and adds the zip with ``SparkContext.addPyFile`` — this is what lets
+the job run unchanged where the project is not installed on the workers.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from analytics.layout import SPLIT_BYTES, SegmentSlice, plan_slices
+from analytics.scan import TimeRange, record_rows, scan_rows
+from analytics.schema import VIEWS
+
+FORMAT_NAME = "minibroker"
+SHIPPED_PACKAGES = ("protocol", "analytics")
+"""What executors must import: the codec and this data source (analytics -> protocol)."""
+
+_shipped_to: set[str] = set()  # application ids that already have the zip
+
+
+def parse_topics(text: str | None) -> frozenset[str] | None:
+    """``"a,b"`` -> {"a", "b"}; None or blank -> None (every topic)."""
+    if text is None or not text.strip():
+        return None
+    return frozenset(t.strip() for t in text.split(",") if t.strip())
+
+
+def _int_option(options: Mapping[str, str], name: str) -> int | None:
+    raw = options.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"option {name} must be an integer, got {raw!r}") from None
+
+
+class SlicePartition(InputPartition):
+    """One Spark task: one slice of one segment."""
+
+    def __init__(self, piece: SegmentSlice) -> None:
+        super().__init__(piece)
+        self.piece = piece
+
+
+class MinibrokerReader(DataSourceReader):
+    def __init__(self, options: Mapping[str, str], kind: str) -> None:
+        paths = options.get("path") or options.get("paths") or ""
+        self.log_dirs = [p.strip() for p in paths.split(",") if p.strip()]
+        if not self.log_dirs:
+            raise ValueError("no log dirs: load('dir1,dir2')")
+        self.kind = kind
+        self.topics = parse_topics(options.get("topics"))
+        self.time_range = TimeRange(
+            _int_option(options, "from_timestamp"), _int_option(options, "to_timestamp")
+        )
+        self.split_bytes = _int_option(options, "split_bytes") or SPLIT_BYTES
+
+    def partitions(self) -> Sequence[InputPartition]:
+        pieces = plan_slices(self.log_dirs, self.topics, self.split_bytes)
+        # Spark needs at least one partition; an empty one reads nothing.
+        return [SlicePartition(p) for p in pieces] or [InputPartition(None)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        piece = getattr(partition, "piece", None)
+        if piece is None:
+            return iter(())
+        rows = scan_rows if self.kind == "scan" else record_rows
+        return rows(piece, self.time_range)
+
+
+class MinibrokerDataSource(DataSource):
+    """``spark.read.format("minibroker")``: see the module docstring for options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def _kind(self) -> str:
+        kind = str(self.options.get("kind") or "records")
+        if kind not in VIEWS:
+            raise ValueError(f"option kind must be one of {sorted(VIEWS)}, got {kind!r}")
+        return kind
+
+    def schema(self) -> StructType:
+        return VIEWS[self._kind()]
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MinibrokerReader(self.options, self._kind())
+
+
+def package_zip(directory: Path) -> Path:
+    """Zip ``protocol/`` and ``analytics/`` (sources only) into ``directory``."""
+    root = Path(__file__).resolve().parent.parent
+    target = directory / "minibroker-analytics.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in SHIPPED_PACKAGES:
+            for source in sorted((root / package).rglob("*.py")):
+                archive.write(source, source.relative_to(root).as_posix())
+    return target
+
+
+def register(spark: SparkSession) -> None:
+    """Ship the packages to this application's executors and register the format."""
+    context = spark.sparkContext
+    app_id = context.applicationId
+    if app_id not in _shipped_to:
+        # The temp dir lives as long as the driver: Spark serves the file from it.
+        directory = Path(tempfile.mkdtemp(prefix="minibroker-pyfiles-"))
+        context.addPyFile(str(package_zip(directory)))
+        _shipped_to.add(app_id)
+    spark.dataSource.register(MinibrokerDataSource)

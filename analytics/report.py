@@ -1,0 +1,254 @@
+"""The segment report: pure DataFrame -> DataFrame functions (STYLE rule 11).
+
+Everything here takes DataFrames and returns DataFrames; nothing reads files or writes
+output, so each function is tested on small hand-made DataFrames.
+
+Input is the data source's ``scan`` view (analytics.schema.SCAN), split by
+``split_scan`` into three flat frames:
+
+    records     log_dir, broker_id, topic, partition, segment, position,
+                batch_base_offset, leader_epoch, offset, timestamp, key, value_size,
+                header_count, checksum
+    batches     log_dir, broker_id, topic, partition, segment, position,
+                batch_base_offset, leader_epoch, last_offset, record_count,
+                records_in_range, size, compression, timestamp_type, max_timestamp,
+                producer_id, is_transactional, is_control
+    corruption  log_dir, broker_id, topic, partition, segment, position,
+                batch_base_offset, leader_epoch, length, reason
+
+Per-partition figures are per replica (keyed by log_dir as well): when several brokers'
+log dirs are given, each replica gets its own row and ``divergence`` compares them.
+Topic-wide figures (records per minute, top keys) first keep one copy of each
+(topic, partition, offset) so replicas are not counted twice.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from analytics.schema import KIND_BATCH, KIND_CORRUPTION, KIND_RECORD
+
+REPLICA = ["topic", "partition", "log_dir", "broker_id"]
+"""One partition replica: the key of every per-partition figure."""
+
+_COMMON = [
+    "log_dir",
+    "broker_id",
+    "topic",
+    "partition",
+    "segment",
+    "position",
+    "batch_base_offset",
+    "leader_epoch",
+]
+MINUTE_MS = 60_000
+DEFAULT_TOP_KEYS = 10
+"""Keys listed per topic: enough to spot a hot key, short enough to print."""
+
+
+def split_scan(scan: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """The scan view as (records, batches, corruption), each flattened."""
+
+    def kind(name: str, struct: str) -> DataFrame:
+        return scan.where(F.col("kind") == name).select(*_COMMON, f"{struct}.*")
+
+    return (
+        kind(KIND_RECORD, "record"),
+        kind(KIND_BATCH, "batch"),
+        kind(KIND_CORRUPTION, "corruption"),
+    )
+
+
+def one_copy(records: DataFrame) -> DataFrame:
+    """One row per (topic, partition, offset) across replicas (an arbitrary replica's)."""
+    return records.dropDuplicates(["topic", "partition", "offset"])
+
+
+def _per_minute_rate(count: Column, first_ts: Column, last_ts: Column) -> Column:
+    """Records per minute over the partition's time span, a span under a minute
+    counting as one minute (so a burst does not read as a huge rate)."""
+    span_minutes = F.greatest(last_ts - first_ts, F.lit(MINUTE_MS)) / F.lit(MINUTE_MS)
+    return F.round(count / span_minutes, 3)
+
+
+def partition_summary(records: DataFrame, batches: DataFrame, corruption: DataFrame) -> DataFrame:
+    """Per replica: records, batches, bytes on disk, value bytes, first/last offset and
+    timestamp, records per minute, approximate distinct keys, null keys, corruption."""
+    per_records = records.groupBy(*REPLICA).agg(
+        F.count(F.lit(1)).alias("records"),
+        F.sum(F.greatest(F.col("value_size"), F.lit(0))).alias("value_bytes"),
+        F.min("offset").alias("first_offset"),
+        F.max("offset").alias("last_offset"),
+        F.min("timestamp").alias("first_timestamp"),
+        F.max("timestamp").alias("last_timestamp"),
+        F.approx_count_distinct("key").alias("approx_distinct_keys"),
+        F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("null_keys"),
+    )
+    per_batches = batches.groupBy(*REPLICA).agg(
+        F.count(F.lit(1)).alias("batches"), F.sum("size").alias("bytes")
+    )
+    per_corruption = corruption.groupBy(*REPLICA).agg(
+        F.count(F.lit(1)).alias("corrupt_regions"), F.sum("length").alias("corrupt_bytes")
+    )
+    joined = (
+        per_batches.join(per_records, REPLICA, "full_outer")
+        .join(per_corruption, REPLICA, "full_outer")
+        .fillna(0, ["records", "batches", "bytes", "value_bytes", "null_keys"])
+        .fillna(0, ["approx_distinct_keys", "corrupt_regions", "corrupt_bytes"])
+    )
+    rate = _per_minute_rate(F.col("records"), F.col("first_timestamp"), F.col("last_timestamp"))
+    return joined.withColumn("records_per_minute", rate).select(
+        *REPLICA,
+        "records",
+        "batches",
+        "bytes",
+        "value_bytes",
+        "first_offset",
+        "last_offset",
+        "first_timestamp",
+        "last_timestamp",
+        "records_per_minute",
+        "approx_distinct_keys",
+        "null_keys",
+        "corrupt_regions",
+        "corrupt_bytes",
+    )
+
+
+def records_per_minute(records: DataFrame) -> DataFrame:
+    """Per topic, partition and minute (start of the minute, ms): records and value bytes."""
+    return (
+        one_copy(records)
+        .withColumn("minute", F.floor(F.col("timestamp") / MINUTE_MS) * MINUTE_MS)
+        .groupBy("topic", "partition", "minute")
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.sum(F.greatest(F.col("value_size"), F.lit(0))).alias("value_bytes"),
+        )
+    )
+
+
+def top_keys(records: DataFrame, n: int = DEFAULT_TOP_KEYS) -> DataFrame:
+    """Per topic the ``n`` most frequent non-null keys: topic, rank (1 = most), key,
+    records. Ties are broken by key bytes so the answer is stable."""
+    counted = (
+        one_copy(records)
+        .where(F.col("key").isNotNull())
+        .groupBy("topic", "key")
+        .agg(F.count(F.lit(1)).alias("records"))
+    )
+    order = Window.partitionBy("topic").orderBy(F.col("records").desc(), F.col("key"))
+    ranked = counted.withColumn("rank", F.row_number().over(order))
+    return ranked.where(F.col("rank") <= n).select("topic", "rank", "key", "records")
+
+
+def batch_stats(batches: DataFrame) -> DataFrame:
+    """Per replica and compression codec: batches, records, records per batch
+    (min/avg/max) and batch size in bytes (avg/max)."""
+    return batches.groupBy(*REPLICA, "compression").agg(
+        F.count(F.lit(1)).alias("batches"),
+        F.sum("record_count").alias("records"),
+        F.min("record_count").alias("min_records_per_batch"),
+        F.round(F.avg("record_count"), 2).alias("avg_records_per_batch"),
+        F.max("record_count").alias("max_records_per_batch"),
+        F.round(F.avg("size"), 1).alias("avg_batch_bytes"),
+        F.max("size").alias("max_batch_bytes"),
+        F.sum("size").alias("bytes"),
+    )
+
+
+def leader_epochs(batches: DataFrame) -> DataFrame:
+    """Per replica, each leader epoch seen with its start offset (first offset written
+    in it, as in Kafka's leader-epoch-checkpoint), last offset and batch count."""
+    return batches.groupBy(*REPLICA, "leader_epoch").agg(
+        F.min("batch_base_offset").alias("start_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.count(F.lit(1)).alias("batches"),
+    )
+
+
+def corruption_report(corruption: DataFrame) -> DataFrame:
+    """Every unreadable region: replica, segment file, byte position, length, reason,
+    and the batch's base offset when its header was still readable."""
+    return corruption.select(
+        *REPLICA, "segment", "position", "length", "batch_base_offset", "reason"
+    )
+
+
+def divergence(records: DataFrame) -> DataFrame:
+    """For each partition found in two or more log dirs: do the replicas agree?
+
+    Compared range: from the largest first offset to the smallest end offset (last
+    offset + 1) over the replicas, so a replica that is merely behind, or whose old
+    segments were deleted, is not a divergence. An offset in that range diverges when
+    some replica lacks it or the replicas' record checksums differ.
+
+    Columns: topic, partition, replicas (log dirs, sorted), broker_ids, common_start,
+    smallest_end, compared_offsets, diverging_offsets, first_diverging_offset, agree.
+    """
+    slim = records.select("topic", "partition", "log_dir", "broker_id", "offset", "checksum")
+    extent = slim.groupBy("topic", "partition", "log_dir", "broker_id").agg(
+        F.min("offset").alias("start"), (F.max("offset") + 1).alias("end")
+    )
+    replicated = (
+        extent.groupBy("topic", "partition")
+        .agg(
+            F.count(F.lit(1)).alias("replica_count"),
+            F.sort_array(F.collect_list("log_dir")).alias("replicas"),
+            F.sort_array(F.collect_list("broker_id")).alias("broker_ids"),
+            F.max("start").alias("common_start"),
+            F.min("end").alias("smallest_end"),
+        )
+        .where(F.col("replica_count") >= 2)
+    )
+    bounds = replicated.select(
+        "topic", "partition", "replica_count", "common_start", "smallest_end"
+    )
+    in_range = slim.join(bounds, ["topic", "partition"]).where(
+        (F.col("offset") >= F.col("common_start")) & (F.col("offset") < F.col("smallest_end"))
+    )
+    per_offset = in_range.groupBy("topic", "partition", "offset", "replica_count").agg(
+        F.count(F.lit(1)).alias("present"), F.countDistinct("checksum").alias("variants")
+    )
+    diverging = (
+        per_offset.where((F.col("present") < F.col("replica_count")) | (F.col("variants") > 1))
+        .groupBy("topic", "partition")
+        .agg(
+            F.count(F.lit(1)).alias("diverging_offsets"),
+            F.min("offset").alias("first_diverging_offset"),
+        )
+    )
+    compared = F.greatest(F.col("smallest_end") - F.col("common_start"), F.lit(0))
+    return (
+        replicated.join(diverging, ["topic", "partition"], "left")
+        .fillna(0, ["diverging_offsets"])
+        .withColumn("compared_offsets", compared)
+        .withColumn("agree", F.col("diverging_offsets") == 0)
+        .select(
+            "topic",
+            "partition",
+            "replicas",
+            "broker_ids",
+            "common_start",
+            "smallest_end",
+            "compared_offsets",
+            "diverging_offsets",
+            "first_diverging_offset",
+            "agree",
+        )
+    )
+
+
+def build_reports(scan: DataFrame, top_n: int = DEFAULT_TOP_KEYS) -> dict[str, DataFrame]:
+    """Every report of the job, by output name, from the scan view."""
+    records, batches, corruption = split_scan(scan)
+    return {
+        "partitions": partition_summary(records, batches, corruption),
+        "records_per_minute": records_per_minute(records),
+        "top_keys": top_keys(records, top_n),
+        "batches": batch_stats(batches),
+        "leader_epochs": leader_epochs(batches),
+        "corruption": corruption_report(corruption),
+        "divergence": divergence(records),
+    }

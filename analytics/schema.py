@@ -1,0 +1,104 @@
+"""Spark schemas of the two views the ``minibroker`` data source offers.
+
+``RECORDS`` (the default, for ad-hoc SQL): one row per record, as a consumer would see
+it, plus where it came from (``segment`` file, ``log_dir`` and the log dir's
+``broker_id`` from meta.properties, null if absent), so replicas of one partition
+read from several brokers stay apart.
+
+``SCAN`` (what the report job reads): one row per record, per batch and per corrupt
+region, told apart by ``kind``; the columns every kind has are at the top level and
+the kind-specific ones in one struct each (null for the other kinds). Records carry
+value sizes and a per-record checksum instead of values, so a report over a large log
+moves little data into the JVM.
+
+Column order here must match the tuples built in ``analytics.scan``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+KIND_RECORD = "record"
+KIND_BATCH = "batch"
+KIND_CORRUPTION = "corruption"
+
+_HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+
+RECORDS = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("offset", LongType(), False),
+        StructField("timestamp", LongType(), False),
+        StructField("timestamp_type", StringType(), False),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("headers", ArrayType(_HEADER), False),
+        StructField("leader_epoch", IntegerType(), False),
+        StructField("batch_base_offset", LongType(), False),
+        StructField("segment", StringType(), False),
+        StructField("log_dir", StringType(), False),
+        StructField("broker_id", IntegerType()),
+    ]
+)
+
+SCAN_RECORD = StructType(
+    [
+        StructField("offset", LongType(), False),
+        StructField("timestamp", LongType(), False),
+        StructField("key", BinaryType()),
+        StructField("value_size", IntegerType(), False),  # -1: null value (a tombstone)
+        StructField("header_count", IntegerType(), False),
+        StructField("checksum", LongType(), False),  # analytics.scan.record_checksum
+    ]
+)
+
+SCAN_BATCH = StructType(
+    [
+        StructField("last_offset", LongType(), False),
+        StructField("record_count", IntegerType(), False),
+        StructField("records_in_range", IntegerType(), False),  # after the time filter
+        StructField("size", IntegerType(), False),  # bytes on disk, header included
+        StructField("compression", StringType(), False),
+        StructField("timestamp_type", StringType(), False),
+        StructField("max_timestamp", LongType(), False),
+        StructField("producer_id", LongType(), False),
+        StructField("is_transactional", BooleanType(), False),
+        StructField("is_control", BooleanType(), False),
+    ]
+)
+
+SCAN_CORRUPTION = StructType(
+    [
+        StructField("length", LongType(), False),  # unreadable bytes from `position`
+        StructField("reason", StringType(), False),
+    ]
+)
+
+SCAN = StructType(
+    [
+        StructField("kind", StringType(), False),
+        StructField("log_dir", StringType(), False),
+        StructField("broker_id", IntegerType()),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("segment", StringType(), False),
+        StructField("position", LongType(), False),  # byte position of the batch / damage
+        StructField("batch_base_offset", LongType()),
+        StructField("leader_epoch", IntegerType()),
+        StructField("record", SCAN_RECORD),
+        StructField("batch", SCAN_BATCH),
+        StructField("corruption", SCAN_CORRUPTION),
+    ]
+)
+
+VIEWS = {"records": RECORDS, "scan": SCAN}

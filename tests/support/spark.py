@@ -1,0 +1,161 @@
+"""Shared fixtures for Spark tests: one local SparkSession, and segment files on disk.
+
+``spark`` is session-scoped (a JVM start costs ~10 s): local[2], two shuffle partitions,
+no UI, bound to 127.0.0.1, with the ``minibroker`` data source registered. Import it
+into a conftest or test module: ``from tests.support.spark import spark``.
+
+``PartitionLog`` writes a partition replica's directory the way a broker lays it out
+(DESIGN §3): ``<log dir>/<topic>-<partition>/<20-digit base offset>.log`` files holding
+RecordBatch v2 batches back to back, encoded with ``protocol.records``. It remembers
+what it wrote (``written``) so tests compare Spark's answers with the truth, and it can
+damage files on purpose (``corrupt_batch``, ``tear_tail``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from analytics.datasource import register
+from protocol.records import (
+    BATCH_HEADER_SIZE,
+    Compression,
+    Record,
+    encode_batch,
+)
+
+SPARK_TEST_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",  # tiny data: 200 default partitions is pure overhead
+    "spark.default.parallelism": "2",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def local_spark_session(app_name: str = "minibroker-tests") -> SparkSession:
+    """A local[2] SparkSession bound to loopback, with the data source registered."""
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = SparkSession.builder.master("local[2]").appName(app_name)
+    builder = builder.config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="mb-wh-"))
+    for key, value in SPARK_TEST_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = local_spark_session()
+    yield session
+    session.stop()
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """One record as written: where it is and what it holds."""
+
+    offset: int
+    record: Record
+    leader_epoch: int
+    segment: Path
+    batch_position: int
+
+
+class PartitionLog:
+    """Writes one partition replica's segment files, batch by batch."""
+
+    def __init__(self, log_dir: Path, topic: str, partition: int) -> None:
+        self.dir = log_dir / f"{topic}-{partition}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.topic = topic
+        self.partition = partition
+        self.next_offset = 0
+        self.written: list[Written] = []
+        self.segments: list[Path] = []
+        self.roll()
+
+    def roll(self) -> Path:
+        """Start a new segment named after the next offset, as a broker's roll does."""
+        path = self.dir / f"{self.next_offset:020d}.log"
+        path.touch()
+        self.segments.append(path)
+        return path
+
+    def append(
+        self,
+        records: Sequence[Record],
+        *,
+        compression: Compression = Compression.NONE,
+        leader_epoch: int = 0,
+        now_ms: int = 1_700_000_000_000,
+    ) -> int:
+        """Append one batch at the next offset; returns its byte position."""
+        segment = self.segments[-1]
+        data = encode_batch(
+            records,
+            base_offset=self.next_offset,
+            compression=compression,
+            partition_leader_epoch=leader_epoch,
+            now_ms=now_ms,
+        )
+        position = segment.stat().st_size
+        with segment.open("ab") as f:
+            f.write(data)
+        for i, record in enumerate(records):
+            self.written.append(
+                Written(self.next_offset + i, record, leader_epoch, segment, position)
+            )
+        self.next_offset += len(records)
+        return position
+
+    def corrupt_batch(self, segment: Path, position: int) -> None:
+        """Flip one byte inside the records of the batch at ``position`` (CRC breaks,
+        the length stays right) and forget its records: they are no longer readable."""
+        with segment.open("r+b") as f:
+            f.seek(position + BATCH_HEADER_SIZE)
+            byte = f.read(1)
+            f.seek(position + BATCH_HEADER_SIZE)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        self.written = [
+            w for w in self.written if not (w.segment == segment and w.batch_position == position)
+        ]
+
+    def tear_tail(self, append_records: Sequence[Record], cut: int = 10) -> int:
+        """Append a batch and then cut its last ``cut`` bytes, as a crash mid-write
+        leaves it; the torn batch's records are not in ``written``. Returns its position."""
+        keep = len(self.written)
+        position = self.append(append_records)
+        self.written = self.written[:keep]
+        segment = self.segments[-1]
+        with segment.open("r+b") as f:
+            f.truncate(segment.stat().st_size - cut)
+        return position
+
+    def offsets(self) -> list[int]:
+        return [w.offset for w in self.written]
+
+
+def make_records(
+    count: int, *, key_every: int = 1, start_ts: int = 1_700_000_000_000
+) -> list[Record]:
+    """``count`` records one second apart; every ``key_every``-th has a key (others null),
+    every third has a header."""
+    out: list[Record] = []
+    for i in range(count):
+        key = f"key-{i % 5}".encode() if i % key_every == 0 else None
+        headers = (("h", f"v{i}".encode()),) if i % 3 == 0 else ()
+        out.append(Record(f"value-{i}".encode(), key, headers, start_ts + i * 1000))
+    return out

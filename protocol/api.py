@@ -21,9 +21,11 @@ What a receiver does with a bad request (DESIGN §9):
   carrying ``.header``.
 
 Both header-carrying errors derive from ``RejectedRequest``; answer them with
-``error_body(exc)`` (``{"error_code", "error_message"}``). A client's
-``decode_response`` accepts such a body for any API: a response that fails its schema
-but has a non-zero top-level ``error_code`` is returned as it came.
+``error_body(exc)`` (``{"error_code", "error_message"}``). Every response schema has
+defaults for all its top-level fields, so that body decodes as a response of any API
+(defaults filled, ``error_code`` kept). A response that fails its schema but has a
+non-zero top-level ``error_code`` is returned as it came (partly filled), so callers
+always see the error code instead of a schema failure.
 """
 
 from __future__ import annotations

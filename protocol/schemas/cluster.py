@@ -81,6 +81,7 @@ METADATA = Api(
                     Field("rack", Nullable(STRING), None),
                 )
             ),
+            [],
         ),
         Field("cluster_id", Nullable(STRING), None),
         Field("controller_id", INT32, -1),
@@ -108,6 +109,7 @@ METADATA = Api(
                     ),
                 )
             ),
+            [],
         ),
     ),
     history=(INITIAL,),
@@ -194,6 +196,7 @@ CREATE_TOPICS = Api(
                     Field("replication_factor", INT16, -1),
                 )
             ),
+            [],
         ),
     ),
     history=(INITIAL,),
@@ -212,6 +215,7 @@ DELETE_TOPICS = Api(
         Field(
             "topics",
             Array(struct(Field("name", STRING), Field("error_code", INT16, 0), _ERROR_MESSAGE)),
+            [],
         ),
     ),
     history=(INITIAL,),
@@ -272,6 +276,7 @@ DESCRIBE_CONFIGS = Api(
                     ),
                 )
             ),
+            [],
         ),
     ),
     history=(INITIAL,),
@@ -313,6 +318,7 @@ ALTER_CONFIGS = Api(
                     Field("resource_name", STRING),
                 )
             ),
+            [],
         ),
     ),
     history=(INITIAL,),

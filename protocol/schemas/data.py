@@ -76,6 +76,7 @@ PRODUCE = Api(
                     ),
                 )
             ),
+            [],
         ),
         Field("throttle_time_ms", INT32, 0),
     ),
@@ -156,6 +157,7 @@ FETCH = Api(
                     ),
                 )
             ),
+            [],
         ),
     ),
     history=(INITIAL,),
@@ -214,6 +216,7 @@ LIST_OFFSETS = Api(
                     ),
                 )
             ),
+            [],
         ),
     ),
     history=(INITIAL,),
@@ -271,6 +274,7 @@ OFFSET_FOR_LEADER_EPOCH = Api(
                     ),
                 )
             ),
+            [],
         ),
     ),
     history=(INITIAL,),

@@ -218,6 +218,7 @@ ALTER_REPLICA_LOG_DIRS = Api(
                     ),
                 )
             ),
+            [],
         ),
     ),
     history=(INITIAL,),

@@ -1,0 +1,210 @@
+"""ControllerChannelManager: one queue and one sender task per live broker.
+
+How this works: ``send`` (called by the request batch from the event loop) only puts the
+request on the broker's queue and returns. The broker's sender task takes requests in
+order, one at a time, over one connection: a broker must see LeaderAndIsr before the
+UpdateMetadata and StopReplica that followed it. A request that fails on the network
+(connection refused, reset, timeout) is retried on a fresh connection after
+RETRY_BACKOFF_S, for as long as the broker is registered: when the controller sees the
+broker die it calls ``remove_broker``, which cancels the task and drops its queue (the
+broker gets the full state again when it comes back, in onBrokerStartup).
+
+An answer with a non-zero top-level ``error_code`` (e.g. STALE_CONTROLLER_EPOCH) is
+logged, not retried: resending the same decision cannot change the answer.
+
+Connections come from an injected ``Connector`` so unit tests need no sockets; the
+broker passes one built on client/connection.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+
+from controller.context import BrokerAddress
+from controller.request_batch import Body, ResponseCallback
+from protocol.errors import KafkaError, error_for_code
+
+log = logging.getLogger("minibroker.controller.channel")
+
+RETRY_BACKOFF_S = 0.1
+"""Pause before resending to a broker that failed: short, because a controller request
+that does not arrive delays failover, and the broker is alive (it is registered)."""
+
+CONNECT_TIMEOUT_S = 5.0
+"""A broker that does not accept a connection in this time is retried."""
+
+REQUEST_TIMEOUT_S = 30.0
+"""Kafka's controller.socket.timeout.ms: give up on one attempt after this long."""
+
+
+class BrokerConnection(Protocol):
+    async def request(self, api_key: int, body: Body) -> Body: ...
+
+    async def aclose(self) -> None: ...
+
+
+Connector = Callable[[BrokerAddress], Awaitable[BrokerConnection]]
+"""Opens a connection to a broker; raises OSError or a KafkaError when it cannot."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    api_key: int
+    body: Body
+    on_response: ResponseCallback | None
+
+
+@dataclass(slots=True)
+class _BrokerQueue:
+    broker: BrokerAddress
+    send: trio.MemorySendChannel[_Request]
+    scope: trio.CancelScope
+
+
+_NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    trio.TooSlowError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+)
+
+_CLOSE_ERRORS: tuple[type[BaseException], ...] = (*_NETWORK_ERRORS, KafkaError)
+
+
+class ControllerChannelManager:
+    def __init__(
+        self,
+        connector: Connector,
+        *,
+        retry_backoff_s: float = RETRY_BACKOFF_S,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+    ) -> None:
+        self._connector = connector
+        self._retry_backoff_s = retry_backoff_s
+        self._connect_timeout_s = connect_timeout_s
+        self._request_timeout_s = request_timeout_s
+        self._queues: dict[int, _BrokerQueue] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+                self.remove_all()
+
+    @property
+    def broker_ids(self) -> set[int]:
+        return set(self._queues)
+
+    def queue_size(self, broker_id: int) -> int:
+        queue = self._queues.get(broker_id)
+        return queue.send.statistics().current_buffer_used if queue is not None else 0
+
+    def add_broker(self, broker: BrokerAddress) -> None:
+        """Start a queue and sender for ``broker``; a broker re-registered at another
+        address gets a fresh one."""
+        if self._nursery is None:
+            raise RuntimeError("ControllerChannelManager.run() is not running")
+        current = self._queues.get(broker.id)
+        if current is not None:
+            if (current.broker.host, current.broker.port) == (broker.host, broker.port):
+                return
+            self.remove_broker(broker.id)
+        send, receive = trio.open_memory_channel[_Request](math.inf)
+        scope = trio.CancelScope()
+        self._queues[broker.id] = _BrokerQueue(broker, send, scope)
+        self._nursery.start_soon(self._sender, broker, receive, scope)
+
+    def remove_broker(self, broker_id: int) -> None:
+        queue = self._queues.pop(broker_id, None)
+        if queue is not None:
+            queue.scope.cancel()
+            queue.send.close()
+
+    def remove_all(self) -> None:
+        for broker_id in list(self._queues):
+            self.remove_broker(broker_id)
+
+    def send(
+        self, broker_id: int, api_key: int, body: Body, on_response: ResponseCallback | None
+    ) -> None:
+        queue = self._queues.get(broker_id)
+        if queue is None:
+            log.warning("dropping api %d request to broker %d: not connected", api_key, broker_id)
+            return
+        queue.send.send_nowait(_Request(api_key, body, on_response))
+
+    async def _sender(
+        self,
+        broker: BrokerAddress,
+        receive: trio.MemoryReceiveChannel[_Request],
+        scope: trio.CancelScope,
+    ) -> None:
+        connection: BrokerConnection | None = None
+        with scope:
+            try:
+                async for request in receive:
+                    response, connection = await self._deliver(broker, request, connection)
+                    if response is None:
+                        continue
+                    code = response.get("error_code", 0)
+                    if code:
+                        log.warning(
+                            "broker %d answered api %d with %s",
+                            broker.id,
+                            request.api_key,
+                            error_for_code(code).name,
+                        )
+                    if request.on_response is not None:
+                        request.on_response(broker.id, response)
+            finally:
+                if connection is not None:
+                    with trio.CancelScope(shield=True):
+                        await _close_quietly(connection)
+
+    async def _deliver(
+        self, broker: BrokerAddress, request: _Request, connection: BrokerConnection | None
+    ) -> tuple[Body | None, BrokerConnection | None]:
+        """Send until answered; returns (response or None if hopeless, connection)."""
+        while True:
+            try:
+                if connection is None:
+                    with trio.fail_after(self._connect_timeout_s):
+                        connection = await self._connector(broker)
+                with trio.fail_after(self._request_timeout_s):
+                    response: dict[str, Any] = await connection.request(
+                        request.api_key, request.body
+                    )
+                return response, connection
+            except KafkaError as exc:
+                if not exc.retriable:
+                    log.error(
+                        "api %d request to broker %d failed: %s", request.api_key, broker.id, exc
+                    )
+                    return None, connection
+                failure: BaseException = exc
+            except _NETWORK_ERRORS as exc:
+                failure = exc
+            log.info("resending api %d to broker %d after %s", request.api_key, broker.id, failure)
+            if connection is not None:
+                await _close_quietly(connection)
+                connection = None
+            await trio.sleep(self._retry_backoff_s)
+
+
+async def _close_quietly(connection: BrokerConnection) -> None:
+    try:
+        await connection.aclose()
+    except _CLOSE_ERRORS as exc:
+        log.debug("closing a controller connection failed: %s", exc)

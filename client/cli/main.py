@@ -24,6 +24,7 @@ from protocol.errors import KafkaError, MinibrokerError
 COMMANDS: dict[str, str] = {
     "dump-log": "storage.dump_log",
     "zookeeper": "controller.zookeeper_cli",
+    "broker": "broker.cli",
 }
 
 EXIT_OK = 0

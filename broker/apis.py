@@ -1,0 +1,336 @@
+"""KafkaApis: request frame -> handler per API key -> response buffers.
+
+``handle(frame)`` is what the server calls for every frame (see broker/server.py):
+
+- the header does not parse -> ``CloseConnection`` (nobody to answer);
+- unknown API key, unsupported version, body of the wrong shape -> an error body with
+  UNSUPPORTED_VERSION / INVALID_REQUEST and the request's correlation id;
+- otherwise the handler for the key runs. Handlers are synchronous and return a body
+  (or None: no response), or a ``Deferred`` when they must wait: a Fetch long poll,
+  a controller request that touches the disk. A KafkaError escaping a handler becomes
+  that error's code in an error body; any other exception is logged with its traceback
+  and answered UNKNOWN_SERVER_ERROR, so a request can never take the broker down.
+
+Other components (the controller, issue 4+) register handlers for their own keys with
+``register``; a known key nobody serves is answered UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeAlias
+
+import trio
+
+from broker.metadata_cache import MetadataCache
+from broker.partition import PartitionState
+from broker.replica_manager import FetchPartition, PartitionRead, ReplicaManager
+from broker.server import Buffer, CloseConnection, Pending, Reply
+from protocol.api import (
+    ApiKey,
+    MalformedRequest,
+    RejectedRequest,
+    RequestHeader,
+    api_versions_body,
+    decode_request,
+    encode_response,
+    error_body,
+)
+from protocol.errors import NONE, KafkaError, UnsupportedVersionError
+from storage.names import TopicPartition
+
+log = logging.getLogger(__name__)
+
+Body: TypeAlias = dict[str, Any]
+
+
+class Deferred:
+    """A handler's answer that needs awaiting: ``wait()`` returns the body (or None)."""
+
+    __slots__ = ("wait",)
+
+    def __init__(self, wait: Callable[[], Awaitable[Body | None]]) -> None:
+        self.wait = wait
+
+
+HandlerResult: TypeAlias = Body | Deferred | None
+Handler: TypeAlias = Callable[[RequestHeader, Body], HandlerResult]
+
+
+class KafkaApis:
+    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache) -> None:
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+        self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
+        self.requests_total: dict[int, int] = {}
+        self._handlers: dict[int, Handler] = {
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
+            ApiKey.STOP_REPLICA: self.handle_stop_replica,
+            ApiKey.UPDATE_METADATA: self.handle_update_metadata,
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+        }
+
+    def register(self, api_key: ApiKey, handler: Handler) -> None:
+        """Serve ``api_key`` with ``handler`` (used by the controller and later issues)."""
+        self._handlers[int(api_key)] = handler
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def handle(self, frame: bytes) -> Reply:
+        try:
+            header, body = decode_request(frame)
+        except MalformedRequest as exc:
+            raise CloseConnection(str(exc)) from exc
+        except RejectedRequest as exc:
+            log.info("rejected request: %s", exc)
+            return encode_response(exc.header.correlation_id, error_body(exc))
+        self.requests_total[header.api_key] = self.requests_total.get(header.api_key, 0) + 1
+        handler = self._handlers.get(header.api_key)
+        if handler is None:
+            error = UnsupportedVersionError(f"api key {header.api_key} is not served here")
+            return encode_response(header.correlation_id, error_body(error))
+        try:
+            result = handler(header, body)
+        except Exception as exc:
+            return _error_reply(header, exc)
+        if isinstance(result, Deferred):
+            return Pending(_finish_deferred(header, result))
+        if result is None:
+            return None
+        return encode_response(header.correlation_id, result)
+
+    # -- produce ---------------------------------------------------------------------------
+
+    def handle_produce(self, header: RequestHeader, body: Body) -> HandlerResult:
+        acks = body["acks"]
+        entries = [
+            (TopicPartition(topic["name"], p["index"]), p["records"])
+            for topic in body["topics"]
+            for p in topic["partitions"]
+        ]
+        results = self.replica_manager.append_records(acks, entries)
+        if acks == 0:
+            return None  # the client asked for no answer (errors are only logged)
+        responses: dict[str, list[Body]] = {}
+        for tp, result in results:
+            if isinstance(result, KafkaError):
+                answer = {
+                    "index": tp.partition,
+                    "error_code": result.code,
+                    "base_offset": -1,
+                    "log_append_time_ms": -1,
+                    "log_start_offset": -1,
+                    "error_message": result.message,
+                }
+            else:
+                answer = {
+                    "index": tp.partition,
+                    "error_code": NONE,
+                    "base_offset": result.info.first_offset,
+                    "log_append_time_ms": result.log_append_time_ms,
+                    "log_start_offset": result.log_start_offset,
+                    "error_message": None,
+                }
+            responses.setdefault(tp.topic, []).append(answer)
+        # acks=all would park here until the HW passes each batch (issue 5); with the
+        # ISR of a single-replica leader the HW already has.
+        return {
+            "topics": [{"name": name, "partitions": parts} for name, parts in responses.items()],
+            "throttle_time_ms": 0,
+        }
+
+    # -- fetch -----------------------------------------------------------------------------
+
+    def handle_fetch(self, header: RequestHeader, body: Body) -> HandlerResult:
+        replica_id = body["replica_id"]
+        requests = [
+            FetchPartition(
+                TopicPartition(topic["topic"], p["partition"]),
+                p["fetch_offset"],
+                p["partition_max_bytes"],
+                p["current_leader_epoch"],
+            )
+            for topic in body["topics"]
+            for p in topic["partitions"]
+        ]
+        max_bytes = min(body["max_bytes"], self.fetch_max_bytes)
+        manager = self.replica_manager
+        reads = manager.read(replica_id, max_bytes, requests)
+        min_bytes = body["min_bytes"]
+        max_wait_ms = body["max_wait_ms"]
+        if max_wait_ms <= 0 or not requests or _satisfied(reads, min_bytes):
+            return _fetch_body(reads)
+
+        async def long_poll() -> Body:
+            deadline = trio.current_time() + max_wait_ms / 1000
+            keys = [r.tp for r in requests]
+            while True:
+                with manager.fetch_waiters.watch(keys) as waiter:
+                    current = manager.read(replica_id, max_bytes, requests)
+                    if _satisfied(current, min_bytes):
+                        return _fetch_body(current)
+                    if not await waiter.wait_until(deadline):
+                        return _fetch_body(manager.read(replica_id, max_bytes, requests))
+
+        return Deferred(long_poll)
+
+    # -- list offsets ----------------------------------------------------------------------
+
+    def handle_list_offsets(self, header: RequestHeader, body: Body) -> HandlerResult:
+        from_replica = body["replica_id"] >= 0
+        topics = []
+        for topic in body["topics"]:
+            answers = []
+            for p in topic["partitions"]:
+                tp = TopicPartition(topic["name"], p["partition_index"])
+                answer: Body = {"partition_index": tp.partition}
+                try:
+                    partition = self.replica_manager.partition_or_error(tp)
+                    ts, offset, epoch = partition.offset_for_timestamp(
+                        p["timestamp"],
+                        from_replica=from_replica,
+                        current_leader_epoch=p["current_leader_epoch"],
+                    )
+                except KafkaError as exc:
+                    answer.update(error_code=exc.code, timestamp=-1, offset=-1, leader_epoch=-1)
+                else:
+                    answer.update(error_code=NONE, timestamp=ts, offset=offset, leader_epoch=epoch)
+                answers.append(answer)
+            topics.append({"name": topic["name"], "partitions": answers})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # -- metadata and versions -------------------------------------------------------------
+
+    def handle_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
+        requested = body["topics"]
+        names = None if requested is None else [t["name"] for t in requested]
+        return self.metadata_cache.metadata_response(names)
+
+    def handle_api_versions(self, header: RequestHeader, body: Body) -> HandlerResult:
+        return api_versions_body()
+
+    # -- controller requests ---------------------------------------------------------------
+
+    def handle_leader_and_isr(self, header: RequestHeader, body: Body) -> HandlerResult:
+        states = {
+            TopicPartition(s["topic_name"], s["partition_index"]): PartitionState(
+                controller_epoch=s["controller_epoch"],
+                leader=s["leader"],
+                leader_epoch=s["leader_epoch"],
+                isr=tuple(s["isr"]),
+                zk_version=s["zk_version"],
+                replicas=tuple(s["replicas"]),
+                is_new=s["is_new"],
+            )
+            for s in body["partition_states"]
+        }
+        for broker in body["live_leaders"]:
+            self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
+
+        async def apply() -> Body:
+            errors = await self.replica_manager.become_leader_or_follower(
+                body["controller_epoch"], states
+            )
+            return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
+
+        return Deferred(apply)
+
+    def handle_stop_replica(self, header: RequestHeader, body: Body) -> HandlerResult:
+        stops = [
+            (TopicPartition(s["topic_name"], s["partition_index"]), s["delete_partition"])
+            for s in body["partition_states"]
+        ]
+
+        async def apply() -> Body:
+            errors = await self.replica_manager.stop_replicas(body["controller_epoch"], stops)
+            return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
+
+        return Deferred(apply)
+
+    def handle_update_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
+        self.replica_manager.update_metadata(body)
+        return {"error_code": NONE}
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _satisfied(reads: Sequence[PartitionRead], min_bytes: int) -> bool:
+    """A fetch answers now if it has min_bytes, or any partition has an error."""
+    total = 0
+    for read in reads:
+        if read.error is not None:
+            return True
+        total += read.size
+    return total >= min_bytes
+
+
+def _fetch_body(reads: Sequence[PartitionRead]) -> Body:
+    topics: dict[str, list[Body]] = {}
+    for read in reads:
+        if read.result is not None:
+            r = read.result
+            answer = {
+                "partition_index": read.tp.partition,
+                "error_code": NONE,
+                "high_watermark": r.high_watermark,
+                "last_stable_offset": r.high_watermark,
+                "log_start_offset": r.log_start_offset,
+                "records": r.records,
+            }
+        else:
+            assert read.error is not None
+            answer = {
+                "partition_index": read.tp.partition,
+                "error_code": read.error.code,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "records": b"",
+            }
+        topics.setdefault(read.tp.topic, []).append(answer)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": NONE,
+        "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
+    }
+
+
+def _partition_errors(errors: dict[TopicPartition, int]) -> list[Body]:
+    return [
+        {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": code}
+        for tp, code in errors.items()
+    ]
+
+
+def _error_reply(header: RequestHeader, exc: Exception) -> list[Buffer]:
+    if not isinstance(exc, KafkaError):
+        log.error("request %s failed", _describe(header), exc_info=exc)
+        exc = KafkaError(f"internal error: {type(exc).__name__}")
+    return encode_response(header.correlation_id, error_body(exc))
+
+
+def _finish_deferred(
+    header: RequestHeader, deferred: Deferred
+) -> Callable[[], Awaitable[Sequence[Buffer] | None]]:
+    async def finish() -> Sequence[Buffer] | None:
+        try:
+            body = await deferred.wait()
+        except Exception as exc:
+            return _error_reply(header, exc)
+        return None if body is None else encode_response(header.correlation_id, body)
+
+    return finish
+
+
+def _describe(header: RequestHeader) -> str:
+    try:
+        name = ApiKey(header.api_key).name
+    except ValueError:
+        name = str(header.api_key)
+    return f"{name} v{header.api_version} #{header.correlation_id} from {header.client_id}"

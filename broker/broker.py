@@ -1,0 +1,129 @@
+"""The broker process: wires config, logs, replica manager, APIs and the server.
+
+Start-up order (Kafka's KafkaServer.startup, minus what later issues add):
+
+1. load every log in ``log.dirs`` (recovering after an unclean stop) - in a thread;
+2. bind the listener (port 0 picks a free port) and publish this broker in its own
+   metadata cache, so a standalone broker answers Metadata with its address;
+3. start the replica manager's periodic work (HW checkpoints);
+4. with ``zookeeper.connect``: register in ZooKeeper and run the controller candidate
+   (the controller engineer's ``controller`` package, hooked in ``_run_cluster_member``).
+
+Stop (cancellation, e.g. SIGTERM through the CLI): parked requests are woken, then -
+shielded from the cancellation - the HW checkpoint is written and the log manager
+flushes every log, writes its checkpoints and the ``.kafka_cleanshutdown`` marker.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from broker.apis import KafkaApis
+from broker.config import BrokerConfig
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager, to_log_config
+from broker.server import BrokerServer, idle_timeout_seconds
+from storage.log_config import Clock, system_clock
+from storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    """One broker; ``await nursery.start(broker.run)`` returns once it serves requests."""
+
+    def __init__(self, config: BrokerConfig, *, clock: Clock = system_clock) -> None:
+        self.config = config
+        self.clock = clock
+        self.metadata_cache = MetadataCache(config.broker_id)
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.apis: KafkaApis | None = None
+        self.server: BrokerServer | None = None
+        self.stopped = trio.Event()
+
+    @property
+    def port(self) -> int:
+        """The bound port (after start-up)."""
+        assert self.server is not None, "broker not started"
+        return self.server.port
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, _ = self.config.advertised_address
+        return host, self.port
+
+    async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        config = self.config
+        log_manager = await trio.to_thread.run_sync(self._open_log_manager)
+        self.log_manager = log_manager
+        try:
+            replica_manager = ReplicaManager(
+                config, log_manager, self.metadata_cache, clock=self.clock
+            )
+            self.replica_manager = replica_manager
+            self.apis = KafkaApis(replica_manager, self.metadata_cache)
+            host, port = config.listen_address
+            self.server = BrokerServer(
+                self.apis,
+                host=host,
+                port=port,
+                max_frame_bytes=config.socket_request_max_bytes,
+                idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
+            )
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.server.run)
+                adv_host, adv_port = config.advertised_address
+                self.metadata_cache.register_self(
+                    adv_host, adv_port or self.server.port, config.broker_rack
+                )
+                await nursery.start(replica_manager.run)
+                if config.zookeeper_connect:
+                    await nursery.start(self._run_cluster_member)
+                log.info(
+                    "broker %d serving on port %d (log dirs %s)",
+                    config.broker_id,
+                    self.server.port,
+                    ",".join(config.log_dirs),
+                )
+                task_status.started(self)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._shutdown()
+
+    def _open_log_manager(self) -> LogManager:
+        config = self.config
+        return LogManager(
+            config.log_dirs,
+            to_log_config(config.topic_config()),
+            topic_config=lambda topic: to_log_config(config.topic_config()),
+            clock=self.clock,
+        )
+
+    async def _run_cluster_member(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """ZooKeeper registration and the controller candidate (issue 4 hooks in here).
+
+        The controller package is imported lazily so a standalone broker never needs
+        kazoo or ZooKeeper.
+        """
+        from controller import broker_hooks  # type: ignore[attr-defined]
+
+        hook: Any = broker_hooks
+        await hook.run_cluster_member(self, task_status=task_status)
+
+    async def _shutdown(self) -> None:
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+            try:
+                await self.replica_manager.checkpoint_high_watermarks()
+            except OSError as exc:
+                log.error("cannot write the HW checkpoint at shutdown: %s", exc)
+        if self.log_manager is not None:
+            await trio.to_thread.run_sync(self.log_manager.close)
+        log.info("broker %d stopped cleanly", self.config.broker_id)
+        self.stopped.set()

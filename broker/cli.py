@@ -1,0 +1,97 @@
+"""``minibroker broker``: run one broker until SIGTERM / SIGINT.
+
+    minibroker broker --config server.properties [--broker-id N] [--listen HOST:PORT]
+        [--log-dirs A,B] [--zookeeper HOST:PORT[/chroot]] [--metrics-port N]
+        [--set key=value ...]
+
+Flags override the file; ``--set`` takes any Kafka property. Without ``--zookeeper``
+(and no ``zookeeper.connect`` in the file) the broker runs standalone: no controller,
+partitions are assigned by whoever sends it LeaderAndIsr. A signal stops it cleanly
+(logs flushed, checkpoints and ``.kafka_cleanshutdown`` written); exit code 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import trio
+
+from broker.config import BrokerConfig
+from protocol.errors import ConfigError
+
+HELP = "Run a broker (Kafka .properties config; flags override it)."
+
+LOG_FORMAT = "%(asctime)s %(levelname)s [broker %(broker_id)s] %(name)s: %(message)s"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="Kafka-style .properties file")
+    parser.add_argument("--broker-id", type=int, metavar="N", help="broker.id")
+    parser.add_argument("--listen", metavar="HOST:PORT", help="listeners (port 0 = any)")
+    parser.add_argument("--log-dirs", metavar="A,B", help="log.dirs")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="zookeeper.connect")
+    parser.add_argument("--metrics-port", type=int, metavar="N", help="metrics.port")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any broker property; repeatable",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, str]:
+    """The Kafka properties the command-line flags set."""
+    values: dict[str, str] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        values[key.strip()] = value.strip()
+    flags = {
+        "broker.id": args.broker_id,
+        "listeners": args.listen,
+        "log.dirs": args.log_dirs,
+        "zookeeper.connect": args.zookeeper,
+        "metrics.port": args.metrics_port,
+    }
+    values.update({key: str(value) for key, value in flags.items() if value is not None})
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    config = BrokerConfig.from_properties(args.config, overrides_from(args))
+    _setup_logging(args.log_level, config.broker_id)
+    trio.run(serve_until_signalled, config)
+    return 0
+
+
+async def serve_until_signalled(config: BrokerConfig) -> None:
+    """Run a broker; the first SIGTERM or SIGINT cancels it, which stops it cleanly."""
+    from broker.broker import Broker  # the storage layer loads only when a broker runs
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            broker = Broker(config)
+            await nursery.start(broker.run)
+            print(f"broker {config.broker_id} listening on port {broker.port}", flush=True)
+            async for signum in signals:
+                logging.getLogger(__name__).info(
+                    "received %s, stopping", signal.Signals(signum).name
+                )
+                nursery.cancel_scope.cancel()
+                break
+
+
+def _setup_logging(level: str, broker_id: int) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, defaults={"broker_id": broker_id}))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

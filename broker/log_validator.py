@@ -1,0 +1,71 @@
+"""Produce-side checks the Log does not make, and LogAppendTime stamping.
+
+``storage.Log.append`` already refuses bad batches before writing anything: magic,
+length and CRC-32C of every batch (CORRUPT_MESSAGE, including trailing bytes that are
+not a batch), a batch over ``max.message.bytes`` (MESSAGE_TOO_LARGE), an entry larger
+than a segment (RECORD_LIST_TOO_LARGE); and as leader it patches ``baseOffset`` and
+``partitionLeaderEpoch`` in place. What the leader adds here, before that append:
+
+- record counts: for an uncompressed batch the records are walked by their length
+  varints - not decoded - and must number ``recordCount`` and end exactly at the batch
+  end (CORRUPT_MESSAGE otherwise). A gzip batch would have to be decompressed, so its
+  count is trusted to the CRC, as is that of a batch with a huge count
+  (``RECORD_COUNT_CHECK_MAX``).
+- LogAppendTime topics: each batch's CRC is checked first (so a corrupt batch is never
+  "repaired" by the CRC recomputation), then its timestamps are set to the append time.
+
+Records are never re-encoded.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import CorruptMessageError
+from protocol.records import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    Buffer,
+    Compression,
+    iter_headers,
+    read_varint,
+    set_log_append_time,
+    validate_batch,
+)
+
+RECORD_COUNT_CHECK_MAX = 1 << 16
+"""Above this many records a batch's count is trusted to its CRC: walking more varints
+in Python would cost more than the append itself."""
+
+
+def check_record_counts(records: Buffer) -> None:
+    """Raise CorruptMessageError if an uncompressed batch's records do not fill it
+    exactly ``recordCount`` times. Torn or malformed batches are left to the Log."""
+    for pos, header in iter_headers(records):
+        if header.compression == Compression.NONE and header.record_count <= RECORD_COUNT_CHECK_MAX:
+            _check_batch(records, pos, header)
+
+
+def _check_batch(buf: Buffer, pos: int, header: BatchHeader) -> None:
+    cursor = pos + BATCH_HEADER_SIZE
+    end = pos + header.size
+    for _ in range(header.record_count):
+        if cursor >= end:
+            raise CorruptMessageError(
+                f"batch at {pos} declares {header.record_count} records but holds fewer"
+            )
+        length, cursor = read_varint(buf, cursor)
+        if length <= 0:
+            raise CorruptMessageError(f"batch at {pos} has a record of length {length}")
+        cursor += length
+    if cursor != end:
+        raise CorruptMessageError(
+            f"batch at {pos}: its records end at byte {cursor - pos} of {header.size}"
+        )
+
+
+def stamp_log_append_time(buf: bytearray, timestamp_ms: int) -> None:
+    """Check every batch's CRC, then give each the append time (recomputing its CRC)."""
+    pos = 0
+    while pos < len(buf):
+        header = validate_batch(buf, pos)
+        set_log_append_time(buf, pos, timestamp_ms)
+        pos += header.size

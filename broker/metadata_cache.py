@@ -1,0 +1,184 @@
+"""MetadataCache: this broker's copy of the cluster's brokers and partition states.
+
+Every broker keeps one; the controller fills it with UpdateMetadata (each request
+carries the complete list of live brokers and the states of the partitions that
+changed). Metadata requests are answered from it without touching ZooKeeper. A
+partition whose ``leader`` is -2 (LeaderDuringDelete) is being deleted and leaves the
+cache.
+
+The broker also records itself as live at start-up so a standalone broker (no
+controller) can answer Metadata with its own address.
+
+Answers follow Kafka's MetadataCache.getPartitionMetadata: a partition whose leader is
+not a live broker is LEADER_NOT_AVAILABLE; one with a replica or ISR member that is
+not live is REPLICA_NOT_AVAILABLE (with the live ones listed); an unknown topic is
+UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.errors import (
+    NONE,
+    LeaderNotAvailableError,
+    ReplicaNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
+from storage.names import TopicPartition
+
+LEADER_DURING_DELETE = -2
+"""Kafka's leader sentinel for a partition whose topic is being deleted."""
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition's state as the controller last published it."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    controller_epoch: int = 0
+    zk_version: int = 0
+
+
+class MetadataCache:
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self.brokers: dict[int, BrokerInfo] = {}
+        # Endpoints of leaders named by LeaderAndIsr (followers fetch from them) even
+        # before an UpdateMetadata lists them as live.
+        self.leader_endpoints: dict[int, BrokerInfo] = {}
+        self._topics: dict[str, dict[int, PartitionInfo]] = {}
+
+    # -- updates -------------------------------------------------------------------------
+
+    def register_self(self, host: str, port: int, rack: str | None = None) -> None:
+        """Make this broker visible before any controller speaks (standalone mode)."""
+        self.brokers.setdefault(self.broker_id, BrokerInfo(self.broker_id, host, port, rack))
+
+    def note_leader(self, broker_id: int, host: str, port: int) -> None:
+        self.leader_endpoints[broker_id] = BrokerInfo(broker_id, host, port)
+
+    def update(self, body: Mapping[str, Any]) -> list[TopicPartition]:
+        """Apply an UpdateMetadata request body; returns the partitions deleted."""
+        self.controller_id = body["controller_id"]
+        self.controller_epoch = body["controller_epoch"]
+        self.brokers = {
+            b["id"]: BrokerInfo(b["id"], b["host"], b["port"], b.get("rack"))
+            for b in body["live_brokers"]
+        }
+        deleted: list[TopicPartition] = []
+        for state in body["partition_states"]:
+            tp = TopicPartition(state["topic_name"], state["partition_index"])
+            if state["leader"] == LEADER_DURING_DELETE:
+                self._remove(tp)
+                deleted.append(tp)
+                continue
+            self.put(
+                tp,
+                PartitionInfo(
+                    leader=state["leader"],
+                    leader_epoch=state["leader_epoch"],
+                    isr=tuple(state["isr"]),
+                    replicas=tuple(state["replicas"]),
+                    offline_replicas=tuple(state.get("offline_replicas", ())),
+                    controller_epoch=state["controller_epoch"],
+                    zk_version=state["zk_version"],
+                ),
+            )
+        return deleted
+
+    def put(self, tp: TopicPartition, info: PartitionInfo) -> None:
+        self._topics.setdefault(tp.topic, {})[tp.partition] = info
+
+    def _remove(self, tp: TopicPartition) -> None:
+        partitions = self._topics.get(tp.topic)
+        if partitions is not None:
+            partitions.pop(tp.partition, None)
+            if not partitions:
+                del self._topics[tp.topic]
+
+    # -- queries -------------------------------------------------------------------------
+
+    def contains(self, topic: str) -> bool:
+        return topic in self._topics
+
+    def partition(self, tp: TopicPartition) -> PartitionInfo | None:
+        partitions = self._topics.get(tp.topic)
+        return None if partitions is None else partitions.get(tp.partition)
+
+    def topics(self) -> list[str]:
+        return sorted(self._topics)
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        """A broker's endpoint: live brokers first, then leaders LeaderAndIsr named."""
+        return self.brokers.get(broker_id) or self.leader_endpoints.get(broker_id)
+
+    def metadata_response(self, topics: Iterable[str] | None) -> dict[str, Any]:
+        """The body of a Metadata response for ``topics`` (None = every topic)."""
+        names = self.topics() if topics is None else list(topics)
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [
+                {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in sorted(self.brokers.values(), key=lambda b: b.id)
+            ],
+            "cluster_id": None,
+            "controller_id": self.controller_id,
+            "topics": [self._topic_metadata(name) for name in names],
+        }
+
+    def _topic_metadata(self, name: str) -> dict[str, Any]:
+        partitions = self._topics.get(name)
+        if partitions is None:
+            return {
+                "error_code": UnknownTopicOrPartitionError.code,
+                "name": name,
+                "is_internal": False,
+                "partitions": [],
+            }
+        return {
+            "error_code": NONE,
+            "name": name,
+            "is_internal": name.startswith("__"),
+            "partitions": [
+                self._partition_metadata(index, info) for index, info in sorted(partitions.items())
+            ],
+        }
+
+    def _partition_metadata(self, index: int, info: PartitionInfo) -> dict[str, Any]:
+        live = self.brokers
+        replicas = [r for r in info.replicas if r in live]
+        isr = [r for r in info.isr if r in live]
+        if info.leader not in live:
+            error = LeaderNotAvailableError.code
+        elif len(replicas) < len(info.replicas) or len(isr) < len(info.isr):
+            error = ReplicaNotAvailableError.code
+        else:
+            error = NONE
+        return {
+            "error_code": error,
+            "partition_index": index,
+            "leader_id": info.leader if info.leader in live else NO_LEADER,
+            "leader_epoch": info.leader_epoch,
+            "replica_nodes": replicas,
+            "isr_nodes": isr,
+            "offline_replicas": list(info.offline_replicas),
+        }

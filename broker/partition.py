@@ -1,0 +1,293 @@
+"""Partition: one topic partition as this broker sees it - role, epochs, ISR, HW, log.
+
+State, all changed only on the Trio thread (so no locks):
+
+- ``leader_id`` / ``leader_epoch`` / ``controller_epoch`` / ``zk_version``: the last
+  LeaderAndIsr state applied. ``leader_epoch`` only grows: the ReplicaManager refuses
+  a state whose epoch is not newer.
+- ``assigned_replicas`` (AR) and, on the leader, ``isr``. A follower keeps no ISR: the
+  leader owns it (Kafka's makeFollower empties it).
+- ``remote_replicas``: the leader's view of each follower (LEO, last caught-up time),
+  fed by followers' fetches - issue 5 fills these in.
+- ``high_watermark``: on the leader, min LEO over the ISR (the local replica included),
+  moving only forward; consumers read below it. With a single replica it equals the
+  LEO after every append. On a follower it is min(leader HW, own LEO).
+
+Appends on the leader: check record counts (broker/log_validator.py), copy the entry
+once into a writable buffer, stamp LogAppendTime if the topic wants it, and hand it to
+``Log.append``, which validates every batch before writing anything and patches
+offsets and the leader epoch in place. Then the HW moves and the ReplicaManager wakes
+parked fetches (and, in issue 5, delayed produces).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from broker.config import TopicConfig
+from broker.log_validator import check_record_counts, stamp_log_append_time
+from protocol.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+)
+from storage.log import Log, LogAppendInfo
+from storage.log_config import Clock
+from storage.names import TopicPartition
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+NO_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """One partition's entry of a LeaderAndIsr request."""
+
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+    replicas: tuple[int, ...]
+    is_new: bool = False
+
+
+@dataclass(slots=True)
+class RemoteReplica:
+    """The leader's record of one follower (Kafka's non-local Replica)."""
+
+    broker_id: int
+    log_end_offset: int = -1
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = 0
+    last_fetch_time_ms: int = 0
+
+    def reset(self, leader_log_end_offset: int, now_ms: int, in_sync: bool) -> None:
+        """A new leadership starts: forget what the previous leader knew."""
+        self.log_end_offset = -1
+        self.last_fetch_leader_log_end_offset = leader_log_end_offset
+        self.last_fetch_time_ms = now_ms
+        self.last_caught_up_time_ms = now_ms if in_sync else 0
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    info: LogAppendInfo
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    high_watermark_moved: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """What a fetch of one partition found; ``records`` may be a view of segment data."""
+
+    records: bytes | memoryview
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Partition:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        *,
+        local_broker_id: int,
+        log: Log,
+        config: TopicConfig,
+        clock: Clock,
+        initial_high_watermark: int = 0,
+    ) -> None:
+        self.tp = tp
+        self.local_broker_id = local_broker_id
+        self.log = log
+        self.config = config
+        self.clock = clock
+        self.leader_id = -1
+        self.leader_epoch = NO_EPOCH
+        self.controller_epoch = -1
+        self.zk_version = -1
+        self.assigned_replicas: tuple[int, ...] = ()
+        self.isr: frozenset[int] = frozenset()
+        self.remote_replicas: dict[int, RemoteReplica] = {}
+        self.high_watermark = min(max(initial_high_watermark, 0), log.log_end_offset)
+
+    def __repr__(self) -> str:
+        role = "leader" if self.is_leader else f"follower of {self.leader_id}"
+        return f"<Partition {self.tp} {role} epoch={self.leader_epoch} hw={self.high_watermark}>"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    # -- role changes (LeaderAndIsr) -----------------------------------------------------
+
+    def _apply_common(self, state: PartitionState) -> None:
+        self.controller_epoch = state.controller_epoch
+        self.leader_epoch = state.leader_epoch
+        self.zk_version = state.zk_version
+        self.assigned_replicas = state.replicas
+        self.remote_replicas = {
+            r: self.remote_replicas.get(r) or RemoteReplica(r)
+            for r in state.replicas
+            if r != self.local_broker_id
+        }
+
+    def make_leader(self, state: PartitionState) -> bool:
+        """Become (or stay) leader with ``state``; True if leadership is new here."""
+        self._apply_common(state)
+        self.isr = frozenset(state.isr)
+        is_new_leader = not self.is_leader
+        self.leader_id = self.local_broker_id
+        # Batches appended from now on carry this epoch; it starts at the current LEO.
+        self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+        now = self.clock()
+        leo = self.log.log_end_offset
+        for replica in self.remote_replicas.values():
+            if is_new_leader:
+                replica.reset(leo, now, replica.broker_id in self.isr)
+        self.maybe_increment_high_watermark()
+        return is_new_leader
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow ``state.leader``; True if the leader changed (fetching must restart)."""
+        self._apply_common(state)
+        self.isr = frozenset()
+        changed = self.leader_id != state.leader
+        self.leader_id = state.leader
+        return changed
+
+    # -- high watermark --------------------------------------------------------------------
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR, never moving back; True if it moved.
+
+        The local LEO always counts; a follower counts once it is in the ISR (issue 5
+        feeds ``remote_replicas`` from follower fetches). A single-replica leader thus
+        has HW = LEO.
+        """
+        if not self.is_leader:
+            return False
+        candidate = self.log.log_end_offset
+        for replica_id in self.isr:
+            replica = self.remote_replicas.get(replica_id)
+            if replica is not None:
+                candidate = min(candidate, replica.log_end_offset)
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return True
+        return False
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """Follower side (issue 5): HW = min(leader HW, own LEO)."""
+        self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+
+    # -- data path -------------------------------------------------------------------------
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Fence a request that names a leader epoch other than ours (-1: no check)."""
+        if current_leader_epoch == NO_EPOCH:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{self.tp}: request epoch {current_leader_epoch} < {self.leader_epoch}"
+            )
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"{self.tp}: request epoch {current_leader_epoch} > {self.leader_epoch}"
+            )
+
+    def append_records_to_leader(self, records: bytes, required_acks: int) -> AppendResult:
+        """Validate, assign offsets and append; raises the KafkaError for the partition."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
+        config = self.config
+        if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"{self.tp}: ISR {sorted(self.isr)} is smaller than min.insync.replicas "
+                f"{config.min_insync_replicas}"
+            )
+        check_record_counts(records)
+        buf = bytearray(records)
+        append_time = -1
+        if config.log_append_time:
+            append_time = self.clock()
+            stamp_log_append_time(buf, append_time)
+        info = self.log.append(buf, assign_offsets=True, leader_epoch=self.leader_epoch)
+        moved = self.maybe_increment_high_watermark()
+        return AppendResult(info, append_time, self.log.log_start_offset, moved)
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        from_follower: bool,
+        current_leader_epoch: int = NO_EPOCH,
+        min_one_message: bool = True,
+    ) -> ReadResult:
+        """Read from ``fetch_offset``: up to the HW for consumers, the LEO for followers.
+
+        Raises NOT_LEADER_OR_FOLLOWER on a non-leader, FENCED/UNKNOWN_LEADER_EPOCH on an
+        epoch mismatch, OFFSET_OUT_OF_RANGE outside [log start, LEO].
+        """
+        self.check_leader_epoch(current_leader_epoch)
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
+        hw = self.high_watermark
+        start = self.log.log_start_offset
+        leo = self.log.log_end_offset
+        if fetch_offset < start or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"{self.tp}: fetch offset {fetch_offset} outside [{start}, {leo}]"
+            )
+        upper = leo if from_follower else hw
+        if fetch_offset >= upper:
+            records: bytes | memoryview = b""
+        else:
+            data = self.log.read(fetch_offset, max_bytes, upper, min_one_batch=min_one_message)
+            records = data.records
+        return ReadResult(records, hw, start, leo)
+
+    def offset_for_timestamp(
+        self, timestamp: int, *, from_replica: bool, current_leader_epoch: int = NO_EPOCH
+    ) -> tuple[int, int, int]:
+        """ListOffsets: (timestamp, offset, leader epoch) or (-1, -1, -1) if none."""
+        self.check_leader_epoch(current_leader_epoch)
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
+        upper = self.log.log_end_offset if from_replica else self.high_watermark
+        if timestamp == EARLIEST_TIMESTAMP:
+            offset = self.log.log_start_offset
+            return -1, offset, self.epoch_for_offset(offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, upper, self.epoch_for_offset(upper)
+        found = self.log.offset_for_timestamp(timestamp)
+        if found is None or found[1] >= upper:
+            return -1, -1, -1
+        ts, offset = found
+        return ts, offset, self.epoch_for_offset(offset)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch whose range holds ``offset`` (-1 if the cache has none)."""
+        epoch = NO_EPOCH
+        for entry in self.log.leader_epoch_cache.entries:
+            if entry.start_offset > offset:
+                break
+            epoch = entry.epoch
+        return epoch

@@ -1,0 +1,357 @@
+"""ReplicaManager: every partition replica this broker holds, and the requests on them.
+
+Kafka's division of labour, kept here: KafkaApis decodes a request and calls the
+ReplicaManager; the ReplicaManager finds the Partition, checks the controller's epoch
+and the leader epoch, and the Partition does the work on its Log.
+
+- ``become_leader_or_follower`` (LeaderAndIsr): refuses a stale controller epoch as a
+  whole (STALE_CONTROLLER_EPOCH); per partition, refuses a leader epoch that is not
+  newer than the one applied (STALE_CONTROLLER_EPOCH, as Kafka 2.x answers) and a
+  state that does not list this broker as a replica (UNKNOWN_TOPIC_OR_PARTITION);
+  otherwise creates the log if needed (in the least loaded log dir, LogManager's rule)
+  and makes the partition leader or follower. Followers are handed to the replica
+  fetcher hook (issue 5) after their log is truncated there.
+- ``stop_replicas`` (StopReplica): drops partitions, deleting their logs if asked.
+- ``append_records`` (Produce): acks validation, then per partition
+  ``append_records_to_leader``; wakes parked fetches of partitions that grew.
+- ``read`` (Fetch): per partition reads bounded by the response's ``max_bytes``; the
+  first partition with data may exceed it by one batch so a consumer always progresses.
+- Two purgatories keyed by partition: ``fetch_waiters`` (woken on append and HW move)
+  and ``produce_waiters`` (woken on HW move: acks=all, issue 5).
+
+State changes from the controller are serialised by one Trio lock (Kafka's
+replicaStateChangeLock); data-path calls are synchronous and never wait on it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import trio
+
+from broker.config import BrokerConfig, TopicConfig
+from broker.metadata_cache import MetadataCache
+from broker.partition import NO_EPOCH, AppendResult, Partition, PartitionState, ReadResult
+from broker.purgatory import Purgatory
+from protocol.errors import (
+    NONE,
+    InvalidRequiredAcksError,
+    KafkaError,
+    KafkaStorageError,
+    MinibrokerError,
+    StaleControllerEpochError,
+    UnknownTopicOrPartitionError,
+)
+from storage.log_config import Clock, LogConfig
+from storage.log_manager import LogManager
+from storage.names import TopicPartition
+
+log = logging.getLogger(__name__)
+
+VALID_ACKS = frozenset({0, 1, -1})
+
+
+class FetcherHook(Protocol):
+    """What issue 5's ReplicaFetcherManager offers the ReplicaManager."""
+
+    def add_partitions(self, partitions: Sequence[Partition]) -> None: ...
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    """One partition of a Fetch request."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = NO_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRead:
+    """One partition of a Fetch answer: a result or the error that replaced it."""
+
+    tp: TopicPartition
+    result: ReadResult | None
+    error: KafkaError | None
+
+    @property
+    def size(self) -> int:
+        return 0 if self.result is None else len(self.result.records)
+
+
+def to_log_config(topic: TopicConfig) -> LogConfig:
+    return LogConfig(
+        segment_bytes=topic.segment_bytes,
+        segment_ms=topic.segment_ms,
+        index_interval_bytes=topic.index_interval_bytes,
+        segment_index_bytes=topic.segment_index_bytes,
+        retention_ms=topic.retention_ms,
+        retention_bytes=topic.retention_bytes,
+        max_message_bytes=topic.max_message_bytes,
+        file_delete_delay_ms=topic.file_delete_delay_ms,
+    )
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        log_manager: LogManager,
+        metadata_cache: MetadataCache,
+        *,
+        clock: Clock,
+        topic_overrides: Callable[[str], Mapping[str, str]] | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
+        self.clock = clock
+        self.topic_overrides = topic_overrides or (lambda topic: {})
+        self.controller_epoch = -1
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
+        self.produce_waiters: Purgatory[TopicPartition] = Purgatory("produce")
+        self.fetcher: FetcherHook | None = None
+        self._state_change_lock = trio.Lock()
+        self._checkpointed_hw: dict[TopicPartition, int] | None = None
+
+    # -- lookup ----------------------------------------------------------------------------
+
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def partition_or_error(self, tp: TopicPartition) -> Partition:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            raise UnknownTopicOrPartitionError(f"broker {self.broker_id} has no replica of {tp}")
+        return partition
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        return self.config.topic_config(self.topic_overrides(topic))
+
+    # -- controller requests ---------------------------------------------------------------
+
+    def _check_controller_epoch(self, controller_epoch: int, what: str) -> None:
+        if controller_epoch < self.controller_epoch:
+            raise StaleControllerEpochError(
+                f"{what} from controller epoch {controller_epoch}; "
+                f"the latest known is {self.controller_epoch}"
+            )
+        self.controller_epoch = controller_epoch
+
+    async def become_leader_or_follower(
+        self, controller_epoch: int, states: Mapping[TopicPartition, PartitionState]
+    ) -> dict[TopicPartition, int]:
+        """Apply a LeaderAndIsr request; per-partition error codes (raises if stale)."""
+        async with self._state_change_lock:
+            self._check_controller_epoch(controller_epoch, "LeaderAndIsr")
+            errors: dict[TopicPartition, int] = {}
+            leaders: list[tuple[Partition, PartitionState]] = []
+            followers: list[tuple[Partition, PartitionState]] = []
+            for tp, state in states.items():
+                current = self.partitions.get(tp)
+                if current is not None and state.leader_epoch <= current.leader_epoch:
+                    log.warning(
+                        "ignoring LeaderAndIsr for %s: leader epoch %d is not newer than %d",
+                        tp,
+                        state.leader_epoch,
+                        current.leader_epoch,
+                    )
+                    errors[tp] = StaleControllerEpochError.code
+                    continue
+                if self.broker_id not in state.replicas:
+                    errors[tp] = UnknownTopicOrPartitionError.code
+                    continue
+                try:
+                    partition = current or await self._create_partition(tp, state.is_new)
+                except KafkaError as exc:
+                    errors[tp] = exc.code
+                    continue
+                (leaders if state.leader == self.broker_id else followers).append(
+                    (partition, state)
+                )
+                errors[tp] = NONE
+            if leaders and self.fetcher is not None:
+                self.fetcher.remove_partitions(p.tp for p, _ in leaders)
+            for partition, state in leaders:
+                partition.make_leader(state)
+                self._wake(partition.tp)
+                log.info("now leading %s at epoch %d", partition.tp, state.leader_epoch)
+            changed = [p for p, state in followers if p.make_follower(state)]
+            for partition in changed:
+                self._wake(partition.tp)  # parked fetches answer NOT_LEADER_OR_FOLLOWER
+            if changed and self.fetcher is not None:
+                self.fetcher.remove_partitions(p.tp for p in changed)
+                self.fetcher.add_partitions(changed)
+            return errors
+
+    async def _create_partition(self, tp: TopicPartition, is_new: bool) -> Partition:
+        config = self.topic_config(tp.topic)
+        log_config = to_log_config(config)
+        try:
+            log_ = await trio.to_thread.run_sync(
+                lambda: self.log_manager.get_or_create_log(tp, config=log_config)
+            )
+        except (OSError, MinibrokerError) as exc:
+            raise KafkaStorageError(f"cannot create the log of {tp}: {exc}") from exc
+        partition = Partition(
+            tp,
+            local_broker_id=self.broker_id,
+            log=log_,
+            config=config,
+            clock=self.clock,
+            initial_high_watermark=self._initial_high_watermark(tp),
+        )
+        self.partitions[tp] = partition
+        return partition
+
+    def _initial_high_watermark(self, tp: TopicPartition) -> int:
+        """The HW this broker checkpointed for ``tp`` (0 if none): read once, lazily."""
+        if self._checkpointed_hw is None:
+            hws: dict[TopicPartition, int] = {}
+            for log_dir in self.log_manager.log_dirs:
+                try:
+                    hws.update(self.log_manager.read_replication_offsets(log_dir))
+                except MinibrokerError as exc:
+                    log.warning("ignoring %s: %s", log_dir, exc)
+            self._checkpointed_hw = hws
+        return self._checkpointed_hw.get(tp, 0)
+
+    async def stop_replicas(
+        self, controller_epoch: int, stops: Sequence[tuple[TopicPartition, bool]]
+    ) -> dict[TopicPartition, int]:
+        """Apply StopReplica: (partition, delete?) pairs; per-partition error codes."""
+        async with self._state_change_lock:
+            self._check_controller_epoch(controller_epoch, "StopReplica")
+            if self.fetcher is not None:
+                self.fetcher.remove_partitions(tp for tp, _ in stops)
+            errors: dict[TopicPartition, int] = {}
+            for tp, delete in stops:
+                partition = self.partitions.get(tp)
+                if partition is not None:
+                    # Stop serving it: clients must go to the new leader.
+                    partition.leader_id = -1
+                    self._wake(tp)
+                if delete:
+                    self.partitions.pop(tp, None)
+                    try:
+                        await trio.to_thread.run_sync(self._delete_log, tp)
+                    except OSError as exc:
+                        errors[tp] = KafkaStorageError.code
+                        log.error("cannot delete the log of %s: %s", tp, exc)
+                        continue
+                errors[tp] = NONE
+            return errors
+
+    def _delete_log(self, tp: TopicPartition) -> None:
+        """Rename to -delete and remove the files (blocking: runs in a thread)."""
+        if self.log_manager.delete_log(tp) is not None:
+            self.log_manager.remove_deleted_logs()
+
+    def update_metadata(self, body: Mapping[str, Any]) -> list[TopicPartition]:
+        """Apply UpdateMetadata to the cache (raises STALE_CONTROLLER_EPOCH if old)."""
+        self._check_controller_epoch(body["controller_epoch"], "UpdateMetadata")
+        return self.metadata_cache.update(body)
+
+    # -- produce -----------------------------------------------------------------------------
+
+    def append_records(
+        self, required_acks: int, entries: Sequence[tuple[TopicPartition, bytes]]
+    ) -> list[tuple[TopicPartition, AppendResult | KafkaError]]:
+        """Append each entry to its partition's leader log; one result per entry."""
+        if required_acks not in VALID_ACKS:
+            error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {required_acks}")
+            return [(tp, error) for tp, _ in entries]
+        results: list[tuple[TopicPartition, AppendResult | KafkaError]] = []
+        for tp, records in entries:
+            try:
+                partition = self.partition_or_error(tp)
+                result = partition.append_records_to_leader(records, required_acks)
+            except KafkaError as exc:
+                results.append((tp, exc))
+                continue
+            except OSError as exc:
+                log.error("append to %s failed: %s", tp, exc)
+                results.append((tp, KafkaStorageError(str(exc))))
+                continue
+            self.fetch_waiters.notify(tp)
+            if result.high_watermark_moved:
+                self.produce_waiters.notify(tp)
+            results.append((tp, result))
+        return results
+
+    # -- fetch -------------------------------------------------------------------------------
+
+    def read(
+        self, replica_id: int, max_bytes: int, partitions: Sequence[FetchPartition]
+    ) -> list[PartitionRead]:
+        """Read every requested partition, sharing ``max_bytes`` between them."""
+        from_follower = replica_id >= 0
+        remaining = max_bytes
+        first_with_data = True
+        reads: list[PartitionRead] = []
+        for request in partitions:
+            try:
+                partition = self.partition_or_error(request.tp)
+                result = partition.read(
+                    request.fetch_offset,
+                    min(request.max_bytes, remaining),
+                    from_follower=from_follower,
+                    current_leader_epoch=request.current_leader_epoch,
+                    min_one_message=first_with_data,
+                )
+            except KafkaError as exc:
+                reads.append(PartitionRead(request.tp, None, exc))
+                continue
+            size = len(result.records)
+            if size:
+                first_with_data = False
+                remaining = max(0, remaining - size)
+            reads.append(PartitionRead(request.tp, result, None))
+        return reads
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def high_watermarks(self) -> dict[Path, dict[TopicPartition, int]]:
+        """Each log dir's partitions and their HWs (what replication-offset-checkpoint holds)."""
+        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
+        for tp, partition in self.partitions.items():
+            by_dir.setdefault(partition.log.dir.parent, {})[tp] = partition.high_watermark
+        return by_dir
+
+    async def checkpoint_high_watermarks(self) -> None:
+        """Write replication-offset-checkpoint in every log dir (fsync in a thread)."""
+        by_dir = self.high_watermarks()
+
+        def write() -> None:
+            for log_dir, hws in by_dir.items():
+                self.log_manager.write_replication_offsets(log_dir, hws)
+
+        await trio.to_thread.run_sync(write)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Periodic work: the HW checkpoint (ISR expiry joins in issue 5)."""
+        task_status.started()
+        interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            try:
+                await self.checkpoint_high_watermarks()
+            except OSError as exc:
+                log.error("cannot write replication-offset-checkpoint: %s", exc)
+
+    def _wake(self, tp: TopicPartition) -> None:
+        self.fetch_waiters.notify(tp)
+        self.produce_waiters.notify(tp)
+
+    def shutdown(self) -> None:
+        """Wake every parked request so it answers now (the server is stopping)."""
+        self.fetch_waiters.notify_all()
+        self.produce_waiters.notify_all()

@@ -1,0 +1,238 @@
+"""In-process brokers for tests, a bare wire client, and a fake controller.
+
+- ``running_broker(log_dir, **properties)``: a Broker on 127.0.0.1, port 0, started in
+  its own nursery and stopped (cleanly) when the block exits.
+- ``WireClient``: one TCP connection speaking frames directly - what bad-input tests
+  need (raw bytes, cut frames) and enough for simple request/response exchanges.
+- ``FakeController``: plays the controller for a standalone broker: sends
+  LeaderAndIsr / UpdateMetadata / StopReplica with a controller epoch it controls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from broker.broker import Broker
+from broker.config import BrokerConfig
+from protocol.api import ApiKey, decode_response, encode_request, latest_version
+from protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+
+DEFAULT_CONTROLLER_ID = 3000
+
+
+def broker_config(log_dir: Path, broker_id: int = 1, **properties: Any) -> BrokerConfig:
+    """A test broker's config: loopback, any free port, one log dir, Kafka-name overrides
+    (``log_segment_bytes=1024`` style keyword names, dots as underscores)."""
+    values = {
+        "broker.id": str(broker_id),
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(log_dir),
+    }
+    values.update({key.replace("_", "."): str(value) for key, value in properties.items()})
+    return BrokerConfig.from_properties(None, values)
+
+
+@asynccontextmanager
+async def running_broker(config: BrokerConfig) -> AsyncIterator[Broker]:
+    """Run a Broker for the duration of the block; it stops cleanly on exit."""
+    async with trio.open_nursery() as nursery:
+        broker: Broker = await nursery.start(Broker(config).run)
+        try:
+            yield broker
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+class WireClient:
+    """A frame-level client on one connection (requests answered one at a time)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.decoder = FrameDecoder()
+        self.correlation_id = 0
+
+    @classmethod
+    async def connect(cls, port: int, host: str = "127.0.0.1") -> WireClient:
+        return cls(await trio.open_tcp_stream(host, port))
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def __aenter__(self) -> WireClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def send_request(
+        self,
+        api_key: int,
+        body: Any,
+        *,
+        version: int | None = None,
+        correlation_id: int | None = None,
+    ) -> int:
+        """Send one request without waiting; returns its correlation id."""
+        if correlation_id is None:
+            self.correlation_id += 1
+            correlation_id = self.correlation_id
+        if version is None:
+            version = latest_version(api_key)
+        payload = encode_request(api_key, version, correlation_id, "test", body)
+        await self.stream.send_all(encode_frame(payload))
+        return correlation_id
+
+    async def receive_frame(self) -> bytes | None:
+        """The next response frame's payload, or None at EOF."""
+        while True:
+            frame = self.decoder.next_frame()
+            if frame is not NEED_DATA:
+                assert isinstance(frame, bytes)
+                return frame
+            data = await self.stream.receive_some(1 << 20)
+            if not data:
+                return None
+            self.decoder.feed(data)
+
+    async def receive_response(self, api_key: int, version: int | None = None) -> tuple[int, Any]:
+        frame = await self.receive_frame()
+        assert frame is not None, "connection closed instead of answering"
+        if version is None:
+            version = latest_version(api_key)
+        return decode_response(frame, api_key, version)
+
+    async def request(self, api_key: int, body: Any, *, version: int | None = None) -> Any:
+        correlation_id = await self.send_request(api_key, body, version=version)
+        received_id, response = await self.receive_response(api_key, version)
+        assert received_id == correlation_id
+        return response
+
+    async def closed_by_peer(self) -> bool:
+        """True once the broker closes the connection (EOF or reset)."""
+        try:
+            while await self.stream.receive_some(65536):
+                pass
+        except trio.BrokenResourceError:
+            pass
+        return True
+
+
+def partition_state(
+    topic: str,
+    partition: int,
+    *,
+    leader: int,
+    leader_epoch: int,
+    replicas: Sequence[int],
+    isr: Sequence[int] | None = None,
+    controller_epoch: int = 1,
+    is_new: bool = True,
+) -> dict[str, Any]:
+    return {
+        "topic_name": topic,
+        "partition_index": partition,
+        "controller_epoch": controller_epoch,
+        "leader": leader,
+        "leader_epoch": leader_epoch,
+        "isr": list(replicas if isr is None else isr),
+        "zk_version": 0,
+        "replicas": list(replicas),
+        "is_new": is_new,
+    }
+
+
+class FakeController:
+    """Sends controller requests to one broker, as the active controller would."""
+
+    def __init__(
+        self, broker: Broker, *, controller_id: int = DEFAULT_CONTROLLER_ID, epoch: int = 1
+    ) -> None:
+        self.broker = broker
+        self.controller_id = controller_id
+        self.epoch = epoch
+
+    def _header(self, epoch: int | None) -> dict[str, Any]:
+        return {
+            "controller_id": self.controller_id,
+            "controller_epoch": self.epoch if epoch is None else epoch,
+            "broker_epoch": -1,
+        }
+
+    async def _send(self, api_key: ApiKey, body: dict[str, Any]) -> Any:
+        async with await WireClient.connect(self.broker.port) as client:
+            return await client.request(api_key, body)
+
+    async def leader_and_isr(
+        self, states: Iterable[dict[str, Any]], *, controller_epoch: int | None = None
+    ) -> Any:
+        host, port = self.broker.address
+        body = {
+            **self._header(controller_epoch),
+            "partition_states": list(states),
+            "live_leaders": [{"id": self.broker.config.broker_id, "host": host, "port": port}],
+        }
+        return await self._send(ApiKey.LEADER_AND_ISR, body)
+
+    async def update_metadata(
+        self, states: Iterable[dict[str, Any]], *, controller_epoch: int | None = None
+    ) -> Any:
+        host, port = self.broker.address
+        body = {
+            **self._header(controller_epoch),
+            "partition_states": [
+                {k: v for k, v in s.items() if k != "is_new"} | {"offline_replicas": []}
+                for s in states
+            ],
+            "live_brokers": [{"id": self.broker.config.broker_id, "host": host, "port": port}],
+        }
+        return await self._send(ApiKey.UPDATE_METADATA, body)
+
+    async def stop_replica(
+        self,
+        partitions: Iterable[tuple[str, int]],
+        *,
+        delete: bool,
+        controller_epoch: int | None = None,
+    ) -> Any:
+        body = {
+            **self._header(controller_epoch),
+            "partition_states": [
+                {
+                    "topic_name": t,
+                    "partition_index": p,
+                    "leader_epoch": -1,
+                    "delete_partition": delete,
+                }
+                for t, p in partitions
+            ],
+        }
+        return await self._send(ApiKey.STOP_REPLICA, body)
+
+    async def lead(self, topic: str, partitions: int = 1, *, leader_epoch: int = 0) -> None:
+        """Make the broker the only replica and leader of ``topic``'s partitions and
+        publish that in its metadata cache; fails the test on any error code."""
+        me = self.broker.config.broker_id
+        states = [
+            partition_state(
+                topic,
+                p,
+                leader=me,
+                leader_epoch=leader_epoch,
+                replicas=[me],
+                controller_epoch=self.epoch,
+            )
+            for p in range(partitions)
+        ]
+        response = await self.leader_and_isr(states)
+        assert response["error_code"] == 0, response
+        assert all(e["error_code"] == 0 for e in response["partition_errors"]), response
+        response = await self.update_metadata(states)
+        assert response["error_code"] == 0, response

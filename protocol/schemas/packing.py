@@ -3,11 +3,12 @@
 ``msgpack.packb`` copies every ``bin`` value into its output. A Fetch response carries
 record data that lives in mmap-ed segment files (memoryviews, up to the fetch's
 max_bytes); copying it into a packed buffer only to hand it to ``send`` would double the
-bytes touched. ``pack_buffers`` writes the same msgpack bytes as ``packb`` (same type
-choices: smallest int encoding, str8 allowed, bin types, float64) but ends the current
-buffer at each binary value of at least ``SPLICE_MIN_BYTES`` and puts the value itself
-in the list, untouched. Concatenating the returned buffers gives exactly
-``msgpack.packb(obj)``.
+bytes touched. ``pack_buffers`` writes the same msgpack bytes as ``packb`` but ends the
+current buffer at each binary value of at least ``SPLICE_MIN_BYTES`` and puts the value
+itself in the list, untouched. Concatenating the returned buffers gives exactly
+``msgpack.packb(obj)``: containers holding a large binary get their headers written
+here (the same narrowest-form choice msgpack makes), everything else is packed by
+msgpack itself.
 
 Supported input: None, bool, int (and IntEnum), float, str, bytes, bytearray,
 memoryview (C-contiguous), dict, list, tuple. Anything else raises ``TypeError``.
@@ -16,7 +17,10 @@ memoryview (C-contiguous), dict, list, tuple. Anything else raises ``TypeError``
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from typing import Any, Final
+
+import msgpack
 
 SPLICE_MIN_BYTES: Final = 32 * 1024
 """Binary values from this size are sent as their own buffer; smaller ones are copied
@@ -24,46 +28,11 @@ SPLICE_MIN_BYTES: Final = 32 * 1024
 
 Buffer = bytes | bytearray | memoryview
 
+_packb = msgpack.Packer(autoreset=True).pack
+_PREFIX = struct.Struct(">i")
 _B = struct.Struct(">B").pack
 _H = struct.Struct(">BH").pack
 _I = struct.Struct(">BI").pack
-_Q = struct.Struct(">BQ").pack
-_b = struct.Struct(">Bb").pack
-_h = struct.Struct(">Bh").pack
-_i = struct.Struct(">Bi").pack
-_q = struct.Struct(">Bq").pack
-_d = struct.Struct(">Bd").pack
-
-
-def _int(v: int) -> bytes:
-    """Mirror msgpack-c's choice: fixint, then the narrowest signed or unsigned form."""
-    if -32 <= v < 128:
-        return _B(v & 0xFF)
-    if v < 0:
-        if v >= -128:
-            return _b(0xD0, v)
-        if v >= -32768:
-            return _h(0xD1, v)
-        if v >= -2147483648:
-            return _i(0xD2, v)
-        return _q(0xD3, v)
-    if v < 0x100:
-        return _B(0xCC) + _B(v)
-    if v < 0x10000:
-        return _H(0xCD, v)
-    if v < 0x100000000:
-        return _I(0xCE, v)
-    return _Q(0xCF, v)
-
-
-def _str_header(n: int) -> bytes:
-    if n < 32:
-        return _B(0xA0 | n)
-    if n < 0x100:
-        return _B(0xD9) + _B(n)
-    if n < 0x10000:
-        return _H(0xDA, n)
-    return _I(0xDB, n)
 
 
 def _bin_header(n: int) -> bytes:
@@ -90,7 +59,31 @@ def _array_header(n: int) -> bytes:
     return _I(0xDD, n)
 
 
+_SCALARS: Final = frozenset({int, str, float, bool, type(None)})
+_BINARY: Final = frozenset({bytes, bytearray, memoryview})
+_CONTAINERS: Final = frozenset({dict, list, tuple})
+
+
+def _holds_large_binary(obj: Any, splice_min: int) -> bool:
+    """Whether a binary value of ``splice_min`` bytes or more hides anywhere in ``obj``."""
+    t = type(obj)
+    if t in _BINARY:
+        return (obj.nbytes if t is memoryview else len(obj)) >= splice_min
+    for v in obj.values() if t is dict else obj if t is list or t is tuple else ():
+        tv = type(v)
+        if tv in _CONTAINERS:
+            if _holds_large_binary(v, splice_min):
+                return True
+        elif tv in _BINARY and (v.nbytes if tv is memoryview else len(v)) >= splice_min:
+            return True
+    return False
+
+
 class _Writer:
+    """Walks containers in Python only where a large binary value may hide; every
+    container holding just scalars and small binaries is packed by ``msgpack.packb`` in
+    one C call (what makes this cheap for the common, small messages)."""
+
     __slots__ = ("out", "pieces", "splice_min")
 
     def __init__(self, splice_min: int, reserve: int) -> None:
@@ -98,47 +91,48 @@ class _Writer:
         self.out = bytearray(reserve)
         self.pieces: list[Buffer] = []
 
+    def _flat(self, items: Iterable[Any]) -> bool:
+        """True when no item is a container or a binary of splice size."""
+        splice_min = self.splice_min
+        for v in items:
+            t = type(v)
+            if t in _SCALARS:
+                continue
+            if t in _BINARY and (v.nbytes if t is memoryview else len(v)) < splice_min:
+                continue
+            return False
+        return True
+
     def write(self, obj: Any) -> None:
         t = type(obj)
-        out = self.out
-        if t is int:
-            out += _int(obj)
-        elif t is str:
-            data = obj.encode()
-            out += _str_header(len(data))
-            out += data
-        elif t is dict:
-            out += _map_header(len(obj))
+        if t is dict:
+            if self._flat(obj.values()):
+                self.out += _packb(obj)
+                return
+            self.out += _map_header(len(obj))
             write = self.write
             for key, value in obj.items():
                 write(key)
                 write(value)
         elif t is list or t is tuple:
-            out += _array_header(len(obj))
+            if self._flat(obj):
+                self.out += _packb(obj)
+                return
+            self.out += _array_header(len(obj))
             write = self.write
             for item in obj:
                 write(item)
-        elif t is bytes or t is bytearray or t is memoryview:
+        elif t in _BINARY:
             n = obj.nbytes if t is memoryview else len(obj)
-            out += _bin_header(n)
             if n >= self.splice_min:
-                self.pieces.append(out)
+                self.out += _bin_header(n)
+                self.pieces.append(self.out)
                 self.pieces.append(obj)
                 self.out = bytearray()
             else:
-                out += obj
-        elif obj is None:
-            out += b"\xc0"
-        elif obj is True:
-            out += b"\xc3"
-        elif obj is False:
-            out += b"\xc2"
-        elif t is float:
-            out += _d(0xCB, obj)
-        elif isinstance(obj, int):  # IntEnum and friends: packb packs them as ints
-            out += _int(int(obj))
+                self.out += _packb(obj)
         else:
-            raise TypeError(f"cannot serialize {obj!r} of type {t.__name__}")
+            self.out += _packb(obj)  # scalars, IntEnum; packb raises TypeError on the rest
 
     def finish(self) -> list[Buffer]:
         if self.out or not self.pieces:
@@ -154,6 +148,9 @@ def pack_buffers(
     With ``length_prefix`` the first buffer starts with the int32 big-endian length of
     everything after it: the buffers are then one whole frame (protocol/frames.py).
     """
+    if not _holds_large_binary(obj, splice_min):  # the common case: one C call
+        packed = _packb(obj)
+        return [_PREFIX.pack(len(packed)) + packed if length_prefix else packed]
     writer = _Writer(splice_min, 4 if length_prefix else 0)
     writer.write(obj)
     pieces = writer.finish()

@@ -31,6 +31,7 @@ from protocol.api import (
 )
 from protocol.errors import InvalidRequestError, UnsupportedVersionError
 from protocol.frames import FrameDecoder, FrameError
+from protocol.schemas.packing import pack_buffers
 from protocol.schemas.types import (
     REQUIRED,
     Array,
@@ -267,6 +268,15 @@ msgpack_values = st.recursive(
 def test_encode_response_payload_equals_msgpack_packb(correlation_id: int, body: Any) -> None:
     pieces = encode_response(correlation_id, body, framed=False)
     assert b"".join(pieces) == msgpack.packb([correlation_id, body])
+
+
+@given(msgpack_values, st.integers(min_value=0, max_value=64), st.booleans())
+def test_spliced_buffers_join_to_msgpack_packb(body: Any, splice_min: int, prefix: bool) -> None:
+    pieces = pack_buffers(body, splice_min=splice_min, length_prefix=prefix)
+    expected = msgpack.packb(body)
+    if prefix:
+        expected = len(expected).to_bytes(4, "big") + expected
+    assert b"".join(pieces) == expected
 
 
 @pytest.mark.parametrize(

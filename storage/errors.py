@@ -1,0 +1,31 @@
+"""Local errors of the storage layer.
+
+These never travel on the wire. The broker maps a storage failure that a client must
+hear about to a Kafka code itself (usually KAFKA_STORAGE_ERROR); errors a client caused
+(a corrupt batch, an offset out of range) are raised as the Kafka error classes from
+``protocol.errors`` directly.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import MinibrokerError
+
+
+class StorageError(MinibrokerError):
+    """Base class of local storage failures (bad files, locked or unusable log dirs)."""
+
+
+class CorruptIndexError(StorageError):
+    """An index file fails its sanity check; the owner rebuilds it from the log."""
+
+
+class CorruptCheckpointError(StorageError):
+    """A checkpoint file cannot be parsed; the message names the file and the line."""
+
+
+class LogDirError(StorageError):
+    """A log dir cannot be used: missing and not creatable, locked by another broker."""
+
+
+class DumpLogError(StorageError):
+    """``minibroker dump-log`` was given a file it cannot read as a segment or index."""

@@ -1,0 +1,531 @@
+"""The log of one partition: an ordered run of segments in one directory.
+
+How this works. Offsets grow through the segments: each segment's base offset is the
+first offset it may hold, and the last segment (the active one) takes every append.
+``log_start_offset`` is the first offset a reader may ask for (it can lie inside the
+first segment after retention by offset or ``truncate_fully_and_start_at``);
+``log_end_offset`` (LEO) is the offset the next record will get.
+
+Append (leader): every batch is validated (header walk + CRC-32C, sizes), its
+baseOffset patched in place to the next offsets (and partitionLeaderEpoch when given),
+then the whole buffer goes to the active segment in one write. Records are never
+decoded. Append as follower: offsets are kept and must not go back.
+
+Roll: a new active segment starts when the append would push the active one past
+``segment_bytes``, when ``segment_ms`` passed since its first batch, when one of its
+indexes is full, or when the offsets would not fit its 32-bit relative index.
+
+Durability: the recovery point is the offset below which everything is fsynced;
+``flush`` moves it. Loading after an unclean stop revalidates every segment holding
+offsets >= the recovery point (``LogSegment.recover``) and drops every segment after
+one that had to be truncated; other segments only get the index sanity check, and a
+segment whose indexes fail it is recovered too. The leader-epoch cache is kept
+consistent with the data: epochs found in recovered batches are added, epochs beyond
+the recovered end and before the log start are removed.
+
+Concurrency: not thread-safe. The broker calls a Log from one thread at a time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from protocol.errors import (
+    CorruptMessageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from protocol.records import patch_base_offset, patch_partition_leader_epoch, validate_batch
+from storage.errors import CorruptIndexError
+from storage.leader_epoch import LeaderEpochCache
+from storage.log_config import Clock, LogConfig, system_clock
+from storage.names import (
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    TMP_SUFFIX,
+    TopicPartition,
+    parse_partition_dir,
+    parse_segment_file,
+)
+from storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from storage.time_index import NO_TIMESTAMP, TimestampOffset
+
+EARLIEST_TIMESTAMP = -2
+"""ListOffsets' "earliest" sentinel: answers the log start offset."""
+LATEST_TIMESTAMP = -1
+"""ListOffsets' "latest" sentinel: answers the log end offset."""
+
+
+class LogOffsetMetadata(NamedTuple):
+    """An offset with where its batch lies (what delayed fetches measure bytes with)."""
+
+    offset: int
+    segment_base_offset: int
+    position: int
+
+
+class FetchDataInfo(NamedTuple):
+    """The result of a read: whole batches from the one containing the fetch offset."""
+
+    offset_metadata: LogOffsetMetadata
+    records: memoryview
+
+
+class LogAppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    num_batches: int
+    valid_bytes: int
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = False,
+        clock: Clock = system_clock,
+    ) -> None:
+        self.dir = directory
+        self.config = config
+        self.clock = clock
+        parsed = parse_partition_dir(directory.name)
+        self.topic_partition: TopicPartition | None = parsed.tp if parsed else None
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        directory.mkdir(parents=True, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
+        self._load(had_clean_shutdown)
+
+    # --- loading ---------------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int, *, create: bool) -> LogSegment:
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            created_ms=self.clock(),
+            create=create,
+        )
+
+    def _load(self, had_clean_shutdown: bool) -> None:
+        bases: set[int] = set()
+        indexes: list[tuple[int, Path]] = []
+        for path in self.dir.iterdir():
+            if path.name.endswith((TMP_SUFFIX, DELETED_SUFFIX)):
+                path.unlink(missing_ok=True)  # half-written or awaiting deletion
+                continue
+            parsed = parse_segment_file(path.name)
+            if parsed is None:
+                continue
+            if parsed[1] == LOG_SUFFIX:
+                bases.add(parsed[0])
+            else:
+                indexes.append((parsed[0], path))
+        for base, path in indexes:
+            if base not in bases:
+                path.unlink(missing_ok=True)  # an index whose log is gone
+        for base in sorted(bases):
+            self._add_segment(self._new_segment(base, create=False))
+        self._recover_segments(had_clean_shutdown)
+        if not self._segments:
+            self._add_segment(self._new_segment(self.log_start_offset, create=True))
+        self.active_segment.resize_indexes(self.config.segment_index_bytes)
+        if self.log_end_offset < self.log_start_offset:
+            # Data below the checkpointed log start is deletable anyway.
+            self.truncate_fully_and_start_at(self.log_start_offset)
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.recovery_point = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _recover_segments(self, had_clean_shutdown: bool) -> None:
+        index_size = self.config.segment_index_bytes
+        recovered: list[LogSegment] = []
+        i = 0
+        while i < len(self._segments):
+            segment = self._segments[i]
+            i += 1
+            next_base = self._bases[i] if i < len(self._bases) else None
+            unflushed = next_base is None or next_base > self.recovery_point
+            if had_clean_shutdown or not unflushed:
+                try:
+                    segment.sanity_check()
+                    continue
+                except CorruptIndexError:
+                    pass  # a corrupt index is rebuilt, never trusted
+            truncated = segment.recover(index_size, self.leader_epoch_cache)
+            recovered.append(segment)
+            if truncated and unflushed:
+                # Everything after a torn or corrupt batch is unreliable: drop it.
+                for later in self._segments[i:]:
+                    later.delete()
+                del self._segments[i:]
+                del self._bases[i:]
+            if segment is not self._segments[-1]:
+                segment.on_become_inactive()
+        for segment in recovered:
+            segment.flush()  # the recovery point moves to the log end: make it true
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    # --- state -----------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        active = self._segments[-1]
+        return LogOffsetMetadata(active.next_offset, active.base_offset, active.size)
+
+    @property
+    def size(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    # --- append ----------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+    ) -> LogAppendInfo:
+        """Validate and append whole batches; returns their first and last offsets.
+
+        With ``assign_offsets`` (the leader) each batch's baseOffset is patched in place
+        to the next free offsets, and ``leader_epoch`` (when given) is stamped into
+        every batch, so ``records`` must be writable. Raises CorruptMessageError for a
+        bad batch or trailing bytes, MessageTooLargeError for a batch over
+        ``max_message_bytes``, RecordListTooLargeError for more than a segment.
+        """
+        view = memoryview(records)
+        total = view.nbytes
+        next_offset = self.log_end_offset
+        first_offset = -1
+        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+        epochs: list[tuple[int, int]] = []
+        latest_epoch = self.leader_epoch_cache.latest_epoch
+        max_batch = self.config.max_message_bytes
+        position = 0
+        count = 0
+        while position < total:
+            header = validate_batch(view, position)
+            size = header.batch_length + 12
+            if size > max_batch:
+                raise MessageTooLargeError(f"batch of {size} bytes exceeds {max_batch}")
+            if assign_offsets:
+                base = next_offset
+                patch_base_offset(view, position, base)
+            else:
+                base = header.base_offset
+                if base < next_offset:
+                    raise CorruptMessageError(f"offset {base} is below the log end {next_offset}")
+            if first_offset < 0:
+                first_offset = base
+            epoch = header.partition_leader_epoch
+            if leader_epoch is not None:
+                patch_partition_leader_epoch(view, position, leader_epoch)
+                epoch = leader_epoch
+            if epoch > latest_epoch:
+                latest_epoch = epoch
+                epochs.append((epoch, base))
+            next_offset = base + header.last_offset_delta + 1
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, next_offset - 1
+            position += size
+            count += 1
+        if not count:
+            end = self.log_end_offset
+            return LogAppendInfo(end, end - 1, NO_TIMESTAMP, -1, 0, 0)
+        if total > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{total} bytes of batches exceed segment.bytes {self.config.segment_bytes}"
+            )
+        segment = self._maybe_roll(total, max_timestamp, first_offset, next_offset - 1)
+        segment.append(next_offset - 1, max_timestamp, offset_of_max, view)
+        for epoch, start in epochs:
+            self.leader_epoch_cache.assign(epoch, start)
+        return LogAppendInfo(
+            first_offset, next_offset - 1, max_timestamp, offset_of_max, count, total
+        )
+
+    def append_as_follower(self, records: bytearray | memoryview | bytes) -> LogAppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and epochs."""
+        return self.append(memoryview(records), assign_offsets=False)
+
+    def _maybe_roll(
+        self, size: int, max_timestamp: int, first_offset: int, last_offset: int
+    ) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.size == 0:
+            if segment.base_offset == first_offset or first_offset < segment.base_offset:
+                return segment
+            return self.roll(first_offset)  # a follower gap: re-base the empty segment
+        first_ts = segment.rolling_based_timestamp()
+        if first_ts is not None and first_ts >= 0:
+            waited = max_timestamp - first_ts
+        else:
+            waited = self.clock() - segment.created_ms
+        if (
+            segment.size > self.config.segment_bytes - size
+            or waited > self.config.segment_ms
+            or segment.offset_index.is_full
+            or segment.time_index.is_full
+            or last_offset - segment.base_offset > MAX_RELATIVE_OFFSET
+        ):
+            return self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected, LEO) and return it."""
+        new_base = max(expected_next_offset or 0, self.log_end_offset)
+        active = self._segments[-1]
+        if active.size == 0:
+            if active.base_offset == new_base:
+                return active
+            self._segments.pop()
+            self._bases.pop()
+            active.delete()
+        else:
+            active.on_become_inactive()
+        segment = self._new_segment(new_base, create=True)
+        self._add_segment(segment)
+        return segment
+
+    # --- read ------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        *,
+        min_one_batch: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches starting with the one that contains ``offset``.
+
+        At most ``max_bytes`` (but at least one batch when ``min_one_batch``, however
+        large), never a batch holding an offset >= ``max_offset`` (e.g. the high
+        watermark), and never across a segment boundary. The bytes are one pread of the
+        segment file. Raises OffsetOutOfRangeError outside [log start, log end].
+        """
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {end}]"
+            )
+        limit_offset = end if max_offset is None else min(max_offset, end)
+        index = self._segment_index_for(offset)
+        if offset >= limit_offset:
+            return self._empty_read(offset, index)
+        limit_index = self._segment_index_for(limit_offset)
+        for i in range(index, min(limit_index, len(self._segments) - 1) + 1):
+            segment = self._segments[i]
+            max_position = None
+            if i == limit_index and limit_offset < segment.next_offset:
+                boundary = segment.translate_offset(limit_offset)
+                max_position = boundary.position if boundary is not None else None
+            result = segment.read(offset, max_bytes, max_position, min_one_batch=min_one_batch)
+            if result is None:
+                continue  # every batch in this segment is below offset: try the next
+            first, data = result
+            metadata = LogOffsetMetadata(offset, segment.base_offset, first.position)
+            return FetchDataInfo(metadata, data)
+        return self._empty_read(offset, index)
+
+    def _empty_read(self, offset: int, index: int) -> FetchDataInfo:
+        segment = self._segments[index]
+        position = segment.size if offset >= segment.next_offset else 0
+        if offset < segment.next_offset:
+            found = segment.translate_offset(offset)
+            position = found.position if found is not None else segment.size
+        return FetchDataInfo(
+            LogOffsetMetadata(offset, segment.base_offset, position), memoryview(b"")
+        )
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """ListOffsets: the first record with a timestamp >= ``timestamp`` as
+        (timestamp, offset); EARLIEST_TIMESTAMP / LATEST_TIMESTAMP answer the log start
+        / end with NO_TIMESTAMP; None when no record is that recent."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampOffset(NO_TIMESTAMP, self.log_start_offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampOffset(NO_TIMESTAMP, self.log_end_offset)
+        for segment in self._segments:
+            if segment.largest_timestamp < timestamp or segment.size == 0:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    # --- retention -------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; delete whole
+        segments from the oldest, never the active one. Returns how many went."""
+        now = self.clock() if now_ms is None else now_ms
+        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+        deleted = 0
+        if retention_ms >= 0:
+            deleted += self._delete_prefix(
+                lambda seg, _next: now - self._segment_time(seg) > retention_ms
+            )
+        if retention_bytes >= 0:
+            excess = self.size - retention_bytes
+
+            def over_size(segment: LogSegment, _next: LogSegment) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_prefix(over_size)
+        deleted += self._delete_prefix(
+            lambda _seg, following: following.base_offset <= self.log_start_offset
+        )
+        return deleted
+
+    @staticmethod
+    def _segment_time(segment: LogSegment) -> int:
+        largest = segment.largest_timestamp
+        if largest >= 0:
+            return largest
+        return int(os.stat(segment.log_path).st_mtime * 1000)  # no timestamps: file age
+
+    def _delete_prefix(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+        count = 0
+        while len(self._segments) > 1 and predicate(self._segments[0], self._segments[1]):
+            self._remove_segment(0)
+            count += 1
+        if count:
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        return count
+
+    def _remove_segment(self, index: int) -> None:
+        segment = self._segments.pop(index)
+        self._bases.pop(index)
+        if self.config.file_delete_delay_ms == 0:
+            segment.delete()
+            return
+        due = self.clock() + self.config.file_delete_delay_ms
+        self._pending_deletes.append((due, segment.rename_to_deleted()))
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """Remove ``.deleted`` files whose file.delete.delay.ms has passed."""
+        now = self.clock() if now_ms is None else now_ms
+        due = [paths for when, paths in self._pending_deletes if when <= now]
+        self._pending_deletes = [(w, p) for w, p in self._pending_deletes if w > now]
+        for paths in due:
+            for path in paths:
+                path.unlink(missing_ok=True)
+        return len(due)
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> None:
+        """Move the log start forward (DeleteRecords, or a follower following its
+        leader); whole segments below it go at the next ``delete_old_segments``."""
+        if new_start > self.log_end_offset:
+            raise OffsetOutOfRangeError(f"log start {new_start} beyond the log end")
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.leader_epoch_cache.truncate_from_start(new_start)
+
+    # --- truncation ------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every batch holding an offset >= ``target_offset`` (a batch holding it
+        goes whole, so the new LEO can be below the target). False if nothing to do."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {target_offset}")
+        if target_offset >= self.log_end_offset:
+            return False
+        if self._segments[0].base_offset > target_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        while len(self._segments) > 1 and self._bases[-1] > target_offset:
+            self._remove_segment(len(self._segments) - 1)
+        active = self._segments[-1]
+        active.resize_indexes(self.config.segment_index_bytes)
+        active.truncate_to(target_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete everything; the log restarts empty at ``new_offset``."""
+        while self._segments:
+            self._remove_segment(len(self._segments) - 1)
+        self._add_segment(self._new_segment(new_offset, create=True))
+        self.log_start_offset = new_offset
+        self.recovery_point = new_offset
+        self.leader_epoch_cache.clear()
+
+    # --- durability and lifecycle ----------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, ``offset``) (default:
+        the log end) and move the recovery point up to ``offset``."""
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if target <= self.recovery_point:
+            return
+        for i, segment in enumerate(self._segments):
+            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            if (next_base is None or next_base > self.recovery_point) and (
+                segment.base_offset < target
+            ):
+                segment.flush()
+        self.recovery_point = target
+
+    def close(self) -> None:
+        for segment in self._segments:
+            segment.close()
+
+    def delete_files(self) -> None:
+        """Close and remove every segment file (the caller removes the directory)."""
+        for segment in self._segments:
+            segment.delete()
+        for _, paths in self._pending_deletes:
+            for path in paths:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        self._pending_deletes = []
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.dir.name}, start={self.log_start_offset}, end={self.log_end_offset},"
+            f" segments={len(self._segments)})"
+        )

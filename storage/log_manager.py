@@ -1,0 +1,312 @@
+"""All partition logs of one broker, spread over its ``log.dirs``.
+
+Each log dir holds partition dirs and, at its root, the per-dir files::
+
+    .lock                               flock-ed while a broker uses the dir
+    .kafka_cleanshutdown                present only after a clean close
+    recovery-point-offset-checkpoint    topic partition recoveryPoint
+    log-start-offset-checkpoint         topic partition logStartOffset
+    replication-offset-checkpoint       topic partition highWatermark (the broker's)
+
+Start-up: every ``<topic>-<partition>`` dir is loaded as a Log; if the dir had no
+``.kafka_cleanshutdown`` each log revalidates everything after its checkpointed
+recovery point (a missing or corrupt checkpoint means "from 0": slower, never wrong).
+``...-future`` dirs are loaded as future logs (a replica being moved here by a log-dir
+move); ``...-delete`` dirs are queued for removal. The clean-shutdown marker is removed
+once loading is done, so a crash from then on is seen as unclean.
+
+Placement: a new partition goes to the preferred dir when one is given, else to the
+dir holding the fewest partitions (first listed wins a tie).
+
+Deletion is a rename to ``<topic>-<partition>.<uuid>-delete`` (atomic, instantly out of
+sight) then ``remove_deleted_logs()``, which the broker runs in a worker thread.
+
+Everything here is synchronous and blocking; the broker wraps calls that fsync, rename
+or delete in ``trio.to_thread``. Not thread-safe: one caller at a time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from protocol.errors import LogDirNotFoundError
+from storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    fsync_dir,
+    write_atomically,
+)
+from storage.errors import CorruptCheckpointError, LogDirError
+from storage.log import Log
+from storage.log_config import Clock, LogConfig, system_clock
+from storage.names import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    TopicPartition,
+    parse_partition_dir,
+    partition_dir_name,
+)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+
+logger = logging.getLogger(__name__)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[str | Path],
+        default_config: LogConfig,
+        *,
+        topic_config: Callable[[str], LogConfig] | None = None,
+        clock: Clock = system_clock,
+    ) -> None:
+        if not log_dirs:
+            raise LogDirError("log.dirs is empty")
+        self.log_dirs = [Path(d).absolute() for d in log_dirs]
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise LogDirError(f"log.dirs lists a directory twice: {log_dirs}")
+        self.default_config = default_config
+        self._topic_config = topic_config or (lambda _topic: default_config)
+        self.clock = clock
+        self._logs: dict[TopicPartition, Log] = {}
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._pending_dir_deletes: list[Path] = []
+        self._lock_fds: list[int] = []
+        try:
+            for log_dir in self.log_dirs:
+                self._lock(log_dir)
+            for log_dir in self.log_dirs:
+                self._load_dir(log_dir)
+        except BaseException:
+            self._unlock()
+            raise
+
+    # --- start-up --------------------------------------------------------------------
+
+    def _lock(self, log_dir: Path) -> None:
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LogDirError(f"cannot use log dir {log_dir}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise LogDirError(f"log dir {log_dir} is in use by another process") from exc
+        self._lock_fds.append(fd)
+
+    def _unlock(self) -> None:
+        for fd in self._lock_fds:
+            os.close(fd)  # closing drops the flock
+        self._lock_fds = []
+
+    def _read_offsets(self, path: Path) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except CorruptCheckpointError as exc:
+            logger.warning("%s; recovering the logs of this dir from offset 0", exc)
+            return {}
+
+    def _load_dir(self, log_dir: Path) -> None:
+        clean_marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = clean_marker.exists()
+        recovery_points = self._read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
+        log_starts = self._read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        for path in sorted(log_dir.iterdir()):
+            parsed = parse_partition_dir(path.name)
+            if parsed is None or not path.is_dir():
+                continue
+            tp, suffix = parsed
+            if suffix == DELETE_DIR_SUFFIX:
+                self._pending_dir_deletes.append(path)
+                continue
+            logs = self._future_logs if suffix == FUTURE_DIR_SUFFIX else self._logs
+            if tp in logs:
+                raise LogDirError(f"{tp} found twice: in {logs[tp].dir} and {path}")
+            logs[tp] = Log(
+                path,
+                self._topic_config(tp.topic),
+                log_start_offset=log_starts.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                had_clean_shutdown=clean,
+                clock=self.clock,
+            )
+        clean_marker.unlink(missing_ok=True)
+
+    # --- lookup and creation ---------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition, *, is_future: bool = False) -> Log | None:
+        return (self._future_logs if is_future else self._logs).get(tp)
+
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    @property
+    def future_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._future_logs)
+
+    def _all_logs(self) -> Iterable[Log]:
+        yield from self._logs.values()
+        yield from self._future_logs.values()
+
+    def log_dir_of(self, log: Log) -> Path:
+        return log.dir.parent
+
+    def partition_count(self, log_dir: Path) -> int:
+        return sum(1 for log in self._all_logs() if log.dir.parent == log_dir)
+
+    def _choose_dir(self, preferred_dir: str | Path | None) -> Path:
+        if preferred_dir is not None:
+            wanted = Path(preferred_dir).absolute()
+            if wanted not in self.log_dirs:
+                raise LogDirNotFoundError(f"{preferred_dir} is not one of log.dirs")
+            return wanted
+        return min(self.log_dirs, key=self.partition_count)  # min keeps the first of ties
+
+    def get_or_create_log(
+        self,
+        tp: TopicPartition,
+        *,
+        is_future: bool = False,
+        preferred_dir: str | Path | None = None,
+        config: LogConfig | None = None,
+    ) -> Log:
+        existing = self.get_log(tp, is_future=is_future)
+        if existing is not None:
+            return existing
+        log_dir = self._choose_dir(preferred_dir)
+        if is_future:
+            current = self._logs.get(tp)
+            if current is not None and current.dir.parent == log_dir:
+                raise LogDirError(f"{tp} already lives in {log_dir}")
+        name = partition_dir_name(tp, FUTURE_DIR_SUFFIX if is_future else "")
+        log = Log(
+            log_dir / name,
+            config or self._topic_config(tp.topic),
+            had_clean_shutdown=True,
+            clock=self.clock,
+        )
+        fsync_dir(log_dir)
+        (self._future_logs if is_future else self._logs)[tp] = log
+        return log
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """Apply changed topic-level settings to the live logs of ``topic``."""
+        for tp, log in [*self._logs.items(), *self._future_logs.items()]:
+            if tp.topic == topic:
+                log.config = config
+
+    # --- deletion and log-dir moves --------------------------------------------------
+
+    def delete_log(self, tp: TopicPartition, *, is_future: bool = False) -> Path | None:
+        """Close the log and rename its dir to ``...-delete``; the files go at the next
+        ``remove_deleted_logs``. Returns the renamed dir (None if there was no log)."""
+        log = (self._future_logs if is_future else self._logs).pop(tp, None)
+        if log is None:
+            return None
+        log.close()
+        return self._rename_for_deletion(log.dir)
+
+    def _rename_for_deletion(self, directory: Path) -> Path:
+        parsed = parse_partition_dir(directory.name)
+        assert parsed is not None
+        target = directory.with_name(partition_dir_name(parsed.tp, DELETE_DIR_SUFFIX))
+        os.rename(directory, target)
+        fsync_dir(directory.parent)
+        self._pending_dir_deletes.append(target)
+        return target
+
+    def remove_deleted_logs(self) -> int:
+        """Remove every ``-delete`` dir queued so far (blocking: run it in a thread)."""
+        pending, self._pending_dir_deletes = self._pending_dir_deletes, []
+        for path in pending:
+            shutil.rmtree(path, ignore_errors=True)
+        return len(pending)
+
+    @property
+    def pending_deletions(self) -> list[Path]:
+        return list(self._pending_dir_deletes)
+
+    def replace_current_with_future(self, tp: TopicPartition) -> Log:
+        """Finish a log-dir move: the future log becomes the log of ``tp`` (its dir
+        loses the ``-future`` suffix) and the old current log is deleted."""
+        future = self._future_logs.pop(tp)
+        current = self._logs.pop(tp, None)
+        if current is not None:
+            current.close()
+            self._rename_for_deletion(current.dir)
+        future.flush()
+        start, config = future.log_start_offset, future.config
+        future.close()
+        target = future.dir.with_name(str(tp))
+        os.rename(future.dir, target)
+        fsync_dir(target.parent)
+        log = Log(target, config, log_start_offset=start, had_clean_shutdown=True, clock=self.clock)
+        self._logs[tp] = log
+        return log
+
+    # --- housekeeping ----------------------------------------------------------------
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Retention on every log, then removal of expired ``.deleted`` segment files.
+        Returns the number of segments deleted."""
+        deleted = 0
+        for log in list(self._all_logs()):
+            deleted += log.delete_old_segments(now_ms)
+            log.delete_expired_files(now_ms)
+        return deleted
+
+    def flush_logs(self) -> None:
+        for log in self._all_logs():
+            log.flush()
+
+    def _write_per_dir(self, name: str, offset_of: Callable[[Log], int]) -> None:
+        for log_dir in self.log_dirs:
+            offsets = {
+                tp: offset_of(log)
+                for logs in (self._logs, self._future_logs)
+                for tp, log in logs.items()
+                if log.dir.parent == log_dir
+            }
+            OffsetCheckpointFile(log_dir / name).write(offsets)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_per_dir(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_per_dir(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+
+    def write_replication_offsets(
+        self, log_dir: Path, high_watermarks: Mapping[TopicPartition, int]
+    ) -> None:
+        """The broker's high-watermark checkpoint of one log dir."""
+        OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(high_watermarks)
+
+    def read_replication_offsets(self, log_dir: Path) -> dict[TopicPartition, int]:
+        return OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read()
+
+    def close(self) -> None:
+        """Clean shutdown: flush, checkpoint, close, then mark each dir clean."""
+        if not self._lock_fds:
+            return
+        self.flush_logs()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for log in self._all_logs():
+            log.close()
+        for log_dir in self.log_dirs:
+            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        self._logs.clear()
+        self._future_logs.clear()
+        self._unlock()

@@ -1,0 +1,433 @@
+"""One log segment: ``<base>.log`` with its ``<base>.index`` and ``<base>.timeindex``.
+
+The ``.log`` file is a plain concatenation of RecordBatch v2 batches (see
+``protocol.records`` for the bytes), every offset in it >= the segment's base offset and
+< base + 2**31 (index entries store offsets relative to the base as int32).
+
+Writes go through ``os.pwrite`` at the end of the valid data (one syscall per append,
+however many batches it carries); reads use ``os.pread``, which is the one copy of
+segment data a read makes: the bytes it returns stay valid whatever later happens to
+the file (truncation, deletion), which an mmap view of the log would not guarantee.
+
+Sparse indexing (Kafka's rule): while appending, before each batch, if MORE than
+``index_interval_bytes`` were appended since the last index entry, the batch gets an
+offset-index entry (its LAST offset -> its START position) and the time index gets
+(max timestamp so far, offset of that max) if the max grew. The first batch of a
+segment therefore never has an entry.
+
+After a crash: ``recover()`` re-reads the log from position 0, validating every batch
+(header, length, CRC-32C, offsets increasing and in range), truncates the file at the
+first batch that fails (a torn write, flipped bits, zeros from a preallocated tail) and
+rebuilds both indexes from what remains. ``sanity_check()`` is the cheaper test for a
+segment written before the recovery point or after a clean shutdown; when it fails the
+caller runs ``recover()``.
+
+Concurrency: a segment is used by one thread at a time; the owning Log serialises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+from protocol.errors import CorruptMessageError
+from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, decode_batch, validate_batch
+from storage.errors import CorruptIndexError
+from storage.names import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    segment_path,
+)
+from storage.offset_index import OffsetIndex
+from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+
+# baseOffset, batchLength, lastOffsetDelta, maxTimestamp: all a segment needs of a header.
+_SCAN = struct.Struct(">qi11xi8xq")
+SCAN_CHUNK_BYTES = 16 * 1024
+"""Header scans read this much per pread: one syscall covers a whole index interval of
+small batches."""
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class BatchPosition(NamedTuple):
+    """Where one batch lies in a segment file."""
+
+    base_offset: int
+    last_offset: int
+    position: int
+    size: int
+
+
+class EpochSink(Protocol):
+    """What recovery reports leader epochs to (the LeaderEpochCache)."""
+
+    @property
+    def latest_epoch(self) -> int: ...
+
+    def assign(self, epoch: int, start_offset: int) -> None: ...
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    with memoryview(data) as view:
+        done = 0
+        total = view.nbytes
+        while done < total:
+            done += os.pwrite(fd, view[done:], position + done)
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        created_ms: int,
+        create: bool,
+        writable: bool = True,
+    ) -> None:
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        if create:
+            # A file left by a crash in the middle of an earlier roll is stale.
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
+        flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
+        self._fd = os.open(self.log_path, flags, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
+        time_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
+        # A missing index is created empty and must be rebuilt (sanity_check says so).
+        self.index_missing = not create and not (index_path.exists() and time_path.exists())
+        self.offset_index = OffsetIndex(index_path, base_offset, max_index_size, writable=writable)
+        self.time_index = TimeIndex(time_path, base_offset, max_index_size, writable=writable)
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = base_offset
+        self._next_offset = base_offset
+        self._first_batch_timestamp: int | None = None
+        if self.size and not self.index_missing:
+            self._load_tail_state()
+
+    # --- state derived from the file -------------------------------------------------
+
+    def _load_tail_state(self) -> None:
+        """Derive next offset, max timestamp and bytes since the last index entry by
+        scanning from the last offset-index entry to the end of the file."""
+        last = self.time_index.last_entry
+        self._max_timestamp, self._offset_of_max_timestamp = last.timestamp, last.offset
+        start = 0
+        if self.offset_index.entries:
+            start = self.offset_index.entry(self.offset_index.entries - 1).position
+        self._next_offset = self.base_offset
+        for batch, max_timestamp in self._scan(start, self.size):
+            self._next_offset = batch.last_offset + 1
+            if max_timestamp > self._max_timestamp:
+                self._max_timestamp = max_timestamp
+                self._offset_of_max_timestamp = batch.last_offset
+        self._bytes_since_last_index_entry = self.size - start
+        self._first_batch_timestamp = None
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in this segment (the base offset when empty)."""
+        return self._next_offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest batch max timestamp; NO_TIMESTAMP (-1) when none is known."""
+        return max(self._max_timestamp, self.time_index.last_entry.timestamp)
+
+    @property
+    def max_timestamp_and_offset(self) -> TimestampOffset:
+        return TimestampOffset(self._max_timestamp, self._offset_of_max_timestamp)
+
+    def rolling_based_timestamp(self) -> int | None:
+        """Max timestamp of the first batch (what segment.ms counts from), None if empty."""
+        if self._first_batch_timestamp is None and self.size >= BATCH_HEADER_SIZE:
+            header = os.pread(self._fd, _SCAN.size, 0)
+            if len(header) == _SCAN.size:
+                self._first_batch_timestamp = _SCAN.unpack(header)[3]
+        return self._first_batch_timestamp
+
+    # --- scanning --------------------------------------------------------------------
+
+    def _scan(self, start: int, end: int) -> Iterator[tuple[BatchPosition, int]]:
+        """(BatchPosition, max timestamp) of each whole batch in [start, end); trusts
+        the bytes (they were validated on append or by recovery)."""
+        unpack = _SCAN.unpack_from
+        header_size = _SCAN.size
+        position = start
+        while position + LOG_OVERHEAD <= end:
+            chunk = os.pread(self._fd, min(SCAN_CHUNK_BYTES, end - position), position)
+            at = 0
+            limit = len(chunk) - header_size
+            if limit < 0:
+                return
+            while at <= limit:
+                base, length, last_delta, max_ts = unpack(chunk, at)
+                size = length + LOG_OVERHEAD
+                if size < BATCH_HEADER_SIZE or position + at + size > end:
+                    return
+                yield BatchPosition(base, base + last_delta, position + at, size), max_ts
+                at += size
+            position += at
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchPosition | None:
+        """The first batch whose last offset is >= ``offset`` (so the batch containing
+        it, when it exists), searching from the index; None if there is none."""
+        position = max(self.offset_index.lookup(offset).position, start_position)
+        for batch, _ in self._scan(position, self.size):
+            if batch.last_offset >= offset:
+                return batch
+        return None
+
+    def _whole_batch_end(self, start: int, want_end: int) -> int:
+        """The largest batch boundary in [start, want_end] (start itself at least)."""
+        if want_end >= self.size:
+            return self.size
+        position = max(start, self.offset_index.lookup_by_position(want_end).position)
+        end = position
+        for batch, _ in self._scan(position, want_end):
+            end = batch.position + batch.size
+        return end
+
+    # --- append and read -------------------------------------------------------------
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+    ) -> None:
+        """Write validated batches (offsets already assigned) at the end of the segment
+        and add the index entries Kafka's rule calls for (see the module doc)."""
+        if largest_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            raise CorruptIndexError(
+                f"offset {largest_offset} does not fit segment {self.base_offset}'s index"
+            )
+        with memoryview(records) as view:
+            total = view.nbytes
+            if not total:
+                return
+            start = self.size
+            _pwrite_all(self._fd, view, start)
+            unpack = _SCAN.unpack_from
+            interval = self.index_interval_bytes
+            at = 0
+            while at < total:
+                base, length, last_delta, max_ts = unpack(view, at)
+                last = base + last_delta
+                if max_ts > self._max_timestamp:
+                    self._max_timestamp, self._offset_of_max_timestamp = max_ts, last
+                if self._bytes_since_last_index_entry > interval:
+                    self.offset_index.append(last, start + at)
+                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                    self._bytes_since_last_index_entry = 0
+                size = length + LOG_OVERHEAD
+                self._bytes_since_last_index_entry += size
+                at += size
+        if largest_timestamp > self._max_timestamp:
+            self._max_timestamp = largest_timestamp
+            self._offset_of_max_timestamp = offset_of_max_timestamp
+        self.size = start + total
+        self._next_offset = largest_offset + 1
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        *,
+        min_one_batch: bool = True,
+    ) -> tuple[BatchPosition, memoryview] | None:
+        """Whole batches from the one containing ``start_offset``: at most ``max_bytes``
+        (but at least that first batch when ``min_one_batch``), never reaching
+        ``max_position`` (a batch boundary, e.g. where the high watermark's batch
+        starts). None when no batch in this segment holds an offset >= start_offset."""
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        limit = self.size if max_position is None else min(max_position, self.size)
+        if first.position >= limit:
+            return first, memoryview(b"")
+        want = max(max_bytes, first.size) if min_one_batch else max_bytes
+        end = min(limit, first.position + want)
+        if end != limit and end != first.position + first.size:
+            end = self._whole_batch_end(first.position, end)
+        if end <= first.position:
+            return first, memoryview(b"")
+        return first, memoryview(os.pread(self._fd, end - first.position, first.position))
+
+    def read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> TimestampOffset | None:
+        """(timestamp, offset) of the first record at or after ``starting_offset`` whose
+        timestamp is >= ``timestamp``; None if this segment has none. Decodes the one
+        batch that holds it (ListOffsets is not a hot path)."""
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for batch, max_ts in self._scan(position, self.size):
+            if max_ts < timestamp or batch.last_offset < starting_offset:
+                continue
+            _, records = decode_batch(self.read_at(batch.position, batch.size), verify_crc=False)
+            for record in records:
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return TimestampOffset(record.timestamp, record.offset)
+        return None
+
+    # --- recovery and truncation -----------------------------------------------------
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError when an index is missing or fails its checks, or its
+        last offset entry does not point at a batch holding that offset."""
+        if self.index_missing:
+            raise CorruptIndexError(f"{self.log_path}: index files missing")
+        self.offset_index.sanity_check(self.size)
+        self.time_index.sanity_check(max(self._next_offset - 1, self.base_offset))
+        if self.offset_index.entries:
+            last = self.offset_index.entry(self.offset_index.entries - 1)
+            raw = self.read_at(last.position, _SCAN.size)
+            if len(raw) < _SCAN.size:
+                raise CorruptIndexError(f"{self.log_path}: index points past the log")
+            base, _, last_delta, _ = _SCAN.unpack(raw)
+            if not base <= last.offset <= base + last_delta:
+                raise CorruptIndexError(f"{self.offset_index.path}: last entry {last} is wrong")
+
+    def recover(self, max_index_size: int, epochs: EpochSink | None = None) -> int:
+        """Validate every batch, truncate at the first bad one, rebuild the indexes.
+        Reports each batch's leader epoch that is newer than ``epochs`` knows. Returns
+        the number of bytes truncated."""
+        self.offset_index.reset(max_index_size)
+        self.time_index.reset(max_index_size)
+        self.index_missing = False
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        self._first_batch_timestamp = None
+        valid = 0
+        next_offset = self.base_offset
+        if self.size:
+            with (
+                mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ) as mm,
+                memoryview(mm) as view,
+            ):
+                with contextlib.suppress(OSError, AttributeError):
+                    mm.madvise(mmap.MADV_SEQUENTIAL)
+                valid, next_offset = self._revalidate(view, epochs)
+        truncated = self.size - valid
+        if truncated:
+            os.ftruncate(self._fd, valid)
+            self.size = valid
+        self._next_offset = next_offset
+        self.time_index.maybe_append(
+            self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+        )
+        return truncated
+
+    def _revalidate(self, view: memoryview, epochs: EpochSink | None) -> tuple[int, int]:
+        """Walk ``view`` validating batches and indexing them; (valid bytes, next offset)."""
+        position = 0
+        total = view.nbytes
+        next_offset = self.base_offset
+        interval = self.index_interval_bytes
+        latest_epoch = epochs.latest_epoch if epochs is not None else 0
+        while position < total:
+            try:
+                header = validate_batch(view, position)
+            except CorruptMessageError:
+                break
+            last = header.base_offset + header.last_offset_delta
+            if header.base_offset < next_offset or last - self.base_offset > MAX_RELATIVE_OFFSET:
+                break  # offsets must increase and fit the index: anything else is corrupt
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp, self._offset_of_max_timestamp = header.max_timestamp, last
+            if self._bytes_since_last_index_entry > interval:
+                self.offset_index.append(last, position)
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += header.size
+            if epochs is not None and header.partition_leader_epoch > latest_epoch:
+                latest_epoch = header.partition_leader_epoch
+                epochs.assign(latest_epoch, header.base_offset)
+            next_offset = last + 1
+            position += header.size
+        return position, next_offset
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (a batch holding
+        ``offset`` goes whole); returns the bytes removed."""
+        first_removed = self.translate_offset(offset)
+        if first_removed is None:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        truncated = self.size - first_removed.position
+        os.ftruncate(self._fd, first_removed.position)
+        self.size = first_removed.position
+        self._load_tail_state()
+        return truncated
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def resize_indexes(self, max_index_size: int) -> None:
+        self.offset_index.resize(max_index_size)
+        self.time_index.resize(max_index_size)
+
+    def on_become_inactive(self) -> None:
+        """The segment was rolled: record its final max timestamp, trim the indexes."""
+        self.time_index.maybe_append(
+            self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+        )
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        if self.time_index.writable:
+            self.on_become_inactive()
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def files(self) -> list[Path]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def rename_to_deleted(self) -> list[Path]:
+        """Close and rename the files with ``.deleted`` (removed later); new paths."""
+        self.close()
+        renamed = []
+        for path in self.files():
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(path, target)
+                renamed.append(target)
+        return renamed
+
+    def delete(self) -> None:
+        self.close()
+        for path in self.files():
+            path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self._next_offset})"

@@ -78,6 +78,9 @@ T = TypeVar("T")
 class ZkError(MinibrokerError):
     """A ZooKeeper request failed (the kazoo exception is the ``__cause__``)."""
 
+    failed_op: int | None = None
+    """In a failed transaction: the index of the op that failed."""
+
 
 class NodeExists(ZkError):
     """create: the znode is already there."""
@@ -127,6 +130,17 @@ def translate_error(exc: BaseException) -> ZkError:
 
 
 _KAZOO_ERRORS = (KazooException, KazooTimeoutError)
+
+
+def _transaction_outcome(results: Sequence[Any]) -> list[Any] | ZkError:
+    """kazoo reports a failed multi as the failing op's exception and RolledBackError for
+    every other op; a successful one as paths, ZnodeStats and True."""
+    for index, result in enumerate(results):
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+            error = translate_error(result)
+            error.failed_op = index
+            return error
+    return [Stat.from_kazoo(r) if isinstance(r, ZnodeStat) else r for r in results]
 
 
 # -- values -------------------------------------------------------------------------
@@ -417,28 +431,35 @@ class ZkClient:
 
     async def commit(self, ops: Sequence[TxnOp]) -> list[Any]:
         """Apply ``ops`` atomically (ZooKeeper multi). Returns one result per op (path,
-        Stat, True). If any op fails, nothing is applied and the first failing op's
-        error is raised (BadVersion for a failed CheckOp)."""
+        Stat, True). If any op fails nothing is applied and the failing op's error is
+        raised, with ``failed_op`` set to its index (BadVersion for a failed CheckOp)."""
+        outcome = (await self.commit_many([ops]))[0]
+        if isinstance(outcome, ZkError):
+            raise outcome
+        return outcome
 
-        def run() -> list[Any]:
-            txn = self._kazoo.transaction()
-            for op in ops:
-                if isinstance(op, CreateOp):
-                    txn.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
-                elif isinstance(op, SetOp):
-                    txn.set_data(op.path, op.data, op.version)
-                elif isinstance(op, DeleteOp):
-                    txn.delete(op.path, op.version)
-                else:
-                    txn.check(op.path, op.version)
-            return list(txn.commit())
+    async def commit_many(
+        self, transactions: Sequence[Sequence[TxnOp]]
+    ) -> list[list[Any] | ZkError]:
+        """Independent transactions in one round trip; each one is atomic and yields its
+        results or its error (as ``commit``), returned rather than raised."""
+        outcomes = await self._pipeline(
+            [self._transaction(ops).commit_async for ops in transactions]
+        )
+        return [o if isinstance(o, ZkError) else _transaction_outcome(o) for o in outcomes]
 
-        results = await self._call(run)
-        for result in results:
-            # kazoo reports the failing op's error and RolledBackError for the others.
-            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
-                raise translate_error(result) from result
-        return [Stat.from_kazoo(r) if isinstance(r, ZnodeStat) else r for r in results]
+    def _transaction(self, ops: Sequence[TxnOp]) -> Any:
+        txn = self._kazoo.transaction()
+        for op in ops:
+            if isinstance(op, CreateOp):
+                txn.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
+            elif isinstance(op, SetOp):
+                txn.set_data(op.path, op.data, op.version)
+            elif isinstance(op, DeleteOp):
+                txn.delete(op.path, op.version)
+            else:
+                txn.check(op.path, op.version)
+        return txn
 
     # -- plumbing ---------------------------------------------------------------------
 

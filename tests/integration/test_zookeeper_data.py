@@ -1,0 +1,282 @@
+"""Kafka's znodes through KafkaZkClient against the real ZooKeeper (one chroot per test)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import trio
+
+from controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
+from controller.zk_client import (
+    BadVersion,
+    StateChange,
+    WatchEvent,
+    WatchType,
+    ZkClient,
+    ZkEvent,
+    ZkState,
+    open_zk_client,
+)
+from controller.zk_data import BrokerIdInUseError, KafkaZkClient
+from controller.zk_model import BrokerInfo, EndPoint, TopicAssignment
+from protocol.errors import TopicAlreadyExistsError
+from tests.support.zookeeper import ExpireSession
+
+pytestmark = pytest.mark.timeout(30)
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+
+
+def broker(broker_id: int) -> BrokerInfo:
+    return BrokerInfo(broker_id, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id),))
+
+
+async def next_event(
+    events: trio.MemoryReceiveChannel[ZkEvent], accept: Callable[[ZkEvent], bool]
+) -> ZkEvent:
+    with trio.fail_after(10):
+        async for event in events:
+            if accept(event):
+                return event
+    raise AssertionError("event channel closed")
+
+
+@pytest.fixture
+async def kzk(zk_client: ZkClient) -> AsyncIterator[KafkaZkClient]:
+    client = KafkaZkClient(zk_client, clock=lambda: 1234)
+    await client.create_top_level_paths()
+    yield client
+
+
+async def test_broker_registration_is_ephemeral_and_watched(
+    kzk: KafkaZkClient, zk_connect: str
+) -> None:
+    events = kzk.zk.subscribe()
+    assert await kzk.get_live_brokers(watch=True) == {}
+    async with open_zk_client(zk_connect) as session:
+        brokers = KafkaZkClient(session)
+        epoch = await brokers.register_broker(broker(1))
+        assert await brokers.register_broker(broker(1)) == epoch  # same session: fine
+        await next_event(events, lambda e: e == WatchEvent(WatchType.CHILD, "/brokers/ids"))
+        live = await kzk.get_live_brokers(watch=True)
+        assert list(live) == [1]
+        assert (live[1].host, live[1].port, live[1].epoch) == ("127.0.0.1", 9001, epoch)
+        data, _ = await kzk.zk.get("/brokers/ids/1")
+        assert json.loads(data)["endpoints"] == ["PLAINTEXT://127.0.0.1:9001"]
+        with pytest.raises(BrokerIdInUseError):
+            await kzk.register_broker(broker(1))
+    await next_event(events, lambda e: e == WatchEvent(WatchType.CHILD, "/brokers/ids"))
+    assert await kzk.get_live_brokers() == {}
+
+
+async def test_exactly_one_of_several_candidates_becomes_controller(
+    kzk: KafkaZkClient, zk_connect: str
+) -> None:
+    winners: list[tuple[int, int]] = []
+    losers: list[int] = []
+    async with (
+        open_zk_client(zk_connect) as c1,
+        open_zk_client(zk_connect) as c2,
+        open_zk_client(zk_connect) as c3,
+        open_zk_client(zk_connect) as c4,
+    ):
+
+        async def candidate(broker_id: int, zk: ZkClient) -> None:
+            try:
+                epoch, _ = await KafkaZkClient(zk).register_controller(broker_id)
+                winners.append((broker_id, epoch))
+            except ControllerMovedError:
+                losers.append(broker_id)
+
+        async with trio.open_nursery() as nursery:
+            for broker_id, zk in enumerate((c1, c2, c3, c4), start=1):
+                nursery.start_soon(candidate, broker_id, zk)
+
+        assert len(winners) == 1 and len(losers) == 3
+        winner, epoch = winners[0]
+        assert epoch == 1
+        assert await kzk.get_controller_id() == winner
+        assert await kzk.get_controller_epoch() == (1, 1)
+        assert not await kzk.try_create_controller(99)
+    assert await kzk.get_controller_id() is None  # its session ended: /controller gone
+    epoch, version = await kzk.register_controller(7)
+    assert (epoch, version) == (2, 2)
+    data, _ = await kzk.zk.get("/controller")
+    assert json.loads(data) == {"version": 1, "brokerid": 7, "timestamp": "1234"}
+
+
+async def test_controller_epoch_increments_only_from_the_version_read(
+    kzk: KafkaZkClient,
+) -> None:
+    assert await kzk.get_controller_epoch() is None
+    assert await kzk.increment_controller_epoch() == (1, 1)  # created at 0, then bumped
+    epoch, version = await kzk.increment_controller_epoch()
+    assert (epoch, version) == (2, 2)
+    await kzk.zk.set("/controller_epoch", b"3", version=version)  # a rival controller
+    with pytest.raises(BadVersion):  # our conditional set names the version we read
+        await kzk.zk.set("/controller_epoch", str(epoch + 1).encode(), version=version)
+    assert await kzk.increment_controller_epoch() == (4, 4)
+
+
+async def test_watch_on_controller_reports_resignation(kzk: KafkaZkClient) -> None:
+    events = kzk.zk.subscribe()
+    await kzk.register_controller(1)
+    assert await kzk.get_controller_id(watch=True) == 1
+    await kzk.resign_controller(2)  # not ours: left alone
+    assert await kzk.get_controller_id() == 1
+    await kzk.resign_controller(1)
+    assert await next_event(events, lambda e: isinstance(e, WatchEvent)) == WatchEvent(
+        WatchType.DELETED, "/controller"
+    )
+
+
+async def test_partition_state_update_fails_on_stale_zk_version_and_succeeds_after_reread(
+    kzk: KafkaZkClient,
+) -> None:
+    await kzk.create_topic("t", {0: [1, 2], 1: [2, 1]}, {})
+    initial = {
+        T0: LeaderAndIsr(1, 0, (1, 2), 1, -1),
+        T1: LeaderAndIsr(2, 0, (2, 1), 1, -1),
+    }
+    created = await kzk.create_partition_states(initial)
+    assert created.conflicts == set() and created.written[T0].zk_version == 0
+    again = await kzk.create_partition_states({T0: initial[T0]})
+    assert again.conflicts == {T0}
+
+    # A leader shrinks T0's ISR meanwhile; the controller's copy is now stale.
+    shrunk = await kzk.update_partition_states({T0: LeaderAndIsr(1, 0, (1,), 1, 0)})
+    assert shrunk.written[T0].zk_version == 1
+    stale = created.written[T0].new_leader(2, (2,), controller_epoch=1)
+    result = await kzk.update_partition_states({T0: stale, T1: created.written[T1]})
+    assert result.conflicts == {T0}
+    assert result.written[T1].zk_version == 1
+
+    current = (await kzk.read_partition_states([T0, T1, TopicPartition("t", 9)]))[T0]
+    assert current == LeaderAndIsr(1, 0, (1,), 1, 1)
+    retried = await kzk.update_partition_states({T0: current.new_leader(2, (2,), 1)})
+    assert retried.written[T0] == LeaderAndIsr(2, 1, (2,), 1, 2)
+    data, stat = await kzk.zk.get("/brokers/topics/t/partitions/0/state")
+    assert stat.version == 2
+    assert json.loads(data) == {
+        "controller_epoch": 1,
+        "leader": 2,
+        "version": 1,
+        "leader_epoch": 1,
+        "isr": [2],
+    }
+
+
+async def test_writes_fenced_by_an_old_controller_epoch_are_refused(kzk: KafkaZkClient) -> None:
+    await kzk.create_topic("t", {0: [1]}, {})
+    _, old_epoch_version = await kzk.register_controller(1)
+    await kzk.resign_controller(1)
+    _, new_epoch_version = await kzk.register_controller(2)
+    state = {T0: LeaderAndIsr(1, 0, (1,), 1, -1)}
+    with pytest.raises(ControllerMovedError):
+        await kzk.create_partition_states(state, controller_epoch_zk_version=old_epoch_version)
+    assert await kzk.read_partition_states([T0]) == {}
+    done = await kzk.create_partition_states(state, controller_epoch_zk_version=new_epoch_version)
+    with pytest.raises(ControllerMovedError):
+        await kzk.update_partition_states(
+            {T0: done.written[T0]}, controller_epoch_zk_version=old_epoch_version
+        )
+    assignment = await kzk.get_assignment("t")
+    assert assignment is not None
+    with pytest.raises(ControllerMovedError):
+        await kzk.set_assignment(assignment, controller_epoch_zk_version=old_epoch_version)
+
+
+async def test_topic_creation_writes_assignment_and_config(kzk: KafkaZkClient) -> None:
+    events = kzk.zk.subscribe()
+    assert await kzk.get_topics(watch=True) == set()
+    await kzk.create_topic("t", {0: [1, 2], 1: [2, 3]}, {"retention.ms": "1000"})
+    await next_event(events, lambda e: e == WatchEvent(WatchType.CHILD, "/brokers/topics"))
+    assert await kzk.get_topics() == {"t"}
+    assignment = await kzk.get_assignment("t")
+    assert assignment == TopicAssignment("t", {0: (1, 2), 1: (2, 3)}, zk_version=0)
+    assert await kzk.get_topic_config("t") == {"retention.ms": "1000"}
+    with pytest.raises(TopicAlreadyExistsError):
+        await kzk.create_topic("t", {0: [1]}, {})
+
+    moved = TopicAssignment("t", {0: (1, 2, 3), 1: (2, 3)}, adding_replicas={0: (3,)}, zk_version=0)
+    assert (await kzk.set_assignment(moved)).zk_version == 1
+    with pytest.raises(BadVersion):
+        await kzk.set_assignment(moved)  # still names version 0
+    assert (await kzk.get_assignments(["t", "missing"]))["t"].adding_replicas == {0: (3,)}
+
+
+async def test_topic_deletion_marks_and_cleanup(kzk: KafkaZkClient) -> None:
+    events = kzk.zk.subscribe()
+    await kzk.create_topic("t", {0: [1]}, {"a": "b"})
+    await kzk.create_partition_states({T0: LeaderAndIsr(1, 0, (1,), 1, -1)})
+    assert await kzk.get_topic_deletions(watch=True) == set()
+    assert await kzk.mark_topic_for_deletion("t")
+    assert not await kzk.mark_topic_for_deletion("t")
+    await next_event(events, lambda e: e == WatchEvent(WatchType.CHILD, "/admin/delete_topics"))
+    assert await kzk.get_topic_deletions() == {"t"}
+    await kzk.delete_topic_znodes("t")
+    await kzk.delete_topic_deletion_marks(["t"])
+    assert await kzk.get_topics() == set()
+    assert await kzk.get_topic_deletions() == set()
+    assert await kzk.get_topic_config("t") == {}
+
+
+async def test_isr_change_notifications_are_sequential_and_consumed(kzk: KafkaZkClient) -> None:
+    events = kzk.zk.subscribe()
+    assert await kzk.get_isr_change_notifications(watch=True) == []
+    first = await kzk.create_isr_change_notification([T0])
+    second = await kzk.create_isr_change_notification([T1, T0])
+    assert (first, second) == ("isr_change_0000000000", "isr_change_0000000001")
+    await next_event(events, lambda e: e == WatchEvent(WatchType.CHILD, "/isr_change_notification"))
+    names = await kzk.get_isr_change_notifications()
+    assert names == [first, second]
+    assert await kzk.read_isr_change_notifications(names) == {T0, T1}
+    data, _ = await kzk.zk.get(f"/isr_change_notification/{first}")
+    assert json.loads(data) == {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}
+    await kzk.delete_isr_change_notifications(names)
+    assert await kzk.get_isr_change_notifications() == []
+
+
+async def test_reassignment_znode_read_write_delete_with_watch(kzk: KafkaZkClient) -> None:
+    events = kzk.zk.subscribe()
+    assert await kzk.get_reassignment(watch=True) == {}
+    await kzk.set_reassignment({T0: [2, 3]})
+    assert await next_event(events, lambda e: isinstance(e, WatchEvent)) == WatchEvent(
+        WatchType.CREATED, "/admin/reassign_partitions"
+    )
+    assert await kzk.get_reassignment(watch=True) == {T0: (2, 3)}
+    await kzk.set_reassignment({})
+    assert await next_event(events, lambda e: isinstance(e, WatchEvent)) == WatchEvent(
+        WatchType.DELETED, "/admin/reassign_partitions"
+    )
+    assert await kzk.get_reassignment() == {}
+
+
+async def test_preferred_replica_election_znode(kzk: KafkaZkClient) -> None:
+    assert await kzk.get_preferred_replica_election() == set()
+    assert await kzk.create_preferred_replica_election([T0, T1])
+    assert not await kzk.create_preferred_replica_election([T0])
+    assert await kzk.get_preferred_replica_election() == {T0, T1}
+    await kzk.delete_preferred_replica_election()
+    assert await kzk.get_preferred_replica_election() == set()
+
+
+@pytest.mark.timeout(45)
+async def test_broker_re_registers_after_its_session_expires(
+    kzk: KafkaZkClient, zk_session_killer: ExpireSession
+) -> None:
+    events = kzk.zk.subscribe()
+    old_epoch = await kzk.register_broker(broker(1))
+    await zk_session_killer(kzk.zk)
+    await next_event(events, lambda e: isinstance(e, StateChange) and e.state is ZkState.EXPIRED)
+    reconnected = await next_event(
+        events, lambda e: isinstance(e, StateChange) and e.state is ZkState.CONNECTED
+    )
+    assert isinstance(reconnected, StateChange) and reconnected.new_session
+    assert await kzk.get_live_brokers() == {}
+    new_epoch = await kzk.register_broker(broker(1))
+    assert new_epoch > old_epoch
+    assert list(await kzk.get_live_brokers()) == [1]

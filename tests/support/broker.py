@@ -21,6 +21,7 @@ from broker.broker import Broker
 from broker.config import BrokerConfig
 from protocol.api import ApiKey, decode_response, encode_request, latest_version
 from protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from protocol.records import Record, decode_records, encode_batch
 
 DEFAULT_CONTROLLER_ID = 3000
 
@@ -236,3 +237,72 @@ class FakeController:
         assert all(e["error_code"] == 0 for e in response["partition_errors"]), response
         response = await self.update_metadata(states)
         assert response["error_code"] == 0, response
+
+
+# -- request and response helpers -------------------------------------------------------
+
+
+def produce_body(topic: str, partition: int, records: bytes, acks: int = 1) -> dict[str, Any]:
+    return {
+        "acks": acks,
+        "timeout_ms": 5000,
+        "topics": [{"name": topic, "partitions": [{"index": partition, "records": records}]}],
+    }
+
+
+def fetch_body(
+    topic: str,
+    offsets: dict[int, int],
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 30,
+    partition_max_bytes: int = 1 << 20,
+    leader_epoch: int = -1,
+) -> dict[str, Any]:
+    return {
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": max_bytes,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": p,
+                        "fetch_offset": offset,
+                        "partition_max_bytes": partition_max_bytes,
+                        "current_leader_epoch": leader_epoch,
+                    }
+                    for p, offset in offsets.items()
+                ],
+            }
+        ],
+    }
+
+
+def batch(*values: bytes, timestamp: int = 1_000) -> bytes:
+    return encode_batch([Record(v, timestamp=timestamp + i) for i, v in enumerate(values)])
+
+
+def produced(response: dict[str, Any]) -> dict[str, Any]:
+    partition: dict[str, Any] = response["topics"][0]["partitions"][0]
+    return partition
+
+
+def fetched(response: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    partition: dict[str, Any] = response["topics"][0]["partitions"][index]
+    return partition
+
+
+def values_of(partition: dict[str, Any]) -> list[tuple[int, bytes | None]]:
+    return [(r.offset, r.value) for r in decode_records(partition["records"])]
+
+
+async def list_offset(client: WireClient, topic: str, timestamp: int) -> dict[str, Any]:
+    body = {
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}]
+    }
+    response = await client.request(ApiKey.LIST_OFFSETS, body)
+    partition: dict[str, Any] = response["topics"][0]["partitions"][0]
+    return partition

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from client.cli.common import UsageError
 from protocol.errors import KafkaError, MinibrokerError
 
 # Sub-command name -> module implementing it. Order is the order `--help` lists them.
@@ -25,6 +26,12 @@ COMMANDS: dict[str, str] = {
     "dump-log": "storage.dump_log",
     "zookeeper": "controller.zookeeper_cli",
     "broker": "broker.cli",
+    "dev": "client.cli.dev",
+    "topic": "client.cli.topic",
+    "cluster": "client.cli.cluster",
+    "produce": "client.cli.produce",
+    "consume": "client.cli.consume",
+    "elect-leaders": "client.cli.elect_leaders",
 }
 
 EXIT_OK = 0
@@ -62,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args._run(args)
     except KeyboardInterrupt:
         return 130
+    except UsageError as exc:
+        print(f"minibroker {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (MinibrokerError, KafkaError) as exc:
         print(f"minibroker {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -1,0 +1,325 @@
+"""The producer's record accumulator: per-partition batches waiting to be sent.
+
+How this works. ``append`` is the producer's per-record hot path, so it does a few
+dict and list operations and nothing else: no Trio task, no lock (Trio runs one task at
+a time, and ``append`` never awaits), no encoding. A partition has a deque of batches;
+the last one is open and takes records until its estimated size reaches
+``batch_size``, then it is sealed and a new one opens (which moves a sticky partition
+on). The sender asks :meth:`RecordAccumulator.ready` which partitions have a batch to
+send (full, lingered ``linger_ms``, flushing, or a retry whose backoff is over) and
+takes at most one batch per partition per request with :meth:`pop_ready` (Kafka's
+drain), so batches of one partition are sent in order.
+
+A batch keeps its records as parallel lists. While no record carries a key, headers or
+an explicit timestamp, the batch is "simple" and encodes with ``encode_values`` (one
+timestamp, the time the batch opened: at most ``linger_ms`` earlier than the record's
+own send time), which is several times faster than the general encoder.
+
+Completion: a batch owns one ``trio.Event``; each record's :class:`Delivery` is just
+(batch, index) and reads its offset as ``base_offset + index`` once the event is set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import trio
+
+from protocol.errors import KafkaError
+from protocol.records import Compression, Header, Record, encode_batch, encode_values
+
+RECORD_OVERHEAD = 12  # bytes a small record adds besides key and value (varints, attributes)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where an acknowledged record landed. ``offset`` is -1 with acks=0."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ProducerBatch:
+    """Records for one partition that travel (and succeed or fail) together."""
+
+    __slots__ = (
+        "attempts",
+        "base_offset",
+        "created",
+        "deadline",
+        "done",
+        "encoded",
+        "error",
+        "headers",
+        "keys",
+        "log_append_time",
+        "partition",
+        "retry_at",
+        "sealed",
+        "size",
+        "timestamp",
+        "timestamps",
+        "topic",
+        "values",
+    )
+
+    def __init__(self, topic: str, partition: int, now: float, timestamp: int, deadline: float):
+        self.topic = topic
+        self.partition = partition
+        self.values: list[bytes | None] = []
+        self.keys: list[bytes | None] | None = None  # None while every key is None
+        self.headers: list[tuple[Header, ...]] | None = None
+        self.timestamps: list[int | None] | None = None
+        self.size = 61  # the batch header
+        self.created = now
+        self.timestamp = timestamp  # wall-clock ms given to records without their own
+        self.deadline = deadline
+        self.sealed = False
+        self.retry_at = 0.0
+        self.attempts = 0
+        self.encoded: bytes | None = None
+        self.done = trio.Event()
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: KafkaError | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def encode(self, compression: Compression) -> bytes:
+        """The batch as RecordBatch v2 bytes (encoded once, reused by retries)."""
+        if self.encoded is None:
+            if self.keys is None and self.headers is None and self.timestamps is None:
+                values: list[bytes] = [b"" if v is None else v for v in self.values]
+                if any(v is None for v in self.values):  # null values need the general path
+                    self.encoded = self._encode_general(compression)
+                else:
+                    self.encoded = encode_values(
+                        values, timestamp=self.timestamp, compression=compression
+                    )
+            else:
+                self.encoded = self._encode_general(compression)
+        return self.encoded
+
+    def _encode_general(self, compression: Compression) -> bytes:
+        n = len(self.values)
+        keys = self.keys or [None] * n
+        headers = self.headers or [()] * n
+        stamps = self.timestamps or [None] * n
+        records = [
+            Record(value=self.values[i], key=keys[i], headers=headers[i], timestamp=stamps[i])
+            for i in range(n)
+        ]
+        return encode_batch(records, compression=compression, now_ms=self.timestamp)
+
+    def complete(self, base_offset: int, log_append_time: int) -> None:
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.done.set()
+
+    def fail(self, error: KafkaError) -> None:
+        self.error = error
+        self.done.set()
+
+    def record_timestamp(self, index: int) -> int:
+        if self.log_append_time >= 0:
+            return self.log_append_time
+        if self.timestamps is not None:
+            own = self.timestamps[index]
+            if own is not None:
+                return own
+        return self.timestamp
+
+
+class Delivery:
+    """The future outcome of one record sent with ``send_nowait``."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: ProducerBatch | None, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def _bind(self, batch: ProducerBatch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def done(self) -> bool:
+        return self._batch is not None and self._batch.done.is_set()
+
+    def exception(self) -> KafkaError | None:
+        """The error of a finished record, None if it succeeded or is still pending."""
+        return None if self._batch is None else self._batch.error
+
+    async def result(self) -> RecordMetadata:
+        """Wait for the broker's answer; raises the batch's KafkaError if it failed."""
+        while self._batch is None:  # still waiting for the topic's metadata
+            await trio.sleep(0.001)
+        batch = self._batch
+        await batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        offset = -1 if batch.base_offset < 0 else batch.base_offset + self._index
+        return RecordMetadata(
+            batch.topic, batch.partition, offset, batch.record_timestamp(self._index)
+        )
+
+
+BatchClosed = Callable[[str, int], None]
+
+
+class RecordAccumulator:
+    """Per-partition deques of batches; the open batch of each is the last one."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_s: float,
+        delivery_timeout_s: float,
+        on_batch_closed: BatchClosed,
+        wall_clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger_s = linger_s
+        self.delivery_timeout_s = delivery_timeout_s
+        self._on_batch_closed = on_batch_closed
+        self._wall_ms = wall_clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._queues: dict[str, dict[int, deque[ProducerBatch]]] = {}
+        self.flushing = False
+        self.pending_batches = 0  # batches opened and not yet completed or failed
+        self._idle = trio.Event()  # set whenever pending_batches is 0: flush() waits on it
+        self._idle.set()
+        self.sealed_count = 0  # batches filled up so far: enqueue() yields when it moves
+        self._progress = trio.Event()  # set (and replaced) whenever a batch finishes
+        self.wakeup = trio.Event()  # set when a batch is sealed or opened: the sender looks
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        value: bytes | None,
+        key: bytes | None,
+        headers: tuple[Header, ...] | None,
+        timestamp: int | None,
+    ) -> tuple[ProducerBatch, int]:
+        """Add one record to its partition's open batch; returns (batch, index)."""
+        partitions = self._queues.get(topic)
+        if partitions is None:
+            partitions = self._queues[topic] = {}
+        queue = partitions.get(partition)
+        if queue is None:
+            queue = partitions[partition] = deque()
+        batch = queue[-1] if queue else None
+        if batch is None or batch.sealed:
+            batch = self._open(topic, partition, queue)
+        index = len(batch.values)
+        batch.values.append(value)
+        size = RECORD_OVERHEAD + (len(value) if value is not None else 0)
+        if key is not None or batch.keys is not None:
+            if batch.keys is None:
+                batch.keys = [None] * index
+            batch.keys.append(key)
+            size += len(key) if key is not None else 0
+        if headers or batch.headers is not None:
+            if batch.headers is None:
+                batch.headers = [()] * index
+            batch.headers.append(headers or ())
+            size += sum(len(k) + len(v or b"") + 2 for k, v in headers or ())
+        if timestamp is not None or batch.timestamps is not None:
+            if batch.timestamps is None:
+                batch.timestamps = [None] * index
+            batch.timestamps.append(timestamp)
+        batch.size += size
+        if batch.size >= self.batch_size:
+            batch.sealed = True
+            self.sealed_count += 1
+            self.wakeup.set()
+            self._on_batch_closed(topic, partition)
+        return batch, index
+
+    def _open(self, topic: str, partition: int, queue: deque[ProducerBatch]) -> ProducerBatch:
+        now = trio.current_time()
+        batch = ProducerBatch(topic, partition, now, self._wall_ms(), now + self.delivery_timeout_s)
+        queue.append(batch)
+        if self.pending_batches == 0:
+            self._idle = trio.Event()
+        self.pending_batches += 1
+        self.wakeup.set()
+        return batch
+
+    def seal_all(self) -> None:
+        """Flush: every open batch becomes sendable now."""
+        for partitions in self._queues.values():
+            for queue in partitions.values():
+                if queue:
+                    queue[-1].sealed = True
+        self.wakeup.set()
+
+    def partitions_with_batches(self) -> Iterator[tuple[str, int, deque[ProducerBatch]]]:
+        for topic, partitions in self._queues.items():
+            for partition, queue in partitions.items():
+                if queue:
+                    yield topic, partition, queue
+
+    def head_ready_at(self, batch: ProducerBatch) -> float:
+        """When the head batch of a partition may be sent (Trio clock)."""
+        if batch.attempts:
+            return batch.retry_at
+        if batch.sealed or self.flushing:
+            return 0.0
+        return batch.created + self.linger_s
+
+    def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
+        """Put a batch that failed retriably back at the head of its partition."""
+        batch.retry_at = retry_at
+        batch.sealed = True
+        self._queues[batch.topic][batch.partition].appendleft(batch)
+        self.wakeup.set()
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Remove batches whose delivery timeout passed while waiting to be sent."""
+        expired: list[ProducerBatch] = []
+        for partitions in self._queues.values():
+            for queue in partitions.values():
+                while queue and queue[0].deadline <= now:
+                    expired.append(queue.popleft())
+        return expired
+
+    def finish(
+        self,
+        batch: ProducerBatch,
+        error: KafkaError | None = None,
+        base_offset: int = -1,
+        log_append_time: int = -1,
+    ) -> None:
+        """Complete or fail a batch that left the accumulator for good."""
+        if error is None:
+            batch.complete(base_offset, log_append_time)
+        else:
+            batch.fail(error)
+        self.pending_batches -= 1
+        if self.pending_batches == 0:
+            self._idle.set()
+        self._progress.set()
+        self._progress = trio.Event()
+
+    async def wait_progress(self) -> None:
+        """Until the next batch completes or fails."""
+        await self._progress.wait()
+
+    async def wait_idle(self) -> None:
+        """Until every batch opened so far has completed or failed."""
+        while self.pending_batches:
+            await self._idle.wait()
+
+    def abort_all(self, error: KafkaError) -> None:
+        for partitions in self._queues.values():
+            for queue in partitions.values():
+                while queue:
+                    self.finish(queue.popleft(), error)

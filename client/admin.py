@@ -1,0 +1,429 @@
+"""Admin: topics, cluster, configs, leader elections, reassignments and log dirs.
+
+Every method sends one kind of request and returns plain dataclasses. Requests that
+change cluster state (CreateTopics, DeleteTopics, ElectLeaders, partition
+reassignments) go to the active controller when the metadata names one, else to any
+broker (which forwards the decision through ZooKeeper); log-dir requests go to the
+broker they are about. Per-resource errors are raised as their Kafka error class with
+the resource in the message, except where a method returns per-partition results
+(``elect_leaders``, ``alter_partition_reassignments``, ``alter_replica_log_dirs``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import trio
+
+from client.background import BackgroundTasks
+from client.errors import raise_if_error, wire_error
+from client.metadata import BrokerInfo, ClusterClient, ClusterMetadata, PartitionInfo
+from protocol.api import ApiKey
+from protocol.errors import KafkaError, MinibrokerError, error_for_code
+from protocol.schemas.cluster import RESOURCE_TOPIC
+from protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
+
+TopicPartition = tuple[str, int]
+CREATE_WAIT_S = 30.0  # how long create_topic waits for every new partition to get a leader
+TOPIC_CONFIG_SOURCE = 1  # Kafka's DescribeConfigs config_source for a topic override
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+    is_internal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int  # Kafka's config_source: 1 topic override, 4 static broker, 5 default
+    read_only: bool = False
+
+    @property
+    def is_override(self) -> bool:
+        return self.source == TOPIC_CONFIG_SOURCE
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogDir:
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    broker: int
+    path: str
+    error: str | None
+    replicas: tuple[ReplicaLogDir, ...]
+    total_bytes: int
+    usable_bytes: int
+
+
+class Admin:
+    """``async with Admin("127.0.0.1:9092") as admin: await admin.create_topic(...)``."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        request_timeout_ms: float = 30_000,
+        client_id: str = "minibroker-admin",
+    ) -> None:
+        self.request_timeout_ms = int(request_timeout_ms)
+        self.cluster = ClusterClient(
+            bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000
+        )
+        self._tasks = BackgroundTasks()
+
+    async def __aenter__(self) -> Admin:
+        nursery = await self._tasks.open()
+        try:
+            await nursery.start(self.cluster.run)
+        except BaseException:
+            await self._tasks.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        await self._tasks.close()
+        return None
+
+    async def _to_controller(self, api_key: ApiKey, body: dict[str, Any]) -> Any:
+        meta = await self.cluster.refresh()
+        if meta.controller_id in meta.brokers:
+            with contextlib.suppress(KafkaError):
+                return await self.cluster.request(meta.controller_id, api_key, body)
+        return await self.cluster.request_any(api_key, body)
+
+    # --- topics ----------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        *,
+        config: Mapping[str, str] | None = None,
+        assignments: Mapping[int, list[int]] | None = None,
+        validate_only: bool = False,
+        wait: bool = True,
+    ) -> None:
+        """Create a topic (-1 = broker default); waits until every partition has a leader."""
+        topic: dict[str, Any] = {
+            "name": name,
+            "num_partitions": -1 if assignments else partitions,
+            "replication_factor": -1 if assignments else replication_factor,
+            "assignments": [
+                {"partition_index": p, "broker_ids": list(r)}
+                for p, r in sorted((assignments or {}).items())
+            ],
+            "configs": [{"name": k, "value": v} for k, v in (config or {}).items()],
+        }
+        body = {
+            "topics": [topic],
+            "timeout_ms": self.request_timeout_ms,
+            "validate_only": validate_only,
+        }
+        response = await self._to_controller(ApiKey.CREATE_TOPICS, body)
+        for result in response.get("topics", ()):
+            raise_if_error(
+                result["error_code"], f"topic {result['name']!r}", result.get("error_message")
+            )
+        if wait and not validate_only:
+            await self.wait_for_leaders(name)
+
+    async def wait_for_leaders(self, name: str, timeout_s: float = CREATE_WAIT_S) -> None:
+        """Until the topic exists and each of its partitions has a leader."""
+        with trio.move_on_after(timeout_s):
+            while True:
+                meta = await self.cluster.refresh([name])
+                info = meta.topics.get(name)
+                if (
+                    info is not None
+                    and info.error_code == 0
+                    and info.partitions
+                    and all(p.leader >= 0 for p in info.partitions)
+                ):
+                    return
+                await trio.sleep(0.05)
+        raise wire_error(5, f"topic {name!r}", f"no leader after {timeout_s:g} s")
+
+    async def delete_topic(self, name: str) -> None:
+        body = {"topic_names": [name], "timeout_ms": self.request_timeout_ms}
+        response = await self._to_controller(ApiKey.DELETE_TOPICS, body)
+        for result in response.get("topics", ()):
+            raise_if_error(
+                result["error_code"], f"topic {result['name']!r}", result.get("error_message")
+            )
+        self.cluster.topics.discard(name)
+
+    async def list_topics(self) -> list[str]:
+        meta = await self.cluster.describe_all()
+        return sorted(meta.topics)
+
+    async def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicDescription]:
+        """Partitions, leaders, replicas and ISR of the topics (all when ``names`` is None)."""
+        if names is None:
+            meta: ClusterMetadata = await self.cluster.describe_all()
+            wanted = sorted(meta.topics)
+        else:
+            wanted = list(names)
+            body = {"topics": [{"name": n} for n in wanted]}
+            meta = ClusterMetadata.from_response(
+                await self.cluster.request_any(ApiKey.METADATA, body)
+            )
+        out = []
+        for name in wanted:
+            info = meta.topics.get(name)
+            if info is None:
+                raise wire_error(3, f"topic {name!r}")
+            raise_if_error(info.error_code, f"topic {name!r}")
+            out.append(TopicDescription(name, info.partitions, info.is_internal))
+        return out
+
+    async def describe_cluster(self) -> ClusterDescription:
+        meta = await self.cluster.describe_all()
+        brokers = tuple(sorted(meta.brokers.values(), key=lambda b: b.node_id))
+        return ClusterDescription(meta.cluster_id, meta.controller_id, brokers)
+
+    # --- configs ---------------------------------------------------------------------
+
+    async def describe_topic_config(self, topic: str) -> list[ConfigEntry]:
+        body = {
+            "resources": [
+                {
+                    "resource_type": RESOURCE_TOPIC,
+                    "resource_name": topic,
+                    "configuration_keys": None,
+                }
+            ],
+            "include_synonyms": False,
+            "include_documentation": False,
+        }
+        response = await self.cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
+        entries: list[ConfigEntry] = []
+        for result in response.get("results", ()):
+            raise_if_error(result["error_code"], f"topic {topic!r}", result.get("error_message"))
+            entries += [
+                ConfigEntry(
+                    c["name"], c["value"], c.get("config_source", -1), c.get("read_only", False)
+                )
+                for c in result["configs"]
+            ]
+        return sorted(entries, key=lambda e: e.name)
+
+    async def alter_topic_config(self, topic: str, changes: Mapping[str, str | None]) -> None:
+        """Set (or with None remove) topic overrides, keeping the other overrides."""
+        current = {
+            e.name: e.value for e in await self.describe_topic_config(topic) if e.is_override
+        }
+        for name, value in changes.items():
+            if value is None:
+                current.pop(name, None)
+            else:
+                current[name] = value
+        body = {
+            "resources": [
+                {
+                    "resource_type": RESOURCE_TOPIC,
+                    "resource_name": topic,
+                    "configs": [{"name": k, "value": v} for k, v in sorted(current.items())],
+                }
+            ],
+            "validate_only": False,
+        }
+        response = await self._to_controller(ApiKey.ALTER_CONFIGS, body)
+        for result in response.get("responses", ()):
+            raise_if_error(result["error_code"], f"topic {topic!r}", result.get("error_message"))
+
+    # --- leadership and replicas -----------------------------------------------------
+
+    async def elect_leaders(
+        self, partitions: Iterable[TopicPartition] | None = None, *, unclean: bool = False
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Preferred (or unclean) election; per partition None or the error it got."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions or ():
+            by_topic.setdefault(topic, []).append(partition)
+        body = {
+            "election_type": ELECTION_UNCLEAN if unclean else ELECTION_PREFERRED,
+            "topic_partitions": None
+            if partitions is None
+            else [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "timeout_ms": self.request_timeout_ms,
+        }
+        response = await self._to_controller(ApiKey.ELECT_LEADERS, body)
+        raise_if_error(response.get("error_code", 0), "elect leaders")
+        results: dict[TopicPartition, KafkaError | None] = {}
+        for topic in response.get("replica_election_results", ()):
+            for part in topic["partition_result"]:
+                code = part.get("error_code", 0)
+                results[(topic["topic"], part["partition_id"])] = (
+                    wire_error(
+                        code, f"{topic['topic']}-{part['partition_id']}", part.get("error_message")
+                    )
+                    if code
+                    else None
+                )
+        return results
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Start moving partitions to ``targets`` replicas (None cancels a move)."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), replicas in targets.items():
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "replicas": None if replicas is None else list(replicas),
+                }
+            )
+        body = {
+            "timeout_ms": self.request_timeout_ms,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        response = await self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
+        raise_if_error(response.get("error_code", 0), "reassignment", response.get("error_message"))
+        results: dict[TopicPartition, KafkaError | None] = {}
+        for topic in response.get("topics", ()):
+            for part in topic["partitions"]:
+                code = part.get("error_code", 0)
+                results[(topic["name"], part["partition_index"])] = (
+                    wire_error(
+                        code,
+                        f"{topic['name']}-{part['partition_index']}",
+                        part.get("error_message"),
+                    )
+                    if code
+                    else None
+                )
+        return results
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> list[Reassignment]:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions or ():
+            by_topic.setdefault(topic, []).append(partition)
+        body = {
+            "timeout_ms": self.request_timeout_ms,
+            "topics": None
+            if partitions is None
+            else [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+        }
+        response = await self._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
+        raise_if_error(
+            response.get("error_code", 0), "reassignments", response.get("error_message")
+        )
+        return [
+            Reassignment(
+                t["name"],
+                p["partition_index"],
+                tuple(p["replicas"]),
+                tuple(p.get("adding_replicas", ())),
+                tuple(p.get("removing_replicas", ())),
+            )
+            for t in response.get("topics", ())
+            for p in t["partitions"]
+        ]
+
+    async def describe_log_dirs(
+        self, brokers: Iterable[int] | None = None
+    ) -> list[LogDirDescription]:
+        meta = await self.cluster.refresh()
+        out: list[LogDirDescription] = []
+        for broker in sorted(brokers if brokers is not None else meta.brokers):
+            response = await self.cluster.request(
+                broker, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}
+            )
+            raise_if_error(response.get("error_code", 0), f"broker {broker}")
+            for d in response.get("results", ()):
+                code = d.get("error_code", 0)
+                replicas = tuple(
+                    ReplicaLogDir(
+                        t["name"],
+                        p["partition_index"],
+                        p.get("partition_size", 0),
+                        p.get("offset_lag", 0),
+                        p.get("is_future", False),
+                    )
+                    for t in d.get("topics", ())
+                    for p in t["partitions"]
+                )
+                out.append(
+                    LogDirDescription(
+                        broker,
+                        d["log_dir"],
+                        error_for_code(code).name if code else None,
+                        replicas,
+                        d.get("total_bytes", -1),
+                        d.get("usable_bytes", -1),
+                    )
+                )
+        return out
+
+    async def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[str, int, int], str]
+    ) -> dict[tuple[str, int, int], KafkaError | None]:
+        """Move replicas between the log dirs of their broker: {(topic, part, broker): dir}."""
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for (topic, partition, broker), path in moves.items():
+            by_broker.setdefault(broker, {}).setdefault(path, {}).setdefault(topic, []).append(
+                partition
+            )
+        await self.cluster.refresh()
+        results: dict[tuple[str, int, int], KafkaError | None] = {}
+        for broker, dirs in by_broker.items():
+            if broker not in self.cluster.metadata.brokers:
+                raise MinibrokerError(f"broker {broker} is not in the cluster")
+            body = {
+                "dirs": [
+                    {
+                        "path": path,
+                        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                    }
+                    for path, topics in dirs.items()
+                ]
+            }
+            response = await self.cluster.request(broker, ApiKey.ALTER_REPLICA_LOG_DIRS, body)
+            for topic in response.get("results", ()):
+                for part in topic["partitions"]:
+                    code = part.get("error_code", 0)
+                    key = (topic["topic_name"], part["partition_index"], broker)
+                    results[key] = (
+                        wire_error(code, f"{key[0]}-{key[1]} on broker {broker}") if code else None
+                    )
+        return results

@@ -1,0 +1,110 @@
+"""Helpers shared by the client's CLI commands: common flags, output, running Trio.
+
+Every read command takes ``--format json|text``: ``json`` prints one JSON document
+(or, for streams such as ``consume``, one JSON object per line) so scripts never parse
+tables; ``text`` is for people. Errors are raised as exceptions and become one line
+on stderr in client/cli/main.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import trio
+
+from client.metadata import parse_bootstrap
+from protocol.errors import ConfigError, MinibrokerError
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+T = TypeVar("T")
+
+
+class UsageError(MinibrokerError):
+    """A flag combination argparse cannot check; main() reports it with exit code 2."""
+
+
+def bootstrap_list(text: str) -> str:
+    """argparse type of ``--bootstrap-server``: checked here so a typo is a usage error."""
+    try:
+        parse_bootstrap(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        type=bootstrap_list,
+        default=DEFAULT_BOOTSTRAP,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=f"brokers to bootstrap from (default {DEFAULT_BOOTSTRAP})",
+    )
+
+
+def add_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """argparse type for ``k=v`` flags."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``trio.run`` that re-raises a lone exception out of Trio's exception groups."""
+    try:
+        return trio.run(fn, *args)
+    except BaseExceptionGroup as group:
+        leaf = _single_leaf(group)
+        if leaf is None:
+            raise
+        raise leaf from None
+
+
+def _single_leaf(group: BaseExceptionGroup[Any]) -> BaseException | None:
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    interesting = [e for e in leaves if not isinstance(e, trio.Cancelled)]
+    return interesting[0] if len(interesting) == 1 else None
+
+
+def print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, separators=(",", ":"), sort_keys=False)
+    sys.stdout.write("\n")
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Left-aligned columns separated by two spaces (like rpk's tables)."""
+    cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr, only when a person watches (stderr is a terminal)."""
+    if sys.stderr.isatty():
+        print(f"\r{message}", end="", file=sys.stderr, flush=True)
+
+
+def progress_done() -> None:
+    if sys.stderr.isatty():
+        print(file=sys.stderr, flush=True)

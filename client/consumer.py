@@ -1,0 +1,475 @@
+"""Consumer: assign partitions, seek, and read records with ``poll`` or ``async for``.
+
+How this works. The application owns positions (no consumer groups): ``assign`` sets
+the partitions, ``seek*`` sets where each one reads next. A fetch manager task keeps
+ONE Fetch in flight per broker, covering every assigned partition that broker leads
+whose buffered bytes are below ``max_partition_fetch_bytes``, so the next response is
+already on its way while the application processes the previous one (pre-fetching).
+Responses are buffered as raw RecordBatch bytes and decoded by ``poll``, a batch at a
+time, only as far as ``max_records`` needs.
+
+Each partition has a *position* (next offset the application gets) and a *fetch
+offset* (next offset to ask the broker for; ahead of the position by what is
+buffered). A seek bumps the partition's generation, which drops its buffered data and
+makes the answer of an in-flight fetch for it be ignored.
+
+Leader changes are followed transparently: NOT_LEADER_OR_FOLLOWER, a fenced or unknown
+leader epoch, an unknown partition or a lost connection ask for fresh metadata and the
+partition is fetched from its new leader; nothing is returned twice or skipped because
+the position only moves when ``poll`` hands records out. OFFSET_OUT_OF_RANGE resets the
+position as ``auto_offset_reset`` says ("earliest", "latest", or "none" to raise).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, NamedTuple
+
+import trio
+
+from client.background import BackgroundTasks
+from client.errors import wire_error, with_context
+from client.metadata import ClusterClient
+from protocol.api import ApiKey
+from protocol.errors import (
+    KafkaError,
+    MinibrokerError,
+    NetworkError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from protocol.records import Header, TimestampType, decode_batch, iter_headers
+
+EARLIEST = -2  # ListOffsets timestamp meaning "log start offset"
+LATEST = -1  # ListOffsets timestamp meaning "log end offset (high watermark)"
+FETCH_MAX_WAIT_MS = 500  # Kafka's fetch.max.wait.ms: long-poll time on an idle partition
+FETCH_MAX_BYTES = 52_428_800  # Kafka's fetch.max.bytes: one whole response
+RETRY_BACKOFF_S = 0.1  # between attempts when a partition has no leader
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: TimestampType
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class _PartitionState:
+    position: int | None = None  # None: reset with auto_offset_reset before fetching
+    fetch_offset: int | None = None
+    generation: int = 0
+    buffered: deque[tuple[bytes, int]] = field(default_factory=deque)  # (records, generation)
+    buffered_bytes: int = 0
+    high_watermark: int = -1
+    error: KafkaError | None = None  # raised by the next poll
+
+
+class Consumer:
+    """A Trio-native consumer of assigned partitions; see the module docstring."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        auto_offset_reset: str = "latest",
+        max_partition_fetch_bytes: int = 1_048_576,
+        fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS,
+        fetch_min_bytes: int = 1,
+        request_timeout_ms: float = 30_000,
+        check_crcs: bool = True,
+        client_id: str = "minibroker-consumer",
+    ) -> None:
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise MinibrokerError("auto_offset_reset must be earliest, latest or none")
+        self.auto_offset_reset = auto_offset_reset
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.check_crcs = check_crcs
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.cluster = ClusterClient(
+            bootstrap_servers, client_id=client_id, request_timeout_s=self.request_timeout_s
+        )
+        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._ready: deque[tuple[TopicPartition, list[ConsumerRecord]]] = deque()
+        self._iter_buffer: deque[ConsumerRecord] = deque()
+        self._in_flight: set[int] = set()
+        self._wakeup = trio.Event()  # fetch manager: something changed
+        self._data = trio.Event()  # poll: data (or an error) arrived
+        self._tasks = BackgroundTasks()
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def __aenter__(self) -> Consumer:
+        nursery = await self._tasks.open()
+        try:
+            await nursery.start(self.cluster.run)
+        except BaseException:
+            await self._tasks.close()
+            raise
+        nursery.start_soon(self._fetch_manager, nursery)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        await self._tasks.close()
+        return None
+
+    # --- assignment and positions ----------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions (replaces the previous assignment)."""
+        wanted = [(t, int(p)) for t, p in partitions]
+        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
+        self._ready = deque((tp, recs) for tp, recs in self._ready if tp in self._states)
+        self._iter_buffer.clear()
+        self.cluster.topics.update(t for t, _ in wanted)
+        self.cluster.request_update()
+        self._wakeup.set()
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._states)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """The next record returned for the partition is the one at ``offset``."""
+        state = self._state((topic, partition))
+        state.position = state.fetch_offset = offset
+        state.generation += 1
+        state.buffered.clear()
+        state.buffered_bytes = 0
+        state.error = None
+        self._ready = deque((tp, r) for tp, r in self._ready if tp != (topic, partition))
+        self._iter_buffer = deque(
+            r for r in self._iter_buffer if (r.topic, r.partition) != (topic, partition)
+        )
+        self._wakeup.set()
+
+    def position(self, topic: str, partition: int) -> int | None:
+        return self._state((topic, partition)).position
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The partition's high watermark as of the last fetch (-1 before any)."""
+        return self._state((topic, partition)).high_watermark
+
+    async def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        await self._seek_to(EARLIEST, partitions)
+
+    async def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        await self._seek_to(LATEST, partitions)
+
+    async def _seek_to(self, timestamp: int, partitions: Iterable[TopicPartition] | None) -> None:
+        tps = list(partitions) if partitions is not None else list(self._states)
+        offsets = await self._list_offsets({tp: timestamp for tp in tps})
+        for tp, (offset, _) in offsets.items():
+            self.seek(tp[0], tp[1], offset)
+
+    async def offsets_for_times(
+        self, timestamps: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """Per partition the first (offset, timestamp) at or after the timestamp, or None."""
+        found = await self._list_offsets(timestamps)
+        return {tp: (found[tp] if found[tp][0] >= 0 else None) for tp in timestamps}
+
+    async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {
+            tp: o for tp, (o, _) in (await self._list_offsets(dict.fromkeys(tps, EARLIEST))).items()
+        }
+
+    async def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {
+            tp: o for tp, (o, _) in (await self._list_offsets(dict.fromkeys(tps, LATEST))).items()
+        }
+
+    def _state(self, tp: TopicPartition) -> _PartitionState:
+        state = self._states.get(tp)
+        if state is None:
+            raise MinibrokerError(f"{tp[0]}-{tp[1]} is not assigned to this consumer")
+        return state
+
+    # --- reading ---------------------------------------------------------------------
+
+    async def poll(self, timeout_ms: float = 0, max_records: int = 500) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records, waiting at most ``timeout_ms`` for the first."""
+        deadline = trio.current_time() + timeout_ms / 1000
+        while True:
+            records = self._take(max_records)
+            if records:
+                return records
+            self._raise_partition_error()
+            if trio.current_time() >= deadline:
+                return []
+            self._data = trio.Event()
+            with trio.move_on_at(deadline):
+                await self._data.wait()
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        while not self._iter_buffer:
+            self._iter_buffer.extend(await self.poll(math.inf, 10_000))
+        return self._iter_buffer.popleft()
+
+    def _raise_partition_error(self) -> None:
+        for (topic, partition), state in self._states.items():
+            if state.error is not None:
+                error, state.error = state.error, None
+                raise with_context(error, f"{topic}-{partition}")
+
+    def _take(self, max_records: int) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        while len(out) < max_records:
+            if not self._ready and not self._decode_next():
+                break
+            tp, records = self._ready[0]
+            want = max_records - len(out)
+            if len(records) <= want:
+                self._ready.popleft()
+                out += records
+            else:
+                out += records[:want]
+                self._ready[0] = (tp, records[want:])
+            self._states[tp].position = out[-1].offset + 1
+        return out
+
+    def _decode_next(self) -> bool:
+        """Decode one buffered fetch of one partition into ``_ready``; False if none."""
+        for tp, state in self._states.items():
+            while state.buffered:
+                raw, generation = state.buffered.popleft()
+                state.buffered_bytes -= len(raw)
+                self._wakeup.set()  # buffer space freed: fetch more
+                if generation != state.generation or state.position is None:
+                    continue
+                records = self._decode(tp, raw, state.position)
+                if records:
+                    self._ready.append((tp, records))
+                    return True
+        return False
+
+    def _decode(self, tp: TopicPartition, raw: bytes, position: int) -> list[ConsumerRecord]:
+        topic, partition = tp
+        out: list[ConsumerRecord] = []
+        make = ConsumerRecord._make
+        for pos, header in iter_headers(raw):
+            if header.next_offset <= position:
+                continue  # the first batch may start before the fetch offset
+            tstype = header.timestamp_type
+            _, decoded = decode_batch(raw, pos, verify_crc=self.check_crcs)
+            out += [
+                make((topic, partition, r.offset, r.timestamp, tstype, r.key, r.value, r.headers))
+                for r in decoded
+                if r.offset >= position
+            ]
+        return out
+
+    # --- fetching --------------------------------------------------------------------
+
+    async def _fetch_manager(self, nursery: trio.Nursery) -> None:
+        while True:
+            self._wakeup = trio.Event()
+            meta = self.cluster.metadata
+            by_node: dict[int, list[TopicPartition]] = {}
+            to_reset: list[TopicPartition] = []
+            missing_leader = False
+            for tp, state in self._states.items():
+                if state.position is None:
+                    to_reset.append(tp)
+                    continue
+                if state.buffered_bytes >= self.max_partition_fetch_bytes or state.error:
+                    continue
+                leader = meta.leader(*tp)
+                if leader < 0 or leader not in meta.brokers:
+                    missing_leader = True
+                elif leader not in self._in_flight:
+                    by_node.setdefault(leader, []).append(tp)
+            if to_reset:
+                nursery.start_soon(self._reset_positions, to_reset)
+            if missing_leader:
+                self.cluster.request_update()
+            for node, tps in by_node.items():
+                self._in_flight.add(node)
+                nursery.start_soon(self._fetch, node, tps)
+            with trio.move_on_after(RETRY_BACKOFF_S if missing_leader else math.inf):
+                await self._wakeup.wait()
+
+    async def _reset_positions(self, tps: list[TopicPartition]) -> None:
+        if self.auto_offset_reset == "none":
+            for tp in tps:
+                self._states[tp].error = OffsetOutOfRangeError(
+                    f"{tp[0]}-{tp[1]}: OFFSET_OUT_OF_RANGE (no position and auto_offset_reset "
+                    "is none)"
+                )
+            self._data.set()
+            return
+        timestamp = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
+        for tp in tps:  # mark as being reset so the manager does not start twice
+            self._states[tp].position = self._states[tp].fetch_offset = -1
+        try:
+            found = await self._list_offsets(dict.fromkeys(tps, timestamp))
+        except KafkaError:
+            found = {}
+            await trio.sleep(RETRY_BACKOFF_S)
+        for tp in tps:
+            state = self._states.get(tp)
+            if state is not None and state.position == -1:
+                if tp in found:
+                    state.position = state.fetch_offset = found[tp][0]
+                else:
+                    state.position = state.fetch_offset = None
+        self._wakeup.set()
+
+    async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        generations = {tp: self._states[tp].generation for tp in tps}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp in tps:
+            topics.setdefault(tp[0], []).append(
+                {
+                    "partition": tp[1],
+                    "current_leader_epoch": -1,
+                    "fetch_offset": self._states[tp].fetch_offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": self.max_partition_fetch_bytes,
+                }
+            )
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": self.fetch_max_wait_ms,
+            "min_bytes": self.fetch_min_bytes,
+            "max_bytes": FETCH_MAX_BYTES,
+            "isolation_level": 0,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        try:
+            timeout = self.request_timeout_s + self.fetch_max_wait_ms / 1000
+            response = await self.cluster.request(node, ApiKey.FETCH, body, timeout=timeout)
+        except KafkaError:
+            self.cluster.request_update()
+            await trio.sleep(RETRY_BACKOFF_S)
+            return
+        finally:
+            self._in_flight.discard(node)
+            self._wakeup.set()
+        self._handle_fetch(response, generations)
+
+    def _handle_fetch(
+        self, response: dict[str, Any], generations: dict[TopicPartition, int]
+    ) -> None:
+        arrived = False
+        for topic in response.get("topics", ()):
+            for part in topic["partitions"]:
+                tp = (topic["topic"], part["partition_index"])
+                state = self._states.get(tp)
+                if state is None or generations.get(tp) != state.generation:
+                    continue  # unassigned or sought meanwhile: this answer is stale
+                code = part.get("error_code", 0)
+                if code:
+                    self._partition_error(tp, state, error_for_code(code))
+                    continue
+                state.high_watermark = part.get("high_watermark", -1)
+                raw = part.get("records") or b""
+                next_offset = None
+                for _, header in iter_headers(raw):
+                    next_offset = header.next_offset
+                if next_offset is not None and next_offset > (state.fetch_offset or 0):
+                    state.fetch_offset = next_offset
+                    state.buffered.append((bytes(raw), state.generation))
+                    state.buffered_bytes += len(raw)
+                    arrived = True
+        if arrived:
+            self._data.set()
+
+    def _partition_error(
+        self, tp: TopicPartition, state: _PartitionState, error: type[KafkaError]
+    ) -> None:
+        if error is OffsetOutOfRangeError and self.auto_offset_reset != "none":
+            state.position = state.fetch_offset = None  # the manager resets it
+            state.buffered.clear()
+            state.buffered_bytes = 0
+            state.generation += 1
+        elif error.retriable:
+            self.cluster.request_update()
+        else:
+            state.error = wire_error(
+                error.code, f"{tp[0]}-{tp[1]}", f"fetching offset {state.fetch_offset}"
+            )
+            self._data.set()
+
+    async def _list_offsets(
+        self, timestamps: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets to each partition's leader; retries leader moves until timeout."""
+        pending = dict(timestamps)
+        found: dict[TopicPartition, tuple[int, int]] = {}
+        with trio.fail_after(self.request_timeout_s):
+            while pending:
+                meta = await self.cluster.refresh({t for t, _ in pending})
+                by_node: dict[int, list[TopicPartition]] = {}
+                for tp in pending:
+                    if tp[0] in meta.topics and meta.topics[tp[0]].error_code == 0:
+                        if tp[1] >= meta.partition_count(tp[0]):
+                            raise wire_error(3, f"{tp[0]}-{tp[1]}", "no such partition")
+                    elif tp[0] in meta.topics:
+                        err = wire_error(meta.topics[tp[0]].error_code, f"{tp[0]}-{tp[1]}")
+                        if not err.retriable:
+                            raise err
+                    by_node.setdefault(meta.leader(*tp), []).append(tp)
+                for node, tps in by_node.items():
+                    if node < 0:
+                        continue
+                    await self._list_offsets_from(node, tps, pending, found)
+                if pending:
+                    await trio.sleep(RETRY_BACKOFF_S)
+        return found
+
+    async def _list_offsets_from(
+        self,
+        node: int,
+        tps: list[TopicPartition],
+        pending: dict[TopicPartition, int],
+        found: dict[TopicPartition, tuple[int, int]],
+    ) -> None:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp in tps:
+            topics.setdefault(tp[0], []).append(
+                {"partition_index": tp[1], "current_leader_epoch": -1, "timestamp": pending[tp]}
+            )
+        body = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        try:
+            response = await self.cluster.request(node, ApiKey.LIST_OFFSETS, body)
+        except NetworkError:
+            return
+        for topic in response.get("topics", ()):
+            for part in topic["partitions"]:
+                tp = (topic["name"], part["partition_index"])
+                code = part.get("error_code", 0)
+                if code:
+                    error = wire_error(code, f"{tp[0]}-{tp[1]}", "listing offsets")
+                    if not error.retriable:
+                        raise error
+                    self.cluster.request_update()
+                    continue
+                if tp in pending:
+                    del pending[tp]
+                    found[tp] = (part.get("offset", -1), part.get("timestamp", -1))

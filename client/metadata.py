@@ -1,0 +1,325 @@
+"""Cluster metadata and the client's connections, shared by Producer, Consumer and Admin.
+
+How this works. ``ClusterClient`` bootstraps from a comma-separated ``host:port`` list:
+the first reachable address answers a Metadata request, which names every broker; from
+then on the client keeps one connection per broker address, opened when first needed
+and shared by every task of the client (the connection pipelines, so sharing costs
+nothing). A connection that broke is dropped and the next request opens a new one.
+
+The metadata snapshot (:class:`ClusterMetadata`) is immutable and replaced whole by
+``refresh``. Refreshes are coalesced: concurrent callers wait for one Metadata request.
+Users call ``request_update()`` when a response says the leader moved
+(NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, a lost connection); the background
+``run`` task refreshes then, and anyway every ``METADATA_MAX_AGE_S``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from client.connection import Connection
+from client.errors import wire_error
+from protocol.api import ApiKey
+from protocol.errors import ConfigError, KafkaError, NetworkError
+
+METADATA_MAX_AGE_S = 300.0  # Kafka's metadata.max.age.ms: pick up new partitions/brokers
+RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms: between metadata attempts
+CONNECT_TIMEOUT_S = 10.0  # a broker that does not accept in 10 s is treated as down
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9093"`` -> [("h1", 9092), ("h2", 9093)]; raises ConfigError if bad."""
+    addresses = []
+    for item in servers.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"bad bootstrap address {item!r} (expected host:port)")
+        addresses.append((host.strip("[]"), int(port)))
+    if not addresses:
+        raise ConfigError("no bootstrap address given")
+    return addresses
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int  # -1: no leader right now
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+    error_code: int = 0
+    is_internal: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """One Metadata response, indexed for the producer's and consumer's lookups."""
+
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    controller_id: int = -1
+    cluster_id: str | None = None
+
+    @classmethod
+    def from_response(cls, body: dict[str, Any]) -> ClusterMetadata:
+        brokers = {
+            b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack"))
+            for b in body["brokers"]
+        }
+        topics = {}
+        for t in body["topics"]:
+            parts = tuple(
+                sorted(
+                    (
+                        PartitionInfo(
+                            t["name"],
+                            p["partition_index"],
+                            p["leader_id"],
+                            p.get("leader_epoch", -1),
+                            tuple(p["replica_nodes"]),
+                            tuple(p["isr_nodes"]),
+                            tuple(p.get("offline_replicas", ())),
+                            p.get("error_code", 0),
+                        )
+                        for p in t["partitions"]
+                    ),
+                    key=lambda p: p.partition,
+                )
+            )
+            topics[t["name"]] = TopicInfo(
+                t["name"], parts, t.get("error_code", 0), t.get("is_internal", False)
+            )
+        return cls(brokers, topics, body.get("controller_id", -1), body.get("cluster_id"))
+
+    def leader(self, topic: str, partition: int) -> int:
+        info = self.topics.get(topic)
+        if info is None or partition >= len(info.partitions):
+            return -1
+        return info.partitions[partition].leader
+
+    def partition_count(self, topic: str) -> int:
+        info = self.topics.get(topic)
+        return len(info.partitions) if info is not None else 0
+
+    def available_partitions(self, topic: str) -> list[int]:
+        info = self.topics.get(topic)
+        if info is None:
+            return []
+        return [p.partition for p in info.partitions if p.leader >= 0]
+
+
+class ClusterClient:
+    """Bootstrap, metadata cache and one shared connection per broker."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        client_id: str = "minibroker-client",
+        request_timeout_s: float = 30.0,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.metadata = ClusterMetadata()
+        self.topics: set[str] = set()  # topics whose metadata is kept (None = all)
+        self._nursery: trio.Nursery | None = None
+        self._connections: dict[tuple[str, int], Connection] = {}
+        self._connecting: dict[tuple[str, int], trio.Event] = {}
+        self._refreshing: trio.Event | None = None
+        self._update_requested = trio.Event()
+        self._last_refresh = -math.inf
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Owns the connections and refreshes metadata when asked or when it is old."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                while True:
+                    with trio.move_on_after(METADATA_MAX_AGE_S):
+                        await self._update_requested.wait()
+                    self._update_requested = trio.Event()
+                    try:
+                        await self.refresh()
+                    except KafkaError:
+                        await trio.sleep(RETRY_BACKOFF_S)
+                        self._update_requested.set()  # keep trying in the background
+            finally:
+                self._nursery = None
+                nursery.cancel_scope.cancel()
+
+    def request_update(self) -> None:
+        """Ask the background task for a metadata refresh soon."""
+        self._update_requested.set()
+
+    # --- connections -----------------------------------------------------------------
+
+    async def connection_to(self, host: str, port: int) -> Connection:
+        """The shared connection to ``host:port``, opened now if there is none."""
+        address = (host, port)
+        while True:
+            conn = self._connections.get(address)
+            if conn is not None:
+                if conn.is_usable:
+                    return conn
+                self.drop_connection(host, port)  # broken: the reader already stopped
+                continue
+            pending = self._connecting.get(address)
+            if pending is None:
+                break
+            await pending.wait()
+            if address not in self._connections:
+                raise NetworkError(f"cannot reach broker at {host}:{port}")
+        if self._nursery is None:
+            raise RuntimeError("ClusterClient.run() is not running")
+        done = self._connecting[address] = trio.Event()
+        try:
+            conn = Connection(
+                host,
+                port,
+                client_id=self.client_id,
+                connect_timeout=self.connect_timeout_s,
+                request_timeout=self.request_timeout_s,
+            )
+            try:
+                await conn.connect()
+            except NetworkError as exc:
+                raise NetworkError(f"cannot reach broker at {host}:{port}") from exc
+            self._connections[address] = conn
+            return conn
+        finally:
+            del self._connecting[address]
+            done.set()
+
+    def drop_connection(self, host: str, port: int) -> None:
+        """Close a connection that failed; the next request opens a fresh one."""
+        conn = self._connections.pop((host, port), None)
+        if conn is not None and self._nursery is not None:
+            self._nursery.start_soon(conn.aclose)
+
+    async def broker_connection(self, node_id: int) -> Connection:
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            await self.refresh()
+            broker = self.metadata.brokers.get(node_id)
+            if broker is None:
+                raise NetworkError(f"broker {node_id} is not in the cluster metadata")
+        return await self.connection_to(broker.host, broker.port)
+
+    async def request(
+        self, node_id: int, api_key: ApiKey, body: dict[str, Any], **kwargs: Any
+    ) -> Any:
+        """One request to broker ``node_id``; a failed connection is dropped and raised."""
+        broker = self.metadata.brokers.get(node_id)
+        conn = await self.broker_connection(node_id)
+        try:
+            return await conn.request(api_key, body, **kwargs)
+        except NetworkError:
+            if broker is not None:
+                self.drop_connection(broker.host, broker.port)
+            self.request_update()
+            raise
+
+    async def send(self, node_id: int, api_key: ApiKey, body: dict[str, Any]) -> None:
+        """A request without response (Produce with acks=0)."""
+        broker = self.metadata.brokers.get(node_id)
+        conn = await self.broker_connection(node_id)
+        try:
+            await conn.send(api_key, body)
+        except NetworkError:
+            if broker is not None:
+                self.drop_connection(broker.host, broker.port)
+            self.request_update()
+            raise
+
+    async def request_any(self, api_key: ApiKey, body: dict[str, Any], **kwargs: Any) -> Any:
+        """One request to any reachable broker: known brokers first, then bootstrap."""
+        candidates = [(b.host, b.port) for b in self.metadata.brokers.values()]
+        candidates += [a for a in self.bootstrap if a not in candidates]
+        last: Exception | None = None
+        for host, port in candidates:
+            try:
+                conn = await self.connection_to(host, port)
+                return await conn.request(api_key, body, **kwargs)
+            except NetworkError as exc:
+                self.drop_connection(host, port)
+                last = exc
+        where = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
+        raise NetworkError(f"cannot reach any broker at {where}") from last
+
+    # --- metadata --------------------------------------------------------------------
+
+    async def refresh(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """Fetch fresh metadata (for ``topics`` plus the tracked ones); coalesced."""
+        if topics is not None:
+            self.topics.update(topics)
+        if self._refreshing is not None:
+            await self._refreshing.wait()
+            if topics is None or all(t in self.metadata.topics for t in topics):
+                return self.metadata
+        self._refreshing = done = trio.Event()
+        try:
+            wanted = [{"name": t} for t in sorted(self.topics)]
+            body = await self.request_any(ApiKey.METADATA, {"topics": wanted})
+            self.metadata = ClusterMetadata.from_response(body)
+            self._last_refresh = trio.current_time()
+            return self.metadata
+        finally:
+            self._refreshing = None
+            done.set()
+
+    async def describe_all(self) -> ClusterMetadata:
+        """Metadata of every topic (not cached as the tracked set)."""
+        body = await self.request_any(ApiKey.METADATA, {"topics": None})
+        return ClusterMetadata.from_response(body)
+
+    async def topic(self, name: str, *, timeout_s: float) -> TopicInfo:
+        """The topic's metadata, waiting for leaders; raises its error if it has one."""
+        with trio.move_on_after(timeout_s):
+            while True:
+                meta = await self.refresh([name])
+                info = meta.topics.get(name)
+                if info is not None and info.error_code == 0 and info.partitions:
+                    return info
+                if info is not None and info.error_code:
+                    error = wire_error(info.error_code, f"topic {name!r}")
+                    if not error.retriable:
+                        raise error
+                await trio.sleep(RETRY_BACKOFF_S)
+        info = self.metadata.topics.get(name)
+        code = info.error_code if info is not None else 3
+        raise wire_error(code or 3, f"topic {name!r}", f"no metadata after {timeout_s:g} s")

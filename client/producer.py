@@ -1,0 +1,268 @@
+"""Producer: ``async with Producer("h:p", acks="all") as p: await p.send(topic, value)``.
+
+How this works. ``send_nowait`` picks the partition (explicit, murmur2 of the key, or
+the topic's sticky partition) and appends the record to the accumulator; that is all
+the per-record work, so a tight loop of ``send_nowait`` runs at well over a million
+records a second. The sender task (client/sender.py) turns ready batches into one
+Produce request per leader. A record of a topic whose metadata the client has not seen
+yet waits in a per-topic list until a metadata request answers, then is appended.
+
+``send`` waits for the record's acknowledgement; ``send_nowait`` returns a
+:class:`Delivery` at once; ``enqueue`` is ``send_nowait`` for loops that produce faster
+than the network drains: it waits while ``buffer_memory`` worth of batches is
+outstanding and yields to the sender whenever a batch fills. ``flush`` makes every
+batch sendable now and waits until all of them completed. Leaving the ``async with``
+block flushes (unless it is left by an exception, which cancels what is unsent).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Literal
+
+import trio
+
+from client.accumulator import Delivery, ProducerBatch, RecordAccumulator, RecordMetadata
+from client.background import BackgroundTasks
+from client.metadata import ClusterClient
+from client.partitioner import StickyPartitioner
+from client.sender import Sender
+from protocol.errors import ConfigError, KafkaError, MinibrokerError
+from protocol.records import Compression, Header
+
+__all__ = ["Delivery", "Producer", "RecordMetadata"]
+
+MAX_BLOCK_S = 60.0  # Kafka's max.block.ms: how long a record waits for its topic's metadata
+
+
+def _acks(value: Literal["all", 0, 1, -1] | str | int) -> int:
+    if value in ("all", -1, "-1"):
+        return -1
+    if value in (0, 1, "0", "1"):
+        return int(value)
+    raise ConfigError(f"acks must be all, -1, 0 or 1, not {value!r}")
+
+
+def _compression(value: str | None) -> Compression:
+    if value in (None, "none"):
+        return Compression.NONE
+    if value == "gzip":
+        return Compression.GZIP
+    raise ConfigError(f"compression must be gzip or None, not {value!r}")
+
+
+class Producer:
+    """A Trio-native Kafka-style producer; see the module docstring."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        acks: Literal["all", 0, 1, -1] | str | int = "all",
+        linger_ms: float = 5,
+        batch_size: int = 16384,
+        max_in_flight: int = 5,
+        retries: int = 2**31 - 1,
+        retry_backoff_ms: float = 100,
+        delivery_timeout_ms: float = 120_000,
+        request_timeout_ms: float = 30_000,
+        compression: str | None = None,
+        max_request_size: int = 1_048_576,
+        buffer_memory: int = 32 * 1024 * 1024,
+        client_id: str = "minibroker-producer",
+    ) -> None:
+        if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
+            raise ConfigError("batch_size and max_in_flight must be > 0, linger_ms >= 0")
+        self.acks = _acks(acks)
+        self.cluster = ClusterClient(
+            bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000
+        )
+        self._partitioner = StickyPartitioner()
+        self._acc = RecordAccumulator(
+            batch_size=batch_size,
+            linger_s=linger_ms / 1000,
+            delivery_timeout_s=delivery_timeout_ms / 1000,
+            on_batch_closed=self._batch_closed,
+        )
+        self._sender = Sender(
+            self.cluster,
+            self._acc,
+            acks=self.acks,
+            max_in_flight=max_in_flight,
+            retries=retries,
+            retry_backoff_s=retry_backoff_ms / 1000,
+            request_timeout_s=request_timeout_ms / 1000,
+            compression=_compression(compression),
+            max_request_size=max_request_size,
+            on_batch_drained=self._batch_closed,
+        )
+        self._max_pending_batches = max(1, buffer_memory // batch_size)
+        self._sealed_seen = 0
+        self._waiting: dict[
+            str,
+            list[
+                tuple[
+                    Delivery,
+                    bytes | None,
+                    bytes | None,
+                    tuple[Header, ...] | None,
+                    int | None,
+                    int | None,
+                ]
+            ],
+        ] = {}
+        self._metadata_done = trio.Event()
+        self._metadata_done.set()
+        self._tasks = BackgroundTasks()
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    async def __aenter__(self) -> Producer:
+        nursery = await self._tasks.open()
+        try:
+            await nursery.start(self.cluster.run)
+            await nursery.start(self._sender.run)
+        except BaseException:
+            await self._tasks.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        try:
+            if exc is None:
+                await self.flush()
+        finally:
+            self._acc.abort_all(KafkaError("the producer was closed before sending"))
+            await self._tasks.close()
+        return None
+
+    # --- sending ---------------------------------------------------------------------
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: tuple[Header, ...] | list[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Delivery:
+        """Enqueue one record; the returned Delivery's ``result()`` gives its offset."""
+        meta = self.cluster.metadata
+        info = meta.topics.get(topic)
+        if info is None or not info.partitions:
+            return self._wait_for_topic(topic, value, key, headers, partition, timestamp_ms)
+        count = len(info.partitions)
+        if partition is None:
+            partition = self._partitioner.partition(
+                topic, key, count, meta.available_partitions(topic) if key is None else ()
+            )
+        elif not 0 <= partition < count:
+            raise MinibrokerError(f"{topic}-{partition}: topic {topic!r} has {count} partitions")
+        batch, index = self._acc.append(
+            topic, partition, value, key, tuple(headers) if headers else None, timestamp_ms
+        )
+        return Delivery(batch, index)
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: tuple[Header, ...] | list[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement."""
+        delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+        return await delivery.result()
+
+    async def enqueue(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: tuple[Header, ...] | list[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Delivery:
+        """``send_nowait`` with back-pressure: waits while the buffer is full."""
+        delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+        acc = self._acc
+        if acc.pending_batches > self._max_pending_batches:
+            while acc.pending_batches > self._max_pending_batches:
+                await acc.wait_progress()
+        elif acc.sealed_count != self._sealed_seen:
+            self._sealed_seen = acc.sealed_count
+            await trio.lowlevel.checkpoint()  # let the sender ship the batch that filled
+        return delivery
+
+    async def flush(self) -> None:
+        """Send everything buffered now and wait until every record is answered."""
+        while self._waiting:
+            await self._metadata_done.wait()
+        self._acc.flushing = True
+        try:
+            self._acc.seal_all()
+            await self._acc.wait_idle()
+        finally:
+            self._acc.flushing = False
+
+    # --- internals -------------------------------------------------------------------
+
+    def _batch_closed(self, topic: str, partition: int) -> None:
+        meta = self.cluster.metadata
+        self._partitioner.on_new_batch(
+            topic, partition, meta.partition_count(topic), meta.available_partitions(topic)
+        )
+
+    def _wait_for_topic(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: tuple[Header, ...] | list[Header] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> Delivery:
+        nursery = self._tasks.nursery
+        if nursery is None:
+            raise MinibrokerError("the producer is not open (use `async with Producer(...)`)")
+        delivery = Delivery(None, 0)
+        waiting = self._waiting.get(topic)
+        if waiting is None:
+            waiting = self._waiting[topic] = []
+            if self._metadata_done.is_set():
+                self._metadata_done = trio.Event()
+            nursery.start_soon(self._fetch_topic, topic)
+        waiting.append(
+            (delivery, value, key, tuple(headers) if headers else None, partition, timestamp_ms)
+        )
+        return delivery
+
+    async def _fetch_topic(self, topic: str) -> None:
+        error: KafkaError | None = None
+        try:
+            await self.cluster.topic(topic, timeout_s=MAX_BLOCK_S)
+        except KafkaError as exc:
+            error = exc
+        waiting = self._waiting.pop(topic)
+        if not self._waiting:
+            self._metadata_done.set()
+        for delivery, value, key, headers, partition, timestamp_ms in waiting:
+            if error is None:
+                try:
+                    placed = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+                    assert placed._batch is not None
+                    delivery._bind(placed._batch, placed._index)
+                    continue
+                except MinibrokerError as exc:
+                    error = KafkaError(str(exc))
+            failed = ProducerBatch(topic, partition or 0, 0.0, 0, 0.0)
+            failed.fail(type(error)(f"{topic}: {error.message}"))
+            delivery._bind(failed, 0)

@@ -1,0 +1,186 @@
+"""The producer's sender: drains ready batches into Produce requests, one per leader.
+
+How this works. One task loops: it expires batches whose delivery timeout passed,
+then walks the partitions that hold batches and takes the head batch of each partition
+that is ready (full, lingered, flushing, or a retry whose backoff ended) and whose
+leader is known and has fewer than ``max_in_flight`` requests outstanding. Batches of
+partitions led by the same broker go into ONE Produce request (up to
+``max_request_size`` bytes), sent from a short task per request; the connection
+pipelines them. Then the loop sleeps until the accumulator's wakeup event (a batch
+opened or filled, a request finished) or the next linger deadline.
+
+A partition error that is retriable (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+NETWORK_EXCEPTION, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS, ...) puts the batch back at
+the head of its partition after ``retry_backoff`` and asks for fresh metadata, so the
+retry goes to the new leader; it gives up after ``retries`` attempts or at the batch's
+delivery deadline. Like Kafka's producer without idempotence, a retry may reorder a
+partition's batches when ``max_in_flight`` > 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from client.accumulator import ProducerBatch, RecordAccumulator
+from client.errors import wire_error, with_context
+from client.metadata import ClusterClient
+from protocol.api import ApiKey
+from protocol.errors import KafkaError, NetworkError, RequestTimedOutError
+from protocol.records import Compression
+
+RESPONSE_MARGIN_S = 5.0  # beyond the broker's own acks timeout before we give up waiting
+
+
+def _with_partition(error: KafkaError, batch: ProducerBatch) -> KafkaError:
+    """The same error class, its message naming the topic-partition."""
+    return with_context(error, f"{batch.topic}-{batch.partition}")
+
+
+class Sender:
+    def __init__(
+        self,
+        cluster: ClusterClient,
+        accumulator: RecordAccumulator,
+        *,
+        acks: int,
+        max_in_flight: int,
+        retries: int,
+        retry_backoff_s: float,
+        request_timeout_s: float,
+        compression: Compression,
+        max_request_size: int,
+        on_batch_drained: Callable[[str, int], None],
+    ) -> None:
+        self.cluster = cluster
+        self.acc = accumulator
+        self.acks = acks
+        self.max_in_flight = max_in_flight
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_s
+        self.request_timeout_s = request_timeout_s
+        self.compression = compression
+        self.max_request_size = max_request_size
+        self._on_batch_drained = on_batch_drained
+        self._in_flight: dict[int, int] = defaultdict(int)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                self.acc.wakeup = trio.Event()
+                now = trio.current_time()
+                for batch in self.acc.expire(now):
+                    self._fail(batch, RequestTimedOutError("delivery timeout expired"))
+                next_at = self._drain(now, nursery)
+                with trio.move_on_at(next_at):
+                    await self.acc.wakeup.wait()
+
+    def _drain(self, now: float, nursery: trio.Nursery) -> float:
+        """Start requests for every ready batch that can go; returns the next deadline."""
+        meta = self.cluster.metadata
+        by_node: dict[int, list[ProducerBatch]] = {}
+        bytes_by_node: dict[int, int] = defaultdict(int)
+        next_at = math.inf
+        unknown_leader = False
+        for topic, partition, queue in self.acc.partitions_with_batches():
+            batch = queue[0]
+            next_at = min(next_at, batch.deadline)
+            ready_at = self.acc.head_ready_at(batch)
+            if ready_at > now:
+                next_at = min(next_at, ready_at)
+                continue
+            leader = meta.leader(topic, partition)
+            if leader < 0 or leader not in meta.brokers:
+                unknown_leader = True
+                continue
+            if self._in_flight[leader] >= self.max_in_flight:
+                continue  # a finishing request sets the wakeup event
+            if bytes_by_node[leader] and bytes_by_node[leader] + batch.size > self.max_request_size:
+                next_at = now  # the rest goes in the next request, right away
+                continue
+            queue.popleft()
+            if not batch.sealed:
+                self._on_batch_drained(topic, partition)  # a lingered batch: move sticky on
+            batch.sealed = True
+            by_node.setdefault(leader, []).append(batch)
+            bytes_by_node[leader] += batch.size
+        if unknown_leader:
+            self.cluster.request_update()
+            next_at = min(next_at, now + self.retry_backoff_s)
+        for node, batches in by_node.items():
+            self._in_flight[node] += 1
+            nursery.start_soon(self._produce, node, batches)
+        return next_at
+
+    def _request_body(self, batches: list[ProducerBatch]) -> dict[str, Any]:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for batch in batches:
+            records = batch.encode(self.compression)
+            topics.setdefault(batch.topic, []).append(
+                {"index": batch.partition, "records": records}
+            )
+        return {
+            "transactional_id": None,
+            "acks": self.acks,
+            "timeout_ms": int(self.request_timeout_s * 1000),
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        try:
+            body = self._request_body(batches)
+            if self.acks == 0:
+                await self.cluster.request(node, ApiKey.PRODUCE, body, expect_response=False)
+                for batch in batches:
+                    self.acc.finish(batch, base_offset=-1)
+                return
+            # The broker answers acks=all within timeout_ms; allow the network a margin.
+            response = await self.cluster.request(
+                node, ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
+            )
+        except KafkaError as exc:  # network, timeout, or a request-level error
+            for batch in batches:
+                self._retry_or_fail(batch, exc)
+            return
+        finally:
+            self._in_flight[node] -= 1
+            self.acc.wakeup.set()
+        self._handle_response(batches, response)
+
+    def _handle_response(self, batches: list[ProducerBatch], response: dict[str, Any]) -> None:
+        results: dict[tuple[str, int], dict[str, Any]] = {}
+        for topic in response.get("topics", ()):
+            for part in topic["partitions"]:
+                results[(topic["name"], part["index"])] = part
+        for batch in batches:
+            part = results.get((batch.topic, batch.partition))
+            if part is None:
+                self._retry_or_fail(batch, NetworkError("the broker did not answer for it"))
+                continue
+            code = part.get("error_code", 0)
+            if code:
+                where = f"{batch.topic}-{batch.partition}"
+                self._retry_or_fail(batch, wire_error(code, where, part.get("error_message")))
+            else:
+                self.acc.finish(
+                    batch,
+                    base_offset=part["base_offset"],
+                    log_append_time=part.get("log_append_time_ms", -1),
+                )
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+        now = trio.current_time()
+        if error.retriable and batch.attempts < self.retries and now < batch.deadline:
+            batch.attempts += 1
+            self.cluster.request_update()
+            self.acc.reenqueue(batch, now + self.retry_backoff_s)
+        else:
+            self._fail(batch, error)
+
+    def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+        self.acc.finish(batch, _with_partition(error, batch))

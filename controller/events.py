@@ -84,6 +84,12 @@ class SessionExpired(ControllerEvent):
 
 
 @dataclass(frozen=True)
+class ZkReconnected(ControllerEvent):
+    """The ZooKeeper connection came back on the same session: kazoo dropped every
+    watch while it was down, so the controller re-arms them and re-reads."""
+
+
+@dataclass(frozen=True)
 class BrokerChange(ControllerEvent):
     """The children of /brokers/ids changed."""
 
@@ -107,10 +113,14 @@ class TopicDeletion(ControllerEvent):
 
 @dataclass(frozen=True)
 class TopicDeletionStopReplicaResponse(ControllerEvent):
-    """A broker answered StopReplica(delete=True); ``errors`` maps partitions to codes."""
+    """A broker answered StopReplica: ``deleted`` are the partitions the request asked
+    it to delete, ``errors`` the per-partition codes it answered, ``error_code`` the
+    top-level one (non-zero fails every partition)."""
 
     broker_id: int
+    deleted: frozenset[TopicPartition]
     errors: Mapping[TopicPartition, int]
+    error_code: int = 0
 
 
 @dataclass(frozen=True)
@@ -156,10 +166,12 @@ class IsrChangeNotification(ControllerEvent):
 @dataclass(frozen=True)
 class PreferredReplicaElection(ControllerEvent):
     """Move leadership back to the preferred replica: ``partitions`` None means every
-    partition; ``reply`` is set when a broker API (ElectLeaders) waits for the result."""
+    partition; ``reply`` is set when a broker API (ElectLeaders) waits for the result;
+    ``from_zk`` when /admin/preferred_replica_election names the partitions."""
 
     partitions: frozenset[TopicPartition] | None = None
     reply: Reply[dict[TopicPartition, KafkaError | None]] | None = None
+    from_zk: bool = False
 
     def preempt(self) -> None:
         if self.reply is not None:

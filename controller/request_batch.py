@@ -26,6 +26,7 @@ StopReplica:    partition_states[{topic_name, partition_index, leader_epoch,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -46,6 +47,9 @@ EPOCH_DURING_DELETE = -2
 Body = dict[str, Any]
 ResponseCallback = Callable[[int, Body], None]
 """Called with (broker_id, response body) when a broker answers."""
+
+StopReplicaCallback = Callable[[int, Body, Body], None]
+"""Called with (broker_id, request body, response body) for every StopReplica."""
 
 
 class RequestSender(Protocol):
@@ -81,7 +85,7 @@ class ControllerBrokerRequestBatch:
         context: ControllerContext,
         controller_id: int,
         sender: RequestSender,
-        on_stop_replica_response: ResponseCallback | None = None,
+        on_stop_replica_response: StopReplicaCallback | None = None,
     ) -> None:
         self._context = context
         self._controller_id = controller_id
@@ -185,9 +189,11 @@ class ControllerBrokerRequestBatch:
     def send_requests(self, controller_epoch: int) -> None:
         try:
             for request in self.requests(controller_epoch):
-                callback = (
-                    self._on_stop_replica_response if request.api_key == STOP_REPLICA else None
-                )
+                callback = None
+                if request.api_key == STOP_REPLICA and self._on_stop_replica_response:
+                    callback = functools.partial(
+                        _answer_with_request, self._on_stop_replica_response, request.body
+                    )
                 self._sender.send(request.broker_id, request.api_key, request.body, callback)
         finally:
             self.clear()
@@ -260,3 +266,9 @@ class ControllerBrokerRequestBatch:
                 }
             )
         return {"partition_states": states}
+
+
+def _answer_with_request(
+    callback: StopReplicaCallback, request: Body, broker_id: int, response: Body
+) -> None:
+    callback(broker_id, request, response)

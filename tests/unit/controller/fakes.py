@@ -4,10 +4,13 @@ behaves like ZooKeeper's versioned znodes, a request sender that records, and br
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from controller.context import ControllerContext, LeaderAndIsr, TopicPartition
+import trio
+
+from controller.context import ControllerContext, ControllerMovedError, LeaderAndIsr, TopicPartition
 from controller.request_batch import Body, ResponseCallback
 from controller.state_machines import WriteResult
 from protocol.api import latest_version, validate_request
@@ -19,6 +22,7 @@ class Broker:
     host: str = "127.0.0.1"
     port: int = 9092
     rack: str | None = None
+    epoch: int = 0
 
 
 @dataclass
@@ -107,3 +111,152 @@ def make_context(
         for partition, replicas in partitions.items():
             ctx.set_assignment(TopicPartition(topic, partition), replicas)
     return ctx
+
+
+@dataclass
+class FakeTopic:
+    partitions: dict[int, tuple[int, ...]]
+    adding_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class FakeControllerZk(FakeStateStore):
+    """ZooKeeper as the controller sees it (controller.controller_zk.ControllerZk), in
+    memory. ``fenced`` makes every write fail as if another controller took over."""
+
+    controller_id: int | None = None
+    epoch: int = 0
+    brokers: dict[int, Broker] = field(default_factory=dict)
+    topics: dict[str, FakeTopic] = field(default_factory=dict)
+    unclean_overrides: dict[str, bool] = field(default_factory=dict)
+    delete_marks: set[str] = field(default_factory=set)
+    reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    preferred: set[TopicPartition] = field(default_factory=set)
+    isr_notifications: dict[str, set[TopicPartition]] = field(default_factory=dict)
+    watched_states: set[TopicPartition] = field(default_factory=set)
+    fenced: bool = False
+
+    def _fence(self) -> None:
+        if self.fenced:
+            raise ControllerMovedError("fenced by a newer controller")
+
+    def add_topic(self, topic: str, partitions: Mapping[int, Iterable[int]]) -> None:
+        self.topics[topic] = FakeTopic({p: tuple(r) for p, r in partitions.items()})
+
+    async def create_partition_states(
+        self, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> WriteResult:
+        self._fence()
+        return await super().create_partition_states(states)
+
+    async def update_partition_states(
+        self, states: Mapping[TopicPartition, LeaderAndIsr]
+    ) -> WriteResult:
+        self._fence()
+        return await super().update_partition_states(states)
+
+    async def get_controller_id(self, *, watch: bool) -> int | None:
+        return self.controller_id
+
+    async def register_controller(self, broker_id: int) -> tuple[int, int]:
+        if self.controller_id is not None:
+            raise ControllerMovedError("taken")
+        self.controller_id = broker_id
+        self.epoch += 1
+        return self.epoch, self.epoch
+
+    async def resign_controller(self, broker_id: int) -> None:
+        if self.controller_id == broker_id:
+            self.controller_id = None
+
+    async def get_live_brokers(self, *, watch: bool) -> dict[int, Broker]:
+        return dict(self.brokers)
+
+    async def get_all_topics(self, *, watch: bool) -> set[str]:
+        return set(self.topics)
+
+    async def get_topic_assignments(
+        self, topics: Iterable[str], *, watch: bool
+    ) -> dict[str, FakeTopic]:
+        return {t: self.topics[t] for t in topics if t in self.topics}
+
+    async def set_topic_assignment(
+        self,
+        topic: str,
+        partitions: Mapping[int, Sequence[int]],
+        adding: Mapping[int, Sequence[int]],
+        removing: Mapping[int, Sequence[int]],
+    ) -> None:
+        self._fence()
+        self.topics[topic] = FakeTopic(
+            {p: tuple(r) for p, r in partitions.items()},
+            {p: tuple(r) for p, r in adding.items() if r},
+            {p: tuple(r) for p, r in removing.items() if r},
+        )
+
+    async def get_unclean_leader_election_override(self, topic: str) -> bool | None:
+        return self.unclean_overrides.get(topic)
+
+    async def get_topics_to_delete(self, *, watch: bool) -> set[str]:
+        return set(self.delete_marks)
+
+    async def delete_topic_deletion_marks(self, topics: Iterable[str]) -> None:
+        self.delete_marks -= set(topics)
+
+    async def delete_topic(self, topic: str) -> None:
+        self._fence()
+        self.topics.pop(topic, None)
+        self.delete_marks.discard(topic)
+        for tp in [tp for tp in self.znodes if tp.topic == topic]:
+            del self.znodes[tp]
+
+    async def get_reassignments(self, *, watch: bool) -> dict[TopicPartition, tuple[int, ...]]:
+        return dict(self.reassignments)
+
+    async def set_reassignments(self, targets: Mapping[TopicPartition, Sequence[int]]) -> None:
+        self.reassignments = {tp: tuple(r) for tp, r in targets.items()}
+
+    async def watch_partition_state(self, tp: TopicPartition) -> None:
+        self.watched_states.add(tp)
+
+    async def get_preferred_replica_election(self, *, watch: bool) -> set[TopicPartition]:
+        return set(self.preferred)
+
+    async def delete_preferred_replica_election(self) -> None:
+        self.preferred.clear()
+
+    async def get_isr_change_notifications(self, *, watch: bool) -> list[str]:
+        return sorted(self.isr_notifications)
+
+    async def read_isr_change_notifications(self, names: Iterable[str]) -> set[TopicPartition]:
+        return {tp for n in names for tp in self.isr_notifications.get(n, set())}
+
+    async def delete_isr_change_notifications(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.isr_notifications.pop(name, None)
+
+
+@dataclass
+class RecordingChannel(RecordingSender):
+    """The controller's broker channel: records requests to registered brokers only."""
+
+    brokers: set[int] = field(default_factory=set)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+
+    def add_broker(self, broker: Any) -> None:
+        self.brokers.add(broker.id)
+
+    def remove_broker(self, broker_id: int) -> None:
+        self.brokers.discard(broker_id)
+
+    def remove_all(self) -> None:
+        self.brokers.clear()
+
+    def send(
+        self, broker_id: int, api_key: int, body: Body, on_response: ResponseCallback | None
+    ) -> None:
+        assert broker_id in self.brokers, f"request to unregistered broker {broker_id}"
+        super().send(broker_id, api_key, body, on_response)

@@ -12,7 +12,7 @@ from controller.request_batch import (
     UPDATE_METADATA,
     BatchNotEmptyError,
     ControllerBrokerRequestBatch,
-    ResponseCallback,
+    StopReplicaCallback,
 )
 from tests.unit.controller.fakes import RecordingSender, make_context
 
@@ -20,7 +20,7 @@ A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b",
 
 
 def setup(
-    on_stop_replica_response: ResponseCallback | None = None,
+    on_stop_replica_response: StopReplicaCallback | None = None,
 ) -> tuple[ControllerBrokerRequestBatch, RecordingSender, ControllerContext]:
     ctx = make_context([1, 2, 3], {"a": {0: [1, 2], 1: [2, 3]}, "b": {0: [3, 1]}}, epoch=5)
     ctx.leadership = {
@@ -106,8 +106,10 @@ def test_update_metadata_without_partitions_still_lists_brokers() -> None:
 
 
 def test_stop_replica_merges_delete_flags_and_gets_the_response_callback() -> None:
-    seen: list[int] = []
-    batch, sender, _ = setup(lambda broker, body: seen.append(broker))
+    seen: list[tuple[int, int]] = []
+    batch, sender, _ = setup(
+        lambda broker, req, resp: seen.append((broker, len(req["partition_states"])))
+    )
     batch.add_stop_replica([1], A0, delete=True)
     batch.add_stop_replica([1], A0, delete=False)
     batch.add_stop_replica([1], B0, delete=False)
@@ -120,7 +122,7 @@ def test_stop_replica_merges_delete_flags_and_gets_the_response_callback() -> No
     ]
     assert sent.on_response is not None
     sent.on_response(1, {})
-    assert seen == [1]
+    assert seen == [(1, 2)]
 
 
 def test_leader_and_isr_names_replicas_being_added_and_removed_by_a_reassignment() -> None:

@@ -1,0 +1,559 @@
+"""KafkaController: election, failover, and the handlers of every controller event.
+
+How this works: every broker runs one KafkaController. ``run`` starts the event loop
+(one queue, one consumer; controller/event_manager.py), the broker channel, and a task
+that turns ZooKeeper watch firings into events; then it queues Startup. The first
+broker to create /controller (bumping /controller_epoch in the same transaction) is the
+active controller: it loads the ControllerContext from ZooKeeper (onControllerFailover)
+and from then on reacts to events. The others only watch /controller.
+
+Every handler runs alone (the event loop guarantees it), re-reads what the event names
+from ZooKeeper, decides through the state machines (ZooKeeper first, requests second)
+and returns. A ControllerMovedError anywhere means another controller fenced us: we
+resign (forget the context, drop broker connections) and watch /controller again.
+
+Handlers follow Kafka 2.x's KafkaController, step by step:
+
+* broker change: new brokers -> onBrokerStartup, dead -> onBrokerFailure, re-registered
+  (new znode epoch) -> failure then startup;
+* controlled shutdown: leadership moves to an ISR member that stays, followers are
+  stopped and dropped from the ISR; the reply lists what the broker still leads;
+* topic change / partition modifications: new partitions New -> Online;
+* ISR change notifications: refresh leadership, UpdateMetadata to every broker;
+* preferred election (ElectLeaders, /admin/preferred_replica_election, or the
+  auto-rebalance timer): AR[0] leads again where it is alive and in the ISR.
+
+Topic deletion and reassignment live in controller/topic_deletion.py and
+controller/reassignment.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+
+from controller import events as ev
+from controller.context import (
+    ControllerContext,
+    ControllerMovedError,
+    PartitionReplica,
+    TopicPartition,
+)
+from controller.controller_zk import ControllerZk, event_for_watch
+from controller.event_manager import ControllerEventManager
+from controller.partition_state_machine import PartitionStateMachine
+from controller.reassignment import ReassignmentManager
+from controller.replica_state_machine import ReplicaStateMachine
+from controller.request_batch import Body, ControllerBrokerRequestBatch, RequestSender
+from controller.state_machines import ElectionStrategy, PartitionState, ReplicaState
+from controller.topic_deletion import TopicDeletionManager
+from controller.zk_client import StateChange, WatchEvent, ZkEvent, ZkState
+from protocol.errors import (
+    BrokerNotAvailableError,
+    ElectionNotNeededError,
+    KafkaError,
+    PreferredLeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
+
+log = logging.getLogger("minibroker.controller")
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    broker_id: int
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_s: float = 300.0
+    """Kafka's leader.imbalance.check.interval.seconds."""
+    leader_imbalance_per_broker_percentage: int = 10
+    """Rebalance a broker's partitions once more than this share is led elsewhere."""
+    delete_topic_enable: bool = True
+
+
+class BrokerChannel(RequestSender, Protocol):
+    """The ControllerChannelManager as the controller uses it."""
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None: ...
+    def add_broker(self, broker: Any) -> None: ...
+    def remove_broker(self, broker_id: int) -> None: ...
+    def remove_all(self) -> None: ...
+
+
+class KafkaController:
+    def __init__(self, config: ControllerConfig, zk: ControllerZk, channel: BrokerChannel) -> None:
+        self.config = config
+        self.zk = zk
+        self.channel = channel
+        self.context = ControllerContext()
+        self.events = ControllerEventManager(self.process)
+        self.batch = ControllerBrokerRequestBatch(
+            self.context, config.broker_id, channel, self._on_stop_replica_response
+        )
+        self.partition_state_machine = PartitionStateMachine(
+            self.context,
+            zk,
+            self.batch,
+            unclean_allowed=self._unclean_allowed,
+            on_unclean_election=self._count_unclean_election,
+        )
+        self.replica_state_machine = ReplicaStateMachine(self.context, zk, self.batch)
+        self.topic_deletion = TopicDeletionManager(self)
+        self.reassignment = ReassignmentManager(self)
+        self.active_controller_id: int | None = None
+        self.unclean_elections = 0
+        self._active = False
+        self._unclean_overrides: dict[str, bool] = {}
+        self._nursery: trio.Nursery | None = None
+        self._rebalance_scope: trio.CancelScope | None = None
+        self._handlers: dict[type[ev.ControllerEvent], Callable[[Any], Awaitable[None]]] = {
+            ev.Startup: self._on_startup,
+            ev.ControllerChange: self._on_controller_change,
+            ev.Reelect: self._on_reelect,
+            ev.SessionExpired: self._on_session_expired,
+            ev.ZkReconnected: self._on_zk_reconnected,
+            ev.BrokerChange: self._on_broker_change,
+            ev.TopicChange: self._on_topic_change,
+            ev.PartitionModifications: self._on_partition_modifications,
+            ev.TopicDeletion: self.topic_deletion.on_topic_deletion_event,
+            ev.TopicDeletionStopReplicaResponse: self.topic_deletion.on_stop_replica_response,
+            ev.PartitionReassignment: self.reassignment.on_zk_reassignment,
+            ev.ApiPartitionReassignment: self.reassignment.on_api_reassignment,
+            ev.ListPartitionReassignments: self.reassignment.on_list_reassignments,
+            ev.PartitionReassignmentIsrChange: self.reassignment.on_isr_change,
+            ev.IsrChangeNotification: self._on_isr_change_notification,
+            ev.PreferredReplicaElection: self._on_preferred_replica_election,
+            ev.AutoPreferredLeaderBalance: self._on_auto_leader_balance,
+            ev.ControlledShutdown: self._on_controlled_shutdown,
+        }
+
+    # -- running ------------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def offline_partitions_count(self) -> int:
+        return len(self.context.offline_partitions()) if self._active else 0
+
+    async def run(
+        self,
+        *,
+        zk_events: trio.MemoryReceiveChannel[ZkEvent] | None = None,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run until cancelled. ``zk_events`` is the ZooKeeper client's subscription."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(self.channel.run)
+            await nursery.start(self.events.run)
+            if zk_events is not None:
+                nursery.start_soon(self._dispatch_zk_events, zk_events)
+            self.events.put(ev.Startup())
+            task_status.started()
+
+    async def _dispatch_zk_events(self, zk_events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
+        async for zk_event in zk_events:
+            if isinstance(zk_event, WatchEvent):
+                event = event_for_watch(zk_event)
+                if event is not None:
+                    self.events.put(event)
+            elif isinstance(zk_event, StateChange):
+                if zk_event.state is ZkState.EXPIRED:
+                    self.events.clear_and_put(ev.SessionExpired())
+                elif zk_event.state is ZkState.CONNECTED:
+                    self.events.put(ev.Reelect() if zk_event.new_session else ev.ZkReconnected())
+
+    async def process(self, event: ev.ControllerEvent) -> None:
+        """Handle one event (called by the event loop only)."""
+        if not self._active and not isinstance(
+            event,
+            (ev.Startup, ev.ControllerChange, ev.Reelect, ev.SessionExpired, ev.ZkReconnected),
+        ):
+            event.preempt()
+            return
+        try:
+            await self._handlers[type(event)](event)
+        except ControllerMovedError as exc:
+            log.warning(
+                "controller %d fenced while handling %r: %s", self.config.broker_id, event, exc
+            )
+            event.preempt()
+            self._resign()
+            self.active_controller_id = await self.zk.get_controller_id(watch=True)
+
+    # -- election -------------------------------------------------------------------------
+
+    async def _on_startup(self, event: ev.Startup) -> None:
+        await self._elect()
+
+    async def _elect(self) -> None:
+        me = self.config.broker_id
+        self.active_controller_id = await self.zk.get_controller_id(watch=True)
+        if self.active_controller_id == me and not self._active:
+            # Our own ephemeral from before a reconnect: give it up and compete again.
+            await self.zk.resign_controller(me)
+            self.active_controller_id = await self.zk.get_controller_id(watch=True)
+        if self.active_controller_id is not None:
+            return
+        try:
+            epoch, epoch_zk_version = await self.zk.register_controller(me)
+        except ControllerMovedError:
+            self.active_controller_id = await self.zk.get_controller_id(watch=True)
+            return
+        self.active_controller_id = me
+        log.info("broker %d is the controller, epoch %d", me, epoch)
+        try:
+            await self._on_controller_failover(epoch, epoch_zk_version)
+        except ControllerMovedError:
+            raise
+        except Exception:
+            log.exception("controller failover failed; resigning so another broker takes over")
+            self._resign()
+            await self.zk.resign_controller(me)
+
+    async def _on_controller_change(self, event: ev.ControllerChange) -> None:
+        self.active_controller_id = await self.zk.get_controller_id(watch=True)
+        if self._active and self.active_controller_id != self.config.broker_id:
+            self._resign()
+
+    async def _on_reelect(self, event: ev.Reelect) -> None:
+        if self._active:
+            self._resign()
+        await self._elect()
+
+    async def _on_session_expired(self, event: ev.SessionExpired) -> None:
+        # The ephemeral /controller is gone with the session; the new session's
+        # CONNECTED (new_session) queues a Reelect.
+        self._resign()
+        self.active_controller_id = None
+
+    async def _on_zk_reconnected(self, event: ev.ZkReconnected) -> None:
+        self.active_controller_id = await self.zk.get_controller_id(watch=True)
+        if not self._active:
+            if self.active_controller_id is None:
+                await self._elect()
+            return
+        if self.active_controller_id != self.config.broker_id:
+            self._resign()
+            return
+        # Re-arm every watch and catch up with whatever changed while we were away.
+        for catch_up in (
+            ev.BrokerChange(),
+            ev.TopicChange(),
+            ev.TopicDeletion(),
+            ev.IsrChangeNotification(),
+            ev.PartitionReassignment(),
+        ):
+            self.events.put(catch_up)
+        for topic in self.context.all_topics:
+            self.events.put(ev.PartitionModifications(topic))
+
+    async def _on_controller_failover(self, epoch: int, epoch_zk_version: int) -> None:
+        ctx = self.context
+        ctx.reset()
+        ctx.epoch, ctx.epoch_zk_version = epoch, epoch_zk_version
+        self._active = True
+        brokers = await self.zk.get_live_brokers(watch=True)
+        ctx.set_live_brokers(brokers.values())
+        for broker in brokers.values():
+            self.channel.add_broker(broker)
+        topics = await self.zk.get_all_topics(watch=True)
+        await self._load_topics(topics)
+        ctx.update_leadership(await self.zk.read_partition_states(list(ctx.all_partitions())))
+        await self.zk.get_isr_change_notifications(watch=True)
+        self.events.put(ev.IsrChangeNotification())  # ones written while nobody was controller
+        await self.topic_deletion.initialize(await self.zk.get_topics_to_delete(watch=True))
+        self.batch.new_batch()
+        self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, ctx.leadership)
+        self.batch.send_requests(ctx.epoch)
+        self.replica_state_machine.initialize_states()
+        online = {r for r, s in ctx.replica_states.items() if s is ReplicaState.ONLINE}
+        await self.replica_state_machine.handle_state_changes(online, ReplicaState.ONLINE)
+        self.partition_state_machine.initialize_states()
+        await self.partition_state_machine.trigger_online_partition_state_change()
+        await self.reassignment.resume_after_failover()
+        if await self.zk.get_preferred_replica_election(watch=True):
+            self.events.put(ev.PreferredReplicaElection(from_zk=True))
+        await self.topic_deletion.resume()
+        if self.config.auto_leader_rebalance_enable and self._nursery is not None:
+            self._rebalance_scope = trio.CancelScope()
+            self._nursery.start_soon(self._rebalance_timer, self._rebalance_scope)
+        log.info(
+            "controller %d failover done: %d brokers, %d topics",
+            self.config.broker_id,
+            len(ctx.live_brokers),
+            len(ctx.assignments),
+        )
+
+    def _resign(self) -> None:
+        if self._active:
+            log.info("broker %d resigns as controller", self.config.broker_id)
+        self._active = False
+        if self._rebalance_scope is not None:
+            self._rebalance_scope.cancel()
+            self._rebalance_scope = None
+        self.channel.remove_all()
+        self.batch.clear()
+        self.context.reset()
+        self._unclean_overrides.clear()
+
+    async def _rebalance_timer(self, scope: trio.CancelScope) -> None:
+        with scope:
+            while True:
+                await trio.sleep(self.config.leader_imbalance_check_interval_s)
+                self.events.put(ev.AutoPreferredLeaderBalance())
+
+    # -- topics ---------------------------------------------------------------------------
+
+    async def _load_topics(self, topics: Iterable[str]) -> set[TopicPartition]:
+        """Read the assignments of ``topics`` (arming their watches) into the context;
+        returns their partitions."""
+        topics = sorted(topics)
+        assignments = await self.zk.get_topic_assignments(topics, watch=True)
+        loaded: set[TopicPartition] = set()
+        for topic, replicas in assignments.items():
+            for partition, ar in replicas.partitions.items():
+                tp = TopicPartition(topic, partition)
+                self.context.set_assignment(tp, ar)
+                loaded.add(tp)
+            self.reassignment.note_recorded_reassignment(topic, replicas)
+            override = await self.zk.get_unclean_leader_election_override(topic)
+            if override is not None:
+                self._unclean_overrides[topic] = override
+        return loaded
+
+    async def _on_topic_change(self, event: ev.TopicChange) -> None:
+        topics = await self.zk.get_all_topics(watch=True)
+        known = self.context.all_topics
+        for gone in known - topics:
+            self.context.remove_topic(gone)
+        new_partitions = await self._load_topics(topics - known)
+        if new_partitions:
+            await self.on_new_partition_creation(new_partitions)
+
+    async def _on_partition_modifications(self, event: ev.PartitionModifications) -> None:
+        topic = event.topic
+        assignments = await self.zk.get_topic_assignments([topic], watch=True)
+        replicas = assignments.get(topic)
+        if replicas is None or topic in self.context.topics_to_be_deleted:
+            return
+        added = {
+            TopicPartition(topic, p): ar
+            for p, ar in replicas.partitions.items()
+            if not self.context.replicas_for(TopicPartition(topic, p))
+        }
+        for tp, ar in added.items():
+            self.context.set_assignment(tp, ar)
+        if added:
+            await self.on_new_partition_creation(set(added))
+
+    async def on_new_partition_creation(self, partitions: set[TopicPartition]) -> None:
+        replicas = self.context.replicas_for_partitions(partitions)
+        await self.partition_state_machine.handle_state_changes(partitions, PartitionState.NEW)
+        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.NEW)
+        await self.partition_state_machine.handle_state_changes(partitions, PartitionState.ONLINE)
+        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        return self._unclean_overrides.get(topic, self.config.unclean_leader_election_enable)
+
+    def _count_unclean_election(self, tp: TopicPartition) -> None:
+        self.unclean_elections += 1
+
+    # -- brokers --------------------------------------------------------------------------
+
+    async def _on_broker_change(self, event: ev.BrokerChange) -> None:
+        ctx = self.context
+        current = await self.zk.get_live_brokers(watch=True)
+        known = dict(ctx.live_brokers)
+        new = sorted(set(current) - set(known))
+        dead = sorted(set(known) - set(current))
+        bounced = sorted(
+            b
+            for b in set(current) & set(known)
+            if getattr(known[b], "epoch", -1) != getattr(current[b], "epoch", -1)
+        )
+        for broker_id in dead + bounced:
+            self.channel.remove_broker(broker_id)
+        for broker_id in new + bounced:
+            self.channel.add_broker(current[broker_id])
+        if new:
+            ctx.add_live_brokers(current[b] for b in new)
+            await self.on_broker_startup(new)
+        if bounced:
+            ctx.remove_live_brokers(bounced)
+            await self.on_broker_failure(bounced)
+            ctx.add_live_brokers(current[b] for b in bounced)
+            await self.on_broker_startup(bounced)
+        if dead:
+            ctx.remove_live_brokers(dead)
+            await self.on_broker_failure(dead)
+
+    async def on_broker_startup(self, new_brokers: list[int]) -> None:
+        ctx = self.context
+        log.info("brokers started: %s", new_brokers)
+        existing = ctx.live_or_shutting_down_broker_ids - set(new_brokers)
+        self.batch.new_batch()
+        self.batch.add_update_metadata(existing, [])
+        self.batch.add_update_metadata(new_brokers, ctx.leadership)
+        self.batch.send_requests(ctx.epoch)
+        replicas = {
+            r
+            for r in ctx.replicas_on_brokers(new_brokers)
+            if r.topic not in ctx.topics_to_be_deleted
+        }
+        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+        await self.partition_state_machine.trigger_online_partition_state_change()
+        await self.reassignment.resume_for_brokers(set(new_brokers))
+        await self.topic_deletion.resume_for_brokers(set(new_brokers))
+
+    async def on_broker_failure(self, dead_brokers: list[int]) -> None:
+        ctx = self.context
+        log.info("brokers failed: %s", dead_brokers)
+        dead = set(dead_brokers)
+        ctx.shutting_down_broker_ids -= dead
+        leaderless = {
+            tp
+            for tp, lai in ctx.leadership.items()
+            if lai.leader in dead and tp.topic not in ctx.topics_to_be_deleted
+        }
+        await self.partition_state_machine.handle_state_changes(leaderless, PartitionState.OFFLINE)
+        await self.partition_state_machine.trigger_online_partition_state_change()
+        on_dead = ctx.replicas_on_brokers(dead)
+        active = {r for r in on_dead if r.topic not in ctx.topics_to_be_deleted}
+        await self.replica_state_machine.handle_state_changes(active, ReplicaState.OFFLINE)
+        await self.topic_deletion.fail_replica_deletion(on_dead - active)
+        if not leaderless:
+            # Nobody's leadership changed, but every broker must forget the dead ones.
+            self.batch.new_batch()
+            self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
+            self.batch.send_requests(ctx.epoch)
+
+    async def _on_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
+        try:
+            event.reply.set(await self.shutdown_broker(event.broker_id))
+        except KafkaError as exc:
+            event.reply.fail(exc)
+
+    async def shutdown_broker(self, broker_id: int) -> set[TopicPartition]:
+        """Move leadership off ``broker_id`` and stop its follower replicas; returns the
+        replicated partitions it still leads (the broker asks again while any remain)."""
+        ctx = self.context
+        if broker_id not in ctx.live_brokers:
+            raise BrokerNotAvailableError(f"broker {broker_id} is not registered")
+        ctx.shutting_down_broker_ids.add(broker_id)
+        to_act_on = [
+            tp
+            for tp in sorted(ctx.partitions_on_broker(broker_id))
+            if len(ctx.replicas_for(tp)) > 1
+            and tp in ctx.leadership
+            and tp.topic not in ctx.topics_to_be_deleted
+        ]
+        led = [tp for tp in to_act_on if ctx.leadership[tp].leader == broker_id]
+        followers = [tp for tp in to_act_on if ctx.leadership[tp].leader != broker_id]
+        await self.partition_state_machine.handle_state_changes(
+            led, PartitionState.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN
+        )
+        self.batch.new_batch()
+        for tp in followers:
+            self.batch.add_stop_replica([broker_id], tp, delete=False)
+        self.batch.send_requests(ctx.epoch)
+        await self.replica_state_machine.handle_state_changes(
+            [PartitionReplica(tp.topic, tp.partition, broker_id) for tp in followers],
+            ReplicaState.OFFLINE,
+        )
+        return {tp for tp in ctx.partitions_led_by(broker_id) if len(ctx.replicas_for(tp)) > 1}
+
+    # -- ISR changes and preferred leaders -------------------------------------------------
+
+    async def _on_isr_change_notification(self, event: ev.IsrChangeNotification) -> None:
+        names = await self.zk.get_isr_change_notifications(watch=True)
+        if not names:
+            return
+        changed = await self.zk.read_isr_change_notifications(names)
+        await self.zk.delete_isr_change_notifications(names)
+        known = [tp for tp in changed if self.context.replicas_for(tp)]
+        self.context.update_leadership(await self.zk.read_partition_states(known))
+        self.batch.new_batch()
+        self.batch.add_update_metadata(self.context.live_or_shutting_down_broker_ids, known)
+        self.batch.send_requests(self.context.epoch)
+
+    async def _on_preferred_replica_election(self, event: ev.PreferredReplicaElection) -> None:
+        if event.from_zk:
+            partitions: Iterable[TopicPartition] = await self.zk.get_preferred_replica_election(
+                watch=True
+            )
+        elif event.partitions is None:
+            partitions = list(self.context.all_partitions())
+        else:
+            partitions = event.partitions
+        results = await self.elect_preferred_leaders(partitions)
+        if event.from_zk:
+            await self.zk.delete_preferred_replica_election()
+        if event.reply is not None:
+            event.reply.set(results)
+
+    async def elect_preferred_leaders(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        ctx = self.context
+        results: dict[TopicPartition, KafkaError | None] = {}
+        candidates: list[TopicPartition] = []
+        for tp in partitions:
+            replicas = ctx.replicas_for(tp)
+            lai = ctx.leadership.get(tp)
+            if not replicas:
+                results[tp] = UnknownTopicOrPartitionError(f"{tp} does not exist")
+            elif tp.topic in ctx.topics_to_be_deleted or tp in ctx.partitions_being_reassigned:
+                results[tp] = PreferredLeaderNotAvailableError(f"{tp} is being deleted or moved")
+            elif lai is not None and lai.leader == replicas[0]:
+                results[tp] = ElectionNotNeededError(f"{tp} is led by its preferred replica")
+            else:
+                candidates.append(tp)
+        failures = await self.partition_state_machine.handle_state_changes(
+            candidates, PartitionState.ONLINE, ElectionStrategy.PREFERRED
+        )
+        for tp in candidates:
+            failed = tp in failures
+            results[tp] = PreferredLeaderNotAvailableError(str(failures[tp])) if failed else None
+        return results
+
+    async def _on_auto_leader_balance(self, event: ev.AutoPreferredLeaderBalance) -> None:
+        ctx = self.context
+        to_move: list[TopicPartition] = []
+        for broker_id, not_led in sorted(ctx.preferred_replica_imbalance().items()):
+            preferred_total = sum(
+                1 for tp in ctx.all_partitions() if ctx.replicas_for(tp)[:1] == (broker_id,)
+            )
+            if not preferred_total or broker_id not in ctx.live_broker_ids:
+                continue
+            ratio = 100 * len(not_led) / preferred_total
+            if ratio > self.config.leader_imbalance_per_broker_percentage:
+                to_move += [tp for tp in sorted(not_led) if broker_id in ctx.leadership[tp].isr]
+        if to_move:
+            log.info("auto leader rebalance moves %d partitions", len(to_move))
+            await self.elect_preferred_leaders(to_move)
+
+    # -- responses ----------------------------------------------------------------------
+
+    def _on_stop_replica_response(self, broker_id: int, request: Body, response: Body) -> None:
+        """Runs in the channel's sender task: hand the answer to the event loop."""
+        deleted = frozenset(
+            TopicPartition(s["topic_name"], s["partition_index"])
+            for s in request["partition_states"]
+            if s["delete_partition"]
+        )
+        if not deleted:
+            return
+        errors = {
+            TopicPartition(e["topic_name"], e["partition_index"]): int(e.get("error_code", 0))
+            for e in response.get("partition_errors", [])
+        }
+        top = int(response.get("error_code", 0))
+        self.events.put(ev.TopicDeletionStopReplicaResponse(broker_id, deleted, errors, top))

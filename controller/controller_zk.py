@@ -1,0 +1,163 @@
+"""What the controller needs from ZooKeeper, and how watch firings become events.
+
+``ControllerZk`` is the Protocol the controller is written against: the ZooKeeper data
+layer (controller/zk_data.py) provides it over a real ensemble, and the unit tests over
+a dict. Every read that takes ``watch=True`` (re-)arms a one-shot watch on that znode;
+the firing arrives on the ZooKeeper client's event channel, and ``event_for_watch``
+turns it into the controller event to queue. The controller never acts on a watch
+directly: the event handler re-reads ZooKeeper (DESIGN §7).
+
+Writes of the active controller are fenced: the implementation checks the version of
+``/controller_epoch`` it bumped and raises ControllerMovedError when another controller
+bumped it since.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+from controller.context import BrokerAddress, TopicPartition
+from controller.events import (
+    BrokerChange,
+    ControllerChange,
+    ControllerEvent,
+    IsrChangeNotification,
+    PartitionModifications,
+    PartitionReassignment,
+    PartitionReassignmentIsrChange,
+    PreferredReplicaElection,
+    Reelect,
+    TopicChange,
+    TopicDeletion,
+)
+from controller.state_machines import PartitionStateStore
+from controller.zk_client import WatchEvent, WatchType
+
+CONTROLLER_PATH = "/controller"
+BROKER_IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
+ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+
+
+class RegisteredBroker(BrokerAddress, Protocol):
+    @property
+    def epoch(self) -> int:
+        """The czxid of its /brokers/ids znode: a re-registered broker has a new one."""
+        ...
+
+
+class TopicReplicas(Protocol):
+    """A topic's assignment as /brokers/topics/T stores it."""
+
+    @property
+    def partitions(self) -> Mapping[int, tuple[int, ...]]: ...
+    @property
+    def adding_replicas(self) -> Mapping[int, tuple[int, ...]]: ...
+    @property
+    def removing_replicas(self) -> Mapping[int, tuple[int, ...]]: ...
+
+
+class ControllerZk(PartitionStateStore, Protocol):
+    # -- election -------------------------------------------------------------------
+    async def get_controller_id(self, *, watch: bool) -> int | None: ...
+
+    async def register_controller(self, broker_id: int) -> tuple[int, int]:
+        """Create the ephemeral /controller and bump /controller_epoch atomically;
+        returns (new epoch, its znode version) and fences every later write with it.
+        Raises ControllerMovedError when another broker is or became controller."""
+        ...
+
+    async def resign_controller(self, broker_id: int) -> None:
+        """Delete /controller if ``broker_id`` still holds it."""
+        ...
+
+    # -- brokers and topics -----------------------------------------------------------
+    async def get_live_brokers(self, *, watch: bool) -> Mapping[int, RegisteredBroker]: ...
+
+    async def get_all_topics(self, *, watch: bool) -> set[str]: ...
+
+    async def get_topic_assignments(
+        self, topics: Iterable[str], *, watch: bool
+    ) -> Mapping[str, TopicReplicas]: ...
+
+    async def set_topic_assignment(
+        self,
+        topic: str,
+        partitions: Mapping[int, Sequence[int]],
+        adding: Mapping[int, Sequence[int]],
+        removing: Mapping[int, Sequence[int]],
+    ) -> None: ...
+
+    async def get_unclean_leader_election_override(self, topic: str) -> bool | None:
+        """The topic's ``unclean.leader.election.enable`` from /config/topics/T."""
+        ...
+
+    # -- deletion ---------------------------------------------------------------------
+    async def get_topics_to_delete(self, *, watch: bool) -> set[str]: ...
+
+    async def delete_topic_deletion_marks(self, topics: Iterable[str]) -> None: ...
+
+    async def delete_topic(self, topic: str) -> None:
+        """Remove /brokers/topics/T (recursively), /config/topics/T and the mark."""
+        ...
+
+    # -- reassignment, preferred election, ISR changes --------------------------------
+    async def get_reassignments(self, *, watch: bool) -> dict[TopicPartition, tuple[int, ...]]: ...
+
+    async def set_reassignments(self, targets: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """Rewrite /admin/reassign_partitions; an empty mapping deletes it."""
+        ...
+
+    async def watch_partition_state(self, tp: TopicPartition) -> None: ...
+
+    async def get_preferred_replica_election(self, *, watch: bool) -> set[TopicPartition]:
+        """The partitions /admin/preferred_replica_election names; empty when absent."""
+        ...
+
+    async def delete_preferred_replica_election(self) -> None: ...
+
+    async def get_isr_change_notifications(self, *, watch: bool) -> list[str]: ...
+
+    async def read_isr_change_notifications(self, names: Iterable[str]) -> set[TopicPartition]: ...
+
+    async def delete_isr_change_notifications(self, names: Iterable[str]) -> None: ...
+
+
+def _state_znode_partition(path: str) -> TopicPartition | None:
+    """/brokers/topics/T/partitions/P/state -> (T, P)."""
+    parts = path.split("/")
+    shape_ok = len(parts) == 7 and parts[1:3] == ["brokers", "topics"]
+    if shape_ok and parts[4] == "partitions" and parts[6] == "state" and parts[5].isdigit():
+        return TopicPartition(parts[3], int(parts[5]))
+    return None
+
+
+def event_for_watch(event: WatchEvent) -> ControllerEvent | None:
+    """The controller event a watch firing means, or None if the controller does not
+    care about it (paths are relative to the chroot)."""
+    path, kind = event.path, event.type
+    if path == CONTROLLER_PATH:
+        return Reelect() if kind is WatchType.DELETED else ControllerChange()
+    if kind is WatchType.CHILD:
+        return {
+            BROKER_IDS_PATH: BrokerChange(),
+            TOPICS_PATH: TopicChange(),
+            DELETE_TOPICS_PATH: TopicDeletion(),
+            ISR_CHANGE_NOTIFICATION_PATH: IsrChangeNotification(),
+        }.get(path)
+    if path == REASSIGN_PARTITIONS_PATH and kind is not WatchType.DELETED:
+        return PartitionReassignment()
+    if path == PREFERRED_REPLICA_ELECTION_PATH and kind is not WatchType.DELETED:
+        return PreferredReplicaElection(from_zk=True)
+    if path.startswith(TOPICS_PATH + "/") and kind is WatchType.CHANGED:
+        tp = _state_znode_partition(path)
+        if tp is not None:
+            return PartitionReassignmentIsrChange(tp)
+        topic = path[len(TOPICS_PATH) + 1 :]
+        if "/" not in topic:
+            return PartitionModifications(topic)
+    return None

@@ -65,8 +65,8 @@ def values(t: Type, version: int, *, complete: bool) -> st.SearchStrategy[Any]:
 
 
 def bodies(s: Struct, version: int, *, complete: bool) -> st.SearchStrategy[dict[str, Any]]:
-    required = {}
-    optional = {}
+    required: dict[str, st.SearchStrategy[Any]] = {}
+    optional: dict[str, st.SearchStrategy[Any]] = {}
     for f in s.fields:
         if f.in_version(version):
             target = required if f.default is REQUIRED or complete else optional

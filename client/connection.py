@@ -1,0 +1,350 @@
+"""One TCP connection to a broker, shared by clients, replica fetchers and the controller.
+
+How this works: frames and bodies are encoded and decoded by the sans-IO ``protocol``
+package; this module only moves bytes. Any number of tasks may call ``request`` at once
+(pipelining). Each caller takes the send lock, appends its entry to the pending FIFO and
+writes its frame, so the FIFO order is the order requests hit the wire; the broker
+answers in that order (DESIGN §2) and each response's correlation id is checked against
+the oldest entry, a mismatch meaning the stream can no longer be trusted.
+
+There is no background reader task (so no nursery to own and no task outliving its
+caller): the waiting callers take turns reading. When nobody is reading, the first
+caller to wait becomes the reader; it reads frames and hands each to its entry (waking
+that caller) until its own response is in, then passes the reader role to the oldest
+caller still waiting. A lone sequential caller thus reads its own response with no task
+switch; a cancelled or timed-out reader passes the role on in a ``finally``. Trio's
+``receive_some`` loses no data when cancelled and the frame decoder keeps partial
+frames, so a change of reader mid-frame is harmless.
+
+Failure model (the one boundary where OS and Trio errors become ours, ``_network_errors``):
+
+- connect failure, reset, EOF, an unparseable or unexpected response: the connection is
+  *broken*; every pending request and every later one raises ``NetworkError`` (code 13,
+  retriable) chained ``from`` the original exception. Callers open a new Connection.
+- a request that runs past its timeout raises ``RequestTimedOutError`` (retriable) and
+  is abandoned: its response, when it comes, is read and dropped and the connection
+  stays usable. The same holds for a caller cancelled while waiting for its response.
+- a caller cancelled (or timed out) halfway through writing its frame leaves a torn
+  frame on the wire, so that breaks the connection.
+
+A response body is returned as decoded (defaults filled); a top-level ``error_code``
+is left for the caller to interpret (``protocol.errors.raise_for_code``).
+
+Usage::
+
+    async with Connection("127.0.0.1", 9092) as conn:
+        body = await conn.request(ApiKey.METADATA, {"topics": None}, timeout=5)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Final
+
+import trio
+
+from protocol.api import (
+    MalformedResponse,
+    decode_response,
+    encode_request_buffers,
+    latest_version,
+)
+from protocol.errors import NetworkError, RequestTimedOutError
+from protocol.frames import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, FrameError
+from protocol.schemas.packing import Buffer
+
+CONNECT_TIMEOUT_S: Final = 10.0
+"""Kafka's socket.connection.setup.timeout.max.ms is 30 s; a local cluster answers in ms."""
+
+REQUEST_TIMEOUT_S: Final = 30.0
+"""Kafka's request.timeout.ms default; long polls pass their own, larger timeout."""
+
+RECEIVE_SIZE: Final = 256 * 1024
+"""Bytes asked of each receive: large enough that a 1 MiB fetch is a handful of reads."""
+
+MAX_RECEIVE_SIZE: Final = 4 * 1024 * 1024
+"""Upper bound of one receive while the decoder knows a large frame is in progress."""
+
+COALESCE_MAX_BYTES: Final = 64 * 1024
+"""Adjacent buffers up to this size are joined into one send (fewer syscalls)."""
+
+DEFAULT_CLIENT_ID: Final = "minibroker"
+
+
+class _Pending:
+    """One request awaiting its response (or waiting to become the reader)."""
+
+    __slots__ = (
+        "abandoned",
+        "api_key",
+        "body",
+        "correlation_id",
+        "error",
+        "finished",
+        "version",
+        "wake",
+    )
+
+    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.body: Any = None
+        self.error: NetworkError | None = None
+        self.finished = False  # body or error is set
+        self.abandoned = False  # its caller gave up: drop the response
+        self.wake: trio.Event | None = None  # set when finished or handed the reader role
+
+    def finish(self) -> None:
+        self.finished = True
+        if self.wake is not None:
+            self.wake.set()
+
+
+@contextmanager
+def _network_errors(what: str) -> Iterator[None]:
+    """The boundary: OS, Trio stream and framing errors become NetworkError, once."""
+    try:
+        yield
+    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        raise NetworkError(f"{what}: {exc or type(exc).__name__}") from exc
+    except FrameError as exc:  # includes MalformedResponse
+        raise NetworkError(f"{what}: protocol violation: {exc}") from exc
+
+
+class Connection:
+    """A pipelined request/response connection; see the module docstring."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = DEFAULT_CLIENT_ID,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        request_timeout: float = REQUEST_TIMEOUT_S,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._stream: trio.SocketStream | None = None
+        self._send_lock = trio.Lock()
+        self._pending: deque[_Pending] = deque()
+        self._reader: _Pending | None = None
+        self._correlation_ids = itertools.count()
+        self._error: NetworkError | None = None
+
+    def __repr__(self) -> str:
+        state = "broken" if self._error else "open" if self._stream else "new"
+        return f"<Connection {self.host}:{self.port} {state} in_flight={len(self._pending)}>"
+
+    @property
+    def is_usable(self) -> bool:
+        """Connected and not (known to be) broken or closed."""
+        return self._stream is not None and self._error is None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests written (or being written) whose response has not been read."""
+        return len(self._pending)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open the TCP connection within ``connect_timeout``; NetworkError if not."""
+        where = f"connect to {self.host}:{self.port}"
+        try:
+            with _network_errors(where), trio.fail_after(self.connect_timeout):
+                self._stream = await trio.open_tcp_stream(self.host, self.port)
+        except trio.TooSlowError as exc:
+            raise NetworkError(f"{where}: no connection within {self.connect_timeout}s") from exc
+
+    async def __aenter__(self) -> Connection:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the socket; pending requests fail with NetworkError. Idempotent."""
+        await self._break(NetworkError(f"connection to {self.host}:{self.port} closed"))
+
+    async def _break(self, error: NetworkError) -> None:
+        """Fail every pending request with ``error`` (the first one sticks) and close."""
+        if self._error is None:
+            self._error = error
+        while self._pending:
+            pending = self._pending.popleft()
+            pending.error = self._error
+            pending.finish()
+        if self._stream is not None:
+            await trio.aclose_forcefully(self._stream)
+
+    # -- requests --------------------------------------------------------------------
+
+    async def request(
+        self,
+        api_key: int,
+        body: Any,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send one request and return its response body (a dict, defaults filled).
+
+        ``version`` defaults to the newest this code speaks; ``timeout`` (seconds,
+        default ``request_timeout``) covers waiting to send, sending and the response.
+        Raises NetworkError (the connection is unusable) or RequestTimedOutError.
+        """
+        version = latest_version(api_key) if version is None else version
+        pending = _Pending(api_key, version, self._next_correlation_id())
+        timeout = self.request_timeout if timeout is None else timeout
+        with trio.move_on_after(timeout):
+            try:
+                await self._send(pending, body, expect_response=True)
+                await self._wait(pending)
+            except NetworkError:
+                if pending.error is None:
+                    raise  # broken before its frame was queued
+            finally:
+                if not pending.finished:
+                    pending.abandoned = True
+        if pending.error is not None:
+            raise NetworkError(pending.error.message) from pending.error
+        if not pending.finished:
+            raise RequestTimedOutError(
+                f"api {api_key} v{version} to {self.host}:{self.port}: "
+                f"no response within {timeout}s"
+            )
+        return pending.body
+
+    async def send(self, api_key: int, body: Any, *, version: int | None = None) -> None:
+        """Send a request that gets no response (Produce with acks=0)."""
+        version = latest_version(api_key) if version is None else version
+        pending = _Pending(api_key, version, self._next_correlation_id())
+        await self._send(pending, body, expect_response=False)
+
+    def _next_correlation_id(self) -> int:
+        return next(self._correlation_ids) & 0x7FFF_FFFF
+
+    def _raise_if_unusable(self) -> None:
+        if self._error is not None:
+            raise NetworkError(self._error.message) from self._error
+        if self._stream is None:
+            raise NetworkError(f"connection to {self.host}:{self.port} not open")
+
+    async def _send(self, pending: _Pending, body: Any, *, expect_response: bool) -> None:
+        self._raise_if_unusable()
+        buffers = encode_request_buffers(
+            pending.api_key, pending.version, pending.correlation_id, self.client_id, body
+        )
+        async with self._send_lock:
+            self._raise_if_unusable()
+            stream = self._stream
+            assert stream is not None
+            if expect_response:
+                self._pending.append(pending)
+            try:
+                with _network_errors(f"send to {self.host}:{self.port}"):
+                    for chunk in _coalesce(buffers):
+                        await stream.send_all(chunk)
+            except NetworkError as exc:
+                with trio.CancelScope(shield=True):
+                    await self._break(exc)
+                raise
+            except trio.Cancelled:
+                # Part of the frame may be on the wire: nothing after it can be parsed.
+                with trio.CancelScope(shield=True):
+                    await self._break(NetworkError(f"send to {self.host}:{self.port} cut short"))
+                raise
+
+    # -- reading: callers take turns -------------------------------------------------
+
+    async def _wait(self, pending: _Pending) -> None:
+        try:
+            while not pending.finished:
+                if self._reader is None:
+                    self._reader = pending
+                    try:
+                        await self._read_until(pending)
+                    finally:
+                        self._reader = None
+                else:
+                    pending.wake = trio.Event()
+                    await pending.wake.wait()
+        finally:
+            # Leaving (done, cancelled or timed out) while nobody reads: a caller that
+            # was handed the role, or the reader itself, passes it on.
+            if self._reader is None:
+                self._hand_over_reading(leaving=pending)
+
+    def _hand_over_reading(self, leaving: _Pending) -> None:
+        """Wake the oldest other caller still waiting, so that someone keeps reading."""
+        for waiting in self._pending:
+            if waiting is not leaving and not waiting.abandoned and waiting.wake is not None:
+                waiting.wake.set()
+                return
+
+    async def _read_until(self, pending: _Pending) -> None:
+        stream = self._stream
+        assert stream is not None
+        decoder = self._decoder
+        try:
+            with _network_errors(f"receive from {self.host}:{self.port}"):
+                while not pending.finished:
+                    frame = decoder.next_frame()
+                    if frame is NEED_DATA:
+                        size = min(max(RECEIVE_SIZE, decoder.bytes_needed), MAX_RECEIVE_SIZE)
+                        data = await stream.receive_some(size)
+                        if not data:
+                            raise NetworkError(f"connection closed by {self.host}:{self.port}")
+                        decoder.feed(data)
+                    else:
+                        assert isinstance(frame, bytes)
+                        self._deliver(frame)
+        except NetworkError as exc:
+            with trio.CancelScope(shield=True):
+                await self._break(exc)
+
+    def _deliver(self, frame: bytes) -> None:
+        if not self._pending:
+            raise MalformedResponse("a response to no request")
+        pending = self._pending[0]  # popped only once valid: a failure fails it too
+        correlation_id, body = decode_response(frame, pending.api_key, pending.version)
+        if correlation_id != pending.correlation_id:
+            raise MalformedResponse(
+                f"correlation id {correlation_id}, expected {pending.correlation_id}"
+            )
+        self._pending.popleft()
+        if not pending.abandoned:
+            pending.body = body
+            pending.finish()
+
+
+def _coalesce(buffers: list[Buffer]) -> Iterator[Buffer]:
+    """Join runs of small buffers; yield large ones untouched (no copy of record data)."""
+    run: list[Buffer] = []
+    for buf in buffers:
+        if (buf.nbytes if isinstance(buf, memoryview) else len(buf)) > COALESCE_MAX_BYTES:
+            if run:
+                yield run[0] if len(run) == 1 else b"".join(run)
+                run = []
+            yield buf
+        else:
+            run.append(buf)
+    if run:
+        yield run[0] if len(run) == 1 else b"".join(run)

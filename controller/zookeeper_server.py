@@ -355,6 +355,8 @@ class ZooKeeperServer:
             if self._process.poll() is not None:
                 return False
             if ruok(self.host, self.port):
+                # Restarts keep the port: clients already hold this connect string.
+                self._requested_port = self.port
                 return True
             time.sleep(POLL_INTERVAL_S)
         self.stop()

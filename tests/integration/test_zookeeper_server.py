@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from controller.zk_client import NoNode, ZkClient, open_zk_client
+from controller.zk_client import NoNode, StateChange, ZkClient, ZkState, open_zk_client
 from controller.zookeeper_server import (
     ZooKeeperError,
     ZooKeeperServer,
@@ -40,14 +40,6 @@ def test_a_port_already_in_use_is_refused_with_one_line(
     assert not second.is_running()
 
 
-async def test_trio_api_starts_and_stops_a_second_server(tmp_path: Path) -> None:
-    async with open_zookeeper(tmp_path, force_sync=False) as server:
-        host, port = server.host, server.port
-        assert await trio.to_thread.run_sync(ruok, host, port)
-    assert not server.is_running()
-    assert not await trio.to_thread.run_sync(ruok, host, port)
-
-
 async def test_each_test_gets_its_own_empty_chroot(zk_client: ZkClient) -> None:
     assert await zk_client.get_children("/") == []
     await zk_client.create("/mine", b"x")
@@ -68,3 +60,37 @@ async def test_chroots_do_not_see_each_other(zookeeper_server: ZooKeeperServer) 
             assert data == b"a"
             await root.delete("/iso-a", recursive=True)
             await root.delete("/iso-b", recursive=True)
+
+
+async def test_run_reports_started_and_stops_when_cancelled(tmp_path: Path) -> None:
+    server = ZooKeeperServer(tmp_path, force_sync=False)
+    async with trio.open_nursery() as nursery:
+        started = await nursery.start(server.run)
+        assert started is server
+        assert await trio.to_thread.run_sync(ruok, server.host, server.port)
+        nursery.cancel_scope.cancel()
+    assert not server.is_running()
+
+
+@pytest.mark.timeout(60)
+async def test_a_zookeeper_restart_on_the_same_port_suspends_the_session_but_keeps_it(
+    tmp_path: Path,
+) -> None:
+    async with (
+        open_zookeeper(tmp_path, force_sync=False) as server,
+        open_zk_client(server.connect_string, session_timeout=20) as client,
+    ):
+        events = client.subscribe()
+        session = client.session_id
+        await client.create("/ids", b"")
+        await client.create("/ids/1", b"", ephemeral=True)
+
+        await server.stop_async()
+        with trio.fail_after(10):
+            assert await events.receive() == StateChange(ZkState.SUSPENDED, session)
+        await server.start_async()  # same port, same data dir
+        with trio.fail_after(15):
+            assert await events.receive() == StateChange(ZkState.CONNECTED, session, False)
+        assert await client.get_children("/ids") == ["1"]
+    assert not server.is_running()
+    assert not await trio.to_thread.run_sync(ruok, server.host, server.port)

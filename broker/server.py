@@ -27,6 +27,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeAlias
 
@@ -40,6 +41,7 @@ Buffer: TypeAlias = bytes | bytearray | memoryview
 
 MAX_IN_FLIGHT = 256
 """Requests read but not yet answered, per connection: bounds memory per client."""
+
 
 RECEIVE_BYTES = 256 * 1024
 """Largest single receive; big enough that a 1 MiB produce takes a handful of calls."""
@@ -146,54 +148,77 @@ class BrokerServer:
 
 
 class _Connection:
-    """One client connection: its reader, its writer and what is in flight between them."""
+    """One client connection: its reader, its writer and the replies queued between.
+
+    The queue is a plain deque plus two events rather than a memory channel: queuing a
+    reply that is already complete then costs no checkpoint, which matters for small
+    pipelined requests.
+    """
 
     def __init__(self, server: BrokerServer, stream: trio.SocketStream) -> None:
         self.server = server
         self.stream = stream
         self.peer = _peer_name(stream)
-        self.in_flight = 0  # requests read whose response is not fully written
+        self.queue: deque[_Slot] = deque()
+        self.writing = 0  # replies taken off the queue and being written
+        self.reading_done = False
+        self.writer_wakeup: trio.Event | None = None
+        self.queue_space: trio.Event | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests read whose response is not fully written."""
+        return len(self.queue) + self.writing
 
     async def serve(self) -> None:
-        send_slots, receive_slots = trio.open_memory_channel[_Slot](MAX_IN_FLIGHT)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_replies, receive_slots, nursery)
-            await self._read_requests(send_slots, nursery)
+            nursery.start_soon(self._write_replies, nursery)
+            try:
+                await self._read_requests(nursery)
+            finally:
+                self.reading_done = True
+                self._wake_writer()
 
-    async def _read_requests(
-        self, send_slots: trio.MemorySendChannel[_Slot], nursery: trio.Nursery
-    ) -> None:
+    def _wake_writer(self) -> None:
+        if self.writer_wakeup is not None:
+            self.writer_wakeup.set()
+            self.writer_wakeup = None
+
+    async def _read_requests(self, nursery: trio.Nursery) -> None:
         server = self.server
         decoder = FrameDecoder(server.max_frame_bytes)
         handle = server.handler.handle
-        async with send_slots:
+        queue = self.queue
+        while True:
+            data = await self._receive()
+            if not data:
+                return  # EOF or idle: the replies already queued still go out
+            server.bytes_in += len(data)
+            decoder.feed(data)
             while True:
-                data = await self._receive()
-                if not data:
-                    return  # EOF or idle: the replies already queued still go out
-                server.bytes_in += len(data)
-                decoder.feed(data)
-                while True:
-                    try:
-                        frame = decoder.next_frame()
-                    except FrameError as exc:
-                        log.warning("closing connection from %s: %s", self.peer, exc)
-                        return
-                    if frame is NEED_DATA:
-                        break
-                    assert isinstance(frame, bytes)
-                    slot = _Slot()
-                    try:
-                        reply = handle(frame)
-                    except CloseConnection as exc:
-                        log.warning("closing connection from %s: %s", self.peer, exc)
-                        return
-                    if isinstance(reply, Pending):
-                        nursery.start_soon(_complete, slot, reply)
-                    else:
-                        slot.finish(reply)
-                    self.in_flight += 1
-                    await send_slots.send(slot)
+                try:
+                    frame = decoder.next_frame()
+                except FrameError as exc:
+                    log.warning("closing connection from %s: %s", self.peer, exc)
+                    return
+                if frame is NEED_DATA:
+                    break
+                assert isinstance(frame, bytes)
+                slot = _Slot()
+                try:
+                    reply = handle(frame)
+                except CloseConnection as exc:
+                    log.warning("closing connection from %s: %s", self.peer, exc)
+                    return
+                if isinstance(reply, Pending):
+                    nursery.start_soon(_complete, slot, reply)
+                else:
+                    slot.finish(reply)
+                queue.append(slot)
+                self._wake_writer()
+                while len(queue) >= MAX_IN_FLIGHT:  # back-pressure: stop reading
+                    self.queue_space = trio.Event()
+                    await self.queue_space.wait()
 
     async def _receive(self) -> bytes:
         """Next received bytes; b"" at EOF or once idle for the idle timeout."""
@@ -207,24 +232,26 @@ class _Connection:
                 log.info("closing idle connection from %s", self.peer)
                 return b""
 
-    async def _write_replies(
-        self, receive_slots: trio.MemoryReceiveChannel[_Slot], nursery: trio.Nursery
-    ) -> None:
+    async def _write_replies(self, nursery: trio.Nursery) -> None:
+        queue = self.queue
         try:
-            async with receive_slots:
-                async for slot in receive_slots:
-                    await slot.wait()
-                    batch = [slot]
-                    # Take every reply that is already ready, so they share sends.
-                    while True:
-                        try:
-                            nxt = receive_slots.receive_nowait()
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                        batch.append(nxt)
-                        await nxt.wait()
-                    await self._send(batch)
-                    self.in_flight -= len(batch)
+            while True:
+                if not queue:
+                    if self.reading_done:
+                        return
+                    self.writer_wakeup = trio.Event()
+                    await self.writer_wakeup.wait()
+                    continue
+                await queue[0].wait()
+                batch: list[_Slot] = []
+                while queue and queue[0].done:  # every ready reply shares the sends
+                    batch.append(queue.popleft())
+                self.writing = len(batch)
+                if self.queue_space is not None:
+                    self.queue_space.set()
+                    self.queue_space = None
+                await self._send(batch)
+                self.writing = 0
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection from %s broke while writing: %r", self.peer, exc)
             nursery.cancel_scope.cancel()

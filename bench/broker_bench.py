@@ -1,0 +1,367 @@
+"""Single-broker throughput and latency over loopback, against a plain Trio echo ceiling.
+
+    python3 bench/broker_bench.py [--seconds 3] [--profile FILE]
+
+Starts ``minibroker broker`` (standalone, one partition led via LeaderAndIsr sent by
+this script) and an echo server, each in its own process, then drives both with the
+same bare frame client (pre-encoded request frames, responses only framed, not
+decoded - so client cost is equal and the ratio isolates the server):
+
+- produce_mb_s: 1 MiB batches (1024 x 1 KiB records), acks=1, 4 in flight;
+- fetch_mb_s: consumer fetches of those batches (one 1 MiB batch each), 4 in flight;
+- small_rtt_per_s: a 100-byte produce, one at a time; small_pipelined_per_s: 64 in flight;
+- produce_p99_ms: small produces sent open-loop at 1,000/s; p50 / p99 / max latency.
+
+The echo server answers a frame with the same frame, except when asked to stand in
+for fetch: then it answers each (small) request with a canned 1 MiB response frame,
+the size the broker sends. Prints one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from protocol.api import ApiKey, decode_response, encode_request_buffers
+from protocol.frames import NEED_DATA, FrameDecoder
+from protocol.records import encode_values
+
+TOPIC = "bench"
+BIG_RECORDS = 1024
+BIG_RECORD_BYTES = 1024
+SMALL_RECORD_BYTES = 100
+WINDOW_BIG = 4
+WINDOW_SMALL = 64
+RATE_PER_S = 1000
+
+
+def frame(api_key: ApiKey, body: dict[str, Any], correlation_id: int = 1) -> bytes:
+    return b"".join(
+        bytes(b) for b in encode_request_buffers(api_key, 0, correlation_id, "bench", body)
+    )
+
+
+def produce_frame(records: bytes) -> bytes:
+    body = {
+        "acks": 1,
+        "timeout_ms": 30_000,
+        "topics": [{"name": TOPIC, "partitions": [{"index": 0, "records": records}]}],
+    }
+    return frame(ApiKey.PRODUCE, body)
+
+
+def fetch_frame(offset: int, max_bytes: int) -> bytes:
+    body = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "topics": [
+            {
+                "topic": TOPIC,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": max_bytes}
+                ],
+            }
+        ],
+    }
+    return frame(ApiKey.FETCH, body)
+
+
+class FrameClient:
+    """Pre-encoded frames out, whole response frames in (counted, not decoded).
+
+    A plain blocking/non-blocking socket client, not Trio: the client must cost as
+    little as possible so that the figures describe the server.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.decoder = FrameDecoder(1 << 30)
+
+    @classmethod
+    def connect(cls, port: int) -> FrameClient:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(sock)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _feed(self, data: bytes) -> None:
+        if not data:
+            raise EOFError("server closed the connection")
+        self.decoder.feed(data)
+
+    def receive(self) -> bytes:
+        self.sock.setblocking(True)
+        while True:
+            got = self.decoder.next_frame()
+            if got is not NEED_DATA:
+                assert isinstance(got, bytes)
+                return got
+            self._feed(self.sock.recv(1 << 20))
+
+    def round_trip(self, data: bytes) -> bytes:
+        self.sock.setblocking(True)
+        self.sock.sendall(data)
+        return self.receive()
+
+    def pipelined(self, frames: Sequence[bytes], window: int) -> tuple[int, float]:
+        """Send all ``frames`` keeping ``window`` in flight; (response bytes, seconds)."""
+        sock = self.sock
+        sock.setblocking(False)
+        selector = selectors.DefaultSelector()
+        selector.register(sock, selectors.EVENT_READ)
+        out = memoryview(b"")
+        sent = done = received = 0
+        start = time.perf_counter()
+        while done < len(frames):
+            progress = False
+            if not out and sent < len(frames) and sent - done < window:
+                out = memoryview(frames[sent])
+                sent += 1
+            if out:
+                try:
+                    out = out[sock.send(out) :]
+                    progress = True
+                except BlockingIOError:
+                    pass
+            try:
+                self._feed(sock.recv(1 << 20))
+                progress = True
+            except BlockingIOError:
+                pass
+            while (got := self.decoder.next_frame()) is not NEED_DATA:
+                assert isinstance(got, bytes)
+                done += 1
+                received += len(got)
+            if not progress:
+                events = selectors.EVENT_READ | (selectors.EVENT_WRITE if out else 0)
+                selector.modify(sock, events)
+                selector.select()
+        selector.close()
+        return received, time.perf_counter() - start
+
+    def open_loop(self, data: bytes, rate: int, seconds: float) -> list[float]:
+        """Send ``data`` ``rate`` times a second; each response's latency in ms."""
+        sock = self.sock
+        sock.setblocking(False)
+        selector = selectors.DefaultSelector()
+        selector.register(sock, selectors.EVENT_READ)
+        count = int(rate * seconds)
+        sent_at: deque[float] = deque()
+        latencies: list[float] = []
+        start = time.perf_counter()
+        sent = 0
+        while len(latencies) < count:
+            now = time.perf_counter()
+            if sent < count and now >= start + sent / rate:
+                sent_at.append(now)
+                sock.sendall(data)  # small: fits the socket buffer
+                sent += 1
+                continue
+            due = start + sent / rate if sent < count else now + 1
+            selector.select(max(0.0, due - now))
+            try:
+                self._feed(sock.recv(1 << 20))
+            except BlockingIOError:
+                continue
+            now = time.perf_counter()
+            while self.decoder.next_frame() is not NEED_DATA:
+                latencies.append((now - sent_at.popleft()) * 1000)
+        selector.close()
+        return latencies
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def check_ok(client: FrameClient, data: bytes, api_key: ApiKey) -> None:
+    _, body = decode_response(client.round_trip(data), api_key, 0)
+    partition = body["topics"][0]["partitions"][0]
+    if partition["error_code"]:
+        raise RuntimeError(f"{api_key.name} failed: {partition}")
+
+
+def measure(
+    port: int, *, seconds: float, fetch_port: int | None = None, check: bool = False
+) -> dict[str, float]:
+    """Run every workload against ``port`` (``fetch_port`` for the fetch workload)."""
+    big = encode_values([b"x" * BIG_RECORD_BYTES] * BIG_RECORDS, timestamp=int(time.time() * 1000))
+    big_frame = produce_frame(big)
+    small_frame = produce_frame(encode_values([b"s" * SMALL_RECORD_BYTES], timestamp=1))
+    results: dict[str, float] = {}
+    client = FrameClient.connect(port)
+
+    if check:  # one request of each kind must succeed, or the figures mean nothing
+        check_ok(client, big_frame, ApiKey.PRODUCE)
+        check_ok(client, fetch_frame(0, len(big)), ApiKey.FETCH)
+        check_ok(client, small_frame, ApiKey.PRODUCE)
+
+    # produce: as many 1 MiB batches as fit in the time at the first measured rate
+    client.pipelined([big_frame] * 20, WINDOW_BIG)  # warm-up
+    n = 100
+    _, elapsed = client.pipelined([big_frame] * n, WINDOW_BIG)
+    n = max(n, int(n * seconds / elapsed))
+    _, elapsed = client.pipelined([big_frame] * n, WINDOW_BIG)
+    results["produce_mb_s"] = n * len(big) / elapsed / 1e6
+    produced_batches = 20 + 100 + n + (1 if check else 0)
+
+    fetch_client = client if fetch_port is None else FrameClient.connect(fetch_port)
+    count = min(produced_batches, max(100, int(n * 1.5)))
+    frames = [fetch_frame(i * BIG_RECORDS, len(big)) for i in range(count)]
+    received, elapsed = fetch_client.pipelined(frames, WINDOW_BIG)
+    results["fetch_mb_s"] = received / elapsed / 1e6
+
+    start = time.perf_counter()
+    rounds = 0
+    while time.perf_counter() - start < seconds:
+        for _ in range(100):
+            client.round_trip(small_frame)
+        rounds += 100
+    results["small_rtt_per_s"] = rounds / (time.perf_counter() - start)
+
+    count = int(results["small_rtt_per_s"] * seconds * 3)
+    _, elapsed = client.pipelined([small_frame] * count, WINDOW_SMALL)
+    results["small_pipelined_per_s"] = count / elapsed
+
+    latencies = client.open_loop(small_frame, RATE_PER_S, seconds)
+    results["produce_p50_ms"] = percentile(latencies, 50)
+    results["produce_p99_ms"] = percentile(latencies, 99)
+    results["produce_max_ms"] = max(latencies)
+    return results
+
+
+# -- servers ----------------------------------------------------------------------------------
+
+
+async def serve_echo(canned_size: int) -> None:
+    """Echo each frame back; with ``canned_size`` > 0 answer with that many bytes instead."""
+    canned = canned_size.to_bytes(4, "big") + b"\x00" * canned_size if canned_size else b""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder(1 << 30)
+        while True:
+            data = await stream.receive_some(256 * 1024)
+            if not data:
+                return
+            decoder.feed(data)
+            out: list[bytes] = []
+            while (got := decoder.next_frame()) is not NEED_DATA:
+                assert isinstance(got, bytes)
+                if canned:
+                    out.append(canned)
+                else:
+                    out.append(len(got).to_bytes(4, "big"))
+                    out.append(got)
+            for piece in out:
+                await stream.send_all(piece)
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    print(listeners[0].socket.getsockname()[1], flush=True)
+    await trio.serve_listeners(handler, listeners)
+
+
+def start(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError(f"{args[:4]} exited before reporting its port")
+    return proc, int(line.split()[-1])
+
+
+async def lead_partition(port: int) -> None:
+    from client.connection import Connection
+
+    async with Connection("127.0.0.1", port) as conn:
+        header = {"controller_id": 99, "controller_epoch": 1, "broker_epoch": -1}
+        state = {
+            "topic_name": TOPIC,
+            "partition_index": 0,
+            "controller_epoch": 1,
+            "leader": 1,
+            "leader_epoch": 0,
+            "isr": [1],
+            "zk_version": 0,
+            "replicas": [1],
+            "is_new": True,
+        }
+        body = {**header, "partition_states": [state], "live_leaders": []}
+        response = await conn.request(ApiKey.LEADER_AND_ISR, body)
+        assert response["error_code"] == 0, response
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--serve-echo", type=int, default=-1, help=argparse.SUPPRESS)
+    parser.add_argument("--profile", help="run the broker under cProfile, dump to this file")
+    args = parser.parse_args()
+    if args.serve_echo >= 0:
+        trio.run(serve_echo, args.serve_echo)
+        return
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    me = [sys.executable, str(Path(__file__).resolve())]
+    with tempfile.TemporaryDirectory(prefix="broker-bench-") as tmp:
+        broker_cmd = [sys.executable]
+        if args.profile:
+            broker_cmd += ["-m", "cProfile", "-o", args.profile]
+        broker_cmd += [
+            str(root / "client" / "cli" / "main.py"),
+            "broker",
+            "--broker-id", "1",
+            "--listen", "127.0.0.1:0",
+            "--log-dirs", tmp,
+            "--log-level", "WARNING",
+            # 1 MiB of record values plus batch overhead is a little over Kafka's default
+            "--set", f"message.max.bytes={2 << 20}",
+        ]  # fmt: skip
+        procs = []
+        try:
+            broker, broker_port = start(broker_cmd, env)
+            procs.append(broker)
+            echo, echo_port = start([*me, "--serve-echo", "0"], env)
+            procs.append(echo)
+            canned, canned_port = start(
+                [*me, "--serve-echo", str(BIG_RECORDS * (BIG_RECORD_BYTES + 8) + 200)], env
+            )
+            procs.append(canned)
+            trio.run(lead_partition, broker_port)
+            on_broker = measure(broker_port, seconds=args.seconds, check=True)
+            on_echo = measure(echo_port, seconds=args.seconds, fetch_port=canned_port)
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(timeout=30)
+    figures: dict[str, Any] = {f"broker_{k}": round(v, 3) for k, v in on_broker.items()}
+    figures |= {f"echo_{k}": round(v, 3) for k, v in on_echo.items()}
+    for key in ("produce_mb_s", "fetch_mb_s", "small_rtt_per_s", "small_pipelined_per_s"):
+        figures[f"ratio_{key}"] = round(on_broker[key] / on_echo[key], 3)
+    figures["ratio_produce_p99_ms"] = round(
+        on_broker["produce_p99_ms"] / on_echo["produce_p99_ms"], 3
+    )
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

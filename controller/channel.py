@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import trio
 
+from client.connection import Connection
 from controller.context import BrokerAddress
 from controller.request_batch import Body, ResponseCallback
 from protocol.errors import KafkaError, error_for_code
@@ -208,3 +209,19 @@ async def _close_quietly(connection: BrokerConnection) -> None:
         await connection.aclose()
     except _CLOSE_ERRORS as exc:
         log.debug("closing a controller connection failed: %s", exc)
+
+
+CONTROLLER_CLIENT_ID = "controller"
+
+
+async def connect_to_broker(broker: BrokerAddress) -> BrokerConnection:
+    """The production Connector: one client/connection.py Connection per broker."""
+    connection = Connection(
+        broker.host,
+        broker.port,
+        client_id=CONTROLLER_CLIENT_ID,
+        connect_timeout=CONNECT_TIMEOUT_S,
+        request_timeout=REQUEST_TIMEOUT_S,
+    )
+    await connection.connect()
+    return connection

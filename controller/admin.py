@@ -1,0 +1,288 @@
+"""The cluster APIs a broker serves on the controller's behalf.
+
+CreateTopics and DeleteTopics work on any broker: they validate, then write ZooKeeper
+(the assignment from Kafka's algorithm in controller/assignment.py, or a deletion mark)
+and the active controller reacts to the watch. ElectLeaders,
+AlterPartitionReassignments, ListPartitionReassignments and ControlledShutdown are
+answered only by the active controller (others say NOT_CONTROLLER, the client asks
+again after refreshing metadata): they become events on the controller's queue and the
+handler waits for the event's reply, up to the request's ``timeout_ms``.
+
+Each method takes a request body (already validated against protocol/schemas) and
+returns the response body; errors are Kafka error codes in the body, never exceptions.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import trio
+
+from controller import events as ev
+from controller.assignment import (
+    assign_replicas_to_brokers,
+    validate_new_topic,
+    validate_topic_name,
+)
+from controller.context import TopicPartition
+from controller.controller import KafkaController
+from protocol.errors import (
+    NONE,
+    ElectionNotNeededError,
+    InvalidReplicaAssignmentError,
+    InvalidRequestError,
+    KafkaError,
+    NotControllerError,
+    RequestTimedOutError,
+    TopicAlreadyExistsError,
+    TopicDeletionDisabledError,
+    UnknownTopicOrPartitionError,
+)
+
+Body = dict[str, Any]
+T = TypeVar("T")
+
+DEFAULT_SETTING = -1
+"""num_partitions / replication_factor meaning "use the broker default"."""
+ELECTION_PREFERRED = 0
+
+
+class AdminZk(Protocol):
+    """The part of the ZooKeeper data layer (zk_data.KafkaZkClient) these APIs use."""
+
+    async def get_live_brokers(self, *, watch: bool = ...) -> Mapping[int, Any]: ...
+    async def get_topics(self, *, watch: bool = ...) -> set[str]: ...
+    async def create_topic(
+        self, topic: str, partitions: Mapping[int, Sequence[int]], config: Mapping[str, str]
+    ) -> None: ...
+    async def mark_topic_for_deletion(self, topic: str) -> bool: ...
+
+
+TopicsReady = Callable[[Iterable[str]], Awaitable[None]]
+"""Returns once this broker's metadata knows every named topic (CreateTopics waits for it
+so a client can produce right after; cancelled at the request's timeout)."""
+
+
+async def _never_ready(topics: Iterable[str]) -> None:
+    return None
+
+
+def _error(exc: KafkaError) -> Body:
+    return {"error_code": exc.code, "error_message": exc.message}
+
+
+class ClusterAdmin:
+    def __init__(
+        self,
+        zk: AdminZk,
+        controller: KafkaController,
+        *,
+        num_partitions: int = 1,
+        default_replication_factor: int = 1,
+        delete_topic_enable: bool = True,
+        rng: random.Random | None = None,
+        topics_ready: TopicsReady = _never_ready,
+    ) -> None:
+        self._zk = zk
+        self._controller = controller
+        self._num_partitions = num_partitions
+        self._replication_factor = default_replication_factor
+        self._delete_topic_enable = delete_topic_enable
+        self._rng = rng or random.Random()
+        self._topics_ready = topics_ready
+
+    # -- any broker -------------------------------------------------------------------
+
+    async def create_topics(self, body: Body) -> Body:
+        live = set(await self._zk.get_live_brokers())
+        existing = await self._zk.get_topics()
+        names = [t["name"] for t in body["topics"]]
+        results: list[Body] = []
+        created: list[str] = []
+        for topic in body["topics"]:
+            name = topic["name"]
+            result: Body = {"name": name, "num_partitions": -1, "replication_factor": -1}
+            try:
+                if names.count(name) > 1:
+                    raise InvalidRequestError(f"topic {name!r} appears twice in the request")
+                assignment = self._assignment_for(topic, live, existing)
+                config = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
+                if not body["validate_only"]:
+                    await self._zk.create_topic(name, assignment, config)
+                    created.append(name)
+                    existing.add(name)
+            except KafkaError as exc:
+                result |= _error(exc)
+            else:
+                result |= {
+                    "error_code": NONE,
+                    "error_message": None,
+                    "num_partitions": len(assignment),
+                    "replication_factor": len(assignment[0]),
+                }
+            results.append(result)
+        if created and body["timeout_ms"] > 0:
+            with trio.move_on_after(body["timeout_ms"] / 1000):
+                await self._topics_ready(created)
+        return {"topics": results}
+
+    def _assignment_for(
+        self, topic: Body, live: set[int], existing: set[str]
+    ) -> dict[int, list[int]]:
+        name = topic["name"]
+        explicit = topic["assignments"]
+        if not explicit:
+            partitions = topic["num_partitions"]
+            rf = topic["replication_factor"]
+            partitions = self._num_partitions if partitions == DEFAULT_SETTING else partitions
+            rf = self._replication_factor if rf == DEFAULT_SETTING else rf
+            validate_new_topic(name, partitions, rf, live, existing)
+            return assign_replicas_to_brokers(live, partitions, rf, self._rng)
+        validate_topic_name(name)
+        if name in existing:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        if (
+            topic["num_partitions"] != DEFAULT_SETTING
+            or topic["replication_factor"] != DEFAULT_SETTING
+        ):
+            raise InvalidRequestError("give either assignments or partitions/replication factor")
+        assignment = {a["partition_index"]: list(a["broker_ids"]) for a in explicit}
+        if sorted(assignment) != list(range(len(assignment))):
+            raise InvalidReplicaAssignmentError("partition indexes must be 0..N-1")
+        sizes = {len(replicas) for replicas in assignment.values()}
+        for replicas in assignment.values():
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise InvalidReplicaAssignmentError(f"bad replica list {replicas}")
+            if not set(replicas) <= live:
+                raise InvalidReplicaAssignmentError(f"unknown brokers in {replicas}")
+        if len(sizes) != 1:
+            raise InvalidReplicaAssignmentError("every partition needs the same replica count")
+        return assignment
+
+    async def delete_topics(self, body: Body) -> Body:
+        existing = await self._zk.get_topics()
+        results: list[Body] = []
+        for name in body["topic_names"]:
+            try:
+                if not self._delete_topic_enable:
+                    raise TopicDeletionDisabledError("delete.topic.enable is false")
+                if name not in existing:
+                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+                await self._zk.mark_topic_for_deletion(name)
+            except KafkaError as exc:
+                results.append({"name": name} | _error(exc))
+            else:
+                results.append({"name": name, "error_code": NONE, "error_message": None})
+        return {"topics": results}
+
+    # -- active controller only ---------------------------------------------------------
+
+    async def _ask_controller(
+        self, event: ev.ControllerEvent, reply: ev.Reply[T], timeout_ms: int
+    ) -> T:
+        if not self._controller.is_active:
+            raise NotControllerError(
+                f"broker {self._controller.config.broker_id} is not the controller"
+            )
+        self._controller.events.put(event)
+        with trio.move_on_after(timeout_ms / 1000 if timeout_ms > 0 else math.inf):
+            return await reply.wait()
+        raise RequestTimedOutError("the controller did not answer in time")
+
+    async def elect_leaders(self, body: Body) -> Body:
+        try:
+            if body["election_type"] != ELECTION_PREFERRED:
+                raise InvalidRequestError("only preferred leader election is supported")
+            requested = body["topic_partitions"]
+            partitions = (
+                None
+                if requested is None
+                else frozenset(
+                    TopicPartition(t["topic"], p) for t in requested for p in t["partitions"]
+                )
+            )
+            event = ev.PreferredReplicaElection(partitions, ev.Reply())
+            assert event.reply is not None
+            results = await self._ask_controller(event, event.reply, body["timeout_ms"])
+        except KafkaError as exc:
+            return {"error_code": exc.code, "replica_election_results": []}
+        by_topic: dict[str, list[Body]] = {}
+        for tp, error in sorted(results.items()):
+            if partitions is None and isinstance(error, ElectionNotNeededError):
+                continue  # "all partitions": leave out the ones already fine
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_id": tp.partition}
+                | (_error(error) if error else {"error_code": NONE, "error_message": None})
+            )
+        return {
+            "error_code": NONE,
+            "replica_election_results": [
+                {"topic": topic, "partition_result": parts} for topic, parts in by_topic.items()
+            ],
+        }
+
+    async def alter_partition_reassignments(self, body: Body) -> Body:
+        targets: dict[TopicPartition, Sequence[int] | None] = {
+            TopicPartition(t["name"], p["partition_index"]): p["replicas"]
+            for t in body["topics"]
+            for p in t["partitions"]
+        }
+        try:
+            event = ev.ApiPartitionReassignment(targets)
+            results = await self._ask_controller(event, event.reply, body["timeout_ms"])
+        except KafkaError as exc:
+            return _error(exc) | {"topics": []}
+        by_topic: dict[str, list[Body]] = {}
+        for tp, error in sorted(results.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition}
+                | (_error(error) if error else {"error_code": NONE, "error_message": None})
+            )
+        return {
+            "error_code": NONE,
+            "error_message": None,
+            "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+        }
+
+    async def list_partition_reassignments(self, body: Body) -> Body:
+        wanted = body["topics"]
+        try:
+            event = ev.ListPartitionReassignments()
+            ongoing = await self._ask_controller(event, event.reply, body["timeout_ms"])
+        except KafkaError as exc:
+            return _error(exc) | {"topics": []}
+        if wanted is not None:
+            keep = {TopicPartition(t["name"], p) for t in wanted for p in t["partition_indexes"]}
+            ongoing = {tp: v for tp, v in ongoing.items() if tp in keep}
+        by_topic: dict[str, list[Body]] = {}
+        for tp, (replicas, adding, removing) in sorted(ongoing.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "replicas": replicas,
+                    "adding_replicas": adding,
+                    "removing_replicas": removing,
+                }
+            )
+        return {
+            "error_code": NONE,
+            "error_message": None,
+            "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+        }
+
+    async def controlled_shutdown(self, body: Body, *, timeout_ms: int = 30_000) -> Body:
+        try:
+            event = ev.ControlledShutdown(body["broker_id"])
+            remaining = await self._ask_controller(event, event.reply, timeout_ms)
+        except KafkaError as exc:
+            return {"error_code": exc.code, "remaining_partitions": []}
+        return {
+            "error_code": NONE,
+            "remaining_partitions": [
+                {"topic_name": tp.topic, "partition_index": tp.partition}
+                for tp in sorted(remaining)
+            ],
+        }

@@ -1,0 +1,55 @@
+"""Produce-side checks: record counts walked without decoding, LogAppendTime stamping."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from broker.log_validator import check_record_counts, stamp_log_append_time
+from protocol.crc32c import crc32c
+from protocol.errors import CorruptMessageError
+from protocol.records import Compression, Record, decode_batch, encode_batch, validate_batch
+
+
+def with_count(batch: bytes, count: int) -> bytes:
+    """``batch`` re-labelled as holding ``count`` records, with a CRC that matches."""
+    buf = bytearray(batch)
+    struct.pack_into(">i", buf, 57, count)
+    struct.pack_into(">i", buf, 23, count - 1)
+    struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[21:]))
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("size", [0, 10, 200, 9000, 70_000])
+def test_honest_batches_pass(size: int) -> None:
+    batch = encode_batch([Record(b"v" * size, key=b"k"), Record(None), Record(b"x" * size)])
+    check_record_counts(batch + batch)
+
+
+@pytest.mark.parametrize("count", [1, 2, 4, 100])
+def test_a_count_that_does_not_match_the_records_is_corrupt(count: int) -> None:
+    batch = encode_batch([Record(b"a"), Record(b"b"), Record(b"c")])
+    with pytest.raises(CorruptMessageError):
+        check_record_counts(with_count(batch, count))
+
+
+def test_compressed_batches_are_left_to_their_crc() -> None:
+    batch = encode_batch([Record(b"a"), Record(b"b")], compression=Compression.GZIP)
+    check_record_counts(with_count(batch, 5))
+
+
+def test_log_append_time_sets_timestamps_and_a_valid_crc() -> None:
+    buf = bytearray(encode_batch([Record(b"a", timestamp=1), Record(b"b", timestamp=2)]))
+    stamp_log_append_time(buf, 99)
+    header = validate_batch(buf)
+    assert header.max_timestamp == 99
+    _, decoded = decode_batch(buf)
+    assert [r.timestamp for r in decoded] == [99, 99]
+
+
+def test_log_append_time_never_repairs_a_corrupt_batch() -> None:
+    buf = bytearray(encode_batch([Record(b"a")]))
+    buf[-1] ^= 1
+    with pytest.raises(CorruptMessageError):
+        stamp_log_append_time(buf, 99)

@@ -1,0 +1,83 @@
+"""MetadataCache: filled by UpdateMetadata, answers Metadata like Kafka's cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.metadata_cache import MetadataCache
+from protocol.errors import (
+    LeaderNotAvailableError,
+    ReplicaNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
+from storage.names import TopicPartition
+
+
+def update(states: list[dict[str, Any]], brokers: list[int], epoch: int = 1) -> dict[str, Any]:
+    return {
+        "controller_id": 9,
+        "controller_epoch": epoch,
+        "partition_states": states,
+        "live_brokers": [
+            {"id": b, "host": f"h{b}", "port": 9000 + b, "rack": None} for b in brokers
+        ],
+    }
+
+
+def state(partition: int, leader: int, replicas: list[int], isr: list[int]) -> dict[str, Any]:
+    return {
+        "topic_name": "t",
+        "partition_index": partition,
+        "controller_epoch": 1,
+        "leader": leader,
+        "leader_epoch": 4,
+        "isr": isr,
+        "zk_version": 2,
+        "replicas": replicas,
+        "offline_replicas": [],
+    }
+
+
+def test_partitions_report_leader_replicas_and_isr_of_live_brokers() -> None:
+    cache = MetadataCache(1)
+    cache.update(update([state(0, 1, [1, 2], [1, 2])], [1, 2]))
+    response = cache.metadata_response(None)
+    assert response["controller_id"] == 9
+    assert [b["node_id"] for b in response["brokers"]] == [1, 2]
+    [partition] = response["topics"][0]["partitions"]
+    assert partition["error_code"] == 0
+    assert (partition["leader_id"], partition["leader_epoch"]) == (1, 4)
+    assert partition["replica_nodes"] == [1, 2] and partition["isr_nodes"] == [1, 2]
+
+
+def test_dead_leader_is_leader_not_available_and_dead_replica_replica_not_available() -> None:
+    cache = MetadataCache(1)
+    cache.update(update([state(0, 3, [3, 1], [3, 1]), state(1, 1, [1, 2], [1])], [1]))
+    partitions = cache.metadata_response(["t"])["topics"][0]["partitions"]
+    assert partitions[0]["error_code"] == LeaderNotAvailableError.code
+    assert partitions[0]["leader_id"] == -1
+    assert partitions[1]["error_code"] == ReplicaNotAvailableError.code
+    assert partitions[1]["replica_nodes"] == [1]
+
+
+def test_unknown_topic_is_unknown_topic_or_partition() -> None:
+    cache = MetadataCache(1)
+    [topic] = cache.metadata_response(["nope"])["topics"]
+    assert topic["error_code"] == UnknownTopicOrPartitionError.code
+
+
+def test_leader_during_delete_removes_the_partition() -> None:
+    cache = MetadataCache(1)
+    cache.update(update([state(0, 1, [1], [1])], [1]))
+    deleted = cache.update(update([state(0, -2, [1], [1])], [1], epoch=2))
+    assert deleted == [TopicPartition("t", 0)]
+    assert not cache.contains("t")
+
+
+def test_live_brokers_are_replaced_not_merged_and_self_registration_is_kept_until_then() -> None:
+    cache = MetadataCache(1)
+    cache.register_self("me", 9092)
+    assert cache.broker(1) is not None and cache.broker(1).host == "me"  # type: ignore[union-attr]
+    cache.update(update([], [2]))
+    assert cache.broker(1) is None
+    assert cache.broker(2) is not None

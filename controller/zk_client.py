@@ -15,13 +15,17 @@ Events (``subscribe()`` gives a channel that receives all of them, in order):
                             ``watch=True`` to see the new value and re-arm it.
 ``StateChange(state, session_id, new_session)``
     SUSPENDED  the connection dropped; the session (and its ephemerals) may survive
-               until the session timeout. kazoo forgets every watch at this point.
-    EXPIRED    the session is gone: its ephemeral znodes are deleted by ZooKeeper.
-               kazoo then opens a new session by itself; expiry is never an exception
-               that ends the client.
-    CONNECTED  a session is usable again. Every watch must be re-armed after it;
-               ``new_session`` is True when this is a different session from the last
-               one (first connect, or after EXPIRED): ephemerals must be re-created.
+               until the session timeout.
+    EXPIRED    the session is gone: its ephemeral znodes and its watches are deleted
+               by ZooKeeper. kazoo then opens a new session by itself; expiry is never
+               an exception that ends the client.
+    CONNECTED  a session is usable. ``new_session`` is True when it is a different
+               session from the last one (first connect, or after EXPIRED): ephemerals
+               must be re-created and every watch re-armed. On a reconnect to the same
+               session (``new_session`` False) each watch that was armed when the
+               connection dropped fires once, right after this event, since a change
+               may have been missed meanwhile (kazoo itself forgets watches on a
+               disconnect; ZooKeeper's Java client carries them over).
 
 Errors: kazoo exceptions are converted here, once, into ``ZkError`` subclasses
 (``raise ... from exc``), so callers never import kazoo.
@@ -287,6 +291,9 @@ class ZkClient:
         self._token: trio.lowlevel.TrioToken | None = None
         self._subscribers: list[trio.MemorySendChannel[ZkEvent]] = []
         self._session_id: int | None = None
+        # The watches kazoo holds for us, each as the event a missed change is reported
+        # as. Touched only on the Trio thread.
+        self._armed: set[WatchEvent] = set()
         self._closing = False
 
     @property
@@ -369,17 +376,23 @@ class ZkClient:
 
     async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]:
         data, stat = await self._call(self._kazoo.get, path, self._watcher(watch))
+        if watch:
+            self._armed.add(WatchEvent(WatchType.CHANGED, path))
         return bytes(data or b""), Stat.from_kazoo(stat)
 
     async def exists(self, path: str, *, watch: bool = False) -> Stat | None:
         """The znode's stat or None; a watch fires on create, delete or data change."""
         stat = await self._call(self._kazoo.exists, path, self._watcher(watch))
+        if watch:
+            self._armed.add(WatchEvent(WatchType.CHANGED, path))
         return Stat.from_kazoo(stat) if stat is not None else None
 
     async def get_children(self, path: str, *, watch: bool = False) -> list[str]:
         """Child names, sorted; a watch fires when a child is added or removed (and when
         ``path`` is deleted)."""
         children = await self._call(self._kazoo.get_children, path, self._watcher(watch))
+        if watch:
+            self._armed.add(WatchEvent(WatchType.CHILD, path))
         return sorted(children)
 
     async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat:
@@ -398,6 +411,12 @@ class ZkClient:
         results = await self._pipeline(
             [functools.partial(self._kazoo.get_async, path, watcher) for path in paths]
         )
+        if watch:
+            self._armed.update(
+                WatchEvent(WatchType.CHANGED, path)
+                for path, r in zip(paths, results, strict=True)
+                if not isinstance(r, ZkError)
+            )
         return [
             r if isinstance(r, ZkError) else (bytes(r[0] or b""), Stat.from_kazoo(r[1]))
             for r in results
@@ -517,7 +536,32 @@ class ZkClient:
             return
         # RunFinishedError: the Trio run is over and nobody is left to tell.
         with contextlib.suppress(trio.RunFinishedError):
-            trio.from_thread.run_sync(self._publish, event, trio_token=self._token)
+            trio.from_thread.run_sync(self._deliver, event, trio_token=self._token)
+
+    def _deliver(self, event: ZkEvent) -> None:
+        """Trio thread: keep the armed-watch book, then tell every subscriber.
+
+        kazoo drops every watch when the connection drops, while ZooKeeper's own clients
+        carry them over a reconnect. To give that behaviour, each watch armed when the
+        connection dropped fires once right after a reconnect to the same session: a
+        change may have been missed, and the subscriber re-reads as for any firing.
+        """
+        if isinstance(event, WatchEvent):
+            self._armed.discard(event)
+            if event.type is not WatchType.CHILD:
+                self._armed.discard(WatchEvent(WatchType.CHANGED, event.path))
+            if event.type is WatchType.DELETED:
+                self._armed.discard(WatchEvent(WatchType.CHILD, event.path))
+            self._publish(event)
+            return
+        self._publish(event)
+        if event.state is ZkState.SUSPENDED:
+            return
+        missed = sorted(self._armed, key=lambda w: (w.path, w.type.value))
+        self._armed.clear()
+        if event.state is ZkState.CONNECTED and not event.new_session:
+            for watch in missed:
+                self._publish(watch)
 
     def _publish(self, event: ZkEvent) -> None:
         for channel in list(self._subscribers):

@@ -166,6 +166,7 @@ async def test_session_expiry_is_an_event_and_the_client_recovers(
     old_session = zk_client.session_id
     await zk_client.create("/ids")
     await zk_client.create("/ids/1", b"broker", ephemeral=True)
+    await zk_client.get_children("/ids", watch=True)
 
     await zk_session_killer(zk_client)
 
@@ -174,6 +175,10 @@ async def test_session_expiry_is_an_event_and_the_client_recovers(
     reconnected = await next_event(events, is_state(ZkState.CONNECTED))
     assert isinstance(reconnected, StateChange) and reconnected.new_session
     assert reconnected.session_id not in (None, old_session)
+    # A new session holds no watches and replays none: the subscriber re-arms them.
+    with trio.move_on_after(0.3):
+        event = await events.receive()
+        raise AssertionError(f"unexpected {event}")
     # The old session's ephemeral is gone; re-registering on the new session works.
     assert await zk_client.get_children("/ids") == []
     await zk_client.create("/ids/1", b"broker", ephemeral=True)

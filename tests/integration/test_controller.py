@@ -144,3 +144,149 @@ async def test_bad_create_topics_requests_get_kafka_error_codes(
                 ApiKey.CREATE_TOPICS, create_topic_body(name, partitions, rf)
             )
             assert response["topics"][0]["error_code"] == code, name
+
+
+async def partition_states(zk_client: ZkClient, topic: str, partitions: int) -> dict[int, Any]:
+    states = await KafkaZkClient(zk_client).read_partition_states(
+        [TopicPartition(topic, p) for p in range(partitions)]
+    )
+    return {tp.partition: state for tp, state in states.items()}
+
+
+async def test_killing_the_controller_elects_another_with_a_higher_epoch_that_fences_the_old(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    async with cluster(tmp_path, zk_connect) as c:
+        (old,) = c.controllers()
+        old_epoch = _member(c.brokers[old]).controller.context.epoch
+        c.stop(old)
+        await wait_until(lambda: len(c.controllers()) == 1, "a new controller")
+        (new,) = c.controllers()
+        assert new != old
+        assert _member(c.brokers[new]).controller.context.epoch > old_epoch
+        await wait_until(
+            lambda: all(b.metadata_cache.controller_id == new for b in c.brokers.values()),
+            "every broker to hear from the new controller",
+        )
+        stale = {
+            "controller_id": old,
+            "controller_epoch": old_epoch,
+            "partition_states": [],
+            "live_brokers": [],
+        }
+        for broker_id in c.brokers:
+            response = await c.request(ApiKey.UPDATE_METADATA, stale, broker_id)
+            assert response["error_code"] == 11  # STALE_CONTROLLER_EPOCH
+
+
+async def test_a_dead_leaders_partitions_get_leaders_from_their_isr(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    async with cluster(tmp_path, zk_connect) as c:
+        await c.request(ApiKey.CREATE_TOPICS, create_topic_body("t", 6, 3))
+        before = await partition_states(zk_client, "t", 6)
+        victim = next(b for b in c.brokers if b not in c.controllers())
+        led = [p for p, s in before.items() if s.leader == victim]
+        assert led
+        c.stop(victim)
+
+        async def moved() -> bool:
+            now = await partition_states(zk_client, "t", 6)
+            return all(now[p].leader not in (victim, -1) for p in led)
+
+        await wait_until_async(moved, "new leaders for the dead broker's partitions")
+        after = await partition_states(zk_client, "t", 6)
+        for p in led:
+            assert after[p].leader in before[p].isr and after[p].leader != victim
+            assert victim not in after[p].isr
+            assert after[p].leader_epoch > before[p].leader_epoch
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+async def test_without_a_live_isr_member_a_partition_stays_offline_unless_unclean_is_enabled(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient, unclean: bool
+) -> None:
+    async with cluster(
+        tmp_path, zk_connect, unclean_leader_election_enable=str(unclean).lower()
+    ) as c:
+        controller_id = c.controllers()[0]
+        others = sorted(b for b in c.brokers if b != controller_id)
+        assignment = [{"partition_index": 0, "broker_ids": others}]
+        body = {"topics": [{"name": "u", "assignments": assignment}], "timeout_ms": 10_000}
+        assert (await c.request(ApiKey.CREATE_TOPICS, body))["topics"][0]["error_code"] == 0
+        data = KafkaZkClient(zk_client)
+        tp = TopicPartition("u", 0)
+        state = (await data.read_partition_states([tp]))[tp]
+        leader, follower = others
+        # The leader shrank the ISR to itself (as it would after a lagging follower).
+        shrunk = state.new_leader(leader, [leader], state.controller_epoch)
+        assert tp in (await data.update_partition_states({tp: shrunk})).written
+        c.stop(leader)
+
+        async def current_leader() -> int:
+            return (await data.read_partition_states([tp]))[tp].leader
+
+        with trio.fail_after(WAIT_S):
+            while await current_leader() == leader:
+                await trio.sleep(POLL_S)
+        if unclean:
+            assert await current_leader() == follower
+        else:
+            assert await current_leader() == -1
+            controller = _member(c.brokers[controller_id]).controller
+            assert tp in controller.context.offline_partitions()
+
+
+async def test_controlled_shutdown_moves_every_leadership_off_the_broker_first(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    async with cluster(tmp_path, zk_connect) as c:
+        await c.request(ApiKey.CREATE_TOPICS, create_topic_body("t", 6, 3))
+        leaving = next(b for b in c.brokers if b not in c.controllers())
+        assert any(
+            s.leader == leaving for s in (await partition_states(zk_client, "t", 6)).values()
+        )
+        assert await _member(c.brokers[leaving]).controlled_shutdown()
+        after = await partition_states(zk_client, "t", 6)
+        assert all(s.leader != leaving for s in after.values())
+        assert all(leaving not in s.isr for s in after.values())
+        c.stop(leaving)
+
+
+async def test_deleting_a_topic_removes_its_directories_from_every_broker(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    async with cluster(tmp_path, zk_connect) as c:
+        await c.request(ApiKey.CREATE_TOPICS, create_topic_body("gone", 3, 3))
+        await c.request(ApiKey.CREATE_TOPICS, create_topic_body("kept", 1, 3))
+
+        def dirs(prefix: str) -> list[Path]:
+            return [
+                d
+                for b in c.brokers.values()
+                for log_dir in b.config.log_dirs
+                for d in Path(log_dir).iterdir()
+                if d.name.startswith(prefix)
+            ]
+
+        await wait_until(lambda: len(dirs("gone-")) == 9, "the topic's 9 replica directories")
+        response = await c.request(ApiKey.DELETE_TOPICS, {"topic_names": ["gone"]})
+        assert response["topics"][0]["error_code"] == 0
+        await wait_until(lambda: not dirs("gone-"), "the directories to disappear")
+        data = KafkaZkClient(zk_client)
+        await wait_until_async(lambda: _topic_gone(data, "gone"), "the topic's znodes to go")
+        assert len(dirs("kept-")) == 3
+
+
+async def _topic_gone(data: KafkaZkClient, topic: str) -> bool:
+    return topic not in await data.get_topics() and topic not in await data.get_topic_deletions()
+
+
+async def wait_until_async(
+    condition: Callable[[], Any], what: str, timeout: float = WAIT_S
+) -> None:
+    with trio.move_on_after(timeout):
+        while not await condition():
+            await trio.sleep(POLL_S)
+        return
+    raise AssertionError(f"timed out waiting for {what}")

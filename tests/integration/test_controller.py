@@ -78,7 +78,7 @@ class Cluster:
 
 
 def _member(broker: Broker) -> Any:
-    return broker.cluster_member  # type: ignore[attr-defined]
+    return broker.cluster_member
 
 
 @asynccontextmanager

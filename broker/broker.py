@@ -9,9 +9,12 @@ Start-up order (Kafka's KafkaServer.startup, minus what later issues add):
 4. with ``zookeeper.connect``: register in ZooKeeper and run the controller candidate
    (the controller engineer's ``controller`` package, hooked in ``_run_cluster_member``).
 
-Stop (cancellation, e.g. SIGTERM through the CLI): parked requests are woken, then -
-shielded from the cancellation - the HW checkpoint is written and the log manager
-flushes every log, writes its checkpoints and the ``.kafka_cleanshutdown`` marker.
+Stop: ``await broker.stop()`` (the CLI's SIGTERM / SIGINT) first asks the controller to
+move leadership away (controlled shutdown, while this broker still serves so it can
+receive the controller's LeaderAndIsr / StopReplica), then cancels ``run``. Plain
+cancellation of ``run`` skips that step. Either way - shielded from the cancellation -
+the HW checkpoint is written and the log manager flushes every log, writes its
+checkpoints and the ``.kafka_cleanshutdown`` marker.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self.apis: KafkaApis | None = None
         self.server: BrokerServer | None = None
+        self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
         self.stopped = trio.Event()
+        self._cancel_scope: trio.CancelScope | None = None
 
     @property
     def port(self) -> int:
@@ -75,6 +80,7 @@ class Broker:
                 idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
             )
             async with trio.open_nursery() as nursery:
+                self._cancel_scope = nursery.cancel_scope
                 await nursery.start(self.server.run)
                 adv_host, adv_port = config.advertised_address
                 self.metadata_cache.register_self(
@@ -94,6 +100,21 @@ class Broker:
             with trio.CancelScope(shield=True):
                 await self._shutdown()
 
+    async def stop(self) -> None:
+        """Controlled shutdown (cluster mode, if enabled), then stop ``run`` cleanly."""
+        member = self.cluster_member
+        if member is not None and self.config.controlled_shutdown_enable:
+            try:
+                moved = await member.controlled_shutdown()
+            except Exception as exc:  # the stop must go on whatever the cluster says
+                log.warning("controlled shutdown failed: %r", exc)
+            else:
+                if not moved:
+                    log.warning("controlled shutdown did not complete; stopping anyway")
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+        await self.stopped.wait()
+
     def _open_log_manager(self) -> LogManager:
         config = self.config
         return LogManager(
@@ -111,7 +132,7 @@ class Broker:
         The controller package is imported lazily so a standalone broker never needs
         kazoo or ZooKeeper.
         """
-        from controller import broker_hooks  # type: ignore[attr-defined]
+        from controller import broker_hooks
 
         hook: Any = broker_hooks
         await hook.run_cluster_member(self, task_status=task_status)

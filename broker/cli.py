@@ -16,6 +16,7 @@ import argparse
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator
 
 import trio
 
@@ -85,8 +86,18 @@ async def serve_until_signalled(config: BrokerConfig) -> None:
                 logging.getLogger(__name__).info(
                     "received %s, stopping", signal.Signals(signum).name
                 )
+                # A second signal during the controlled shutdown stops at once.
+                with trio.CancelScope() as scope:
+                    nursery.start_soon(_cancel_on_next_signal, signals, scope)
+                    await broker.stop()
                 nursery.cancel_scope.cancel()
                 break
+
+
+async def _cancel_on_next_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    async for _ in signals:
+        scope.cancel()
+        return
 
 
 def _setup_logging(level: str, broker_id: int) -> None:

@@ -1,0 +1,74 @@
+"""`minibroker broker` as a process: starts from a .properties file, SIGTERM stops it
+cleanly, bad configuration is one line and exit code 1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from protocol.api import ApiKey
+from storage.log_manager import CLEAN_SHUTDOWN_FILE
+from tests.support.broker import WireClient
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def minibroker(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "client.cli.main", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def test_sigterm_stops_the_broker_cleanly(tmp_path: Path) -> None:
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        "# a broker for the test\nbroker.id=7\nlisteners=PLAINTEXT://127.0.0.1:9\n"
+        f"log.dirs={tmp_path / 'logs'}\n"
+    )
+    proc = minibroker("broker", "--config", str(properties), "--listen", "127.0.0.1:0")
+    try:
+        assert proc.stdout is not None
+        line = await trio.to_thread.run_sync(proc.stdout.readline)
+        assert line.startswith("broker 7 listening on port"), line
+        port = int(line.split()[-1])
+        async with await WireClient.connect(port) as client:
+            assert (await client.request(ApiKey.API_VERSIONS, {}))["error_code"] == 0
+        proc.send_signal(signal.SIGTERM)
+        code = await trio.to_thread.run_sync(proc.wait)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == 0
+    assert (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [
+        (["--set", "no.such.key=1"], "no.such.key"),
+        (["--set", "num.partitions=zero"], "num.partitions"),
+        (["--listen", "nocolon"], "listeners"),
+    ],
+)
+async def test_bad_configuration_is_one_line_and_exit_code_1(
+    tmp_path: Path, args: list[str], key: str
+) -> None:
+    proc = minibroker("broker", "--log-dirs", str(tmp_path), *args)
+    _, err = await trio.to_thread.run_sync(proc.communicate)
+    assert proc.returncode == 1
+    assert key in err
+    assert len(err.strip().splitlines()) == 1, err

@@ -27,6 +27,13 @@ Failure model (the one boundary where OS and Trio errors become ours, ``_network
 - a caller cancelled (or timed out) halfway through writing its frame leaves a torn
   frame on the wire, so that breaks the connection.
 
+States (``ConnectionState``, legal moves in ``TRANSITIONS``; anything else raises)::
+
+    NEW --connect--> OPEN --failure--> BROKEN --aclose--> CLOSED
+     |  |               '------------------aclose-----------^  ^
+     |  '--connect fails--> BROKEN                             |
+     '------------------------aclose---------------------------'
+
 A response body is returned as decoded (defaults filled); a top-level ``error_code``
 is left for the caller to interpret (``protocol.errors.raise_for_code``).
 
@@ -38,6 +45,7 @@ Usage::
 
 from __future__ import annotations
 
+import enum
 import itertools
 from collections import deque
 from collections.abc import Iterator
@@ -73,6 +81,28 @@ COALESCE_MAX_BYTES: Final = 64 * 1024
 """Adjacent buffers up to this size are joined into one send (fewer syscalls)."""
 
 DEFAULT_CLIENT_ID: Final = "minibroker"
+
+
+class ConnectionState(enum.Enum):
+    NEW = "new"
+    OPEN = "open"
+    BROKEN = "broken"
+    CLOSED = "closed"
+
+
+TRANSITIONS: Final[dict[ConnectionState, frozenset[ConnectionState]]] = {
+    ConnectionState.NEW: frozenset(
+        {ConnectionState.OPEN, ConnectionState.BROKEN, ConnectionState.CLOSED}
+    ),
+    ConnectionState.OPEN: frozenset({ConnectionState.BROKEN, ConnectionState.CLOSED}),
+    ConnectionState.BROKEN: frozenset({ConnectionState.CLOSED}),
+    ConnectionState.CLOSED: frozenset(),
+}
+"""Every legal state change of a Connection."""
+
+
+class IllegalConnectionTransition(RuntimeError):
+    """A Connection was used out of order (connect twice, connect after close)."""
 
 
 class _Pending:
@@ -140,16 +170,26 @@ class Connection:
         self._pending: deque[_Pending] = deque()
         self._reader: _Pending | None = None
         self._correlation_ids = itertools.count()
-        self._error: NetworkError | None = None
+        self._error: NetworkError | None = None  # why it is BROKEN or CLOSED
+        self.state = ConnectionState.NEW
 
     def __repr__(self) -> str:
-        state = "broken" if self._error else "open" if self._stream else "new"
-        return f"<Connection {self.host}:{self.port} {state} in_flight={len(self._pending)}>"
+        return (
+            f"<Connection {self.host}:{self.port} {self.state.value} "
+            f"in_flight={len(self._pending)}>"
+        )
+
+    def _move(self, to: ConnectionState) -> None:
+        if to not in TRANSITIONS[self.state]:
+            raise IllegalConnectionTransition(
+                f"connection to {self.host}:{self.port}: {self.state.value} -> {to.value}"
+            )
+        self.state = to
 
     @property
     def is_usable(self) -> bool:
-        """Connected and not (known to be) broken or closed."""
-        return self._stream is not None and self._error is None
+        """Open and not (known to be) broken or closed."""
+        return self.state is ConnectionState.OPEN
 
     @property
     def in_flight(self) -> int:
@@ -160,12 +200,28 @@ class Connection:
 
     async def connect(self) -> None:
         """Open the TCP connection within ``connect_timeout``; NetworkError if not."""
+        if self.state is not ConnectionState.NEW:
+            self._move(ConnectionState.OPEN)  # raises: a Connection connects once
+        try:
+            stream = await self._open_stream()
+        except NetworkError as exc:
+            if self.state is ConnectionState.NEW:
+                self._error = exc
+                self._move(ConnectionState.BROKEN)
+            raise
+        if self.state is not ConnectionState.NEW:  # closed while connecting
+            await trio.aclose_forcefully(stream)
+            self._raise_if_unusable()
+        self._stream = stream
+        self._move(ConnectionState.OPEN)
+
+    async def _open_stream(self) -> trio.SocketStream:
         where = f"connect to {self.host}:{self.port}"
         try:
             with _network_errors(where), trio.fail_after(self.connect_timeout):
-                self._stream = await trio.open_tcp_stream(self.host, self.port)
+                return await trio.open_tcp_stream(self.host, self.port)
         except trio.TooSlowError as exc:
-            raise NetworkError(f"{where}: no connection within {self.connect_timeout}s") from exc
+            raise NetworkError(f"{where}: nothing within {self.connect_timeout}s") from exc
 
     async def __aenter__(self) -> Connection:
         await self.connect()
@@ -181,10 +237,15 @@ class Connection:
 
     async def aclose(self) -> None:
         """Close the socket; pending requests fail with NetworkError. Idempotent."""
+        if self.state is ConnectionState.CLOSED:
+            return
         await self._break(NetworkError(f"connection to {self.host}:{self.port} closed"))
+        self._move(ConnectionState.CLOSED)
 
     async def _break(self, error: NetworkError) -> None:
         """Fail every pending request with ``error`` (the first one sticks) and close."""
+        if self.state is ConnectionState.OPEN:
+            self._move(ConnectionState.BROKEN)
         if self._error is None:
             self._error = error
         while self._pending:
@@ -242,10 +303,11 @@ class Connection:
         return next(self._correlation_ids) & 0x7FFF_FFFF
 
     def _raise_if_unusable(self) -> None:
+        if self.state is ConnectionState.OPEN:
+            return
         if self._error is not None:
             raise NetworkError(self._error.message) from self._error
-        if self._stream is None:
-            raise NetworkError(f"connection to {self.host}:{self.port} not open")
+        raise NetworkError(f"connection to {self.host}:{self.port} not open")
 
     async def _send(self, pending: _Pending, body: Any, *, expect_response: bool) -> None:
         self._raise_if_unusable()

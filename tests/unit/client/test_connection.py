@@ -12,7 +12,7 @@ import msgpack
 import pytest
 import trio
 
-from client.connection import Connection
+from client.connection import Connection, ConnectionState, IllegalConnectionTransition
 from protocol.api import (
     ApiKey,
     RequestHeader,
@@ -316,7 +316,7 @@ async def test_connect_gives_up_after_connect_timeout(monkeypatch: pytest.Monkey
         raise AssertionError("unreachable")
 
     monkeypatch.setattr(trio, "open_tcp_stream", never_connects)
-    with pytest.raises(NetworkError, match="no connection within"):
+    with pytest.raises(NetworkError, match="nothing within"):
         await Connection("127.0.0.1", 9, connect_timeout=0.05).connect()
 
 
@@ -330,6 +330,20 @@ async def test_request_on_an_unopened_or_closed_connection_is_a_network_error() 
             await metadata(conn, "x")
         with pytest.raises(NetworkError, match="closed"):
             await metadata(conn, "x")
+
+
+async def test_a_connection_connects_once() -> None:
+    async with server() as (port, _):
+        conn = Connection("127.0.0.1", port)
+        states = [conn.state]
+        async with conn:
+            states.append(conn.state)
+            with pytest.raises(IllegalConnectionTransition):
+                await conn.connect()
+        states.append(conn.state)
+        assert states == [ConnectionState.NEW, ConnectionState.OPEN, ConnectionState.CLOSED]
+        with pytest.raises(IllegalConnectionTransition):
+            await conn.connect()
 
 
 async def test_send_without_response_then_request_still_matches() -> None:

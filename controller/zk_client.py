@@ -37,33 +37,68 @@ missing (like ``zookeeper.connect`` of a Kafka broker pointing at a fresh ensemb
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import math
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import trio
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (
-    BadVersionError,
-    ConnectionDropped,
-    ConnectionLoss,
-    KazooException,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    OperationTimeoutError,
-    RolledBackError,
-    SessionExpiredError,
-)
+from kazoo.exceptions import KazooException, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.hosts import collect_hosts
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
-from protocol.errors import MinibrokerError
+from controller.zk_types import (
+    BadVersion,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    NodeExists,
+    NoNode,
+    NotEmpty,
+    SetOp,
+    Stat,
+    StateChange,
+    TxnOp,
+    WatchEvent,
+    WatchType,
+    ZkConnectionLoss,
+    ZkError,
+    ZkEvent,
+    ZkSessionExpired,
+    ZkState,
+    split_connect_string,
+    translate_error,
+)
+
+# The types live in controller.zk_types; they are re-exported so callers need one import.
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_SESSION_TIMEOUT_S",
+    "BadVersion",
+    "CheckOp",
+    "CreateOp",
+    "DeleteOp",
+    "NoNode",
+    "NodeExists",
+    "NotEmpty",
+    "SetOp",
+    "Stat",
+    "StateChange",
+    "TxnOp",
+    "WatchEvent",
+    "WatchType",
+    "ZkClient",
+    "ZkConnectionLoss",
+    "ZkError",
+    "ZkEvent",
+    "ZkSessionExpired",
+    "ZkState",
+    "open_zk_client",
+    "split_connect_string",
+    "translate_error",
+]
 
 # Kafka's zookeeper.session.timeout.ms default is 18 s; tests and benchmarks pass less.
 DEFAULT_SESSION_TIMEOUT_S = 18.0
@@ -74,63 +109,6 @@ REQUEST_TIMEOUT_S = 30.0
 RECONNECT_MAX_DELAY_S = 1.0
 
 T = TypeVar("T")
-
-
-# -- errors -------------------------------------------------------------------------
-
-
-class ZkError(MinibrokerError):
-    """A ZooKeeper request failed (the kazoo exception is the ``__cause__``)."""
-
-    failed_op: int | None = None
-    """In a failed transaction: the index of the op that failed."""
-
-
-class NodeExists(ZkError):
-    """create: the znode is already there."""
-
-
-class NoNode(ZkError):
-    """The znode (or, for create, its parent) does not exist."""
-
-
-class BadVersion(ZkError):
-    """A conditional update or delete named a version the znode no longer has."""
-
-
-class NotEmpty(ZkError):
-    """delete: the znode still has children."""
-
-
-class ZkConnectionLoss(ZkError):
-    """No answer: the connection dropped or timed out; the request may or may not
-    have been applied."""
-
-
-class ZkSessionExpired(ZkError):
-    """The session ended (expired or closed); its ephemerals and watches are gone."""
-
-
-_ERRORS: tuple[tuple[type[BaseException], type[ZkError]], ...] = (
-    (NodeExistsError, NodeExists),
-    (NoNodeError, NoNode),
-    (BadVersionError, BadVersion),
-    (NotEmptyError, NotEmpty),
-    # ConnectionClosedError (client stopped) is a SessionExpiredError in kazoo.
-    (SessionExpiredError, ZkSessionExpired),
-    (ConnectionLoss, ZkConnectionLoss),
-    (ConnectionDropped, ZkConnectionLoss),
-    (OperationTimeoutError, ZkConnectionLoss),
-    (KazooTimeoutError, ZkConnectionLoss),
-)
-
-
-def translate_error(exc: BaseException) -> ZkError:
-    """Our exception for a kazoo one, with the original as ``__cause__``."""
-    ours = next((mine for theirs, mine in _ERRORS if isinstance(exc, theirs)), ZkError)
-    error = ours(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-    error.__cause__ = exc
-    return error
 
 
 _KAZOO_ERRORS = (KazooException, KazooTimeoutError)
@@ -147,117 +125,12 @@ def _transaction_outcome(results: Sequence[Any]) -> list[Any] | ZkError:
     return [Stat.from_kazoo(r) if isinstance(r, ZnodeStat) else r for r in results]
 
 
-# -- values -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Stat:
-    """The parts of a znode's stat we use. ``version`` is the data version that
-    conditional updates name (Kafka's zkVersion)."""
-
-    version: int
-    cversion: int
-    ephemeral_owner: int
-    num_children: int
-    data_length: int
-    ctime_ms: int
-    mtime_ms: int
-    czxid: int
-    mzxid: int
-
-    @classmethod
-    def from_kazoo(cls, stat: ZnodeStat) -> Stat:
-        return cls(
-            version=stat.version,
-            cversion=stat.cversion,
-            ephemeral_owner=stat.ephemeralOwner,
-            num_children=stat.numChildren,
-            data_length=stat.dataLength,
-            ctime_ms=stat.ctime,
-            mtime_ms=stat.mtime,
-            czxid=stat.czxid,
-            mzxid=stat.mzxid,
-        )
-
-
-class WatchType(enum.Enum):
-    CREATED = "created"
-    DELETED = "deleted"
-    CHANGED = "changed"
-    CHILD = "child"
-
-
 _WATCH_TYPES = {
     EventType.CREATED: WatchType.CREATED,
     EventType.DELETED: WatchType.DELETED,
     EventType.CHANGED: WatchType.CHANGED,
     EventType.CHILD: WatchType.CHILD,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    type: WatchType
-    path: str
-
-
-class ZkState(enum.Enum):
-    CONNECTED = "connected"
-    SUSPENDED = "suspended"
-    EXPIRED = "expired"
-
-
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    state: ZkState
-    session_id: int | None
-    new_session: bool = False
-
-
-ZkEvent = WatchEvent | StateChange
-
-
-@dataclass(frozen=True, slots=True)
-class CreateOp:
-    path: str
-    data: bytes = b""
-    ephemeral: bool = False
-    sequence: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SetOp:
-    path: str
-    data: bytes
-    version: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteOp:
-    path: str
-    version: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class CheckOp:
-    """Transaction guard: fails the whole transaction unless ``path`` has ``version``."""
-
-    path: str
-    version: int
-
-
-TxnOp = CreateOp | SetOp | DeleteOp | CheckOp
-
-
-def split_connect_string(connect: str) -> tuple[str, str]:
-    """``"h1:1,h2:2/kafka/x"`` -> ``("h1:1,h2:2", "/kafka/x")``; no chroot -> ``""``."""
-    hosts, _, chroot = connect.partition("/")
-    chroot = "/" + chroot.strip("/") if chroot.strip("/") else ""
-    try:
-        collect_hosts(hosts)
-    except ValueError as exc:
-        raise ZkError(f"bad zookeeper.connect {connect!r}: {exc}") from exc
-    return hosts, chroot
 
 
 # -- the client ---------------------------------------------------------------------

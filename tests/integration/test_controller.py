@@ -290,3 +290,56 @@ async def wait_until_async(
             await trio.sleep(POLL_S)
         return
     raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_reassignment_from_1_2_to_2_3_follows_the_oar_rar_steps(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    async with cluster(tmp_path, zk_connect) as c:
+        assignment = [{"partition_index": 0, "broker_ids": [1, 2]}]
+        body = {"topics": [{"name": "r", "assignments": assignment}], "timeout_ms": 10_000}
+        assert (await c.request(ApiKey.CREATE_TOPICS, body))["topics"][0]["error_code"] == 0
+        (controller_id,) = c.controllers()
+        alter = {
+            "topics": [{"name": "r", "partitions": [{"partition_index": 0, "replicas": [2, 3]}]}]
+        }
+        response = await c.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, alter, controller_id)
+        assert response["topics"][0]["partitions"][0]["error_code"] == 0
+        data = KafkaZkClient(zk_client)
+        # Phase one: AR = RAR + (OAR - RAR) in ZooKeeper, the new replica exists on 3.
+        during = await data.get_assignment("r")
+        assert during is not None and during.partitions[0] == (2, 3, 1)
+        assert during.adding_replicas == {0: (3,)} and during.removing_replicas == {0: (1,)}
+        log_dir = Path(c.brokers[3].config.log_dirs[0])
+        await wait_until(lambda: (log_dir / "r-0").is_dir(), "the new replica's directory")
+        listing = await c.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {}, controller_id)
+        assert listing["topics"] == [
+            {
+                "name": "r",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "replicas": [2, 3, 1],
+                        "adding_replicas": [3],
+                        "removing_replicas": [1],
+                    }
+                ],
+            }
+        ]
+        # The leader adds 3 to the ISR once it caught up (replication is issue 5; here
+        # the test writes the ISR change the leader would write).
+        tp = TopicPartition("r", 0)
+        state = (await data.read_partition_states([tp]))[tp]
+        caught_up = state.new_leader(state.leader, (1, 2, 3), state.controller_epoch)
+        assert tp in (await data.update_partition_states({tp: caught_up})).written
+
+        async def finished() -> bool:
+            now = await data.get_assignment("r")
+            return now is not None and now.partitions[0] == (2, 3) and not now.adding_replicas
+
+        await wait_until_async(finished, "the reassignment to complete")
+        final = (await data.read_partition_states([tp]))[tp]
+        assert final.leader == 2 and 1 not in final.isr
+        old_dir = Path(c.brokers[1].config.log_dirs[0])
+        await wait_until(lambda: not (old_dir / "r-0").exists(), "the old replica's deletion")
+        assert await data.get_reassignment() == {}

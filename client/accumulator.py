@@ -61,6 +61,7 @@ class ProducerBatch:
         "partition",
         "retry_at",
         "sealed",
+        "simple",
         "size",
         "timestamp",
         "timestamps",
@@ -80,6 +81,7 @@ class ProducerBatch:
         self.timestamp = timestamp  # wall-clock ms given to records without their own
         self.deadline = deadline
         self.sealed = False
+        self.simple = True  # no keys, headers or own timestamps so far: the fast encoder
         self.retry_at = 0.0
         self.attempts = 0
         self.encoded: bytes | None = None
@@ -94,7 +96,7 @@ class ProducerBatch:
     def encode(self, compression: Compression) -> bytes:
         """The batch as RecordBatch v2 bytes (encoded once, reused by retries)."""
         if self.encoded is None:
-            if self.keys is None and self.headers is None and self.timestamps is None:
+            if self.simple:
                 values: list[bytes] = [b"" if v is None else v for v in self.values]
                 if any(v is None for v in self.values):  # null values need the general path
                     self.encoded = self._encode_general(compression)
@@ -136,38 +138,64 @@ class ProducerBatch:
         return self.timestamp
 
 
-class Delivery:
-    """The future outcome of one record sent with ``send_nowait``."""
+class PendingRecord:
+    """Stands in for the batch of a record whose topic's metadata is not known yet."""
 
-    __slots__ = ("_batch", "_index")
+    __slots__ = ("error", "ready", "target")
 
-    def __init__(self, batch: ProducerBatch | None, index: int) -> None:
-        self._batch = batch
-        self._index = index
+    def __init__(self) -> None:
+        self.ready = trio.Event()
+        self.target: Delivery | None = None
+        self.error: KafkaError | None = None
 
-    def _bind(self, batch: ProducerBatch, index: int) -> None:
-        self._batch = batch
-        self._index = index
+    def resolve(self, target: Delivery | None, error: KafkaError | None = None) -> None:
+        self.target = target
+        self.error = error
+        self.ready.set()
+
+
+class Delivery(tuple[ProducerBatch | PendingRecord, int]):
+    """The future outcome of one record sent with ``send_nowait``: (batch, index).
+
+    A tuple so that making one is a single C call (``new_delivery``): it is created for
+    every record on the producer's hot path.
+    """
+
+    __slots__ = ()
 
     def done(self) -> bool:
-        return self._batch is not None and self._batch.done.is_set()
+        batch = self[0]
+        if isinstance(batch, PendingRecord):
+            target = batch.target
+            return batch.error is not None or (target is not None and target.done())
+        return batch.done.is_set()
 
     def exception(self) -> KafkaError | None:
         """The error of a finished record, None if it succeeded or is still pending."""
-        return None if self._batch is None else self._batch.error
+        batch = self[0]
+        if isinstance(batch, PendingRecord):
+            target = batch.target
+            return batch.error if target is None else target.exception()
+        return batch.error
 
     async def result(self) -> RecordMetadata:
         """Wait for the broker's answer; raises the batch's KafkaError if it failed."""
-        while self._batch is None:  # still waiting for the topic's metadata
-            await trio.sleep(0.001)
-        batch = self._batch
+        batch, index = self
+        if isinstance(batch, PendingRecord):
+            await batch.ready.wait()
+            if batch.error is not None:
+                raise batch.error
+            assert batch.target is not None
+            return await batch.target.result()
         await batch.done.wait()
         if batch.error is not None:
             raise batch.error
-        offset = -1 if batch.base_offset < 0 else batch.base_offset + self._index
-        return RecordMetadata(
-            batch.topic, batch.partition, offset, batch.record_timestamp(self._index)
-        )
+        offset = -1 if batch.base_offset < 0 else batch.base_offset + index
+        return RecordMetadata(batch.topic, batch.partition, offset, batch.record_timestamp(index))
+
+
+def new_delivery(batch: ProducerBatch | PendingRecord, index: int) -> Delivery:
+    return tuple.__new__(Delivery, (batch, index))
 
 
 BatchClosed = Callable[[str, int], None]
@@ -224,24 +252,31 @@ class RecordAccumulator:
         if key is not None or batch.keys is not None:
             if batch.keys is None:
                 batch.keys = [None] * index
+                batch.simple = False
             batch.keys.append(key)
             size += len(key) if key is not None else 0
         if headers or batch.headers is not None:
             if batch.headers is None:
                 batch.headers = [()] * index
+                batch.simple = False
             batch.headers.append(headers or ())
             size += sum(len(k) + len(v or b"") + 2 for k, v in headers or ())
         if timestamp is not None or batch.timestamps is not None:
             if batch.timestamps is None:
                 batch.timestamps = [None] * index
+                batch.simple = False
             batch.timestamps.append(timestamp)
         batch.size += size
         if batch.size >= self.batch_size:
-            batch.sealed = True
-            self.sealed_count += 1
-            self.wakeup.set()
-            self._on_batch_closed(topic, partition)
+            self.seal(batch)
         return batch, index
+
+    def seal(self, batch: ProducerBatch) -> None:
+        """A batch is full: no more records go in, the sender may take it now."""
+        batch.sealed = True
+        self.sealed_count += 1
+        self.wakeup.set()
+        self._on_batch_closed(batch.topic, batch.partition)
 
     def _open(self, topic: str, partition: int, queue: deque[ProducerBatch]) -> ProducerBatch:
         now = trio.current_time()

@@ -85,6 +85,10 @@ class StickyPartitioner:
             self._sticky[topic] = sticky
         return sticky
 
+    def sticky(self, topic: str) -> int | None:
+        """The topic's current sticky partition (None before its first null-key record)."""
+        return self._sticky.get(topic)
+
     def on_new_batch(
         self, topic: str, closed_partition: int, num_partitions: int, available: Sequence[int]
     ) -> None:

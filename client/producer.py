@@ -22,8 +22,17 @@ from typing import Literal
 
 import trio
 
-from client.accumulator import Delivery, ProducerBatch, RecordAccumulator, RecordMetadata
+from client.accumulator import (
+    RECORD_OVERHEAD,
+    Delivery,
+    PendingRecord,
+    ProducerBatch,
+    RecordAccumulator,
+    RecordMetadata,
+    new_delivery,
+)
 from client.background import BackgroundTasks
+from client.errors import with_context
 from client.metadata import ClusterClient
 from client.partitioner import StickyPartitioner
 from client.sender import Sender
@@ -32,6 +41,7 @@ from protocol.records import Compression, Header
 
 __all__ = ["Delivery", "Producer", "RecordMetadata"]
 
+_tuple_new = tuple.__new__  # makes a Delivery in one C call (see accumulator.Delivery)
 MAX_BLOCK_S = 60.0  # Kafka's max.block.ms: how long a record waits for its topic's metadata
 
 
@@ -97,12 +107,14 @@ class Producer:
             on_batch_drained=self._batch_closed,
         )
         self._max_pending_batches = max(1, buffer_memory // batch_size)
+        self._batch_size = batch_size
+        self._sticky_batches: dict[str, ProducerBatch] = {}  # the open batch null keys go to
         self._sealed_seen = 0
         self._waiting: dict[
             str,
             list[
                 tuple[
-                    Delivery,
+                    PendingRecord,
                     bytes | None,
                     bytes | None,
                     tuple[Header, ...] | None,
@@ -153,6 +165,18 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> Delivery:
         """Enqueue one record; the returned Delivery's ``result()`` gives its offset."""
+        if key is None and partition is None and headers is None and timestamp_ms is None:
+            # The hot path (a value for the topic's sticky partition): append straight to
+            # its open batch. Everything else takes the general path below.
+            batch = self._sticky_batches.get(topic)
+            if batch is not None and batch.simple and not batch.sealed and value is not None:
+                values = batch.values
+                index = len(values)
+                values.append(value)
+                batch.size += len(value) + RECORD_OVERHEAD
+                if batch.size >= self._batch_size:
+                    self._acc.seal(batch)
+                return _tuple_new(Delivery, (batch, index))
         meta = self.cluster.metadata
         info = meta.topics.get(topic)
         if info is None or not info.partitions:
@@ -167,7 +191,9 @@ class Producer:
         batch, index = self._acc.append(
             topic, partition, value, key, tuple(headers) if headers else None, timestamp_ms
         )
-        return Delivery(batch, index)
+        if key is None and partition == self._partitioner.sticky(topic):
+            self._sticky_batches[topic] = batch
+        return _tuple_new(Delivery, (batch, index))
 
     async def send(
         self,
@@ -233,7 +259,8 @@ class Producer:
         nursery = self._tasks.nursery
         if nursery is None:
             raise MinibrokerError("the producer is not open (use `async with Producer(...)`)")
-        delivery = Delivery(None, 0)
+        pending = PendingRecord()
+        delivery = new_delivery(pending, 0)
         waiting = self._waiting.get(topic)
         if waiting is None:
             waiting = self._waiting[topic] = []
@@ -241,7 +268,7 @@ class Producer:
                 self._metadata_done = trio.Event()
             nursery.start_soon(self._fetch_topic, topic)
         waiting.append(
-            (delivery, value, key, tuple(headers) if headers else None, partition, timestamp_ms)
+            (pending, value, key, tuple(headers) if headers else None, partition, timestamp_ms)
         )
         return delivery
 
@@ -254,15 +281,13 @@ class Producer:
         waiting = self._waiting.pop(topic)
         if not self._waiting:
             self._metadata_done.set()
-        for delivery, value, key, headers, partition, timestamp_ms in waiting:
-            if error is None:
-                try:
-                    placed = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
-                    assert placed._batch is not None
-                    delivery._bind(placed._batch, placed._index)
-                    continue
-                except MinibrokerError as exc:
-                    error = KafkaError(str(exc))
-            failed = ProducerBatch(topic, partition or 0, 0.0, 0, 0.0)
-            failed.fail(type(error)(f"{topic}: {error.message}"))
-            delivery._bind(failed, 0)
+        for pending, value, key, headers, partition, timestamp_ms in waiting:
+            if error is not None:
+                pending.resolve(None, with_context(error, f"topic {topic!r}"))
+                continue
+            try:
+                placed = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+            except MinibrokerError as exc:  # e.g. a partition the topic does not have
+                pending.resolve(None, KafkaError(str(exc)))
+            else:
+                pending.resolve(placed)

@@ -29,6 +29,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -141,6 +142,13 @@ def run(args: argparse.Namespace) -> int:
     return run_async(_up, args)
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -240,7 +248,11 @@ class _Supervisor:
         zk, _ = await self._spawn(
             "zookeeper",
             self._command(
-                "zookeeper", "--port", str(args.zookeeper_port), "--data-dir", str(zk_dir)
+                "zookeeper",
+                "--port",
+                str(args.zookeeper_port or _free_port()),
+                "--data-dir",
+                str(zk_dir),
             ),
         )
         found = await self._wait_for_line("zookeeper", zk_log, ZOOKEEPER_READY, offset)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from client.accumulator import Delivery, RecordAccumulator
+from client.accumulator import RecordAccumulator, new_delivery
 from protocol.errors import NotLeaderOrFollowerError
 from protocol.records import Compression, decode_batch
 
@@ -72,7 +72,7 @@ async def test_delivery_reports_base_offset_plus_index_once_the_batch_completes(
     acc, _ = _accumulator()
     batch, _ = acc.append("t", 3, b"a", None, None, None)
     _, index = acc.append("t", 3, b"b", None, None, None)
-    delivery = Delivery(batch, index)
+    delivery = new_delivery(batch, index)
     assert not delivery.done()
     acc.finish(batch, base_offset=100)
     meta = await delivery.result()
@@ -85,7 +85,7 @@ async def test_failed_batch_raises_its_error_from_every_delivery() -> None:
     batch, _ = acc.append("t", 0, b"a", None, None, None)
     acc.finish(batch, NotLeaderOrFollowerError("t-0: gone"))
     with pytest.raises(NotLeaderOrFollowerError, match="t-0"):
-        await Delivery(batch, 0).result()
+        await new_delivery(batch, 0).result()
 
 
 async def test_open_batch_is_ready_after_linger_and_sealed_one_at_once() -> None:

@@ -1,0 +1,103 @@
+"""Consumer throughput, like Kafka's kafka-consumer-perf-test.sh.
+
+    python3 bench/consumer_perf.py [--num-records 300000] [--record-size 1024]
+        [--bootstrap-server H:P --topic T] [--partitions 1] [--fetch-bytes 4194304]
+        [--profile FILE]
+
+Without ``--bootstrap-server`` it starts its own standalone broker (bench/standalone.py),
+fills the topic with ``--num-records`` records of ``--record-size`` bytes using the
+bundled producer, then times reading them back from the beginning. With a server given
+it reads ``--num-records`` records of an existing topic from the beginning. Records are
+fully decoded into ConsumerRecord tuples (CRC checked) - what an application gets.
+The last line of stdout is one JSON object of figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.standalone import lead_sync, standalone_broker
+from client.consumer import Consumer
+from client.producer import Producer
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--topic", default="consumer-perf-test")
+    p.add_argument("--num-records", type=int, default=300_000)
+    p.add_argument("--record-size", type=int, default=1024)
+    p.add_argument("--bootstrap-server", help="default: start and fill a standalone broker")
+    p.add_argument("--partitions", type=int, default=1, help="partitions (standalone mode)")
+    p.add_argument(
+        "--fetch-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        help="max bytes per partition per fetch (default 4 MiB)",
+    )
+    p.add_argument("--profile", help="write a cProfile of the consumer to this file")
+    return p.parse_args()
+
+
+async def fill(args: argparse.Namespace) -> None:
+    payload = os.urandom(args.record_size)
+    async with Producer(args.bootstrap_server, acks=1, batch_size=1 << 20, linger_ms=20) as p:
+        for _ in range(args.num_records):
+            await p.enqueue(args.topic, payload)
+
+
+async def consume(args: argparse.Namespace) -> dict[str, float]:
+    async with Consumer(args.bootstrap_server, max_partition_fetch_bytes=args.fetch_bytes) as c:
+        meta = await c.cluster.topic(args.topic, timeout_s=10)
+        c.assign([(args.topic, p.partition) for p in meta.partitions])
+        await c.seek_to_beginning()
+        count = size = 0
+        start = time.perf_counter()
+        while count < args.num_records:
+            records = await c.poll(10_000, 100_000)
+            if not records:
+                break
+            count += len(records)
+            size += sum(len(r.value or b"") for r in records)
+        elapsed = time.perf_counter() - start
+    return {
+        "records": count,
+        "record_size": args.record_size,
+        "seconds": round(elapsed, 3),
+        "records_per_s": round(count / elapsed),
+        "mb_per_s": round(size / elapsed / 1e6, 2),
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    standalone = args.bootstrap_server is None
+    given = contextlib.nullcontext(args.bootstrap_server)
+    with standalone_broker() if standalone else given as bootstrap:
+        args.bootstrap_server = bootstrap
+        if standalone:
+            lead_sync(bootstrap, args.topic, args.partitions)
+            trio.run(fill, args)
+        profiler = cProfile.Profile() if args.profile else None
+        if profiler:
+            profiler.enable()
+        figures = trio.run(consume, args)
+        if profiler:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
+    figures["standalone_broker"] = standalone
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""A standalone broker for the client benchmarks: ``minibroker broker`` without ZooKeeper.
+
+With no controller, this module plays one: it sends the broker a LeaderAndIsr making it
+the only replica and leader of the topic's partitions, and an UpdateMetadata so the
+broker's Metadata API shows them to the client. Used by bench/producer_perf.py and
+bench/consumer_perf.py when no ``--bootstrap-server`` is given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from client.connection import Connection
+from protocol.api import ApiKey
+
+ROOT = Path(__file__).resolve().parents[1]
+BROKER_ID = 1
+CONTROLLER_ID = 3000  # not a broker id: only used as the sender of controller requests
+START_TIMEOUT_S = 30.0
+_LISTENING = re.compile(r"listening on port (\d+)")
+
+
+@contextlib.contextmanager
+def standalone_broker(*properties: str) -> Iterator[str]:
+    """Run a broker process on a free port with a temporary log dir; yields host:port."""
+    with tempfile.TemporaryDirectory(prefix="minibroker-bench-") as tmp:
+        argv = [
+            sys.executable,
+            "-m",
+            "client.cli.main",
+            "broker",
+            "--broker-id",
+            str(BROKER_ID),
+            "--listen",
+            "127.0.0.1:0",
+            "--log-dirs",
+            str(Path(tmp) / "logs"),
+            "--metrics-port",
+            "-1",
+            "--log-level",
+            "WARNING",
+        ]
+        for item in properties:
+            argv += ["--set", item]
+        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        try:
+            assert process.stdout is not None
+            deadline = time.monotonic() + START_TIMEOUT_S
+            port = None
+            while port is None and time.monotonic() < deadline:
+                line = process.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"broker exited with code {process.wait()}")
+                found = _LISTENING.search(line)
+                port = int(found.group(1)) if found else None
+            if port is None:
+                raise RuntimeError("broker did not start listening in time")
+            yield f"127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+async def lead(bootstrap: str, topic: str, partitions: int) -> None:
+    """Make the standalone broker leader of ``topic``'s partitions (as a controller would)."""
+    host, _, port_text = bootstrap.rpartition(":")
+    port = int(port_text)
+    states: list[dict[str, Any]] = [
+        {
+            "topic_name": topic,
+            "partition_index": p,
+            "controller_epoch": 1,
+            "leader": BROKER_ID,
+            "leader_epoch": 0,
+            "isr": [BROKER_ID],
+            "zk_version": 0,
+            "replicas": [BROKER_ID],
+        }
+        for p in range(partitions)
+    ]
+    me = {"id": BROKER_ID, "host": host, "port": port}
+    header = {"controller_id": CONTROLLER_ID, "controller_epoch": 1, "broker_epoch": -1}
+    async with Connection(host, port) as conn:
+        body = {
+            **header,
+            "partition_states": [s | {"is_new": True} for s in states],
+            "live_leaders": [me],
+        }
+        response = await conn.request(ApiKey.LEADER_AND_ISR, body)
+        if response["error_code"] or any(e["error_code"] for e in response["partition_errors"]):
+            raise RuntimeError(f"LeaderAndIsr failed: {response}")
+        body = {**header, "partition_states": states, "live_brokers": [me]}
+        response = await conn.request(ApiKey.UPDATE_METADATA, body)
+        if response["error_code"]:
+            raise RuntimeError(f"UpdateMetadata failed: {response}")
+
+
+def lead_sync(bootstrap: str, topic: str, partitions: int) -> None:
+    trio.run(lead, bootstrap, topic, partitions)

@@ -37,9 +37,10 @@ from controller.admin import Body, ClusterAdmin
 from controller.channel import ControllerChannelManager, connect_to_broker
 from controller.controller import ControllerConfig, KafkaController
 from controller.zk_adapter import ControllerZkAdapter
-from controller.zk_client import StateChange, ZkEvent, ZkState, open_zk_client
+from controller.zk_client import open_zk_client
 from controller.zk_data import KafkaZkClient
 from controller.zk_model import BrokerInfo, EndPoint
+from controller.zk_types import StateChange, ZkEvent, ZkState
 from protocol.api import ApiKey
 from protocol.errors import KafkaError, MinibrokerError
 

@@ -51,7 +51,7 @@ from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import Body, ControllerBrokerRequestBatch, RequestSender
 from controller.state_machines import ElectionStrategy, PartitionState, ReplicaState
 from controller.topic_deletion import TopicDeletionManager
-from controller.zk_client import StateChange, WatchEvent, ZkEvent, ZkState
+from controller.zk_types import StateChange, WatchEvent, ZkEvent, ZkState
 from protocol.errors import (
     BrokerNotAvailableError,
     ElectionNotNeededError,

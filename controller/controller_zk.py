@@ -32,7 +32,7 @@ from controller.events import (
     TopicDeletion,
 )
 from controller.state_machines import PartitionStateStore
-from controller.zk_client import WatchEvent, WatchType
+from controller.zk_types import WatchEvent, WatchType
 
 CONTROLLER_PATH = "/controller"
 BROKER_IDS_PATH = "/brokers/ids"

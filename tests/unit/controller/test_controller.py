@@ -14,7 +14,7 @@ from controller.controller import ControllerConfig, KafkaController
 from controller.controller_zk import event_for_watch
 from controller.request_batch import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 from controller.state_machines import PartitionState, ReplicaState
-from controller.zk_client import WatchEvent, WatchType
+from controller.zk_types import WatchEvent, WatchType
 from protocol.errors import ElectionNotNeededError, NotControllerError
 from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
 

@@ -72,8 +72,8 @@ class IndexFile:
 
     def _unmap(self) -> None:
         if self._mm is not None:
-            if self.writable:
-                self._mm.flush()
+            # No msync: unmapping keeps dirty pages in the page cache. Durability is
+            # flush()'s job, called when the recovery point moves.
             self._mm.close()
             self._mm = None
 

@@ -9,7 +9,9 @@ first segment after retention by offset or ``truncate_fully_and_start_at``);
 Append (leader): every batch is validated (header walk + CRC-32C, sizes), its
 baseOffset patched in place to the next offsets (and partitionLeaderEpoch when given),
 then the whole buffer goes to the active segment in one write. Records are never
-decoded. Append as follower: offsets are kept and must not go back.
+decoded. Append as follower: offsets are kept; they must not go back and must be
+contiguous within one append; a gap before the first batch starts a new segment, so
+offsets inside every segment stay contiguous (which recovery relies on).
 
 Roll: a new active segment starts when the append would push the active one past
 ``segment_bytes``, when ``segment_ms`` passed since its first batch, when one of its
@@ -249,8 +251,10 @@ class Log:
                 patch_base_offset(view, position, base)
             else:
                 base = header.base_offset
-                if base < next_offset:
-                    raise CorruptMessageError(f"offset {base} is below the log end {next_offset}")
+                if base < next_offset or (count and base != next_offset):
+                    raise CorruptMessageError(
+                        f"batch offset {base} does not follow {next_offset - 1}"
+                    )
             if first_offset < 0:
                 first_offset = base
             epoch = header.partition_leader_epoch
@@ -288,10 +292,10 @@ class Log:
         self, size: int, max_timestamp: int, first_offset: int, last_offset: int
     ) -> LogSegment:
         segment = self._segments[-1]
+        if first_offset != segment.next_offset:
+            return self.roll(first_offset)  # a follower gap: offsets in a segment are contiguous
         if segment.size == 0:
-            if segment.base_offset == first_offset or first_offset < segment.base_offset:
-                return segment
-            return self.roll(first_offset)  # a follower gap: re-base the empty segment
+            return segment
         first_ts = segment.rolling_based_timestamp()
         if first_ts is not None and first_ts >= 0:
             waited = max_timestamp - first_ts

@@ -15,8 +15,13 @@ offset-index entry (its LAST offset -> its START position) and the time index ge
 (max timestamp so far, offset of that max) if the max grew. The first batch of a
 segment therefore never has an entry.
 
+Offsets inside a segment are contiguous: its first batch starts at the base offset and
+each batch starts right after the previous one (the Log starts a new segment at any gap
+a follower copies). baseOffset lies outside the CRC, so this is what catches a corrupt
+one.
+
 After a crash: ``recover()`` re-reads the log from position 0, validating every batch
-(header, length, CRC-32C, offsets increasing and in range), truncates the file at the
+(header, length, CRC-32C, contiguous offsets in range), truncates the file at the
 first batch that fails (a torn write, flipped bits, zeros from a preallocated tail) and
 rebuilds both indexes from what remains. ``sanity_check()`` is the cheaper test for a
 segment written before the recovery point or after a clean shutdown; when it fails the
@@ -351,8 +356,8 @@ class LogSegment:
             except CorruptMessageError:
                 break
             last = header.base_offset + header.last_offset_delta
-            if header.base_offset < next_offset or last - self.base_offset > MAX_RELATIVE_OFFSET:
-                break  # offsets must increase and fit the index: anything else is corrupt
+            if header.base_offset != next_offset or last - self.base_offset > MAX_RELATIVE_OFFSET:
+                break  # baseOffset is outside the CRC: contiguity is its only check
             if header.max_timestamp > self._max_timestamp:
                 self._max_timestamp, self._offset_of_max_timestamp = header.max_timestamp, last
             if self._bytes_since_last_index_entry > interval:
@@ -401,10 +406,13 @@ class LogSegment:
         self.time_index.flush()
 
     def close(self) -> None:
+        if self._fd >= 0 and self.time_index.writable:
+            self.on_become_inactive()
+        self._close_files()
+
+    def _close_files(self) -> None:
         if self._fd < 0:
             return
-        if self.time_index.writable:
-            self.on_become_inactive()
         self.offset_index.close()
         self.time_index.close()
         os.close(self._fd)
@@ -425,7 +433,7 @@ class LogSegment:
         return renamed
 
     def delete(self) -> None:
-        self.close()
+        self._close_files()
         for path in self.files():
             path.unlink(missing_ok=True)
 

@@ -57,15 +57,17 @@ class TimeIndex(IndexFile):
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Append (timestamp, offset) if ``timestamp`` is larger than the last entry's.
 
-        ``skip_full_check`` lets the final entry of a rolled segment use the one slot a
-        full index check would keep free; a truly full index still refuses.
+        ``skip_full_check`` lets the final entry of a rolled or closed segment use the
+        slot a full index keeps free, growing a trimmed file by one entry if needed.
         """
         last = self.last_entry
         if timestamp <= last.timestamp:
             return
         if offset < last.offset:
             raise CorruptIndexError(f"{self.path}: offset {offset} goes back from {last}")
-        if self.entries >= self.max_entries or (not skip_full_check and self.is_full):
+        if skip_full_check and self.entries >= self.max_entries:
+            self.resize((self.entries + 1) * self.ENTRY_SIZE)  # a trimmed index: one more
+        elif not skip_full_check and self.is_full:
             raise CorruptIndexError(f"{self.path}: time index is full")
         self._write(self.entries, timestamp, offset - self.base_offset)
 

@@ -151,6 +151,9 @@ def test_time_index_keeps_one_slot_for_the_final_entry_of_a_roll(tmp_path: Path)
         index.maybe_append(2, BASE + 1)
     index.maybe_append(2, BASE + 1, skip_full_check=True)
     assert index.entries == 2
+    index.trim()
+    index.maybe_append(3, BASE + 2, skip_full_check=True)  # a trimmed file grows by one
+    assert index.entries == 3 and index.entry(2) == TimestampOffset(3, BASE + 2)
     index.close()
 
 

@@ -39,6 +39,7 @@ PREFIX_SIZE: Final = 4
 """Bytes of the big-endian int32 length prefix."""
 
 _PREFIX = struct.Struct(">i")
+_unpack_prefix = _PREFIX.unpack_from
 
 
 class _NeedData:
@@ -125,7 +126,16 @@ class FrameDecoder:
         if self._frame_len < 0:
             if self._buffered < PREFIX_SIZE:
                 return NEED_DATA
-            n = _PREFIX.unpack(self._take(PREFIX_SIZE))[0]
+            first = self._chunks[0]
+            if len(first) - self._head >= PREFIX_SIZE:  # the usual case: no slice needed
+                n = _unpack_prefix(first, self._head)[0]
+                self._head += PREFIX_SIZE
+                self._buffered -= PREFIX_SIZE
+                if self._head == len(first):
+                    self._chunks.popleft()
+                    self._head = 0
+            else:
+                n = _PREFIX.unpack(self._take(PREFIX_SIZE))[0]
             if n < 0 or n > self.max_frame_bytes:
                 self._broken = True
                 raise FrameError(

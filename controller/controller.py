@@ -494,7 +494,7 @@ class KafkaController:
         else:
             partitions = event.partitions
         results = await self.elect_preferred_leaders(partitions)
-        if event.from_zk:
+        if event.from_zk and results:
             await self.zk.delete_preferred_replica_election()
         if event.reply is not None:
             event.reply.set(results)

@@ -149,9 +149,11 @@ def event_for_watch(event: WatchEvent) -> ControllerEvent | None:
             DELETE_TOPICS_PATH: TopicDeletion(),
             ISR_CHANGE_NOTIFICATION_PATH: IsrChangeNotification(),
         }.get(path)
-    if path == REASSIGN_PARTITIONS_PATH and kind is not WatchType.DELETED:
+    # Deletions of the admin znodes are events too: the handler's read re-arms the
+    # exists watch, without which the next request would go unnoticed.
+    if path == REASSIGN_PARTITIONS_PATH:
         return PartitionReassignment()
-    if path == PREFERRED_REPLICA_ELECTION_PATH and kind is not WatchType.DELETED:
+    if path == PREFERRED_REPLICA_ELECTION_PATH:
         return PreferredReplicaElection(from_zk=True)
     if path.startswith(TOPICS_PATH + "/") and kind is WatchType.CHANGED:
         tp = _state_znode_partition(path)

@@ -240,6 +240,15 @@ async def test_preferred_election_returns_leadership_to_the_first_replica() -> N
     assert zk.znodes[T0].leader == 1
 
 
+async def test_preferred_election_requested_in_zookeeper_runs_and_clears_the_request() -> None:
+    controller, zk, _ = await active_cluster()
+    zk.znodes[T0] = LeaderAndIsr(2, 3, (2, 1, 3), 1, 4)
+    controller.context.leadership[T0] = zk.znodes[T0]
+    zk.preferred = {T0}
+    await controller.process(ev.PreferredReplicaElection(from_zk=True))
+    assert zk.znodes[T0].leader == 1 and zk.preferred == set()
+
+
 async def test_auto_rebalance_moves_leaders_of_an_imbalanced_broker() -> None:
     controller, zk, _ = await active_cluster()
     zk.znodes[T0] = LeaderAndIsr(2, 3, (2, 1, 3), 1, 4)
@@ -300,7 +309,13 @@ async def test_session_expiry_resigns_and_the_new_session_reelects() -> None:
         ),
         (WatchType.CHILD, "/admin/delete_topics", ev.TopicDeletion()),
         (WatchType.CREATED, "/admin/reassign_partitions", ev.PartitionReassignment()),
-        (WatchType.DELETED, "/admin/reassign_partitions", None),
+        (WatchType.DELETED, "/admin/reassign_partitions", ev.PartitionReassignment()),
+        (
+            WatchType.DELETED,
+            "/admin/preferred_replica_election",
+            ev.PreferredReplicaElection(from_zk=True),
+        ),
+        (WatchType.DELETED, "/brokers/topics/t", None),
         (
             WatchType.CREATED,
             "/admin/preferred_replica_election",

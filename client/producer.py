@@ -79,6 +79,7 @@ class Producer:
         compression: str | None = None,
         max_request_size: int = 1_048_576,
         buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: float = MAX_BLOCK_S * 1000,
         client_id: str = "minibroker-producer",
     ) -> None:
         if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
@@ -108,6 +109,7 @@ class Producer:
         )
         self._max_pending_batches = max(1, buffer_memory // batch_size)
         self._batch_size = batch_size
+        self._max_block_s = max_block_ms / 1000
         self._sticky_batches: dict[str, ProducerBatch] = {}  # the open batch null keys go to
         self._sealed_seen = 0
         self._waiting: dict[
@@ -275,7 +277,7 @@ class Producer:
     async def _fetch_topic(self, topic: str) -> None:
         error: KafkaError | None = None
         try:
-            await self.cluster.topic(topic, timeout_s=MAX_BLOCK_S)
+            await self.cluster.topic(topic, timeout_s=self._max_block_s)
         except KafkaError as exc:
             error = exc
         waiting = self._waiting.pop(topic)

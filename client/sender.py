@@ -135,7 +135,7 @@ class Sender:
         try:
             body = self._request_body(batches)
             if self.acks == 0:
-                await self.cluster.request(node, ApiKey.PRODUCE, body, expect_response=False)
+                await self.cluster.send(node, ApiKey.PRODUCE, body)
                 for batch in batches:
                     self.acc.finish(batch, base_offset=-1)
                 return

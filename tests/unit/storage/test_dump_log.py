@@ -1,0 +1,117 @@
+"""``minibroker dump-log``: Kafka-like listings of .log, .index and .timeindex files,
+index verification, and one-line errors for files it cannot read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from client.cli.main import main
+from protocol.records import Record, encode_batch
+from tests.unit.storage.batches import batch, open_log
+
+
+@pytest.fixture
+def segment_dir(tmp_path: Path) -> Path:
+    log = open_log(tmp_path / "t-0")
+    log.append(
+        bytearray(encode_batch([Record(b"hello", key=b"k1", timestamp=1_000)])), leader_epoch=3
+    )
+    log.append(batch([b"a" * 300, b"b" * 300], timestamp=2_000))
+    for i in range(6):
+        log.append(batch([b"%d" % i], timestamp=3_000 + i))
+    log.close()
+    return tmp_path / "t-0"
+
+
+def dump(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    code = main(["dump-log", *args])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def test_log_listing_shows_kafkas_batch_fields(
+    segment_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, lines = dump(capsys, str(segment_dir / "00000000000000000000.log"))
+    assert code == 0
+    assert lines[0] == f"Dumping {segment_dir / '00000000000000000000.log'}"
+    assert lines[1] == "Log starting offset: 0"
+    first = lines[2]
+    for field in (
+        "baseOffset: 0 lastOffset: 0 count: 1 ",
+        "partitionLeaderEpoch: 3 ",
+        "position: 0 CreateTime: 1000 ",
+        "magic: 2 compresscodec: none crc: ",
+        "isvalid: true",
+    ):
+        assert field in first
+    assert "baseOffset: 1 lastOffset: 2 count: 2" in lines[3]
+    assert len(lines) == 2 + 8
+
+
+def test_print_data_log_adds_one_line_per_record(
+    segment_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, lines = dump(capsys, "--print-data-log", str(segment_dir / "00000000000000000000.log"))
+    assert lines[3] == (
+        "| offset: 0 CreateTime: 1000 keySize: 2 valueSize: 5 sequence: -1 "
+        "headerKeys: [] key: k1 payload: hello"
+    )
+    assert lines[5].startswith("| offset: 1 CreateTime: 2000 keySize: -1 valueSize: 300 ")
+
+
+def test_corrupt_batch_and_torn_tail_are_reported(
+    segment_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = segment_dir / "00000000000000000000.log"
+    raw = bytearray(path.read_bytes())
+    raw[100] ^= 0xFF  # inside the second batch's records
+    path.write_bytes(raw + b"\x00" * 10)
+    code, lines = dump(capsys, str(path))
+    assert code == 1
+    assert "isvalid: false" in lines[3] and "isvalid: true" in lines[2]
+    assert lines[-1] == "Found 10 invalid bytes at the end of 00000000000000000000.log"
+
+
+def test_index_files_list_entries_that_match_the_log(
+    segment_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, lines = dump(
+        capsys,
+        str(segment_dir / "00000000000000000000.index"),
+        str(segment_dir / "00000000000000000000.timeindex"),
+    )
+    assert code == 0
+    assert any(line.startswith("offset: ") and " position: " in line for line in lines)
+    assert any(line.startswith("timestamp: ") for line in lines)
+    assert not any("Mismatches" in line for line in lines)
+    code, lines = dump(
+        capsys, "--verify-index-only", str(segment_dir / "00000000000000000000.index")
+    )
+    assert (code, lines) == (0, [f"Dumping {segment_dir / '00000000000000000000.index'}"])
+
+
+def test_verify_index_only_reports_entries_that_disagree_with_the_log(
+    segment_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = segment_dir / "00000000000000000000.index"
+    raw = bytearray(index.read_bytes())
+    assert raw, "the fixture must produce index entries"
+    raw[3] += 1  # first entry now names the wrong offset
+    index.write_bytes(raw)
+    code, lines = dump(capsys, "--verify-index-only", str(index))
+    assert code == 1
+    assert lines[1] == f"Mismatches in :{index}"
+    assert lines[2].startswith("  Index offset: ")
+
+
+def test_unreadable_files_give_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["dump-log", str(tmp_path / "notes.txt")]) == 1
+    assert main(["dump-log", str(tmp_path / "00000000000000000000.log")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2
+    assert err[0].startswith("minibroker dump-log: error: ") and "not a segment file" in err[0]
+    assert "no such file" in err[1]

@@ -1,0 +1,161 @@
+"""LogManager: placement over log.dirs, loading, clean/unclean restarts, checkpoints,
+-delete and -future directories, the per-dir lock."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from protocol.errors import LogDirNotFoundError
+from storage.errors import LogDirError
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.names import TopicPartition
+from storage.segment import LogSegment
+from tests.unit.storage.batches import SMALL, batch, read_all
+
+T0, T1, T2 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("a-b.c", 2)
+
+
+def manager(dirs: list[Path]) -> LogManager:
+    return LogManager(dirs, SMALL, clock=lambda: 1_000)
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> list[Path]:
+    return [tmp_path / "d1", tmp_path / "d2"]
+
+
+def test_new_partitions_go_to_the_dir_with_fewest_or_the_preferred_one(dirs: list[Path]) -> None:
+    logs = manager(dirs)
+    assert logs.get_or_create_log(T0).dir == dirs[0] / "orders-0"
+    assert logs.get_or_create_log(T1).dir == dirs[1] / "orders-1"
+    assert logs.get_or_create_log(T2, preferred_dir=dirs[1]).dir == dirs[1] / "a-b.c-2"
+    assert logs.get_or_create_log(T2) is logs.get_log(T2)  # existing log is returned
+    with pytest.raises(LogDirNotFoundError):
+        logs.get_or_create_log(TopicPartition("x", 0), preferred_dir=dirs[0].parent / "nope")
+    logs.close()
+
+
+def test_clean_restart_reloads_every_log_without_recovery(
+    dirs: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = manager(dirs)
+    for tp in (T0, T1, T2):
+        for i in range(30):
+            logs.get_or_create_log(tp).append(batch([b"%s-%d" % (str(tp).encode(), i)]))
+    before = {tp: read_all(log) for tp, log in logs.logs.items()}
+    logs.close()
+    assert all((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text().startswith("0\n")
+    monkeypatch.setattr(LogSegment, "recover", lambda *a, **k: pytest.fail("recovered"))
+    again = manager(dirs)
+    assert {tp: read_all(log) for tp, log in again.logs.items()} == before
+    assert not any((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)  # a crash is unclean
+    again.close()
+
+
+def test_unclean_restart_recovers_after_the_checkpointed_recovery_point(
+    dirs: list[Path],
+) -> None:
+    logs = manager(dirs)
+    log = logs.get_or_create_log(T0)
+    for i in range(50):
+        log.append(batch([b"v%d" % i]))
+    log.flush()
+    logs.checkpoint_recovery_points()
+    last_segment = log.segments[-1].log_path
+    log.append(batch([b"torn"]))
+    logs._unlock()  # simulate kill -9: no close, no clean-shutdown file
+    with open(last_segment, "r+b") as f:
+        f.truncate(last_segment.stat().st_size - 3)
+    again = manager(dirs)
+    recovered = again.get_log(T0)
+    assert recovered is not None
+    assert read_all(recovered) == [(i, b"v%d" % i) for i in range(50)]
+    again.close()
+    log.close()  # release the "dead" broker's file descriptors
+
+
+def test_corrupt_recovery_checkpoint_means_recovering_everything(dirs: list[Path]) -> None:
+    logs = manager(dirs)
+    logs.get_or_create_log(T0).append(batch([b"x"]))
+    logs.close()
+    (dirs[0] / "recovery-point-offset-checkpoint").write_text("garbage")
+    (dirs[0] / CLEAN_SHUTDOWN_FILE).unlink()
+    again = manager(dirs)
+    log = again.get_log(T0)
+    assert log is not None and read_all(log) == [(0, b"x")]
+    again.close()
+
+
+def test_checkpoints_list_every_log_of_their_dir(dirs: list[Path]) -> None:
+    logs = manager(dirs)
+    logs.get_or_create_log(T0).append(batch([b"a", b"b"]))
+    logs.get_or_create_log(T1)
+    log = logs.get_or_create_log(T2, preferred_dir=dirs[0])
+    log.append(batch([b"c"]))
+    log.maybe_increment_log_start_offset(1)
+    logs.flush_logs()
+    logs.checkpoint_recovery_points()
+    logs.checkpoint_log_start_offsets()
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == (
+        "0\n2\norders 0 2\na-b.c 2 1\n"
+    )
+    assert (dirs[0] / "log-start-offset-checkpoint").read_text() == (
+        "0\n2\norders 0 0\na-b.c 2 1\n"
+    )
+    logs.write_replication_offsets(dirs[1], {T1: 0})
+    assert logs.read_replication_offsets(dirs[1]) == {T1: 0}
+    logs.close()
+
+
+def test_deleted_logs_are_renamed_at_once_and_removed_later(dirs: list[Path]) -> None:
+    logs = manager(dirs)
+    logs.get_or_create_log(T0).append(batch([b"x"]))
+    renamed = logs.delete_log(T0)
+    assert renamed is not None and renamed.name.startswith("orders-0.")
+    assert renamed.name.endswith("-delete") and len(renamed.name) == len("orders-0.") + 32 + 7
+    assert logs.get_log(T0) is None and not (dirs[0] / "orders-0").exists()
+    assert logs.remove_deleted_logs() == 1
+    assert not renamed.exists()
+    logs.close()
+
+
+def test_delete_dirs_left_by_a_crash_are_removed_and_future_dirs_loaded(
+    dirs: list[Path],
+) -> None:
+    logs = manager(dirs)
+    logs.get_or_create_log(T0).append(batch([b"current"]))
+    future = logs.get_or_create_log(T0, is_future=True)
+    assert future.dir.parent == dirs[1] and future.dir.name.endswith("-future")
+    future.append_as_follower(batch([b"current"]))
+    logs.get_or_create_log(T1).append(batch([b"doomed"]))
+    doomed = logs.delete_log(T1)
+    logs.close()  # a restart before the background removal ran
+    again = manager(dirs)
+    assert again.pending_deletions == [doomed]
+    assert set(again.future_logs) == {T0}
+    again.remove_deleted_logs()
+    moved = again.replace_current_with_future(T0)
+    assert moved.dir == dirs[1] / "orders-0"
+    assert read_all(moved) == [(0, b"current")]
+    assert again.remove_deleted_logs() == 1
+    assert not (dirs[0] / "orders-0").exists()
+    again.close()
+
+
+def test_a_log_dir_can_be_used_by_one_manager_at_a_time(dirs: list[Path]) -> None:
+    logs = manager(dirs)
+    with pytest.raises(LogDirError, match="in use"):
+        manager(dirs[1:])
+    logs.close()
+    manager(dirs).close()
+
+
+def test_same_partition_in_two_dirs_is_refused(dirs: list[Path]) -> None:
+    for d in dirs:
+        os.makedirs(d / "orders-0")
+    with pytest.raises(LogDirError, match="found twice"):
+        manager(dirs)

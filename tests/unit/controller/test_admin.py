@@ -1,0 +1,195 @@
+"""The cluster APIs (CreateTopics, DeleteTopics, ElectLeaders, reassignment, controlled
+shutdown) as request body -> response body."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from controller.admin import ClusterAdmin
+from controller.context import LeaderAndIsr, TopicPartition
+from controller.controller import ControllerConfig, KafkaController
+from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
+
+T0 = TopicPartition("t", 0)
+
+
+@dataclass
+class AdminZk:
+    live: dict[int, Broker] = field(default_factory=lambda: {b: Broker(b) for b in (1, 2, 3)})
+    topics: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    marked: set[str] = field(default_factory=set)
+
+    async def get_live_brokers(self, *, watch: bool = False) -> dict[int, Broker]:
+        return self.live
+
+    async def get_topics(self, *, watch: bool = False) -> set[str]:
+        return set(self.topics)
+
+    async def create_topic(
+        self, topic: str, partitions: Mapping[int, Sequence[int]], config: Mapping[str, str]
+    ) -> None:
+        self.topics[topic] = {p: list(r) for p, r in partitions.items()}
+        self.configs[topic] = dict(config)
+
+    async def mark_topic_for_deletion(self, topic: str) -> bool:
+        self.marked.add(topic)
+        return True
+
+
+def idle_controller() -> KafkaController:
+    return KafkaController(ControllerConfig(1), FakeControllerZk(), RecordingChannel())
+
+
+def create(name: str, partitions: int = -1, rf: int = -1, **extra: Any) -> dict[str, Any]:
+    topic = {"name": name, "num_partitions": partitions, "replication_factor": rf}
+    topic.setdefault("assignments", [])
+    topic.setdefault("configs", [])
+    topic |= extra
+    return {"topics": [topic], "timeout_ms": 0, "validate_only": False}
+
+
+async def test_create_topics_writes_kafkas_assignment_with_defaults() -> None:
+    zk = AdminZk()
+    admin = ClusterAdmin(
+        zk, idle_controller(), num_partitions=3, default_replication_factor=2, rng=random.Random(1)
+    )
+    body = create("t", configs=[{"name": "retention.ms", "value": "100"}])
+    (result,) = (await admin.create_topics(body))["topics"]
+    assert (result["error_code"], result["num_partitions"], result["replication_factor"]) == (
+        0,
+        3,
+        2,
+    )
+    assert sorted(zk.topics["t"]) == [0, 1, 2]
+    assert sorted(r[0] for r in zk.topics["t"].values()) == [1, 2, 3]
+    assert zk.configs["t"] == {"retention.ms": "100"}
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (create("a b", 1, 1), 17),
+        (create("old", 1, 1), 36),
+        (create("t", 0, 1), 37),
+        (create("t", 1, 4), 38),
+        (create("t", assignments=[{"partition_index": 0, "broker_ids": [1, 1]}]), 39),
+        (create("t", assignments=[{"partition_index": 1, "broker_ids": [1]}]), 39),
+        (create("t", assignments=[{"partition_index": 0, "broker_ids": [9]}]), 39),
+        (create("t", 2, assignments=[{"partition_index": 0, "broker_ids": [1]}]), 42),
+    ],
+)
+async def test_bad_create_topics_input_gets_the_kafka_error_code(
+    body: dict[str, Any], code: int
+) -> None:
+    zk = AdminZk(topics={"old": {0: [1]}})
+    (result,) = (await ClusterAdmin(zk, idle_controller()).create_topics(body))["topics"]
+    assert result["error_code"] == code
+    assert set(zk.topics) == {"old"}
+
+
+async def test_explicit_assignment_and_validate_only() -> None:
+    zk = AdminZk()
+    admin = ClusterAdmin(zk, idle_controller())
+    body = create("t", assignments=[{"partition_index": 0, "broker_ids": [3, 1]}])
+    body["validate_only"] = True
+    assert (await admin.create_topics(body))["topics"][0]["error_code"] == 0
+    assert zk.topics == {}
+    body["validate_only"] = False
+    await admin.create_topics(body)
+    assert zk.topics == {"t": {0: [3, 1]}}
+
+
+async def test_create_topics_waits_for_the_new_topic_in_local_metadata() -> None:
+    ready = trio.Event()
+    waited: list[str] = []
+
+    async def topics_ready(topics: Any) -> None:
+        waited.extend(topics)
+        await ready.wait()
+
+    admin = ClusterAdmin(AdminZk(), idle_controller(), topics_ready=topics_ready)
+    body = create("t", 1, 1)
+    body["timeout_ms"] = 10_000
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(admin.create_topics, body)
+        await trio.testing.wait_all_tasks_blocked()
+        assert waited == ["t"]
+        ready.set()
+
+
+async def test_delete_topics_marks_existing_topics_only() -> None:
+    zk = AdminZk(topics={"t": {0: [1]}})
+    response = await ClusterAdmin(zk, idle_controller()).delete_topics(
+        {"topic_names": ["t", "nope"]}
+    )
+    assert [r["error_code"] for r in response["topics"]] == [0, 3]
+    assert zk.marked == {"t"}
+    disabled = ClusterAdmin(zk, idle_controller(), delete_topic_enable=False)
+    response = await disabled.delete_topics({"topic_names": ["t"]})
+    assert response["topics"][0]["error_code"] == 73
+
+
+async def test_controller_apis_answer_not_controller_on_other_brokers() -> None:
+    admin = ClusterAdmin(AdminZk(), idle_controller())
+    elect = {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000}
+    assert (await admin.elect_leaders(elect))["error_code"] == 41
+    assert (await admin.list_partition_reassignments({"topics": None, "timeout_ms": 1000}))[
+        "error_code"
+    ] == 41
+    assert (await admin.controlled_shutdown({"broker_id": 2}))["error_code"] == 41
+
+
+@asynccontextmanager
+async def active_admin() -> AsyncIterator[tuple[ClusterAdmin, FakeControllerZk]]:
+    zk = FakeControllerZk()
+    zk.brokers = {b: Broker(b) for b in (1, 2, 3, 4)}
+    zk.add_topic("t", {0: [1, 2, 3]})
+    zk.znodes[T0] = LeaderAndIsr(2, 0, (2, 1, 3), 0, 0)
+    controller = KafkaController(ControllerConfig(1), zk, RecordingChannel())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(controller.run)
+        await controller.events.wait_idle()
+        yield ClusterAdmin(AdminZk(), controller), zk
+        nursery.cancel_scope.cancel()
+
+
+async def test_elect_leaders_runs_a_preferred_election_on_the_controller() -> None:
+    async with active_admin() as (admin, zk):
+        body = {
+            "election_type": 0,
+            "topic_partitions": [{"topic": "t", "partitions": [0, 7]}],
+            "timeout_ms": 5000,
+        }
+        response = await admin.elect_leaders(body)
+        assert response["error_code"] == 0
+        (topic,) = response["replica_election_results"]
+        assert [(r["partition_id"], r["error_code"]) for r in topic["partition_result"]] == [
+            (0, 0),
+            (7, 3),
+        ]
+        assert zk.znodes[T0].leader == 1
+        unclean = {"election_type": 1, "topic_partitions": None, "timeout_ms": 5000}
+        assert (await admin.elect_leaders(unclean))["error_code"] == 42
+
+
+async def test_reassignment_apis_and_controlled_shutdown_on_the_controller() -> None:
+    async with active_admin() as (admin, _):
+        alter = {
+            "timeout_ms": 5000,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [2, 4]}]}],
+        }
+        response = await admin.alter_partition_reassignments(alter)
+        assert response["topics"][0]["partitions"][0]["error_code"] == 0
+        listing = await admin.list_partition_reassignments({"topics": None, "timeout_ms": 5000})
+        assert listing["topics"][0]["partitions"][0]["removing_replicas"] == [1, 3]
+        response = await admin.controlled_shutdown({"broker_id": 2})
+        assert response == {"error_code": 0, "remaining_partitions": []}

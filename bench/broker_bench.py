@@ -12,9 +12,9 @@ decoded - so client cost is equal and the ratio isolates the server):
 - small_rtt_per_s: a 100-byte produce, one at a time; small_pipelined_per_s: 64 in flight;
 - produce_p99_ms: small produces sent open-loop at 1,000/s; p50 / p99 / max latency.
 
-The echo server answers a frame with the same frame, except when asked to stand in
-for fetch: then it answers each (small) request with a canned 1 MiB response frame,
-the size the broker sends. Prints one JSON object on its last line.
+The ceiling is bench/echo.py's plain Trio echo (each frame written back unchanged);
+for fetch, its canned mode answers each small request with a frame the size of the
+broker's 1 MiB fetch response. Prints one JSON object on its last line.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.echo import echo_process
 from protocol.api import ApiKey, decode_response, encode_request_buffers
 from protocol.frames import NEED_DATA, FrameDecoder
 from protocol.records import encode_values
@@ -200,83 +201,82 @@ def check_ok(client: FrameClient, data: bytes, api_key: ApiKey) -> None:
         raise RuntimeError(f"{api_key.name} failed: {partition}")
 
 
-def measure(
-    port: int, *, seconds: float, fetch_port: int | None = None, check: bool = False
-) -> dict[str, float]:
-    """Run every workload against ``port`` (``fetch_port`` for the fetch workload)."""
-    big = encode_values([b"x" * BIG_RECORD_BYTES] * BIG_RECORDS, timestamp=int(time.time() * 1000))
-    big_frame = produce_frame(big)
-    small_frame = produce_frame(encode_values([b"s" * SMALL_RECORD_BYTES], timestamp=1))
-    results: dict[str, float] = {}
-    client = FrameClient.connect(port)
+class Target:
+    """One server under test: a connection to it (and to its fetch stand-in)."""
 
-    if check:  # one request of each kind must succeed, or the figures mean nothing
-        check_ok(client, big_frame, ApiKey.PRODUCE)
-        check_ok(client, fetch_frame(0, len(big)), ApiKey.FETCH)
-        check_ok(client, small_frame, ApiKey.PRODUCE)
+    def __init__(self, port: int, fetch_port: int | None = None) -> None:
+        self.client = FrameClient.connect(port)
+        self.fetch_client = self.client if fetch_port is None else FrameClient.connect(fetch_port)
+        self.results: dict[str, float] = {}
 
-    # produce: as many 1 MiB batches as fit in the time at the first measured rate
-    client.pipelined([big_frame] * 20, WINDOW_BIG)  # warm-up
+
+BIG = encode_values([b"x" * BIG_RECORD_BYTES] * BIG_RECORDS, timestamp=int(time.time() * 1000))
+BIG_FRAME = produce_frame(BIG)
+SMALL_FRAME = produce_frame(encode_values([b"s" * SMALL_RECORD_BYTES], timestamp=1))
+
+
+def produce_big(target: Target, seconds: float) -> int:
+    """1 MiB produces for about ``seconds``; returns how many batches were sent."""
+    client = target.client
+    client.pipelined([BIG_FRAME] * 20, WINDOW_BIG)  # warm-up
     n = 100
-    _, elapsed = client.pipelined([big_frame] * n, WINDOW_BIG)
-    n = max(n, int(n * seconds / elapsed))
-    _, elapsed = client.pipelined([big_frame] * n, WINDOW_BIG)
-    results["produce_mb_s"] = n * len(big) / elapsed / 1e6
-    produced_batches = 20 + 100 + n + (1 if check else 0)
+    _, elapsed = client.pipelined([BIG_FRAME] * n, WINDOW_BIG)
+    m = max(n, int(n * seconds / elapsed))
+    _, elapsed = client.pipelined([BIG_FRAME] * m, WINDOW_BIG)
+    target.results["produce_mb_s"] = m * len(BIG) / elapsed / 1e6
+    return 20 + n + m
 
-    fetch_client = client if fetch_port is None else FrameClient.connect(fetch_port)
-    count = min(produced_batches, max(100, int(n * 1.5)))
-    frames = [fetch_frame(i * BIG_RECORDS, len(big)) for i in range(count)]
-    received, elapsed = fetch_client.pipelined(frames, WINDOW_BIG)
-    results["fetch_mb_s"] = received / elapsed / 1e6
 
+def fetch_big(target: Target, batches: int) -> None:
+    frames = [fetch_frame(i * BIG_RECORDS, len(BIG)) for i in range(batches)]
+    received, elapsed = target.fetch_client.pipelined(frames, WINDOW_BIG)
+    target.results["fetch_mb_s"] = received / elapsed / 1e6
+
+
+def small_round_trips(target: Target, seconds: float) -> None:
+    client = target.client
     start = time.perf_counter()
     rounds = 0
     while time.perf_counter() - start < seconds:
         for _ in range(100):
-            client.round_trip(small_frame)
+            client.round_trip(SMALL_FRAME)
         rounds += 100
-    results["small_rtt_per_s"] = rounds / (time.perf_counter() - start)
+    target.results["small_rtt_per_s"] = rounds / (time.perf_counter() - start)
 
-    count = int(results["small_rtt_per_s"] * seconds * 3)
-    _, elapsed = client.pipelined([small_frame] * count, WINDOW_SMALL)
-    results["small_pipelined_per_s"] = count / elapsed
 
-    latencies = client.open_loop(small_frame, RATE_PER_S, seconds)
-    results["produce_p50_ms"] = percentile(latencies, 50)
-    results["produce_p99_ms"] = percentile(latencies, 99)
-    results["produce_max_ms"] = max(latencies)
-    return results
+def small_pipelined(target: Target, count: int) -> None:
+    _, elapsed = target.client.pipelined([SMALL_FRAME] * count, WINDOW_SMALL)
+    target.results["small_pipelined_per_s"] = count / elapsed
+
+
+def latency(target: Target, seconds: float) -> None:
+    latencies = target.client.open_loop(SMALL_FRAME, RATE_PER_S, seconds)
+    target.results["produce_p50_ms"] = percentile(latencies, 50)
+    target.results["produce_p99_ms"] = percentile(latencies, 99)
+    target.results["produce_max_ms"] = max(latencies)
+
+
+def measure(broker: Target, echo: Target, seconds: float) -> None:
+    """Each workload on the broker, then at once on the echo: the machine's load (other
+    processes) then affects both sides of each ratio alike."""
+    check_ok(broker.client, BIG_FRAME, ApiKey.PRODUCE)  # the figures mean nothing otherwise
+    check_ok(broker.client, fetch_frame(0, len(BIG)), ApiKey.FETCH)
+    check_ok(broker.client, SMALL_FRAME, ApiKey.PRODUCE)
+    batches = produce_big(broker, seconds) + 1
+    produce_big(echo, seconds)
+    count = min(batches, 2000)
+    fetch_big(broker, count)
+    fetch_big(echo, count)
+    small_round_trips(broker, seconds)
+    small_round_trips(echo, seconds)
+    count = int(broker.results["small_rtt_per_s"] * seconds * 3)
+    small_pipelined(broker, count)
+    small_pipelined(echo, count)
+    latency(broker, seconds)
+    latency(echo, seconds)
 
 
 # -- servers ----------------------------------------------------------------------------------
-
-
-async def serve_echo(canned_size: int) -> None:
-    """Echo each frame back; with ``canned_size`` > 0 answer with that many bytes instead."""
-    canned = canned_size.to_bytes(4, "big") + b"\x00" * canned_size if canned_size else b""
-
-    async def handler(stream: trio.SocketStream) -> None:
-        decoder = FrameDecoder(1 << 30)
-        while True:
-            data = await stream.receive_some(256 * 1024)
-            if not data:
-                return
-            decoder.feed(data)
-            out: list[bytes] = []
-            while (got := decoder.next_frame()) is not NEED_DATA:
-                assert isinstance(got, bytes)
-                if canned:
-                    out.append(canned)
-                else:
-                    out.append(len(got).to_bytes(4, "big"))
-                    out.append(got)
-            for piece in out:
-                await stream.send_all(piece)
-
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    print(listeners[0].socket.getsockname()[1], flush=True)
-    await trio.serve_listeners(handler, listeners)
 
 
 def start(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
@@ -312,15 +312,10 @@ async def lead_partition(port: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--serve-echo", type=int, default=-1, help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="run the broker under cProfile, dump to this file")
     args = parser.parse_args()
-    if args.serve_echo >= 0:
-        trio.run(serve_echo, args.serve_echo)
-        return
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": str(root)}
-    me = [sys.executable, str(Path(__file__).resolve())]
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as tmp:
         broker_cmd = [sys.executable]
         if args.profile:
@@ -335,31 +330,27 @@ def main() -> None:
             # 1 MiB of record values plus batch overhead is a little over Kafka's default
             "--set", f"message.max.bytes={2 << 20}",
         ]  # fmt: skip
-        procs = []
+        fetch_answer = len(BIG) + 200  # about the size of a fetch response
+        broker, broker_port = start(broker_cmd, env)
         try:
-            broker, broker_port = start(broker_cmd, env)
-            procs.append(broker)
-            echo, echo_port = start([*me, "--serve-echo", "0"], env)
-            procs.append(echo)
-            canned, canned_port = start(
-                [*me, "--serve-echo", str(BIG_RECORDS * (BIG_RECORD_BYTES + 8) + 200)], env
-            )
-            procs.append(canned)
-            trio.run(lead_partition, broker_port)
-            on_broker = measure(broker_port, seconds=args.seconds, check=True)
-            on_echo = measure(echo_port, seconds=args.seconds, fetch_port=canned_port)
+            with (
+                echo_process("echo") as echo_port,
+                echo_process("echo", fetch_answer) as canned_port,
+            ):
+                trio.run(lead_partition, broker_port)
+                on_broker = Target(broker_port)
+                on_echo = Target(echo_port, canned_port)
+                measure(on_broker, on_echo, args.seconds)
         finally:
-            for proc in procs:
-                proc.terminate()
-            for proc in procs:
-                proc.wait(timeout=30)
-    figures: dict[str, Any] = {f"broker_{k}": round(v, 3) for k, v in on_broker.items()}
-    figures |= {f"echo_{k}": round(v, 3) for k, v in on_echo.items()}
+            broker.terminate()
+            broker.wait(timeout=30)
+    mine, ceiling = on_broker.results, on_echo.results
+    figures: dict[str, Any] = {f"broker_{k}": round(v, 3) for k, v in mine.items()}
+    figures |= {f"echo_{k}": round(v, 3) for k, v in ceiling.items()}
     for key in ("produce_mb_s", "fetch_mb_s", "small_rtt_per_s", "small_pipelined_per_s"):
-        figures[f"ratio_{key}"] = round(on_broker[key] / on_echo[key], 3)
-    figures["ratio_produce_p99_ms"] = round(
-        on_broker["produce_p99_ms"] / on_echo["produce_p99_ms"], 3
-    )
+        figures[f"ratio_{key}"] = round(mine[key] / ceiling[key], 3)
+    figures["ratio_produce_p99_ms"] = round(mine["produce_p99_ms"] / ceiling["produce_p99_ms"], 3)
+    figures["load_average_1m"] = os.getloadavg()[0]
     print(json.dumps(figures))
 
 

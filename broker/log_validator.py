@@ -19,13 +19,13 @@ Records are never re-encoded.
 
 from __future__ import annotations
 
+import struct
+
 from protocol.errors import CorruptMessageError
 from protocol.records import (
     BATCH_HEADER_SIZE,
-    BatchHeader,
+    LOG_OVERHEAD,
     Buffer,
-    Compression,
-    iter_headers,
     read_varint,
     set_log_append_time,
     validate_batch,
@@ -36,20 +36,32 @@ RECORD_COUNT_CHECK_MAX = 1 << 16
 in Python would cost more than the append itself."""
 
 
+# batchLength (at 8), attributes (at 21) and recordCount (at 57) of a batch header.
+_COUNT_FIELDS = struct.Struct(">8xi9xh34xi")
+_COMPRESSION_MASK = 0x07
+
+
 def check_record_counts(records: Buffer) -> None:
     """Raise CorruptMessageError if an uncompressed batch's records do not fill it
     exactly ``recordCount`` times. Torn or malformed batches are left to the Log."""
-    for pos, header in iter_headers(records):
-        if header.compression == Compression.NONE and header.record_count <= RECORD_COUNT_CHECK_MAX:
-            _check_batch(records, pos, header)
+    total = len(records)
+    pos = 0
+    unpack = _COUNT_FIELDS.unpack_from
+    while total - pos >= BATCH_HEADER_SIZE:
+        batch_length, attributes, count = unpack(records, pos)
+        size = batch_length + LOG_OVERHEAD
+        if size < BATCH_HEADER_SIZE or pos + size > total:
+            return  # malformed or torn: Log.append names the problem
+        if not attributes & _COMPRESSION_MASK and count <= RECORD_COUNT_CHECK_MAX:
+            _check_batch(records, pos, size, count)
+        pos += size
 
 
-def _check_batch(buf: Buffer, pos: int, header: BatchHeader) -> None:
+def _check_batch(buf: Buffer, pos: int, size: int, count: int) -> None:
     # The hot loop of produce validation: one- and two-byte varints (records up to
     # 8 KiB) are decoded inline; longer ones go through read_varint.
     cursor = pos + BATCH_HEADER_SIZE
-    end = pos + header.size
-    count = header.record_count
+    end = pos + size
     try:
         for _ in range(count):
             first = buf[cursor]
@@ -72,7 +84,7 @@ def _check_batch(buf: Buffer, pos: int, header: BatchHeader) -> None:
         raise CorruptMessageError(f"batch at {pos}: its records run past its end") from None
     if cursor != end:
         raise CorruptMessageError(
-            f"batch at {pos}: {count} records do not fill its {header.size} bytes exactly"
+            f"batch at {pos}: {count} records do not fill its {size} bytes exactly"
         )
 
 

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
+
+import trio
 
 from controller.context import (
     INITIAL_CONTROLLER_EPOCH,
@@ -43,8 +46,11 @@ from controller.zk_client import (
     NoNode,
     SetOp,
     TxnOp,
+    WatchEvent,
+    WatchType,
     ZkClient,
     ZkError,
+    ZkEvent,
 )
 from controller.zk_model import (
     BROKER_IDS_PATH,
@@ -89,6 +95,8 @@ from controller.zk_model import (
 )
 from protocol.errors import MinibrokerError, TopicAlreadyExistsError
 
+log = logging.getLogger("minibroker.controller.zk")
+
 Clock = Callable[[], int]
 T = TypeVar("T")
 
@@ -115,20 +123,55 @@ class KafkaZkClient:
 
     # -- brokers ------------------------------------------------------------------------
 
-    async def register_broker(self, info: BrokerInfo) -> int:
+    async def register_broker(self, info: BrokerInfo, *, stale_wait: float = 0.0) -> int:
         """Create the ephemeral ``/brokers/ids/N``; returns the broker epoch (its czxid).
 
-        Re-registering from the same session (after a reconnect) is not an error; a
-        znode owned by another live session is (BrokerIdInUseError).
+        Re-registering from the same session (after a reconnect) is not an error. A
+        znode owned by another session is: at once with ``stale_wait`` 0 (Kafka's
+        behaviour), else once it has not vanished within ``stale_wait`` seconds. A
+        broker restarted right after a crash passes about the session timeout, which is
+        how long its previous session's znode can outlive the old process.
         """
         info = dataclasses.replace(info, timestamp_ms=self.clock())
         path = broker_path(info.id)
-        with contextlib.suppress(NodeExists):
-            await self.zk.create(path, encode_broker_info(info), ephemeral=True, makepath=True)
-        _, stat = await self.zk.get(path)
-        if stat.ephemeral_owner != self.zk.session_id:
-            raise BrokerIdInUseError(f"broker id {info.id} is registered by another session")
-        return stat.czxid
+        deadline = trio.current_time() + stale_wait
+        with self.zk.subscribe() as events:
+            while True:
+                with contextlib.suppress(NodeExists):
+                    await self.zk.create(
+                        path, encode_broker_info(info), ephemeral=True, makepath=True
+                    )
+                stat = await self.zk.exists(path)
+                if stat is not None and stat.ephemeral_owner == self.zk.session_id:
+                    return stat.czxid
+                if stat is None:
+                    continue  # it vanished between our create and exists: try again
+                if deadline > trio.current_time():
+                    log.warning(
+                        "broker id %d is held by session 0x%x; waiting up to %.1f s for it "
+                        "to expire",
+                        info.id,
+                        stat.ephemeral_owner,
+                        deadline - trio.current_time(),
+                    )
+                if not await self._wait_for_deletion(path, events, deadline):
+                    raise BrokerIdInUseError(
+                        f"broker id {info.id} is registered by another session "
+                        f"(0x{stat.ephemeral_owner:x})"
+                    )
+
+    async def _wait_for_deletion(
+        self, path: str, events: trio.MemoryReceiveChannel[ZkEvent], deadline: float
+    ) -> bool:
+        """True once ``path`` is gone, False if it still exists at ``deadline``."""
+        gone = WatchEvent(WatchType.DELETED, path)
+        with trio.move_on_at(deadline):
+            if await self.zk.exists(path, watch=True) is None:
+                return True
+            async for event in events:
+                if event == gone:
+                    return True
+        return False
 
     async def get_broker_ids(self, *, watch: bool = False) -> set[int]:
         return {int(child) for child in await self.zk.get_children(BROKER_IDS_PATH, watch=watch)}

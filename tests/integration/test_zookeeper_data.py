@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 import trio
@@ -70,6 +72,47 @@ async def test_broker_registration_is_ephemeral_and_watched(
             await kzk.register_broker(broker(1))
     await next_event(events, lambda e: e == WatchEvent(WatchType.CHILD, "/brokers/ids"))
     assert await kzk.get_live_brokers() == {}
+
+
+async def test_registration_can_wait_for_a_predecessors_znode_to_vanish(
+    kzk: KafkaZkClient, zk_connect: str
+) -> None:
+    previous = ZkClient(zk_connect)
+    await previous.start()
+    await KafkaZkClient(previous).register_broker(broker(1))
+    with pytest.raises(BrokerIdInUseError):
+        await kzk.register_broker(broker(1))  # no wait: refused at once (Kafka)
+
+    waiting = trio.Event()
+    epochs: list[int] = []
+
+    async def register() -> None:
+        epochs.append(await kzk.register_broker(broker(1), stale_wait=10))
+
+    with _on_log("minibroker.controller.zk", "waiting up to", waiting.set), trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(register)
+            await waiting.wait()
+            await previous.close()  # the old session ends and takes its znode along
+    assert (await kzk.get_live_brokers())[1].epoch == epochs[0]
+
+
+@contextlib.contextmanager
+def _on_log(logger_name: str, text: str, callback: Callable[[], None]) -> Iterator[None]:
+    """Call ``callback`` when ``logger_name`` logs a message containing ``text``."""
+
+    class Trigger(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if text in record.getMessage():
+                callback()
+
+    logger = logging.getLogger(logger_name)
+    handler = Trigger()
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 async def test_exactly_one_of_several_candidates_becomes_controller(

@@ -20,9 +20,9 @@ from protocol.schemas.types import (
     RECORDS,
     STRING,
     Api,
-    Array,
     Field,
     Nullable,
+    per_topic,
     struct,
 )
 
@@ -42,41 +42,17 @@ PRODUCE = Api(
         Field("transactional_id", Nullable(STRING), None),
         Field("acks", INT16),
         Field("timeout_ms", INT32),
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("name", STRING),
-                    Field(
-                        "partitions",
-                        Array(struct(Field("index", INT32), Field("records", RECORDS))),
-                    ),
-                )
-            ),
-        ),
+        per_topic(Field("index", INT32), Field("records", RECORDS)),
     ),
     response=struct(
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("name", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("index", INT32),
-                                Field("error_code", INT16, 0),
-                                Field("base_offset", INT64, -1),
-                                Field("log_append_time_ms", INT64, -1),
-                                Field("log_start_offset", INT64, -1),
-                                Field("error_message", Nullable(STRING), None),
-                            )
-                        ),
-                    ),
-                )
-            ),
-            [],
+        per_topic(
+            Field("index", INT32),
+            Field("error_code", INT16, 0),
+            Field("base_offset", INT64, -1),
+            Field("log_append_time_ms", INT64, -1),
+            Field("log_start_offset", INT64, -1),
+            Field("error_message", Nullable(STRING), None),
+            default=[],
         ),
         Field("throttle_time_ms", INT32, 0),
     ),
@@ -109,55 +85,31 @@ FETCH = Api(
         Field("min_bytes", INT32),
         Field("max_bytes", INT32, 0x7FFFFFFF),
         Field("isolation_level", INT8, 0),
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("topic", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("partition", INT32),
-                                Field("current_leader_epoch", INT32, -1),
-                                Field("fetch_offset", INT64),
-                                Field("last_fetched_epoch", INT32, -1),
-                                Field("log_start_offset", INT64, -1),
-                                Field("partition_max_bytes", INT32),
-                            )
-                        ),
-                    ),
-                )
-            ),
+        per_topic(
+            Field("partition", INT32),
+            Field("current_leader_epoch", INT32, -1),
+            Field("fetch_offset", INT64),
+            Field("last_fetched_epoch", INT32, -1),
+            Field("log_start_offset", INT64, -1),
+            Field("partition_max_bytes", INT32),
+            topic="topic",
         ),
     ),
     response=struct(
         Field("throttle_time_ms", INT32, 0),
         Field("error_code", INT16, 0),
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("topic", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("partition_index", INT32),
-                                Field("error_code", INT16, 0),
-                                Field("high_watermark", INT64, -1),
-                                Field("last_stable_offset", INT64, -1),
-                                Field("log_start_offset", INT64, -1),
-                                Field("diverging_epoch", Nullable(_EPOCH_END_OFFSET), None),
-                                Field("current_leader", Nullable(_LEADER_ID_AND_EPOCH), None),
-                                Field("preferred_read_replica", INT32, -1),
-                                Field("records", RECORDS, b""),
-                            )
-                        ),
-                    ),
-                )
-            ),
-            [],
+        per_topic(
+            Field("partition_index", INT32),
+            Field("error_code", INT16, 0),
+            Field("high_watermark", INT64, -1),
+            Field("last_stable_offset", INT64, -1),
+            Field("log_start_offset", INT64, -1),
+            Field("diverging_epoch", Nullable(_EPOCH_END_OFFSET), None),
+            Field("current_leader", Nullable(_LEADER_ID_AND_EPOCH), None),
+            Field("preferred_read_replica", INT32, -1),
+            Field("records", RECORDS, b""),
+            topic="topic",
+            default=[],
         ),
     ),
     history=(INITIAL,),
@@ -176,47 +128,21 @@ LIST_OFFSETS = Api(
     request=struct(
         Field("replica_id", INT32, -1),
         Field("isolation_level", INT8, 0),
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("name", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("partition_index", INT32),
-                                Field("current_leader_epoch", INT32, -1),
-                                Field("timestamp", INT64),
-                            )
-                        ),
-                    ),
-                )
-            ),
+        per_topic(
+            Field("partition_index", INT32),
+            Field("current_leader_epoch", INT32, -1),
+            Field("timestamp", INT64),
         ),
     ),
     response=struct(
         Field("throttle_time_ms", INT32, 0),
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("name", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("partition_index", INT32),
-                                Field("error_code", INT16, 0),
-                                Field("timestamp", INT64, -1),
-                                Field("offset", INT64, -1),
-                                Field("leader_epoch", INT32, -1),
-                            )
-                        ),
-                    ),
-                )
-            ),
-            [],
+        per_topic(
+            Field("partition_index", INT32),
+            Field("error_code", INT16, 0),
+            Field("timestamp", INT64, -1),
+            Field("offset", INT64, -1),
+            Field("leader_epoch", INT32, -1),
+            default=[],
         ),
     ),
     history=(INITIAL,),
@@ -235,46 +161,22 @@ OFFSET_FOR_LEADER_EPOCH = Api(
     """,
     request=struct(
         Field("replica_id", INT32, -1),
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("topic", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("partition", INT32),
-                                Field("current_leader_epoch", INT32, -1),
-                                Field("leader_epoch", INT32),
-                            )
-                        ),
-                    ),
-                )
-            ),
+        per_topic(
+            Field("partition", INT32),
+            Field("current_leader_epoch", INT32, -1),
+            Field("leader_epoch", INT32),
+            topic="topic",
         ),
     ),
     response=struct(
         Field("throttle_time_ms", INT32, 0),
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("topic", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("error_code", INT16, 0),
-                                Field("partition", INT32),
-                                Field("leader_epoch", INT32, -1),
-                                Field("end_offset", INT64, -1),
-                            )
-                        ),
-                    ),
-                )
-            ),
-            [],
+        per_topic(
+            Field("error_code", INT16, 0),
+            Field("partition", INT32),
+            Field("leader_epoch", INT32, -1),
+            Field("end_offset", INT64, -1),
+            topic="topic",
+            default=[],
         ),
     ),
     history=(INITIAL,),

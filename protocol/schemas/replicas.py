@@ -20,6 +20,7 @@ from protocol.schemas.types import (
     Array,
     Field,
     Nullable,
+    per_topic,
     struct,
 )
 
@@ -55,24 +56,14 @@ ELECT_LEADERS = Api(
     response=struct(
         _THROTTLE,
         Field("error_code", INT16, 0),
-        Field(
-            "replica_election_results",
-            Array(
-                struct(
-                    Field("topic", STRING),
-                    Field(
-                        "partition_result",
-                        Array(
-                            struct(
-                                Field("partition_id", INT32),
-                                Field("error_code", INT16, 0),
-                                _ERROR_MESSAGE,
-                            )
-                        ),
-                    ),
-                )
-            ),
-            [],
+        per_topic(
+            Field("partition_id", INT32),
+            Field("error_code", INT16, 0),
+            _ERROR_MESSAGE,
+            field="replica_election_results",
+            topic="topic",
+            partitions="partition_result",
+            default=[],
         ),
     ),
     history=(INITIAL,),
@@ -89,46 +80,17 @@ ALTER_PARTITION_REASSIGNMENTS = Api(
     """,
     request=struct(
         Field("timeout_ms", INT32, 60_000),
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("name", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("partition_index", INT32),
-                                Field("replicas", Nullable(Array(INT32))),
-                            )
-                        ),
-                    ),
-                )
-            ),
-        ),
+        per_topic(Field("partition_index", INT32), Field("replicas", Nullable(Array(INT32)))),
     ),
     response=struct(
         _THROTTLE,
         Field("error_code", INT16, 0),
         _ERROR_MESSAGE,
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("name", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("partition_index", INT32),
-                                Field("error_code", INT16, 0),
-                                _ERROR_MESSAGE,
-                            )
-                        ),
-                    ),
-                )
-            ),
-            [],
+        per_topic(
+            Field("partition_index", INT32),
+            Field("error_code", INT16, 0),
+            _ERROR_MESSAGE,
+            default=[],
         ),
     ),
     history=(INITIAL,),
@@ -156,25 +118,12 @@ LIST_PARTITION_REASSIGNMENTS = Api(
         _THROTTLE,
         Field("error_code", INT16, 0),
         _ERROR_MESSAGE,
-        Field(
-            "topics",
-            Array(
-                struct(
-                    Field("name", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(
-                                Field("partition_index", INT32),
-                                Field("replicas", Array(INT32)),
-                                Field("adding_replicas", Array(INT32), []),
-                                Field("removing_replicas", Array(INT32), []),
-                            )
-                        ),
-                    ),
-                )
-            ),
-            [],
+        per_topic(
+            Field("partition_index", INT32),
+            Field("replicas", Array(INT32)),
+            Field("adding_replicas", Array(INT32), []),
+            Field("removing_replicas", Array(INT32), []),
+            default=[],
         ),
     ),
     history=(INITIAL,),
@@ -205,20 +154,12 @@ ALTER_REPLICA_LOG_DIRS = Api(
     ),
     response=struct(
         _THROTTLE,
-        Field(
-            "results",
-            Array(
-                struct(
-                    Field("topic_name", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            struct(Field("partition_index", INT32), Field("error_code", INT16, 0))
-                        ),
-                    ),
-                )
-            ),
-            [],
+        per_topic(
+            Field("partition_index", INT32),
+            Field("error_code", INT16, 0),
+            field="results",
+            topic="topic_name",
+            default=[],
         ),
     ),
     history=(INITIAL,),
@@ -251,25 +192,12 @@ DESCRIBE_LOG_DIRS = Api(
                 struct(
                     Field("error_code", INT16, 0),
                     Field("log_dir", STRING),
-                    Field(
-                        "topics",
-                        Array(
-                            struct(
-                                Field("name", STRING),
-                                Field(
-                                    "partitions",
-                                    Array(
-                                        struct(
-                                            Field("partition_index", INT32),
-                                            Field("partition_size", INT64, 0),
-                                            Field("offset_lag", INT64, 0),
-                                            Field("is_future", BOOL, False),
-                                        )
-                                    ),
-                                ),
-                            )
-                        ),
-                        [],
+                    per_topic(
+                        Field("partition_index", INT32),
+                        Field("partition_size", INT64, 0),
+                        Field("offset_lag", INT64, 0),
+                        Field("is_future", BOOL, False),
+                        default=[],
                     ),
                     Field("total_bytes", INT64, -1),
                     Field("usable_bytes", INT64, -1),

@@ -257,3 +257,15 @@ class Api:
     @property
     def max_version(self) -> int:
         return len(self.history) - 1
+
+
+def per_topic(
+    *partition_fields: Field,
+    field: str = "topics",
+    topic: str = "name",
+    partitions: str = "partitions",
+    default: Any = REQUIRED,
+) -> Field:
+    """Kafka's usual nesting, ``field: [{topic: string, partitions: [{partition_fields}]}]``."""
+    entry = struct(Field(topic, STRING), Field(partitions, Array(struct(*partition_fields))))
+    return Field(field, Array(entry), default)

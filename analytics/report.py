@@ -74,31 +74,35 @@ def _per_minute_rate(count: Column, first_ts: Column, last_ts: Column) -> Column
 
 def partition_summary(records: DataFrame, batches: DataFrame, corruption: DataFrame) -> DataFrame:
     """Per replica: records, batches, bytes on disk, value bytes, first/last offset and
-    timestamp, records per minute, approximate distinct keys, null keys, corruption."""
-    per_records = records.groupBy(*REPLICA).agg(
-        F.count(F.lit(1)).alias("records"),
-        F.sum(F.greatest(F.col("value_size"), F.lit(0))).alias("value_bytes"),
+    timestamp, records per minute, approximate distinct keys, null keys, corruption.
+
+    One aggregation over the union of the three frames (not joins): a replica that
+    has only corruption still gets a row, and a null broker_id groups like any value.
+    """
+    tagged = (
+        records.select(*REPLICA, "offset", "timestamp", "key", "value_size", _tag("record"))
+        .unionByName(batches.select(*REPLICA, "size", _tag("batch")), allowMissingColumns=True)
+        .unionByName(
+            corruption.select(*REPLICA, "length", _tag("corruption")), allowMissingColumns=True
+        )
+    )
+    is_record = F.col("_kind") == "record"
+    summary = tagged.groupBy(*REPLICA).agg(
+        F.count(F.when(is_record, 1)).alias("records"),
+        F.count(F.when(F.col("_kind") == "batch", 1)).alias("batches"),
+        F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
+        F.coalesce(F.sum(F.greatest(F.col("value_size"), F.lit(0))), F.lit(0)).alias("value_bytes"),
         F.min("offset").alias("first_offset"),
         F.max("offset").alias("last_offset"),
         F.min("timestamp").alias("first_timestamp"),
         F.max("timestamp").alias("last_timestamp"),
         F.approx_count_distinct("key").alias("approx_distinct_keys"),
-        F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("null_keys"),
-    )
-    per_batches = batches.groupBy(*REPLICA).agg(
-        F.count(F.lit(1)).alias("batches"), F.sum("size").alias("bytes")
-    )
-    per_corruption = corruption.groupBy(*REPLICA).agg(
-        F.count(F.lit(1)).alias("corrupt_regions"), F.sum("length").alias("corrupt_bytes")
-    )
-    joined = (
-        per_batches.join(per_records, REPLICA, "full_outer")
-        .join(per_corruption, REPLICA, "full_outer")
-        .fillna(0, ["records", "batches", "bytes", "value_bytes", "null_keys"])
-        .fillna(0, ["approx_distinct_keys", "corrupt_regions", "corrupt_bytes"])
+        F.count(F.when(is_record & F.col("key").isNull(), 1)).alias("null_keys"),
+        F.count(F.when(F.col("_kind") == "corruption", 1)).alias("corrupt_regions"),
+        F.coalesce(F.sum("length"), F.lit(0)).alias("corrupt_bytes"),
     )
     rate = _per_minute_rate(F.col("records"), F.col("first_timestamp"), F.col("last_timestamp"))
-    return joined.withColumn("records_per_minute", rate).select(
+    return summary.select(
         *REPLICA,
         "records",
         "batches",
@@ -108,12 +112,16 @@ def partition_summary(records: DataFrame, batches: DataFrame, corruption: DataFr
         "last_offset",
         "first_timestamp",
         "last_timestamp",
-        "records_per_minute",
+        rate.alias("records_per_minute"),
         "approx_distinct_keys",
         "null_keys",
         "corrupt_regions",
         "corrupt_bytes",
     )
+
+
+def _tag(kind: str) -> Column:
+    return F.lit(kind).alias("_kind")
 
 
 def records_per_minute(records: DataFrame) -> DataFrame:

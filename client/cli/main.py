@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "dump-log": "storage.dump_log",
     "zookeeper": "controller.zookeeper_cli",
     "broker": "broker.cli",
+    "analyze": "analytics.cli",
     "dev": "client.cli.dev",
     "topic": "client.cli.topic",
     "cluster": "client.cli.cluster",

@@ -57,6 +57,18 @@ def test_partition_summary_lists_a_replica_that_has_only_corruption(spark: Spark
     assert rows["/logs/a"].records == 1 and rows["/logs/a"].corrupt_regions == 0
 
 
+def test_partition_summary_gives_a_log_dir_without_broker_id_one_row(spark: SparkSession) -> None:
+    recs = frames.records(spark, [{"offset": 0, "broker_id": None}])
+    bats = frames.batches(spark, [{"broker_id": None}])
+    bad = frames.corruption(spark, [{"broker_id": None}])
+
+    rows = report.partition_summary(recs, bats, bad).collect()
+
+    assert [(r.broker_id, r.records, r.batches, r.corrupt_regions) for r in rows] == [
+        (None, 1, 1, 1)
+    ]
+
+
 def test_records_per_minute_buckets_by_minute_and_counts_replicas_once(
     spark: SparkSession,
 ) -> None:

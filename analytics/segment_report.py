@@ -1,0 +1,153 @@
+"""The segment report job: ``spark-submit analytics/segment_report.py --log-dirs A,B --out DIR``.
+
+Reads segment files straight from one or many log dirs (no broker involved), writes one
+Parquet table per report under ``--out`` (partitions, records_per_minute, top_keys,
+batches, leader_epochs, corruption, divergence; see analytics.report) plus
+``summary.txt``, and prints progress lines and that summary.
+
+How this works: the ``minibroker`` data source's ``scan`` view is read once and cached
+(one task per segment slice, decoded on the executors); every report is a pure
+function of it. The driver zips ``protocol`` and ``analytics`` and ships them with
+``addPyFile`` (``analytics.datasource.register``), so executors need only pyspark, not
+the project: the job runs unchanged on a cluster whose workers see the log dirs at the
+same paths.
+
+Exit codes: 0 done, 1 a log dir is missing (or Spark failed), 2 bad arguments; errors
+are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if not __package__:
+    # Run as a file (spark-submit): sys.path[0] is analytics/ itself; the packages live
+    # one level up. Replacing the entry also keeps analytics' modules from shadowing.
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from collections.abc import Callable, Sequence
+from time import monotonic
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+
+from analytics.datasource import FORMAT_NAME, register
+from analytics.jobargs import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    JobOptions,
+    OneLineParser,
+    UsageError,
+    add_job_arguments,
+    first_missing_dir,
+    options_from_args,
+)
+from analytics.layout import plan_slices
+from analytics.report import build_reports
+from analytics.summary import format_summary, human_bytes
+
+PROG = "segment_report"
+APP_NAME = "minibroker-segment-report"
+COLLECT_LIMIT = 1000
+"""Rows per report brought to the driver for the summary (it prints far fewer)."""
+NOT_SUMMARISED = frozenset({"records_per_minute"})  # one row per minute: Parquet only
+
+Progress = Callable[[str], None]
+
+
+def _progress(line: str) -> None:
+    print(f"[{PROG}] {line}", flush=True)
+
+
+def scan_frame(spark: SparkSession, options: JobOptions) -> DataFrame:
+    """The data source's scan view for ``options`` (not yet read)."""
+    reader = spark.read.format(FORMAT_NAME).option("kind", "scan")
+    if options.topics:
+        reader = reader.option("topics", ",".join(options.topics))
+    if options.from_timestamp is not None:
+        reader = reader.option("from_timestamp", str(options.from_timestamp))
+    if options.to_timestamp is not None:
+        reader = reader.option("to_timestamp", str(options.to_timestamp))
+    return reader.load(",".join(options.log_dirs))
+
+
+def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _progress) -> str:
+    """Scan, write every report as Parquet under ``options.out``; return the summary."""
+    started = monotonic()
+    register(spark)
+    topics = frozenset(options.topics) if options.topics else None
+    pieces = plan_slices(options.log_dirs, topics)
+    files = len({p.segment for p in pieces})
+    size = sum(p.end - p.start for p in pieces)
+    progress(f"planned {files} segment file(s), {human_bytes(size)}, as {len(pieces)} task(s)")
+
+    scan = scan_frame(spark, options).cache()
+    rows = scan.count()
+    progress(
+        f"scanned {rows:,} rows (records, batches, corrupt regions) "
+        f"in {monotonic() - started:.1f} s"
+    )
+
+    out = Path(options.out)
+    tables: dict[str, list[dict[str, object]]] = {}
+    for name, frame in build_reports(scan, options.top_keys).items():
+        target = out / name
+        frame.write.mode("overwrite").parquet(str(target))
+        progress(f"wrote {target}")
+        if name not in NOT_SUMMARISED:
+            written = spark.read.parquet(str(target)).limit(COLLECT_LIMIT).collect()
+            tables[name] = [r.asDict() for r in written]
+    scan.unpersist()
+
+    summary = format_summary(tables, options.log_dirs)
+    (out / "summary.txt").write_text(summary + "\n", encoding="utf-8")
+    progress(f"done in {monotonic() - started:.1f} s; summary in {out / 'summary.txt'}")
+    return summary
+
+
+def build_session(options: JobOptions) -> SparkSession:
+    builder = SparkSession.builder.appName(APP_NAME)
+    if options.master:
+        builder = builder.master(options.master)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")  # progress lines, not Spark's INFO chatter
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        # The reports shrink to small tables: 200 shuffle tasks each would cost more
+        # than the work. A user's --conf still wins.
+        parallelism = spark.sparkContext.defaultParallelism
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(2, 2 * parallelism)))
+    return spark
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = OneLineParser(prog=PROG, description="Offline report over minibroker segment files.")
+    add_job_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        options = options_from_args(args)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    missing = first_missing_dir(options.log_dirs)
+    if missing is not None:
+        print(f"{PROG}: error: log dir {missing} does not exist", file=sys.stderr)
+        return EXIT_ERROR
+    spark = build_session(options)
+    try:
+        summary = run_job(spark, options)
+    except OSError as exc:  # e.g. --out not writable, a log dir vanished mid-plan
+        print(f"{PROG}: error: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except PySparkException as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"{PROG}: error: Spark job failed: {first_line}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        spark.stop()
+    print(summary, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

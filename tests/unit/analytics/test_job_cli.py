@@ -1,0 +1,132 @@
+"""The job's arguments, ``minibroker analyze``'s command line, and the printed summary
+(no Spark started here)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from analytics import cli
+from analytics.jobargs import OneLineParser, add_job_arguments
+from analytics.segment_report import main as job_main
+from analytics.summary import format_summary, show_key
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = OneLineParser(prog="t")
+    add_job_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--log-dirs", ",", "--out", "o"], "--log-dirs names no directory"),
+        (["--log-dirs", "a", "--out", "o", "--from-timestamp", "-1"], "must be >= 0"),
+        (
+            ["--log-dirs", "a", "--out", "o", "--from-timestamp", "9", "--to-timestamp", "9"],
+            "--from-timestamp must be before --to-timestamp",
+        ),
+        (["--log-dirs", "a", "--out", "o", "--top-keys", "0"], "--top-keys must be >= 1"),
+    ],
+)
+def test_job_rejects_bad_arguments_with_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert job_main(argv) == 2
+
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_job_rejects_an_unparseable_number_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        job_main(["--log-dirs", "a", "--out", "o", "--to-timestamp", "soon"])
+
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_job_names_a_missing_log_dir_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = job_main(["--log-dirs", f"{tmp_path},{tmp_path}/gone", "--out", str(tmp_path / "o")])
+
+    assert code == 1
+    assert (
+        capsys.readouterr().err
+        == f"segment_report: error: log dir {tmp_path}/gone does not exist\n"
+    )
+
+
+def test_analyze_runs_pysparks_spark_submit_on_the_job_file_with_the_same_arguments() -> None:
+    args = _args("--log-dirs", "a,b", "--out", "o", "--topics", "t1", "--from-timestamp", "5")
+
+    command = cli.submit_command(args)
+
+    assert Path(command[0]).name == "spark-submit" and Path(command[0]).is_file()
+    assert command[1:3] == ["--master", "local[*]"]
+    assert command[3].endswith("analytics/segment_report.py")
+    assert command[4:] == [
+        "--log-dirs", "a,b", "--out", "o", "--topics", "t1", "--from-timestamp", "5",
+        "--top-keys", "10",
+    ]  # fmt: skip
+
+
+def test_analyze_checks_arguments_before_starting_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad_range = _args("--log-dirs", str(tmp_path), "--out", "o", "--from-timestamp", "3",
+                      "--to-timestamp", "2")  # fmt: skip
+    missing = _args("--log-dirs", str(tmp_path / "gone"), "--out", "o")
+
+    assert cli.run(bad_range) == 2
+    assert cli.run(missing) == 1
+    assert len(capsys.readouterr().err.splitlines()) == 2
+
+
+def test_analyze_is_a_minibroker_subcommand() -> None:
+    from client.cli.main import COMMANDS
+
+    assert COMMANDS["analyze"] == "analytics.cli"
+    assert cli.HELP
+
+
+def test_summary_reports_divergence_corruption_and_keys_readably() -> None:
+    tables = {
+        "partitions": [],
+        "corruption": [
+            {
+                "segment": "/l/t-0/00000000000000000000.log",
+                "position": 170,
+                "length": 142,
+                "batch_base_offset": 5,
+                "reason": "batch at 170 has CRC 0x1, computed 0x2",
+            }
+        ],
+        "divergence": [
+            {
+                "topic": "t",
+                "partition": 0,
+                "replicas": ["/a", "/b"],
+                "agree": False,
+                "first_diverging_offset": 9,
+                "diverging_offsets": 3,
+                "compared_offsets": 12,
+                "common_start": 0,
+                "smallest_end": 12,
+            }
+        ],
+        "top_keys": [{"topic": "t", "rank": 1, "key": b"\xff\x00", "records": 2}],
+    }
+
+    text = format_summary(tables, ["/a", "/b"])
+
+    assert "@ byte 170: 142 B unreadable (batch at offset 5): batch at 170 has CRC" in text
+    assert "t-0: replicas DIVERGE from offset 9 (3 of 12 offsets" in text
+    assert "t: 0xff00 x2" in text
+    assert show_key(b"user-1") == "'user-1'" and show_key(None) == "null"

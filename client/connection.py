@@ -315,6 +315,9 @@ class Connection:
             pending.api_key, pending.version, pending.correlation_id, self.client_id, body
         )
         async with self._send_lock:
+            # A cancel that is already due must land here, where no byte has been written;
+            # send_all's own first check comes right after, with no schedule point between.
+            await trio.lowlevel.checkpoint_if_cancelled()
             self._raise_if_unusable()
             stream = self._stream
             assert stream is not None

@@ -3,6 +3,8 @@ timeouts, and failures mapped to NetworkError."""
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from functools import partial
@@ -370,3 +372,49 @@ async def test_an_unsupported_version_request_gets_the_raw_error_body() -> None:
     # ...and check the client side of an unknown version without a server.
     payload = msgpack.packb([1, {"error_code": 35}])
     assert decode_response(payload, ApiKey.METADATA, 99) == (1, {"error_code": 35})
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("seed", range(3))
+async def test_many_callers_with_random_delays_timeouts_and_cancels_each_get_their_own(
+    seed: int,
+) -> None:
+    """Readers come and go (timeouts, cancellations); every finished caller still gets
+    exactly its own answer and the connection ends usable."""
+    rng = random.Random(seed)
+    delays = {f"n{i}": rng.choice([0, 0, 0, 0.001, 0.005, 0.02]) for i in range(150)}
+
+    async def delayed(header: RequestHeader, body: Any) -> Any:
+        await trio.sleep(delays.get(body["topics"][0]["name"], 0))
+        return metadata_answer(header, body)
+
+    answered: dict[str, str] = {}
+    gave_up: list[str] = []
+    async with (
+        server(delayed) as (port, _),
+        Connection("127.0.0.1", port) as conn,
+    ):
+
+        async def caller(name: str, timeout: float, cancel_after: float | None) -> None:
+            with trio.move_on_after(cancel_after if cancel_after is not None else math.inf):
+                try:
+                    body = await metadata(conn, name, timeout=timeout)
+                except RequestTimedOutError:
+                    gave_up.append(name)
+                    return
+                answered[name] = body["topics"][0]["name"]
+                return
+            gave_up.append(name)
+
+        async with trio.open_nursery() as nursery:
+            for name in delays:
+                timeout = rng.choice([0.002, 0.05, 10, 10, 10])
+                cancel_after = rng.choice([None, None, None, 0.001, 0.03])
+                nursery.start_soon(caller, name, timeout, cancel_after)
+                if rng.random() < 0.3:
+                    await trio.sleep(0)
+        assert conn.is_usable
+        assert (await metadata(conn, "last", timeout=10))["topics"][0]["name"] == "last"
+    assert all(name == got for name, got in answered.items())
+    assert len(answered) + len(gave_up) == len(delays)
+    assert answered  # the run is not vacuous

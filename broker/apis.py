@@ -288,9 +288,9 @@ def _fetch_body(reads: Sequence[PartitionRead]) -> Body:
             answer = {
                 "partition_index": read.tp.partition,
                 "error_code": read.error.code,
-                "high_watermark": -1,
-                "last_stable_offset": -1,
-                "log_start_offset": -1,
+                "high_watermark": read.high_watermark,
+                "last_stable_offset": read.high_watermark,
+                "log_start_offset": read.log_start_offset,
                 "records": b"",
             }
         topics.setdefault(read.tp.topic, []).append(answer)

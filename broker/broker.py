@@ -5,7 +5,8 @@ Start-up order (Kafka's KafkaServer.startup, minus what later issues add):
 1. load every log in ``log.dirs`` (recovering after an unclean stop) - in a thread;
 2. bind the listener (port 0 picks a free port) and publish this broker in its own
    metadata cache, so a standalone broker answers Metadata with its address;
-3. start the replica manager's periodic work (HW checkpoints);
+3. start the periodic work: HW checkpoints (replica manager), retention and the
+   recovery-point / log-start checkpoints (broker/log_maintenance.py);
 4. with ``zookeeper.connect``: register in ZooKeeper and run the controller candidate
    (the controller engineer's ``controller`` package, hooked in ``_run_cluster_member``).
 
@@ -26,6 +27,7 @@ import trio
 
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
+from broker.log_maintenance import LogMaintenance
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager, to_log_config
 from broker.server import BrokerServer, idle_timeout_seconds
@@ -87,6 +89,7 @@ class Broker:
                     adv_host, adv_port or self.server.port, config.broker_rack
                 )
                 await nursery.start(replica_manager.run)
+                await nursery.start(LogMaintenance(config, log_manager).run)
                 if config.zookeeper_connect:
                     await nursery.start(self._run_cluster_member)
                 log.info(

@@ -43,6 +43,7 @@ from protocol.errors import (
     KafkaError,
     KafkaStorageError,
     MinibrokerError,
+    OffsetOutOfRangeError,
     StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
@@ -79,6 +80,10 @@ class PartitionRead:
     tp: TopicPartition
     result: ReadResult | None
     error: KafkaError | None
+    # With OFFSET_OUT_OF_RANGE the leader still tells where its log starts and ends,
+    # so a consumer can reset without another round trip.
+    high_watermark: int = -1
+    log_start_offset: int = -1
 
     @property
     def size(self) -> int:
@@ -307,6 +312,12 @@ class ReplicaManager:
                     current_leader_epoch=request.current_leader_epoch,
                     min_one_message=first_with_data,
                 )
+            except OffsetOutOfRangeError as exc:
+                p = self.partitions[request.tp]
+                reads.append(
+                    PartitionRead(request.tp, None, exc, p.high_watermark, p.log_start_offset)
+                )
+                continue
             except KafkaError as exc:
                 reads.append(PartitionRead(request.tp, None, exc))
                 continue

@@ -182,6 +182,7 @@ async def test_fetch_errors_offset_out_of_range_unknown_partition_and_fenced_epo
         await client.request(ApiKey.PRODUCE, produce_body("t", 0, batch(b"a")))
         beyond = fetched(await client.request(ApiKey.FETCH, fetch_body("t", {0: 5})))
         assert beyond["error_code"] == OffsetOutOfRangeError.code
+        assert (beyond["log_start_offset"], beyond["high_watermark"]) == (0, 1)
         unknown = fetched(await client.request(ApiKey.FETCH, fetch_body("nope", {0: 0})))
         assert unknown["error_code"] == UnknownTopicOrPartitionError.code
         fenced = await client.request(ApiKey.FETCH, fetch_body("t", {0: 0}, leader_epoch=1))
@@ -255,3 +256,25 @@ async def test_acks_zero_produce_gets_no_response_but_is_appended(config: Broker
         await client.send_request(ApiKey.PRODUCE, produce_body("t", 0, batch(b"quiet"), acks=0))
         # The next answer on this connection is the ListOffsets one, not a produce's.
         assert (await list_offset(client, "t", -1))["offset"] == 1
+
+
+async def test_retention_runs_periodically_and_moves_the_log_start(tmp_path: Path) -> None:
+    config = broker_config(
+        tmp_path,
+        log_segment_bytes=1024,
+        log_retention_bytes=2048,
+        log_retention_check_interval_ms=20,
+        log_segment_delete_delay_ms=0,
+    )
+    async with running_broker(config) as broker, await WireClient.connect(broker.port) as client:
+        await FakeController(broker).lead("t")
+        for i in range(12):
+            await client.request(ApiKey.PRODUCE, produce_body("t", 0, batch(b"%03d" % i * 100)))
+        while (await list_offset(client, "t", -2))["offset"] == 0:
+            await trio.sleep(0.02)  # the retention pass is periodic: poll for its effect
+        earliest = (await list_offset(client, "t", -2))["offset"]
+        beyond = fetched(await client.request(ApiKey.FETCH, fetch_body("t", {0: 0})))
+        assert beyond["error_code"] == OffsetOutOfRangeError.code
+        assert beyond["log_start_offset"] == earliest
+        kept = fetched(await client.request(ApiKey.FETCH, fetch_body("t", {0: earliest})))
+        assert values_of(kept)[0][0] == earliest

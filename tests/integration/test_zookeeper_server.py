@@ -25,6 +25,9 @@ from controller.zookeeper_server import (
 
 pytestmark = pytest.mark.timeout(60)
 
+# The session must outlive a stop plus a cold JVM start on a loaded 2-CPU CI box.
+RESTART_SESSION_TIMEOUT_S = 55.0
+
 
 def test_session_server_answers_ruok(zookeeper_server: ZooKeeperServer) -> None:
     assert zookeeper_server.is_running()
@@ -80,13 +83,13 @@ async def test_run_reports_started_and_stops_when_cancelled(tmp_path: Path) -> N
     assert not server.is_running()
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 async def test_a_zookeeper_restart_on_the_same_port_suspends_the_session_but_keeps_it(
     tmp_path: Path,
 ) -> None:
     async with (
         open_zookeeper(tmp_path, force_sync=False) as server,
-        open_zk_client(server.connect_string, session_timeout=20) as client,
+        open_zk_client(server.connect_string, session_timeout=RESTART_SESSION_TIMEOUT_S) as client,
     ):
         events = client.subscribe()
         session = client.session_id
@@ -96,10 +99,10 @@ async def test_a_zookeeper_restart_on_the_same_port_suspends_the_session_but_kee
         await client.exists("/controller", watch=True)
 
         await server.stop_async()
-        with trio.fail_after(10):
+        with trio.fail_after(30):
             assert await events.receive() == StateChange(ZkState.SUSPENDED, session)
         await server.start_async()  # same port, same data dir
-        with trio.fail_after(15):
+        with trio.fail_after(60):
             assert await events.receive() == StateChange(ZkState.CONNECTED, session, False)
             # Watches armed before the drop fire once: a change may have been missed.
             missed = {await events.receive(), await events.receive()}

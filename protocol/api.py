@@ -173,17 +173,23 @@ def _header_after_failure(payload: bytes) -> RequestHeader:
     return _header_of([*items, None])
 
 
+def _validator_for(header: RequestHeader) -> Validator:
+    validate = _REQUEST_VALIDATORS.get((header.api_key, header.api_version))
+    if validate is None:
+        raise UnsupportedRequestVersion(_unsupported(header.api_key, header.api_version), header)
+    return validate
+
+
 def decode_request(payload: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
     """Parse and validate one request frame payload: (header, body with defaults)."""
     try:
         envelope = msgpack.unpackb(payload, raw=False)
     except Exception as exc:
         header = _header_after_failure(bytes(payload))
+        _validator_for(header)  # an unsupported version is reported as such first
         raise InvalidRequestBody(f"unparseable request body: {exc}", header) from exc
     header = _header_of(envelope)
-    validate = _REQUEST_VALIDATORS.get((header.api_key, header.api_version))
-    if validate is None:
-        raise UnsupportedRequestVersion(_unsupported(header.api_key, header.api_version), header)
+    validate = _validator_for(header)
     body = envelope[4]
     try:
         validate(body)

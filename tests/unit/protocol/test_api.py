@@ -206,6 +206,12 @@ def test_a_body_that_is_not_msgpack_is_invalid_request_when_the_header_parses() 
     assert info.value.header == RequestHeader(ApiKey.FETCH, 0, 8, "c")
 
 
+def test_an_unsupported_version_wins_over_an_unparseable_body() -> None:
+    header_only = msgpack.packb([ApiKey.FETCH, 7, 8, "c", None])[:-1]
+    with pytest.raises(UnsupportedRequestVersion):
+        decode_request(header_only + b"\xc1")
+
+
 @pytest.mark.parametrize("version", [-1, 1, 30000])
 def test_an_unsupported_version_is_rejected_with_the_header(version: int) -> None:
     with pytest.raises(UnsupportedRequestVersion) as info:

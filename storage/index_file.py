@@ -44,6 +44,7 @@ class IndexFile:
         self._mm: mmap.mmap | None = None
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
         existed = path.exists()
+        self.max_entries = 0
         self._fd = os.open(path, flags, 0o644)
         try:
             if not existed:
@@ -64,6 +65,7 @@ class IndexFile:
         return max(size, 0) // self.ENTRY_SIZE * self.ENTRY_SIZE
 
     def _map(self, length: int) -> None:
+        self.max_entries = length // self.ENTRY_SIZE  # an attribute: read on every append
         if length == 0:  # mmap cannot map an empty file; zero entries need no mapping
             self._mm = None
             return
@@ -93,10 +95,6 @@ class IndexFile:
         """Shrink the file to exactly the valid entries (on roll and close)."""
         if self.writable:
             self.resize(self.entries * self.ENTRY_SIZE)
-
-    @property
-    def max_entries(self) -> int:
-        return self._length // self.ENTRY_SIZE
 
     @property
     def is_full(self) -> bool:

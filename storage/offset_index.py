@@ -53,15 +53,18 @@ class OffsetIndex(IndexFile):
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position); both must exceed the last entry's."""
-        if self.is_full:
-            raise CorruptIndexError(f"{self.path}: index is full ({self.entries} entries)")
-        if self.entries:
-            last = self.entry(self.entries - 1)
-            if offset <= last.offset or position <= last.position:
+        entries = self.entries
+        if entries >= self.max_entries:
+            raise CorruptIndexError(f"{self.path}: index is full ({entries} entries)")
+        rel = offset - self.base_offset
+        if entries:
+            last_rel, last_position = self.raw_entry(entries - 1)
+            if rel <= last_rel or position <= last_position:
                 raise CorruptIndexError(
-                    f"{self.path}: entry ({offset}, {position}) does not follow {last}"
+                    f"{self.path}: entry ({offset}, {position}) does not follow "
+                    f"{self.entry(entries - 1)}"
                 )
-        self._write(self.entries, offset - self.base_offset, position)
+        self._write(entries, rel, position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= target, or (base offset, 0)."""

@@ -4,8 +4,8 @@ The ``.log`` file is a plain concatenation of RecordBatch v2 batches (see
 ``protocol.records`` for the bytes), every offset in it >= the segment's base offset and
 < base + 2**31 (index entries store offsets relative to the base as int32).
 
-Writes go through ``os.pwrite`` at the end of the valid data (one syscall per append,
-however many batches it carries); reads use ``os.pread``, which is the one copy of
+Writes are one ``os.write`` per append on an O_APPEND descriptor, however many batches
+the append carries; reads use ``os.pread``, which is the one copy of
 segment data a read makes: the bytes it returns stay valid whatever later happens to
 the file (truncation, deletion), which an mmap view of the log would not guarantee.
 
@@ -55,6 +55,8 @@ from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
 # baseOffset, batchLength, lastOffsetDelta, maxTimestamp: all a segment needs of a header.
 _SCAN = struct.Struct(">qi11xi8xq")
+_LENGTH = struct.Struct(">i")  # batchLength, at byte 8
+_BASE_OFFSET = struct.Struct(">q")
 SCAN_CHUNK_BYTES = 16 * 1024
 """Header scans read this much per pread: one syscall covers a whole index interval of
 small batches."""
@@ -70,6 +72,18 @@ class BatchPosition(NamedTuple):
     size: int
 
 
+class SegmentRead(NamedTuple):
+    """What a segment read found: the batch holding the fetch offset, the bytes of the
+    whole batches served from it, and the offset after the last one served."""
+
+    first_batch: BatchPosition
+    records: memoryview
+    next_offset: int
+
+
+_EMPTY = memoryview(b"")
+
+
 class EpochSink(Protocol):
     """What recovery reports leader epochs to (the LeaderEpochCache)."""
 
@@ -77,14 +91,6 @@ class EpochSink(Protocol):
     def latest_epoch(self) -> int: ...
 
     def assign(self, epoch: int, start_offset: int) -> None: ...
-
-
-def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    with memoryview(data) as view:
-        done = 0
-        total = view.nbytes
-        while done < total:
-            done += os.pwrite(fd, view[done:], position + done)
 
 
 class LogSegment:
@@ -107,7 +113,9 @@ class LogSegment:
             # A file left by a crash in the middle of an earlier roll is stale.
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
-        flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
+        # O_APPEND: every write lands at the end, also right after a truncation, and
+        # os.write is cheaper than pwrite for the small appends that dominate.
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND if writable else os.O_RDONLY
         self._fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self._fd).st_size
         index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
@@ -159,7 +167,9 @@ class LogSegment:
 
     def rolling_based_timestamp(self) -> int | None:
         """Max timestamp of the first batch (what segment.ms counts from), None if empty."""
-        if self._first_batch_timestamp is None and self.size >= BATCH_HEADER_SIZE:
+        if self._first_batch_timestamp is not None:
+            return self._first_batch_timestamp
+        if self.size >= BATCH_HEADER_SIZE:
             header = os.pread(self._fd, _SCAN.size, 0)
             if len(header) == _SCAN.size:
                 self._first_batch_timestamp = _SCAN.unpack(header)[3]
@@ -197,15 +207,16 @@ class LogSegment:
                 return batch
         return None
 
-    def _whole_batch_end(self, start: int, want_end: int) -> int:
-        """The largest batch boundary in [start, want_end] (start itself at least)."""
-        if want_end >= self.size:
-            return self.size
+    def _whole_batch_end(self, start: int, want_end: int) -> tuple[int, int]:
+        """(position, offset) of the last batch boundary in [start, want_end]: where
+        the last whole batch ends, and the offset the next batch starts with."""
         position = max(start, self.offset_index.lookup_by_position(want_end).position)
-        end = position
+        end, next_offset = position, -1
         for batch, _ in self._scan(position, want_end):
-            end = batch.position + batch.size
-        return end
+            end, next_offset = batch.position + batch.size, batch.last_offset + 1
+        if next_offset < 0:  # no whole batch after the index entry: name the one there
+            next_offset = _BASE_OFFSET.unpack(self.read_at(position, 8))[0]
+        return end, next_offset
 
     # --- append and read -------------------------------------------------------------
 
@@ -222,58 +233,90 @@ class LogSegment:
             raise CorruptIndexError(
                 f"offset {largest_offset} does not fit segment {self.base_offset}'s index"
             )
-        with memoryview(records) as view:
-            total = view.nbytes
-            if not total:
-                return
-            start = self.size
-            _pwrite_all(self._fd, view, start)
-            unpack = _SCAN.unpack_from
-            interval = self.index_interval_bytes
-            at = 0
-            while at < total:
-                base, length, last_delta, max_ts = unpack(view, at)
-                last = base + last_delta
-                if max_ts > self._max_timestamp:
-                    self._max_timestamp, self._offset_of_max_timestamp = max_ts, last
-                if self._bytes_since_last_index_entry > interval:
-                    self.offset_index.append(last, start + at)
-                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                    self._bytes_since_last_index_entry = 0
-                size = length + LOG_OVERHEAD
-                self._bytes_since_last_index_entry += size
-                at += size
-        if largest_timestamp > self._max_timestamp:
-            self._max_timestamp = largest_timestamp
-            self._offset_of_max_timestamp = offset_of_max_timestamp
+        view = records if type(records) is memoryview else memoryview(records)
+        total = view.nbytes
+        if not total:
+            return
+        start = self.size
+        try:
+            written = os.write(self._fd, view)
+            while written < total:  # regular files write short only when nearly full
+                written += os.write(self._fd, view[written:])
+        except OSError:
+            # O_APPEND would put the next batch after these partial bytes: cut them.
+            os.ftruncate(self._fd, start)
+            raise
+        if start == 0:
+            self._first_batch_timestamp = _SCAN.unpack_from(view, 0)[3]
+        since = self._bytes_since_last_index_entry
+        interval = self.index_interval_bytes
+        if _LENGTH.unpack_from(view, 8)[0] + LOG_OVERHEAD == total:
+            # One batch (the common case): the caller's figures are that batch's.
+            if largest_timestamp > self._max_timestamp:
+                self._max_timestamp = largest_timestamp
+                self._offset_of_max_timestamp = offset_of_max_timestamp
+            if since > interval:
+                self.offset_index.append(largest_offset, start)
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                since = 0
+            self._bytes_since_last_index_entry = since + total
+        else:
+            self._index_batches(view, start)
         self.size = start + total
         self._next_offset = largest_offset + 1
+
+    def _index_batches(self, view: memoryview, start: int) -> None:
+        unpack = _SCAN.unpack_from
+        interval = self.index_interval_bytes
+        total = view.nbytes
+        at = 0
+        while at < total:
+            base, length, last_delta, max_ts = unpack(view, at)
+            last = base + last_delta
+            if max_ts > self._max_timestamp:
+                self._max_timestamp, self._offset_of_max_timestamp = max_ts, last
+            if self._bytes_since_last_index_entry > interval:
+                self.offset_index.append(last, start + at)
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                self._bytes_since_last_index_entry = 0
+            size = length + LOG_OVERHEAD
+            self._bytes_since_last_index_entry += size
+            at += size
 
     def read(
         self,
         start_offset: int,
         max_bytes: int,
-        max_position: int | None = None,
+        max_offset: int | None = None,
         *,
         min_one_batch: bool = True,
-    ) -> tuple[BatchPosition, memoryview] | None:
+    ) -> SegmentRead | None:
         """Whole batches from the one containing ``start_offset``: at most ``max_bytes``
-        (but at least that first batch when ``min_one_batch``), never reaching
-        ``max_position`` (a batch boundary, e.g. where the high watermark's batch
-        starts). None when no batch in this segment holds an offset >= start_offset."""
+        (but at least that first batch when ``min_one_batch``), and none holding an
+        offset >= ``max_offset`` (e.g. the high watermark). None when no batch in this
+        segment holds an offset >= start_offset."""
         first = self.translate_offset(start_offset)
         if first is None:
             return None
-        limit = self.size if max_position is None else min(max_position, self.size)
+        empty = SegmentRead(first, _EMPTY, start_offset)
+        limit, limit_offset = self.size, self._next_offset
+        if max_offset is not None and max_offset < limit_offset:
+            boundary = self.translate_offset(max_offset, first.position)
+            if boundary is not None:
+                limit, limit_offset = boundary.position, boundary.base_offset
         if first.position >= limit:
-            return first, memoryview(b"")
-        want = max(max_bytes, first.size) if min_one_batch else max_bytes
-        end = min(limit, first.position + want)
-        if end != limit and end != first.position + first.size:
-            end = self._whole_batch_end(first.position, end)
+            return empty
+        want = first.position + (max(max_bytes, first.size) if min_one_batch else max_bytes)
+        if want >= limit:
+            end, next_offset = limit, limit_offset
+        elif want == first.position + first.size:
+            end, next_offset = want, first.last_offset + 1
+        else:
+            end, next_offset = self._whole_batch_end(first.position, want)
         if end <= first.position:
-            return first, memoryview(b"")
-        return first, memoryview(os.pread(self._fd, end - first.position, first.position))
+            return empty
+        data = memoryview(os.pread(self._fd, end - first.position, first.position))
+        return SegmentRead(first, data, next_offset)
 
     def read_at(self, position: int, size: int) -> bytes:
         return os.pread(self._fd, size, position)

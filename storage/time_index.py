@@ -60,11 +60,12 @@ class TimeIndex(IndexFile):
         ``skip_full_check`` lets the final entry of a rolled or closed segment use the
         slot a full index keeps free, growing a trimmed file by one entry if needed.
         """
-        last = self.last_entry
-        if timestamp <= last.timestamp:
+        entries = self.entries
+        last_timestamp, last_rel = self.raw_entry(entries - 1) if entries else (NO_TIMESTAMP, 0)
+        if timestamp <= last_timestamp:
             return
-        if offset < last.offset:
-            raise CorruptIndexError(f"{self.path}: offset {offset} goes back from {last}")
+        if offset - self.base_offset < last_rel:
+            raise CorruptIndexError(f"{self.path}: offset {offset} goes back from {last_rel}")
         if skip_full_check and self.entries >= self.max_entries:
             self.resize((self.entries + 1) * self.ENTRY_SIZE)  # a trimmed index: one more
         elif not skip_full_check and self.is_full:

@@ -45,11 +45,11 @@ def read_all(
     offset = log.log_start_offset if start is None else start
     out: list[tuple[int, bytes | None]] = []
     while offset < log.log_end_offset:
-        data = log.read(offset, max_bytes).records
-        assert len(data) > 0, f"no progress at {offset}"
-        records = [r for r in values_of(data) if r[0] >= offset]
-        out += records
-        offset = [h for _, h in iter_headers(data)][-1].next_offset
+        read = log.read(offset, max_bytes)
+        assert len(read.records) > 0, f"no progress at {offset}"
+        out += [r for r in values_of(read.records) if r[0] >= offset]
+        assert read.next_offset == [h for _, h in iter_headers(read.records)][-1].next_offset
+        offset = read.next_offset
     return out
 
 

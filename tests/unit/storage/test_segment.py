@@ -97,9 +97,9 @@ def test_translate_and_read_at_every_offset_including_mid_batch(tmp_path: Path) 
             assert (found.base_offset, found.last_offset, found.position) == (base, last, position)
             read = segment.read(offset, max_bytes=1)
             assert read is not None
-            _, data = read
-            assert len(data) == size  # min one batch: the whole batch containing offset
-            assert values_of(data)[0][0] == base
+            assert len(read.records) == size  # min one batch: the batch containing offset
+            assert values_of(read.records)[0][0] == base
+            assert read.next_offset == last + 1
     assert segment.translate_offset(layout[-1][1] + 1) is None
     assert segment.read(layout[-1][1] + 1, 1000) is None
     segment.close()
@@ -111,27 +111,27 @@ def test_read_returns_whole_batches_within_max_bytes(tmp_path: Path) -> None:
     for max_bytes in range(1, layout[-1][2] + layout[-1][3] + 50, 37):
         read = segment.read(BASE, max_bytes)
         assert read is not None
-        _, data = read
+        data = read.records
         ends = [p + s - layout[0][2] for _, _, p, s in layout]
         fitting = [e for e in ends if e <= max_bytes]
         assert len(data) == (fitting[-1] if fitting else ends[0])
-        assert sum(1 for _ in iter_headers(data)) * layout[0][3] == len(data)
+        batches = [h for _, h in iter_headers(data)]
+        assert len(batches) * layout[0][3] == len(data)
+        assert read.next_offset == batches[-1].next_offset
     segment.close()
 
 
-def test_read_stops_before_max_position_and_can_refuse_an_oversized_first_batch(
-    tmp_path: Path,
-) -> None:
+def test_read_never_serves_a_batch_at_or_beyond_max_offset(tmp_path: Path) -> None:
     segment = new_segment(tmp_path)
     layout = fill(segment, [4] * 10)
-    high_watermark_position = layout[5][2]  # batches 0-4 are readable
-    read = segment.read(BASE, 10**6, max_position=high_watermark_position)
-    assert read is not None
-    assert len(read[1]) == high_watermark_position
-    at_limit = segment.read(layout[5][0], 10**6, max_position=high_watermark_position)
-    assert at_limit is not None and len(at_limit[1]) == 0
+    for max_offset in (BASE + 20, BASE + 22):  # a batch start, and inside batch 20..23
+        read = segment.read(BASE, 10**6, max_offset)
+        assert read is not None
+        assert len(read.records) == layout[5][2] and read.next_offset == BASE + 20
+        at_limit = segment.read(BASE + 20, 10**6, max_offset)
+        assert at_limit is not None and len(at_limit.records) == 0
     strict = segment.read(BASE, 10, min_one_batch=False)
-    assert strict is not None and len(strict[1]) == 0
+    assert strict is not None and len(strict.records) == 0 and strict.next_offset == BASE
     segment.close()
 
 

@@ -205,7 +205,11 @@ class ZkClient:
         if self.chroot:
             # kazoo prefixes every path with its chroot but never creates it; set the
             # chroot only after creating it through the un-chrooted client.
-            await self._call(self._kazoo.ensure_path, self.chroot)
+            try:
+                await self._call(self._kazoo.ensure_path, self.chroot)
+            except BaseException:
+                await self.close()
+                raise
             self._kazoo.chroot = self.chroot
 
     async def close(self) -> None:

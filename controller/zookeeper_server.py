@@ -203,7 +203,12 @@ class ZooKeeperServer:
         """Launch the server and block until it answers ``ruok`` (or raise)."""
         for attempt in range(BIND_ATTEMPTS):
             self._launch()
-            if self._wait_ready():
+            try:
+                ready = self._wait_ready()
+            except BaseException:  # Ctrl-C while waiting must not leave a JVM behind
+                self.stop()
+                raise
+            if ready:
                 return
             if not self._lost_port_race() or attempt == BIND_ATTEMPTS - 1:
                 break

@@ -69,8 +69,24 @@ def overrides_from(args: argparse.Namespace) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_properties(args.config, overrides_from(args))
     _setup_logging(args.log_level, config.broker_id)
-    trio.run(serve_until_signalled, config)
+    try:
+        trio.run(serve_until_signalled, config)
+    except BaseExceptionGroup as group:
+        raise _single_error(group) from None
     return 0
+
+
+def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one error a nursery wrapped (so the CLI prints one line), else the group."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 else group
 
 
 async def serve_until_signalled(config: BrokerConfig) -> None:

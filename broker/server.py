@@ -33,6 +33,7 @@ from typing import Protocol, TypeAlias
 
 import trio
 
+from protocol.errors import MinibrokerError
 from protocol.frames import NEED_DATA, FrameDecoder, FrameError
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,10 @@ class Pending:
 
 Reply: TypeAlias = Sequence[Buffer] | Pending | None
 """Response buffers (length prefix included), no response, or a pending response."""
+
+
+class ListenError(MinibrokerError):
+    """The listener cannot be bound (address in use, bad host, no permission)."""
 
 
 class CloseConnection(Exception):
@@ -118,18 +123,31 @@ class BrokerServer:
         self.port = port
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s
+        self._listeners: list[trio.SocketListener] = []
         self.connections = 0
         self.bytes_in = 0
         self.bytes_out = 0
 
-    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen and serve until cancelled; reports the bound port to ``nursery.start``."""
-        listeners = await trio.open_tcp_listeners(
-            self.port, host=self.host or None, backlog=ACCEPT_BACKLOG
-        )
-        sockname = listeners[0].socket.getsockname()
-        self.port = sockname[1]
+    async def listen(self) -> None:
+        """Bind the listening sockets (``run`` does it if not done); ``port`` is then set.
+
+        Raises ListenError (one readable line) if the address cannot be bound.
+        """
+        try:
+            self._listeners = await trio.open_tcp_listeners(
+                self.port, host=self.host or None, backlog=ACCEPT_BACKLOG
+            )
+        except OSError as exc:
+            where = f"{self.host or '*'}:{self.port}"
+            raise ListenError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
+        self.port = self._listeners[0].socket.getsockname()[1]
         log.info("listening on %s:%d", self.host or "*", self.port)
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; reports the bound port to ``nursery.start``."""
+        if not self._listeners:
+            await self.listen()
+        listeners, self._listeners = self._listeners, []
         async with trio.open_nursery() as nursery:
             await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
             task_status.started(self.port)

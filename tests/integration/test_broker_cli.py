@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,16 @@ async def test_bad_configuration_is_one_line_and_exit_code_1(
     assert proc.returncode == 1
     assert key in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+async def test_a_port_in_use_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = minibroker("broker", "--log-dirs", str(tmp_path), "--listen", f"127.0.0.1:{port}")
+        _, err = await trio.to_thread.run_sync(proc.communicate)
+    assert proc.returncode == 1
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "cannot listen" in errors[0], err
+    assert "Traceback" not in err

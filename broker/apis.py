@@ -64,6 +64,7 @@ class KafkaApis:
         self.metadata_cache = metadata_cache
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
         self.requests_total: dict[int, int] = {}
+        self._controller_queue = InOrder()
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
@@ -238,7 +239,7 @@ class KafkaApis:
             )
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
-        return Deferred(apply)
+        return self._controller_ordered(apply)
 
     def handle_stop_replica(self, header: RequestHeader, body: Body) -> HandlerResult:
         stops = [
@@ -250,11 +251,66 @@ class KafkaApis:
             errors = await self.replica_manager.stop_replicas(body["controller_epoch"], stops)
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
-        return Deferred(apply)
+        return self._controller_ordered(apply)
 
     def handle_update_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
-        self.replica_manager.update_metadata(body)
-        return {"error_code": NONE}
+        async def apply() -> Body:
+            self.replica_manager.update_metadata(body)
+            return {"error_code": NONE}
+
+        return self._controller_ordered(apply)
+
+    def _controller_ordered(self, apply: Callable[[], Awaitable[Body]]) -> Deferred:
+        """Controller requests take effect in arrival order, as Kafka's one-request-at-a-
+        time channel guarantees: a pipelined UpdateMetadata must not overtake the
+        LeaderAndIsr before it while that one waits for the disk."""
+        ticket = self._controller_queue.ticket()
+        return Deferred(lambda: self._controller_queue.run(ticket, apply))
+
+
+class InOrder:
+    """Runs async jobs one at a time in the order their tickets were taken.
+
+    A job whose task is cancelled before its turn (its connection closed) gives up its
+    ticket, so it never blocks the jobs after it.
+    """
+
+    def __init__(self) -> None:
+        self._next_ticket = 0
+        self._turn = 0
+        self._abandoned: set[int] = set()
+        self._wakeups: dict[int, trio.Event] = {}
+
+    def ticket(self) -> int:
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        return ticket
+
+    async def run(self, ticket: int, job: Callable[[], Awaitable[Body]]) -> Body:
+        try:
+            while self._turn != ticket:
+                event = self._wakeups.setdefault(ticket, trio.Event())
+                await event.wait()
+        except BaseException:
+            self._wakeups.pop(ticket, None)
+            if self._turn == ticket:  # woken and cancelled at once: pass the turn on
+                self._advance()
+            else:
+                self._abandoned.add(ticket)
+            raise
+        try:
+            return await job()
+        finally:
+            self._advance()
+
+    def _advance(self) -> None:
+        self._turn += 1
+        while self._turn in self._abandoned:
+            self._abandoned.discard(self._turn)
+            self._turn += 1
+        event = self._wakeups.pop(self._turn, None)
+        if event is not None:
+            event.set()
 
 
 # -- helpers ---------------------------------------------------------------------------------

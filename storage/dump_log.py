@@ -204,9 +204,9 @@ def dump_offset_index(path: Path, base_offset: int, *, verify_only: bool) -> boo
     by_position = {position: last for position, last, _ in batches or ()}
     mismatches = []
     previous = -1
-    for i, raw in enumerate(_entries(path, OffsetIndex.ENTRY_SIZE)):
+    for raw in _entries(path, OffsetIndex.ENTRY_SIZE):
         rel, position = OffsetIndex.ENTRY.unpack(raw)
-        if i > 0 and rel == 0 and position == 0:
+        if rel == 0 and position == 0:
             break  # the preallocated, unused tail of an active segment's index
         offset = base_offset + rel
         if not verify_only:
@@ -227,9 +227,9 @@ def dump_time_index(path: Path, base_offset: int, *, verify_only: bool) -> bool:
     lasts = [last for _, last, _ in batches or ()]
     mismatches = []
     previous = -1
-    for i, raw in enumerate(_entries(path, TimeIndex.ENTRY_SIZE)):
+    for raw in _entries(path, TimeIndex.ENTRY_SIZE):
         timestamp, rel = TimeIndex.ENTRY.unpack(raw)
-        if i > 0 and timestamp == 0 and rel == 0:
+        if timestamp == 0 and rel == 0:
             break  # the preallocated, unused tail
         offset = base_offset + rel
         if not verify_only:

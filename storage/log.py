@@ -18,12 +18,9 @@ Roll: a new active segment starts when the append would push the active one past
 indexes is full, or when the offsets would not fit its 32-bit relative index.
 
 Durability: the recovery point is the offset below which everything is fsynced;
-``flush`` moves it. Loading after an unclean stop revalidates every segment holding
-offsets >= the recovery point (``LogSegment.recover``) and drops every segment after
-one that had to be truncated; other segments only get the index sanity check, and a
-segment whose indexes fail it is recovered too. The leader-epoch cache is kept
-consistent with the data: epochs found in recovered batches are added, epochs beyond
-the recovered end and before the log start are removed.
+``flush`` moves it. Loading (``storage.log_loader``) revalidates what lies beyond it
+after an unclean stop. The leader-epoch cache is kept consistent with the data: epochs
+beyond the log end and before the log start are removed on load and on truncation.
 
 Concurrency: not thread-safe. The broker calls a Log from one thread at a time.
 """
@@ -49,17 +46,10 @@ from protocol.records import (
     patch_partition_leader_epoch,
     validate_batch,
 )
-from storage.errors import CorruptIndexError
 from storage.leader_epoch import LeaderEpochCache
 from storage.log_config import Clock, LogConfig, system_clock
-from storage.names import (
-    DELETED_SUFFIX,
-    LOG_SUFFIX,
-    TMP_SUFFIX,
-    TopicPartition,
-    parse_partition_dir,
-    parse_segment_file,
-)
+from storage.log_loader import load_segments
+from storage.names import TopicPartition, parse_partition_dir
 from storage.segment import MAX_RELATIVE_OFFSET, LogSegment
 from storage.time_index import NO_TIMESTAMP, TimestampOffset
 
@@ -134,25 +124,15 @@ class Log:
         )
 
     def _load(self, had_clean_shutdown: bool) -> None:
-        bases: set[int] = set()
-        indexes: list[tuple[int, Path]] = []
-        for path in self.dir.iterdir():
-            if path.name.endswith((TMP_SUFFIX, DELETED_SUFFIX)):
-                path.unlink(missing_ok=True)  # half-written or awaiting deletion
-                continue
-            parsed = parse_segment_file(path.name)
-            if parsed is None:
-                continue
-            if parsed[1] == LOG_SUFFIX:
-                bases.add(parsed[0])
-            else:
-                indexes.append((parsed[0], path))
-        for base, path in indexes:
-            if base not in bases:
-                path.unlink(missing_ok=True)  # an index whose log is gone
-        for base in sorted(bases):
-            self._add_segment(self._new_segment(base, create=False))
-        self._recover_segments(had_clean_shutdown)
+        for segment in load_segments(
+            self.dir,
+            lambda base: self._new_segment(base, create=False),
+            recovery_point=self.recovery_point,
+            had_clean_shutdown=had_clean_shutdown,
+            max_index_size=self.config.segment_index_bytes,
+            epochs=self.leader_epoch_cache,
+        ):
+            self._add_segment(segment)
         if not self._segments:
             self._add_segment(self._new_segment(self.log_start_offset, create=True))
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
@@ -160,37 +140,9 @@ class Log:
             # Data below the checkpointed log start is deletable anyway.
             self.truncate_fully_and_start_at(self.log_start_offset)
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-        self.recovery_point = self.log_end_offset
+        self.recovery_point = self.log_end_offset  # load_segments fsynced what it recovered
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-
-    def _recover_segments(self, had_clean_shutdown: bool) -> None:
-        index_size = self.config.segment_index_bytes
-        recovered: list[LogSegment] = []
-        i = 0
-        while i < len(self._segments):
-            segment = self._segments[i]
-            i += 1
-            next_base = self._bases[i] if i < len(self._bases) else None
-            unflushed = next_base is None or next_base > self.recovery_point
-            if had_clean_shutdown or not unflushed:
-                try:
-                    segment.sanity_check()
-                    continue
-                except CorruptIndexError:
-                    pass  # a corrupt index is rebuilt, never trusted
-            truncated = segment.recover(index_size, self.leader_epoch_cache)
-            recovered.append(segment)
-            if truncated and unflushed:
-                # Everything after a torn or corrupt batch is unreliable: drop it.
-                for later in self._segments[i:]:
-                    later.delete()
-                del self._segments[i:]
-                del self._bases[i:]
-            if segment is not self._segments[-1]:
-                segment.on_become_inactive()
-        for segment in recovered:
-            segment.flush()  # the recovery point moves to the log end: make it true
 
     def _add_segment(self, segment: LogSegment) -> None:
         self._segments.append(segment)

@@ -115,3 +115,24 @@ def test_unreadable_files_give_a_one_line_error(
     assert len(err) == 2
     assert err[0].startswith("minibroker dump-log: error: ") and "not a segment file" in err[0]
     assert "no such file" in err[1]
+
+
+def test_indexes_of_a_live_segment_stop_at_the_preallocated_tail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = open_log(tmp_path / "t-0")
+    try:
+        code, lines = dump(capsys, str(tmp_path / "t-0" / "00000000000000000000.timeindex"))
+        assert (code, len(lines)) == (0, 1)  # nothing indexed yet: no zero entries shown
+        for i in range(20):
+            log.append(batch([b"v" * 100], timestamp=1_000 + i))
+        code, lines = dump(
+            capsys,
+            str(tmp_path / "t-0" / "00000000000000000000.index"),
+            str(tmp_path / "t-0" / "00000000000000000000.timeindex"),
+        )
+        assert code == 0
+        assert not [line for line in lines if line.endswith(("position: 0", "offset: 0"))]
+        assert len(lines) == 2 + 2 * 9  # nine entries in each index
+    finally:
+        log.close()

@@ -1,0 +1,86 @@
+"""Opening the segments of a partition dir: clean-up, sanity checks and recovery.
+
+How this works. Leftovers of a crash are removed first: ``.tmp`` files (half-written
+checkpoints), ``.deleted`` segment files (deletion was already decided) and index files
+whose ``.log`` is gone. Every ``.log`` then becomes a LogSegment, oldest first.
+
+Which segments are revalidated (``LogSegment.recover``: every batch's length, CRC and
+offsets, truncation at the first bad one, indexes rebuilt):
+
+- after an unclean stop, every segment holding offsets >= the recovery point (the
+  point below which everything was fsynced), i.e. the one containing it and all later;
+- any other segment whose indexes fail the sanity check (a corrupt index is rebuilt,
+  never trusted).
+
+When an unflushed segment had to be truncated, every later segment is deleted: data
+after a torn or corrupt batch is not part of the log. Recovered segments are fsynced
+so that the caller may put the recovery point at the new log end. Leader epochs found
+in recovered batches are reported to ``epochs`` (the cache may be older than the data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from storage.errors import CorruptIndexError
+from storage.names import DELETED_SUFFIX, LOG_SUFFIX, TMP_SUFFIX, parse_segment_file
+from storage.segment import EpochSink, LogSegment
+
+
+def remove_leftovers(directory: Path) -> list[int]:
+    """Delete crash leftovers; return the base offsets of the ``.log`` files, sorted."""
+    bases: set[int] = set()
+    indexes: list[tuple[int, Path]] = []
+    for path in directory.iterdir():
+        if path.name.endswith((TMP_SUFFIX, DELETED_SUFFIX)):
+            path.unlink(missing_ok=True)
+            continue
+        parsed = parse_segment_file(path.name)
+        if parsed is None:
+            continue
+        if parsed[1] == LOG_SUFFIX:
+            bases.add(parsed[0])
+        else:
+            indexes.append((parsed[0], path))
+    for base, path in indexes:
+        if base not in bases:
+            path.unlink(missing_ok=True)
+    return sorted(bases)
+
+
+def load_segments(
+    directory: Path,
+    open_segment: Callable[[int], LogSegment],
+    *,
+    recovery_point: int,
+    had_clean_shutdown: bool,
+    max_index_size: int,
+    epochs: EpochSink,
+) -> list[LogSegment]:
+    """The segments of ``directory``, checked or recovered (see the module doc)."""
+    segments = [open_segment(base) for base in remove_leftovers(directory)]
+    recovered: list[LogSegment] = []
+    i = 0
+    while i < len(segments):
+        segment = segments[i]
+        i += 1
+        next_base = segments[i].base_offset if i < len(segments) else None
+        unflushed = next_base is None or next_base > recovery_point
+        if had_clean_shutdown or not unflushed:
+            try:
+                segment.sanity_check()
+                continue
+            except CorruptIndexError:
+                pass  # rebuilt below
+        truncated = segment.recover(max_index_size, epochs)
+        recovered.append(segment)
+        if truncated and unflushed:
+            for later in segments[i:]:
+                later.delete()
+            del segments[i:]
+        if i < len(segments):
+            segment.on_become_inactive()
+    for segment in recovered:
+        segment.flush()
+    return segments

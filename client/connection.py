@@ -240,7 +240,11 @@ class Connection:
         if self.state is ConnectionState.CLOSED:
             return
         await self._break(NetworkError(f"connection to {self.host}:{self.port} closed"))
-        self._move(ConnectionState.CLOSED)
+        self._closed()
+
+    def _closed(self) -> None:
+        if self.state is not ConnectionState.CLOSED:  # a concurrent aclose may have won
+            self._move(ConnectionState.CLOSED)
 
     async def _break(self, error: NetworkError) -> None:
         """Fail every pending request with ``error`` (the first one sticks) and close."""

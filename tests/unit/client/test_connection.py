@@ -348,6 +348,16 @@ async def test_a_connection_connects_once() -> None:
             await conn.connect()
 
 
+async def test_concurrent_closes_are_fine() -> None:
+    async with server() as (port, _):
+        conn = Connection("127.0.0.1", port)
+        await conn.connect()
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(conn.aclose)
+        assert conn.state is ConnectionState.CLOSED
+
+
 async def test_send_without_response_then_request_still_matches() -> None:
     async def no_answer_for_acks_0(header: RequestHeader, body: Any) -> Any:
         if header.api_key == ApiKey.PRODUCE:

@@ -21,6 +21,7 @@ mapping is ever handed out, so the mapping can always be resized or closed.
 from __future__ import annotations
 
 import mmap
+import operator
 import os
 import struct
 from pathlib import Path
@@ -170,8 +171,13 @@ class IndexFile:
 
     @staticmethod
     def _strictly_increasing(column: tuple[int, ...]) -> bool:
-        # set + sort run in C: cheap enough for a 10 MiB index on every open.
-        return column == tuple(sorted(set(column)))
+        # map(sub) over two slices runs in C: ~10 ms for the 262,144 entries of a
+        # 1 GiB segment, cheap enough to check every index on every open.
+        return len(column) < 2 or min(map(operator.sub, column[1:], column[:-1])) > 0
+
+    @staticmethod
+    def _non_decreasing(column: tuple[int, ...]) -> bool:
+        return len(column) < 2 or min(map(operator.sub, column[1:], column[:-1])) >= 0
 
     def _check_length(self) -> None:
         if self._length % self.ENTRY_SIZE:
@@ -180,8 +186,15 @@ class IndexFile:
             )
 
     def all_raw_entries(self) -> list[tuple[int, ...]]:
-        """Every valid entry, in order (sanity checks and dump-log)."""
+        """Every valid entry, in order (dump-log, tests)."""
         if self._mm is None:
             return []
-        view = self._mm[: self.entries * self.ENTRY_SIZE]
-        return list(self.ENTRY.iter_unpack(view))
+        return list(self.ENTRY.iter_unpack(self._mm[: self.entries * self.ENTRY_SIZE]))
+
+    def columns(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The two fields of every valid entry as two tuples (one C-level unpack)."""
+        if self._mm is None or not self.entries:
+            return (), ()
+        fields = self.ENTRY.format.lstrip(">")
+        flat = struct.unpack_from(">" + fields * self.entries, self._mm)
+        return flat[0::2], flat[1::2]

@@ -89,7 +89,7 @@ class OffsetIndex(IndexFile):
         self._check_length()
         if not self.entries:
             return
-        rels, positions = zip(*self.all_raw_entries(), strict=True)
+        rels, positions = self.columns()
         if rels[0] < 0 or positions[0] <= 0 or positions[-1] >= log_size:
             raise CorruptIndexError(f"{self.path}: entries outside the segment")
         if not (self._strictly_increasing(rels) and self._strictly_increasing(positions)):

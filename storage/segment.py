@@ -129,8 +129,8 @@ class LogSegment:
         self._offset_of_max_timestamp = base_offset
         self._next_offset = base_offset
         self._first_batch_timestamp: int | None = None
-        if self.size and not self.index_missing:
-            self._load_tail_state()
+        # An existing segment is not usable until sanity_check() or recover() has run:
+        # both derive the state above, and neither trusts the other's inputs.
 
     # --- state derived from the file -------------------------------------------------
 
@@ -346,6 +346,7 @@ class LogSegment:
         if self.index_missing:
             raise CorruptIndexError(f"{self.log_path}: index files missing")
         self.offset_index.sanity_check(self.size)
+        self._load_tail_state()
         self.time_index.sanity_check(max(self._next_offset - 1, self.base_offset))
         if self.offset_index.entries:
             last = self.offset_index.entry(self.offset_index.entries - 1)

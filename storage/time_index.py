@@ -96,10 +96,10 @@ class TimeIndex(IndexFile):
         self._check_length()
         if not self.entries:
             return
-        timestamps, rels = zip(*self.all_raw_entries(), strict=True)
+        timestamps, rels = self.columns()
         if rels[0] < 0 or self.base_offset + rels[-1] > last_offset:
             raise CorruptIndexError(f"{self.path}: entries outside the segment")
         if timestamps[0] < 0 or not self._strictly_increasing(timestamps):
             raise CorruptIndexError(f"{self.path}: timestamps are not strictly increasing")
-        if list(rels) != sorted(rels):
+        if not self._non_decreasing(rels):
             raise CorruptIndexError(f"{self.path}: offsets go backwards")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from controller.zookeeper_server import ZooKeeperError, find_jars_dir, find_java
+from controller.zookeeper_server import (
+    ZooKeeperError,
+    find_jars_dir,
+    find_java,
+    zookeeper_classpath,
+)
 
 
 def test_pyspark_jars_dir_holds_the_zookeeper_server_jar() -> None:
@@ -34,3 +40,11 @@ def test_missing_pyspark_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     with pytest.raises(ZooKeeperError, match="pyspark is not installed"):
         find_jars_dir()
+
+
+def test_class_path_holds_zookeeper_and_its_dependencies_only() -> None:
+    names = [Path(jar).name for jar in zookeeper_classpath(find_jars_dir()).split(os.pathsep)]
+    assert any(n.startswith("zookeeper-jute-") for n in names)
+    assert any(n.startswith("zookeeper-3") for n in names)
+    assert any(n.startswith("log4j-slf4j2-impl-") for n in names)
+    assert not any(n.startswith("spark-") or "tcnative" in n for n in names)

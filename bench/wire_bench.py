@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -268,6 +269,9 @@ def main() -> None:
     with echo_process("answer") as port:
         figures.update(trio.run(answer_figures, port, small, args.seconds))
         figures.update(trio.run(connection_figures, port, args.seconds))
+    # Shared machines: say how busy this one was, so figures from runs can be compared.
+    figures["loadavg_1m"] = round(os.getloadavg()[0], 2)
+    figures["cpus"] = os.cpu_count() or 0
     for key, value in figures.items():
         print(f"{key:36} {value:>14,.1f}", file=sys.stderr)
     print(json.dumps(figures))

@@ -178,7 +178,7 @@ class Log:
 
     def append(
         self,
-        records: bytearray | memoryview,
+        records: bytes | bytearray | memoryview,
         *,
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
@@ -187,11 +187,14 @@ class Log:
 
         With ``assign_offsets`` (the leader) each batch's baseOffset is patched in place
         to the next free offsets, and ``leader_epoch`` (when given) is stamped into
-        every batch, so ``records`` must be writable. Raises CorruptMessageError for a
-        bad batch or trailing bytes, MessageTooLargeError for a batch over
-        ``max_message_bytes``, RecordListTooLargeError for more than a segment.
+        every batch (read-only ``records`` are copied once for that). Raises
+        CorruptMessageError for a bad batch or trailing bytes, MessageTooLargeError for
+        a batch over ``max_message_bytes``, RecordListTooLargeError for more than a
+        segment.
         """
         view = records if type(records) is memoryview else memoryview(records)
+        if view.readonly and (assign_offsets or leader_epoch is not None):
+            view = memoryview(bytearray(view))  # patching needs writable bytes: one copy
         total = view.nbytes
         segment = self._segments[-1]
         next_offset = segment.next_offset
@@ -248,7 +251,7 @@ class Log:
 
     def append_as_follower(self, records: bytearray | memoryview | bytes) -> LogAppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs."""
-        return self.append(memoryview(records), assign_offsets=False)
+        return self.append(records, assign_offsets=False)
 
     def _should_roll(
         self,
@@ -330,10 +333,8 @@ class Log:
 
     def _empty_read(self, offset: int, index: int) -> FetchDataInfo:
         segment = self._segments[index]
-        position = segment.size if offset >= segment.next_offset else 0
-        if offset < segment.next_offset:
-            found = segment.translate_offset(offset)
-            position = found.position if found is not None else segment.size
+        found = segment.translate_offset(offset) if offset < segment.next_offset else None
+        position = found.position if found is not None else segment.size
         return FetchDataInfo(
             LogOffsetMetadata(offset, segment.base_offset, position), memoryview(b""), offset
         )

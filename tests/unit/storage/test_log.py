@@ -43,6 +43,16 @@ def test_append_assigns_offsets_in_place_and_stamps_the_leader_epoch(tmp_path: P
     log.close()
 
 
+def test_read_only_records_are_copied_once_to_assign_offsets(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(batch(values(2)))
+    frozen = bytes(batch(values(1, 2), base_offset=99))
+    assert log.append(frozen, leader_epoch=1).first_offset == 2
+    assert read_header(frozen).base_offset == 99  # the caller's bytes are untouched
+    assert read_all(log) == list(enumerate(values(3)))
+    log.close()
+
+
 def test_bad_batches_are_refused_and_leave_the_log_unchanged(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     log.append(batch(values(2)))

@@ -18,12 +18,14 @@ Other components (the controller, issue 4+) register handlers for their own keys
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
 
 import trio
 
 from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics
 from broker.partition import PartitionState
 from broker.replica_manager import FetchPartition, PartitionRead, ReplicaManager
 from broker.server import Buffer, CloseConnection, Pending, Reply
@@ -63,7 +65,7 @@ class KafkaApis:
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
-        self.requests_total: dict[int, int] = {}
+        self.metrics = replica_manager.metrics
         self._controller_queue = InOrder()
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.handle_produce,
@@ -90,20 +92,35 @@ class KafkaApis:
         except RejectedRequest as exc:
             log.info("rejected request: %s", exc)
             return encode_response(exc.header.correlation_id, error_body(exc))
-        self.requests_total[header.api_key] = self.requests_total.get(header.api_key, 0) + 1
         handler = self._handlers.get(header.api_key)
         if handler is None:
             error = UnsupportedVersionError(f"api key {header.api_key} is not served here")
             return encode_response(header.correlation_id, error_body(error))
+        started = time.perf_counter()
         try:
             result = handler(header, body)
         except Exception as exc:
-            return _error_reply(header, exc)
-        if isinstance(result, Deferred):
-            return Pending(_finish_deferred(header, result))
-        if result is None:
-            return None
-        return encode_response(header.correlation_id, result)
+            reply: Reply = _error_reply(header, exc)
+        else:
+            if isinstance(result, Deferred):
+                return Pending(self._finish_deferred(header, result, started))
+            reply = None if result is None else encode_response(header.correlation_id, result)
+        self.metrics.record_request(_request_name(header.api_key), _ms_since(started))
+        return reply
+
+    def _finish_deferred(
+        self, header: RequestHeader, deferred: Deferred, started: float
+    ) -> Callable[[], Awaitable[Sequence[Buffer] | None]]:
+        async def finish() -> Sequence[Buffer] | None:
+            try:
+                body = await deferred.wait()
+            except Exception as exc:
+                return _error_reply(header, exc)
+            finally:
+                self.metrics.record_request(_request_name(header.api_key), _ms_since(started))
+            return None if body is None else encode_response(header.correlation_id, body)
+
+        return finish
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -165,7 +182,7 @@ class KafkaApis:
         min_bytes = body["min_bytes"]
         max_wait_ms = body["max_wait_ms"]
         if max_wait_ms <= 0 or not requests or _satisfied(reads, min_bytes):
-            return _fetch_body(reads)
+            return _fetch_body(reads, self.metrics)
 
         async def long_poll() -> Body:
             deadline = trio.current_time() + max_wait_ms / 1000
@@ -174,9 +191,11 @@ class KafkaApis:
                 with manager.fetch_waiters.watch(keys) as waiter:
                     current = manager.read(replica_id, max_bytes, requests)
                     if _satisfied(current, min_bytes):
-                        return _fetch_body(current)
+                        return _fetch_body(current, manager.metrics)
                     if not await waiter.wait_until(deadline):
-                        return _fetch_body(manager.read(replica_id, max_bytes, requests))
+                        return _fetch_body(
+                            manager.read(replica_id, max_bytes, requests), manager.metrics
+                        )
 
         return Deferred(long_poll)
 
@@ -326,11 +345,12 @@ def _satisfied(reads: Sequence[PartitionRead], min_bytes: int) -> bool:
     return total >= min_bytes
 
 
-def _fetch_body(reads: Sequence[PartitionRead]) -> Body:
+def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics) -> Body:
     topics: dict[str, list[Body]] = {}
     for read in reads:
         if read.result is not None:
             r = read.result
+            metrics.record_fetch(read.tp.topic, len(r.records))
             answer = {
                 "partition_index": read.tp.partition,
                 "error_code": NONE,
@@ -371,17 +391,18 @@ def _error_reply(header: RequestHeader, exc: Exception) -> list[Buffer]:
     return encode_response(header.correlation_id, error_body(exc))
 
 
-def _finish_deferred(
-    header: RequestHeader, deferred: Deferred
-) -> Callable[[], Awaitable[Sequence[Buffer] | None]]:
-    async def finish() -> Sequence[Buffer] | None:
-        try:
-            body = await deferred.wait()
-        except Exception as exc:
-            return _error_reply(header, exc)
-        return None if body is None else encode_response(header.correlation_id, body)
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
-    return finish
+
+_REQUEST_NAMES: dict[int, str] = {
+    int(key): "".join(word.capitalize() for word in key.name.split("_")) for key in ApiKey
+}
+
+
+def _request_name(api_key: int) -> str:
+    """Kafka's request name for metrics: LEADER_AND_ISR -> LeaderAndIsr."""
+    return _REQUEST_NAMES.get(api_key, str(api_key))
 
 
 def _describe(header: RequestHeader) -> str:

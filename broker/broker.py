@@ -6,7 +6,8 @@ Start-up order (Kafka's KafkaServer.startup, minus what later issues add):
 2. bind the listener (port 0 picks a free port) and publish this broker in its own
    metadata cache, so a standalone broker answers Metadata with its address;
 3. start the periodic work: HW checkpoints (replica manager), retention and the
-   recovery-point / log-start checkpoints (broker/log_maintenance.py);
+   recovery-point / log-start checkpoints (broker/log_maintenance.py), and the
+   Prometheus endpoint when ``metrics.port`` is set (broker/metrics.py);
 4. with ``zookeeper.connect``: register in ZooKeeper and run the controller candidate
    (the controller engineer's ``controller`` package, hooked in ``_run_cluster_member``).
 
@@ -29,6 +30,7 @@ from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.log_maintenance import LogMaintenance
 from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics, MetricsServer
 from broker.replica_manager import ReplicaManager, to_log_config
 from broker.server import BrokerServer, idle_timeout_seconds
 from storage.log_config import Clock, system_clock
@@ -48,6 +50,8 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self.apis: KafkaApis | None = None
         self.server: BrokerServer | None = None
+        self.metrics = BrokerMetrics()
+        self.metrics_server: MetricsServer | None = None
         self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
@@ -69,8 +73,9 @@ class Broker:
         self.log_manager = log_manager
         try:
             replica_manager = ReplicaManager(
-                config, log_manager, self.metadata_cache, clock=self.clock
+                config, log_manager, self.metadata_cache, clock=self.clock, metrics=self.metrics
             )
+            self.metrics.watch(replica_manager)
             self.replica_manager = replica_manager
             self.apis = KafkaApis(replica_manager, self.metadata_cache)
             host, port = config.listen_address
@@ -91,6 +96,11 @@ class Broker:
                 )
                 await nursery.start(replica_manager.run)
                 await nursery.start(LogMaintenance(config, log_manager).run)
+                if config.metrics_port >= 0:
+                    self.metrics_server = MetricsServer(
+                        self.metrics, host=host, port=config.metrics_port
+                    )
+                    await nursery.start(self.metrics_server.run)
                 if config.zookeeper_connect:
                     await nursery.start(self._run_cluster_member)
                 log.info(

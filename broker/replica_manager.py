@@ -35,6 +35,7 @@ import trio
 
 from broker.config import BrokerConfig, TopicConfig
 from broker.metadata_cache import MetadataCache
+from broker.metrics import BrokerMetrics
 from broker.partition import NO_EPOCH, AppendResult, Partition, PartitionState, ReadResult
 from broker.purgatory import Purgatory
 from protocol.errors import (
@@ -112,8 +113,10 @@ class ReplicaManager:
         *,
         clock: Clock,
         topic_overrides: Callable[[str], Mapping[str, str]] | None = None,
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         self.config = config
+        self.metrics = metrics or BrokerMetrics()
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
@@ -289,6 +292,10 @@ class ReplicaManager:
             self.fetch_waiters.notify(tp)
             if result.high_watermark_moved:
                 self.produce_waiters.notify(tp)
+            info = result.info
+            self.metrics.record_append(
+                tp.topic, info.last_offset - info.first_offset + 1, len(records)
+            )
             results.append((tp, result))
         return results
 

@@ -278,3 +278,25 @@ async def test_retention_runs_periodically_and_moves_the_log_start(tmp_path: Pat
         assert beyond["log_start_offset"] == earliest
         kept = fetched(await client.request(ApiKey.FETCH, fetch_body("t", {0: earliest})))
         assert values_of(kept)[0][0] == earliest
+
+
+async def test_metrics_endpoint_reports_traffic_and_partitions(tmp_path: Path) -> None:
+    config = broker_config(tmp_path, metrics_port=0)
+    async with running_broker(config) as broker, await WireClient.connect(broker.port) as client:
+        await FakeController(broker).lead("m")
+        await client.request(ApiKey.PRODUCE, produce_body("m", 0, batch(b"a", b"b")))
+        await client.request(ApiKey.FETCH, fetch_body("m", {0: 0}))
+        assert broker.metrics_server is not None
+        stream = await trio.open_tcp_stream("127.0.0.1", broker.metrics_server.port)
+        async with stream:
+            await stream.send_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            response = b""
+            while chunk := await stream.receive_some(65536):
+                response += chunk
+    text = response.decode()
+    assert text.startswith("HTTP/1.1 200")
+    assert 'kafka_server_brokertopicmetrics_messagesin_total{topic="m"} 2.0' in text
+    assert 'kafka_server_brokertopicmetrics_bytesout_total{topic="m"}' in text
+    assert 'kafka_network_requestmetrics_requests_total{request="Produce"} 1.0' in text
+    assert "kafka_server_replicamanager_leadercount 1.0" in text
+    assert 'kafka_log_log_logendoffset{partition="0",topic="m"} 2.0' in text

@@ -343,3 +343,30 @@ async def test_reassignment_from_1_2_to_2_3_follows_the_oar_rar_steps(
         old_dir = Path(c.brokers[1].config.log_dirs[0])
         await wait_until(lambda: not (old_dir / "r-0").exists(), "the old replica's deletion")
         assert await data.get_reassignment() == {}
+
+
+async def test_a_controller_whose_session_expires_resigns_and_another_takes_over(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient, zk_session_killer: Any
+) -> None:
+    async with cluster(tmp_path, zk_connect) as c:
+        (old,) = c.controllers()
+        old_controller = _member(c.brokers[old]).controller
+        old_epoch = old_controller.context.epoch
+        await zk_session_killer(_member(c.brokers[old]).data.zk)
+        await wait_until(
+            lambda: len(c.controllers()) == 1 and c.controllers()[0] != old,
+            "another broker to become controller",
+        )
+        (new,) = c.controllers()
+        assert _member(c.brokers[new]).controller.context.epoch > old_epoch
+        assert not old_controller.is_active
+        data = KafkaZkClient(zk_client)
+
+        async def old_broker_registered_again() -> bool:
+            return old in await data.get_live_brokers()
+
+        await wait_until_async(old_broker_registered_again, "the old broker to re-register")
+        await wait_until(
+            lambda: old_controller.active_controller_id == new,
+            "the old broker to follow the new controller",
+        )

@@ -18,13 +18,11 @@ Handlers follow Kafka 2.x's KafkaController, step by step:
   (new znode epoch) -> failure then startup;
 * controlled shutdown: leadership moves to an ISR member that stays, followers are
   stopped and dropped from the ISR; the reply lists what the broker still leads;
-* topic change / partition modifications: new partitions New -> Online;
-* ISR change notifications: refresh leadership, UpdateMetadata to every broker;
-* preferred election (ElectLeaders, /admin/preferred_replica_election, or the
-  auto-rebalance timer): AR[0] leads again where it is alive and in the ISR.
+* topic change / partition modifications: new partitions New -> Online.
 
-Topic deletion and reassignment live in controller/topic_deletion.py and
-controller/reassignment.py.
+ISR change notifications and preferred-leader elections live in
+controller/leadership.py, topic deletion in controller/topic_deletion.py and
+reassignment in controller/reassignment.py.
 """
 
 from __future__ import annotations
@@ -45,6 +43,7 @@ from controller.context import (
 )
 from controller.controller_zk import ControllerZk, event_for_watch
 from controller.event_manager import ControllerEventManager
+from controller.leadership import LeadershipManager
 from controller.partition_state_machine import PartitionStateMachine
 from controller.reassignment import ReassignmentManager
 from controller.replica_state_machine import ReplicaStateMachine
@@ -54,10 +53,7 @@ from controller.topic_deletion import TopicDeletionManager
 from controller.zk_types import StateChange, WatchEvent, ZkEvent, ZkState
 from protocol.errors import (
     BrokerNotAvailableError,
-    ElectionNotNeededError,
     KafkaError,
-    PreferredLeaderNotAvailableError,
-    UnknownTopicOrPartitionError,
 )
 
 log = logging.getLogger("minibroker.controller")
@@ -104,6 +100,7 @@ class KafkaController:
         self.replica_state_machine = ReplicaStateMachine(self.context, zk, self.batch)
         self.topic_deletion = TopicDeletionManager(self)
         self.reassignment = ReassignmentManager(self)
+        self.leadership = LeadershipManager(self)
         self.active_controller_id: int | None = None
         self.unclean_elections = 0
         self._active = False
@@ -125,9 +122,9 @@ class KafkaController:
             ev.ApiPartitionReassignment: self.reassignment.on_api_reassignment,
             ev.ListPartitionReassignments: self.reassignment.on_list_reassignments,
             ev.PartitionReassignmentIsrChange: self.reassignment.on_isr_change,
-            ev.IsrChangeNotification: self._on_isr_change_notification,
-            ev.PreferredReplicaElection: self._on_preferred_replica_election,
-            ev.AutoPreferredLeaderBalance: self._on_auto_leader_balance,
+            ev.IsrChangeNotification: self.leadership.on_isr_change_notification,
+            ev.PreferredReplicaElection: self.leadership.on_preferred_replica_election,
+            ev.AutoPreferredLeaderBalance: self.leadership.on_auto_leader_balance,
             ev.ControlledShutdown: self._on_controlled_shutdown,
         }
 
@@ -469,76 +466,6 @@ class KafkaController:
             ReplicaState.OFFLINE,
         )
         return {tp for tp in ctx.partitions_led_by(broker_id) if len(ctx.replicas_for(tp)) > 1}
-
-    # -- ISR changes and preferred leaders -------------------------------------------------
-
-    async def _on_isr_change_notification(self, event: ev.IsrChangeNotification) -> None:
-        names = await self.zk.get_isr_change_notifications(watch=True)
-        if not names:
-            return
-        changed = await self.zk.read_isr_change_notifications(names)
-        await self.zk.delete_isr_change_notifications(names)
-        known = [tp for tp in changed if self.context.replicas_for(tp)]
-        self.context.update_leadership(await self.zk.read_partition_states(known))
-        self.batch.new_batch()
-        self.batch.add_update_metadata(self.context.live_or_shutting_down_broker_ids, known)
-        self.batch.send_requests(self.context.epoch)
-
-    async def _on_preferred_replica_election(self, event: ev.PreferredReplicaElection) -> None:
-        if event.from_zk:
-            partitions: Iterable[TopicPartition] = await self.zk.get_preferred_replica_election(
-                watch=True
-            )
-        elif event.partitions is None:
-            partitions = list(self.context.all_partitions())
-        else:
-            partitions = event.partitions
-        results = await self.elect_preferred_leaders(partitions)
-        if event.from_zk and results:
-            await self.zk.delete_preferred_replica_election()
-        if event.reply is not None:
-            event.reply.set(results)
-
-    async def elect_preferred_leaders(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, KafkaError | None]:
-        ctx = self.context
-        results: dict[TopicPartition, KafkaError | None] = {}
-        candidates: list[TopicPartition] = []
-        for tp in partitions:
-            replicas = ctx.replicas_for(tp)
-            lai = ctx.leadership.get(tp)
-            if not replicas:
-                results[tp] = UnknownTopicOrPartitionError(f"{tp} does not exist")
-            elif tp.topic in ctx.topics_to_be_deleted or tp in ctx.partitions_being_reassigned:
-                results[tp] = PreferredLeaderNotAvailableError(f"{tp} is being deleted or moved")
-            elif lai is not None and lai.leader == replicas[0]:
-                results[tp] = ElectionNotNeededError(f"{tp} is led by its preferred replica")
-            else:
-                candidates.append(tp)
-        failures = await self.partition_state_machine.handle_state_changes(
-            candidates, PartitionState.ONLINE, ElectionStrategy.PREFERRED
-        )
-        for tp in candidates:
-            failed = tp in failures
-            results[tp] = PreferredLeaderNotAvailableError(str(failures[tp])) if failed else None
-        return results
-
-    async def _on_auto_leader_balance(self, event: ev.AutoPreferredLeaderBalance) -> None:
-        ctx = self.context
-        to_move: list[TopicPartition] = []
-        for broker_id, not_led in sorted(ctx.preferred_replica_imbalance().items()):
-            preferred_total = sum(
-                1 for tp in ctx.all_partitions() if ctx.replicas_for(tp)[:1] == (broker_id,)
-            )
-            if not preferred_total or broker_id not in ctx.live_broker_ids:
-                continue
-            ratio = 100 * len(not_led) / preferred_total
-            if ratio > self.config.leader_imbalance_per_broker_percentage:
-                to_move += [tp for tp in sorted(not_led) if broker_id in ctx.leadership[tp].isr]
-        if to_move:
-            log.info("auto leader rebalance moves %d partitions", len(to_move))
-            await self.elect_preferred_leaders(to_move)
 
     # -- responses ----------------------------------------------------------------------
 

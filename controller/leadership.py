@@ -1,0 +1,112 @@
+"""Leadership upkeep: ISR change notifications and preferred-leader elections.
+
+ISR changes: a leader that shrinks or grows an ISR writes the partition state znode
+itself (conditional on its zkVersion) and then a sequential
+``/isr_change_notification/isr_change_<n>`` naming the partitions. The controller reads
+the named states, refreshes its context and sends UpdateMetadata for them to every
+broker, then deletes the notifications.
+
+Preferred election moves leadership back to AR[0] where AR[0] is alive and in the ISR.
+It is asked for by ElectLeaders, by /admin/preferred_replica_election, or by the
+auto-rebalance timer, which elects for every broker whose share of partitions led by
+someone else exceeds ``leader.imbalance.per.broker.percentage``. Partitions being
+deleted or reassigned are left alone (their AR is about to change).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from controller import events as ev
+from controller.context import ControllerContext, TopicPartition
+from controller.state_machines import ElectionStrategy, PartitionState
+from protocol.errors import (
+    ElectionNotNeededError,
+    KafkaError,
+    PreferredLeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
+
+if TYPE_CHECKING:
+    from controller.controller import KafkaController
+
+log = logging.getLogger("minibroker.controller.leadership")
+
+
+class LeadershipManager:
+    def __init__(self, controller: KafkaController) -> None:
+        self._c = controller
+
+    @property
+    def _ctx(self) -> ControllerContext:
+        return self._c.context
+
+    async def on_isr_change_notification(self, event: ev.IsrChangeNotification) -> None:
+        names = await self._c.zk.get_isr_change_notifications(watch=True)
+        if not names:
+            return
+        changed = await self._c.zk.read_isr_change_notifications(names)
+        await self._c.zk.delete_isr_change_notifications(names)
+        known = [tp for tp in changed if self._ctx.replicas_for(tp)]
+        self._ctx.update_leadership(await self._c.zk.read_partition_states(known))
+        self._c.batch.new_batch()
+        self._c.batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids, known)
+        self._c.batch.send_requests(self._ctx.epoch)
+
+    async def on_preferred_replica_election(self, event: ev.PreferredReplicaElection) -> None:
+        if event.from_zk:
+            partitions: Iterable[TopicPartition] = await self._c.zk.get_preferred_replica_election(
+                watch=True
+            )
+        elif event.partitions is None:
+            partitions = list(self._ctx.all_partitions())
+        else:
+            partitions = event.partitions
+        results = await self.elect_preferred_leaders(partitions)
+        if event.from_zk and results:
+            await self._c.zk.delete_preferred_replica_election()
+        if event.reply is not None:
+            event.reply.set(results)
+
+    async def elect_preferred_leaders(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        ctx = self._ctx
+        results: dict[TopicPartition, KafkaError | None] = {}
+        candidates: list[TopicPartition] = []
+        for tp in partitions:
+            replicas = ctx.replicas_for(tp)
+            lai = ctx.leadership.get(tp)
+            if not replicas:
+                results[tp] = UnknownTopicOrPartitionError(f"{tp} does not exist")
+            elif tp.topic in ctx.topics_to_be_deleted or tp in ctx.partitions_being_reassigned:
+                results[tp] = PreferredLeaderNotAvailableError(f"{tp} is being deleted or moved")
+            elif lai is not None and lai.leader == replicas[0]:
+                results[tp] = ElectionNotNeededError(f"{tp} is led by its preferred replica")
+            else:
+                candidates.append(tp)
+        failures = await self._c.partition_state_machine.handle_state_changes(
+            candidates, PartitionState.ONLINE, ElectionStrategy.PREFERRED
+        )
+        for tp in candidates:
+            failed = tp in failures
+            results[tp] = PreferredLeaderNotAvailableError(str(failures[tp])) if failed else None
+        return results
+
+    async def on_auto_leader_balance(self, event: ev.AutoPreferredLeaderBalance) -> None:
+        ctx = self._ctx
+        to_move: list[TopicPartition] = []
+        for broker_id, not_led in sorted(ctx.preferred_replica_imbalance().items()):
+            preferred_total = sum(
+                1 for tp in ctx.all_partitions() if ctx.replicas_for(tp)[:1] == (broker_id,)
+            )
+            if not preferred_total or broker_id not in ctx.live_broker_ids:
+                continue
+            ratio = 100 * len(not_led) / preferred_total
+            if ratio > self._c.config.leader_imbalance_per_broker_percentage:
+                to_move += [tp for tp in sorted(not_led) if broker_id in ctx.leadership[tp].isr]
+        if to_move:
+            log.info("auto leader rebalance moves %d partitions", len(to_move))
+            await self.elect_preferred_leaders(to_move)

@@ -45,22 +45,36 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, content: bytes) -> None:
-    """Replace ``path`` with ``content`` so that a crash leaves the old or new file."""
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, content: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``content`` so that a crash leaves the old or new file.
+
+    ``sync=False`` skips both fsyncs: still atomic against a process crash (rename),
+    not yet against power loss until the caller fsyncs the file and its directory.
+    """
     tmp = path.with_name(path.name + TMP_SUFFIX)
     with open(tmp, "wb") as f:
         f.write(content)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
-def write_checkpoint(path: Path, entries: Iterable[Sequence[object]]) -> None:
+def write_checkpoint(path: Path, entries: Iterable[Sequence[object]], *, sync: bool = True) -> None:
     """Write entries (each a sequence of fields) in the checkpoint format."""
     lines = [" ".join(str(field) for field in entry) for entry in entries]
     text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-    write_atomically(path, text.encode())
+    write_atomically(path, text.encode(), sync=sync)
 
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:

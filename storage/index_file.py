@@ -117,6 +117,13 @@ class IndexFile:
         os.close(self._fd)
         self._fd = -1
 
+    def abandon(self) -> None:
+        """Close without trimming (what a crash leaves)."""
+        if self._fd >= 0:
+            self._unmap()
+            os.close(self._fd)
+            self._fd = -1
+
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)

@@ -6,9 +6,12 @@ offsets strictly increase from entry to entry, so the cache describes the log as
 sequence of epoch ranges; the range of an epoch ends where the next one starts (the
 last one at the log end offset).
 
-Every change is written through to the file before the method returns, so after a
-crash the cache is at least as new as the data it describes was when that data was
-appended; the Log truncates it to the recovered log end on load.
+Every change is written to the file (tmp + rename) before the method returns, without
+fsync: a LeaderAndIsr touching many partitions must not wait for the disk once per
+partition on the broker's event loop. ``flush()`` makes the file durable; the Log calls
+it before moving its recovery point, so every epoch starting below the recovery point
+is on disk, and epochs of batches after it are re-derived from those batches by
+recovery. On load the Log also truncates the cache to the recovered log end.
 
 Followers use ``end_offset_for`` (answering OffsetForLeaderEpoch on the leader) to find
 where their log diverges (KIP-101, with KIP-279's rule: answer for the largest epoch
@@ -21,7 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_checkpoint, write_checkpoint
+from storage.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    fsync_dir,
+    fsync_file,
+    read_checkpoint,
+    write_checkpoint,
+)
 from storage.errors import CorruptCheckpointError
 
 UNDEFINED_EPOCH = -1
@@ -40,6 +49,7 @@ class LeaderEpochCache:
     def __init__(self, directory: Path, log_end_offset: Callable[[], int]) -> None:
         self.path = directory / LEADER_EPOCH_CHECKPOINT
         self._log_end_offset = log_end_offset
+        self._unsynced = False
         self._entries: list[EpochEntry] = self._load()
 
     def _load(self) -> list[EpochEntry]:
@@ -56,7 +66,16 @@ class LeaderEpochCache:
         return entries
 
     def _flush(self) -> None:
-        write_checkpoint(self.path, self._entries)
+        write_checkpoint(self.path, self._entries, sync=False)
+        self._unsynced = True
+
+    def flush(self) -> None:
+        """fsync the checkpoint file (and its directory) if it changed since the last
+        flush."""
+        if self._unsynced:
+            fsync_file(self.path)
+            fsync_dir(self.path.parent)
+            self._unsynced = False
 
     @property
     def entries(self) -> list[EpochEntry]:

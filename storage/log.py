@@ -464,6 +464,7 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset``) (default:
         the log end) and move the recovery point up to ``offset``."""
+        self.leader_epoch_cache.flush()  # epochs below the recovery point must be durable
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if target <= self.recovery_point:
             return
@@ -478,6 +479,12 @@ class Log:
     def close(self) -> None:
         for segment in self._segments:
             segment.close()
+
+    def abandon(self) -> None:
+        """Close the files without the final index writes a close makes: what a crash
+        leaves on disk (untrimmed indexes), for crash tests."""
+        for segment in self._segments:
+            segment.abandon()
 
     def delete_files(self) -> None:
         """Close and remove every segment file (the caller removes the directory)."""

@@ -296,6 +296,15 @@ class LogManager:
     def read_replication_offsets(self, log_dir: Path) -> dict[TopicPartition, int]:
         return OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read()
 
+    def abandon(self) -> None:
+        """Stop the way kill -9 would: close every file and release the dir locks, but
+        flush nothing, write no checkpoint and no clean-shutdown marker (tests)."""
+        for log in self._all_logs():
+            log.abandon()
+        self._logs.clear()
+        self._future_logs.clear()
+        self._unlock()
+
     def close(self) -> None:
         """Clean shutdown: flush, checkpoint, close, then mark each dir clean."""
         if not self._lock_fds:

@@ -454,6 +454,14 @@ class LogSegment:
             self.on_become_inactive()
         self._close_files()
 
+    def abandon(self) -> None:
+        """Close the descriptors as a crash would: no final entry, no trimming."""
+        if self._fd >= 0:
+            self.offset_index.abandon()
+            self.time_index.abandon()
+            os.close(self._fd)
+            self._fd = -1
+
     def _close_files(self) -> None:
         if self._fd < 0:
             return

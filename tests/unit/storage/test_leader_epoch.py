@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from storage.errors import CorruptCheckpointError
 from storage.leader_epoch import UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
+from storage.log import Log
+from storage.log_config import LogConfig
+from tests.unit.storage.batches import batch
 
 
 @pytest.fixture
@@ -87,3 +91,32 @@ def test_out_of_order_checkpoint_is_rejected(tmp_path: Path) -> None:
     (tmp_path / "leader-epoch-checkpoint").write_text("0\n2\n3 10\n2 20\n")
     with pytest.raises(CorruptCheckpointError):
         LeaderEpochCache(tmp_path, lambda: 0)
+
+
+def test_changes_reach_the_file_at_once_but_the_disk_only_on_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    cache = LeaderEpochCache(tmp_path, lambda: 0)
+    cache.assign(1, 0)
+    cache.assign(2, 5)
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 5\n"
+    assert synced == []  # no disk wait per epoch change on the broker's event loop
+    cache.flush()
+    assert len(synced) == 2  # the file, then its directory
+    cache.flush()
+    assert len(synced) == 2  # nothing changed since
+
+
+def test_log_flush_makes_the_epoch_checkpoint_durable_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flushed: list[str] = []
+    monkeypatch.setattr(os, "fsync", lambda fd: flushed.append(os.readlink(f"/proc/self/fd/{fd}")))
+    log = Log(tmp_path / "t-0", LogConfig(), clock=lambda: 0)
+    log.append(batch([b"x"]), leader_epoch=3)
+    log.flush()
+    assert flushed[0].endswith("leader-epoch-checkpoint")
+    assert any(name.endswith(".log") for name in flushed)
+    log.close()

@@ -67,7 +67,9 @@ def test_unclean_restart_recovers_after_the_checkpointed_recovery_point(
     logs.checkpoint_recovery_points()
     last_segment = log.segments[-1].log_path
     log.append(batch([b"torn"]))
-    logs._unlock()  # simulate kill -9: no close, no clean-shutdown file
+    logs.abandon()  # kill -9: no flush, no checkpoint, no clean-shutdown file
+    assert last_segment.with_suffix(".index").stat().st_size == SMALL.segment_index_bytes
+    assert not (dirs[0] / CLEAN_SHUTDOWN_FILE).exists()
     with open(last_segment, "r+b") as f:
         f.truncate(last_segment.stat().st_size - 3)
     again = manager(dirs)
@@ -75,7 +77,6 @@ def test_unclean_restart_recovers_after_the_checkpointed_recovery_point(
     assert recovered is not None
     assert read_all(recovered) == [(i, b"v%d" % i) for i in range(50)]
     again.close()
-    log.close()  # release the "dead" broker's file descriptors
 
 
 def test_corrupt_recovery_checkpoint_means_recovering_everything(dirs: list[Path]) -> None:

@@ -17,7 +17,6 @@ memoryview (C-contiguous), dict, list, tuple. Anything else raises ``TypeError``
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
 from typing import Any, Final
 
 import msgpack
@@ -80,9 +79,10 @@ def _holds_large_binary(obj: Any, splice_min: int) -> bool:
 
 
 class _Writer:
-    """Walks containers in Python only where a large binary value may hide; every
-    container holding just scalars and small binaries is packed by ``msgpack.packb`` in
-    one C call (what makes this cheap for the common, small messages)."""
+    """Walks the containers of a message that holds a large binary value. Each run of
+    neighbouring plain entries (scalars, small binaries) is packed by ``msgpack`` in one
+    C call, as a container of their own whose header is then cut off; containers get
+    their headers here and are walked in turn."""
 
     __slots__ = ("out", "pieces", "splice_min")
 
@@ -91,40 +91,51 @@ class _Writer:
         self.out = bytearray(reserve)
         self.pieces: list[Buffer] = []
 
-    def _flat(self, items: Iterable[Any]) -> bool:
-        """True when no item is a container or a binary of splice size."""
-        splice_min = self.splice_min
-        for v in items:
-            t = type(v)
-            if t in _SCALARS:
-                continue
-            if t in _BINARY and (v.nbytes if t is memoryview else len(v)) < splice_min:
-                continue
-            return False
-        return True
+    def _run(self, container: dict[Any, Any] | list[Any]) -> None:
+        """Append the entries of ``container`` packed by msgpack, without its header."""
+        packed = _packb(container)
+        n = len(container)
+        self.out += memoryview(packed)[1 if n < 16 else 3 if n < 0x10000 else 5 :]
 
     def write(self, obj: Any) -> None:
         t = type(obj)
+        splice_min = self.splice_min
         if t is dict:
-            if self._flat(obj.values()):
-                self.out += _packb(obj)
-                return
             self.out += _map_header(len(obj))
-            write = self.write
-            for key, value in obj.items():
-                write(key)
-                write(value)
+            run: dict[Any, Any] = {}
+            for key, v in obj.items():
+                tv = type(v)  # plain: packed with its neighbours by msgpack
+                if tv in _SCALARS or (
+                    tv in _BINARY and (v.nbytes if tv is memoryview else len(v)) < splice_min
+                ):
+                    run[key] = v
+                    continue
+                if run:
+                    self._run(run)
+                    run = {}
+                self.out += _packb(key)
+                self.write(v)
+            if run:
+                self._run(run)
         elif t is list or t is tuple:
-            if self._flat(obj):
-                self.out += _packb(obj)
-                return
             self.out += _array_header(len(obj))
-            write = self.write
+            items: list[Any] = []
             for item in obj:
-                write(item)
+                ti = type(item)
+                if ti in _SCALARS or (
+                    ti in _BINARY and (item.nbytes if ti is memoryview else len(item)) < splice_min
+                ):
+                    items.append(item)
+                    continue
+                if items:
+                    self._run(items)
+                    items = []
+                self.write(item)
+            if items:
+                self._run(items)
         elif t in _BINARY:
             n = obj.nbytes if t is memoryview else len(obj)
-            if n >= self.splice_min:
+            if n >= splice_min:
                 self.out += _bin_header(n)
                 self.pieces.append(self.out)
                 self.pieces.append(obj)

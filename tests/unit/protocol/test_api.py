@@ -300,6 +300,19 @@ def test_lengths_at_every_msgpack_boundary_match_packb(size: int) -> None:
     assert b"".join(encode_response(1, body, framed=False)) == msgpack.packb([1, body])
 
 
+@pytest.mark.parametrize("plain_entries", [0, 1, 15, 16, 65535, 65536])
+def test_long_runs_beside_a_spliced_binary_match_packb(plain_entries: int) -> None:
+    big = memoryview(b"B" * 40)
+    mapping: dict[str, Any] = {str(i): i for i in range(plain_entries)}
+    mapping["big"] = big
+    mapping.update({f"after{i}": "x" for i in range(plain_entries)})
+    array: list[Any] = [*range(plain_entries), big, *range(plain_entries)]
+    for body in (mapping, array, [mapping, array]):
+        pieces = pack_buffers(body, splice_min=32)
+        assert any(p is big for p in pieces)
+        assert b"".join(pieces) == msgpack.packb(body)
+
+
 def test_large_record_data_is_passed_through_not_copied() -> None:
     records = memoryview(bytearray(b"r" * (1 << 20)))
     body = {

@@ -15,7 +15,9 @@ at start-up, and the short path halves the start time of a cold JVM.
 ``log4j2.properties`` sends ZooKeeper's own log to ``zookeeper.log`` (not our stdout).
 ``zookeeper.out``     the JVM's stdout/stderr (normally empty).
 
-Readiness is ZooKeeper's ``ruok`` four-letter word answered with ``imok``. ZooKeeper
+Readiness is the ``srvr`` four-letter word answered with the server's version: ``ruok``
+says ``imok`` as soon as the port listens, while the database may still be loading and
+sessions are refused, so it only serves as a liveness check. ZooKeeper
 cannot listen on port 0, so with ``port=0`` we ask the kernel for a free port (bind
 127.0.0.1:0, read it, close) and, if another process grabs it before Java binds, the
 JVM exits with a BindException and we retry with a fresh port.
@@ -58,13 +60,13 @@ TICK_TIME_MS = 500
 MIN_SESSION_TIMEOUT_MS = 1000
 # Brokers may ask for Kafka's 18 s default and more.
 MAX_SESSION_TIMEOUT_MS = 60_000
-# A cold JVM answers ruok in about a second; a loaded CI machine needs more slack.
+# A cold JVM serves in about a second; a loaded CI machine needs more slack.
 START_TIMEOUT_S = 30.0
 # ZooKeeper's shutdown hook closes the database in well under a second.
 STOP_GRACE_S = 5.0
 # Only the free-port race is retried; any other start failure is reported at once.
 BIND_ATTEMPTS = 5
-# How often readiness is polled, and how long one ruok probe may take.
+# How often readiness is polled, and how long one four-letter-word probe may take.
 POLL_INTERVAL_S = 0.05
 PROBE_TIMEOUT_S = 1.0
 # Small heap, serial GC: a test ZooKeeper holds a few thousand znodes at most.
@@ -154,7 +156,7 @@ def pick_free_port(host: str = "127.0.0.1") -> int:
 
 
 def _check_port_free(host: str, port: int) -> None:
-    """Refuse a port something already listens on: its ``ruok`` would fool readiness."""
+    """Refuse a port something already listens on: its answers would fool readiness."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         # SO_REUSEADDR ignores TIME_WAIT leftovers but still fails on a live listener.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -164,14 +166,29 @@ def _check_port_free(host: str, port: int) -> None:
             raise ZooKeeperError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
 
 
-def ruok(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """True when a ZooKeeper server at host:port answers ``ruok`` with ``imok``."""
+def four_letter_word(host: str, port: int, word: str, timeout: float = PROBE_TIMEOUT_S) -> bytes:
+    """ZooKeeper's whole answer to a four-letter word; b"" if nobody answers."""
+    chunks = []
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(b"ruok")
-            return sock.recv(4) == b"imok"
+            sock.sendall(word.encode())
+            while chunk := sock.recv(4096):  # the server closes after answering
+                chunks.append(chunk)
     except OSError:
-        return False
+        pass
+    return b"".join(chunks)
+
+
+def ruok(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """True when something answers ``ruok`` with ``imok`` (the JVM listens; it may not
+    serve sessions yet: see ``is_serving``)."""
+    return four_letter_word(host, port, "ruok", timeout) == b"imok"
+
+
+def is_serving(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """True when the server at host:port accepts sessions (``srvr`` reports its version
+    instead of "not currently serving requests")."""
+    return four_letter_word(host, port, "srvr", timeout).startswith(b"Zookeeper version:")
 
 
 def _size(path: Path) -> int:
@@ -239,7 +256,7 @@ class ZooKeeperServer:
     # -- sync API -------------------------------------------------------------------
 
     def start(self) -> None:
-        """Launch the server and block until it answers ``ruok`` (or raise)."""
+        """Launch the server and block until it serves sessions (or raise)."""
         for attempt in range(BIND_ATTEMPTS):
             self._launch()
             try:
@@ -392,13 +409,13 @@ class ZooKeeperServer:
         return config
 
     def _wait_ready(self) -> bool:
-        """Block until ``ruok`` succeeds (True) or the JVM exits (False); raise on timeout."""
+        """Block until the server serves (True) or the JVM exits (False); raise on timeout."""
         assert self._process is not None
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 return False
-            if ruok(self.host, self.port):
+            if is_serving(self.host, self.port):
                 # Restarts keep the port: clients already hold this connect string.
                 self._requested_port = self.port
                 return True

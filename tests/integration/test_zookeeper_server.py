@@ -19,6 +19,7 @@ from controller.zk_client import (
 from controller.zookeeper_server import (
     ZooKeeperError,
     ZooKeeperServer,
+    is_serving,
     open_zookeeper,
     ruok,
 )
@@ -29,9 +30,22 @@ pytestmark = pytest.mark.timeout(60)
 RESTART_SESSION_TIMEOUT_S = 55.0
 
 
-def test_session_server_answers_ruok(zookeeper_server: ZooKeeperServer) -> None:
+def test_session_server_is_serving_once_started(zookeeper_server: ZooKeeperServer) -> None:
     assert zookeeper_server.is_running()
     assert ruok(zookeeper_server.host, zookeeper_server.port)
+    assert is_serving(zookeeper_server.host, zookeeper_server.port)
+
+
+async def test_first_session_after_start_connects_without_a_retry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Readiness means sessions are accepted, not merely that the port answers ruok."""
+    async with open_zookeeper(tmp_path, force_sync=False) as server:
+        caplog.clear()
+        async with open_zk_client(server.connect_string, connect_timeout=30):
+            pass
+    dropped = [r for r in caplog.records if "Connection dropped" in r.getMessage()]
+    assert dropped == []
 
 
 def test_server_writes_its_log_to_the_data_dir_not_stdout(

@@ -272,13 +272,11 @@ class LogManager:
             log.flush()
 
     def _write_per_dir(self, name: str, offset_of: Callable[[Log], int]) -> None:
+        # The broker runs checkpoints in a worker thread while the event loop may add or
+        # drop logs: list() copies each dict in one step under the GIL.
+        snapshot = [*list(self._logs.items()), *list(self._future_logs.items())]
         for log_dir in self.log_dirs:
-            offsets = {
-                tp: offset_of(log)
-                for logs in (self._logs, self._future_logs)
-                for tp, log in logs.items()
-                if log.dir.parent == log_dir
-            }
+            offsets = {tp: offset_of(log) for tp, log in snapshot if log.dir.parent == log_dir}
             OffsetCheckpointFile(log_dir / name).write(offsets)
 
     def checkpoint_recovery_points(self) -> None:

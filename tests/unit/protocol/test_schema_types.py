@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 
 from protocol.api import SCHEMAS
+from protocol.schemas.describe import describe_struct
+from protocol.schemas.describe import main as describe_main
 from protocol.schemas.types import (
     BOOL,
     INT8,
@@ -94,3 +96,22 @@ def test_struct_rejects_duplicate_names_and_mutable_defaults() -> None:
 def test_every_api_documents_its_bodies_and_versions(api: Any) -> None:
     assert api.doc.strip() and "Request" in api.doc and "Response" in api.doc
     assert len(api.history) == api.max_version + 1 and all(api.history)
+
+
+def test_describe_lists_every_field_with_its_versions_and_defaults() -> None:
+    lines = list(describe_struct(EVOLVING))
+    assert lines == [
+        "  old: int32  (v0-v1)",
+        "  always: string",
+        "  added_in_1: int64 = -1  (v1+)",
+        "  list_added_in_1: [int32] = []  (v1+)",
+    ]
+
+
+def test_describe_covers_every_api(capsys: pytest.CaptureFixture[str]) -> None:
+    assert describe_main([]) == 0
+    text = capsys.readouterr().out
+    for key, api in SCHEMAS.items():
+        assert f"{api.name} (key {int(key)}," in text
+        for f in (*api.request.fields, *api.response.fields):
+            assert f"  {f.name}: " in text

@@ -174,7 +174,7 @@ class KafkaZkClient:
         return False
 
     async def get_broker_ids(self, *, watch: bool = False) -> set[int]:
-        return {int(child) for child in await self.zk.get_children(BROKER_IDS_PATH, watch=watch)}
+        return {int(child) for child in await self._children(BROKER_IDS_PATH, watch)}
 
     async def get_live_brokers(self, *, watch: bool = False) -> dict[int, BrokerInfo]:
         """Every registered broker with its epoch; ``watch`` arms the /brokers/ids child
@@ -195,7 +195,7 @@ class KafkaZkClient:
 
     async def get_topics(self, *, watch: bool = False) -> set[str]:
         """Topic names; ``watch`` arms the /brokers/topics child watch (TopicChange)."""
-        return set(await self.zk.get_children(TOPICS_PATH, watch=watch))
+        return set(await self._children(TOPICS_PATH, watch))
 
     async def create_topic(
         self, topic: str, partitions: Mapping[int, Sequence[int]], config: Mapping[str, str]
@@ -282,11 +282,7 @@ class KafkaZkClient:
 
     async def get_topic_deletions(self, *, watch: bool = False) -> set[str]:
         """Topics marked for deletion; ``watch`` arms the child watch (TopicDeletion)."""
-        try:
-            return set(await self.zk.get_children(DELETE_TOPICS_PATH, watch=watch))
-        except NoNode:
-            await self.zk.ensure_path(DELETE_TOPICS_PATH)
-            return set(await self.zk.get_children(DELETE_TOPICS_PATH, watch=watch))
+        return set(await self._children(DELETE_TOPICS_PATH, watch))
 
     async def delete_topic_deletion_marks(self, topics: Iterable[str]) -> None:
         for topic in topics:
@@ -465,7 +461,7 @@ class KafkaZkClient:
 
     async def get_isr_change_notifications(self, *, watch: bool = False) -> list[str]:
         """Pending notification names in creation order; ``watch`` arms the child watch."""
-        names = await self.zk.get_children(ISR_CHANGE_NOTIFICATION_PATH, watch=watch)
+        names = await self._children(ISR_CHANGE_NOTIFICATION_PATH, watch)
         return sorted(n for n in names if n.startswith(ISR_CHANGE_PREFIX))
 
     async def read_isr_change_notifications(self, names: Iterable[str]) -> set[TopicPartition]:
@@ -558,6 +554,15 @@ class KafkaZkClient:
         except NoNode:
             return empty()
         return decode(data)
+
+    async def _children(self, path: str, watch: bool) -> list[str]:
+        """Children of one of the PERSISTENT_PATHS, creating it if missing: a child watch
+        needs the znode to exist, and an empty cluster simply has none yet."""
+        try:
+            return await self.zk.get_children(path, watch=watch)
+        except NoNode:
+            await self.zk.ensure_path(path)
+            return await self.zk.get_children(path, watch=watch)
 
     async def _set_or_create(self, path: str, data: bytes) -> None:
         try:

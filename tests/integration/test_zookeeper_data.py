@@ -53,6 +53,17 @@ async def kzk(zk_client: ZkClient) -> AsyncIterator[KafkaZkClient]:
     yield client
 
 
+async def test_watched_reads_work_on_a_cluster_nobody_initialised(zk_client: ZkClient) -> None:
+    kzk = KafkaZkClient(zk_client)  # no create_top_level_paths()
+    events = zk_client.subscribe()
+    assert await kzk.get_live_brokers(watch=True) == {}
+    assert await kzk.get_topics(watch=True) == set()
+    assert await kzk.get_topic_deletions(watch=True) == set()
+    assert await kzk.get_isr_change_notifications(watch=True) == []
+    await kzk.register_broker(broker(1))
+    await next_event(events, lambda e: e == WatchEvent(WatchType.CHILD, "/brokers/ids"))
+
+
 async def test_broker_registration_is_ephemeral_and_watched(
     kzk: KafkaZkClient, zk_connect: str
 ) -> None:

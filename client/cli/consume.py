@@ -25,6 +25,8 @@ from protocol.errors import MinibrokerError
 
 HELP = "print records of a topic"
 
+TOPIC_WAIT_S = 5.0  # how long a missing topic may take to appear before we give up
+
 _FIELD = re.compile(r"%[tpokvTh%]|\\n|\\t")
 
 
@@ -145,7 +147,7 @@ async def _run(args: argparse.Namespace, render: Callable[[ConsumerRecord], str]
     async with Consumer(
         args.bootstrap_server, auto_offset_reset="latest", client_id="minibroker-cli-consumer"
     ) as consumer:
-        info = await consumer.cluster.topic(args.topic, timeout_s=10.0)
+        info = await consumer.cluster.topic(args.topic, timeout_s=TOPIC_WAIT_S)
         partitions = args.partition or [p.partition for p in info.partitions]
         for p in partitions:
             if not 0 <= p < len(info.partitions):

@@ -36,6 +36,7 @@ from client.connection import Connection
 from controller.admin import Body, ClusterAdmin
 from controller.channel import ControllerChannelManager, connect_to_broker
 from controller.controller import ControllerConfig, KafkaController
+from controller.metrics import ControllerCollector
 from controller.zk_adapter import ControllerZkAdapter
 from controller.zk_client import open_zk_client
 from controller.zk_data import KafkaZkClient
@@ -158,7 +159,9 @@ async def run_cluster_member(
         info = BrokerInfo(
             config.broker_id, (EndPoint("PLAINTEXT", host, port),), rack=config.broker_rack
         )
-        await data.register_broker(info)
+        # A broker restarted right after a crash finds its old znode until that
+        # session expires: wait that long rather than fail (ZK layer, ed853ab).
+        await data.register_broker(info, stale_wait=session_timeout)
         controller = KafkaController(
             ControllerConfig(
                 broker_id=config.broker_id,
@@ -171,6 +174,9 @@ async def run_cluster_member(
             ControllerZkAdapter(data),
             ControllerChannelManager(connect_to_broker),
         )
+        registry = getattr(getattr(broker, "metrics", None), "registry", None)
+        if registry is not None:
+            registry.register(ControllerCollector(controller))
         member = ClusterMember(broker, data, controller)
         member.register_apis()
         broker.cluster_member = member

@@ -96,6 +96,7 @@ class KafkaController:
             self.batch,
             unclean_allowed=self._unclean_allowed,
             on_unclean_election=self._count_unclean_election,
+            on_elections=self._count_elections,
         )
         self.replica_state_machine = ReplicaStateMachine(self.context, zk, self.batch)
         self.topic_deletion = TopicDeletionManager(self)
@@ -103,6 +104,8 @@ class KafkaController:
         self.leadership = LeadershipManager(self)
         self.active_controller_id: int | None = None
         self.unclean_elections = 0
+        self.leader_elections = 0
+        self.leader_election_seconds = 0.0
         self._active = False
         self._unclean_overrides: dict[str, bool] = {}
         self._nursery: trio.Nursery | None = None
@@ -362,6 +365,10 @@ class KafkaController:
 
     def _count_unclean_election(self, tp: TopicPartition) -> None:
         self.unclean_elections += 1
+
+    def _count_elections(self, count: int, seconds: float) -> None:
+        self.leader_elections += count
+        self.leader_election_seconds += seconds
 
     # -- brokers --------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import trio
+
 from controller import leader_selectors as selectors
 from controller.context import INITIAL_LEADER_EPOCH, ControllerContext, LeaderAndIsr, TopicPartition
 from controller.request_batch import ControllerBrokerRequestBatch
@@ -31,12 +33,14 @@ class PartitionStateMachine:
         *,
         unclean_allowed: Callable[[str], bool] = lambda topic: False,
         on_unclean_election: Callable[[TopicPartition], None] = lambda tp: None,
+        on_elections: Callable[[int, float], None] = lambda count, seconds: None,
     ) -> None:
         self._ctx = context
         self._store = store
         self._batch = batch
         self._unclean_allowed = unclean_allowed
         self._on_unclean_election = on_unclean_election
+        self._on_elections = on_elections
 
     def state(self, tp: TopicPartition) -> PartitionState:
         return self._ctx.partition_states.get(tp, PartitionState.NON_EXISTENT)
@@ -97,13 +101,29 @@ class PartitionStateMachine:
         if target is PartitionState.ONLINE:
             new = [tp for tp in valid if self.state(tp) is PartitionState.NEW]
             existing = [tp for tp in valid if self.state(tp) is not PartitionState.NEW]
+            started = trio.current_time()
             failures |= await self._initialize_leadership(new)
             failures |= await self._elect_leaders(existing, strategy)
+            elected = sum(1 for tp in new + existing if tp not in failures)
+            if elected:
+                # Kafka's LeaderElectionRateAndTimeMs: elections and the time they took.
+                self._on_elections(elected, trio.current_time() - started)
         for tp in valid:
             if tp not in failures:
                 log.debug("partition %s: %s -> %s", tp, self.state(tp).value, target.value)
                 self._ctx.partition_states[tp] = target
         return failures
+
+    def _record_election(
+        self, tp: TopicPartition, written: LeaderAndIsr, election: selectors.Election
+    ) -> None:
+        self._ctx.leadership[tp] = written
+        if election.unclean:
+            log.warning(
+                "partition %s: unclean election of %d, data may be lost", tp, election.leader
+            )
+            self._on_unclean_election(tp)
+        self._batch.add_leader_and_isr(election.recipients, tp, written, self._ctx.replicas_for(tp))
 
     async def _initialize_leadership(self, partitions: list[TopicPartition]) -> Failures:
         failures: Failures = {}
@@ -162,58 +182,60 @@ class PartitionStateMachine:
     async def _elect_leaders(
         self, partitions: list[TopicPartition], strategy: ElectionStrategy
     ) -> Failures:
+        """Elect and write, re-reading what lost a race. The first round decides from
+        the context's copy of each state (saving a ZooKeeper read on the failover
+        path): a stale copy cannot do harm, because its write is conditional on the
+        znode version it was read with, and a copy that seems to forbid the election
+        is re-read before the partition is reported as failed."""
         failures: Failures = {}
         remaining = list(partitions)
-        for _ in range(MAX_ZK_CONFLICT_ROUNDS):
+        for round_no in range(MAX_ZK_CONFLICT_ROUNDS):
             if not remaining:
                 break
-            current = await self._store.read_partition_states(remaining)
+            cached = round_no == 0 and all(tp in self._ctx.leadership for tp in remaining)
+            if cached:
+                current = {tp: self._ctx.leadership[tp] for tp in remaining}
+            else:
+                current = await self._store.read_partition_states(remaining)
             proposals: dict[TopicPartition, tuple[LeaderAndIsr, selectors.Election]] = {}
+            reread: set[TopicPartition] = set()
             for tp in remaining:
                 lai = current.get(tp)
+                election = None
                 if lai is None:
-                    failures[tp] = StateChangeFailed(
-                        f"partition {tp}: no state znode to elect from"
-                    )
+                    error = StateChangeFailed(f"partition {tp}: no state znode to elect from")
                 elif lai.controller_epoch > self._ctx.epoch:
-                    failures[tp] = StateChangeFailed(
+                    error = StateChangeFailed(
                         f"partition {tp}: written by controller epoch {lai.controller_epoch}"
                         f" > ours {self._ctx.epoch}"
                     )
                 elif (election := self._elect(tp, lai, strategy)) is None:
                     self._ctx.leadership[tp] = lai
-                    failures[tp] = StateChangeFailed(
+                    error = StateChangeFailed(
                         f"partition {tp}: {strategy.value} election found no eligible leader"
                         f" (AR {list(self._ctx.replicas_for(tp))}, ISR {list(lai.isr)},"
                         f" live {sorted(self._ctx.live_broker_ids)})"
                     )
-                else:
+                if lai is not None and election is not None:
                     proposals[tp] = (
                         lai.new_leader(election.leader, election.isr, self._ctx.epoch),
                         election,
                     )
-            if not proposals:
-                remaining = []
-                break
-            result = await self._store.update_partition_states(
-                {tp: lai for tp, (lai, _) in proposals.items()}
-            )
-            for tp, written in result.written.items():
-                election = proposals[tp][1]
-                self._ctx.leadership[tp] = written
-                if election.unclean:
-                    log.warning(
-                        "partition %s: unclean election of %d, data may be lost",
-                        tp,
-                        election.leader,
-                    )
-                    self._on_unclean_election(tp)
-                self._batch.add_leader_and_isr(
-                    election.recipients, tp, written, self._ctx.replicas_for(tp)
+                elif cached:
+                    reread.add(tp)
+                else:
+                    failures[tp] = error
+            conflicts: set[TopicPartition] = set()
+            if proposals:
+                result = await self._store.update_partition_states(
+                    {tp: lai for tp, (lai, _) in proposals.items()}
                 )
-            remaining = sorted(result.conflicts)
+                conflicts = result.conflicts
+                for tp, written in result.written.items():
+                    self._record_election(tp, written, proposals[tp][1])
+            remaining = sorted(conflicts | reread)
         for tp in remaining:
             failures[tp] = StateChangeFailed(f"partition {tp}: kept losing conditional updates")
-        for error in failures.values():
-            log_failure(error)
+        for failure in failures.values():
+            log_failure(failure)
         return failures

@@ -21,8 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controller.assignment import validate_topic_name
 from protocol.errors import (
     NONE,
+    InvalidTopicError,
     LeaderNotAvailableError,
     ReplicaNotAvailableError,
     UnknownTopicOrPartitionError,
@@ -148,6 +150,15 @@ class MetadataCache:
     def _topic_metadata(self, name: str) -> dict[str, Any]:
         partitions = self._topics.get(name)
         if partitions is None:
+            try:
+                validate_topic_name(name)
+            except InvalidTopicError as exc:
+                return {
+                    "error_code": exc.code,
+                    "name": name,
+                    "is_internal": False,
+                    "partitions": [],
+                }
             return {
                 "error_code": UnknownTopicOrPartitionError.code,
                 "name": name,

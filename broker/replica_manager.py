@@ -38,9 +38,11 @@ from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import NO_EPOCH, AppendResult, Partition, PartitionState, ReadResult
 from broker.purgatory import Purgatory
+from controller.assignment import validate_topic_name
 from protocol.errors import (
     NONE,
     InvalidRequiredAcksError,
+    InvalidTopicError,
     KafkaError,
     KafkaStorageError,
     MinibrokerError,
@@ -175,6 +177,15 @@ class ReplicaManager:
                     errors[tp] = StaleControllerEpochError.code
                     continue
                 if self.broker_id not in state.replicas:
+                    errors[tp] = UnknownTopicOrPartitionError.code
+                    continue
+                try:  # the name becomes a directory name: never trust it
+                    validate_topic_name(tp.topic)
+                except InvalidTopicError as exc:
+                    log.warning("refusing LeaderAndIsr for %r: %s", tp, exc)
+                    errors[tp] = exc.code
+                    continue
+                if tp.partition < 0:
                     errors[tp] = UnknownTopicOrPartitionError.code
                     continue
                 try:

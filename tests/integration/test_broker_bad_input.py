@@ -19,8 +19,10 @@ from protocol.errors import (
     CorruptMessageError,
     InvalidRequestError,
     InvalidRequiredAcksError,
+    InvalidTopicError,
     MessageTooLargeError,
     NotLeaderOrFollowerError,
+    RecordListTooLargeError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
@@ -228,4 +230,29 @@ async def test_a_client_that_never_reads_does_not_stall_others(broker: Broker) -
         with trio.move_on_after(2):  # until its socket buffers fill up
             for _ in range(5000):
                 await hog.send_request(ApiKey.FETCH, body)
+        await assert_alive(broker)
+
+
+async def test_leader_and_isr_for_an_illegal_topic_name_creates_nothing(
+    broker: Broker, tmp_path: Path
+) -> None:
+    me = broker.config.broker_id
+    response = await FakeController(broker).leader_and_isr(
+        [partition_state("../escape", 0, leader=me, leader_epoch=0, replicas=[me])]
+    )
+    assert response["partition_errors"][0]["error_code"] == InvalidTopicError.code
+    assert not (tmp_path.parent / "escape-0").exists()
+    assert not any("escape" in p.name for p in tmp_path.iterdir())
+    async with await WireClient.connect(broker.port) as client:
+        answer = await client.request(ApiKey.METADATA, {"topics": [{"name": "bad/name"}]})
+    assert answer["topics"][0]["error_code"] == InvalidTopicError.code
+
+
+async def test_entry_larger_than_a_segment_is_record_list_too_large(tmp_path: Path) -> None:
+    config = broker_config(tmp_path, log_segment_bytes=1024)
+    async with running_broker(config) as broker:
+        await FakeController(broker).lead("t")
+        two = batch(b"x" * 600) + batch(b"y" * 600)
+        assert await produce_error(broker, two) == RecordListTooLargeError.code
+        assert await log_end(broker) == 0
         await assert_alive(broker)

@@ -56,6 +56,7 @@ from typing import Any, Final
 import trio
 
 from protocol.api import (
+    ApiKey,
     MalformedResponse,
     decode_response,
     encode_request_buffers,
@@ -275,6 +276,9 @@ class Connection:
         default ``request_timeout``) covers waiting to send, sending and the response.
         Raises NetworkError (the connection is unusable) or RequestTimedOutError.
         """
+        if api_key == ApiKey.PRODUCE and type(body) is dict and body.get("acks") == 0:
+            # No response will come; waiting for one would misalign every later answer.
+            raise ValueError("Produce with acks=0 gets no response: use Connection.send")
         version = latest_version(api_key) if version is None else version
         pending = _Pending(api_key, version, self._next_correlation_id())
         timeout = self.request_timeout if timeout is None else timeout

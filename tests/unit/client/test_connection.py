@@ -371,6 +371,14 @@ async def test_send_without_response_then_request_still_matches() -> None:
     assert [h.api_key for h in seen] == [ApiKey.PRODUCE, ApiKey.METADATA]
 
 
+async def test_request_refuses_acks_0_produce_which_gets_no_response() -> None:
+    async with server() as (port, seen), Connection("127.0.0.1", port) as conn:
+        with pytest.raises(ValueError, match="send"):
+            await conn.request(ApiKey.PRODUCE, {"acks": 0, "timeout_ms": 0, "topics": []})
+        assert conn.is_usable
+    assert seen == []
+
+
 async def test_an_unsupported_version_request_gets_the_raw_error_body() -> None:
     async def unsupported(header: RequestHeader, body: Any) -> Any:
         return {"error_code": 35, "error_message": "no"}

@@ -9,7 +9,10 @@ decoded - so client cost is equal and the ratio isolates the server):
 
 - produce_mb_s: 1 MiB batches (1024 x 1 KiB records), acks=1, 4 in flight;
 - fetch_mb_s: consumer fetches of those batches (one 1 MiB batch each), 4 in flight;
-- small_rtt_per_s: a 100-byte produce, one at a time; small_pipelined_per_s: 64 in flight;
+- small_rtt_per_s / small_pipelined_per_s: a one-topic Metadata request (answered from
+  the metadata cache: the request path without storage), one at a time / 64 in flight;
+- small_produce_rtt_per_s / small_produce_pipelined_per_s: the same with a one-record
+  (100-byte) produce, acks=1;
 - produce_p99_ms: small produces sent open-loop at 1,000/s; p50 / p99 / max latency.
 
 The ceiling is bench/echo.py's plain Trio echo (each frame written back unchanged);
@@ -213,6 +216,7 @@ class Target:
 BIG = encode_values([b"x" * BIG_RECORD_BYTES] * BIG_RECORDS, timestamp=int(time.time() * 1000))
 BIG_FRAME = produce_frame(BIG)
 SMALL_FRAME = produce_frame(encode_values([b"s" * SMALL_RECORD_BYTES], timestamp=1))
+METADATA_FRAME = frame(ApiKey.METADATA, {"topics": [{"name": TOPIC}]})
 
 
 def produce_big(target: Target, seconds: float) -> int:
@@ -233,20 +237,22 @@ def fetch_big(target: Target, batches: int) -> None:
     target.results["fetch_mb_s"] = received / elapsed / 1e6
 
 
-def small_round_trips(target: Target, seconds: float) -> None:
+def small_round_trips(target: Target, seconds: float, data: bytes, name: str) -> float:
     client = target.client
     start = time.perf_counter()
     rounds = 0
     while time.perf_counter() - start < seconds:
         for _ in range(100):
-            client.round_trip(SMALL_FRAME)
+            client.round_trip(data)
         rounds += 100
-    target.results["small_rtt_per_s"] = rounds / (time.perf_counter() - start)
+    rate = rounds / (time.perf_counter() - start)
+    target.results[f"{name}_rtt_per_s"] = rate
+    return rate
 
 
-def small_pipelined(target: Target, count: int) -> None:
-    _, elapsed = target.client.pipelined([SMALL_FRAME] * count, WINDOW_SMALL)
-    target.results["small_pipelined_per_s"] = count / elapsed
+def small_pipelined(target: Target, count: int, data: bytes, name: str) -> None:
+    _, elapsed = target.client.pipelined([data] * count, WINDOW_SMALL)
+    target.results[f"{name}_pipelined_per_s"] = count / elapsed
 
 
 def latency(target: Target, seconds: float) -> None:
@@ -262,16 +268,19 @@ def measure(broker: Target, echo: Target, seconds: float) -> None:
     check_ok(broker.client, BIG_FRAME, ApiKey.PRODUCE)  # the figures mean nothing otherwise
     check_ok(broker.client, fetch_frame(0, len(BIG)), ApiKey.FETCH)
     check_ok(broker.client, SMALL_FRAME, ApiKey.PRODUCE)
+    _, body = decode_response(broker.client.round_trip(METADATA_FRAME), ApiKey.METADATA, 0)
+    assert body["topics"][0]["error_code"] == 0, body
     batches = produce_big(broker, seconds) + 1
     produce_big(echo, seconds)
     count = min(batches, 2000)
     fetch_big(broker, count)
     fetch_big(echo, count)
-    small_round_trips(broker, seconds)
-    small_round_trips(echo, seconds)
-    count = int(broker.results["small_rtt_per_s"] * seconds * 3)
-    small_pipelined(broker, count)
-    small_pipelined(echo, count)
+    for data, name in ((METADATA_FRAME, "small"), (SMALL_FRAME, "small_produce")):
+        rate = small_round_trips(broker, seconds, data, name)
+        small_round_trips(echo, seconds, data, name)
+        count = int(rate * seconds * 3)
+        small_pipelined(broker, count, data, name)
+        small_pipelined(echo, count, data, name)
     latency(broker, seconds)
     latency(echo, seconds)
 
@@ -306,6 +315,11 @@ async def lead_partition(port: int) -> None:
         }
         body = {**header, "partition_states": [state], "live_leaders": []}
         response = await conn.request(ApiKey.LEADER_AND_ISR, body)
+        assert response["error_code"] == 0, response
+        del state["is_new"]
+        me = {"id": 1, "host": "127.0.0.1", "port": port}
+        body = {**header, "partition_states": [state], "live_brokers": [me]}
+        response = await conn.request(ApiKey.UPDATE_METADATA, body)
         assert response["error_code"] == 0, response
 
 
@@ -347,7 +361,11 @@ def main() -> None:
     mine, ceiling = on_broker.results, on_echo.results
     figures: dict[str, Any] = {f"broker_{k}": round(v, 3) for k, v in mine.items()}
     figures |= {f"echo_{k}": round(v, 3) for k, v in ceiling.items()}
-    for key in ("produce_mb_s", "fetch_mb_s", "small_rtt_per_s", "small_pipelined_per_s"):
+    ratios = ["produce_mb_s", "fetch_mb_s"]
+    ratios += [
+        f"{n}_{k}" for n in ("small", "small_produce") for k in ("rtt_per_s", "pipelined_per_s")
+    ]
+    for key in ratios:
         figures[f"ratio_{key}"] = round(mine[key] / ceiling[key], 3)
     figures["ratio_produce_p99_ms"] = round(mine["produce_p99_ms"] / ceiling["produce_p99_ms"], 3)
     figures["load_average_1m"] = os.getloadavg()[0]

@@ -93,12 +93,26 @@ class Corruption:
 def scan_slice(
     piece: SegmentSlice, time_range: TimeRange = ALL_TIME
 ) -> Iterator[ScannedBatch | Corruption]:
-    """Every batch and every corrupt region of ``piece``, in file order."""
-    with open(piece.segment, "rb") as f:
+    """Every batch and every corrupt region of ``piece``, in file order.
+
+    A file that cannot be opened or mapped (deleted by retention since planning, no
+    permission) is one Corruption covering the slice: one bad file never fails the job.
+    """
+    try:
+        f = open(piece.segment, "rb")  # noqa: SIM115 - closed below, after the mapping
+    except OSError as exc:
+        yield Corruption(piece.start, piece.end - piece.start, f"cannot open: {exc.strerror}")
+        return
+    with f:
         size = min(piece.end, f.seek(0, 2))
         if size <= piece.start:
             return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        try:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as exc:
+            yield Corruption(piece.start, size - piece.start, f"cannot map: {exc.strerror}")
+            return
+        with mapped:
             view = memoryview(mapped)[:size]
             try:
                 yield from _scan_view(view, piece.start, size, time_range)

@@ -164,6 +164,18 @@ def test_scan_reports_an_unparseable_header_once_for_the_rest_of_the_segment(
     assert "unreadable batch header" in damages[0].reason
 
 
+def test_a_segment_deleted_after_planning_is_reported_not_raised(tmp_path: Path) -> None:
+    log = PartitionLog(tmp_path, "t", 0)
+    log.append(make_records(2))
+    (piece,) = plan_slices([str(tmp_path)])
+    log.segments[0].unlink()  # retention got there first
+
+    (damage,) = scan_slice(piece)
+
+    assert isinstance(damage, Corruption) and damage.reason.startswith("cannot open")
+    assert damage.length == piece.end - piece.start
+
+
 def test_time_range_keeps_records_in_the_half_open_interval(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path, "t", 0)
     log.append(make_records(5, start_ts=T0))  # T0, T0+1s, ... T0+4s

@@ -36,6 +36,10 @@ LEADER_DURING_DELETE = -2
 
 NO_LEADER = -1
 
+MAX_MEMOISED_ANSWERS = 256
+"""Distinct Metadata questions remembered; a client inventing topic lists cannot grow
+the memo without bound."""
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
@@ -68,18 +72,21 @@ class MetadataCache:
         # before an UpdateMetadata lists them as live.
         self.leader_endpoints: dict[int, BrokerInfo] = {}
         self._topics: dict[str, dict[int, PartitionInfo]] = {}
+        self._answers: dict[tuple[str, ...] | None, dict[str, Any]] = {}
 
     # -- updates -------------------------------------------------------------------------
 
     def register_self(self, host: str, port: int, rack: str | None = None) -> None:
         """Make this broker visible before any controller speaks (standalone mode)."""
         self.brokers.setdefault(self.broker_id, BrokerInfo(self.broker_id, host, port, rack))
+        self._answers.clear()
 
     def note_leader(self, broker_id: int, host: str, port: int) -> None:
         self.leader_endpoints[broker_id] = BrokerInfo(broker_id, host, port)
 
     def update(self, body: Mapping[str, Any]) -> list[TopicPartition]:
         """Apply an UpdateMetadata request body; returns the partitions deleted."""
+        self._answers.clear()
         self.controller_id = body["controller_id"]
         self.controller_epoch = body["controller_epoch"]
         self.brokers = {
@@ -108,9 +115,11 @@ class MetadataCache:
         return deleted
 
     def put(self, tp: TopicPartition, info: PartitionInfo) -> None:
+        self._answers.clear()
         self._topics.setdefault(tp.topic, {})[tp.partition] = info
 
     def _remove(self, tp: TopicPartition) -> None:
+        self._answers.clear()
         partitions = self._topics.get(tp.topic)
         if partitions is not None:
             partitions.pop(tp.partition, None)
@@ -134,7 +143,21 @@ class MetadataCache:
         return self.brokers.get(broker_id) or self.leader_endpoints.get(broker_id)
 
     def metadata_response(self, topics: Iterable[str] | None) -> dict[str, Any]:
-        """The body of a Metadata response for ``topics`` (None = every topic)."""
+        """The body of a Metadata response for ``topics`` (None = every topic).
+
+        Answers are memoised until the cache changes: clients ask the same question
+        far more often than the controller changes the answer. Callers must not mutate
+        the returned body.
+        """
+        key = None if topics is None else tuple(topics)
+        answer = self._answers.get(key)
+        if answer is None:
+            if len(self._answers) >= MAX_MEMOISED_ANSWERS:
+                self._answers.clear()
+            answer = self._answers[key] = self._build_response(key)
+        return answer
+
+    def _build_response(self, topics: tuple[str, ...] | None) -> dict[str, Any]:
         names = self.topics() if topics is None else list(topics)
         return {
             "throttle_time_ms": 0,

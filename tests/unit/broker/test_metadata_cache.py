@@ -81,3 +81,12 @@ def test_live_brokers_are_replaced_not_merged_and_self_registration_is_kept_unti
     cache.update(update([], [2]))
     assert cache.broker(1) is None
     assert cache.broker(2) is not None
+
+
+def test_a_remembered_answer_is_forgotten_when_the_cache_changes() -> None:
+    cache = MetadataCache(1)
+    cache.update(update([state(0, 1, [1], [1])], [1]))
+    first = cache.metadata_response(["t"])
+    assert cache.metadata_response(["t"]) is first
+    cache.update(update([state(0, 1, [1], [1]), state(1, 1, [1], [1])], [1], epoch=2))
+    assert len(cache.metadata_response(["t"])["topics"][0]["partitions"]) == 2

@@ -256,3 +256,13 @@ async def test_entry_larger_than_a_segment_is_record_list_too_large(tmp_path: Pa
         assert await produce_error(broker, two) == RecordListTooLargeError.code
         assert await log_end(broker) == 0
         await assert_alive(broker)
+
+
+async def test_a_parked_long_poll_is_not_idle(tmp_path: Path) -> None:
+    config = broker_config(tmp_path, connections_max_idle_ms=50)
+    async with running_broker(config) as broker, await WireClient.connect(broker.port) as client:
+        await FakeController(broker).lead("t")
+        # The fetch waits 10 idle periods; its connection must stay open to answer it.
+        response = await client.request(ApiKey.FETCH, fetch_body("t", {0: 0}, max_wait_ms=500))
+        assert response["topics"][0]["partitions"][0]["error_code"] == 0
+        assert await client.closed_by_peer()  # and once answered, idleness applies again

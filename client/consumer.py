@@ -36,6 +36,7 @@ from client.errors import wire_error, with_context
 from client.metadata import ClusterClient
 from protocol.api import ApiKey
 from protocol.errors import (
+    CorruptMessageError,
     KafkaError,
     MinibrokerError,
     NetworkError,
@@ -106,6 +107,7 @@ class Consumer:
         self._ready: deque[tuple[TopicPartition, list[ConsumerRecord]]] = deque()
         self._iter_buffer: deque[ConsumerRecord] = deque()
         self._in_flight: set[int] = set()
+        self._turn = 0  # round-robin start of _decode_next
         self._wakeup = trio.Event()  # fetch manager: something changed
         self._data = trio.Event()  # poll: data (or an error) arrived
         self._tasks = BackgroundTasks()
@@ -249,15 +251,28 @@ class Consumer:
         return out
 
     def _decode_next(self) -> bool:
-        """Decode one buffered fetch of one partition into ``_ready``; False if none."""
-        for tp, state in self._states.items():
+        """Decode one buffered fetch of one partition into ``_ready``; False if none.
+
+        Partitions take turns (the scan starts after the last one served), so one busy
+        partition cannot starve the others.
+        """
+        order = list(self._states.items())
+        start = self._turn % len(order) if order else 0
+        self._turn += 1
+        for tp, state in order[start:] + order[:start]:
             while state.buffered:
                 raw, generation = state.buffered.popleft()
                 state.buffered_bytes -= len(raw)
                 self._wakeup.set()  # buffer space freed: fetch more
                 if generation != state.generation or state.position is None:
                     continue
-                records = self._decode(tp, raw, state.position)
+                try:
+                    records = self._decode(tp, raw, state.position)
+                except CorruptMessageError as exc:
+                    # Never skip past bad data: drop what is buffered and fetch again
+                    # from the position, so every poll reports it until the app seeks.
+                    self.seek(tp[0], tp[1], state.position)
+                    raise with_context(exc, f"{tp[0]}-{tp[1]} at offset {state.position}") from exc
                 if records:
                     self._ready.append((tp, records))
                     return True
@@ -266,16 +281,21 @@ class Consumer:
     def _decode(self, tp: TopicPartition, raw: bytes, position: int) -> list[ConsumerRecord]:
         topic, partition = tp
         out: list[ConsumerRecord] = []
-        make = ConsumerRecord._make
+        new = tuple.__new__  # one C call per record: this is the consumer's hot loop
+        cls = ConsumerRecord
         for pos, header in iter_headers(raw):
             if header.next_offset <= position:
                 continue  # the first batch may start before the fetch offset
             tstype = header.timestamp_type
             _, decoded = decode_batch(raw, pos, verify_crc=self.check_crcs)
+            if header.base_offset < position:
+                decoded = [r for r in decoded if r.offset >= position]
             out += [
-                make((topic, partition, r.offset, r.timestamp, tstype, r.key, r.value, r.headers))
+                new(
+                    cls,
+                    (topic, partition, r.offset, r.timestamp, tstype, r.key, r.value, r.headers),
+                )
                 for r in decoded
-                if r.offset >= position
             ]
         return out
 

@@ -1,0 +1,124 @@
+"""The consumer's buffering and positions, fed fabricated Fetch answers (no network)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from client.consumer import Consumer
+from protocol.errors import CorruptMessageError, OffsetOutOfRangeError
+from protocol.records import Record, encode_batch, encode_values
+
+
+def _batch(base: int, values: list[bytes]) -> bytes:
+    return encode_values(values, timestamp=1000, base_offset=base)
+
+
+def _answer(partitions: dict[int, tuple[int, bytes]]) -> dict[str, Any]:
+    """A Fetch response body for topic "t": partition -> (error_code, records)."""
+    return {
+        "topics": [
+            {
+                "topic": "t",
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "error_code": code,
+                        "high_watermark": 99,
+                        "records": records,
+                    }
+                    for p, (code, records) in partitions.items()
+                ],
+            }
+        ]
+    }
+
+
+def _consumer(*partitions: int, reset: str = "latest") -> Consumer:
+    consumer = Consumer("127.0.0.1:9", auto_offset_reset=reset)
+    consumer.assign([("t", p) for p in partitions])
+    return consumer
+
+
+def _feed(consumer: Consumer, partitions: dict[int, tuple[int, bytes]]) -> None:
+    generations = {tp: s.generation for tp, s in consumer._states.items()}
+    consumer._handle_fetch(_answer(partitions), generations)
+
+
+async def test_records_before_the_position_in_the_first_batch_are_skipped() -> None:
+    consumer = _consumer(0)
+    consumer.seek("t", 0, 12)
+    _feed(consumer, {0: (0, _batch(10, [b"a", b"b", b"c", b"d"]))})
+    records = await consumer.poll(0)
+    assert [(r.offset, r.value) for r in records] == [(12, b"c"), (13, b"d")]
+    assert consumer.position("t", 0) == 14
+    assert consumer.high_watermark("t", 0) == 99
+
+
+async def test_max_records_splits_a_batch_and_the_next_poll_resumes() -> None:
+    consumer = _consumer(0)
+    consumer.seek("t", 0, 0)
+    _feed(consumer, {0: (0, _batch(0, [b"%d" % i for i in range(5)]))})
+    assert [r.offset for r in await consumer.poll(0, max_records=2)] == [0, 1]
+    assert consumer.position("t", 0) == 2
+    assert [r.offset for r in await consumer.poll(0, max_records=10)] == [2, 3, 4]
+
+
+async def test_fetch_offset_moves_past_whole_batches_only() -> None:
+    consumer = _consumer(0)
+    consumer.seek("t", 0, 0)
+    whole = _batch(0, [b"x", b"y"])
+    torn = _batch(2, [b"z"])[:-3]  # a partial trailing batch (cut by partition_max_bytes)
+    _feed(consumer, {0: (0, whole + torn)})
+    assert consumer._states[("t", 0)].fetch_offset == 2
+    assert [r.offset for r in await consumer.poll(0)] == [0, 1]
+
+
+async def test_seek_drops_buffered_records_and_ignores_stale_answers() -> None:
+    consumer = _consumer(0)
+    consumer.seek("t", 0, 0)
+    stale = {("t", 0): consumer._states[("t", 0)].generation}
+    _feed(consumer, {0: (0, _batch(0, [b"old"]))})
+    consumer.seek("t", 0, 50)
+    consumer._handle_fetch(_answer({0: (0, _batch(0, [b"older"]))}), stale)
+    assert await consumer.poll(0) == []
+    _feed(consumer, {0: (0, _batch(50, [b"new"]))})
+    assert [r.value for r in await consumer.poll(0)] == [b"new"]
+
+
+async def test_partitions_take_turns_in_poll() -> None:
+    consumer = _consumer(0, 1)
+    for p in (0, 1):
+        consumer.seek("t", p, 0)
+    _feed(consumer, {0: (0, _batch(0, [b"a"])), 1: (0, _batch(0, [b"b"]))})
+    _feed(consumer, {0: (0, _batch(1, [b"c"]))})
+    seen = [(r.partition, r.value) for r in await consumer.poll(0, max_records=2)]
+    assert seen == [(0, b"a"), (1, b"b")]
+
+
+async def test_out_of_range_resets_the_position_when_reset_is_allowed() -> None:
+    consumer = _consumer(0, reset="earliest")
+    consumer.seek("t", 0, 500)
+    _feed(consumer, {0: (OffsetOutOfRangeError.code, b"")})
+    assert consumer.position("t", 0) is None  # the fetch manager looks it up again
+    assert await consumer.poll(0) == []
+
+
+async def test_non_retriable_partition_error_is_raised_with_the_partition() -> None:
+    consumer = _consumer(3, reset="none")
+    consumer.seek("t", 3, 0)
+    _feed(consumer, {3: (OffsetOutOfRangeError.code, b"")})
+    with pytest.raises(OffsetOutOfRangeError, match="t-3"):
+        await consumer.poll(0)
+
+
+async def test_corrupt_batch_raises_from_poll_and_is_not_skipped() -> None:
+    consumer = _consumer(0)
+    consumer.seek("t", 0, 0)
+    data = bytearray(encode_batch([Record(b"v", key=b"k")]))
+    data[-1] ^= 0xFF  # breaks the CRC
+    _feed(consumer, {0: (0, bytes(data))})
+    with pytest.raises(CorruptMessageError, match="t-0 at offset 0"):
+        await consumer.poll(0)
+    assert consumer._states[("t", 0)].fetch_offset == 0  # fetched again, never skipped

@@ -1,0 +1,161 @@
+"""The sender groups batches per leader and retries, against a fake cluster (no network)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+
+from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from client.producer import Producer
+from protocol.api import ApiKey
+from protocol.errors import (
+    MessageTooLargeError,
+    NetworkError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+)
+
+Answer = Callable[[int, dict[str, Any]], dict[str, Any]]
+
+
+def _metadata(leaders: list[int]) -> ClusterMetadata:
+    brokers = {n: BrokerInfo(n, "127.0.0.1", 9000 + n) for n in (1, 2)}
+    parts = tuple(
+        PartitionInfo("t", p, leader, 0, (1, 2), (1, 2)) for p, leader in enumerate(leaders)
+    )
+    return ClusterMetadata(brokers, {"t": TopicInfo("t", parts)}, controller_id=1)
+
+
+def ok_answer(node: int, body: dict[str, Any]) -> dict[str, Any]:
+    """Every partition succeeds with base offset 100 * partition."""
+    return {
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {"index": p["index"], "error_code": 0, "base_offset": 100 * p["index"]}
+                    for p in t["partitions"]
+                ],
+            }
+            for t in body["topics"]
+        ]
+    }
+
+
+class FakeCluster:
+    """Stands in for ClusterClient: answers Produce with ``answer`` and records requests."""
+
+    def __init__(self, metadata: ClusterMetadata, answer: Answer = ok_answer) -> None:
+        self.metadata = metadata
+        self.answer = answer
+        self.requests: list[tuple[int, dict[str, Any]]] = []
+        self.updates = 0
+        self.topics: set[str] = set()
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await trio.sleep_forever()
+
+    def request_update(self) -> None:
+        self.updates += 1
+
+    async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+        assert api_key == ApiKey.PRODUCE
+        self.requests.append((node, body))
+        await trio.sleep(0)
+        return self.answer(node, body)
+
+
+def _producer(cluster: FakeCluster, **options: Any) -> Producer:
+    options = {"acks": 1, "linger_ms": 1000, "retry_backoff_ms": 1} | options
+    producer = Producer("127.0.0.1:9", **options)
+    producer.cluster = producer._sender.cluster = cluster  # type: ignore[assignment]
+    return producer
+
+
+def _partitions_by_node(cluster: FakeCluster) -> dict[int, list[int]]:
+    return {
+        node: sorted(p["index"] for t in body["topics"] for p in t["partitions"])
+        for node, body in cluster.requests
+    }
+
+
+@pytest.mark.timeout(10)
+async def test_batches_of_partitions_with_one_leader_share_one_request() -> None:
+    cluster = FakeCluster(_metadata([1, 2, 1, 2]))
+    async with _producer(cluster) as producer:
+        deliveries = [producer.send_nowait("t", b"v", partition=p) for p in range(4)]
+        await producer.flush()
+    assert _partitions_by_node(cluster) == {1: [0, 2], 2: [1, 3]}
+    assert len(cluster.requests) == 2
+    assert [(await d.result()).offset for d in deliveries] == [0, 100, 200, 300]
+
+
+@pytest.mark.timeout(10)
+async def test_not_leader_is_retried_after_a_metadata_update() -> None:
+    calls = 0
+
+    def answer(node: int, body: dict[str, Any]) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            code = NotLeaderOrFollowerError.code
+            return {"topics": [{"name": "t", "partitions": [{"index": 0, "error_code": code}]}]}
+        return ok_answer(node, body)
+
+    cluster = FakeCluster(_metadata([1]), answer)
+    async with _producer(cluster) as producer:
+        delivery = producer.send_nowait("t", b"v")
+        await producer.flush()
+    assert (await delivery.result()).offset == 0
+    assert calls == 2 and cluster.updates >= 1
+
+
+@pytest.mark.timeout(10)
+async def test_a_lost_connection_is_retried() -> None:
+    failures = [NetworkError("connection reset")]
+
+    async def flaky(node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return ok_answer(node, body)
+
+    cluster = FakeCluster(_metadata([2]))
+    cluster.request = flaky  # type: ignore[method-assign]
+    async with _producer(cluster) as producer:
+        assert (await producer.send("t", b"v")).offset == 0
+
+
+@pytest.mark.timeout(10)
+async def test_non_retriable_error_fails_the_records_naming_the_partition() -> None:
+    def answer(node: int, body: dict[str, Any]) -> dict[str, Any]:
+        code = MessageTooLargeError.code
+        return {"topics": [{"name": "t", "partitions": [{"index": 0, "error_code": code}]}]}
+
+    cluster = FakeCluster(_metadata([1]), answer)
+    async with _producer(cluster) as producer:
+        with pytest.raises(MessageTooLargeError, match="t-0"):
+            await producer.send("t", b"v")
+    assert len(cluster.requests) == 1
+
+
+@pytest.mark.timeout(10)
+async def test_records_without_a_leader_fail_at_the_delivery_timeout() -> None:
+    cluster = FakeCluster(_metadata([-1]))
+    async with _producer(cluster, delivery_timeout_ms=200, linger_ms=0) as producer:
+        with pytest.raises(RequestTimedOutError, match="t-0"):
+            await producer.send("t", b"v")
+    assert cluster.requests == [] and cluster.updates >= 1
+
+
+@pytest.mark.timeout(10)
+async def test_a_full_batch_is_sent_without_waiting_for_linger() -> None:
+    cluster = FakeCluster(_metadata([1]))
+    async with _producer(cluster, batch_size=200) as producer:
+        deliveries = [producer.send_nowait("t", b"x" * 50) for _ in range(4)]
+        with trio.fail_after(5):  # linger is 1000 ms: only the size can trigger the send
+            await deliveries[0].result()
+        await producer.flush()

@@ -93,6 +93,7 @@ class ControllerChannelManager:
         self._request_timeout_s = request_timeout_s
         self._queues: dict[int, _BrokerQueue] = {}
         self._nursery: trio.Nursery | None = None
+        self._stopped = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -102,6 +103,7 @@ class ControllerChannelManager:
                 await trio.sleep_forever()
             finally:
                 self._nursery = None
+                self._stopped = True
                 self.remove_all()
 
     @property
@@ -116,7 +118,9 @@ class ControllerChannelManager:
         """Start a queue and sender for ``broker``; a broker re-registered at another
         address gets a fresh one."""
         if self._nursery is None:
-            raise RuntimeError("ControllerChannelManager.run() is not running")
+            if self._stopped:
+                return  # shutting down: a handler finishing its step may still call this
+            raise RuntimeError("ControllerChannelManager.run() was never started")
         current = self._queues.get(broker.id)
         if current is not None:
             if (current.broker.host, current.broker.port) == (broker.host, broker.port):

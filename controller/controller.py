@@ -50,7 +50,7 @@ from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import Body, ControllerBrokerRequestBatch, RequestSender
 from controller.state_machines import ElectionStrategy, PartitionState, ReplicaState
 from controller.topic_deletion import TopicDeletionManager
-from controller.zk_types import StateChange, WatchEvent, ZkEvent, ZkState
+from controller.zk_types import StateChange, WatchEvent, ZkError, ZkEvent, ZkState
 from protocol.errors import (
     BrokerNotAvailableError,
     KafkaError,
@@ -186,6 +186,12 @@ class KafkaController:
             event.preempt()
             self._resign()
             self.active_controller_id = await self.zk.get_controller_id(watch=True)
+        except ZkError as exc:
+            # The connection dropped mid-handler. Nothing half-done is lost: ZooKeeper
+            # holds every decision made so far, and the reconnect replays the watches
+            # (ZkReconnected), so the event's work is redone then.
+            log.warning("ZooKeeper unavailable while handling %r: %s", event, exc)
+            event.preempt()
 
     # -- election -------------------------------------------------------------------------
 
@@ -218,9 +224,12 @@ class KafkaController:
             await self.zk.resign_controller(me)
 
     async def _on_controller_change(self, event: ev.ControllerChange) -> None:
+        me = self.config.broker_id
         self.active_controller_id = await self.zk.get_controller_id(watch=True)
-        if self._active and self.active_controller_id != self.config.broker_id:
+        if self._active and self.active_controller_id != me:
             self._resign()
+        elif not self._active and self.active_controller_id in (None, me):
+            await self._elect()  # vacant, or a leftover of our own failed failover
 
     async def _on_reelect(self, event: ev.Reelect) -> None:
         if self._active:
@@ -236,7 +245,7 @@ class KafkaController:
     async def _on_zk_reconnected(self, event: ev.ZkReconnected) -> None:
         self.active_controller_id = await self.zk.get_controller_id(watch=True)
         if not self._active:
-            if self.active_controller_id is None:
+            if self.active_controller_id in (None, self.config.broker_id):
                 await self._elect()
             return
         if self.active_controller_id != self.config.broker_id:

@@ -99,6 +99,8 @@ class TopicDeletionManager:
             await self._start(eligible)
 
     async def _start(self, topics: list[str]) -> None:
+        """Start (or retry) deleting ``topics``: partitions go away once; replicas not
+        yet deleted are stopped with delete, those on dead brokers wait (Ineligible)."""
         ctrl = self._controller
         ctx = ctrl.context
         log.info("deleting topics %s", topics)
@@ -107,20 +109,27 @@ class TopicDeletionManager:
         ctrl.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, partitions)
         ctrl.batch.send_requests(ctx.epoch)
         psm = ctrl.partition_state_machine
-        not_offline = {tp for tp in partitions if psm.state(tp) is not PartitionState.OFFLINE}
+        first_time = {tp for tp in partitions if psm.state(tp) is not PartitionState.NON_EXISTENT}
+        not_offline = {tp for tp in first_time if psm.state(tp) is not PartitionState.OFFLINE}
         await psm.handle_state_changes(not_offline, PartitionState.OFFLINE)
-        await psm.handle_state_changes(partitions, PartitionState.NON_EXISTENT)
+        await psm.handle_state_changes(first_time, PartitionState.NON_EXISTENT)
         rsm = ctrl.replica_state_machine
-        replicas = ctx.replicas_for_partitions(partitions)
-        await rsm.handle_state_changes(
-            {r for r in replicas if rsm.state(r) is not R.OFFLINE}, R.OFFLINE
-        )
+        pending = {
+            r for r in ctx.replicas_for_partitions(partitions)
+            if rsm.state(r) is not R.DELETION_SUCCESSFUL
+        }  # fmt: skip
         dead = {
-            r for r in replicas if not ctx.is_replica_online(r.replica, include_shutting_down=True)
+            r for r in pending if not ctx.is_replica_online(r.replica, include_shutting_down=True)
         }
-        await rsm.handle_state_changes(dead, R.DELETION_INELIGIBLE)
+        await rsm.handle_state_changes(
+            {r for r in dead if rsm.state(r) is not R.DELETION_INELIGIBLE}, R.DELETION_INELIGIBLE
+        )
         ctx.topics_ineligible_for_deletion |= {r.topic for r in dead}
-        await rsm.handle_state_changes(replicas - dead, R.DELETION_STARTED)
+        retry = pending - dead
+        await rsm.handle_state_changes(
+            {r for r in retry if rsm.state(r) is not R.OFFLINE}, R.OFFLINE
+        )
+        await rsm.handle_state_changes(retry, R.DELETION_STARTED)
 
     async def fail_replica_deletion(self, replicas: Iterable[PartitionReplica]) -> None:
         """Replicas of queued topics that cannot be deleted now (their broker died)."""

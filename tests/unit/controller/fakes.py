@@ -13,6 +13,7 @@ import trio
 from controller.context import ControllerContext, ControllerMovedError, LeaderAndIsr, TopicPartition
 from controller.request_batch import Body, ResponseCallback
 from controller.state_machines import WriteResult
+from controller.zk_types import ZkConnectionLoss
 from protocol.api import latest_version, validate_request
 
 
@@ -35,6 +36,7 @@ class FakeStateStore:
     conflicts_to_inject: dict[TopicPartition, int] = field(default_factory=dict)
     isr_after_conflict: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     updates: int = 0
+    reads: int = 0
 
     async def create_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr]
@@ -68,6 +70,7 @@ class FakeStateStore:
     async def read_partition_states(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr]:
+        self.reads += 1
         return {tp: self.znodes[tp] for tp in partitions if tp in self.znodes}
 
 
@@ -136,6 +139,8 @@ class FakeControllerZk(FakeStateStore):
     isr_notifications: dict[str, set[TopicPartition]] = field(default_factory=dict)
     watched_states: set[TopicPartition] = field(default_factory=set)
     fenced: bool = False
+    disconnected: bool = False
+    """Reads of /brokers/ids fail as after a dropped connection."""
 
     def _fence(self) -> None:
         if self.fenced:
@@ -171,6 +176,8 @@ class FakeControllerZk(FakeStateStore):
             self.controller_id = None
 
     async def get_live_brokers(self, *, watch: bool) -> dict[int, Broker]:
+        if self.disconnected:
+            raise ZkConnectionLoss("connection dropped")
         return dict(self.brokers)
 
     async def get_all_topics(self, *, watch: bool) -> set[str]:

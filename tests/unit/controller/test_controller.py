@@ -329,3 +329,109 @@ def test_watch_firings_become_controller_events(
     kind: WatchType, path: str, expected: ev.ControllerEvent | None
 ) -> None:
     assert event_for_watch(WatchEvent(kind, path)) == expected
+
+
+async def test_a_broker_that_re_registers_is_treated_as_failed_then_started() -> None:
+    controller, zk, channel = await active_cluster()
+    zk.brokers[1] = Broker(1, port=9001, epoch=5)  # same id, new registration
+    await controller.process(ev.BrokerChange())
+    # Its leadership moved away while it was "down", and it got the full state back.
+    assert zk.znodes[T0].leader == 2
+    assert set(channel.partitions(1, UPDATE_METADATA)) == {T0, T1}
+    assert set(channel.partitions(1, LEADER_AND_ISR)) == {T0, T1}
+    assert controller.context.live_broker_ids == {1, 2, 3}
+
+
+async def test_partitions_added_to_a_topic_are_brought_online() -> None:
+    controller, zk, _ = await active_cluster()
+    zk.topics["t"].partitions[2] = (3, 1, 2)
+    await controller.process(ev.PartitionModifications("t"))
+    assert zk.znodes[TopicPartition("t", 2)].leader == 3
+    assert controller.context.partition_states[TopicPartition("t", 2)] is PartitionState.ONLINE
+
+
+async def test_a_reconnect_re_reads_everything_and_catches_up() -> None:
+    controller, zk, _ = await active_cluster()
+    zk.add_topic("late", {0: [2]})
+    await controller.process(ev.ZkReconnected())
+    assert controller.events.queue_size > 0
+    async with trio.open_nursery() as nursery:
+        await nursery.start(controller.events.run)
+        await controller.events.wait_idle()
+        nursery.cancel_scope.cancel()
+    assert zk.znodes[TopicPartition("late", 0)].leader == 2
+
+
+async def test_failover_resumes_a_reassignment_recorded_in_the_topic_znode() -> None:
+    controller, zk, _ = cluster([1, 2, 3, 4])
+    # A previous controller had started moving t-0 from [1, 2, 3] to [2, 4].
+    zk.topics["t"].partitions[0] = (2, 4, 1, 3)
+    zk.topics["t"].adding_replicas[0] = (4,)
+    zk.topics["t"].removing_replicas[0] = (1, 3)
+    zk.znodes[T0] = LeaderAndIsr(1, 0, (1, 2, 3, 4), 0, 0)
+    await controller.process(ev.Startup())
+    assert zk.topics["t"].partitions[0] == (2, 4)
+    assert zk.topics["t"].adding_replicas == {}
+    assert zk.znodes[T0].leader == 2
+
+
+async def test_topic_deletion_waits_for_a_dead_replica_and_finishes_when_it_returns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    controller, zk, channel = await active_cluster()
+    del zk.brokers[3]
+    await controller.process(ev.BrokerChange())
+    zk.delete_marks.add("t")
+    await controller.process(ev.TopicDeletion())
+    deleted = frozenset({T0, T1})
+    for b in (1, 2):
+        await controller.process(ev.TopicDeletionStopReplicaResponse(b, deleted, {}))
+    assert "t" in zk.topics  # broker 3 still holds replicas
+    zk.brokers[3] = Broker(3, port=9003, epoch=9)
+    channel.sent.clear()
+    await controller.process(ev.BrokerChange())
+    assert {
+        tp for tp, s in channel.partitions(3, STOP_REPLICA).items() if s["delete_partition"]
+    } == {
+        T0,
+        T1,
+    }
+    await controller.process(ev.TopicDeletionStopReplicaResponse(3, deleted, {}))
+    assert "t" not in zk.topics and controller.context.all_topics == set()
+    assert "illegal transition" not in caplog.text
+
+
+async def test_a_dropped_zookeeper_connection_mid_event_is_logged_and_survived(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    controller, zk, _ = await active_cluster()
+    zk.disconnected = True
+    request = ev.ControlledShutdown(2)
+    await controller.process(ev.BrokerChange())
+    assert "ZooKeeper unavailable" in caplog.text
+    assert controller.is_active
+    zk.disconnected = False
+    del zk.brokers[3]
+    await controller.process(ev.ZkReconnected())
+    await controller.process(ev.BrokerChange())  # what the reconnect queues
+    assert 3 not in controller.context.live_brokers
+    await controller.process(request)
+    assert await request.reply.wait() == set()
+
+
+async def test_a_leftover_controller_znode_of_our_own_is_given_up_and_won_again() -> None:
+    controller, zk, _ = cluster()
+    zk.controller_id = 1  # ours, from before a failed failover
+    await controller.process(ev.ZkReconnected())
+    assert controller.is_active and zk.controller_id == 1
+
+
+async def test_a_failed_failover_resigns_and_frees_the_controller_znode() -> None:
+    controller, zk, _ = cluster()
+
+    async def broken(*, watch: bool) -> set[str]:
+        raise ValueError("corrupt znode")
+
+    zk.get_all_topics = broken  # type: ignore[method-assign]
+    await controller.process(ev.Startup())
+    assert not controller.is_active and zk.controller_id is None

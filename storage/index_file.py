@@ -106,8 +106,15 @@ class IndexFile:
         return self.entries * self.ENTRY_SIZE
 
     def flush(self) -> None:
-        if self._mm is not None and self.writable:
-            self._mm.flush()
+        """Make the entries durable. fsync of the file also writes back pages dirtied
+        through the mapping (Linux keeps one page cache for both)."""
+        if self._fd >= 0 and self.writable:
+            os.fsync(self._fd)
+
+    def dup_fd(self) -> int:
+        """A private descriptor of the file, for a flush in another thread that must
+        not race with close() on this one."""
+        return os.dup(self._fd)
 
     def close(self) -> None:
         if self._fd < 0:

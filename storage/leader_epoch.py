@@ -71,11 +71,12 @@ class LeaderEpochCache:
 
     def flush(self) -> None:
         """fsync the checkpoint file (and its directory) if it changed since the last
-        flush."""
+        flush. May run in a worker thread (Log.flush)."""
         if self._unsynced:
+            # Cleared first: a change made meanwhile by another thread sets it again.
+            self._unsynced = False
             fsync_file(self.path)
             fsync_dir(self.path.parent)
-            self._unsynced = False
 
     @property
     def entries(self) -> list[EpochEntry]:

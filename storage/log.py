@@ -107,6 +107,7 @@ class Log:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self._truncations = 0  # lets a flush in another thread notice a truncation
         directory.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
         self._load(had_clean_shutdown)
@@ -286,11 +287,13 @@ class Log:
         if active.size == 0:
             if active.base_offset == new_base:
                 return active
-            self._segments.pop()
-            self._bases.pop()
+            # Re-base the empty active segment; the list is never empty, even for an
+            # instant (a flush may be reading it from another thread).
+            segment = self._new_segment(new_base, create=True)
+            self._segments[-1], self._bases[-1] = segment, new_base
             active.delete()
-        else:
-            active.on_become_inactive()
+            return segment
+        active.on_become_inactive()
         segment = self._new_segment(new_base, create=True)
         self._add_segment(segment)
         return segment
@@ -403,6 +406,11 @@ class Log:
     def _remove_segment(self, index: int) -> None:
         segment = self._segments.pop(index)
         self._bases.pop(index)
+        self._dispose(segment)
+
+    def _dispose(self, segment: LogSegment) -> None:
+        """Delete the files of a segment no longer in the list, now or after
+        file.delete.delay.ms (renamed ``.deleted`` meanwhile)."""
         if self.config.file_delete_delay_ms == 0:
             segment.delete()
             return
@@ -437,6 +445,7 @@ class Log:
             raise ValueError(f"cannot truncate to negative offset {target_offset}")
         if target_offset >= self.log_end_offset:
             return False
+        self._truncations += 1
         if self._segments[0].base_offset > target_offset:
             self.truncate_fully_and_start_at(target_offset)
             return True
@@ -452,9 +461,13 @@ class Log:
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete everything; the log restarts empty at ``new_offset``."""
-        while self._segments:
-            self._remove_segment(len(self._segments) - 1)
-        self._add_segment(self._new_segment(new_offset, create=True))
+        self._truncations += 1
+        old = self._segments
+        for segment in old:
+            self._dispose(segment)  # their files move away before the new one is made
+        segment = self._new_segment(new_offset, create=True)
+        # Rebound in one step: a flush in another thread never sees an empty list.
+        self._segments, self._bases = [segment], [new_offset]
         self.log_start_offset = new_offset
         self.recovery_point = new_offset
         self.leader_epoch_cache.clear()
@@ -463,18 +476,37 @@ class Log:
 
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset``) (default:
-        the log end) and move the recovery point up to ``offset``."""
+        the log end) and move the recovery point up to ``offset``.
+
+        The one method that may run in a worker thread while the event loop appends,
+        rolls, deletes or truncates: it fsyncs private duplicates of the descriptors of
+        a snapshot of the segments (a segment closed meanwhile is skipped: it is being
+        deleted), and it does not move the recovery point if the log was truncated
+        while it ran (the flushed bytes may not be the log's any more).
+        """
         self.leader_epoch_cache.flush()  # epochs below the recovery point must be durable
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
-        if target <= self.recovery_point:
+        recovery_point = self.recovery_point
+        if target <= recovery_point:
             return
-        for i, segment in enumerate(self._segments):
-            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
-            if (next_base is None or next_base > self.recovery_point) and (
-                segment.base_offset < target
-            ):
-                segment.flush()
-        self.recovery_point = target
+        truncations = self._truncations
+        segments = list(self._segments)  # one step under the GIL
+        fds: list[int] = []
+        try:
+            for i, segment in enumerate(segments):
+                following = segments[i + 1].base_offset if i + 1 < len(segments) else None
+                if (following is None or following > recovery_point) and (
+                    segment.base_offset < target
+                ):
+                    with contextlib.suppress(OSError):
+                        fds += segment.dup_fds()
+            for fd in fds:
+                os.fsync(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        if self._truncations == truncations:
+            self.recovery_point = max(self.recovery_point, target)
 
     def close(self) -> None:
         for segment in self._segments:

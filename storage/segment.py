@@ -449,6 +449,19 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
 
+    def dup_fds(self) -> list[int]:
+        """Private descriptors of the three files (see Log.flush); raises OSError when
+        the segment was closed meanwhile."""
+        fds: list[int] = []
+        try:
+            for fd_owner in (self, self.offset_index, self.time_index):
+                fds.append(os.dup(fd_owner._fd))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
+
     def close(self) -> None:
         if self._fd >= 0 and self.time_index.writable:
             self.on_become_inactive()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,79 @@ def test_same_partition_in_two_dirs_is_refused(dirs: list[Path]) -> None:
         os.makedirs(d / "orders-0")
     with pytest.raises(LogDirError, match="found twice"):
         manager(dirs)
+
+
+def test_flush_rolled_logs_moves_recovery_points_past_rolled_segments(
+    dirs: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = manager(dirs)
+    log = logs.get_or_create_log(T0)
+    for i in range(200):
+        log.append(batch([b"v%03d" % i]))
+    assert len(log.segments) > 2 and log.recovery_point == 0
+    logs.flush_rolled_logs()
+    assert log.recovery_point == log.active_segment.base_offset
+    logs.checkpoint_recovery_points()
+    logs.abandon()
+    recovered: list[int] = []
+    original = LogSegment.recover
+
+    def spy(segment: LogSegment, *args: object, **kwargs: object) -> int:
+        recovered.append(segment.base_offset)
+        return original(segment, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogSegment, "recover", spy)
+    again = manager(dirs)
+    reloaded = again.get_log(T0)
+    assert reloaded is not None
+    assert recovered == [reloaded.active_segment.base_offset]  # only the active one
+    assert read_all(reloaded) == [(i, b"v%03d" % i) for i in range(200)]
+    again.close()
+
+
+@pytest.mark.timeout(60)
+def test_flushing_in_a_thread_races_safely_with_appends_rolls_and_truncation(
+    dirs: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "fsync", lambda _fd: None)  # the race, not the disk
+    logs = manager(dirs)
+    log = logs.get_or_create_log(T0)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    passes = [0]
+
+    def flusher() -> None:
+        while not stop.is_set():
+            passes[0] += 1
+            try:
+                logs.flush_rolled_logs()
+                logs.flush_logs()
+                logs.checkpoint_recovery_points()
+            except BaseException as exc:  # reported by the main thread
+                failures.append(exc)
+                return
+
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    try:
+        expected: list[tuple[int, bytes | None]] = []
+        for round_ in range(200):
+            for i in range(20):
+                info = log.append(batch([b"r%d-%d" % (round_, i)]))
+                expected.append((info.first_offset, b"r%d-%d" % (round_, i)))
+            cut = expected[len(expected) // 2][0]
+            log.truncate_to(cut)
+            expected = [r for r in expected if r[0] < cut]
+            if round_ % 10 == 9:
+                log.truncate_fully_and_start_at(log.log_end_offset + 5)
+                expected = []
+            log.delete_old_segments()
+            assert log.recovery_point <= log.log_end_offset
+    finally:
+        stop.set()
+        thread.join()
+    assert failures == []
+    assert passes[0] > 10  # the flusher really ran alongside
+    assert read_all(log) == expected
+    logs.close()

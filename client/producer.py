@@ -230,6 +230,17 @@ class Producer:
             await trio.lowlevel.checkpoint()  # let the sender ship the batch that filled
         return delivery
 
+    async def wait_for_room(self) -> None:
+        """Yield to the sender, and wait while more than ``buffer_memory`` is buffered.
+
+        For loops calling ``send_nowait`` (cheaper than ``enqueue``): call this every few
+        hundred records.
+        """
+        acc = self._acc
+        while acc.pending_batches > self._max_pending_batches:
+            await acc.wait_progress()
+        await trio.lowlevel.checkpoint()
+
     async def flush(self) -> None:
         """Send everything buffered now and wait until every record is answered."""
         while self._waiting:

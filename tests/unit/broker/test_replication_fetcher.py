@@ -1,0 +1,87 @@
+"""The replica fetcher's OFFSET_OUT_OF_RANGE handling, against a scripted leader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.partition import Partition, PartitionState
+from broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager, fetcher_index
+from broker.replica_manager import to_log_config
+from protocol.api import ApiKey
+from protocol.records import Record, encode_batch
+from storage.log import Log
+from storage.names import TopicPartition
+
+ME, LEADER = 2, 1
+
+
+class ScriptedLeader:
+    """Answers ListOffsets with a fixed log start and end, like a leader would."""
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start, self.end = start, end
+        self.asked: list[int] = []
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        assert api_key == ApiKey.LIST_OFFSETS and body["replica_id"] == ME
+        timestamp = body["topics"][0]["partitions"][0]["timestamp"]
+        self.asked.append(timestamp)
+        offset = self.start if timestamp == -2 else self.end
+        answer = {"partition_index": 0, "error_code": 0, "timestamp": -1, "offset": offset}
+        return {"topics": [{"name": "t", "partitions": [answer]}]}
+
+
+def follower_with(tmp_path: Path, records: int) -> Partition:
+    config = BrokerConfig.from_properties(None, {"broker.id": str(ME)})
+    topic = config.topic_config()
+    log = Log(tmp_path / "t-0", to_log_config(topic))
+    for i in range(records):
+        data = bytearray(encode_batch([Record(b"v%d" % i, timestamp=1)]))
+        log.append(data, leader_epoch=0)
+    partition = Partition(
+        TopicPartition("t", 0), local_broker_id=ME, log=log, config=topic, clock=lambda: 0
+    )
+    partition.make_follower(
+        PartitionState(
+            controller_epoch=1,
+            leader=LEADER,
+            leader_epoch=1,
+            isr=(1, 2),
+            zk_version=0,
+            replicas=(1, 2),
+        )
+    )
+    return partition
+
+
+def fetcher() -> ReplicaFetcher:
+    config = BrokerConfig.from_properties(None, {"broker.id": str(ME)})
+    return ReplicaFetcher(ReplicaFetcherManager(config, address_of=lambda b: None), LEADER, 0)
+
+
+async def test_follower_above_the_leaders_end_truncates_to_it(tmp_path: Path) -> None:
+    # After an unclean election the new leader's log can end below ours.
+    partition = follower_with(tmp_path, records=5)
+    leader = ScriptedLeader(start=0, end=3)
+    await fetcher()._handle_offset_out_of_range(leader, partition)  # type: ignore[arg-type]
+    assert partition.log_end_offset == 3 and partition.log_start_offset == 0
+    assert leader.asked == [-1]
+
+
+async def test_follower_below_the_leaders_log_start_restarts_there(tmp_path: Path) -> None:
+    partition = follower_with(tmp_path, records=2)
+    leader = ScriptedLeader(start=10, end=20)
+    await fetcher()._handle_offset_out_of_range(leader, partition)  # type: ignore[arg-type]
+    assert partition.log_start_offset == partition.log_end_offset == 10
+    assert partition.high_watermark == 10
+    assert leader.asked == [-1, -2]
+
+
+def test_a_leaders_partitions_spread_over_its_fetchers_stably() -> None:
+    tps = [TopicPartition("orders", p) for p in range(8)]
+    assert [fetcher_index(tp, 1) for tp in tps] == [0] * 8
+    spread = {fetcher_index(tp, 3) for tp in tps}
+    assert spread == {0, 1, 2}
+    assert [fetcher_index(tp, 3) for tp in tps] == [fetcher_index(tp, 3) for tp in tps]

@@ -1,0 +1,153 @@
+"""Scrape-time gauges of a broker's state, named as the JMX exporter names Kafka's MBeans.
+
+Nothing here runs on the request path: ``BrokerStateCollector.collect`` reads the
+broker's structures when Prometheus scrapes (a few hundred partitions cost well under a
+millisecond), so these figures are free for produce and fetch. The traffic counters
+(messages / bytes in and out, requests and their time) live in broker/metrics.py.
+
+    kafka_server_replicamanager_underminisrpartitioncount   gauge  led partitions whose ISR
+                                                            is smaller than the topic's
+                                                            min.insync.replicas
+    kafka_server_replicamanager_isrshrinks_total            counter (IsrManager.shrinks)
+    kafka_server_replicamanager_isrexpands_total            counter (IsrManager.expands)
+    kafka_server_delayedoperationpurgatory_purgatorysize    gauge  {delayedoperation=Produce|Fetch}
+    kafka_server_socket_server_metrics_connection_count     gauge  {listener, networkprocessor}
+    kafka_server_replicafetchermanager_maxlag               gauge  {clientid="Replica"}
+    kafka_log_logflushstats_logflushrateandtimems           summary (_count, _sum in ms)
+
+The socket-server name keeps the JMX exporter's spelling of Kafka's
+``socket-server-metrics`` type (dashes become underscores), which is what Kafka
+dashboards query; Kafka has one acceptor and several network processors, minibroker one
+Trio listener, reported as ``networkprocessor="0"``. Label names are lower case, as the
+JMX exporter writes them with ``lowercaseOutputLabelNames: true``: Prometheus's own lint
+(``promtool check metrics``) rejects camelCase label names such as Kafka's
+``delayedOperation``; deploy/prometheus.yml shows how to map them back for a dashboard
+that wants the camelCase spelling.
+
+Which pieces exist depends on what the broker runs: the ISR counters and fetcher lag
+need the replication components (``replica_manager.isr_manager``, fetch states with a
+``lag``), flush stats need ``log_manager.flush_stats``. A family whose source is missing
+is left out rather than reported as a misleading 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.partition import Partition
+
+LISTENER = "PLAINTEXT"
+"""Kafka's listener name for minibroker's one plaintext listener."""
+
+FETCHER_CLIENT_ID = "Replica"
+"""Kafka's clientId label of the replica fetcher manager's MBeans."""
+
+REPLICA_MANAGER = "kafka_server_replicamanager_"
+PURGATORY_SIZE = "kafka_server_delayedoperationpurgatory_purgatorysize"
+CONNECTION_COUNT = "kafka_server_socket_server_metrics_connection_count"
+FETCHER_MAX_LAG = "kafka_server_replicafetchermanager_maxlag"
+LOG_FLUSH = "kafka_log_logflushstats_logflushrateandtimems"
+
+
+def under_min_isr_count(partitions: Iterable[Partition]) -> int:
+    """Led partitions whose ISR is below their topic's ``min.insync.replicas`` (Kafka's
+    UnderMinIsrPartitionCount: acks=all produce to them fails)."""
+    return sum(1 for p in partitions if p.is_leader and len(p.isr) < p.config.min_insync_replicas)
+
+
+def fetcher_max_lag(fetcher: Any) -> int | None:
+    """The largest follower lag (leader HW minus the next fetch offset) over every
+    partition this broker fetches; None without a fetcher manager that records lag."""
+    fetchers = getattr(fetcher, "fetchers", None)
+    if not isinstance(fetchers, dict):
+        return None
+    lag = 0
+    for replica_fetcher in fetchers.values():
+        for state in getattr(replica_fetcher, "states", {}).values():
+            state_lag = getattr(state, "lag", None)
+            if state_lag is None:
+                return None  # fetch states that do not record lag: no figure at all
+            lag = max(lag, int(state_lag))
+    return lag
+
+
+class BrokerStateCollector(Collector):
+    """Reads ``broker`` at each scrape; safe before ``Broker.run`` has built anything."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        broker = self.broker
+        manager = broker.replica_manager
+        if manager is not None:
+            partitions = list(manager.partitions.values())
+            yield GaugeMetricFamily(
+                REPLICA_MANAGER + "underminisrpartitioncount",
+                "Led partitions whose ISR is smaller than min.insync.replicas.",
+                under_min_isr_count(partitions),
+            )
+            yield from _isr_changes(getattr(manager, "isr_manager", None))
+            purgatory = GaugeMetricFamily(
+                PURGATORY_SIZE,
+                "Requests waiting in a purgatory, by delayed operation.",
+                labels=["delayedoperation"],
+            )
+            purgatory.add_metric(["Produce"], manager.produce_waiters.watched)
+            purgatory.add_metric(["Fetch"], manager.fetch_waiters.watched)
+            yield purgatory
+            lag = fetcher_max_lag(manager.fetcher)
+            if lag is not None:
+                yield _labelled_gauge(
+                    FETCHER_MAX_LAG,
+                    "Largest lag, in messages, of a partition this broker follows.",
+                    {"clientid": FETCHER_CLIENT_ID},
+                    lag,
+                )
+        if broker.server is not None:
+            yield _labelled_gauge(
+                CONNECTION_COUNT,
+                "Open client connections.",
+                {"listener": LISTENER, "networkprocessor": "0"},
+                broker.server.connections,
+            )
+        stats = getattr(broker.log_manager, "flush_stats", None)
+        if stats is not None:
+            yield SummaryMetricFamily(
+                LOG_FLUSH,
+                "Log flushes (fsync) and the milliseconds they took.",
+                count_value=int(stats.count),
+                sum_value=float(stats.seconds) * 1000,
+            )
+
+
+def _isr_changes(isr_manager: Any) -> Iterator[Metric]:
+    if isr_manager is None:
+        return
+    yield CounterMetricFamily(
+        REPLICA_MANAGER + "isrshrinks", "ISR shrinks of partitions led here.", isr_manager.shrinks
+    )
+    yield CounterMetricFamily(
+        REPLICA_MANAGER + "isrexpands",
+        "ISR expansions of partitions led here.",
+        isr_manager.expands,
+    )
+
+
+def _labelled_gauge(
+    name: str, documentation: str, labels: dict[str, str], value: float
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=list(labels))
+    family.add_metric(list(labels.values()), value)
+    return family

@@ -1,0 +1,213 @@
+"""Broker metrics: Kafka's JMX-exporter names, scrape-time gauges, a lint-clean exposition.
+
+The broker here is assembled without its server or network (a LogManager in tmp_path, a
+ReplicaManager told what it leads the way LeaderAndIsr would), then scraped through its
+own registry exactly as the /metrics endpoint does.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from broker.broker import Broker
+from broker.metrics_state import BrokerStateCollector, fetcher_max_lag, under_min_isr_count
+from broker.partition import PartitionState
+from broker.replica_manager import ReplicaManager
+from protocol.records import Record, encode_batch
+from storage.names import TopicPartition
+from tests.support.broker import broker_config
+
+ME = 1
+TP = TopicPartition("orders", 0)
+
+# Families a Kafka dashboard built on the JMX exporter queries (DESIGN §10, issue 8).
+DASHBOARD_FAMILIES = {
+    "kafka_server_brokertopicmetrics_messagesin",
+    "kafka_server_brokertopicmetrics_bytesin",
+    "kafka_server_brokertopicmetrics_bytesout",
+    "kafka_network_requestmetrics_requests",
+    "kafka_network_requestmetrics_totaltimems",
+    "kafka_server_replicamanager_underreplicatedpartitions",
+    "kafka_server_replicamanager_underminisrpartitioncount",
+    "kafka_server_replicamanager_partitioncount",
+    "kafka_server_replicamanager_leadercount",
+    "kafka_server_delayedoperationpurgatory_purgatorysize",
+    "kafka_log_log_size",
+    "kafka_log_log_logstartoffset",
+    "kafka_log_log_logendoffset",
+}
+
+# Every label a broker may export: bounded by topics x partitions, never per client.
+ALLOWED_LABELS = {
+    "topic",
+    "partition",
+    "request",
+    "delayedoperation",
+    "listener",
+    "networkprocessor",
+    "clientid",
+    "le",
+    "quantile",
+}
+
+
+def leader_state(isr: tuple[int, ...] = (ME,), replicas: tuple[int, ...] = (ME,)) -> PartitionState:
+    return PartitionState(
+        controller_epoch=1,
+        leader=ME,
+        leader_epoch=0,
+        isr=isr,
+        zk_version=0,
+        replicas=replicas,
+        is_new=True,
+    )
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    """A Broker whose storage and replica manager exist, with no server and no network."""
+    broker = Broker(broker_config(tmp_path, min_insync_replicas=2))
+    log_manager = broker._open_log_manager()
+    broker.log_manager = log_manager
+    manager = ReplicaManager(
+        broker.config,
+        log_manager,
+        broker.metadata_cache,
+        clock=broker.clock,
+        metrics=broker.metrics,
+    )
+    broker.replica_manager = manager
+    broker.metrics.watch(manager)
+    broker.metrics.registry.register(BrokerStateCollector(broker))
+    try:
+        yield broker
+    finally:
+        log_manager.close()
+
+
+def manager_of(broker: Broker) -> ReplicaManager:
+    assert broker.replica_manager is not None
+    return broker.replica_manager
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+async def produce(broker: Broker, *values: bytes) -> None:
+    batch = encode_batch([Record(v, timestamp=1) for v in values])
+    [(_, result)] = manager_of(broker).append_records(1, [(TP, batch)])
+    assert not isinstance(result, Exception), result
+
+
+async def test_exposition_carries_the_names_kafka_dashboards_query(broker: Broker) -> None:
+    await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
+    await produce(broker, b"a", b"b", b"c")
+    families = {f.name for f in text_string_to_metric_families(broker.metrics.render().decode())}
+    assert families >= DASHBOARD_FAMILIES
+
+
+async def test_exposition_parses_and_promtool_finds_no_problems(broker: Broker) -> None:
+    await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
+    await produce(broker, b"a")
+    broker.metrics.record_request("Produce", 0.3)
+    text = broker.metrics.render()
+    families = list(text_string_to_metric_families(text.decode()))
+    labels = {name for f in families for s in f.samples for name in s.labels}
+    assert labels <= ALLOWED_LABELS
+    promtool = shutil.which("promtool")
+    assert promtool is not None, "promtool comes with Debian's prometheus package"
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, timeout=30
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+async def test_messages_in_counts_records_and_bytes_in_counts_batch_bytes(broker: Broker) -> None:
+    await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
+    await produce(broker, b"a", b"b")
+    await produce(broker, b"c")
+    registry = broker.metrics.registry
+    messages = "kafka_server_brokertopicmetrics_messagesin_total"
+    assert sample(registry, messages, topic="orders") == 3
+    bytes_in = sample(registry, "kafka_server_brokertopicmetrics_bytesin_total", topic="orders")
+    assert bytes_in is not None and bytes_in > 3
+
+
+async def test_a_leader_with_an_isr_below_min_insync_is_under_min_isr_and_under_replicated(
+    broker: Broker,
+) -> None:
+    registry = broker.metrics.registry
+    await manager_of(broker).become_leader_or_follower(
+        1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))}
+    )
+    assert sample(registry, "kafka_server_replicamanager_underminisrpartitioncount") == 0
+    assert sample(registry, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    partition = manager_of(broker).partitions[TP]
+    partition.isr = frozenset({ME})  # what an ISR shrink leaves behind
+    assert under_min_isr_count([partition]) == 1
+    assert sample(registry, "kafka_server_replicamanager_underminisrpartitioncount") == 1
+    assert sample(registry, "kafka_server_replicamanager_underreplicatedpartitions") == 1
+
+
+async def test_purgatory_size_counts_requests_parked_per_delayed_operation(
+    broker: Broker,
+) -> None:
+    registry = broker.metrics.registry
+    name = "kafka_server_delayedoperationpurgatory_purgatorysize"
+    manager = manager_of(broker)
+    fetches, produces = manager.fetch_waiters, manager.produce_waiters
+    with fetches.watch([TP]), fetches.watch([TP]), produces.watch([TP]):
+        assert sample(registry, name, delayedoperation="Fetch") == 2
+        assert sample(registry, name, delayedoperation="Produce") == 1
+    assert sample(registry, name, delayedoperation="Fetch") == 0
+    assert sample(registry, name, delayedoperation="Produce") == 0
+
+
+async def test_isr_shrinks_and_expands_are_read_from_the_isr_manager(broker: Broker) -> None:
+    collector = CollectorRegistry()
+    collector.register(BrokerStateCollector(broker))
+    assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") is None
+    manager = manager_of(broker)
+    manager.isr_manager = SimpleNamespace(shrinks=3, expands=2)  # type: ignore[attr-defined]
+    assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") == 3
+    assert sample(collector, "kafka_server_replicamanager_isrexpands_total") == 2
+
+
+def test_fetcher_max_lag_is_the_largest_lag_over_followed_partitions() -> None:
+    def fetcher(*lags: int) -> SimpleNamespace:
+        return SimpleNamespace(states={i: SimpleNamespace(lag=lag) for i, lag in enumerate(lags)})
+
+    manager = SimpleNamespace(fetchers={(2, 0): fetcher(5, 40), (3, 0): fetcher(7)})
+    assert fetcher_max_lag(manager) == 40
+    assert fetcher_max_lag(SimpleNamespace(fetchers={})) == 0
+    assert fetcher_max_lag(None) is None  # no replication: no figure, not a false 0
+    no_lag = SimpleNamespace(fetchers={(2, 0): SimpleNamespace(states={0: SimpleNamespace()})})
+    assert fetcher_max_lag(no_lag) is None
+
+
+def test_log_flush_stats_become_a_summary_in_milliseconds() -> None:
+    stats = SimpleNamespace(count=4, seconds=0.25)
+    broker = SimpleNamespace(
+        replica_manager=None, server=None, log_manager=SimpleNamespace(flush_stats=stats)
+    )
+    registry = CollectorRegistry()
+    registry.register(BrokerStateCollector(broker))  # type: ignore[arg-type]
+    name = "kafka_log_logflushstats_logflushrateandtimems"
+    assert sample(registry, name + "_count") == 4
+    assert sample(registry, name + "_sum") == pytest.approx(250.0)
+
+
+def test_state_gauges_are_left_out_before_the_broker_runs(tmp_path: Path) -> None:
+    broker = Broker(broker_config(tmp_path))
+    registry = CollectorRegistry()
+    registry.register(BrokerStateCollector(broker))
+    assert list(registry.collect()) == []

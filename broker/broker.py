@@ -95,7 +95,8 @@ class Broker:
                     adv_host, adv_port or self.server.port, config.broker_rack
                 )
                 await nursery.start(replica_manager.run)
-                await nursery.start(LogMaintenance(config, log_manager).run)
+                maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
+                await nursery.start(maintenance.run)
                 if config.metrics_port >= 0:
                     self.metrics_server = MetricsServer(
                         self.metrics, host=host, port=config.metrics_port

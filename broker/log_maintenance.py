@@ -6,6 +6,9 @@
 - every ``log.flush.offset.checkpoint.interval.ms``: ``recovery-point-offset-checkpoint``;
 - every ``log.flush.start.offset.checkpoint.interval.ms``: ``log-start-offset-checkpoint``.
 
+Every job holds the ReplicaManager's ``log_manager_lock``: the LogManager is not
+thread-safe and log creation / deletion use it from worker threads too.
+
 Where each job runs: a Log is not thread-safe and the event loop appends to it, so
 anything that changes a Log's segment list (retention renames segments to
 ``.deleted`` and drops them from the list) runs on the Trio thread; it only renames
@@ -29,9 +32,10 @@ log = logging.getLogger(__name__)
 
 
 class LogMaintenance:
-    def __init__(self, config: BrokerConfig, log_manager: LogManager) -> None:
+    def __init__(self, config: BrokerConfig, log_manager: LogManager, lock: trio.Lock) -> None:
         self.config = config
         self.log_manager = log_manager
+        self.lock = lock  # shared with the ReplicaManager: see its log_manager_lock
         self.segments_deleted = 0
 
     def retention_pass(self) -> int:
@@ -43,14 +47,17 @@ class LogMaintenance:
         return deleted
 
     async def run_retention(self) -> None:
-        self.retention_pass()
-        await trio.to_thread.run_sync(self.log_manager.remove_deleted_logs)
+        async with self.lock:
+            self.retention_pass()
+            await trio.to_thread.run_sync(self.log_manager.remove_deleted_logs)
 
     async def checkpoint_recovery_points(self) -> None:
-        await trio.to_thread.run_sync(self.log_manager.checkpoint_recovery_points)
+        async with self.lock:
+            await trio.to_thread.run_sync(self.log_manager.checkpoint_recovery_points)
 
     async def checkpoint_log_start_offsets(self) -> None:
-        await trio.to_thread.run_sync(self.log_manager.checkpoint_log_start_offsets)
+        async with self.lock:
+            await trio.to_thread.run_sync(self.log_manager.checkpoint_log_start_offsets)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config

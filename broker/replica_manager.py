@@ -130,6 +130,10 @@ class ReplicaManager:
         self.produce_waiters: Purgatory[TopicPartition] = Purgatory("produce")
         self.fetcher: FetcherHook | None = None
         self._state_change_lock = trio.Lock()
+        # The LogManager is not thread-safe: whoever hands it to a worker thread (log
+        # creation and deletion here, retention and checkpoints in log maintenance)
+        # holds this lock, so no two threads - or a thread and the loop - use it at once.
+        self.log_manager_lock = trio.Lock()
         self._checkpointed_hw: dict[TopicPartition, int] | None = None
 
     # -- lookup ----------------------------------------------------------------------------
@@ -215,9 +219,10 @@ class ReplicaManager:
         config = self.topic_config(tp.topic)
         log_config = to_log_config(config)
         try:
-            log_ = await trio.to_thread.run_sync(
-                lambda: self.log_manager.get_or_create_log(tp, config=log_config)
-            )
+            async with self.log_manager_lock:
+                log_ = await trio.to_thread.run_sync(
+                    lambda: self.log_manager.get_or_create_log(tp, config=log_config)
+                )
         except (OSError, MinibrokerError) as exc:
             raise KafkaStorageError(f"cannot create the log of {tp}: {exc}") from exc
         partition = Partition(
@@ -261,7 +266,8 @@ class ReplicaManager:
                 if delete:
                     self.partitions.pop(tp, None)
                     try:
-                        await trio.to_thread.run_sync(self._delete_log, tp)
+                        async with self.log_manager_lock:
+                            await trio.to_thread.run_sync(self._delete_log, tp)
                     except OSError as exc:
                         errors[tp] = KafkaStorageError.code
                         log.error("cannot delete the log of %s: %s", tp, exc)

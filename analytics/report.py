@@ -18,8 +18,8 @@ Input is the data source's ``scan`` view (analytics.schema.SCAN), split by
 
 Per-partition figures are per replica (keyed by log_dir as well): when several brokers'
 log dirs are given, each replica gets its own row and ``divergence`` compares them.
-Topic-wide figures (records per minute, top keys) first keep one copy of each
-(topic, partition, offset) so replicas are not counted twice.
+Topic-wide figures (records per minute, top keys) read one replica per partition
+(``one_copy``) so replicas are not counted twice.
 """
 
 from __future__ import annotations
@@ -61,8 +61,17 @@ def split_scan(scan: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
 
 
 def one_copy(records: DataFrame) -> DataFrame:
-    """One row per (topic, partition, offset) across replicas (an arbitrary replica's)."""
-    return records.dropDuplicates(["topic", "partition", "offset"])
+    """The records of one replica per partition: the one holding the most records
+    (ties: the first log dir by name). Choosing replicas, not deduplicating offsets,
+    keeps this a join with a tiny broadcast table instead of a shuffle of every record."""
+    held = records.groupBy("topic", "partition", "log_dir").agg(F.count(F.lit(1)).alias("n"))
+    best = Window.partitionBy("topic", "partition").orderBy(F.col("n").desc(), F.col("log_dir"))
+    chosen = (
+        held.withColumn("choice", F.row_number().over(best))
+        .where(F.col("choice") == 1)
+        .select("topic", "partition", "log_dir")
+    )
+    return records.join(F.broadcast(chosen), ["topic", "partition", "log_dir"])
 
 
 def _per_minute_rate(count: Column, first_ts: Column, last_ts: Column) -> Column:
@@ -213,7 +222,7 @@ def divergence(records: DataFrame) -> DataFrame:
     bounds = replicated.select(
         "topic", "partition", "replica_count", "common_start", "smallest_end"
     )
-    in_range = slim.join(bounds, ["topic", "partition"]).where(
+    in_range = slim.join(F.broadcast(bounds), ["topic", "partition"]).where(
         (F.col("offset") >= F.col("common_start")) & (F.col("offset") < F.col("smallest_end"))
     )
     per_offset = in_range.groupBy("topic", "partition", "offset", "replica_count").agg(

@@ -93,11 +93,15 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     tables: dict[str, list[dict[str, object]]] = {}
     for name, frame in build_reports(scan, options.top_keys).items():
         target = out / name
+        began = monotonic()
+        summarised = name not in NOT_SUMMARISED
+        if summarised:
+            frame = frame.cache()  # computed once for both the write and the summary
         frame.write.mode("overwrite").parquet(str(target))
-        progress(f"wrote {target}")
-        if name not in NOT_SUMMARISED:
-            written = spark.read.parquet(str(target)).limit(COLLECT_LIMIT).collect()
-            tables[name] = [r.asDict() for r in written]
+        progress(f"wrote {target} in {monotonic() - began:.1f} s")
+        if summarised:
+            tables[name] = [r.asDict() for r in frame.limit(COLLECT_LIMIT).collect()]
+            frame.unpersist()
     scan.unpersist()
 
     summary = format_summary(tables, options.log_dirs)

@@ -64,6 +64,7 @@ class FetchState:
     epoch: int  # the leader epoch this state was truncated for
     truncating: bool = True
     delayed_until: float = 0.0
+    lag: int = 0  # leader HW - our LEO at the last answer (the fetcher max-lag metric)
 
     def ready(self, now: float) -> bool:
         return now >= self.delayed_until
@@ -300,6 +301,7 @@ class ReplicaFetcher:
                     return
                 self.manager.on_follower_append(partition)
             partition.update_follower_high_watermark(answer["high_watermark"])
+            state.lag = max(0, answer["high_watermark"] - partition.log_end_offset)
             leader_start = answer["log_start_offset"]
             if leader_start > partition.log_start_offset:
                 partition.log.maybe_increment_log_start_offset(

@@ -5,9 +5,9 @@ The ``.log`` file is a plain concatenation of RecordBatch v2 batches (see
 < base + 2**31 (index entries store offsets relative to the base as int32).
 
 Writes are one ``os.write`` per append on an O_APPEND descriptor, however many batches
-the append carries; reads use ``os.pread``, which is the one copy of
-segment data a read makes: the bytes it returns stay valid whatever later happens to
-the file (truncation, deletion), which an mmap view of the log would not guarantee.
+the append carries. Reads use ``os.pread``, the one copy of segment data a read makes:
+the bytes it returns stay valid whatever later happens to the file (truncation,
+deletion), which an mmap view of the log would not guarantee (SIGBUS).
 
 Sparse indexing (Kafka's rule): while appending, before each batch, if MORE than
 ``index_interval_bytes`` were appended since the last index entry, the batch gets an

@@ -27,7 +27,7 @@ import trio
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import PartitionState
-from broker.replica_manager import FetchPartition, PartitionRead, ReplicaManager
+from broker.replica_manager import FetchPartition, FetchRequest, PartitionRead, ReplicaManager
 from broker.server import Buffer, CloseConnection, Pending, Reply
 from protocol.api import (
     ApiKey,
@@ -165,7 +165,6 @@ class KafkaApis:
     # -- fetch -----------------------------------------------------------------------------
 
     def handle_fetch(self, header: RequestHeader, body: Body) -> HandlerResult:
-        replica_id = body["replica_id"]
         requests = [
             FetchPartition(
                 TopicPartition(topic["topic"], p["partition"]),
@@ -176,26 +175,20 @@ class KafkaApis:
             for topic in body["topics"]
             for p in topic["partitions"]
         ]
-        max_bytes = min(body["max_bytes"], self.fetch_max_bytes)
+        fetch = FetchRequest(
+            replica_id=body["replica_id"],
+            max_bytes=min(body["max_bytes"], self.fetch_max_bytes),
+            min_bytes=body["min_bytes"],
+            max_wait_ms=body["max_wait_ms"],
+            partitions=requests,
+        )
         manager = self.replica_manager
-        reads = manager.read(replica_id, max_bytes, requests)
-        min_bytes = body["min_bytes"]
-        max_wait_ms = body["max_wait_ms"]
-        if max_wait_ms <= 0 or not requests or _satisfied(reads, min_bytes):
+        reads = manager.fetch_messages(fetch)
+        if reads is not None:
             return _fetch_body(reads, self.metrics)
 
         async def long_poll() -> Body:
-            deadline = trio.current_time() + max_wait_ms / 1000
-            keys = [r.tp for r in requests]
-            while True:
-                with manager.fetch_waiters.watch(keys) as waiter:
-                    current = manager.read(replica_id, max_bytes, requests)
-                    if _satisfied(current, min_bytes):
-                        return _fetch_body(current, manager.metrics)
-                    if not await waiter.wait_until(deadline):
-                        return _fetch_body(
-                            manager.read(replica_id, max_bytes, requests), manager.metrics
-                        )
+            return _fetch_body(await manager.wait_for_fetch(fetch), manager.metrics)
 
         return Deferred(long_poll)
 
@@ -333,16 +326,6 @@ class InOrder:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def _satisfied(reads: Sequence[PartitionRead], min_bytes: int) -> bool:
-    """A fetch answers now if it has min_bytes, or any partition has an error."""
-    total = 0
-    for read in reads:
-        if read.error is not None:
-            return True
-        total += read.size
-    return total >= min_bytes
 
 
 def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics) -> Body:

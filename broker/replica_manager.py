@@ -14,8 +14,10 @@ and the leader epoch, and the Partition does the work on its Log.
 - ``stop_replicas`` (StopReplica): drops partitions, deleting their logs if asked.
 - ``append_records`` (Produce): acks validation, then per partition
   ``append_records_to_leader``; wakes parked fetches of partitions that grew.
-- ``read`` (Fetch): per partition reads bounded by the response's ``max_bytes``; the
-  first partition with data may exceed it by one batch so a consumer always progresses.
+- ``fetch_messages`` / ``wait_for_fetch`` (Fetch): per partition reads bounded by the
+  response's ``max_bytes`` (the first partition with data may exceed it by one batch so
+  a consumer always progresses); a fetch short of ``min_bytes`` parks in
+  ``fetch_waiters`` until appends satisfy it or ``max_wait_ms`` passes.
 - Two purgatories keyed by partition: ``fetch_waiters`` (woken on append and HW move)
   and ``produce_waiters`` (woken on HW move: acks=all, issue 5).
 
@@ -77,6 +79,17 @@ class FetchPartition:
 
 
 @dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A Fetch request's parameters (replica_id -1: a consumer, else a follower)."""
+
+    replica_id: int
+    max_bytes: int
+    min_bytes: int
+    max_wait_ms: int
+    partitions: Sequence[FetchPartition]
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionRead:
     """One partition of a Fetch answer: a result or the error that replaced it."""
 
@@ -91,6 +104,16 @@ class PartitionRead:
     @property
     def size(self) -> int:
         return 0 if self.result is None else len(self.result.records)
+
+
+def fetch_satisfied(reads: Sequence[PartitionRead], fetch: FetchRequest) -> bool:
+    """A fetch is answered once it has min_bytes, or as soon as any partition fails."""
+    total = 0
+    for read in reads:
+        if read.error is not None:
+            return True
+        total += read.size
+    return total >= fetch.min_bytes
 
 
 def to_log_config(topic: TopicConfig) -> LogConfig:
@@ -317,6 +340,28 @@ class ReplicaManager:
         return results
 
     # -- fetch -------------------------------------------------------------------------------
+
+    def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | None:
+        """Kafka's fetchMessages, first half: the answer now, or None if the fetch must
+        wait (``wait_for_fetch``) - it asked to wait, found fewer than ``min_bytes``
+        and no partition failed."""
+        reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+        if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
+            return reads
+        return None
+
+    async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
+        """The delayed fetch: parked on its partitions, re-read on every append or HW
+        move there, answered once satisfied or at ``max_wait_ms``."""
+        deadline = trio.current_time() + fetch.max_wait_ms / 1000
+        keys = [p.tp for p in fetch.partitions]
+        while True:
+            with self.fetch_waiters.watch(keys) as waiter:
+                reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                if fetch_satisfied(reads, fetch):
+                    return reads
+                if not await waiter.wait_until(deadline):
+                    return self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
 
     def read(
         self, replica_id: int, max_bytes: int, partitions: Sequence[FetchPartition]

@@ -45,6 +45,7 @@ from broker.truncation import decide_truncation
 from client.connection import Connection
 from protocol.api import ApiKey
 from protocol.errors import NONE, KafkaError, NetworkError, OffsetOutOfRangeError, error_for_code
+from protocol.records import read_header
 from storage.leader_epoch import UNDEFINED_EPOCH
 from storage.names import TopicPartition
 
@@ -294,6 +295,11 @@ class ReplicaFetcher:
             records = answer["records"]
             if records:
                 try:
+                    first = read_header(records).base_offset
+                    if first < partition.log_end_offset:
+                        # The leader's batch straddles our end (our batches were cut
+                        # differently); from its base on, the leader's copy is the truth.
+                        truncate_follower(partition, first)
                     partition.log.append_as_follower(records)
                 except (KafkaError, OSError) as exc:
                     log.error("%s: cannot append fetched data: %s", partition.tp, exc)

@@ -99,6 +99,8 @@ class KafkaApis:
         started = time.perf_counter()
         try:
             result = handler(header, body)
+        except CloseConnection:
+            raise
         except Exception as exc:
             reply: Reply = _error_reply(header, exc)
         else:
@@ -133,7 +135,13 @@ class KafkaApis:
         ]
         results = self.replica_manager.append_records(acks, entries)
         if acks == 0:
-            return None  # the client asked for no answer (errors are only logged)
+            # No answer was asked for. On a failure Kafka closes the connection: the
+            # producer's only way to notice and refresh its metadata.
+            failed = [(tp, r) for tp, r in results if isinstance(r, KafkaError)]
+            if failed:
+                tp, error = failed[0]
+                raise CloseConnection(f"acks=0 produce to {tp} failed: {error.name}")
+            return None
         responses: dict[str, list[Body]] = {}
         for tp, result in results:
             if isinstance(result, KafkaError):

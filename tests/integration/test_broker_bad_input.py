@@ -266,3 +266,10 @@ async def test_a_parked_long_poll_is_not_idle(tmp_path: Path) -> None:
         response = await client.request(ApiKey.FETCH, fetch_body("t", {0: 0}, max_wait_ms=500))
         assert response["topics"][0]["partitions"][0]["error_code"] == 0
         assert await client.closed_by_peer()  # and once answered, idleness applies again
+
+
+async def test_a_failed_acks_zero_produce_closes_the_connection(broker: Broker) -> None:
+    async with await WireClient.connect(broker.port) as client:
+        await client.send_request(ApiKey.PRODUCE, produce_body("nowhere", 0, batch(b"a"), acks=0))
+        assert await client.closed_by_peer()
+    await assert_alive(broker)

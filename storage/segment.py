@@ -134,22 +134,26 @@ class LogSegment:
 
     # --- state derived from the file -------------------------------------------------
 
-    def _load_tail_state(self) -> None:
+    def _load_tail_state(self) -> int:
         """Derive next offset, max timestamp and bytes since the last index entry by
-        scanning from the last offset-index entry to the end of the file."""
+        scanning from the last offset-index entry to the end of the file. Returns
+        where the last whole batch ends (the file size unless the tail is torn)."""
         last = self.time_index.last_entry
         self._max_timestamp, self._offset_of_max_timestamp = last.timestamp, last.offset
         start = 0
         if self.offset_index.entries:
             start = self.offset_index.entry(self.offset_index.entries - 1).position
         self._next_offset = self.base_offset
+        end = start
         for batch, max_timestamp in self._scan(start, self.size):
             self._next_offset = batch.last_offset + 1
+            end = batch.position + batch.size
             if max_timestamp > self._max_timestamp:
                 self._max_timestamp = max_timestamp
                 self._offset_of_max_timestamp = batch.last_offset
         self._bytes_since_last_index_entry = self.size - start
         self._first_batch_timestamp = None
+        return end
 
     @property
     def next_offset(self) -> int:
@@ -346,8 +350,6 @@ class LogSegment:
         if self.index_missing:
             raise CorruptIndexError(f"{self.log_path}: index files missing")
         self.offset_index.sanity_check(self.size)
-        self._load_tail_state()
-        self.time_index.sanity_check(max(self._next_offset - 1, self.base_offset))
         if self.offset_index.entries:
             last = self.offset_index.entry(self.offset_index.entries - 1)
             raw = self.read_at(last.position, _SCAN.size)
@@ -356,6 +358,11 @@ class LogSegment:
             base, _, last_delta, _ = _SCAN.unpack(raw)
             if not base <= last.offset <= base + last_delta:
                 raise CorruptIndexError(f"{self.offset_index.path}: last entry {last} is wrong")
+        # Scans from the last entry, now known to be a batch start. Bytes after the last
+        # whole batch would sit between old and new batches once appends resume.
+        if self._load_tail_state() != self.size:
+            raise CorruptIndexError(f"{self.log_path}: the log ends inside a batch")
+        self.time_index.sanity_check(max(self._next_offset - 1, self.base_offset))
 
     def recover(self, max_index_size: int, epochs: EpochSink | None = None) -> int:
         """Validate every batch, truncate at the first bad one, rebuild the indexes.

@@ -237,3 +237,16 @@ def test_log_start_checkpoint_beyond_the_recovered_end_empties_the_log(tmp_path:
     reopened = open_log(tmp_path / "t-0", log_start_offset=500, had_clean_shutdown=True)
     assert (reopened.log_start_offset, reopened.log_end_offset) == (500, 500)
     reopened.close()
+
+
+def test_torn_tail_after_a_clean_shutdown_is_still_cut_before_appending(tmp_path: Path) -> None:
+    log, groups = build(tmp_path / "t-0", batches=5)
+    log.close()
+    segment_file = sorted((tmp_path / "t-0").glob("*.log"))[-1]
+    with open(segment_file, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x07garbage")
+    log = open_log(tmp_path / "t-0", had_clean_shutdown=True)
+    log.append(batch([b"next"]))
+    assert read_all(log) == [*flat(groups), (groups[-1][-1][0] + 1, b"next")]
+    assert_serves_only_valid_whole_batches(log)
+    log.close()

@@ -137,6 +137,18 @@ class ClusterMetadata:
         return [p.partition for p in info.partitions if p.leader >= 0]
 
 
+def _checked(api_key: ApiKey, response: Any) -> Any:
+    """The response, unless its top-level error_code says the whole request failed.
+
+    That covers an API the broker does not serve (UNSUPPORTED_VERSION) and errors of
+    APIs whose top-level code is their only one; per-partition codes are the caller's.
+    """
+    code = response.get("error_code", 0) if isinstance(response, dict) else 0
+    if code:
+        raise wire_error(code, api_key.name, response.get("error_message"))
+    return response
+
+
 class ClusterClient:
     """Bootstrap, metadata cache and one shared connection per broker."""
 
@@ -247,7 +259,7 @@ class ClusterClient:
         broker = self.metadata.brokers.get(node_id)
         conn = await self.broker_connection(node_id)
         try:
-            return await conn.request(api_key, body, **kwargs)
+            return _checked(api_key, await conn.request(api_key, body, **kwargs))
         except NetworkError:
             if broker is not None:
                 self.drop_connection(broker.host, broker.port)
@@ -274,10 +286,12 @@ class ClusterClient:
         for host, port in candidates:
             try:
                 conn = await self.connection_to(host, port)
-                return await conn.request(api_key, body, **kwargs)
+                response = await conn.request(api_key, body, **kwargs)
             except NetworkError as exc:
                 self.drop_connection(host, port)
                 last = exc
+            else:
+                return _checked(api_key, response)
         where = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
         raise NetworkError(f"cannot reach any broker at {where}") from last
 

@@ -48,6 +48,7 @@ HELP = "run a local cluster: `dev up` starts ZooKeeper and brokers, `dev down` s
 STATE_FILE = "dev.json"
 ZOOKEEPER_READY = re.compile(rb"zookeeper\.connect=([\w.\-]+):(\d+)")
 BROKER_READY = re.compile(rb"broker (\d+) listening on port (\d+)")
+METRICS_PORT = re.compile(rb"metrics on port (\d+)")
 START_TIMEOUT_S = 120.0  # ZooKeeper's JVM start plus broker registration on a slow machine
 STOP_TIMEOUT_S = 60.0  # controlled shutdown moves leadership away before a broker exits
 POLL_S = 0.1  # how often logs and the cluster are checked while starting
@@ -147,6 +148,27 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _check_ports_free(args: argparse.Namespace) -> None:
+    """Refuse ports something already listens on, naming who wanted them."""
+    wanted = [(args.zookeeper_port, "ZooKeeper")]
+    for i in range(args.brokers):
+        if args.base_port:
+            wanted.append((args.base_port + i, f"broker {i + 1}"))
+        if args.metrics_base_port:
+            wanted.append((args.metrics_base_port + i, f"broker {i + 1} metrics"))
+    for port, who in wanted:
+        if not port:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                raise DevError(
+                    f"port {port} ({who}) is in use: is another cluster running? "
+                    "(--base-port, --zookeeper-port and --metrics-base-port choose others)"
+                ) from None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -295,6 +317,11 @@ class _Supervisor:
         process, _ = await self._spawn(name, argv)
         found = await self._wait_for_line(name, log, BROKER_READY, offset)
         actual = int(found.group(2))
+        if not metrics:
+            with log.open("rb") as f:
+                f.seek(offset)
+                exported = METRICS_PORT.search(f.read())
+            metrics = int(exported.group(1)) if exported else 0
         self.state.brokers[broker_id] = ChildInfo(name, process.pid, actual, str(log), metrics)
         self.state.save()
         print(f"  broker {broker_id} listening on 127.0.0.1:{actual} (log {log})", flush=True)
@@ -333,7 +360,8 @@ class _Supervisor:
         print(f"  zookeeper.connect   127.0.0.1:{zk.port}")
         for broker_id, b in sorted(self.state.brokers.items()):
             metrics = f"http://127.0.0.1:{b.metrics_port}/metrics" if b.metrics_port else "-"
-            print(f"  broker {broker_id:<3}        127.0.0.1:{b.port}  metrics {metrics}")
+            label = f"broker {broker_id}"
+            print(f"  {label:<20}127.0.0.1:{b.port}  metrics {metrics}")
         print(f"  logs                {self.data_dir / 'logs'}")
         print(
             "Ctrl-C (or `minibroker dev down`) stops it; data stays for the next `dev up`.",
@@ -382,6 +410,7 @@ async def _up(args: argparse.Namespace) -> int:
             f"a dev cluster is already running (pid {existing.supervisor_pid}); "
             f"`minibroker dev down --data-dir {data_dir}` stops it"
         )
+    _check_ports_free(args)
     data_dir.mkdir(parents=True, exist_ok=True)
     supervisor = _Supervisor(args)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

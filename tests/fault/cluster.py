@@ -185,17 +185,31 @@ class ProcessCluster:
             return await conn.request(api_key, body, timeout=timeout)
 
     async def create_topic(
-        self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str] = {}
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] = {},
+        *,
+        assignment: Mapping[int, list[int]] | None = None,
     ) -> None:
+        """CreateTopics; ``assignment`` (partition -> replicas) replaces the counts."""
+        topic: dict[str, Any] = {
+            "name": name,
+            "num_partitions": partitions,
+            "replication_factor": replication_factor,
+            "configs": [{"name": k, "value": v} for k, v in configs.items()],
+        }
+        if assignment is not None:
+            topic.update(
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[
+                    {"partition_index": p, "broker_ids": r} for p, r in assignment.items()
+                ],
+            )
         body = {
-            "topics": [
-                {
-                    "name": name,
-                    "num_partitions": partitions,
-                    "replication_factor": replication_factor,
-                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
-                }
-            ],
+            "topics": [topic],
             "timeout_ms": 20_000,
         }
         response = await self.request(self.live[0], ApiKey.CREATE_TOPICS, body, timeout=30)

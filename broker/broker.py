@@ -22,6 +22,7 @@ checkpoints and the ``.kafka_cleanshutdown`` marker.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 import trio
@@ -37,6 +38,9 @@ from storage.log_config import Clock, system_clock
 from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+CLUSTER_REJOIN_BACKOFF_S = 2.0
+"""Pause before rejoining the cluster after the membership task failed (ZooKeeper down)."""
 
 
 class Broker:
@@ -145,12 +149,29 @@ class Broker:
         """ZooKeeper registration and the controller candidate (issue 4 hooks in here).
 
         The controller package is imported lazily so a standalone broker never needs
-        kazoo or ZooKeeper.
+        kazoo or ZooKeeper. Failing to join at start-up stops the broker; failing
+        later (the membership task dies) must not: the broker keeps serving what it
+        leads, logs the failure and rejoins after ``CLUSTER_REJOIN_BACKOFF_S``.
         """
         from controller import broker_hooks
 
         hook: Any = broker_hooks
-        await hook.run_cluster_member(self, task_status=task_status)
+        joined = False
+        while True:
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(partial(hook.run_cluster_member, self))
+                    if not joined:
+                        joined = True
+                        task_status.started()
+            except Exception as exc:
+                if not joined:
+                    raise
+                log.error("cluster membership failed; rejoining: %r", exc, exc_info=exc)
+            else:
+                log.warning("cluster membership ended; rejoining")
+            self.cluster_member = None
+            await trio.sleep(CLUSTER_REJOIN_BACKOFF_S)
 
     async def _shutdown(self) -> None:
         if self.replica_manager is not None:

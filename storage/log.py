@@ -30,6 +30,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -86,6 +88,21 @@ class LogAppendInfo(NamedTuple):
     valid_bytes: int
 
 
+class FlushStats:
+    """How many log flushes did fsync something and how long they took (Kafka's
+    LogFlushRateAndTimeMs). One per LogManager; flushes may run in several threads."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def record(self, seconds: float) -> None:
+        with self._lock:
+            self.count += 1
+            self.seconds += seconds
+
+
 class Log:
     def __init__(
         self,
@@ -96,10 +113,12 @@ class Log:
         recovery_point: int = 0,
         had_clean_shutdown: bool = False,
         clock: Clock = system_clock,
+        flush_stats: FlushStats | None = None,
     ) -> None:
         self.dir = directory
         self.config = config
         self.clock = clock
+        self.flush_stats = flush_stats or FlushStats()
         parsed = parse_partition_dir(directory.name)
         self.topic_partition: TopicPartition | None = parsed.tp if parsed else None
         self.log_start_offset = log_start_offset
@@ -500,8 +519,11 @@ class Log:
                 ):
                     with contextlib.suppress(OSError):
                         fds += segment.dup_fds()
+            started = time.perf_counter()
             for fd in fds:
                 os.fsync(fd)
+            if fds:
+                self.flush_stats.record(time.perf_counter() - started)
         finally:
             for fd in fds:
                 os.close(fd)

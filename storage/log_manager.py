@@ -44,7 +44,7 @@ from storage.checkpoint import (
     write_atomically,
 )
 from storage.errors import CorruptCheckpointError, LogDirError
-from storage.log import Log
+from storage.log import FlushStats, Log
 from storage.log_config import Clock, LogConfig, system_clock
 from storage.names import (
     DELETE_DIR_SUFFIX,
@@ -77,6 +77,7 @@ class LogManager:
         self.default_config = default_config
         self._topic_config = topic_config or (lambda _topic: default_config)
         self.clock = clock
+        self.flush_stats = FlushStats()
         self._logs: dict[TopicPartition, Log] = {}
         self._future_logs: dict[TopicPartition, Log] = {}
         self._pending_dir_deletes: list[Path] = []
@@ -140,6 +141,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 had_clean_shutdown=clean,
                 clock=self.clock,
+                flush_stats=self.flush_stats,
             )
         clean_marker.unlink(missing_ok=True)
 
@@ -196,6 +198,7 @@ class LogManager:
             config or self._topic_config(tp.topic),
             had_clean_shutdown=True,
             clock=self.clock,
+            flush_stats=self.flush_stats,
         )
         fsync_dir(log_dir)
         (self._future_logs if is_future else self._logs)[tp] = log
@@ -252,7 +255,14 @@ class LogManager:
         target = future.dir.with_name(str(tp))
         os.rename(future.dir, target)
         fsync_dir(target.parent)
-        log = Log(target, config, log_start_offset=start, had_clean_shutdown=True, clock=self.clock)
+        log = Log(
+            target,
+            config,
+            log_start_offset=start,
+            had_clean_shutdown=True,
+            clock=self.clock,
+            flush_stats=self.flush_stats,
+        )
         self._logs[tp] = log
         return log
 

@@ -173,6 +173,9 @@ def test_flush_rolled_logs_moves_recovery_points_past_rolled_segments(
     assert len(log.segments) > 2 and log.recovery_point == 0
     logs.flush_rolled_logs()
     assert log.recovery_point == log.active_segment.base_offset
+    assert logs.flush_stats.count == 1 and logs.flush_stats.seconds > 0
+    logs.flush_rolled_logs()  # nothing rolled since: nothing to flush, nothing counted
+    assert logs.flush_stats.count == 1
     logs.checkpoint_recovery_points()
     logs.abandon()
     recovered: list[int] = []

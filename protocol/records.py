@@ -225,25 +225,35 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
 
 
 def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
-    """Check the batch at ``pos`` is whole, well-formed and matches its CRC-32C."""
-    header = read_header(buf, pos)
-    end = pos + header.size
+    """Check the batch at ``pos`` is whole, well-formed and matches its CRC-32C.
+
+    On the append and recovery paths, once per batch: the header is unpacked once and
+    checked field by field before the BatchHeader is built.
+    """
+    if len(buf) - pos < BATCH_HEADER_SIZE:
+        raise CorruptMessageError(f"batch header at {pos} is cut short")
+    fields = _HEADER.unpack_from(buf, pos)
+    # fields: 1 batchLength, 3 magic, 4 crc, 5 attributes, 6 lastOffsetDelta, 12 count
+    batch_length = fields[1]
+    end = pos + batch_length + LOG_OVERHEAD
+    if fields[3] != MAGIC or batch_length < MIN_BATCH_LENGTH:
+        read_header(buf, pos)  # raises with the precise reason
     if end > len(buf):
         raise CorruptMessageError(f"batch at {pos} is cut short ({len(buf) - pos} bytes)")
-    if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
+    count = fields[12]
+    if count < 1 or fields[6] != count - 1:
         raise CorruptMessageError(
-            f"batch at {pos} has {header.record_count} records but lastOffsetDelta "
-            f"{header.last_offset_delta}"
+            f"batch at {pos} has {count} records but lastOffsetDelta {fields[6]}"
         )
-    if header.attributes & _COMPRESSION_MASK > Compression.GZIP:
+    if fields[5] & _COMPRESSION_MASK > Compression.GZIP:
         raise CorruptMessageError(f"batch at {pos} uses an unsupported compression codec")
-    with memoryview(buf) as view:
-        actual = crc32c(view[pos + _CRC_START : end])
-    if actual != header.crc:
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    actual = crc32c(view[pos + _CRC_START : end])
+    if actual != fields[4]:
         raise CorruptMessageError(
-            f"batch at {pos} has CRC {header.crc:#010x}, computed {actual:#010x}"
+            f"batch at {pos} has CRC {fields[4]:#010x}, computed {actual:#010x}"
         )
-    return header
+    return BatchHeader._make(fields)
 
 
 def iter_headers(

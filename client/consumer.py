@@ -50,6 +50,7 @@ LATEST = -1  # ListOffsets timestamp meaning "log end offset (high watermark)"
 FETCH_MAX_WAIT_MS = 500  # Kafka's fetch.max.wait.ms: long-poll time on an idle partition
 FETCH_MAX_BYTES = 52_428_800  # Kafka's fetch.max.bytes: one whole response
 RETRY_BACKOFF_S = 0.1  # between attempts when a partition has no leader
+RESETTING = -1  # position of a partition whose offset is being looked up
 
 
 class ConsumerRecord(NamedTuple):
@@ -163,7 +164,9 @@ class Consumer:
         self._wakeup.set()
 
     def position(self, topic: str, partition: int) -> int | None:
-        return self._state((topic, partition)).position
+        """The offset of the next record poll returns (None until it is known)."""
+        position = self._state((topic, partition)).position
+        return None if position == RESETTING else position
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The partition's high watermark as of the last fetch (-1 before any)."""
@@ -312,6 +315,8 @@ class Consumer:
                 if state.position is None:
                     to_reset.append(tp)
                     continue
+                if state.position == RESETTING:
+                    continue  # a ListOffsets for it is on its way
                 if state.buffered_bytes >= self.max_partition_fetch_bytes or state.error:
                     continue
                 leader = meta.leader(*tp)
@@ -340,7 +345,7 @@ class Consumer:
             return
         timestamp = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
         for tp in tps:  # mark as being reset so the manager does not start twice
-            self._states[tp].position = self._states[tp].fetch_offset = -1
+            self._states[tp].position = self._states[tp].fetch_offset = RESETTING
         try:
             found = await self._list_offsets(dict.fromkeys(tps, timestamp))
         except KafkaError:
@@ -348,7 +353,7 @@ class Consumer:
             await trio.sleep(RETRY_BACKOFF_S)
         for tp in tps:
             state = self._states.get(tp)
-            if state is not None and state.position == -1:
+            if state is not None and state.position == RESETTING:
                 if tp in found:
                     state.position = state.fetch_offset = found[tp][0]
                 else:

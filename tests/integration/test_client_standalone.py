@@ -170,3 +170,18 @@ async def test_admin_describes_the_standalone_broker(broker: Broker) -> None:
             await admin.describe_topics(["missing"])
     assert [b.node_id for b in cluster.brokers] == [1]
     assert [(p.partition, p.leader) for p in topic.partitions] == [(0, 1), (1, 1)]
+
+
+async def test_latest_reset_reads_only_records_produced_after_assignment(broker: Broker) -> None:
+    await FakeController(broker).lead("late")
+    async with Producer(bootstrap(broker), acks=1) as producer:
+        await producer.send("late", b"old")
+        async with Consumer(bootstrap(broker)) as consumer:  # auto_offset_reset="latest"
+            consumer.assign([("late", 0)])
+            with trio.fail_after(10):
+                while consumer.position("late", 0) is None:
+                    await consumer.poll(50)
+            assert consumer.position("late", 0) == 1
+            await producer.send("late", b"new")
+            [record] = await poll_until(consumer, 1)
+    assert (record.offset, record.value) == (1, b"new")

@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2  # type: ignore[import-untyped]
 
 from client.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
 
@@ -79,3 +82,16 @@ def test_single_partition_topic_stays_on_partition_zero() -> None:
     assert partitioner.partition("t", None, 1, [0]) == 0
     partitioner.on_new_batch("t", 0, 1, [0])
     assert partitioner.partition("t", None, 1, [0]) == 0
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.binary(max_size=64), partitions=st.integers(1, 1000))
+def test_murmur2_agrees_with_kafka_pythons_independent_implementation(
+    data: bytes, partitions: int
+) -> None:
+    # kafka-python (the records codec's test oracle too) returns the unsigned 32-bit hash.
+    assert murmur2(data) & 0xFFFFFFFF == kafka_python_murmur2(data)
+    assert (
+        partition_for_key(data, partitions)
+        == (kafka_python_murmur2(data) & 0x7FFFFFFF) % partitions
+    )

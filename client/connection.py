@@ -49,7 +49,6 @@ import enum
 import itertools
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Final
 
@@ -136,15 +135,32 @@ class _Pending:
             self.wake.set()
 
 
-@contextmanager
-def _network_errors(what: str) -> Iterator[None]:
-    """The boundary: OS, Trio stream and framing errors become NetworkError, once."""
-    try:
-        yield
-    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        raise NetworkError(f"{what}: {exc or type(exc).__name__}") from exc
-    except FrameError as exc:  # includes MalformedResponse
-        raise NetworkError(f"{what}: protocol violation: {exc}") from exc
+class _network_errors:
+    """The boundary: OS, Trio stream and framing errors become NetworkError, once.
+
+    A class rather than a @contextmanager generator: it sits on every request's path.
+    """
+
+    __slots__ = ("host", "port", "verb")
+
+    def __init__(self, verb: str, host: str, port: int) -> None:
+        self.verb = verb  # the message is only built on failure: this is the hot path
+        self.host = host
+        self.port = port
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if exc is None:
+            return
+        what = f"{self.verb} {self.host}:{self.port}"
+        if isinstance(exc, OSError | trio.BrokenResourceError | trio.ClosedResourceError):
+            raise NetworkError(f"{what}: {exc or type(exc).__name__}") from exc
+        if isinstance(exc, FrameError):  # includes MalformedResponse
+            raise NetworkError(f"{what}: protocol violation: {exc}") from exc
 
 
 class Connection:
@@ -217,11 +233,12 @@ class Connection:
         self._move(ConnectionState.OPEN)
 
     async def _open_stream(self) -> trio.SocketStream:
-        where = f"connect to {self.host}:{self.port}"
+        boundary = _network_errors("connect to", self.host, self.port)
         try:
-            with _network_errors(where), trio.fail_after(self.connect_timeout):
+            with boundary, trio.fail_after(self.connect_timeout):
                 return await trio.open_tcp_stream(self.host, self.port)
         except trio.TooSlowError as exc:
+            where = f"connect to {self.host}:{self.port}"
             raise NetworkError(f"{where}: nothing within {self.connect_timeout}s") from exc
 
     async def __aenter__(self) -> Connection:
@@ -322,7 +339,12 @@ class Connection:
         buffers = encode_request_buffers(
             pending.api_key, pending.version, pending.correlation_id, self.client_id, body
         )
-        async with self._send_lock:
+        lock = self._send_lock
+        try:
+            lock.acquire_nowait()  # uncontended: no schedule point (send_all has its own)
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             # A cancel that is already due must land here, where no byte has been written;
             # send_all's own first check comes right after, with no schedule point between.
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -332,7 +354,7 @@ class Connection:
             if expect_response:
                 self._pending.append(pending)
             try:
-                with _network_errors(f"send to {self.host}:{self.port}"):
+                with _network_errors("send to", self.host, self.port):
                     for chunk in _coalesce(buffers):
                         await stream.send_all(chunk)
             except NetworkError as exc:
@@ -344,6 +366,8 @@ class Connection:
                 with trio.CancelScope(shield=True):
                     await self._break(NetworkError(f"send to {self.host}:{self.port} cut short"))
                 raise
+        finally:
+            lock.release()
 
     # -- reading: callers take turns -------------------------------------------------
 
@@ -377,7 +401,7 @@ class Connection:
         assert stream is not None
         decoder = self._decoder
         try:
-            with _network_errors(f"receive from {self.host}:{self.port}"):
+            with _network_errors("receive from", self.host, self.port):
                 while not pending.finished:
                     frame = decoder.next_frame()
                     if frame is NEED_DATA:

@@ -191,7 +191,7 @@ async def test_invalid_acks_is_refused_and_nothing_is_appended(broker: Broker) -
 
 
 async def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path: Path) -> None:
-    config = broker_config(tmp_path, connections_max_idle_ms=100)
+    config = broker_config(tmp_path, connections_max_idle_ms=300)
     async with running_broker(config) as broker, await WireClient.connect(broker.port) as client:
         assert await client.closed_by_peer()
         await assert_alive(broker)
@@ -259,13 +259,16 @@ async def test_entry_larger_than_a_segment_is_record_list_too_large(tmp_path: Pa
 
 
 async def test_a_parked_long_poll_is_not_idle(tmp_path: Path) -> None:
-    config = broker_config(tmp_path, connections_max_idle_ms=50)
-    async with running_broker(config) as broker, await WireClient.connect(broker.port) as client:
+    config = broker_config(tmp_path, connections_max_idle_ms=200)
+    async with running_broker(config) as broker:
         await FakeController(broker).lead("t")
-        # The fetch waits 10 idle periods; its connection must stay open to answer it.
-        response = await client.request(ApiKey.FETCH, fetch_body("t", {0: 0}, max_wait_ms=500))
+        client = await WireClient.connect(broker.port)
+        # The fetch waits 5 idle periods; its connection must stay open to answer it.
+        body = fetch_body("t", {0: 0}, max_wait_ms=1000)
+        response = await client.request(ApiKey.FETCH, body)
         assert response["topics"][0]["partitions"][0]["error_code"] == 0
         assert await client.closed_by_peer()  # and once answered, idleness applies again
+        await client.aclose()
 
 
 async def test_a_failed_acks_zero_produce_closes_the_connection(broker: Broker) -> None:

@@ -53,7 +53,10 @@ LAST_CHANCE_S = 0.001
 """After the idle timer fires, how long a final receive may take (data already queued)."""
 
 RECEIVE_BYTES = 256 * 1024
-"""Largest single receive; big enough that a 1 MiB produce takes a handful of calls."""
+"""Usual receive size: many small requests per call."""
+
+MAX_RECEIVE = 4 * 1024 * 1024
+"""While a large frame is arriving, receive up to what it still needs, up to this."""
 
 COALESCE_BYTES = 64 * 1024
 """Ready responses smaller than this are joined into one send (fewer syscalls)."""
@@ -217,7 +220,7 @@ class _Connection:
         queue = self.queue
         handled = 0
         while True:
-            data = await self._receive()
+            data = await self._receive(min(max(RECEIVE_BYTES, decoder.bytes_needed), MAX_RECEIVE))
             if not data:
                 return  # EOF or idle: the replies already queued still go out
             server.bytes_in += len(data)
@@ -250,12 +253,12 @@ class _Connection:
                 if handled % FRAMES_PER_TURN == 0:
                     await trio.lowlevel.checkpoint()
 
-    async def _receive(self) -> bytes:
+    async def _receive(self, size: int) -> bytes:
         """Next received bytes; b"" at EOF or once idle for the idle timeout."""
         while True:
             with trio.move_on_after(self.server.idle_timeout_s):
                 try:
-                    return await self.stream.receive_some(RECEIVE_BYTES)
+                    return await self.stream.receive_some(size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return b""
             if self.in_flight == 0:
@@ -263,7 +266,7 @@ class _Connection:
                 # sees both at once) still count: one more, immediate attempt.
                 with trio.move_on_after(LAST_CHANCE_S):
                     try:
-                        return await self.stream.receive_some(RECEIVE_BYTES)
+                        return await self.stream.receive_some(size)
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         return b""
                 log.info("closing idle connection from %s", self.peer)

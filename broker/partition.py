@@ -155,6 +155,8 @@ class Partition:
         is_new_leader = not self.is_leader
         self.leader_id = self.local_broker_id
         # Batches appended from now on carry this epoch; it starts at the current LEO.
+        # (This writes leader-epoch-checkpoint with an fsync on the Trio thread: once
+        # per leadership change, and the Log must not be used from two threads.)
         self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
         now = self.clock()
         leo = self.log.log_end_offset

@@ -82,6 +82,8 @@ async def _run(args: argparse.Namespace) -> int:
         )
     if args.format == "json":
         print_json(rows)
+    elif not rows:
+        print("No partition needed an election")
     else:
         print_table(
             ("TOPIC", "PARTITION", "RESULT"),

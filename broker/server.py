@@ -11,6 +11,8 @@ How this works. Each accepted connection runs two tasks:
 - the *writer* takes the replies' slots from the connection's queue in arrival order
   and writes each one when it is ready, so responses leave strictly in request order
   even when a later request finished first. Consecutive ready replies are sent together.
+  When every reply of a read is ready and the writer is idle, the reader sends them
+  itself: a round trip then costs no task switch.
 
 The queue's bound (``MAX_IN_FLIGHT``) is the back-pressure: a client that pipelines
 faster than it reads its responses stops being read, and only its own tasks block.
@@ -225,6 +227,7 @@ class _Connection:
                 return  # EOF or idle: the replies already queued still go out
             server.bytes_in += len(data)
             decoder.feed(data)
+            pending = False  # whether this read queued a reply that must still wait
             while True:
                 try:
                     frame = decoder.next_frame()
@@ -242,16 +245,29 @@ class _Connection:
                     return
                 if isinstance(reply, Pending):
                     nursery.start_soon(_complete, slot, reply)
+                    pending = True
                 else:
                     slot.finish(reply)
                 queue.append(slot)
-                self._wake_writer()
                 handled += 1
-                while len(queue) >= MAX_IN_FLIGHT:  # back-pressure: stop reading
-                    self.queue_space = trio.Event()
-                    await self.queue_space.wait()
-                if handled % FRAMES_PER_TURN == 0:
-                    await trio.lowlevel.checkpoint()
+                if len(queue) >= MAX_IN_FLIGHT or handled % FRAMES_PER_TURN == 0:
+                    self._wake_writer()
+                    while len(queue) >= MAX_IN_FLIGHT:  # back-pressure: stop reading
+                        self.queue_space = trio.Event()
+                        await self.queue_space.wait()
+                    await trio.lowlevel.checkpoint()  # fairness to other connections
+            if not queue:
+                continue
+            if not pending and self.writer_wakeup is not None:
+                # Every reply of this read is ready and the writer sits idle: send them
+                # from here, sparing a task switch per round trip.
+                batch = list(queue)
+                queue.clear()
+                self.writing = len(batch)
+                await self._send(batch)
+                self.writing = 0
+            else:
+                self._wake_writer()
 
     async def _receive(self, size: int) -> bytes:
         """Next received bytes; b"" at EOF or once idle for the idle timeout."""

@@ -114,3 +114,19 @@ async def test_a_client_that_stops_reading_is_stopped_being_read_not_others(
         async with await trio.open_tcp_stream("127.0.0.1", srv.port) as other:
             await other.send_all(encode_frame(b"now:ok"))
             assert await read_frames(other, 1) == [b"ok"]
+
+
+async def test_ready_answers_of_a_later_read_wait_behind_an_earlier_parked_one(
+    server: tuple[BrokerServer, ScriptedHandler],
+) -> None:
+    srv, handler = server
+    async with await trio.open_tcp_stream("127.0.0.1", srv.port) as stream:
+        await stream.send_all(encode_frame(b"later:first"))
+        await trio.testing.wait_all_tasks_blocked()
+        await stream.send_all(encode_frame(b"now:second") + encode_frame(b"now:third"))
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.move_on_after(0.2):  # nothing may overtake the parked answer
+            got = await stream.receive_some(100)
+            pytest.fail(f"received {got!r} before the parked answer")
+        handler.gates["first"].set()
+        assert await read_frames(stream, 3) == [b"first", b"second", b"third"]

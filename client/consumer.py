@@ -34,12 +34,12 @@ import trio
 from client.background import BackgroundTasks
 from client.errors import wire_error, with_context
 from client.metadata import ClusterClient
+from client.offsets import list_offsets
 from protocol.api import ApiKey
 from protocol.errors import (
     CorruptMessageError,
     KafkaError,
     MinibrokerError,
-    NetworkError,
     OffsetOutOfRangeError,
     error_for_code,
 )
@@ -440,61 +440,4 @@ class Consumer:
     async def _list_offsets(
         self, timestamps: dict[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int]]:
-        """ListOffsets to each partition's leader; retries leader moves until timeout."""
-        pending = dict(timestamps)
-        found: dict[TopicPartition, tuple[int, int]] = {}
-        with trio.fail_after(self.request_timeout_s):
-            while pending:
-                meta = await self.cluster.refresh({t for t, _ in pending})
-                by_node: dict[int, list[TopicPartition]] = {}
-                for tp in pending:
-                    if tp[0] in meta.topics and meta.topics[tp[0]].error_code == 0:
-                        if tp[1] >= meta.partition_count(tp[0]):
-                            raise wire_error(3, f"{tp[0]}-{tp[1]}", "no such partition")
-                    elif tp[0] in meta.topics:
-                        err = wire_error(meta.topics[tp[0]].error_code, f"{tp[0]}-{tp[1]}")
-                        if not err.retriable:
-                            raise err
-                    by_node.setdefault(meta.leader(*tp), []).append(tp)
-                for node, tps in by_node.items():
-                    if node < 0:
-                        continue
-                    await self._list_offsets_from(node, tps, pending, found)
-                if pending:
-                    await trio.sleep(RETRY_BACKOFF_S)
-        return found
-
-    async def _list_offsets_from(
-        self,
-        node: int,
-        tps: list[TopicPartition],
-        pending: dict[TopicPartition, int],
-        found: dict[TopicPartition, tuple[int, int]],
-    ) -> None:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp in tps:
-            topics.setdefault(tp[0], []).append(
-                {"partition_index": tp[1], "current_leader_epoch": -1, "timestamp": pending[tp]}
-            )
-        body = {
-            "replica_id": -1,
-            "isolation_level": 0,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        }
-        try:
-            response = await self.cluster.request(node, ApiKey.LIST_OFFSETS, body)
-        except NetworkError:
-            return
-        for topic in response.get("topics", ()):
-            for part in topic["partitions"]:
-                tp = (topic["name"], part["partition_index"])
-                code = part.get("error_code", 0)
-                if code:
-                    error = wire_error(code, f"{tp[0]}-{tp[1]}", "listing offsets")
-                    if not error.retriable:
-                        raise error
-                    self.cluster.request_update()
-                    continue
-                if tp in pending:
-                    del pending[tp]
-                    found[tp] = (part.get("offset", -1), part.get("timestamp", -1))
+        return await list_offsets(self.cluster, timestamps, timeout_s=self.request_timeout_s)

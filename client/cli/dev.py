@@ -250,7 +250,7 @@ class _Supervisor:
         self, name: str, log: Path, pattern: re.Pattern[bytes], start: int
     ) -> re.Match[bytes]:
         process = self.processes[name]
-        with trio.fail_after(START_TIMEOUT_S):
+        with trio.move_on_after(START_TIMEOUT_S):
             while True:
                 with log.open("rb") as f:
                     f.seek(start)
@@ -260,6 +260,7 @@ class _Supervisor:
                 if process.poll() is not None:
                     raise DevError(f"{name} exited with code {process.returncode}; see {log}")
                 await trio.sleep(POLL_S)
+        raise DevError(f"{name} did not start within {START_TIMEOUT_S:g} s; see {log}")
 
     async def start(self) -> None:
         args = self.args
@@ -329,7 +330,7 @@ class _Supervisor:
     async def _wait_for_cluster(self) -> None:
         wanted = set(self.state.brokers)
         last = ""
-        with trio.fail_after(START_TIMEOUT_S):
+        with trio.move_on_after(START_TIMEOUT_S):
             while True:
                 for name, process in self.processes.items():
                     if process.poll() is not None:
@@ -351,6 +352,10 @@ class _Supervisor:
                     print(f"  {now}", flush=True)
                     last = now
                 await trio.sleep(POLL_S * 3)
+        raise DevError(
+            f"no active controller with {len(wanted)} registered brokers after "
+            f"{START_TIMEOUT_S:g} s (last seen: {last}); see {self.data_dir / 'logs'}"
+        )
 
     def report(self) -> None:
         zk = self.state.zookeeper

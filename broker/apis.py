@@ -105,13 +105,14 @@ class KafkaApis:
             reply: Reply = _error_reply(header, exc)
         else:
             if isinstance(result, Deferred):
-                return Pending(self._finish_deferred(header, result, started))
+                name = _request_name(header.api_key, body)
+                return Pending(self._finish_deferred(header, result, started, name))
             reply = None if result is None else encode_response(header.correlation_id, result)
-        self.metrics.record_request(_request_name(header.api_key), _ms_since(started))
+        self.metrics.record_request(_request_name(header.api_key, body), _ms_since(started))
         return reply
 
     def _finish_deferred(
-        self, header: RequestHeader, deferred: Deferred, started: float
+        self, header: RequestHeader, deferred: Deferred, started: float, name: str
     ) -> Callable[[], Awaitable[Sequence[Buffer] | None]]:
         async def finish() -> Sequence[Buffer] | None:
             try:
@@ -119,7 +120,7 @@ class KafkaApis:
             except Exception as exc:
                 return _error_reply(header, exc)
             finally:
-                self.metrics.record_request(_request_name(header.api_key), _ms_since(started))
+                self.metrics.record_request(name, _ms_since(started))
             return None if body is None else encode_response(header.correlation_id, body)
 
         return finish
@@ -192,11 +193,12 @@ class KafkaApis:
         )
         manager = self.replica_manager
         reads = manager.fetch_messages(fetch)
+        metrics = self.metrics if fetch.replica_id < 0 else None  # Kafka's BytesOut: consumers
         if reads is not None:
-            return _fetch_body(reads, self.metrics)
+            return _fetch_body(reads, metrics)
 
         async def long_poll() -> Body:
-            return _fetch_body(await manager.wait_for_fetch(fetch), manager.metrics)
+            return _fetch_body(await manager.wait_for_fetch(fetch), metrics)
 
         return Deferred(long_poll)
 
@@ -336,12 +338,13 @@ class InOrder:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics) -> Body:
+def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics | None) -> Body:
     topics: dict[str, list[Body]] = {}
     for read in reads:
         if read.result is not None:
             r = read.result
-            metrics.record_fetch(read.tp.topic, len(r.records))
+            if metrics is not None:
+                metrics.record_fetch(read.tp.topic, len(r.records))
             answer = {
                 "partition_index": read.tp.partition,
                 "error_code": NONE,
@@ -391,8 +394,11 @@ _REQUEST_NAMES: dict[int, str] = {
 }
 
 
-def _request_name(api_key: int) -> str:
-    """Kafka's request name for metrics: LEADER_AND_ISR -> LeaderAndIsr."""
+def _request_name(api_key: int, body: Body) -> str:
+    """Kafka's request name for metrics: LEADER_AND_ISR -> LeaderAndIsr; a Fetch is
+    FetchFollower from a replica (replica_id >= 0), else FetchConsumer, as Kafka splits it."""
+    if api_key == ApiKey.FETCH:
+        return "FetchFollower" if body.get("replica_id", -1) >= 0 else "FetchConsumer"
     return _REQUEST_NAMES.get(api_key, str(api_key))
 
 

@@ -32,6 +32,7 @@ from broker.config import BrokerConfig
 from broker.log_maintenance import LogMaintenance
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics, MetricsServer
+from broker.metrics_state import BrokerStateCollector
 from broker.replica_manager import ReplicaManager, to_log_config
 from broker.server import BrokerServer, idle_timeout_seconds
 from storage.log_config import Clock, system_clock
@@ -55,6 +56,7 @@ class Broker:
         self.apis: KafkaApis | None = None
         self.server: BrokerServer | None = None
         self.metrics = BrokerMetrics()
+        self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
         self.metrics_server: MetricsServer | None = None
         self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
         self.stopped = trio.Event()

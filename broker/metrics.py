@@ -7,6 +7,17 @@ broker has its own CollectorRegistry: several in-process brokers (tests) never m
 
 ``MetricsServer`` answers ``GET /metrics`` on ``metrics.port`` with a tiny Trio HTTP
 responder: one request per connection, then close - all a scraper needs.
+
+Which request-path figures follow Kafka: messages / bytes in count leader appends of
+produced batches only (Kafka's BytesIn leaves replication out); bytes out counts record
+bytes sent to consumers (follower fetches are Kafka's ReplicationBytesOut, not counted
+here); a Fetch is named FetchConsumer or FetchFollower by its replica_id. State gauges
+(under-min-ISR, purgatories, connections, fetcher lag, ISR changes, flushes) are in
+broker/metrics_state.py.
+
+``MINIBROKER_METRICS=off`` in the environment turns the request-path counters into
+no-ops (the registry and endpoint stay): it exists so bench/broker_bench.py can measure
+what the counters cost.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -39,6 +51,9 @@ MAX_HTTP_REQUEST_BYTES = 8192
 """A scrape's request line and headers; anything longer is not a scraper."""
 
 HTTP_TIMEOUT_S = 10.0
+
+METRICS_SWITCH_ENV = "MINIBROKER_METRICS"
+"""Set to ``off`` to measure the broker without request-path counters (benchmarks)."""
 
 
 class _Timings:
@@ -68,9 +83,10 @@ class BrokerMetrics:
         self.bytes_in: dict[str, int] = {}
         self.bytes_out: dict[str, int] = {}
         self.requests: dict[str, _Timings] = {}
-        self.isr_shrinks = 0
-        self.isr_expands = 0
         self.registry.register(_CounterCollector(self))
+        if os.environ.get(METRICS_SWITCH_ENV, "").lower() == "off":
+            for hook in ("record_append", "record_fetch", "record_request"):
+                setattr(self, hook, _ignore)  # the instance attribute shadows the method
 
     def record_append(self, topic: str, messages: int, size: int) -> None:
         self.messages_in[topic] = self.messages_in.get(topic, 0) + messages
@@ -92,6 +108,10 @@ class BrokerMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _ignore(*args: object) -> None:
+    """What the request-path hooks become with ``MINIBROKER_METRICS=off``."""
 
 
 class _CounterCollector(Collector):
@@ -127,9 +147,6 @@ class _CounterCollector(Collector):
             times.add_metric([request], list(zip(bounds, cumulative, strict=True)), timings.total)
         yield requests
         yield times
-        prefix = "kafka_server_replicamanager_"
-        yield CounterMetricFamily(prefix + "isrshrinks", "ISR shrinks here.", m.isr_shrinks)
-        yield CounterMetricFamily(prefix + "isrexpands", "ISR expansions here.", m.isr_expands)
 
 
 class _PartitionCollector(Collector):

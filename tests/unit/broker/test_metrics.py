@@ -17,13 +17,16 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from broker.apis import KafkaApis
 from broker.broker import Broker
+from broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
 from broker.metrics_state import BrokerStateCollector, fetcher_max_lag, under_min_isr_count
 from broker.partition import PartitionState
 from broker.replica_manager import ReplicaManager
+from protocol.api import ApiKey, encode_request, latest_version
 from protocol.records import Record, encode_batch
 from storage.names import TopicPartition
-from tests.support.broker import broker_config
+from tests.support.broker import broker_config, fetch_body
 
 ME = 1
 TP = TopicPartition("orders", 0)
@@ -85,8 +88,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
         metrics=broker.metrics,
     )
     broker.replica_manager = manager
-    broker.metrics.watch(manager)
-    broker.metrics.registry.register(BrokerStateCollector(broker))
+    broker.metrics.watch(manager)  # what Broker.run does; the state collector is already in
     try:
         yield broker
     finally:
@@ -140,6 +142,46 @@ async def test_messages_in_counts_records_and_bytes_in_counts_batch_bytes(broker
     assert sample(registry, messages, topic="orders") == 3
     bytes_in = sample(registry, "kafka_server_brokertopicmetrics_bytesin_total", topic="orders")
     assert bytes_in is not None and bytes_in > 3
+
+
+async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only(
+    broker: Broker,
+) -> None:
+    manager = manager_of(broker)
+    await manager.become_leader_or_follower(1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))})
+    await produce(broker, b"a", b"b", b"c")
+    apis = KafkaApis(manager, broker.metadata_cache)
+
+    def fetch(replica_id: int, offset: int) -> None:
+        body = fetch_body(TP.topic, {TP.partition: offset}) | {"replica_id": replica_id}
+        apis.handle(encode_request(ApiKey.FETCH, latest_version(ApiKey.FETCH), 1, "t", body))
+
+    registry = broker.metrics.registry
+    bytes_out = "kafka_server_brokertopicmetrics_bytesout_total"
+    fetch(2, 0)  # the follower reads the three records: replication, not BytesOut
+    fetch(2, 3)
+    assert sample(registry, bytes_out, topic=TP.topic) is None
+    partition = manager.partitions[TP]
+    partition.remote_replicas[2].log_end_offset = 3  # the follower has them: HW moves
+    partition.maybe_increment_high_watermark()
+    fetch(-1, 0)
+    consumed = sample(registry, bytes_out, topic=TP.topic)
+    assert consumed is not None and consumed > 0
+    requests = "kafka_network_requestmetrics_requests_total"
+    assert sample(registry, requests, request="FetchFollower") == 2
+    assert sample(registry, requests, request="FetchConsumer") == 1
+    assert sample(registry, requests, request="Fetch") is None
+
+
+def test_the_metrics_switch_turns_request_path_counters_into_no_ops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(METRICS_SWITCH_ENV, "off")
+    metrics = BrokerMetrics()
+    metrics.record_append("t", 5, 500)
+    metrics.record_fetch("t", 500)
+    metrics.record_request("Produce", 1.0)
+    assert (metrics.messages_in, metrics.bytes_out, metrics.requests) == ({}, {}, {})
 
 
 async def test_a_leader_with_an_isr_below_min_insync_is_under_min_isr_and_under_replicated(

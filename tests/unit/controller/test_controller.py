@@ -12,9 +12,10 @@ from controller import events as ev
 from controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
 from controller.controller import ControllerConfig, KafkaController
 from controller.controller_zk import event_for_watch
+from controller.event_manager import ControllerEventManager as EventManagerFor
 from controller.request_batch import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 from controller.state_machines import PartitionState, ReplicaState
-from controller.zk_types import WatchEvent, WatchType
+from controller.zk_types import StateChange, WatchEvent, WatchType, ZkEvent, ZkState
 from protocol.errors import ElectionNotNeededError, NotControllerError
 from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
 
@@ -435,3 +436,30 @@ async def test_a_failed_failover_resigns_and_frees_the_controller_znode() -> Non
     zk.get_all_topics = broken  # type: ignore[method-assign]
     await controller.process(ev.Startup())
     assert not controller.is_active and zk.controller_id is None
+
+
+async def test_zookeeper_session_events_become_controller_events() -> None:
+    controller, _, _ = cluster()
+    seen: list[ev.ControllerEvent] = []
+
+    async def record(event: ev.ControllerEvent) -> None:
+        seen.append(event)
+
+    controller.events = EventManagerFor(record)
+    send, receive = trio.open_memory_channel[ZkEvent](10)
+    for zk_event in (
+        WatchEvent(WatchType.CHILD, "/brokers/ids"),
+        StateChange(ZkState.SUSPENDED, 7),
+        StateChange(ZkState.CONNECTED, 7, new_session=False),
+        StateChange(ZkState.EXPIRED, 7),
+        StateChange(ZkState.CONNECTED, 8, new_session=True),
+    ):
+        send.send_nowait(zk_event)
+    send.close()
+    await controller._dispatch_zk_events(receive)  # queue everything, then process
+    async with trio.open_nursery() as nursery:
+        await nursery.start(controller.events.run)
+        await controller.events.wait_idle()
+        nursery.cancel_scope.cancel()
+    # The expiry drops what was queued before it (BrokerChange, ZkReconnected).
+    assert seen == [ev.SessionExpired(), ev.Reelect()]

@@ -153,11 +153,15 @@ class KafkaController:
             await nursery.start(self.channel.run)
             await nursery.start(self.events.run)
             if zk_events is not None:
-                nursery.start_soon(self._dispatch_zk_events, zk_events)
+                nursery.start_soon(self.dispatch_zk_events, zk_events)
             self.events.put(ev.Startup())
             task_status.started()
 
-    async def _dispatch_zk_events(self, zk_events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
+    async def dispatch_zk_events(self, zk_events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
+        """Turn the ZooKeeper client's events into controller events (``run`` starts
+        this when given ``zk_events``): watch firings map through event_for_watch; an
+        expired session drops everything queued; a new session re-elects; a reconnect
+        to the same session re-reads."""
         async for zk_event in zk_events:
             if isinstance(zk_event, WatchEvent):
                 event = event_for_watch(zk_event)

@@ -456,7 +456,7 @@ async def test_zookeeper_session_events_become_controller_events() -> None:
     ):
         send.send_nowait(zk_event)
     send.close()
-    await controller._dispatch_zk_events(receive)  # queue everything, then process
+    await controller.dispatch_zk_events(receive)  # queue everything, then process
     async with trio.open_nursery() as nursery:
         await nursery.start(controller.events.run)
         await controller.events.wait_idle()

@@ -30,7 +30,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa  # no stubs; see notes/requests.md
+import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema

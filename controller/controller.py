@@ -108,6 +108,7 @@ class KafkaController:
         self.leader_election_seconds = 0.0
         self._active = False
         self._unclean_overrides: dict[str, bool] = {}
+        self._last_config_change = ""
         self._nursery: trio.Nursery | None = None
         self._rebalance_scope: trio.CancelScope | None = None
         self._handlers: dict[type[ev.ControllerEvent], Callable[[Any], Awaitable[None]]] = {
@@ -119,6 +120,7 @@ class KafkaController:
             ev.BrokerChange: self._on_broker_change,
             ev.TopicChange: self._on_topic_change,
             ev.PartitionModifications: self._on_partition_modifications,
+            ev.TopicConfigChange: self._on_topic_config_change,
             ev.TopicDeletion: self.topic_deletion.on_topic_deletion_event,
             ev.TopicDeletionStopReplicaResponse: self.topic_deletion.on_stop_replica_response,
             ev.PartitionReassignment: self.reassignment.on_zk_reassignment,
@@ -281,6 +283,8 @@ class KafkaController:
         ctx.update_leadership(await self.zk.read_partition_states(list(ctx.all_partitions())))
         await self.zk.get_isr_change_notifications(watch=True)
         self.events.put(ev.IsrChangeNotification())  # ones written while nobody was controller
+        # Topic configs were just read; only later config changes matter.
+        self._last_config_change = max(await self.zk.get_config_changes(watch=True), default="")
         await self.topic_deletion.initialize(await self.zk.get_topics_to_delete(watch=True))
         self.batch.new_batch()
         self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, ctx.leadership)
@@ -315,6 +319,7 @@ class KafkaController:
         self.batch.clear()
         self.context.reset()
         self._unclean_overrides.clear()
+        self._last_config_change = ""
 
     async def _rebalance_timer(self, scope: trio.CancelScope) -> None:
         with scope:
@@ -372,6 +377,34 @@ class KafkaController:
         await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.NEW)
         await self.partition_state_machine.handle_state_changes(partitions, PartitionState.ONLINE)
         await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    async def _on_topic_config_change(self, event: ev.TopicConfigChange) -> None:
+        """A topic that now allows unclean election gets its offline partitions elected
+        at once (Kafka's TopicUncleanLeaderElectionEnable)."""
+        names = await self.zk.get_config_changes(watch=True)
+        fresh = [n for n in names if n > self._last_config_change]
+        if not fresh:
+            return
+        self._last_config_change = fresh[-1]
+        newly_unclean: set[str] = set()
+        for topic in await self.zk.read_config_change_topics(fresh):
+            if topic not in self.context.assignments:
+                continue
+            override = await self.zk.get_unclean_leader_election_override(topic)
+            was_allowed = self._unclean_allowed(topic)
+            if override is None:
+                self._unclean_overrides.pop(topic, None)
+            else:
+                self._unclean_overrides[topic] = override
+            if self._unclean_allowed(topic) and not was_allowed:
+                newly_unclean.add(topic)
+        offline = {
+            tp
+            for tp in self.context.partitions_in_states([PartitionState.OFFLINE])
+            if tp.topic in newly_unclean
+        }
+        if offline:
+            await self.partition_state_machine.handle_state_changes(offline, PartitionState.ONLINE)
 
     def _unclean_allowed(self, topic: str) -> bool:
         return self._unclean_overrides.get(topic, self.config.unclean_leader_election_enable)

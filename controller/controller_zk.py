@@ -29,6 +29,7 @@ from controller.events import (
     PreferredReplicaElection,
     Reelect,
     TopicChange,
+    TopicConfigChange,
     TopicDeletion,
 )
 from controller.state_machines import PartitionStateStore
@@ -41,6 +42,7 @@ DELETE_TOPICS_PATH = "/admin/delete_topics"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+CONFIG_CHANGES_PATH = "/config/changes"
 
 
 class RegisteredBroker(BrokerAddress, Protocol):
@@ -96,6 +98,14 @@ class ControllerZk(PartitionStateStore, Protocol):
         """The topic's ``unclean.leader.election.enable`` from /config/topics/T."""
         ...
 
+    async def get_config_changes(self, *, watch: bool) -> list[str]:
+        """Names of the /config/changes notifications, oldest first."""
+        ...
+
+    async def read_config_change_topics(self, names: Iterable[str]) -> set[str]:
+        """The topics whose config the named notifications announce."""
+        ...
+
     # -- deletion ---------------------------------------------------------------------
     async def get_topics_to_delete(self, *, watch: bool) -> set[str]: ...
 
@@ -148,6 +158,7 @@ def event_for_watch(event: WatchEvent) -> ControllerEvent | None:
             TOPICS_PATH: TopicChange(),
             DELETE_TOPICS_PATH: TopicDeletion(),
             ISR_CHANGE_NOTIFICATION_PATH: IsrChangeNotification(),
+            CONFIG_CHANGES_PATH: TopicConfigChange(),
         }.get(path)
     # Deletions of the admin znodes are events too: the handler's read re-arms the
     # exists watch, without which the next request would go unnoticed.

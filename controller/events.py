@@ -107,6 +107,12 @@ class PartitionModifications(ControllerEvent):
 
 
 @dataclass(frozen=True)
+class TopicConfigChange(ControllerEvent):
+    """A /config/changes notification appeared: some topic's config changed (the
+    controller cares about unclean.leader.election.enable)."""
+
+
+@dataclass(frozen=True)
 class TopicDeletion(ControllerEvent):
     """The children of /admin/delete_topics changed."""
 

@@ -10,15 +10,36 @@ raises ControllerMovedError).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
 from controller.controller_zk import ControllerZk
 from controller.state_machines import WriteResult
 from controller.zk_data import KafkaZkClient
-from controller.zk_model import BrokerInfo, TopicAssignment, partition_state_path
+from controller.zk_model import (
+    CONFIG_CHANGE_PREFIX,
+    CONFIG_CHANGES_PATH,
+    BrokerInfo,
+    TopicAssignment,
+    partition_state_path,
+)
+from controller.zk_types import ZkError
 
 UNCLEAN_LEADER_ELECTION_KEY = "unclean.leader.election.enable"
+TOPIC_ENTITY_PREFIX = "topics/"
+
+
+def _config_change_entity(data: bytes) -> str | None:
+    """``entity_path`` of a /config/changes notification ({"version":2,"entity_path":
+    "topics/<t>"}); None for anything else. (A decoder beside zk_model's
+    encode_config_change would be the better home: requested in notes/requests.md.)"""
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    entity = value.get("entity_path") if isinstance(value, dict) else None
+    return entity if isinstance(entity, str) else None
 
 
 class ControllerZkAdapter:
@@ -107,6 +128,21 @@ class ControllerZkAdapter:
     async def get_unclean_leader_election_override(self, topic: str) -> bool | None:
         value = (await self.data.get_topic_config(topic)).get(UNCLEAN_LEADER_ELECTION_KEY)
         return None if value is None else value.strip().lower() == "true"
+
+    async def get_config_changes(self, *, watch: bool) -> list[str]:
+        names = await self.data.zk.get_children(CONFIG_CHANGES_PATH, watch=watch)
+        return sorted(n for n in names if n.startswith(CONFIG_CHANGE_PREFIX))
+
+    async def read_config_change_topics(self, names: Iterable[str]) -> set[str]:
+        paths = [f"{CONFIG_CHANGES_PATH}/{name}" for name in names]
+        topics: set[str] = set()
+        for result in await self.data.zk.get_many(paths):
+            if isinstance(result, ZkError):
+                continue  # removed by a broker's cleanup meanwhile
+            entity = _config_change_entity(result[0])
+            if entity is not None and entity.startswith(TOPIC_ENTITY_PREFIX):
+                topics.add(entity[len(TOPIC_ENTITY_PREFIX) :])
+        return topics
 
     # -- deletion ---------------------------------------------------------------------
 

@@ -243,6 +243,13 @@ async def test_without_a_live_isr_member_a_partition_stays_offline_unless_unclea
             assert await current_leader() == -1
             controller = _member(c.brokers[controller_id]).controller
             assert tp in controller.context.offline_partitions()
+            # Allowing it for this topic afterwards elects the surviving replica.
+            await data.set_topic_config("u", {"unclean.leader.election.enable": "true"})
+
+            async def follower_leads() -> bool:
+                return await current_leader() == follower
+
+            await wait_until_async(follower_leads, "the unclean election after the change")
 
 
 async def test_controlled_shutdown_moves_every_leadership_off_the_broker_first(

@@ -133,6 +133,8 @@ class FakeControllerZk(FakeStateStore):
     brokers: dict[int, Broker] = field(default_factory=dict)
     topics: dict[str, FakeTopic] = field(default_factory=dict)
     unclean_overrides: dict[str, bool] = field(default_factory=dict)
+    config_changes: dict[str, str] = field(default_factory=dict)
+    """Notification name -> the topic it announces."""
     delete_marks: set[str] = field(default_factory=set)
     reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     preferred: set[TopicPartition] = field(default_factory=set)
@@ -204,6 +206,12 @@ class FakeControllerZk(FakeStateStore):
 
     async def get_unclean_leader_election_override(self, topic: str) -> bool | None:
         return self.unclean_overrides.get(topic)
+
+    async def get_config_changes(self, *, watch: bool) -> list[str]:
+        return sorted(self.config_changes)
+
+    async def read_config_change_topics(self, names: Iterable[str]) -> set[str]:
+        return {self.config_changes[n] for n in names if n in self.config_changes}
 
     async def get_topics_to_delete(self, *, watch: bool) -> set[str]:
         return set(self.delete_marks)

@@ -324,6 +324,7 @@ async def test_session_expiry_resigns_and_the_new_session_reelects() -> None:
         ),
         (WatchType.CHILD, "/isr_change_notification", ev.IsrChangeNotification()),
         (WatchType.CHANGED, "/config/topics/t", None),
+        (WatchType.CHILD, "/config/changes", ev.TopicConfigChange()),
     ],
 )
 def test_watch_firings_become_controller_events(
@@ -463,3 +464,19 @@ async def test_zookeeper_session_events_become_controller_events() -> None:
         nursery.cancel_scope.cancel()
     # The expiry drops what was queued before it (BrokerChange, ZkReconnected).
     assert seen == [ev.SessionExpired(), ev.Reelect()]
+
+
+async def test_enabling_unclean_election_on_a_topic_elects_its_offline_partitions() -> None:
+    controller, zk, _ = await active_cluster()
+    zk.znodes[T0] = LeaderAndIsr(1, 0, (1,), 0, 0)
+    controller.context.leadership[T0] = zk.znodes[T0]
+    zk.config_changes["config_change_0000000000"] = "t"  # a change not about unclean
+    del zk.brokers[1]
+    await controller.process(ev.BrokerChange())
+    assert zk.znodes[T0].leader == -1
+    await controller.process(ev.TopicConfigChange())  # nothing new yet
+    assert zk.znodes[T0].leader == -1
+    zk.unclean_overrides["t"] = True
+    zk.config_changes["config_change_0000000001"] = "t"
+    await controller.process(ev.TopicConfigChange())
+    assert zk.znodes[T0].leader == 2 and controller.unclean_elections == 1

@@ -33,6 +33,7 @@ from broker.log_maintenance import LogMaintenance
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics, MetricsServer
 from broker.metrics_state import BrokerStateCollector
+from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager, to_log_config
 from broker.server import BrokerServer, idle_timeout_seconds
 from storage.log_config import Clock, system_clock
@@ -61,6 +62,7 @@ class Broker:
         self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
+        self._crashing = False
 
     @property
     def port(self) -> int:
@@ -81,8 +83,12 @@ class Broker:
             replica_manager = ReplicaManager(
                 config, log_manager, self.metadata_cache, clock=self.clock, metrics=self.metrics
             )
-            self.metrics.watch(replica_manager)
             self.replica_manager = replica_manager
+            fetchers = ReplicaFetcherManager(config, address_of=self._address_of)
+            replica_manager.fetcher = fetchers
+            # Cluster mode: ISR changes and topic overrides go through ZooKeeper.
+            replica_manager.isr_store = lambda: getattr(self.cluster_member, "data", None)
+            replica_manager.topic_config_loader = self._topic_config
             self.apis = KafkaApis(replica_manager, self.metadata_cache)
             host, port = config.listen_address
             self.server = BrokerServer(
@@ -92,6 +98,7 @@ class Broker:
                 max_frame_bytes=config.socket_request_max_bytes,
                 idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
             )
+            self.metrics.watch(replica_manager, self.server)
             await self.server.listen()  # before the nursery: a bind error stays one error
             async with trio.open_nursery() as nursery:
                 self._cancel_scope = nursery.cancel_scope
@@ -101,6 +108,7 @@ class Broker:
                     adv_host, adv_port or self.server.port, config.broker_rack
                 )
                 await nursery.start(replica_manager.run)
+                await nursery.start(fetchers.run)
                 maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
                 await nursery.start(maintenance.run)
                 if config.metrics_port >= 0:
@@ -135,6 +143,26 @@ class Broker:
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
         await self.stopped.wait()
+
+    async def crash(self) -> None:
+        """Test hook: stop as kill -9 would leave the files - no flush, no checkpoints,
+        no clean-shutdown marker (open files are closed so the dirs can be reopened)."""
+        self._crashing = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+        await self.stopped.wait()
+
+    async def _topic_config(self, topic: str) -> dict[str, str]:
+        """A topic's overrides from /config/topics/T ({} standalone)."""
+        data = getattr(self.cluster_member, "data", None)
+        if data is None:
+            return {}
+        config: dict[str, str] = await data.get_topic_config(topic)
+        return config
+
+    def _address_of(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.metadata_cache.broker(broker_id)
+        return None if info is None else (info.host, info.port)
 
     def _open_log_manager(self) -> LogManager:
         config = self.config
@@ -176,6 +204,13 @@ class Broker:
             await trio.sleep(CLUSTER_REJOIN_BACKOFF_S)
 
     async def _shutdown(self) -> None:
+        if self._crashing:
+            if self.replica_manager is not None:
+                self.replica_manager.shutdown()
+            if self.log_manager is not None:
+                self.log_manager.abandon()
+            self.stopped.set()
+            return
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
             try:

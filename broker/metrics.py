@@ -41,6 +41,7 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
+    from broker.server import BrokerServer
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +103,9 @@ class BrokerMetrics:
             timings = self.requests[request] = _Timings()
         timings.observe(elapsed_ms)
 
-    def watch(self, replica_manager: ReplicaManager) -> None:
-        """Report partition gauges from ``replica_manager`` at every scrape."""
-        self.registry.register(_PartitionCollector(replica_manager))
+    def watch(self, replica_manager: ReplicaManager, server: BrokerServer | None = None) -> None:
+        """Report partition, purgatory (and connection) gauges at every scrape."""
+        self.registry.register(_PartitionCollector(replica_manager, server))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -150,19 +151,39 @@ class _CounterCollector(Collector):
 
 
 class _PartitionCollector(Collector):
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, replica_manager: ReplicaManager, server: BrokerServer | None) -> None:
         self.replica_manager = replica_manager
+        self.server = server
 
     def collect(self) -> Iterator[Metric]:
-        partitions = list(self.replica_manager.partitions.values())
+        manager = self.replica_manager
+        partitions = list(manager.partitions.values())
         leaders = [p for p in partitions if p.is_leader]
         under = sum(1 for p in leaders if len(p.isr) < len(p.assigned_replicas))
+        under_min = sum(1 for p in leaders if len(p.isr) < p.config.min_insync_replicas)
         prefix = "kafka_server_replicamanager_"
         yield GaugeMetricFamily(prefix + "partitioncount", "Partitions here.", len(partitions))
         yield GaugeMetricFamily(prefix + "leadercount", "Partitions led here.", len(leaders))
         yield GaugeMetricFamily(
             prefix + "underreplicatedpartitions", "Led partitions whose ISR < AR.", under
         )
+        yield GaugeMetricFamily(
+            prefix + "underminisrpartitioncount", "Led partitions with ISR < min ISR.", under_min
+        )
+        purgatory = GaugeMetricFamily(
+            "kafka_server_delayedoperationpurgatory_purgatorysize",
+            "Requests parked, by kind.",
+            labels=["delayedoperation"],
+        )
+        purgatory.add_metric(["Fetch"], manager.fetch_waiters.watched)
+        purgatory.add_metric(["Produce"], manager.produce_waiters.watched)
+        yield purgatory
+        if self.server is not None:
+            yield GaugeMetricFamily(
+                "kafka_server_socket_server_metrics_connection_count",
+                "Open client connections.",
+                self.server.connections,
+            )
         labels = ["topic", "partition"]
         size = GaugeMetricFamily("kafka_log_log_size", "Log size in bytes.", labels=labels)
         end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=labels)

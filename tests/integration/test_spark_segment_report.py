@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from analytics import cli
 from analytics.jobargs import OneLineParser, add_job_arguments
 from protocol.records import Compression, Record
-from tests.support.spark import PartitionLog, make_records, spark
+from tests.support.spark import SHORT_JVM_OPTIONS, PartitionLog, make_records, spark
 
 __all__ = ["spark"]
 
@@ -156,8 +156,9 @@ def _run_spark_submit(data: DataSet, out: Path) -> subprocess.CompletedProcess[s
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing installed
     env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
+    spark_submit, *rest = cli.submit_command(args)
     return subprocess.run(
-        [*cli.submit_command(args), "--top-keys", "3"],
+        [spark_submit, "--driver-java-options", SHORT_JVM_OPTIONS, *rest, "--top-keys", "3"],
         env=env,
         cwd=out.parent,  # not the repo: the job must find its packages itself
         capture_output=True,

@@ -39,7 +39,12 @@ SPARK_TEST_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
+"""Small, short-lived: no UI, few shuffle tasks, loopback only. The JVM options trade
+peak speed (unused on tiny data) for much less JIT and GC work on a busy 2-core box."""
+
+SHORT_JVM_OPTIONS = SPARK_TEST_CONF["spark.driver.extraJavaOptions"]
 
 
 def local_spark_session(app_name: str = "minibroker-tests") -> SparkSession:

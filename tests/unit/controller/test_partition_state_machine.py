@@ -117,6 +117,30 @@ async def test_lost_conditional_update_rereads_the_znode_and_decides_again() -> 
     assert store.znodes[T0] == LeaderAndIsr(2, 6, (2,), 1, 10)
 
 
+async def test_election_decides_from_the_cached_state_without_reading_zookeeper() -> None:
+    ctx = make_context([2, 3], {"t": {0: [1, 2, 3]}})
+    store = FakeStateStore()
+    online(ctx, store, T0, LeaderAndIsr(1, 5, (1, 3), 1, 8))
+    psm, _, _ = machine(ctx, store)
+    assert await psm.handle_state_changes([T0], P.ONLINE) == {}
+    assert store.reads == 0 and store.znodes[T0].leader == 3
+
+
+async def test_a_cached_state_that_forbids_the_election_is_reread_first() -> None:
+    ctx = make_context([2, 3], {"t": {0: [1, 2, 3]}})
+    store = FakeStateStore()
+    online(ctx, store, T0, LeaderAndIsr(1, 5, (1, 3), 1, 8))
+    # The leader grew the ISR since the controller last looked; the cache says only 1.
+    ctx.leadership[T0] = LeaderAndIsr(1, 5, (1,), 1, 7)
+    assert await psm_online(ctx, store) == {}
+    assert store.znodes[T0].leader == 3 and store.reads == 1
+
+
+async def psm_online(ctx: ControllerContext, store: FakeStateStore) -> dict[TopicPartition, object]:
+    psm, _, _ = machine(ctx, store)
+    return dict(await psm.handle_state_changes([T0], P.ONLINE))
+
+
 async def test_state_written_by_a_newer_controller_is_not_overwritten() -> None:
     ctx = make_context([2, 3], {"t": {0: [1, 2, 3]}}, epoch=1)
     store = FakeStateStore()

@@ -148,6 +148,17 @@ def test_data_source_filters_topics_and_a_time_range(spark: SparkSession, data: 
     )
 
 
+@pytest.mark.timeout(120)
+def test_data_source_reads_nothing_from_a_log_dir_without_partitions(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n0\n")
+
+    for kind in ("records", "scan"):
+        df = spark.read.format("minibroker").option("kind", kind).load(str(tmp_path))
+        assert df.count() == 0
+
+
 def _run_spark_submit(data: DataSet, out: Path) -> subprocess.CompletedProcess[str]:
     parser = OneLineParser(prog="t")
     add_job_arguments(parser)

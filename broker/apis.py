@@ -105,14 +105,13 @@ class KafkaApis:
             reply: Reply = _error_reply(header, exc)
         else:
             if isinstance(result, Deferred):
-                name = _request_name(header.api_key, body)
-                return Pending(self._finish_deferred(header, result, started, name))
+                return Pending(self._finish_deferred(header, result, started, body))
             reply = None if result is None else encode_response(header.correlation_id, result)
-        self.metrics.record_request(_request_name(header.api_key, body), _ms_since(started))
+        self.metrics.record_request(header.api_key, body, started)
         return reply
 
     def _finish_deferred(
-        self, header: RequestHeader, deferred: Deferred, started: float, name: str
+        self, header: RequestHeader, deferred: Deferred, started: float, request: Body
     ) -> Callable[[], Awaitable[Sequence[Buffer] | None]]:
         async def finish() -> Sequence[Buffer] | None:
             try:
@@ -120,7 +119,7 @@ class KafkaApis:
             except Exception as exc:
                 return _error_reply(header, exc)
             finally:
-                self.metrics.record_request(name, _ms_since(started))
+                self.metrics.record_request(header.api_key, request, started)
             return None if body is None else encode_response(header.correlation_id, body)
 
         return finish
@@ -383,23 +382,6 @@ def _error_reply(header: RequestHeader, exc: Exception) -> list[Buffer]:
         log.error("request %s failed", _describe(header), exc_info=exc)
         exc = KafkaError(f"internal error: {type(exc).__name__}")
     return encode_response(header.correlation_id, error_body(exc))
-
-
-def _ms_since(started: float) -> float:
-    return (time.perf_counter() - started) * 1000
-
-
-_REQUEST_NAMES: dict[int, str] = {
-    int(key): "".join(word.capitalize() for word in key.name.split("_")) for key in ApiKey
-}
-
-
-def _request_name(api_key: int, body: Body) -> str:
-    """Kafka's request name for metrics: LEADER_AND_ISR -> LeaderAndIsr; a Fetch is
-    FetchFollower from a replica (replica_id >= 0), else FetchConsumer, as Kafka splits it."""
-    if api_key == ApiKey.FETCH:
-        return "FetchFollower" if body.get("replica_id", -1) >= 0 else "FetchConsumer"
-    return _REQUEST_NAMES.get(api_key, str(api_key))
 
 
 def _describe(header: RequestHeader) -> str:

@@ -98,7 +98,7 @@ class Broker:
                 max_frame_bytes=config.socket_request_max_bytes,
                 idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
             )
-            self.metrics.watch(replica_manager, self.server)
+            self.metrics.watch(replica_manager)
             await self.server.listen()  # before the nursery: a bind error stays one error
             async with trio.open_nursery() as nursery:
                 self._cancel_scope = nursery.cancel_scope

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -120,7 +121,7 @@ async def test_exposition_carries_the_names_kafka_dashboards_query(broker: Broke
 async def test_exposition_parses_and_promtool_finds_no_problems(broker: Broker) -> None:
     await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
     await produce(broker, b"a")
-    broker.metrics.record_request("Produce", 0.3)
+    broker.metrics.record_request(ApiKey.PRODUCE, {}, time.perf_counter())
     text = broker.metrics.render()
     families = list(text_string_to_metric_families(text.decode()))
     labels = {name for f in families for s in f.samples for name in s.labels}
@@ -160,7 +161,7 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     bytes_out = "kafka_server_brokertopicmetrics_bytesout_total"
     fetch(2, 0)  # the follower reads the three records: replication, not BytesOut
     fetch(2, 3)
-    assert sample(registry, bytes_out, topic=TP.topic) is None
+    assert sample(registry, bytes_out, topic=TP.topic) == 0
     partition = manager.partitions[TP]
     partition.remote_replicas[2].log_end_offset = 3  # the follower has them: HW moves
     partition.maybe_increment_high_watermark()
@@ -180,8 +181,8 @@ def test_the_metrics_switch_turns_request_path_counters_into_no_ops(
     metrics = BrokerMetrics()
     metrics.record_append("t", 5, 500)
     metrics.record_fetch("t", 500)
-    metrics.record_request("Produce", 1.0)
-    assert (metrics.messages_in, metrics.bytes_out, metrics.requests) == ({}, {}, {})
+    metrics.record_request(ApiKey.PRODUCE, {}, time.perf_counter())
+    assert (metrics.topics, metrics.requests) == ({}, {})
 
 
 async def test_a_leader_with_an_isr_below_min_insync_is_under_min_isr_and_under_replicated(
@@ -217,9 +218,9 @@ async def test_purgatory_size_counts_requests_parked_per_delayed_operation(
 async def test_isr_shrinks_and_expands_are_read_from_the_isr_manager(broker: Broker) -> None:
     collector = CollectorRegistry()
     collector.register(BrokerStateCollector(broker))
-    assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") is None
+    assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") == 0
     manager = manager_of(broker)
-    manager.isr_manager = SimpleNamespace(shrinks=3, expands=2)  # type: ignore[attr-defined]
+    manager.isr_manager = SimpleNamespace(shrinks=3, expands=2)  # type: ignore[assignment]
     assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") == 3
     assert sample(collector, "kafka_server_replicamanager_isrexpands_total") == 2
 

@@ -26,7 +26,7 @@ import trio
 
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
-from broker.partition import PartitionState
+from broker.partition import AppendResult, PartitionState
 from broker.replica_manager import FetchPartition, FetchRequest, PartitionRead, ReplicaManager
 from broker.server import Buffer, CloseConnection, Pending, Reply
 from protocol.api import (
@@ -76,6 +76,7 @@ class KafkaApis:
             ApiKey.STOP_REPLICA: self.handle_stop_replica,
             ApiKey.UPDATE_METADATA: self.handle_update_metadata,
             ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
         }
 
     def register(self, api_key: ApiKey, handler: Handler) -> None:
@@ -142,33 +143,38 @@ class KafkaApis:
                 tp, error = failed[0]
                 raise CloseConnection(f"acks=0 produce to {tp} failed: {error.name}")
             return None
-        responses: dict[str, list[Body]] = {}
-        for tp, result in results:
-            if isinstance(result, KafkaError):
-                answer = {
-                    "index": tp.partition,
-                    "error_code": result.code,
-                    "base_offset": -1,
-                    "log_append_time_ms": -1,
-                    "log_start_offset": -1,
-                    "error_message": result.message,
-                }
-            else:
-                answer = {
-                    "index": tp.partition,
-                    "error_code": NONE,
-                    "base_offset": result.info.first_offset,
-                    "log_append_time_ms": result.log_append_time_ms,
-                    "log_start_offset": result.log_start_offset,
-                    "error_message": None,
-                }
-            responses.setdefault(tp.topic, []).append(answer)
-        # acks=all would park here until the HW passes each batch (issue 5); with the
-        # ISR of a single-replica leader the HW already has.
-        return {
-            "topics": [{"name": name, "partitions": parts} for name, parts in responses.items()],
-            "throttle_time_ms": 0,
-        }
+        if acks == -1 and any(not isinstance(r, KafkaError) for _, r in results):
+            manager = self.replica_manager
+
+            async def await_acks() -> Body:
+                outcomes = await manager.wait_for_acks(results, body["timeout_ms"])
+                return _produce_body(results, outcomes)
+
+            return Deferred(await_acks)
+        return _produce_body(results, {})
+
+    # -- offset for leader epoch -----------------------------------------------------------
+
+    def handle_offset_for_leader_epoch(self, header: RequestHeader, body: Body) -> HandlerResult:
+        """Where each asked-about epoch ends on this leader's log (KIP-101, KIP-279)."""
+        topics = []
+        for topic in body["topics"]:
+            answers = []
+            for p in topic["partitions"]:
+                tp = TopicPartition(topic["topic"], p["partition"])
+                answer: Body = {"partition": tp.partition}
+                try:
+                    partition = self.replica_manager.partition_or_error(tp)
+                    epoch, end = partition.end_offset_for_leader_epoch(
+                        p["leader_epoch"], current_leader_epoch=p["current_leader_epoch"]
+                    )
+                except KafkaError as exc:
+                    answer.update(error_code=exc.code, leader_epoch=-1, end_offset=-1)
+                else:
+                    answer.update(error_code=NONE, leader_epoch=epoch, end_offset=end)
+                answers.append(answer)
+            topics.append({"topic": topic["topic"], "partitions": answers})
+        return {"throttle_time_ms": 0, "topics": topics}
 
     # -- fetch -----------------------------------------------------------------------------
 
@@ -335,6 +341,40 @@ class InOrder:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _produce_body(
+    results: Sequence[tuple[TopicPartition, AppendResult | KafkaError]],
+    outcomes: dict[TopicPartition, KafkaError | None],
+) -> Body:
+    """The Produce answer; ``outcomes`` (acks=all) replace the successes they cover."""
+    responses: dict[str, list[Body]] = {}
+    for tp, result in results:
+        error = result if isinstance(result, KafkaError) else outcomes.get(tp)
+        if error is not None:
+            answer = {
+                "index": tp.partition,
+                "error_code": error.code,
+                "base_offset": -1,
+                "log_append_time_ms": -1,
+                "log_start_offset": -1,
+                "error_message": error.message,
+            }
+        else:
+            assert isinstance(result, AppendResult)
+            answer = {
+                "index": tp.partition,
+                "error_code": NONE,
+                "base_offset": result.info.first_offset,
+                "log_append_time_ms": result.log_append_time_ms,
+                "log_start_offset": result.log_start_offset,
+                "error_message": None,
+            }
+        responses.setdefault(tp.topic, []).append(answer)
+    return {
+        "topics": [{"name": name, "partitions": parts} for name, parts in responses.items()],
+        "throttle_time_ms": 0,
+    }
 
 
 def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics | None) -> Body:

@@ -82,6 +82,7 @@ class AppendResult:
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     high_watermark_moved: bool
+    leader_epoch: int = NO_EPOCH  # the epoch stamped into the batches (acks=all checks it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,7 @@ class Partition:
             stamp_log_append_time(buf, append_time)
         info = self.log.append(buf, assign_offsets=True, leader_epoch=self.leader_epoch)
         moved = self.maybe_increment_high_watermark()
-        return AppendResult(info, append_time, self.log.log_start_offset, moved)
+        return AppendResult(info, append_time, self.log.log_start_offset, moved, self.leader_epoch)
 
     def read(
         self,
@@ -265,6 +266,15 @@ class Partition:
             data = self.log.read(fetch_offset, max_bytes, upper, min_one_batch=min_one_message)
             records = data.records
         return ReadResult(records, hw, start, leo)
+
+    def end_offset_for_leader_epoch(
+        self, requested_epoch: int, *, current_leader_epoch: int = NO_EPOCH
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on the leader: (largest epoch <= requested, its end)."""
+        self.check_leader_epoch(current_leader_epoch)
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
+        return self.log.leader_epoch_cache.end_offset_for(requested_epoch)
 
     def offset_for_timestamp(
         self, timestamp: int, *, from_replica: bool, current_leader_epoch: int = NO_EPOCH

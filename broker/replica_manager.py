@@ -28,7 +28,7 @@ replicaStateChangeLock); data-path calls are synchronous and never wait on it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +36,8 @@ from typing import Any, Protocol
 import trio
 
 from broker.config import BrokerConfig, TopicConfig
+from broker.delayed_produce import PendingAck, await_replication
+from broker.isr import IsrManager, IsrStore, record_follower_fetch
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import NO_EPOCH, AppendResult, Partition, PartitionState, ReadResult
@@ -43,6 +45,7 @@ from broker.purgatory import Purgatory
 from controller.assignment import validate_topic_name
 from protocol.errors import (
     NONE,
+    ConfigError,
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
@@ -66,6 +69,7 @@ class FetcherHook(Protocol):
 
     def add_partitions(self, partitions: Sequence[Partition]) -> None: ...
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
+    def shutdown(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +151,22 @@ class ReplicaManager:
         self.metadata_cache = metadata_cache
         self.clock = clock
         self.topic_overrides = topic_overrides or (lambda topic: {})
+        # Cluster mode: topic overrides come from /config/topics/T through this.
+        self.topic_config_loader: Callable[[str], Awaitable[Mapping[str, str]]] | None = None
+        self._stored_overrides: dict[str, dict[str, str]] = {}
         self.controller_epoch = -1
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
         self.produce_waiters: Purgatory[TopicPartition] = Purgatory("produce")
         self.fetcher: FetcherHook | None = None
+        self.isr_store: Callable[[], IsrStore | None] = lambda: None  # set in cluster mode
+        self.isr_manager = IsrManager(
+            partitions=lambda: self.partitions.values(),
+            store=lambda: self.isr_store(),
+            on_isr_changed=lambda partition, expanded: self._on_isr_changed(partition),
+            clock=clock,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        )
         self._state_change_lock = trio.Lock()
         # The LogManager is not thread-safe: whoever hands it to a worker thread (log
         # creation and deletion here, retention and checkpoints in log maintenance)
@@ -171,7 +186,24 @@ class ReplicaManager:
         return partition
 
     def topic_config(self, topic: str) -> TopicConfig:
-        return self.config.topic_config(self.topic_overrides(topic))
+        overrides = {**self._stored_overrides.get(topic, {}), **self.topic_overrides(topic)}
+        try:
+            return self.config.topic_config(overrides)
+        except ConfigError as exc:
+            log.warning("ignoring the config overrides of topic %s: %s", topic, exc)
+            return self.config.topic_config()
+
+    async def _load_topic_overrides(self, topics: Iterable[str]) -> None:
+        """Read /config/topics/T (cluster mode) for topics this broker has no replica
+        of yet, so their min.insync.replicas & co. are the topic's own."""
+        loader = self.topic_config_loader
+        if loader is None:
+            return
+        for topic in set(topics) - self._stored_overrides.keys():
+            try:
+                self._stored_overrides[topic] = dict(await loader(topic))
+            except Exception as exc:  # ZooKeeper trouble: broker defaults, retried later
+                log.warning("cannot read the config of topic %s: %r", topic, exc)
 
     # -- controller requests ---------------------------------------------------------------
 
@@ -189,6 +221,7 @@ class ReplicaManager:
         """Apply a LeaderAndIsr request; per-partition error codes (raises if stale)."""
         async with self._state_change_lock:
             self._check_controller_epoch(controller_epoch, "LeaderAndIsr")
+            await self._load_topic_overrides(tp.topic for tp in states if tp not in self.partitions)
             errors: dict[TopicPartition, int] = {}
             leaders: list[tuple[Partition, PartitionState]] = []
             followers: list[tuple[Partition, PartitionState]] = []
@@ -395,7 +428,46 @@ class ReplicaManager:
                 first_with_data = False
                 remaining = max(0, remaining - size)
             reads.append(PartitionRead(request.tp, result, None))
+            if from_follower:
+                self._record_follower_fetch(partition, replica_id, request.fetch_offset, result)
         return reads
+
+    def _record_follower_fetch(
+        self, partition: Partition, replica_id: int, fetch_offset: int, result: ReadResult
+    ) -> None:
+        """A follower fetched at ``fetch_offset``: its LEO; maybe the HW and the ISR move."""
+        record_follower_fetch(
+            partition, replica_id, fetch_offset, result.log_end_offset, self.clock()
+        )
+        if partition.maybe_increment_high_watermark():
+            self._wake(partition.tp)  # consumers can read more, acks=all may be done
+        self.isr_manager.maybe_expand(partition, replica_id)
+
+    def _on_isr_changed(self, partition: Partition) -> None:
+        """A shrink may let the HW move; any change may end acks=all waits (min ISR)."""
+        partition.maybe_increment_high_watermark()
+        self._wake(partition.tp)
+
+    # -- acks=all ----------------------------------------------------------------------------
+
+    async def wait_for_acks(
+        self,
+        results: Sequence[tuple[TopicPartition, AppendResult | KafkaError]],
+        timeout_ms: int,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Kafka's delayed produce (broker/delayed_produce.py): wait until the ISR has
+        every appended batch; per partition None (acknowledged) or the error to answer."""
+        pending = [
+            PendingAck(tp, result.info.last_offset, result.leader_epoch)
+            for tp, result in results
+            if isinstance(result, AppendResult) and result.info.num_batches
+        ]
+        return await await_replication(
+            pending,
+            partition_of=self.get_partition,
+            waiters=self.produce_waiters,
+            timeout_ms=timeout_ms,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -417,21 +489,25 @@ class ReplicaManager:
         await trio.to_thread.run_sync(write)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Periodic work: the HW checkpoint (ISR expiry joins in issue 5)."""
-        task_status.started()
-        interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
-        while True:
-            await trio.sleep(interval)
-            try:
-                await self.checkpoint_high_watermarks()
-            except OSError as exc:
-                log.error("cannot write replication-offset-checkpoint: %s", exc)
+        """Periodic work: the HW checkpoint; ISR expiry and propagation (broker/isr.py)."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.isr_manager.run)
+            task_status.started()
+            interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
+            while True:
+                await trio.sleep(interval)
+                try:
+                    await self.checkpoint_high_watermarks()
+                except OSError as exc:
+                    log.error("cannot write replication-offset-checkpoint: %s", exc)
 
     def _wake(self, tp: TopicPartition) -> None:
         self.fetch_waiters.notify(tp)
         self.produce_waiters.notify(tp)
 
     def shutdown(self) -> None:
-        """Wake every parked request so it answers now (the server is stopping)."""
+        """Stop fetching; wake every parked request so it answers now (stopping)."""
+        if self.fetcher is not None:
+            self.fetcher.shutdown()
         self.fetch_waiters.notify_all()
         self.produce_waiters.notify_all()

@@ -1,0 +1,256 @@
+"""acks=all never loses an acknowledged write, whatever a nemesis does to the brokers.
+
+Three broker processes (RF 3, min.insync.replicas 2, no unclean elections) over a real
+ZooKeeper. For a bounded time, producers send unique values with acks=all (retrying a
+failed send, and telling the checker so) while a nemesis kills -9, pauses and restarts
+brokers - partition leaders and the active controller among them, at most two down at
+once. Then everything heals, the ISRs fill up again, and a consumer reads every
+partition from its start. ``tests/support/durability.py`` checks the promises: every
+acknowledged value at the offset its ack named, no offset with two values, no
+duplicate without a retry, offsets only growing.
+
+Each seed fixes the nemesis' choices (not the timing of the processes, so a failure is
+re-run with the same seed to see the same kind of history).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from client.connection import Connection
+from controller.context import TopicPartition
+from controller.zk_client import ZkClient
+from controller.zk_data import KafkaZkClient
+from protocol.api import ApiKey
+from protocol.errors import KafkaError
+from protocol.records import decode_records
+from tests.fault.cluster import ProcessCluster
+from tests.support.broker import batch
+from tests.support.durability import DurabilityChecker, ReadRecord
+
+TOPIC = "durable"
+PARTITIONS = 3
+PRODUCERS = 3
+RUN_S = 20.0
+"""How long producers and the nemesis run per seed (the test's bound, with heal + read)."""
+SEND_ATTEMPTS = 6
+"""Tries per value before a producer gives up on it (it is then neither acked nor lost)."""
+HEAL_TIMEOUT_S = 60.0
+SEEDS = [1, 2, 3]
+
+
+class Producer:
+    """Sends single-record batches with acks=all, following leaders through Metadata."""
+
+    def __init__(self, cluster: ProcessCluster, checker: DurabilityChecker, name: str) -> None:
+        self.cluster = cluster
+        self.checker = checker
+        self.name = name
+        self.leaders: dict[int, int] = {}
+        self.connections: dict[int, Connection] = {}
+        self.acknowledged = 0
+
+    async def _leader(self, partition: int) -> int:
+        if partition not in self.leaders:
+            metadata = await self.cluster.metadata(TOPIC)
+            self.leaders = {
+                p["partition_index"]: p["leader_id"]
+                for p in metadata["partitions"]
+                if p["leader_id"] >= 0
+            }
+        return self.leaders[partition]
+
+    async def _connection(self, broker_id: int) -> Connection:
+        conn = self.connections.get(broker_id)
+        if conn is None or not conn.is_usable:
+            port = self.cluster.brokers[broker_id].port
+            conn = Connection("127.0.0.1", port, connect_timeout=2.0)
+            self.connections[broker_id] = conn
+            await conn.connect()
+        return conn
+
+    async def _send_once(self, partition: int, value: bytes) -> int:
+        leader = await self._leader(partition)
+        conn = await self._connection(leader)
+        body = {
+            "acks": -1,
+            "timeout_ms": 3000,
+            "topics": [
+                {"name": TOPIC, "partitions": [{"index": partition, "records": batch(value)}]}
+            ],
+        }
+        response = await conn.request(ApiKey.PRODUCE, body, timeout=5.0)
+        answer = response["topics"][0]["partitions"][0]
+        if answer["error_code"] != 0:
+            raise KafkaError(f"produce error {answer['error_code']}")
+        offset: int = answer["base_offset"]
+        return offset
+
+    async def send(self, partition: int, value: bytes) -> None:
+        self.checker.attempted(value)
+        for attempt in range(SEND_ATTEMPTS):
+            if attempt:
+                self.checker.retried(value)
+            try:
+                offset = await self._send_once(partition, value)
+            except (KafkaError, AssertionError, KeyError, OSError):
+                self.leaders.clear()
+                await trio.sleep(0.1 * attempt)
+                continue
+            self.checker.acknowledged(value, TOPIC, partition, offset)
+            self.acknowledged += 1
+            return
+
+    async def run(self, seed: int) -> None:
+        sequence = 0
+        try:
+            while True:
+                value = f"s{seed}-{self.name}-{sequence}".encode()
+                await self.send(sequence % PARTITIONS, value)
+                sequence += 1
+        finally:
+            with trio.CancelScope(shield=True):
+                for conn in self.connections.values():
+                    await conn.aclose()
+
+
+async def nemesis(cluster: ProcessCluster, rng: random.Random, log: list[str]) -> None:
+    """Faults at random moments: kill -9 (a leader, the controller, anyone), pause,
+    heal; at most two brokers down at a time."""
+    killed: set[int] = set()
+    paused: set[int] = set()
+    while True:
+        await trio.sleep(rng.uniform(0.5, 2.0))
+        down = killed | paused
+        if down and (len(down) == 2 or rng.random() < 0.5):
+            victim = rng.choice(sorted(down))
+            if victim in paused:
+                cluster.resume(victim)
+                paused.discard(victim)
+                log.append(f"resume {victim}")
+            else:
+                log.append(f"restart {victim}")
+                await cluster.start(victim)
+                killed.discard(victim)
+            continue
+        up = [b for b in cluster.brokers if b not in down]
+        kind = rng.choice(["kill-leader", "kill-controller", "kill", "pause"])
+        target = rng.choice(up)
+        if kind in ("kill-leader", "kill-controller"):
+            try:
+                metadata = await cluster.metadata(TOPIC)
+            except AssertionError:
+                metadata = {"partitions": []}
+            if kind == "kill-leader":
+                leaders = [p["leader_id"] for p in metadata["partitions"]]
+                candidates = [b for b in leaders if b in up]
+            else:
+                response = await cluster.request(up[0], ApiKey.METADATA, {"topics": []})
+                candidates = [b for b in [response["controller_id"]] if b in up]
+            target = candidates[0] if candidates else target
+        if kind == "pause":
+            cluster.pause(target)
+            paused.add(target)
+        else:
+            cluster.kill(target)
+            killed.add(target)
+        log.append(f"{kind} {target}")
+
+
+async def heal(cluster: ProcessCluster, data: KafkaZkClient) -> None:
+    for broker_id, broker in cluster.brokers.items():
+        if broker.paused:
+            cluster.resume(broker_id)
+    for broker_id, broker in cluster.brokers.items():
+        if not broker.running:
+            await cluster.start(broker_id)
+    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+
+    async def all_in_sync() -> bool:
+        states = await data.read_partition_states(tps)
+        return all(len(states[tp].isr) == 3 for tp in tps)
+
+    await cluster.wait_until(all_in_sync, "every ISR to fill up again", timeout=HEAL_TIMEOUT_S)
+
+
+async def read_partition(cluster: ProcessCluster, partition: int) -> list[ReadRecord]:
+    """Every record below the HW, read as a consumer from the partition's leader."""
+    records: list[ReadRecord] = []
+    offset = 0
+    for _ in range(100_000):  # bounded: each round reads at least one batch or ends
+        metadata = await cluster.metadata(TOPIC)
+        leader = next(
+            p["leader_id"] for p in metadata["partitions"] if p["partition_index"] == partition
+        )
+        body: dict[str, Any] = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": 8 << 20,
+            "topics": [
+                {
+                    "topic": TOPIC,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "fetch_offset": offset,
+                            "partition_max_bytes": 8 << 20,
+                        }
+                    ],
+                }
+            ],
+        }
+        response = await cluster.request(leader, ApiKey.FETCH, body)
+        answer = response["topics"][0]["partitions"][0]
+        assert answer["error_code"] == 0, answer
+        batch_records = [r for r in decode_records(answer["records"]) if r.offset >= offset]
+        for r in batch_records:
+            assert r.value is not None
+            records.append(ReadRecord(TOPIC, partition, r.offset, r.value))
+        if not batch_records:
+            assert offset >= answer["high_watermark"], answer
+            return records
+        offset = batch_records[-1].offset + 1
+    raise AssertionError("reading the partition did not end")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_every_acknowledged_write_survives_kills_pauses_and_restarts(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient, seed: int
+) -> None:
+    rng = random.Random(seed)
+    checker = DurabilityChecker()
+    cluster = ProcessCluster(
+        tmp_path,
+        zk_connect,
+        size=3,
+        properties={"min.insync.replicas": 2, "unclean.leader.election.enable": "false"},
+    )
+    history: list[str] = []
+    try:
+        await cluster.start_all()
+        await cluster.create_topic(TOPIC, PARTITIONS, 3)
+        data = KafkaZkClient(zk_client)
+        await heal(cluster, data)
+        producers = [Producer(cluster, checker, f"p{i}") for i in range(PRODUCERS)]
+        with trio.move_on_after(RUN_S):
+            async with trio.open_nursery() as nursery:
+                for producer in producers:
+                    nursery.start_soon(producer.run, seed)
+                nursery.start_soon(nemesis, cluster, rng, history)
+        await heal(cluster, data)
+        read: list[ReadRecord] = []
+        for partition in range(PARTITIONS):
+            read += await read_partition(cluster, partition)
+        report = checker.check(read)
+        print(f"seed {seed}: {report.summary()}; faults: {', '.join(history)}")
+        assert report.ok, f"seed {seed}, faults {history}: {report.summary()}"
+        assert checker.acknowledged_count > 0, f"nothing was acknowledged; faults {history}"
+    finally:
+        cluster.close()

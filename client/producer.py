@@ -80,6 +80,7 @@ class Producer:
         max_request_size: int = 1_048_576,
         buffer_memory: int = 32 * 1024 * 1024,
         max_block_ms: float = MAX_BLOCK_S * 1000,
+        preserve_order: bool = True,
         client_id: str = "minibroker-producer",
     ) -> None:
         if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
@@ -106,6 +107,7 @@ class Producer:
             compression=_compression(compression),
             max_request_size=max_request_size,
             on_batch_drained=self._batch_closed,
+            preserve_order=preserve_order,
         )
         self._max_pending_batches = max(1, buffer_memory // batch_size)
         self._batch_size = batch_size

@@ -13,8 +13,15 @@ A partition error that is retriable (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABL
 NETWORK_EXCEPTION, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS, ...) puts the batch back at
 the head of its partition after ``retry_backoff`` and asks for fresh metadata, so the
 retry goes to the new leader; it gives up after ``retries`` attempts or at the batch's
-delivery deadline. Like Kafka's producer without idempotence, a retry may reorder a
-partition's batches when ``max_in_flight`` > 1.
+delivery deadline.
+
+Order within a partition: with ``preserve_order`` (the default) a partition with a
+batch in flight is *muted* - its next batch waits until the answer came - so neither a
+retry nor Trio's scheduling of two request tasks can swap batches (Kafka gets the same
+guarantee from max.in.flight=1 or idempotence). Pipelining then happens across
+partitions: up to ``max_in_flight`` requests per broker, each with other partitions'
+batches. Without it a single partition pipelines too, and a retry may reorder it, like
+Kafka's producer without idempotence.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ class Sender:
         compression: Compression,
         max_request_size: int,
         on_batch_drained: Callable[[str, int], None],
+        preserve_order: bool = True,
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator
@@ -67,6 +75,8 @@ class Sender:
         self.max_request_size = max_request_size
         self._on_batch_drained = on_batch_drained
         self._in_flight: dict[int, int] = defaultdict(int)
+        self.preserve_order = preserve_order
+        self._muted: set[tuple[str, int]] = set()  # partitions with a batch in flight
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -100,6 +110,8 @@ class Sender:
                 continue
             if self._in_flight[leader] >= self.max_in_flight:
                 continue  # a finishing request sets the wakeup event
+            if (topic, partition) in self._muted:
+                continue  # its previous batch is in flight (preserve_order)
             if bytes_by_node[leader] and bytes_by_node[leader] + batch.size > self.max_request_size:
                 next_at = now  # the rest goes in the next request, right away
                 continue
@@ -109,6 +121,8 @@ class Sender:
             batch.sealed = True
             by_node.setdefault(leader, []).append(batch)
             bytes_by_node[leader] += batch.size
+            if self.preserve_order:
+                self._muted.add((topic, partition))
         if unknown_leader:
             self.cluster.request_update()
             next_at = min(next_at, now + self.retry_backoff_s)
@@ -149,6 +163,8 @@ class Sender:
             return
         finally:
             self._in_flight[node] -= 1
+            for batch in batches:
+                self._muted.discard((batch.topic, batch.partition))
             self.acc.wakeup.set()
         self._handle_response(batches, response)
 

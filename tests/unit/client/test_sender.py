@@ -17,6 +17,7 @@ from protocol.errors import (
     NotLeaderOrFollowerError,
     RequestTimedOutError,
 )
+from protocol.records import decode_batch
 
 Answer = Callable[[int, dict[str, Any]], dict[str, Any]]
 
@@ -159,3 +160,37 @@ async def test_a_full_batch_is_sent_without_waiting_for_linger() -> None:
         with trio.fail_after(5):  # linger is 1000 ms: only the size can trigger the send
             await deliveries[0].result()
         await producer.flush()
+
+
+@pytest.mark.timeout(10)
+async def test_a_retried_batch_keeps_its_place_in_the_partition() -> None:
+    """The third request fails once; every record still lands in send order."""
+    log: list[bytes] = []
+    calls = 0
+    in_flight: set[int] = set()
+
+    async def write(node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        [partition] = body["topics"][0]["partitions"]
+        assert partition["index"] not in in_flight, "two batches of a partition in flight"
+        in_flight.add(partition["index"])
+        await trio.sleep(0.001 * (calls % 3))  # answers take varying time
+        in_flight.discard(partition["index"])
+        if calls == 3:
+            code = NotLeaderOrFollowerError.code
+            return {"topics": [{"name": "t", "partitions": [{"index": 0, "error_code": code}]}]}
+        base = len(log)
+        log.extend(r.value for r in decode_batch(partition["records"])[1] if r.value)
+        return {"topics": [{"name": "t", "partitions": [{"index": 0, "base_offset": base}]}]}
+
+    cluster = FakeCluster(_metadata([1]))
+    cluster.request = write  # type: ignore[method-assign]
+    async with _producer(cluster, batch_size=100, linger_ms=0, max_in_flight=5) as producer:
+        deliveries = []
+        for i in range(200):  # batches keep opening while earlier ones are in flight
+            deliveries.append(producer.send_nowait("t", b"%04d" % i))
+            await trio.sleep(0)
+        await producer.flush()
+    assert log == [b"%04d" % i for i in range(200)]
+    assert [(await d.result()).offset for d in deliveries] == list(range(200))

@@ -29,6 +29,8 @@ import trio
 
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
+from broker.log_dir_mover import LogDirMover
+from broker.log_dirs import LogDirApis
 from broker.log_maintenance import LogMaintenance
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics, MetricsServer
@@ -55,6 +57,7 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.apis: KafkaApis | None = None
+        self.log_dir_mover: LogDirMover | None = None
         self.server: BrokerServer | None = None
         self.metrics = BrokerMetrics()
         self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
@@ -90,6 +93,11 @@ class Broker:
             replica_manager.isr_store = lambda: getattr(self.cluster_member, "data", None)
             replica_manager.topic_config_loader = self._topic_config
             self.apis = KafkaApis(replica_manager, self.metadata_cache)
+            self.log_dir_mover = LogDirMover(  # issue 6: moves between this broker's dirs
+                replica_manager,
+                rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
+            )
+            LogDirApis(replica_manager, self.log_dir_mover).install(self.apis)
             host, port = config.listen_address
             self.server = BrokerServer(
                 self.apis,
@@ -111,6 +119,7 @@ class Broker:
                 await nursery.start(fetchers.run)
                 maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
                 await nursery.start(maintenance.run)
+                await nursery.start(self.log_dir_mover.run)
                 if config.metrics_port >= 0:
                     self.metrics_server = MetricsServer(
                         self.metrics, host=host, port=config.metrics_port

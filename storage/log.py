@@ -188,6 +188,12 @@ class Log:
         return LogOffsetMetadata(active.next_offset, active.base_offset, active.size)
 
     @property
+    def truncation_count(self) -> int:
+        """How many truncations this log has seen: a copier (the log-dir mover) compares
+        it between steps to learn that offsets it already copied may have changed."""
+        return self._truncations
+
+    @property
     def size(self) -> int:
         return sum(segment.size for segment in self._segments)
 

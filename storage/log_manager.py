@@ -15,8 +15,17 @@ recovery point (a missing or corrupt checkpoint means "from 0": slower, never wr
 move); ``...-delete`` dirs are queued for removal. The clean-shutdown marker is removed
 once loading is done, so a crash from then on is seen as unclean.
 
-Placement: a new partition goes to the preferred dir when one is given, else to the
-dir holding the fewest partitions (first listed wins a tie).
+Placement: a new partition goes to the preferred dir when one is given (as an argument,
+or remembered by ``set_preferred_log_dir`` from an AlterReplicaLogDirs that came before
+the replica existed), else to the online dir holding the fewest partitions (first listed
+wins a tie).
+
+Offline dirs: ``mark_log_dir_offline`` (the broker calls it when I/O in a dir fails)
+forgets every log of that dir without touching its files; no new log is placed there
+and its checkpoints are no longer written. It stays offline until the broker restarts.
+
+Future logs are exempt from retention (Kafka pauses cleaning while a replica moves):
+the copy follows the current log, whose retention still runs.
 
 Deletion is a rename to ``<topic>-<partition>.<uuid>-delete`` (atomic, instantly out of
 sight) then ``remove_deleted_logs()``, which the broker runs in a worker thread.
@@ -82,6 +91,8 @@ class LogManager:
         self._future_logs: dict[TopicPartition, Log] = {}
         self._pending_dir_deletes: list[Path] = []
         self._lock_fds: list[int] = []
+        self.preferred_log_dirs: dict[TopicPartition, Path] = {}
+        self.offline_log_dirs: set[Path] = set()
         try:
             for log_dir in self.log_dirs:
                 self._lock(log_dir)
@@ -173,8 +184,46 @@ class LogManager:
             wanted = Path(preferred_dir).absolute()
             if wanted not in self.log_dirs:
                 raise LogDirNotFoundError(f"{preferred_dir} is not one of log.dirs")
+            if wanted in self.offline_log_dirs:
+                raise LogDirError(f"log dir {wanted} is offline")
             return wanted
-        return min(self.log_dirs, key=self.partition_count)  # min keeps the first of ties
+        online = [d for d in self.log_dirs if d not in self.offline_log_dirs]
+        if not online:
+            raise LogDirError("every log dir is offline")
+        return min(online, key=self.partition_count)  # min keeps the first of ties
+
+    def log_dir_for_path(self, path: str) -> Path:
+        """The configured log dir named by ``path`` (absolute, as AlterReplicaLogDirs
+        sends it); LogDirNotFoundError for a relative path or one not in log.dirs."""
+        candidate = Path(path)
+        if not candidate.is_absolute() or candidate not in self.log_dirs:
+            raise LogDirNotFoundError(f"{path} is not one of log.dirs")
+        return candidate
+
+    def is_log_dir_online(self, log_dir: Path) -> bool:
+        return log_dir in self.log_dirs and log_dir not in self.offline_log_dirs
+
+    def set_preferred_log_dir(self, tp: TopicPartition, log_dir: Path) -> None:
+        """Create ``tp``'s log in ``log_dir`` when it is first created here."""
+        self.preferred_log_dirs[tp] = log_dir
+
+    def mark_log_dir_offline(self, log_dir: Path) -> list[TopicPartition]:
+        """Stop using ``log_dir`` after an I/O failure: its logs (current and future)
+        are dropped from the manager without flushing; returns the current ones."""
+        self.offline_log_dirs.add(log_dir)
+        lost: list[TopicPartition] = []
+        for logs, is_current in ((self._logs, True), (self._future_logs, False)):
+            for tp, log in list(logs.items()):
+                if log.dir.parent != log_dir:
+                    continue
+                del logs[tp]
+                if is_current:
+                    lost.append(tp)
+                try:
+                    log.abandon()
+                except (OSError, ValueError) as exc:  # the disk is failing: closing may too
+                    logger.warning("closing %s in offline dir: %s", log.dir, exc)
+        return lost
 
     def get_or_create_log(
         self,
@@ -187,6 +236,8 @@ class LogManager:
         existing = self.get_log(tp, is_future=is_future)
         if existing is not None:
             return existing
+        if preferred_dir is None and not is_future:
+            preferred_dir = self.preferred_log_dirs.pop(tp, None)
         log_dir = self._choose_dir(preferred_dir)
         if is_future:
             current = self._logs.get(tp)
@@ -272,7 +323,7 @@ class LogManager:
         """Retention on every log, then removal of expired ``.deleted`` segment files.
         Returns the number of segments deleted."""
         deleted = 0
-        for log in list(self._all_logs()):
+        for log in list(self._logs.values()):
             deleted += log.delete_old_segments(now_ms)
             log.delete_expired_files(now_ms)
         return deleted
@@ -296,6 +347,8 @@ class LogManager:
         # drop logs: list() copies each dict in one step under the GIL.
         snapshot = [*list(self._logs.items()), *list(self._future_logs.items())]
         for log_dir in self.log_dirs:
+            if log_dir in self.offline_log_dirs:
+                continue
             offsets = {tp: offset_of(log) for tp, log in snapshot if log.dir.parent == log_dir}
             OffsetCheckpointFile(log_dir / name).write(offsets)
 
@@ -333,7 +386,8 @@ class LogManager:
         for log in self._all_logs():
             log.close()
         for log_dir in self.log_dirs:
-            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            if log_dir not in self.offline_log_dirs:
+                write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
         self._logs.clear()
         self._future_logs.clear()
         self._unlock()

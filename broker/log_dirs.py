@@ -1,0 +1,188 @@
+"""AlterReplicaLogDirs (API 34) and DescribeLogDirs (API 35) on the broker.
+
+AlterReplicaLogDirs, per partition, in Kafka's order (ReplicaManager.alterReplicaLogDirs):
+
+1. a future dir name longer than 255 bytes -> INVALID_TOPIC_EXCEPTION (the file system
+   limit; the name is ``<topic>-<partition>.<32 hex>-future``);
+2. the path must be absolute and one of ``log.dirs`` -> else LOG_DIR_NOT_FOUND; that dir
+   must be online -> else KAFKA_STORAGE_ERROR;
+3. a move of this partition to another dir is cancelled (its future log deleted);
+4. no replica here yet: the dir is remembered as the partition's preferred dir (the
+   LeaderAndIsr that creates it will put it there) and the answer is
+   REPLICA_NOT_AVAILABLE, which Kafka's reassignment tool retries on;
+5. the replica is already in that dir: nothing to do; otherwise the future log is
+   created there and the mover (broker/log_dir_mover.py) copies into it.
+
+Requests are applied one at a time (a lock), as Kafka's replicaStateChangeLock does.
+
+DescribeLogDirs answers every configured dir: offline ones with KAFKA_STORAGE_ERROR and
+no partitions; online ones with each replica's size, ``offset_lag`` (for a future log,
+how far its end is behind the current log's; 0 for a current log) and ``is_future``,
+plus the file system's total and usable bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from broker.apis import Body, Deferred, HandlerResult, KafkaApis
+from broker.log_dir_mover import LogDirMover
+from broker.replica_manager import ReplicaManager
+from protocol.api import ApiKey, RequestHeader
+from protocol.errors import (
+    NONE,
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    ReplicaNotAvailableError,
+)
+from storage.log import Log
+from storage.names import TopicPartition
+
+MAX_DIR_NAME_BYTES = 255
+"""NAME_MAX of the usual Linux file systems: a longer future dir name cannot be created."""
+FUTURE_NAME_EXTRA = len(".") + 32 + len("-future")
+"""What the future dir name adds to ``<topic>-<partition>``: a dot, a uuid, the suffix."""
+
+
+def future_name_too_long(tp: TopicPartition) -> bool:
+    return len(str(tp).encode()) + FUTURE_NAME_EXTRA > MAX_DIR_NAME_BYTES
+
+
+class LogDirApis:
+    def __init__(self, replica_manager: ReplicaManager, mover: LogDirMover) -> None:
+        self.replica_manager = replica_manager
+        self.mover = mover
+        self._alter_lock = trio.Lock()
+
+    def install(self, apis: KafkaApis) -> None:
+        apis.register(ApiKey.ALTER_REPLICA_LOG_DIRS, self.handle_alter_replica_log_dirs)
+        apis.register(ApiKey.DESCRIBE_LOG_DIRS, self.handle_describe_log_dirs)
+
+    # -- AlterReplicaLogDirs -------------------------------------------------------------------
+
+    def handle_alter_replica_log_dirs(self, header: RequestHeader, body: Body) -> HandlerResult:
+        moves = [
+            (TopicPartition(topic["name"], partition), entry["path"])
+            for entry in body["dirs"]
+            for topic in entry["topics"]
+            for partition in topic["partitions"]
+        ]
+
+        async def apply() -> Body:
+            results: dict[str, list[Body]] = {}
+            async with self._alter_lock:
+                for tp, path in moves:
+                    code = await self.alter(tp, path)
+                    results.setdefault(tp.topic, []).append(
+                        {"partition_index": tp.partition, "error_code": code}
+                    )
+            return {
+                "throttle_time_ms": 0,
+                "results": [{"topic_name": t, "partitions": ps} for t, ps in results.items()],
+            }
+
+        return Deferred(apply)
+
+    async def alter(self, tp: TopicPartition, path: str) -> int:
+        """Steps 1-5 of the module docstring for one partition; the error code."""
+        manager = self.replica_manager.log_manager
+        try:
+            if future_name_too_long(tp):
+                raise InvalidTopicError(f"{tp}: the future dir name would pass 255 bytes")
+            target = manager.log_dir_for_path(path)
+            if not manager.is_log_dir_online(target):
+                raise KafkaStorageError(f"log dir {target} is offline")
+            partition = self.replica_manager.partitions.get(tp)
+            moving_to = self.mover.future_dir(tp)
+            if moving_to is not None and moving_to != target:
+                await self.mover.cancel(tp)
+            if manager.get_log(tp) is None:
+                manager.set_preferred_log_dir(tp, target)
+            if partition is None:
+                raise ReplicaNotAvailableError(f"broker has no replica of {tp} yet")
+            if not manager.is_log_dir_online(partition.log.dir.parent):
+                raise KafkaStorageError(f"{tp} is in an offline log dir")
+            if partition.log.dir.parent == target or self.mover.future_dir(tp) == target:
+                return NONE
+            await self.mover.start(tp, target)
+        except KafkaError as exc:
+            return exc.code
+        except OSError:
+            return KafkaStorageError.code
+        return NONE
+
+    # -- DescribeLogDirs -----------------------------------------------------------------------
+
+    def handle_describe_log_dirs(self, header: RequestHeader, body: Body) -> HandlerResult:
+        wanted: set[TopicPartition] | None = None
+        if body.get("topics") is not None:
+            wanted = {
+                TopicPartition(t["topic"], p) for t in body["topics"] for p in t["partitions"]
+            }
+        return {"throttle_time_ms": 0, "error_code": NONE, "results": self.describe(wanted)}
+
+    def describe(self, wanted: set[TopicPartition] | None) -> list[Body]:
+        manager = self.replica_manager.log_manager
+        current = manager.logs
+        futures = manager.future_logs
+        results: list[Body] = []
+        for log_dir in manager.log_dirs:
+            if not manager.is_log_dir_online(log_dir):
+                results.append(
+                    {"error_code": KafkaStorageError.code, "log_dir": str(log_dir), "topics": []}
+                )
+                continue
+            entries: list[tuple[TopicPartition, Body]] = []
+            for tp, log_ in _in_dir(current.items(), log_dir, wanted):
+                entries.append((tp, _replica(tp, log_, lag=0, is_future=False)))
+            for tp, log_ in _in_dir(futures.items(), log_dir, wanted):
+                source = current.get(tp)
+                lag = 0 if source is None else source.log_end_offset - log_.log_end_offset
+                entries.append((tp, _replica(tp, log_, lag=max(0, lag), is_future=True)))
+            topics: dict[str, list[Body]] = {}
+            for tp, entry in sorted(entries, key=lambda e: (e[0], e[1]["is_future"])):
+                topics.setdefault(tp.topic, []).append(entry)
+            total, usable = _disk_space(log_dir)
+            results.append(
+                {
+                    "error_code": NONE,
+                    "log_dir": str(log_dir),
+                    "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
+                    "total_bytes": total,
+                    "usable_bytes": usable,
+                }
+            )
+        return results
+
+
+def _in_dir(
+    logs: Iterable[tuple[TopicPartition, Log]], log_dir: Path, wanted: set[TopicPartition] | None
+) -> list[tuple[TopicPartition, Log]]:
+    return [
+        (tp, log_)
+        for tp, log_ in logs
+        if log_.dir.parent == log_dir and (wanted is None or tp in wanted)
+    ]
+
+
+def _replica(tp: TopicPartition, log_: Log, *, lag: int, is_future: bool) -> dict[str, Any]:
+    return {
+        "partition_index": tp.partition,
+        "partition_size": log_.size,
+        "offset_lag": lag,
+        "is_future": is_future,
+    }
+
+
+def _disk_space(log_dir: Path) -> tuple[int, int]:
+    try:
+        stat = os.statvfs(log_dir)
+    except OSError:
+        return -1, -1
+    return stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize

@@ -33,6 +33,8 @@ COMMANDS: dict[str, str] = {
     "produce": "client.cli.produce",
     "consume": "client.cli.consume",
     "elect-leaders": "client.cli.elect_leaders",
+    "reassign": "client.cli.reassign",
+    "log-dirs": "client.cli.log_dirs",
 }
 
 EXIT_OK = 0

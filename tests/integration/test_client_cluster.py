@@ -41,6 +41,41 @@ async def test_acknowledged_records_survive_the_leader_being_killed(
     old_leader = topic.partitions[0].leader
 
     acknowledged: dict[int, bytes] = {}
+    live: dict[int, bytes | None] = {}  # what a consumer reading all along saw
+
+    async def consume_all_along() -> None:
+        async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([("failover", 0)])
+            async for record in consumer:
+                live[record.offset] = record.value
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume_all_along)
+        await produce_through_the_kill(cluster, old_leader, acknowledged)
+        with trio.fail_after(60):  # the live consumer followed the leader to its successor
+            while not acknowledged.keys() <= live.keys():
+                await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()
+    assert {offset: live[offset] for offset in acknowledged} == acknowledged
+
+    async with Admin(cluster.bootstrap) as admin:
+        [topic] = await admin.describe_topics(["failover"])
+    assert topic.partitions[0].leader not in (-1, old_leader)
+
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("failover", 0)])
+        found: dict[int, bytes | None] = {}
+        with trio.fail_after(60):
+            while not acknowledged.keys() <= found.keys():
+                for record in await consumer.poll(1000):
+                    found[record.offset] = record.value
+    assert {offset: found[offset] for offset in acknowledged} == acknowledged
+
+
+async def produce_through_the_kill(
+    cluster: LocalCluster, leader: int, acknowledged: dict[int, bytes]
+) -> None:
+    """Send before, during and after SIGKILL of the leader; record what was acknowledged."""
     async with Producer(
         cluster.bootstrap,
         acks="all",
@@ -56,7 +91,7 @@ async def test_acknowledged_records_survive_the_leader_being_killed(
             (b"after-%d" % i, producer.send_nowait("failover", b"after-%d" % i))
             for i in range(AFTER // 2)
         ]
-        await trio.to_thread.run_sync(cluster.kill_broker, old_leader, signal.SIGKILL)
+        await trio.to_thread.run_sync(cluster.kill_broker, leader, signal.SIGKILL)
         deliveries += [
             (b"after-%d" % i, producer.send_nowait("failover", b"after-%d" % i))
             for i in range(AFTER // 2, AFTER)
@@ -64,16 +99,3 @@ async def test_acknowledged_records_survive_the_leader_being_killed(
         with trio.fail_after(150):
             for value, delivery in deliveries:
                 acknowledged[(await delivery.result()).offset] = value
-
-    async with Admin(cluster.bootstrap) as admin:
-        [topic] = await admin.describe_topics(["failover"])
-    assert topic.partitions[0].leader not in (-1, old_leader)
-
-    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([("failover", 0)])
-        found: dict[int, bytes | None] = {}
-        with trio.fail_after(60):
-            while not acknowledged.keys() <= found.keys():
-                for record in await consumer.poll(1000):
-                    found[record.offset] = record.value
-    assert {offset: found[offset] for offset in acknowledged} == acknowledged

@@ -2,12 +2,15 @@
 deploy/prometheus.yml: the figures Kafka dashboards read are right, seen through
 Prometheus's own query API.
 
-The cluster and the Prometheus server are shared by the module.
+The cluster and the Prometheus server are shared by the module; the tests run in file
+order (the second pauses a follower and resumes it before it ends).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -77,3 +80,27 @@ def test_prometheus_counts_every_produced_record_one_controller_and_no_urp(
     assert [value for _, value in per_topic] == [RECORDS]
     end_offsets = prometheus.query(f'kafka_log_log_logendoffset{{topic="{TOPIC}"}}')
     assert end_offsets and max(value for _, value in end_offsets) == RECORDS
+
+
+def test_a_paused_follower_makes_the_partition_under_replicated_and_shrinks_the_isr(
+    cluster: LocalCluster, prometheus: PrometheusServer
+) -> None:
+    row = partition_zero(cluster)
+    leader = row["leader"]
+    replicas = row["replicas"]
+    assert isinstance(replicas, list)
+    follower = next(r for r in replicas if r != leader)
+    shrinks_before = prometheus.wait_for(ISR_SHRINKS, lambda v: v is not None, SEEN_TIMEOUT_S)
+    assert shrinks_before is not None
+
+    pid = cluster.broker_pid(follower)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        urp = prometheus.wait_for(URP, lambda v: v is not None and v > 0, SEEN_TIMEOUT_S)
+        assert urp is not None and urp > 0
+        shrinks = prometheus.wait_for(
+            ISR_SHRINKS, lambda v: v is not None and v > shrinks_before, SEEN_TIMEOUT_S
+        )
+        assert shrinks is not None and shrinks > shrinks_before
+    finally:
+        os.kill(pid, signal.SIGCONT)

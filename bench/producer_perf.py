@@ -47,6 +47,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=262_144)
     p.add_argument("--max-in-flight", type=int, default=5)
     p.add_argument("--compression", default="none", choices=("none", "gzip"))
+    p.add_argument(
+        "--unordered",
+        action="store_true",
+        help="preserve_order=False: pipeline batches of one partition too",
+    )
     p.add_argument("--partitions", type=int, default=1, help="partitions (standalone mode)")
     p.add_argument("--profile", help="write a cProfile of the client to this file")
     return p.parse_args()
@@ -103,6 +108,8 @@ async def produce(args: argparse.Namespace) -> dict[str, float]:
         "records": args.num_records,
         "record_size": args.record_size,
         "acks": args.acks,
+        "batch_size": args.batch_size,
+        "preserve_order": not args.unordered,
         "seconds": round(elapsed, 3),
         "records_per_s": round(args.num_records / elapsed),
         "mb_per_s": round(args.num_records * args.record_size / elapsed / 1e6, 2),

@@ -30,7 +30,7 @@ import trio
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.log_dir_mover import LogDirMover
-from broker.log_dirs import LogDirApis
+from broker.log_dirs import LogDirApis, LogDirFailures
 from broker.log_maintenance import LogMaintenance
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics, MetricsServer
@@ -98,6 +98,10 @@ class Broker:
                 rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
             )
             LogDirApis(replica_manager, self.log_dir_mover).install(self.apis)
+            log_dir_failures = LogDirFailures(
+                replica_manager, zk_data=lambda: getattr(self.cluster_member, "data", None)
+            )
+            replica_manager.on_log_dir_failure = log_dir_failures.failed
             host, port = config.listen_address
             self.server = BrokerServer(
                 self.apis,
@@ -120,6 +124,7 @@ class Broker:
                 maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
                 await nursery.start(maintenance.run)
                 await nursery.start(self.log_dir_mover.run)
+                await nursery.start(log_dir_failures.run)
                 if config.metrics_port >= 0:
                     self.metrics_server = MetricsServer(
                         self.metrics, host=host, port=config.metrics_port

@@ -164,7 +164,7 @@ class LogDirMover:
             self.moving = tp
             try:
                 await self.move(tp)
-            except OSError as exc:
+            except (OSError, ValueError) as exc:  # ValueError: a file closed under us
                 # A failing disk: leave the future dir for the next attempt (or for the
                 # restart that marks the dir offline) and do not spin on it.
                 log.error("moving %s failed: %s", tp, exc)
@@ -202,6 +202,8 @@ class LogDirMover:
             future = self.log_manager.get_log(tp, is_future=True)
             if source is None or future is None:
                 return False
+            if not self.log_manager.is_log_dir_online(source.dir.parent):
+                return False  # its replica went offline with its dir
             copied = self.copy_step(tp, source, future, self.chunk_bytes())
             if copied:
                 self.bytes_copied += copied

@@ -15,6 +15,16 @@ AlterReplicaLogDirs, per partition, in Kafka's order (ReplicaManager.alterReplic
 
 Requests are applied one at a time (a lock), as Kafka's replicaStateChangeLock does.
 
+A failed log dir (``LogDirFailures``): an append that hits an OSError, or the periodic
+probe (the dir is gone, or a file cannot be created in it), takes the dir offline
+(``LogManager.mark_log_dir_offline``): its replicas leave the fetchers, parked requests
+on them wake, and from then on every request on them is answered KAFKA_STORAGE_ERROR
+(``ReplicaManager.partition_or_error``), LeaderAndIsr included. The broker stays up and
+keeps serving its other dirs. The controller is told as Kafka's brokers tell it: a
+sequential znode ``/log_dir_event_notification/log_dir_event_<seq>`` holding
+``{"version":1,"broker":N,"event":1}``; the controller re-sends LeaderAndIsr to the
+broker, reads KAFKA_STORAGE_ERROR for the failed replicas and elects other leaders.
+
 DescribeLogDirs answers every configured dir: offline ones with KAFKA_STORAGE_ERROR and
 no partitions; online ones with each replica's size, ``offset_lag`` (for a future log,
 how far its end is behind the current log's; 0 for a current log) and ``is_future``,
@@ -23,8 +33,10 @@ plus the file system's total and usable bytes.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +55,8 @@ from protocol.errors import (
 )
 from storage.log import Log
 from storage.names import TopicPartition
+
+log = logging.getLogger(__name__)
 
 MAX_DIR_NAME_BYTES = 255
 """NAME_MAX of the usual Linux file systems: a longer future dir name cannot be created."""
@@ -186,3 +200,85 @@ def _disk_space(log_dir: Path) -> tuple[int, int]:
     except OSError:
         return -1, -1
     return stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
+
+
+LOG_DIR_PROBE_INTERVAL_S = 1.0
+"""How often every online log dir is checked (exists, a file can be created in it)."""
+LOG_DIR_EVENT_PREFIX = "/log_dir_event_notification/log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
+PROBE_FILE = ".log_dir_probe"
+
+
+class LogDirFailures:
+    """Takes failed log dirs offline and tells the controller (module docstring)."""
+
+    def __init__(
+        self, replica_manager: ReplicaManager, *, zk_data: Callable[[], Any] = lambda: None
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.zk_data = zk_data
+        self._unreported = trio.Event()
+
+    def failed(self, log_dir: Path) -> None:
+        """An I/O error in ``log_dir``: take it offline now (on the Trio thread)."""
+        manager = self.replica_manager.log_manager
+        if log_dir not in manager.log_dirs or log_dir in manager.offline_log_dirs:
+            return
+        lost = manager.mark_log_dir_offline(log_dir)
+        log.error(
+            "log dir %s failed: %d replica(s) offline (%s)",
+            log_dir,
+            len(lost),
+            ", ".join(map(str, sorted(lost))) or "none",
+        )
+        rm = self.replica_manager
+        if rm.fetcher is not None and lost:
+            rm.fetcher.remove_partitions(lost)
+        for tp in lost:
+            rm.fetch_waiters.notify(tp)
+            rm.produce_waiters.notify(tp)
+        self._unreported.set()
+
+    def probe(self) -> list[Path]:
+        """The online dirs that cannot be used any more (blocking: run in a thread)."""
+        manager = self.replica_manager.log_manager
+        broken = []
+        for log_dir in manager.log_dirs:
+            if log_dir in manager.offline_log_dirs:
+                continue
+            try:
+                fd = os.open(log_dir / PROBE_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.close(fd)
+                os.unlink(log_dir / PROBE_FILE)
+            except OSError:
+                broken.append(log_dir)
+        return broken
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            with trio.move_on_after(LOG_DIR_PROBE_INTERVAL_S):
+                await self._unreported.wait()
+            for log_dir in await trio.to_thread.run_sync(self.probe):
+                self.failed(log_dir)
+            if self._unreported.is_set() and await self._notify_controller():
+                self._unreported = trio.Event()
+
+    async def _notify_controller(self) -> bool:
+        """Write the log-dir event znode; False to try again later (True standalone)."""
+        data = self.zk_data()
+        if data is None:
+            return True
+        event = {
+            "version": 1,
+            "broker": self.replica_manager.broker_id,
+            "event": LOG_DIR_FAILURE_EVENT,
+        }
+        try:
+            await data.zk.create(
+                LOG_DIR_EVENT_PREFIX, json.dumps(event).encode(), sequence=True, makepath=True
+            )
+        except Exception as exc:  # ZooKeeper trouble: retried at the next probe
+            log.warning("cannot report the failed log dir to the controller: %r", exc)
+            return False
+        return True

@@ -159,6 +159,7 @@ class ReplicaManager:
         self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
         self.produce_waiters: Purgatory[TopicPartition] = Purgatory("produce")
         self.fetcher: FetcherHook | None = None
+        self.on_log_dir_failure: Callable[[Path], None] | None = None  # set by the broker
         self.isr_store: Callable[[], IsrStore | None] = lambda: None  # set in cluster mode
         self.isr_manager = IsrManager(
             partitions=lambda: self.partitions.values(),
@@ -183,6 +184,9 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             raise UnknownTopicOrPartitionError(f"broker {self.broker_id} has no replica of {tp}")
+        offline = self.log_manager.offline_log_dirs  # issue 6: a failed log dir
+        if offline and partition.log.dir.parent in offline:
+            raise KafkaStorageError(f"{tp} is in offline log dir {partition.log.dir.parent}")
         return partition
 
     def topic_config(self, topic: str) -> TopicConfig:
@@ -238,6 +242,10 @@ class ReplicaManager:
                     continue
                 if self.broker_id not in state.replicas:
                     errors[tp] = UnknownTopicOrPartitionError.code
+                    continue
+                offline = self.log_manager.offline_log_dirs
+                if current is not None and current.log.dir.parent in offline:
+                    errors[tp] = KafkaStorageError.code  # issue 6: its log dir failed
                     continue
                 try:  # the name becomes a directory name: never trust it
                     validate_topic_name(tp.topic)
@@ -361,6 +369,8 @@ class ReplicaManager:
             except OSError as exc:
                 log.error("append to %s failed: %s", tp, exc)
                 results.append((tp, KafkaStorageError(str(exc))))
+                if self.on_log_dir_failure is not None:  # issue 6: take the dir offline
+                    self.on_log_dir_failure(self.partitions[tp].log.dir.parent)
                 continue
             self.fetch_waiters.notify(tp)
             if result.high_watermark_moved:
@@ -476,6 +486,8 @@ class ReplicaManager:
         by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
         for tp, partition in self.partitions.items():
             by_dir.setdefault(partition.log.dir.parent, {})[tp] = partition.high_watermark
+        for offline in self.log_manager.offline_log_dirs:
+            by_dir.pop(offline, None)
         return by_dir
 
     async def checkpoint_high_watermarks(self) -> None:

@@ -1,0 +1,64 @@
+"""A log dir that fails takes its replicas offline with KAFKA_STORAGE_ERROR; the broker
+stays up, serves its other dir, and tells the controller through ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from client.admin import Admin
+from controller.zk_client import ZkClient
+from protocol.api import ApiKey
+from protocol.errors import KafkaStorageError, ReplicaNotAvailableError
+from tests.integration.test_log_dir_moves import one_broker, wait_until
+from tests.support.broker import WireClient, batch, produce_body, produced
+
+
+@pytest.mark.timeout(120)
+async def test_a_removed_log_dir_goes_offline_and_the_broker_serves_the_other_one(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    async with one_broker(tmp_path, zk_connect) as (broker, dirs):
+        async with Admin(f"127.0.0.1:{broker.port}") as admin:
+            placed = await admin.alter_replica_log_dirs(
+                {("lost", 0, 1): str(dirs[0]), ("kept", 0, 1): str(dirs[1])}
+            )
+            assert all(isinstance(e, ReplicaNotAvailableError) for e in placed.values())
+            await admin.create_topic("lost", 1, 1)
+            await admin.create_topic("kept", 1, 1)
+            async with await WireClient.connect(broker.port) as client:
+                for topic in ("lost", "kept"):
+                    answer = produced(
+                        await client.request(ApiKey.PRODUCE, produce_body(topic, 0, batch(b"x")))
+                    )
+                    assert answer["error_code"] == 0
+
+                shutil.rmtree(dirs[0])  # the disk is gone
+
+                async def offline() -> bool:
+                    described = {d.path: d for d in await admin.describe_log_dirs()}
+                    return described[str(dirs[0])].error == KafkaStorageError.name
+
+                await wait_until(offline, "the dir to be reported offline", 30)
+                lost = await client.request(ApiKey.PRODUCE, produce_body("lost", 0, batch(b"y")))
+                assert produced(lost)["error_code"] == KafkaStorageError.code
+                kept = await client.request(ApiKey.PRODUCE, produce_body("kept", 0, batch(b"y")))
+                assert produced(kept)["error_code"] == 0
+                assert produced(kept)["base_offset"] == 1
+            moved = await admin.alter_replica_log_dirs({("kept", 0, 1): str(dirs[0])})
+            assert isinstance(moved[("kept", 0, 1)], KafkaStorageError)
+
+        async def notified() -> bool:
+            try:
+                return bool(await zk_client.get_children("/log_dir_event_notification"))
+            except Exception:
+                return False
+
+        await wait_until(notified, "the log dir event notification", 30)
+        [name] = await zk_client.get_children("/log_dir_event_notification")
+        data, _ = await zk_client.get(f"/log_dir_event_notification/{name}")
+        assert name.startswith("log_dir_event_")
+        assert json.loads(data) == {"version": 1, "broker": 1, "event": 1}

@@ -1,0 +1,88 @@
+"""`minibroker reassign` on a log-dir move that is still copying: --verify reports it in
+progress, --cancel drops it (the -future copy goes, the replica stays where it was)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from client.admin import Admin
+from client.producer import Producer
+from storage.names import TopicPartition
+from tests.integration.test_log_dir_moves import one_broker, replicas_in
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    argv = [sys.executable, "-m", "client.cli.main", *args, "--bootstrap-server", bootstrap]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return await trio.run_process(
+        argv, capture_stdout=True, capture_stderr=True, check=False, env=env
+    )
+
+
+@pytest.mark.timeout(120)
+async def test_verify_reports_a_running_dir_move_and_cancel_drops_it(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    # 20 kB/s: a 400 kB log takes 20 s to copy, longer than the test needs.
+    async with one_broker(
+        tmp_path, zk_connect, replica_alter_log_dirs_io_max_bytes_per_second=20_000
+    ) as (broker, dirs):
+        bootstrap = f"127.0.0.1:{broker.port}"
+        async with Admin(bootstrap) as admin:
+            await admin.create_topic("c", 1, 1)
+            async with Producer(bootstrap, acks=1) as producer:
+                for i in range(400):
+                    producer.send_nowait("c", bytes(1000) + b"%d" % i, partition=0)
+            current = broker.log_manager.get_log(TopicPartition("c", 0))  # type: ignore[union-attr]
+            assert current is not None
+            home = current.dir.parent
+            other = next(d for d in dirs if d != home)
+            moves = tmp_path / "moves.json"
+            moves.write_text(
+                json.dumps(
+                    {
+                        "version": 1,
+                        "partitions": [
+                            {
+                                "topic": "c",
+                                "partition": 0,
+                                "replicas": [1],
+                                "log_dirs": [str(other)],
+                            }
+                        ],
+                    }
+                )
+            )
+            executed = await cli(
+                bootstrap, "reassign", "--execute", "--reassignment-json-file", str(moves)
+            )
+            assert executed.returncode == 0, executed.stderr
+            assert b"Successfully started log directory move(s) for c-0-1" in executed.stdout
+            verified = await cli(
+                bootstrap,
+                "reassign",
+                "--verify",
+                "--no-wait",
+                "--reassignment-json-file",
+                str(moves),
+            )
+            assert verified.returncode == 1
+            assert b"is still in progress" in verified.stdout
+            cancelled = await cli(
+                bootstrap, "reassign", "--cancel", "--reassignment-json-file", str(moves)
+            )
+            assert cancelled.returncode == 0, cancelled.stderr
+            assert b"Log dir move of c-0 on broker 1 cancelled" in cancelled.stdout
+            assert replicas_in(await admin.describe_log_dirs(), "c") == {
+                str(home): [False],
+                str(other): [],
+            }

@@ -20,8 +20,10 @@ ENV LANG=C.UTF-8 \
 
 # Java 17 runs ZooKeeper (jars from the pyspark wheel) and Spark. The public python
 # images have none; a locally built base already carries it, so no apt run is needed.
+# (Debian's slim images drop /usr/share/man, where the JRE's postinst links man pages.)
 RUN if ! command -v java >/dev/null 2>&1; then \
-        apt-get update \
+        mkdir -p /usr/share/man/man1 \
+        && apt-get update \
         && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
         && rm -rf /var/lib/apt/lists/*; \
     fi \

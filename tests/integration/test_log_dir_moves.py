@@ -69,6 +69,18 @@ async def moved_to(admin: Admin, topic: str, target: Path) -> bool:
     )
 
 
+async def topic_of_400_kb(admin: Admin, broker: Broker, topic: str) -> Path:
+    """Create ``topic`` (1 partition) with 400 records of 1 kB; the dir it lives in."""
+    await admin.create_topic(topic, 1, 1)
+    async with Producer(f"127.0.0.1:{broker.port}", acks=1) as producer:
+        for i in range(400):
+            producer.send_nowait(topic, bytes(1000) + b"%d" % i, partition=0)
+    assert broker.log_manager is not None
+    current = broker.log_manager.get_log(TopicPartition(topic, 0))
+    assert current is not None
+    return current.dir.parent
+
+
 async def read_all(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes | None]]:
     out: list[tuple[int, bytes | None]] = []
     async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
@@ -185,13 +197,8 @@ async def test_a_new_request_for_another_dir_cancels_the_running_move(
     ) as (broker, dirs):
         bootstrap = f"127.0.0.1:{broker.port}"
         async with Admin(bootstrap) as admin:
-            await admin.create_topic("slow", 1, 1)
-            async with Producer(bootstrap, acks=1) as producer:
-                for i in range(400):
-                    producer.send_nowait("slow", bytes(1000) + b"%d" % i, partition=0)
-            source = broker.log_manager.get_log(TopicPartition("slow", 0))  # type: ignore[union-attr]
-            assert source is not None
-            home, other = (dirs[0], dirs[1]) if source.dir.parent == dirs[0] else dirs[::-1]
+            home = await topic_of_400_kb(admin, broker, "slow")
+            other = next(d for d in dirs if d != home)
             await admin.alter_replica_log_dirs({("slow", 0, 1): str(other)})
             described = await admin.describe_log_dirs()
             future = [

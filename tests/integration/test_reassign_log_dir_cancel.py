@@ -13,9 +13,7 @@ import pytest
 import trio
 
 from client.admin import Admin
-from client.producer import Producer
-from storage.names import TopicPartition
-from tests.integration.test_log_dir_moves import one_broker, replicas_in
+from tests.integration.test_log_dir_moves import one_broker, replicas_in, topic_of_400_kb
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,13 +36,7 @@ async def test_verify_reports_a_running_dir_move_and_cancel_drops_it(
     ) as (broker, dirs):
         bootstrap = f"127.0.0.1:{broker.port}"
         async with Admin(bootstrap) as admin:
-            await admin.create_topic("c", 1, 1)
-            async with Producer(bootstrap, acks=1) as producer:
-                for i in range(400):
-                    producer.send_nowait("c", bytes(1000) + b"%d" % i, partition=0)
-            current = broker.log_manager.get_log(TopicPartition("c", 0))  # type: ignore[union-attr]
-            assert current is not None
-            home = current.dir.parent
+            home = await topic_of_400_kb(admin, broker, "c")
             other = next(d for d in dirs if d != home)
             moves = tmp_path / "moves.json"
             moves.write_text(

@@ -127,3 +127,25 @@ def test_reassign_rejects_what_the_cluster_cannot_do_in_one_line(
     assert done.returncode == 1
     assert message.encode() in done.stderr
     assert done.stderr.count(b"\n") == 1, done.stderr
+
+
+def test_generate_prints_the_current_and_a_proposed_assignment_over_the_listed_brokers(
+    local_cluster: LocalCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    assert local_cluster.cli("topic", "create", "gen", "-p", "3", "-r", "2").returncode == 0
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "gen"}]}))
+    done = local_cluster.cli(
+        "reassign", "--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1,2"
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert lines[0] == "Current partition replica assignment"
+    assert lines[3] == "Proposed partition reassignment configuration"
+    current, proposed = json.loads(lines[1]), json.loads(lines[4])
+    assert [p["partition"] for p in current["partitions"]] == [0, 1, 2]
+    for entry in proposed["partitions"]:
+        assert entry["topic"] == "gen" and len(entry["replicas"]) == 2
+        assert set(entry["replicas"]) == {1, 2}
+        assert entry["log_dirs"] == ["any", "any"]

@@ -101,6 +101,16 @@ def test_compose_file_validates_with_docker_compose(default_config: dict[str, An
     )
 
 
+def test_every_service_of_ours_builds_the_one_image_instead_of_pulling_it(
+    default_config: dict[str, Any],
+) -> None:
+    ours = {n: s for n, s in default_config["services"].items() if n != "prometheus"}
+    assert {s["image"] for s in ours.values()} == {"minibroker:latest"}
+    for name, service in ours.items():
+        assert Path(service["build"]["context"]) == REPO, name
+        assert service["build"]["args"]["BASE_IMAGE"] == "python:3.11-slim-bookworm", name
+
+
 def test_every_broker_environment_is_a_valid_broker_config(
     default_config: dict[str, Any],
 ) -> None:

@@ -11,14 +11,16 @@ millisecond), so these figures are free for produce and fetch. The traffic count
     kafka_server_replicamanager_isrshrinks_total            counter (IsrManager.shrinks)
     kafka_server_replicamanager_isrexpands_total            counter (IsrManager.expands)
     kafka_server_delayedoperationpurgatory_purgatorysize    gauge  {delayedoperation=Produce|Fetch}
-    kafka_server_socket_server_metrics_connection_count     gauge  {listener, networkprocessor}
+    kafka_server_socket_server_metrics_connection_count     untyped {listener, networkprocessor}
     kafka_server_replicafetchermanager_maxlag               gauge  {clientid="Replica"}
     kafka_log_logflushstats_logflushrateandtimems           summary (_count, _sum in ms)
 
 The socket-server name keeps the JMX exporter's spelling of Kafka's
 ``socket-server-metrics`` type (dashes become underscores), which is what Kafka
 dashboards query; Kafka has one acceptor and several network processors, minibroker one
-Trio listener, reported as ``networkprocessor="0"``. Label names are lower case, as the
+Trio listener, reported as ``networkprocessor="0"``. It is untyped, as the JMX exporter
+exports it by default: Prometheus's lint reserves a ``_count`` suffix for histograms and
+summaries unless the metric is untyped. Label names are lower case, as the
 JMX exporter writes them with ``lowercaseOutputLabelNames: true``: Prometheus's own lint
 (``promtool check metrics``) rejects camelCase label names such as Kafka's
 ``delayedOperation``; deploy/prometheus.yml shows how to map them back for a dashboard
@@ -40,6 +42,7 @@ from prometheus_client.core import (
     GaugeMetricFamily,
     Metric,
     SummaryMetricFamily,
+    UnknownMetricFamily,
 )
 from prometheus_client.registry import Collector
 
@@ -116,12 +119,13 @@ class BrokerStateCollector(Collector):
                     lag,
                 )
         if broker.server is not None:
-            yield _labelled_gauge(
+            connections = UnknownMetricFamily(
                 CONNECTION_COUNT,
                 "Open client connections.",
-                {"listener": LISTENER, "networkprocessor": "0"},
-                broker.server.connections,
+                labels=["listener", "networkprocessor"],
             )
+            connections.add_metric([LISTENER, "0"], broker.server.connections)
+            yield connections
         stats = getattr(broker.log_manager, "flush_stats", None)
         if stats is not None:
             yield SummaryMetricFamily(

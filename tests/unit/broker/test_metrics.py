@@ -24,6 +24,7 @@ from broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
 from broker.metrics_state import BrokerStateCollector, fetcher_max_lag, under_min_isr_count
 from broker.partition import PartitionState
 from broker.replica_manager import ReplicaManager
+from broker.server import BrokerServer
 from protocol.api import ApiKey, encode_request, latest_version
 from protocol.records import Record, encode_batch
 from storage.names import TopicPartition
@@ -47,6 +48,7 @@ DASHBOARD_FAMILIES = {
     "kafka_log_log_size",
     "kafka_log_log_logstartoffset",
     "kafka_log_log_logendoffset",
+    "kafka_server_socket_server_metrics_connection_count",
 }
 
 # Every label a broker may export: bounded by topics x partitions, never per client.
@@ -89,6 +91,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
         metrics=broker.metrics,
     )
     broker.replica_manager = manager
+    broker.server = BrokerServer(KafkaApis(manager, broker.metadata_cache))  # never listens
     broker.metrics.watch(manager)  # what Broker.run does; the state collector is already in
     try:
         yield broker

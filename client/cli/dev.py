@@ -171,14 +171,19 @@ def _check_ports_free(args: argparse.Namespace) -> None:
                 ) from None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (exited, not yet reaped) counts as gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # Linux: an orphan's zombie lingers where init does not reap (containers)
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 # --- dev down ------------------------------------------------------------------------
@@ -188,24 +193,24 @@ def down(data_dir: Path) -> int:
     state = DevState.load(data_dir)
     if state is None:
         raise DevError(f"no dev cluster recorded in {data_dir / STATE_FILE}")
-    if _pid_alive(state.supervisor_pid):
+    if pid_running(state.supervisor_pid):
         print(f"stopping the dev cluster (supervisor pid {state.supervisor_pid})", flush=True)
         os.kill(state.supervisor_pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT_S + 15
-        while _pid_alive(state.supervisor_pid) and time.monotonic() < deadline:
+        while pid_running(state.supervisor_pid) and time.monotonic() < deadline:
             time.sleep(POLL_S)
-        if _pid_alive(state.supervisor_pid):
+        if pid_running(state.supervisor_pid):
             raise DevError(f"supervisor pid {state.supervisor_pid} did not stop in time")
     # A supervisor killed with SIGKILL leaves its children: stop those directly.
     children = list(state.brokers.values()) + ([state.zookeeper] if state.zookeeper else [])
-    leftovers = [c for c in children if _pid_alive(c.pid)]
+    leftovers = [c for c in children if pid_running(c.pid)]
     for child in leftovers:
         os.kill(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while any(_pid_alive(c.pid) for c in leftovers) and time.monotonic() < deadline:
+    while any(pid_running(c.pid) for c in leftovers) and time.monotonic() < deadline:
         time.sleep(POLL_S)
     for child in leftovers:
-        if _pid_alive(child.pid):
+        if pid_running(child.pid):
             os.kill(child.pid, signal.SIGKILL)
     (data_dir / STATE_FILE).unlink(missing_ok=True)
     print("dev cluster stopped", flush=True)
@@ -410,7 +415,7 @@ async def _terminate(processes: list[trio.Process], timeout_s: float) -> None:
 async def _up(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir
     existing = DevState.load(data_dir)
-    if existing is not None and _pid_alive(existing.supervisor_pid):
+    if existing is not None and pid_running(existing.supervisor_pid):
         raise DevError(
             f"a dev cluster is already running (pid {existing.supervisor_pid}); "
             f"`minibroker dev down --data-dir {data_dir}` stops it"

@@ -155,6 +155,7 @@ class Producer:
         finally:
             self._acc.abort_all(KafkaError("the producer was closed before sending"))
             await self._tasks.close()
+            self._sender.abort_in_flight(KafkaError("the producer was closed while sending"))
         return None
 
     # --- sending ---------------------------------------------------------------------

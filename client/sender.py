@@ -77,6 +77,7 @@ class Sender:
         self._in_flight: dict[int, int] = defaultdict(int)
         self.preserve_order = preserve_order
         self._muted: set[tuple[str, int]] = set()  # partitions with a batch in flight
+        self.in_flight_batches: set[ProducerBatch] = set()  # failed by abort_in_flight()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -128,6 +129,7 @@ class Sender:
             next_at = min(next_at, now + self.retry_backoff_s)
         for node, batches in by_node.items():
             self._in_flight[node] += 1
+            self.in_flight_batches.update(batches)
             nursery.start_soon(self._produce, node, batches)
         return next_at
 
@@ -150,6 +152,7 @@ class Sender:
             body = self._request_body(batches)
             if self.acks == 0:
                 await self.cluster.send(node, ApiKey.PRODUCE, body)
+                self.in_flight_batches.difference_update(batches)
                 for batch in batches:
                     self.acc.finish(batch, base_offset=-1)
                 return
@@ -158,6 +161,7 @@ class Sender:
                 node, ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
             )
         except KafkaError as exc:  # network, timeout, or a request-level error
+            self.in_flight_batches.difference_update(batches)
             for batch in batches:
                 self._retry_or_fail(batch, exc)
             return
@@ -166,6 +170,9 @@ class Sender:
             for batch in batches:
                 self._muted.discard((batch.topic, batch.partition))
             self.acc.wakeup.set()
+        # Not in `finally`: a request cancelled by close() leaves its batches here, and
+        # abort_in_flight() fails them.
+        self.in_flight_batches.difference_update(batches)
         self._handle_response(batches, response)
 
     def _handle_response(self, batches: list[ProducerBatch], response: dict[str, Any]) -> None:
@@ -197,6 +204,13 @@ class Sender:
             self.acc.reenqueue(batch, now + self.retry_backoff_s)
         else:
             self._fail(batch, error)
+
+    def abort_in_flight(self, error: KafkaError) -> None:
+        """Fail batches whose request was cancelled (the producer closed mid-request)."""
+        for batch in self.in_flight_batches:
+            if not batch.done.is_set():
+                self._fail(batch, error)
+        self.in_flight_batches.clear()
 
     def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         self.acc.finish(batch, _with_partition(error, batch))

@@ -12,6 +12,7 @@ from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInf
 from client.producer import Producer
 from protocol.api import ApiKey
 from protocol.errors import (
+    KafkaError,
     MessageTooLargeError,
     NetworkError,
     NotLeaderOrFollowerError,
@@ -194,3 +195,19 @@ async def test_a_retried_batch_keeps_its_place_in_the_partition() -> None:
         await producer.flush()
     assert log == [b"%04d" % i for i in range(200)]
     assert [(await d.result()).offset for d in deliveries] == list(range(200))
+
+
+@pytest.mark.timeout(10)
+async def test_closing_on_an_error_fails_records_in_flight_instead_of_hanging() -> None:
+    async def never(node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+        await trio.sleep_forever()
+
+    cluster = FakeCluster(_metadata([1]))
+    cluster.request = never  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="application bug"):
+        async with _producer(cluster, linger_ms=0) as producer:
+            delivery = producer.send_nowait("t", b"v")
+            await trio.sleep(0.05)  # the request is in flight now
+            raise RuntimeError("application bug")
+    with pytest.raises(KafkaError, match="closed while sending"):
+        await delivery.result()

@@ -156,6 +156,11 @@ class Producer:
             self._acc.abort_all(KafkaError("the producer was closed before sending"))
             await self._tasks.close()
             self._sender.abort_in_flight(KafkaError("the producer was closed while sending"))
+            for topic, waiting in self._waiting.items():  # their metadata never came
+                for pending, *_ in waiting:
+                    pending.resolve(None, KafkaError(f"topic {topic!r}: the producer was closed"))
+            self._waiting.clear()
+            self._metadata_done.set()
         return None
 
     # --- sending ---------------------------------------------------------------------

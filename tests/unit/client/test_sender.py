@@ -211,3 +211,19 @@ async def test_closing_on_an_error_fails_records_in_flight_instead_of_hanging() 
             raise RuntimeError("application bug")
     with pytest.raises(KafkaError, match="closed while sending"):
         await delivery.result()
+
+
+@pytest.mark.timeout(10)
+async def test_closing_on_an_error_fails_records_still_waiting_for_metadata() -> None:
+    cluster = FakeCluster(_metadata([1]))
+
+    async def no_metadata(name: str, *, timeout_s: float) -> Any:
+        await trio.sleep_forever()
+
+    cluster.topic = no_metadata  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError):
+        async with _producer(cluster) as producer:
+            delivery = producer.send_nowait("unknown-yet", b"v")
+            raise RuntimeError
+    with pytest.raises(KafkaError, match="unknown-yet"):
+        await delivery.result()

@@ -3,12 +3,13 @@
 How this works. ``append`` is the producer's per-record hot path, so it does a few
 dict and list operations and nothing else: no Trio task, no lock (Trio runs one task at
 a time, and ``append`` never awaits), no encoding. A partition has a deque of batches;
-the last one is open and takes records until its estimated size reaches
-``batch_size``, then it is sealed and a new one opens (which moves a sticky partition
-on). The sender asks :meth:`RecordAccumulator.ready` which partitions have a batch to
-send (full, lingered ``linger_ms``, flushing, or a retry whose backoff is over) and
-takes at most one batch per partition per request with :meth:`pop_ready` (Kafka's
-drain), so batches of one partition are sent in order.
+the last one is open and takes records while its estimated size stays within
+``batch_size`` (a record that would overflow it goes to a new batch, unless the batch is
+empty: one oversized record still travels alone), then it is sealed and a new one opens
+(which moves a sticky partition on). The sender walks ``partitions_with_batches`` and
+takes the head batch of a partition once ``head_ready_at`` says it may go (full,
+lingered ``linger_ms``, flushing, or a retry whose backoff is over): at most one batch
+per partition per request (Kafka's drain), so a partition's batches leave in order.
 
 A batch keeps its records as parallel lists. While no record carries a key, headers or
 an explicit timestamp, the batch is "simple" and encodes with ``encode_values`` (one
@@ -243,24 +244,33 @@ class RecordAccumulator:
         queue = partitions.get(partition)
         if queue is None:
             queue = partitions[partition] = deque()
+        size = RECORD_OVERHEAD + (len(value) if value is not None else 0)
+        if key is not None:
+            size += len(key)
+        if headers:
+            size += sum(len(k) + len(v or b"") + 2 for k, v in headers)
         batch = queue[-1] if queue else None
+        if (
+            batch is not None
+            and not batch.sealed
+            and batch.values
+            and batch.size + size > self.batch_size  # would overflow: full as it is
+        ):
+            self.seal(batch)
         if batch is None or batch.sealed:
             batch = self._open(topic, partition, queue)
         index = len(batch.values)
         batch.values.append(value)
-        size = RECORD_OVERHEAD + (len(value) if value is not None else 0)
         if key is not None or batch.keys is not None:
             if batch.keys is None:
                 batch.keys = [None] * index
                 batch.simple = False
             batch.keys.append(key)
-            size += len(key) if key is not None else 0
         if headers or batch.headers is not None:
             if batch.headers is None:
                 batch.headers = [()] * index
                 batch.simple = False
             batch.headers.append(headers or ())
-            size += sum(len(k) + len(v or b"") + 2 for k, v in headers or ())
         if timestamp is not None or batch.timestamps is not None:
             if batch.timestamps is None:
                 batch.timestamps = [None] * index

@@ -179,7 +179,13 @@ class Producer:
             # The hot path (a value for the topic's sticky partition): append straight to
             # its open batch. Everything else takes the general path below.
             batch = self._sticky_batches.get(topic)
-            if batch is not None and batch.simple and not batch.sealed and value is not None:
+            if (
+                batch is not None
+                and batch.simple
+                and not batch.sealed
+                and value is not None
+                and batch.size + len(value) + RECORD_OVERHEAD <= self._batch_size
+            ):
                 values = batch.values
                 index = len(values)
                 values.append(value)

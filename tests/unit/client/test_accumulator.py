@@ -131,3 +131,21 @@ async def test_expire_removes_batches_past_their_delivery_deadline() -> None:
     batch, _ = acc.append("t", 0, b"a", None, None, None)
     assert acc.expire(batch.deadline - 1) == []
     assert acc.expire(batch.deadline) == [batch]
+
+
+async def test_a_record_that_would_overflow_the_batch_opens_the_next_one() -> None:
+    acc, closed = _accumulator(batch_size=61 + 2 * 22)  # room for two 10-byte values
+    first, _ = acc.append("t", 0, b"x" * 10, None, None, None)
+    acc.append("t", 0, b"y" * 10, None, None, None)
+    third, index = acc.append("t", 0, b"z" * 30, None, None, None)
+    assert third is not first and index == 0
+    assert len(first) == 2 and first.size <= acc.batch_size
+    assert closed == [("t", 0)]
+
+
+async def test_an_oversized_record_travels_alone_in_its_own_batch() -> None:
+    acc, _ = _accumulator(batch_size=100)
+    big, _ = acc.append("t", 0, b"x" * 500, None, None, None)
+    assert big.sealed and len(big) == 1
+    after, _ = acc.append("t", 0, b"y", None, None, None)
+    assert after is not big

@@ -71,6 +71,16 @@ async def test_acknowledged_records_survive_the_leader_being_killed(
                     found[record.offset] = record.value
     assert {offset: found[offset] for offset in acknowledged} == acknowledged
 
+    # The killed leader, started again, catches up and rejoins the ISR.
+    await trio.to_thread.run_sync(cluster.restart_broker, old_leader)
+    async with Admin(cluster.bootstrap) as admin:
+        with trio.fail_after(90):
+            while True:
+                [topic] = await admin.describe_topics(["failover"])
+                if old_leader in topic.partitions[0].isr:
+                    break
+                await trio.sleep(0.2)
+
 
 async def produce_through_the_kill(
     cluster: LocalCluster, leader: int, acknowledged: dict[int, bytes]

@@ -4,9 +4,12 @@
 with every port 0 (free ports, so parallel runs never collide) and waits until its
 ``dev.json`` says ready: a controller is active and every broker registered. The test
 then talks to ``cluster.bootstrap``; ``cluster.cli(...)`` runs CLI commands against it;
-``kill_broker`` / ``stop_broker`` take brokers away (fault drills). ``stop()`` stops the
-supervisor (which stops brokers, then ZooKeeper) and afterwards kills, by pid, any child
-the dev.json lists that is still alive, so no process outlives a failed test.
+``kill_broker`` takes a broker away (SIGKILL, or SIGTERM for a clean stop),
+``pause_broker`` / ``resume_broker`` freeze it (SIGSTOP / SIGCONT) and ``restart_broker``
+starts it again on the same port and log dirs (that process belongs to this object, not
+to the supervisor). ``stop()`` stops the supervisor (which stops brokers, then
+ZooKeeper), then the restarted brokers, and afterwards kills, by pid, any child the
+dev.json lists that is still alive, so no process outlives a failed test.
 
 Fixtures: ``local_cluster`` (a fresh 3-broker cluster per test module, since a
 ZooKeeper JVM plus three brokers take a few seconds to start). Import it into a
@@ -59,6 +62,7 @@ class LocalCluster:
         self.properties = TEST_BROKER_PROPERTIES + properties
         self.process: subprocess.Popen[bytes] | None = None
         self.state: dict[str, Any] = {}
+        self.restarted: dict[int, subprocess.Popen[bytes]] = {}  # brokers we started again
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -112,6 +116,14 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop everything; children left by a crashed supervisor are killed by pid."""
         state = self.state or self._read_state()
+        for broker in self.restarted.values():
+            if broker.poll() is None:
+                broker.send_signal(signal.SIGTERM)
+                try:
+                    broker.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    broker.kill()
+                    broker.wait()
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -151,6 +163,59 @@ class LocalCluster:
         deadline = time.monotonic() + STOP_TIMEOUT_S
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
+
+    def pause_broker(self, broker_id: int) -> None:
+        os.kill(self.broker_pid(broker_id), signal.SIGSTOP)
+
+    def resume_broker(self, broker_id: int) -> None:
+        os.kill(self.broker_pid(broker_id), signal.SIGCONT)
+
+    def restart_broker(self, broker_id: int) -> None:
+        """Start a (killed or stopped) broker again: same id, port and log dirs."""
+        if _alive(self.broker_pid(broker_id)):
+            raise RuntimeError(f"broker {broker_id} is still running")
+        home = self.data_dir / f"broker-{broker_id}"
+        log = Path(self.state["brokers"][str(broker_id)]["log"])
+        offset = log.stat().st_size if log.exists() else 0
+        argv = [
+            sys.executable,
+            "-m",
+            "client.cli.main",
+            "broker",
+            "--broker-id",
+            str(broker_id),
+            "--listen",
+            f"127.0.0.1:{self.broker_port(broker_id)}",
+            "--log-dirs",
+            f"{home / 'logs-0'},{home / 'logs-1'}",
+            "--zookeeper",
+            f"127.0.0.1:{self.state['zookeeper']['port']}",
+            "--metrics-port",
+            "0",
+        ]
+        for item in self.properties:
+            argv += ["--set", item]
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=_env(),
+                start_new_session=True,
+            )
+        self.restarted[broker_id] = process
+        self.state["brokers"][str(broker_id)]["pid"] = process.pid
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with log.open("rb") as f:
+                f.seek(offset)
+                if b"listening on port" in f.read():
+                    return
+            if process.poll() is not None:
+                raise RuntimeError(f"broker {broker_id} exited ({process.returncode}); see {log}")
+            time.sleep(0.1)
+        raise RuntimeError(f"broker {broker_id} did not start again in time; see {log}")
 
     def cli(
         self, *args: str, stdin: bytes | None = None, timeout: float = 60, bootstrap: bool = True

@@ -9,6 +9,8 @@
 # locally and scripts/docker-smoke passes it as --build-arg BASE_IMAGE=... .
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 FROM ${BASE_IMAGE}
+LABEL org.opencontainers.image.title="minibroker" \
+      org.opencontainers.image.description="Kafka-style commit log: broker, ZooKeeper, Spark report"
 
 ENV LANG=C.UTF-8 \
     PYTHONUNBUFFERED=1 \

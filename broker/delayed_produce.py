@@ -1,8 +1,9 @@
 """Delayed produce: an acks=all answer waits until the ISR has every appended batch.
 
 Kafka's DelayedProduce, as the request's own Trio task parked in the ReplicaManager's
-``produce_waiters`` purgatory (woken whenever a partition's HW moves or its leadership
-changes). Per partition the append is *acknowledged* when, on a check:
+``produce_waiters`` (a ``DelayedProducePurgatory``), which is notified whenever a
+partition's HW moves, its ISR changes or its leadership changes. Per partition the
+append is *acknowledged* when, on a check:
 
 - this broker no longer leads the partition -> NOT_LEADER_OR_FOLLOWER (the client
   retries on the new leader; the batch may or may not survive there);
@@ -15,12 +16,22 @@ changes). Per partition the append is *acknowledged* when, on a check:
   - otherwise success;
 - else not yet: wait for the next wake-up, until ``timeout_ms`` (REQUEST_TIMED_OUT).
 
-Register first, then check, with no await between (see broker/purgatory.py): no HW
-move can slip between the check and the wait.
+Why not the plain purgatory: waking every parked request of a partition on each HW move
+costs O(parked) per move, and under load (hundreds of acks=all requests in flight, a
+move per follower fetch) that quadratic work is what keeps the backlog from draining.
+Waiters are kept per partition in a heap by last offset instead; a notify completes
+waiters from the smallest offset up and stops at the first the HW has not reached (the
+HW only grows, so no later one is ready either): O(completed) per notify. A waiter that
+times out is marked done and dropped lazily.
+
+Register first, then check, with no await between: no HW move can slip between the
+check and the wait.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -66,33 +77,97 @@ def check_acknowledged(
     return True, None
 
 
+class AckWaiter:
+    """One partition of one acks=all request: done once answered (or abandoned)."""
+
+    __slots__ = ("done", "error", "event", "pending")
+
+    def __init__(self, pending: PendingAck) -> None:
+        self.pending = pending
+        self.done = False
+        self.error: KafkaError | None = None
+        self.event = trio.Event()
+
+    def finish(self, error: KafkaError | None) -> None:
+        self.done, self.error = True, error
+        self.event.set()
+
+
+class DelayedProducePurgatory(Purgatory[TopicPartition]):
+    """The produce purgatory: plain ``watch`` waiters plus offset-ordered acks=all
+    waiters (see the module docstring); ``notify(tp)`` serves both."""
+
+    def __init__(self, partition_of: Callable[[TopicPartition], Partition | None]) -> None:
+        super().__init__("produce")
+        self._partition_of = partition_of
+        self._acks: dict[TopicPartition, list[tuple[int, int, AckWaiter]]] = {}
+        self._order = itertools.count()  # heap tie-break: never compare waiters
+        self._parked = 0
+
+    def add(self, pending: PendingAck) -> AckWaiter:
+        """Park an acks=all wait (answered at once if already acknowledged)."""
+        waiter = AckWaiter(pending)
+        heap = self._acks.setdefault(pending.tp, [])
+        heapq.heappush(heap, (pending.last_offset, next(self._order), waiter))
+        self._parked += 1
+        self._complete(pending.tp)
+        return waiter
+
+    def abandon(self, waiter: AckWaiter) -> None:
+        """A timed-out waiter: done, dropped from its heap at the next notify."""
+        if not waiter.done:
+            waiter.done = True
+            self._parked -= 1
+
+    def notify(self, key: TopicPartition) -> int:
+        return super().notify(key) + self._complete(key)
+
+    def notify_all(self) -> None:
+        super().notify_all()
+        for tp in list(self._acks):
+            self._complete(tp)
+
+    @property
+    def watched(self) -> int:
+        return super().watched + self._parked
+
+    def _complete(self, tp: TopicPartition) -> int:
+        heap = self._acks.get(tp)
+        if not heap:
+            return 0
+        partition = self._partition_of(tp)
+        completed = 0
+        while heap:
+            waiter = heap[0][2]
+            if not waiter.done:
+                done, error = check_acknowledged(partition, waiter.pending)
+                if not done:
+                    break  # the HW has not reached the smallest offset: nor any later one
+                waiter.finish(error)
+                self._parked -= 1
+                completed += 1
+            heapq.heappop(heap)
+        if not heap:
+            del self._acks[tp]
+        return completed
+
+
 async def await_replication(
-    pending: Sequence[PendingAck],
-    *,
-    partition_of: Callable[[TopicPartition], Partition | None],
-    waiters: Purgatory[TopicPartition],
-    timeout_ms: int,
+    pending: Sequence[PendingAck], *, waiters: DelayedProducePurgatory, timeout_ms: int
 ) -> dict[TopicPartition, KafkaError | None]:
     """Wait until every pending append is acknowledged or answered; one outcome each."""
+    parked = [waiters.add(p) for p in pending]
+    with trio.move_on_after(max(timeout_ms, 0) / 1000):
+        for waiter in parked:
+            await waiter.event.wait()
     outcomes: dict[TopicPartition, KafkaError | None] = {}
-    remaining = {p.tp: p for p in pending}
-    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
-
-    def check_all() -> None:
-        for tp, item in list(remaining.items()):
-            done, error = check_acknowledged(partition_of(tp), item)
-            if done:
-                outcomes[tp] = error
-                del remaining[tp]
-
-    while remaining:
-        with waiters.watch(remaining) as waiter:
-            check_all()
-            if remaining and not await waiter.wait_until(deadline):
-                check_all()  # a last look: a wake-up may have raced the deadline
-                break
-    for tp in remaining:
-        outcomes[tp] = RequestTimedOutError(
-            f"{tp}: not replicated to the ISR within {timeout_ms} ms"
-        )
+    for waiter in parked:
+        tp = waiter.pending.tp
+        if waiter.done:
+            outcomes[tp] = waiter.error
+        else:
+            waiters.abandon(waiter)
+            outcomes[tp] = RequestTimedOutError(
+                f"{tp}: not replicated to the ISR within {timeout_ms} ms"
+            )
     return outcomes

@@ -19,7 +19,8 @@ and the leader epoch, and the Partition does the work on its Log.
   a consumer always progresses); a fetch short of ``min_bytes`` parks in
   ``fetch_waiters`` until appends satisfy it or ``max_wait_ms`` passes.
 - Two purgatories keyed by partition: ``fetch_waiters`` (woken on append and HW move)
-  and ``produce_waiters`` (woken on HW move: acks=all, issue 5).
+  and ``produce_waiters`` (HW, ISR or leadership changes: acks=all, offset-ordered -
+  broker/delayed_produce.py).
 
 State changes from the controller are serialised by one Trio lock (Kafka's
 replicaStateChangeLock); data-path calls are synchronous and never wait on it.
@@ -36,7 +37,7 @@ from typing import Any, Protocol
 import trio
 
 from broker.config import BrokerConfig, TopicConfig
-from broker.delayed_produce import PendingAck, await_replication
+from broker.delayed_produce import DelayedProducePurgatory, PendingAck, await_replication
 from broker.isr import IsrManager, IsrStore, record_follower_fetch
 from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
@@ -157,7 +158,7 @@ class ReplicaManager:
         self.controller_epoch = -1
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
-        self.produce_waiters: Purgatory[TopicPartition] = Purgatory("produce")
+        self.produce_waiters = DelayedProducePurgatory(self.get_partition)
         self.fetcher: FetcherHook | None = None
         self.on_log_dir_failure: Callable[[Path], None] | None = None  # set by the broker
         self.isr_store: Callable[[], IsrStore | None] = lambda: None  # set in cluster mode
@@ -472,12 +473,7 @@ class ReplicaManager:
             for tp, result in results
             if isinstance(result, AppendResult) and result.info.num_batches
         ]
-        return await await_replication(
-            pending,
-            partition_of=self.get_partition,
-            waiters=self.produce_waiters,
-            timeout_ms=timeout_ms,
-        )
+        return await await_replication(pending, waiters=self.produce_waiters, timeout_ms=timeout_ms)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -10,10 +10,14 @@ import trio
 import trio.testing
 
 from broker.config import BrokerConfig
-from broker.delayed_produce import PendingAck, await_replication, check_acknowledged
+from broker.delayed_produce import (
+    DelayedProducePurgatory,
+    PendingAck,
+    await_replication,
+    check_acknowledged,
+)
 from broker.isr import IsrManager, can_join_isr, out_of_sync_replicas, record_follower_fetch
 from broker.partition import Partition, PartitionState
-from broker.purgatory import Purgatory
 from broker.replica_manager import to_log_config
 from controller.context import LeaderAndIsr
 from controller.context import TopicPartition as ZkTopicPartition
@@ -170,37 +174,48 @@ def test_acks_all_fails_when_leadership_moves_away(tmp_path: Path) -> None:
     assert done and isinstance(error, NotLeaderOrFollowerError)
 
 
-async def test_delayed_produce_wakes_on_hw_move_and_times_out_otherwise(tmp_path: Path) -> None:
+async def test_delayed_produce_completes_in_offset_order_as_the_hw_moves(tmp_path: Path) -> None:
     clock = Clock()
     partition = make_leader(tmp_path, clock, isr=(ME, F1))
-    waiters: Purgatory[TopicPartition] = Purgatory("produce")
-    last = append(partition, b"a")
-    pending = [PendingAck(partition.tp, last, 0)]
-    outcomes: dict[TopicPartition, object] = {}
+    waiters = DelayedProducePurgatory(lambda tp: partition)
+    lasts = [append(partition, b"v%d" % i) for i in range(3)]
+    outcomes: list[tuple[int, object]] = []
 
-    async def wait() -> None:
-        outcomes.update(
-            await await_replication(
-                pending, partition_of=lambda tp: partition, waiters=waiters, timeout_ms=60_000
-            )
-        )
+    async def wait(last: int) -> None:
+        pending = [PendingAck(partition.tp, last, 0)]
+        result = await await_replication(pending, waiters=waiters, timeout_ms=60_000)
+        outcomes.append((last, result[partition.tp]))
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(wait)
+        for last in reversed(lasts):  # registration order does not matter
+            nursery.start_soon(wait, last)
         await trio.testing.wait_all_tasks_blocked()
-        assert waiters.watched == 1
-        fetch(partition, F1, 1)
+        assert waiters.watched == 3
+        fetch(partition, F1, 2)  # HW 2: offsets 0 and 1 are in
         waiters.notify(partition.tp)
-    assert outcomes == {partition.tp: None}
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(outcomes) == [(0, None), (1, None)] and waiters.watched == 1
+        fetch(partition, F1, 3)
+        waiters.notify(partition.tp)
+    assert sorted(outcomes) == [(0, None), (1, None), (2, None)]
+    assert waiters.watched == 0
 
-    last = append(partition, b"b")
+    last = append(partition, b"late")
     timed_out = await await_replication(
-        [PendingAck(partition.tp, last, 0)],
-        partition_of=lambda tp: partition,
-        waiters=waiters,
-        timeout_ms=10,
+        [PendingAck(partition.tp, last, 0)], waiters=waiters, timeout_ms=10
     )
     assert isinstance(timed_out[partition.tp], RequestTimedOutError)
+    assert waiters.watched == 0
+
+
+async def test_delayed_produce_answers_every_waiter_when_leadership_moves(tmp_path: Path) -> None:
+    clock = Clock()
+    partition = make_leader(tmp_path, clock, isr=(ME, F1))
+    waiters = DelayedProducePurgatory(lambda tp: partition)
+    parked = [waiters.add(PendingAck(partition.tp, append(partition, b"x"), 0)) for _ in range(3)]
+    partition.leader_id = F1
+    waiters.notify(partition.tp)
+    assert all(isinstance(w.error, NotLeaderOrFollowerError) for w in parked)
 
 
 class FakeStore:

@@ -9,6 +9,9 @@ What it holds:
 
 * live brokers (registered under ``/brokers/ids``) and the subset that asked for a
   controlled shutdown;
+* replicas on failed log dirs of live brokers (Kafka's replicasOnOfflineDirs): the
+  broker is up but answered KAFKA_STORAGE_ERROR for them, so they count as offline
+  replicas until the broker registers again;
 * the replica assignment (AR) of every partition, ordered: ``AR[0]`` is the preferred
   leader;
 * the leadership of every partition that ever had one: leader, leader epoch, ISR, the
@@ -151,6 +154,8 @@ class ControllerContext:
     partitions_being_reassigned: dict[TopicPartition, ReassignmentContext] = field(
         default_factory=dict
     )
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    """Broker id -> its partitions whose log dir failed (their replicas are offline)."""
     epoch: int = INITIAL_CONTROLLER_EPOCH
     epoch_zk_version: int = -1
 
@@ -165,23 +170,48 @@ class ControllerContext:
         """Brokers that may lead or follow: registered and not shutting down."""
         return set(self.live_brokers) - self.shutting_down_broker_ids
 
-    def is_replica_online(self, broker_id: int, *, include_shutting_down: bool = False) -> bool:
-        if include_shutting_down:
-            return broker_id in self.live_brokers
-        return broker_id in self.live_brokers and broker_id not in self.shutting_down_broker_ids
+    def is_replica_online(
+        self,
+        broker_id: int,
+        tp: TopicPartition | None = None,
+        *,
+        include_shutting_down: bool = False,
+    ) -> bool:
+        """Whether the broker is alive (and not stopping, unless asked) and, given a
+        partition, its replica of it is not on a failed log dir."""
+        if broker_id not in self.live_brokers:
+            return False
+        if not include_shutting_down and broker_id in self.shutting_down_broker_ids:
+            return False
+        return tp is None or tp not in self.replicas_on_offline_dirs.get(broker_id, ())
+
+    def online_replica_brokers(
+        self, tp: TopicPartition, *, include_shutting_down: bool = False
+    ) -> set[int]:
+        """The brokers whose replica of ``tp`` could lead or follow now: what the leader
+        selectors call "live" for this partition."""
+        live = set(self.live_brokers)
+        if not include_shutting_down:
+            live -= self.shutting_down_broker_ids
+        return {b for b in live if tp not in self.replicas_on_offline_dirs.get(b, ())}
 
     def set_live_brokers(self, brokers: Iterable[BrokerAddress]) -> None:
         self.live_brokers = {b.id: b for b in brokers}
         self.shutting_down_broker_ids &= set(self.live_brokers)
+        for gone in self.replicas_on_offline_dirs.keys() - self.live_brokers.keys():
+            del self.replicas_on_offline_dirs[gone]
 
     def add_live_brokers(self, brokers: Iterable[BrokerAddress]) -> None:
         for broker in brokers:
             self.live_brokers[broker.id] = broker
+            self.replicas_on_offline_dirs.pop(broker.id, None)
 
     def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
         for broker_id in broker_ids:
             self.live_brokers.pop(broker_id, None)
             self.shutting_down_broker_ids.discard(broker_id)
+            # A restarted broker rescans its dirs: what failed before may be back.
+            self.replicas_on_offline_dirs.pop(broker_id, None)
 
     # -- topics and assignment -------------------------------------------------------
 
@@ -242,6 +272,19 @@ class ControllerContext:
     def replicas_for_topic(self, topic: str) -> set[PartitionReplica]:
         return self.replicas_for_partitions(self.partitions_for_topic(topic))
 
+    def partitions_with_offline_leader(
+        self, replicas: Iterable[PartitionReplica]
+    ) -> set[TopicPartition]:
+        """Partitions led by one of ``replicas`` (which just went offline), leaving out
+        topics being deleted: these need a new leader."""
+        return {
+            r.topic_partition
+            for r in replicas
+            if r.topic not in self.topics_to_be_deleted
+            and (lai := self.leadership.get(r.topic_partition)) is not None
+            and lai.leader == r.replica
+        }
+
     def partitions_led_by(self, broker_id: int) -> set[TopicPartition]:
         return {tp for tp, lai in self.leadership.items() if lai.leader == broker_id}
 
@@ -256,7 +299,9 @@ class ControllerContext:
 
     def _has_live_leader(self, tp: TopicPartition) -> bool:
         lai = self.leadership.get(tp)
-        return lai is not None and self.is_replica_online(lai.leader, include_shutting_down=True)
+        return lai is not None and self.is_replica_online(
+            lai.leader, tp, include_shutting_down=True
+        )
 
     def partitions_in_states(self, states: Iterable[PartitionState]) -> set[TopicPartition]:
         wanted = set(states)

@@ -21,8 +21,9 @@ Handlers follow Kafka 2.x's KafkaController, step by step:
 * topic change / partition modifications: new partitions New -> Online.
 
 ISR change notifications and preferred-leader elections live in
-controller/leadership.py, topic deletion in controller/topic_deletion.py and
-reassignment in controller/reassignment.py.
+controller/leadership.py, topic deletion in controller/topic_deletion.py,
+reassignment in controller/reassignment.py, and failed log dirs (with the offline-replica
+path a dead broker shares) in controller/replica_failure.py.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from controller.event_manager import ControllerEventManager
 from controller.leadership import LeadershipManager
 from controller.partition_state_machine import PartitionStateMachine
 from controller.reassignment import ReassignmentManager
+from controller.replica_failure import ReplicaFailureHandler
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import Body, ControllerBrokerRequestBatch, RequestSender
 from controller.state_machines import ElectionStrategy, PartitionState, ReplicaState
@@ -87,8 +89,13 @@ class KafkaController:
         self.channel = channel
         self.context = ControllerContext()
         self.events = ControllerEventManager(self.process)
+        self.replica_failure = ReplicaFailureHandler(self)
         self.batch = ControllerBrokerRequestBatch(
-            self.context, config.broker_id, channel, self._on_stop_replica_response
+            self.context,
+            config.broker_id,
+            channel,
+            self._on_stop_replica_response,
+            self.replica_failure.leader_and_isr_response_callback,
         )
         self.partition_state_machine = PartitionStateMachine(
             self.context,
@@ -131,6 +138,8 @@ class KafkaController:
             ev.PreferredReplicaElection: self.leadership.on_preferred_replica_election,
             ev.AutoPreferredLeaderBalance: self.leadership.on_auto_leader_balance,
             ev.ControlledShutdown: self._on_controlled_shutdown,
+            ev.LogDirEventNotification: self.replica_failure.on_log_dir_event_notification,
+            ev.LeaderAndIsrResponseReceived: self.replica_failure.on_leader_and_isr_response,
         }
 
     # -- running ------------------------------------------------------------------------
@@ -264,6 +273,7 @@ class KafkaController:
             ev.TopicDeletion(),
             ev.IsrChangeNotification(),
             ev.PartitionReassignment(),
+            ev.LogDirEventNotification(),
         ):
             self.events.put(catch_up)
         for topic in self.context.all_topics:
@@ -283,6 +293,11 @@ class KafkaController:
         ctx.update_leadership(await self.zk.read_partition_states(list(ctx.all_partitions())))
         await self.zk.get_isr_change_notifications(watch=True)
         self.events.put(ev.IsrChangeNotification())  # ones written while nobody was controller
+        # Failover sends LeaderAndIsr for every replica below, and the answers report
+        # failed log dirs: older notifications carry nothing more (Kafka drops them too).
+        await self.zk.delete_log_dir_event_notifications(
+            await self.zk.get_log_dir_event_notifications(watch=True)
+        )
         # Topic configs were just read; only later config changes matter.
         self._last_config_change = max(await self.zk.get_config_changes(watch=True), default="")
         await self.topic_deletion.initialize(await self.zk.get_topics_to_delete(watch=True))
@@ -468,22 +483,7 @@ class KafkaController:
         log.info("brokers failed: %s", dead_brokers)
         dead = set(dead_brokers)
         ctx.shutting_down_broker_ids -= dead
-        leaderless = {
-            tp
-            for tp, lai in ctx.leadership.items()
-            if lai.leader in dead and tp.topic not in ctx.topics_to_be_deleted
-        }
-        await self.partition_state_machine.handle_state_changes(leaderless, PartitionState.OFFLINE)
-        await self.partition_state_machine.trigger_online_partition_state_change()
-        on_dead = ctx.replicas_on_brokers(dead)
-        active = {r for r in on_dead if r.topic not in ctx.topics_to_be_deleted}
-        await self.replica_state_machine.handle_state_changes(active, ReplicaState.OFFLINE)
-        await self.topic_deletion.fail_replica_deletion(on_dead - active)
-        if not leaderless:
-            # Nobody's leadership changed, but every broker must forget the dead ones.
-            self.batch.new_batch()
-            self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
-            self.batch.send_requests(ctx.epoch)
+        await self.replica_failure.on_replicas_become_offline(ctx.replicas_on_brokers(dead))
 
     async def _on_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
         try:

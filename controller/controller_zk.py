@@ -23,6 +23,7 @@ from controller.events import (
     ControllerChange,
     ControllerEvent,
     IsrChangeNotification,
+    LogDirEventNotification,
     PartitionModifications,
     PartitionReassignment,
     PartitionReassignmentIsrChange,
@@ -43,6 +44,7 @@ REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 CONFIG_CHANGES_PATH = "/config/changes"
+LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
 
 
 class RegisteredBroker(BrokerAddress, Protocol):
@@ -136,6 +138,17 @@ class ControllerZk(PartitionStateStore, Protocol):
 
     async def delete_isr_change_notifications(self, names: Iterable[str]) -> None: ...
 
+    # -- log dir failures ---------------------------------------------------------------
+    async def get_log_dir_event_notifications(self, *, watch: bool) -> list[str]:
+        """Names of the pending /log_dir_event_notification children, oldest first."""
+        ...
+
+    async def read_log_dir_event_notifications(self, names: Iterable[str]) -> set[int]:
+        """The brokers the named notifications report."""
+        ...
+
+    async def delete_log_dir_event_notifications(self, names: Iterable[str]) -> None: ...
+
 
 def _state_znode_partition(path: str) -> TopicPartition | None:
     """/brokers/topics/T/partitions/P/state -> (T, P)."""
@@ -159,6 +172,7 @@ def event_for_watch(event: WatchEvent) -> ControllerEvent | None:
             DELETE_TOPICS_PATH: TopicDeletion(),
             ISR_CHANGE_NOTIFICATION_PATH: IsrChangeNotification(),
             CONFIG_CHANGES_PATH: TopicConfigChange(),
+            LOG_DIR_EVENT_NOTIFICATION_PATH: LogDirEventNotification(),
         }.get(path)
     # Deletions of the admin znodes are events too: the handler's read re-arms the
     # exists watch, without which the next request would go unnoticed.

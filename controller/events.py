@@ -170,6 +170,23 @@ class IsrChangeNotification(ControllerEvent):
 
 
 @dataclass(frozen=True)
+class LogDirEventNotification(ControllerEvent):
+    """A broker wrote /log_dir_event_notification/log_dir_event_<seq>: one of its log
+    dirs failed."""
+
+
+@dataclass(frozen=True)
+class LeaderAndIsrResponseReceived(ControllerEvent):
+    """A broker answered LeaderAndIsr: ``errors`` are its per-partition codes (a
+    KAFKA_STORAGE_ERROR means that replica's log dir failed), ``error_code`` the
+    top-level one."""
+
+    broker_id: int
+    errors: Mapping[TopicPartition, int]
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
 class PreferredReplicaElection(ControllerEvent):
     """Move leadership back to the preferred replica: ``partitions`` None means every
     partition; ``reply`` is set when a broker API (ElectLeaders) waits for the result;

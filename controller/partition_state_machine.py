@@ -52,7 +52,7 @@ class PartitionStateMachine:
             lai = self._ctx.leadership.get(tp)
             if lai is None:
                 self._ctx.partition_states[tp] = PartitionState.NEW
-            elif self._ctx.is_replica_online(lai.leader, include_shutting_down=True):
+            elif self._ctx.is_replica_online(lai.leader, tp, include_shutting_down=True):
                 self._ctx.partition_states[tp] = PartitionState.ONLINE
             else:
                 self._ctx.partition_states[tp] = PartitionState.OFFLINE
@@ -130,7 +130,7 @@ class PartitionStateMachine:
         proposals: dict[TopicPartition, tuple[LeaderAndIsr, selectors.Election]] = {}
         for tp in partitions:
             election = selectors.elect_for_new_partition(
-                self._ctx.replicas_for(tp), self._ctx.live_broker_ids
+                self._ctx.replicas_for(tp), self._ctx.online_replica_brokers(tp)
             )
             if election is None:
                 failures[tp] = StateChangeFailed(
@@ -162,21 +162,23 @@ class PartitionStateMachine:
     ) -> selectors.Election | None:
         ctx = self._ctx
         replicas = ctx.replicas_for(tp)
+        # "Live" is per partition: a replica on a failed log dir of a live broker is out.
+        live = ctx.online_replica_brokers(tp)
         if strategy is ElectionStrategy.OFFLINE:
             return selectors.elect_for_offline_partition(
-                replicas,
-                lai.isr,
-                ctx.live_broker_ids,
-                unclean_allowed=self._unclean_allowed(tp.topic),
+                replicas, lai.isr, live, unclean_allowed=self._unclean_allowed(tp.topic)
             )
         if strategy is ElectionStrategy.REASSIGNED:
             reassignment = ctx.partitions_being_reassigned.get(tp)
             target = reassignment.target if reassignment is not None else replicas
-            return selectors.elect_for_reassigned_partition(target, lai.isr, ctx.live_broker_ids)
+            return selectors.elect_for_reassigned_partition(target, lai.isr, live)
         if strategy is ElectionStrategy.PREFERRED:
-            return selectors.elect_preferred_leader(replicas, lai.isr, ctx.live_broker_ids)
+            return selectors.elect_preferred_leader(replicas, lai.isr, live)
         return selectors.elect_for_controlled_shutdown(
-            replicas, lai.isr, ctx.live_or_shutting_down_broker_ids, ctx.shutting_down_broker_ids
+            replicas,
+            lai.isr,
+            ctx.online_replica_brokers(tp, include_shutting_down=True),
+            ctx.shutting_down_broker_ids,
         )
 
     async def _elect_leaders(
@@ -214,7 +216,7 @@ class PartitionStateMachine:
                     error = StateChangeFailed(
                         f"partition {tp}: {strategy.value} election found no eligible leader"
                         f" (AR {list(self._ctx.replicas_for(tp))}, ISR {list(lai.isr)},"
-                        f" live {sorted(self._ctx.live_broker_ids)})"
+                        f" online {sorted(self._ctx.online_replica_brokers(tp))})"
                     )
                 if lai is not None and election is not None:
                     proposals[tp] = (

@@ -198,7 +198,7 @@ class ReassignmentManager:
         await rsm.handle_state_changes(targets, R.ONLINE)  # steps 4-5
         del ctx.partitions_being_reassigned[tp]  # requests from here on carry AR = RAR
         ctx.set_assignment(tp, r.target)  # step 6
-        if lai.leader not in r.target or not ctx.is_replica_online(lai.leader):  # step 7
+        if lai.leader not in r.target or not ctx.is_replica_online(lai.leader, tp):  # step 7
             await ctrl.partition_state_machine.handle_state_changes(
                 [tp], PartitionState.ONLINE, ElectionStrategy.REASSIGNED
             )

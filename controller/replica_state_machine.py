@@ -48,7 +48,7 @@ class ReplicaStateMachine:
         for tp in self._ctx.all_partitions():
             for broker_id in self._ctx.replicas_for(tp):
                 replica = PartitionReplica(tp.topic, tp.partition, broker_id)
-                online = self._ctx.is_replica_online(broker_id, include_shutting_down=True)
+                online = self._ctx.is_replica_online(broker_id, tp, include_shutting_down=True)
                 self._ctx.replica_states[replica] = (
                     ReplicaState.ONLINE if online else ReplicaState.DELETION_INELIGIBLE
                 )

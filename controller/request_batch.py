@@ -8,6 +8,10 @@ in that order, to a ``RequestSender`` (the channel manager, or a recorder in tes
 Order matters: a broker learns its new role (LeaderAndIsr) before the cluster-wide view
 (UpdateMetadata), and stops replicas last.
 
+Answers: every StopReplica answer goes to ``on_stop_replica_response`` (with its
+request), every LeaderAndIsr answer to ``on_leader_and_isr_response``. Both run in the
+channel's sender task, so they only queue a controller event.
+
 Bodies follow protocol/schemas/control.py (Kafka's messages in snake_case, with one flat
 ``partition_states`` list whose entries name their topic, and brokers as
 ``{id, host, port, rack}``). Every body is stamped with ``controller_id`` and
@@ -86,11 +90,13 @@ class ControllerBrokerRequestBatch:
         controller_id: int,
         sender: RequestSender,
         on_stop_replica_response: StopReplicaCallback | None = None,
+        on_leader_and_isr_response: ResponseCallback | None = None,
     ) -> None:
         self._context = context
         self._controller_id = controller_id
         self._sender = sender
         self._on_stop_replica_response = on_stop_replica_response
+        self._on_leader_and_isr_response = on_leader_and_isr_response
         self._leader_and_isr: dict[int, dict[TopicPartition, _LeaderAndIsrEntry]] = {}
         self._stop_replica: dict[int, dict[TopicPartition, bool]] = {}
         self._metadata_brokers: set[int] = set()
@@ -189,11 +195,13 @@ class ControllerBrokerRequestBatch:
     def send_requests(self, controller_epoch: int) -> None:
         try:
             for request in self.requests(controller_epoch):
-                callback = None
+                callback: ResponseCallback | None = None
                 if request.api_key == STOP_REPLICA and self._on_stop_replica_response:
                     callback = functools.partial(
                         _answer_with_request, self._on_stop_replica_response, request.body
                     )
+                elif request.api_key == LEADER_AND_ISR:
+                    callback = self._on_leader_and_isr_response
                 self._sender.send(request.broker_id, request.api_key, request.body, callback)
         finally:
             self.clear()
@@ -243,7 +251,11 @@ class ControllerBrokerRequestBatch:
                     "isr": list(lai.isr),
                     "zk_version": lai.zk_version,
                     "replicas": list(replicas),
-                    "offline_replicas": [r for r in replicas if r not in live],
+                    "offline_replicas": [
+                        r
+                        for r in replicas
+                        if not self._context.is_replica_online(r, tp, include_shutting_down=True)
+                    ],
                 }
             )
         brokers = [b for broker_id in sorted(live) if (b := self._broker(broker_id)) is not None]

@@ -119,7 +119,9 @@ class TopicDeletionManager:
             if rsm.state(r) is not R.DELETION_SUCCESSFUL
         }  # fmt: skip
         dead = {
-            r for r in pending if not ctx.is_replica_online(r.replica, include_shutting_down=True)
+            r
+            for r in pending
+            if not ctx.is_replica_online(r.replica, r.topic_partition, include_shutting_down=True)
         }
         await rsm.handle_state_changes(
             {r for r in dead if rsm.state(r) is not R.DELETION_INELIGIBLE}, R.DELETION_INELIGIBLE

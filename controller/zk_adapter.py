@@ -183,6 +183,17 @@ class ControllerZkAdapter:
     async def delete_isr_change_notifications(self, names: Iterable[str]) -> None:
         await self.data.delete_isr_change_notifications(names)
 
+    # -- log dir failures ---------------------------------------------------------------
+
+    async def get_log_dir_event_notifications(self, *, watch: bool) -> list[str]:
+        return await self.data.get_log_dir_event_notifications(watch=watch)
+
+    async def read_log_dir_event_notifications(self, names: Iterable[str]) -> set[int]:
+        return await self.data.read_log_dir_event_notifications(names)
+
+    async def delete_log_dir_event_notifications(self, names: Iterable[str]) -> None:
+        await self.data.delete_log_dir_event_notifications(names)
+
 
 def _conforms(adapter: ControllerZkAdapter) -> ControllerZk:
     """Never called: makes mypy check that the adapter satisfies ControllerZk."""

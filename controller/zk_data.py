@@ -61,16 +61,20 @@ from controller.zk_model import (
     DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     ISR_CHANGE_PREFIX,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
+    LOG_DIR_EVENT_PREFIX,
     PERSISTENT_PATHS,
     PREFERRED_REPLICA_ELECTION_PATH,
     REASSIGN_PARTITIONS_PATH,
     TOPICS_PATH,
     BrokerInfo,
     TopicAssignment,
+    ZkDataError,
     broker_path,
     decode_broker_info,
     decode_controller,
     decode_controller_epoch,
+    decode_log_dir_event,
     decode_partition_list,
     decode_partition_state,
     decode_reassignment,
@@ -81,12 +85,14 @@ from controller.zk_model import (
     encode_config_change,
     encode_controller,
     encode_controller_epoch,
+    encode_log_dir_event,
     encode_partition_list,
     encode_partition_state,
     encode_reassignment,
     encode_topic_assignment,
     encode_topic_config,
     isr_change_path,
+    log_dir_event_path,
     partition_path,
     partition_state_path,
     partitions_path,
@@ -479,6 +485,41 @@ class KafkaZkClient:
     async def delete_isr_change_notifications(self, names: Iterable[str]) -> None:
         for name in names:
             await self._delete_if_present(isr_change_path(name))
+
+    async def create_log_dir_event_notification(self, broker_id: int) -> str:
+        """A broker reports that one of its log dirs failed; returns the znode's name."""
+        path = await self.zk.create(
+            log_dir_event_path(LOG_DIR_EVENT_PREFIX),
+            encode_log_dir_event(broker_id),
+            sequence=True,
+            makepath=True,
+        )
+        return path.rsplit("/", 1)[-1]
+
+    async def get_log_dir_event_notifications(self, *, watch: bool = False) -> list[str]:
+        """Pending log dir event names in creation order; ``watch`` arms the child watch."""
+        names = await self._children(LOG_DIR_EVENT_NOTIFICATION_PATH, watch)
+        return sorted(n for n in names if n.startswith(LOG_DIR_EVENT_PREFIX))
+
+    async def read_log_dir_event_notifications(self, names: Iterable[str]) -> set[int]:
+        """The brokers the named events report (gone ones skipped; one that is not
+        Kafka's JSON is logged and skipped, so it cannot wedge the controller)."""
+        paths = [log_dir_event_path(n) for n in names]
+        brokers: set[int] = set()
+        for path, result in zip(paths, await self.zk.get_many(paths), strict=True):
+            if isinstance(result, NoNode):
+                continue
+            if isinstance(result, ZkError):
+                raise result
+            try:
+                brokers.add(decode_log_dir_event(result[0], path))
+            except ZkDataError as exc:
+                log.warning("ignoring %s: %s", path, exc)
+        return brokers
+
+    async def delete_log_dir_event_notifications(self, names: Iterable[str]) -> None:
+        for name in names:
+            await self._delete_if_present(log_dir_event_path(name))
 
     async def get_reassignment(
         self, *, watch: bool = False

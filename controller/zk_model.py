@@ -24,6 +24,9 @@ and Kafka's own tools read our znodes and we read theirs.
     /admin/preferred_replica_election   {"version":1,"partitions":[{"topic":"t","partition":0}]}
     /isr_change_notification/isr_change_<seq>
                                     {"version":1,"partitions":[{"topic":"t","partition":0}]}
+    /log_dir_event_notification/log_dir_event_<seq>
+                                    {"version":1,"broker":1,"event":1}
+                                    (a broker's log dir failed; event 1 = LogDirFailure)
 
 Decoders accept the older versions Kafka still reads (a broker znode without endpoints,
 a topic znode without adding/removing replicas) and raise ``ZkDataError`` on anything
@@ -55,6 +58,10 @@ REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
+"""The only log dir event Kafka defines (LogDirEventNotificationHandler.LogDirFailureEvent)."""
 
 # Created at start-up by every broker (Kafka's ZkData.PersistentZkPaths, the parts we use).
 PERSISTENT_PATHS = (
@@ -64,6 +71,7 @@ PERSISTENT_PATHS = (
     CONFIG_CHANGES_PATH,
     DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
 )
 
 BROKER_ZNODE_VERSION = 5
@@ -108,6 +116,10 @@ def delete_topic_path(topic: str) -> str:
 
 def isr_change_path(name: str) -> str:
     return f"{ISR_CHANGE_NOTIFICATION_PATH}/{name}"
+
+
+def log_dir_event_path(name: str) -> str:
+    return f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}"
 
 
 # -- JSON helpers -------------------------------------------------------------------
@@ -349,6 +361,18 @@ def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
 def encode_config_change(entity_path: str) -> bytes:
     """A /config/changes notification; ``entity_path`` is e.g. ``topics/<t>``."""
     return _dumps({"version": 2, "entity_path": entity_path})
+
+
+# -- /log_dir_event_notification --------------------------------------------------
+
+
+def encode_log_dir_event(broker_id: int, event: int = LOG_DIR_FAILURE_EVENT) -> bytes:
+    return _dumps({"version": 1, "broker": broker_id, "event": event})
+
+
+def decode_log_dir_event(data: bytes, what: str) -> int:
+    """The broker id a log dir event names."""
+    return int(_field(_loads(data, what), "broker", int, what))
 
 
 # -- partition lists: ISR changes, preferred election, reassignment -----------------

@@ -139,6 +139,8 @@ class FakeControllerZk(FakeStateStore):
     reassignments: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     preferred: set[TopicPartition] = field(default_factory=set)
     isr_notifications: dict[str, set[TopicPartition]] = field(default_factory=dict)
+    log_dir_events: dict[str, int] = field(default_factory=dict)
+    """Notification name -> the broker whose log dir failed."""
     watched_states: set[TopicPartition] = field(default_factory=set)
     fenced: bool = False
     disconnected: bool = False
@@ -250,6 +252,16 @@ class FakeControllerZk(FakeStateStore):
     async def delete_isr_change_notifications(self, names: Iterable[str]) -> None:
         for name in names:
             self.isr_notifications.pop(name, None)
+
+    async def get_log_dir_event_notifications(self, *, watch: bool) -> list[str]:
+        return sorted(self.log_dir_events)
+
+    async def read_log_dir_event_notifications(self, names: Iterable[str]) -> set[int]:
+        return {self.log_dir_events[n] for n in names if n in self.log_dir_events}
+
+    async def delete_log_dir_event_notifications(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.log_dir_events.pop(name, None)
 
 
 @dataclass

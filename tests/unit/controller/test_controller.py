@@ -325,6 +325,7 @@ async def test_session_expiry_resigns_and_the_new_session_reelects() -> None:
         (WatchType.CHILD, "/isr_change_notification", ev.IsrChangeNotification()),
         (WatchType.CHANGED, "/config/topics/t", None),
         (WatchType.CHILD, "/config/changes", ev.TopicConfigChange()),
+        (WatchType.CHILD, "/log_dir_event_notification", ev.LogDirEventNotification()),
     ],
 )
 def test_watch_firings_become_controller_events(

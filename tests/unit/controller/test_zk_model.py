@@ -17,6 +17,7 @@ from controller.zk_model import (
     decode_broker_info,
     decode_controller,
     decode_controller_epoch,
+    decode_log_dir_event,
     decode_partition_list,
     decode_partition_state,
     decode_reassignment,
@@ -26,11 +27,13 @@ from controller.zk_model import (
     encode_config_change,
     encode_controller,
     encode_controller_epoch,
+    encode_log_dir_event,
     encode_partition_list,
     encode_partition_state,
     encode_reassignment,
     encode_topic_assignment,
     encode_topic_config,
+    log_dir_event_path,
     partition_state_path,
 )
 
@@ -140,6 +143,16 @@ def test_isr_change_and_preferred_election_lists() -> None:
         b'{"version":1,"partitions":[{"topic":"a","partition":0},{"topic":"b","partition":1}]}'
     )
     assert decode_partition_list(data, "/x") == {TopicPartition("a", 0), TopicPartition("b", 1)}
+
+
+def test_log_dir_event_is_kafkas_failure_notification_naming_the_broker() -> None:
+    data = encode_log_dir_event(7)
+    assert data == b'{"version":1,"broker":7,"event":1}'
+    path = log_dir_event_path("log_dir_event_0000000003")
+    assert path == "/log_dir_event_notification/log_dir_event_0000000003"
+    assert decode_log_dir_event(data, path) == 7
+    with pytest.raises(ZkDataError, match="log_dir_event_0000000003"):
+        decode_log_dir_event(b'{"version":1,"event":1}', path)
 
 
 def test_reassignment_json_names_target_replicas() -> None:

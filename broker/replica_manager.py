@@ -232,6 +232,12 @@ class ReplicaManager:
             followers: list[tuple[Partition, PartitionState]] = []
             for tp, state in states.items():
                 current = self.partitions.get(tp)
+                offline = self.log_manager.offline_log_dirs
+                if current is not None and current.log.dir.parent in offline:
+                    # Before the epoch check, as Kafka: the controller resends the same
+                    # state to learn exactly this (issue 6: its log dir failed).
+                    errors[tp] = KafkaStorageError.code
+                    continue
                 if current is not None and state.leader_epoch <= current.leader_epoch:
                     log.warning(
                         "ignoring LeaderAndIsr for %s: leader epoch %d is not newer than %d",
@@ -243,10 +249,6 @@ class ReplicaManager:
                     continue
                 if self.broker_id not in state.replicas:
                     errors[tp] = UnknownTopicOrPartitionError.code
-                    continue
-                offline = self.log_manager.offline_log_dirs
-                if current is not None and current.log.dir.parent in offline:
-                    errors[tp] = KafkaStorageError.code  # issue 6: its log dir failed
                     continue
                 try:  # the name becomes a directory name: never trust it
                     validate_topic_name(tp.topic)

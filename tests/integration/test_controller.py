@@ -35,20 +35,34 @@ async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 
 
 
 class Cluster:
-    def __init__(self, nursery: trio.Nursery, root: Path, zk_connect: str, props: dict[str, Any]):
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        root: Path,
+        zk_connect: str,
+        props: dict[str, Any],
+        log_dirs: int = 1,
+    ):
         self.nursery = nursery
         self.root = root
         self.zk_connect = zk_connect
         self.props = props
+        self.log_dirs = log_dirs
         self.brokers: dict[int, Broker] = {}
         self.scopes: dict[int, trio.CancelScope] = {}
 
+    def log_dirs_of(self, broker_id: int) -> list[Path]:
+        home = self.root / f"broker-{broker_id}"
+        return [home] if self.log_dirs == 1 else [home / f"logs-{i}" for i in range(self.log_dirs)]
+
     async def start(self, broker_id: int) -> Broker:
+        dirs = self.log_dirs_of(broker_id)
         config = broker_config(
-            self.root / f"broker-{broker_id}",
+            dirs[0],
             broker_id=broker_id,
             zookeeper_connect=self.zk_connect,
             zookeeper_session_timeout_ms=4000,
+            **({"log_dirs": ",".join(map(str, dirs))} if len(dirs) > 1 else {}),
             **self.props,
         )
         scope = trio.CancelScope()
@@ -83,10 +97,11 @@ def _member(broker: Broker) -> Any:
 
 @asynccontextmanager
 async def cluster(
-    root: Path, zk_connect: str, size: int = 3, **props: Any
+    root: Path, zk_connect: str, size: int = 3, *, log_dirs: int = 1, **props: Any
 ) -> AsyncIterator[Cluster]:
+    """``size`` in-process brokers with ``log_dirs`` log dirs each; waits for a controller."""
     async with trio.open_nursery() as nursery:
-        c = Cluster(nursery, root, zk_connect, props)
+        c = Cluster(nursery, root, zk_connect, props, log_dirs)
         for broker_id in range(1, size + 1):
             await c.start(broker_id)
         await wait_until(lambda: len(c.controllers()) == 1, "a controller")

@@ -1,16 +1,18 @@
 """A log dir that fails takes its replicas offline with KAFKA_STORAGE_ERROR; the broker
-stays up, serves its other dir, and tells the controller through ZooKeeper."""
+stays up, serves its other dir, and tells the controller through ZooKeeper, which takes
+the replica offline."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from client.admin import Admin
+from controller.context import TopicPartition as ControllerTopicPartition
 from controller.zk_client import ZkClient
+from controller.zk_data import KafkaZkClient
 from protocol.api import ApiKey
 from protocol.errors import KafkaStorageError, ReplicaNotAvailableError
 from tests.integration.test_log_dir_moves import one_broker, wait_until
@@ -51,14 +53,15 @@ async def test_a_removed_log_dir_goes_offline_and_the_broker_serves_the_other_on
             moved = await admin.alter_replica_log_dirs({("kept", 0, 1): str(dirs[0])})
             assert isinstance(moved[("kept", 0, 1)], KafkaStorageError)
 
-        async def notified() -> bool:
-            try:
-                return bool(await zk_client.get_children("/log_dir_event_notification"))
-            except Exception:
-                return False
+        # The controller (this broker) read the log dir event notification, resent
+        # LeaderAndIsr, got KAFKA_STORAGE_ERROR for "lost" and took that replica offline:
+        # with no other replica, lost-0 has no leader now; kept-0 keeps broker 1.
+        data = KafkaZkClient(zk_client)
+        lost_tp, kept_tp = ControllerTopicPartition("lost", 0), ControllerTopicPartition("kept", 0)
 
-        await wait_until(notified, "the log dir event notification", 30)
-        [name] = await zk_client.get_children("/log_dir_event_notification")
-        data, _ = await zk_client.get(f"/log_dir_event_notification/{name}")
-        assert name.startswith("log_dir_event_")
-        assert json.loads(data) == {"version": 1, "broker": 1, "event": 1}
+        async def lost_went_offline() -> bool:
+            return (await data.read_partition_states([lost_tp]))[lost_tp].leader == -1
+
+        await wait_until(lost_went_offline, "the controller to take lost-0 offline", 30)
+        assert (await data.read_partition_states([kept_tp]))[kept_tp].leader == 1
+        assert await data.get_log_dir_event_notifications() == []  # consumed

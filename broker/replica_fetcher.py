@@ -44,7 +44,14 @@ from broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
 from broker.truncation import decide_truncation
 from client.connection import Connection
 from protocol.api import ApiKey
-from protocol.errors import NONE, KafkaError, NetworkError, OffsetOutOfRangeError, error_for_code
+from protocol.errors import (
+    NONE,
+    KafkaError,
+    NetworkError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+    error_for_code,
+)
 from protocol.records import read_header
 from storage.leader_epoch import UNDEFINED_EPOCH
 from storage.names import TopicPartition
@@ -53,6 +60,9 @@ log = logging.getLogger(__name__)
 
 MAX_TRUNCATION_ROUNDS = 16
 """KIP-279 rounds per attempt; each lowers our latest epoch, so real logs need few."""
+UNKNOWN_EPOCH_RETRY_S = 0.05
+"""Retry delay when the leader has not yet seen our (newer) leader epoch: milliseconds
+away, unlike the errors replica.fetch.backoff.ms is for."""
 REQUEST_TIMEOUT_S = 30.0
 """Kafka's request.timeout.ms default, added on top of a long poll's own wait."""
 
@@ -164,10 +174,13 @@ class ReplicaFetcher:
         if conn is not None:
             await conn.aclose()
 
-    def _pause(self, state: FetchState) -> None:
-        state.delayed_until = (
-            trio.current_time() + self.manager.config.replica_fetch_backoff_ms / 1000
-        )
+    def _pause(self, state: FetchState, code: int = NONE) -> None:
+        backoff = self.manager.config.replica_fetch_backoff_ms / 1000
+        if code == UnknownLeaderEpochError.code:
+            # The leader has yet to apply the LeaderAndIsr we already have; it is in
+            # flight, so ask again soon rather than a whole back-off later.
+            backoff = min(backoff, UNKNOWN_EPOCH_RETRY_S)
+        state.delayed_until = trio.current_time() + backoff
 
     # -- truncation -------------------------------------------------------------------
 
@@ -194,7 +207,7 @@ class ReplicaFetcher:
                 code = answer["error_code"]
                 if code != NONE:
                     log.info("%s: OffsetForLeaderEpoch: %s", tp, error_for_code(code).name)
-                    self._pause(state)
+                    self._pause(state, code)
                     break
                 step = decide_truncation(
                     answer["leader_epoch"],
@@ -318,7 +331,7 @@ class ReplicaFetcher:
             await self._handle_offset_out_of_range(conn, partition)
             return
         log.info("%s: fetch from %d: %s", partition.tp, self.source_id, error_for_code(code).name)
-        self._pause(state)
+        self._pause(state, code)
 
     async def _handle_offset_out_of_range(self, conn: Connection, partition: Partition) -> None:
         """Our LEO is outside the leader's [log start, LEO]: see the module docstring."""

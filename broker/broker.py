@@ -38,6 +38,7 @@ from broker.metrics_state import BrokerStateCollector
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager, to_log_config
 from broker.server import BrokerServer, idle_timeout_seconds
+from broker.topic_configs import TopicConfigs
 from storage.log_config import Clock, system_clock
 from storage.log_manager import LogManager
 
@@ -63,6 +64,7 @@ class Broker:
         self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
         self.metrics_server: MetricsServer | None = None
         self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
+        self.topic_configs: TopicConfigs | None = None
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
@@ -98,6 +100,13 @@ class Broker:
                 rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
             )
             LogDirApis(replica_manager, self.log_dir_mover).install(self.apis)
+            self.topic_configs = TopicConfigs(  # DescribeConfigs / AlterConfigs
+                config,
+                replica_manager,
+                self.metadata_cache,
+                zk_data=lambda: getattr(self.cluster_member, "data", None),
+            )
+            self.topic_configs.install(self.apis)
             log_dir_failures = LogDirFailures(
                 replica_manager, zk_data=lambda: getattr(self.cluster_member, "data", None)
             )

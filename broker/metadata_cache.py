@@ -67,6 +67,7 @@ class MetadataCache:
         self.broker_id = broker_id
         self.controller_id = -1
         self.controller_epoch = -1
+        self.cluster_id: str | None = None  # /cluster/id, set on joining a cluster
         self.brokers: dict[int, BrokerInfo] = {}
         # Endpoints of leaders named by LeaderAndIsr (followers fetch from them) even
         # before an UpdateMetadata lists them as live.
@@ -79,6 +80,10 @@ class MetadataCache:
     def register_self(self, host: str, port: int, rack: str | None = None) -> None:
         """Make this broker visible before any controller speaks (standalone mode)."""
         self.brokers.setdefault(self.broker_id, BrokerInfo(self.broker_id, host, port, rack))
+        self._answers.clear()
+
+    def set_cluster_id(self, cluster_id: str | None) -> None:
+        self.cluster_id = cluster_id
         self._answers.clear()
 
     def note_leader(self, broker_id: int, host: str, port: int) -> None:
@@ -165,7 +170,7 @@ class MetadataCache:
                 {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
                 for b in sorted(self.brokers.values(), key=lambda b: b.id)
             ],
-            "cluster_id": None,
+            "cluster_id": self.cluster_id,
             "controller_id": self.controller_id,
             "topics": [self._topic_metadata(name) for name in names],
         }

@@ -210,6 +210,17 @@ class ReplicaManager:
             except Exception as exc:  # ZooKeeper trouble: broker defaults, retried later
                 log.warning("cannot read the config of topic %s: %r", topic, exc)
 
+    async def update_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """A dynamic change of ``topic``'s /config/topics/T (broker/topic_configs.py):
+        its live partitions and logs take the new overrides at once."""
+        self._stored_overrides[topic] = dict(overrides)
+        config = self.topic_config(topic)
+        for partition in self.partitions.values():
+            if partition.tp.topic == topic:
+                partition.config = config
+        async with self.log_manager_lock:
+            self.log_manager.update_config(topic, to_log_config(config))
+
     # -- controller requests ---------------------------------------------------------------
 
     def _check_controller_epoch(self, controller_epoch: int, what: str) -> None:
@@ -292,6 +303,7 @@ class ReplicaManager:
                 )
         except (OSError, MinibrokerError) as exc:
             raise KafkaStorageError(f"cannot create the log of {tp}: {exc}") from exc
+        log_.config = log_config  # a log loaded at start-up has only the broker defaults
         partition = Partition(
             tp,
             local_broker_id=self.broker_id,

@@ -9,7 +9,9 @@ standalone broker never loads kazoo). It
    registers it again whenever a new session replaces an expired one;
 3. runs this broker's KafkaController candidate (one event loop, one broker channel);
 4. serves CreateTopics, DeleteTopics, ElectLeaders, AlterPartitionReassignments,
-   ListPartitionReassignments and ControlledShutdown through controller/admin.py.
+   ListPartitionReassignments and ControlledShutdown through controller/admin.py;
+5. reads (or creates) /cluster/id for Metadata, and runs the broker's /config/changes
+   listener (``broker.topic_configs``, broker/topic_configs.py) on this session.
 
 The broker object is used duck-typed (``config``, ``address``, ``apis.register``,
 ``metadata_cache.contains``): the controller package does not import the broker
@@ -35,6 +37,7 @@ import trio
 from client.connection import Connection
 from controller.admin import Body, ClusterAdmin
 from controller.channel import ControllerChannelManager, connect_to_broker
+from controller.cluster_id import get_or_create_cluster_id
 from controller.controller import ControllerConfig, KafkaController
 from controller.metrics import ControllerCollector
 from controller.zk_adapter import ControllerZkAdapter
@@ -153,8 +156,10 @@ async def run_cluster_member(
     ) as zk:
         controller_events = zk.subscribe()
         session_events = zk.subscribe()
+        config_events = zk.subscribe()
         data = KafkaZkClient(zk)
         await data.create_top_level_paths()
+        broker.metadata_cache.set_cluster_id(await get_or_create_cluster_id(zk))
         host, port = broker.address
         info = BrokerInfo(
             config.broker_id, (EndPoint("PLAINTEXT", host, port),), rack=config.broker_rack
@@ -183,6 +188,9 @@ async def run_cluster_member(
         async with trio.open_nursery() as nursery:
             await nursery.start(functools.partial(controller.run, zk_events=controller_events))
             nursery.start_soon(_keep_registered, data, info, session_events)
+            topic_configs = getattr(broker, "topic_configs", None)  # dynamic topic config
+            if topic_configs is not None:
+                await nursery.start(topic_configs.run_change_listener, data, config_events)
             log.info(
                 "broker %d joined the cluster at %s", config.broker_id, config.zookeeper_connect
             )

@@ -202,13 +202,19 @@ async def _describe(admin: Admin, args: argparse.Namespace) -> int:
     topics = await admin.describe_topics(args.topics or None)
     filtered = args.under_replicated_partitions or args.unavailable_partitions
     rows = _partition_rows(topics, args.under_replicated_partitions, args.unavailable_partitions)
+    # Like kafka-topics --describe: each topic's overrides (DescribeConfigs, source 1).
+    overrides = {} if filtered else {t.name: await _overrides(admin, t.name) for t in topics}
     if args.format == "json":
         if filtered:
             print_json(rows)
         else:
             print_json(
                 [
-                    {"name": t.name, "partitions": [r for r in rows if r["topic"] == t.name]}
+                    {
+                        "name": t.name,
+                        "configs": overrides[t.name],
+                        "partitions": [r for r in rows if r["topic"] == t.name],
+                    }
                     for t in topics
                 ]
             )
@@ -216,7 +222,11 @@ async def _describe(admin: Admin, args: argparse.Namespace) -> int:
     if not filtered:
         for t in topics:
             rf = len(t.partitions[0].replicas) if t.partitions else 0
-            print(f"Topic: {t.name}  PartitionCount: {len(t.partitions)}  ReplicationFactor: {rf}")
+            configs = ",".join(f"{k}={v}" for k, v in overrides[t.name].items())
+            print(
+                f"Topic: {t.name}  PartitionCount: {len(t.partitions)}  ReplicationFactor: {rf}"
+                f"  Configs: {configs or '-'}"
+            )
     if rows:
         print_table(
             ("TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE"),
@@ -234,6 +244,10 @@ async def _describe(admin: Admin, args: argparse.Namespace) -> int:
             ],
         )
     return 0
+
+
+async def _overrides(admin: Admin, topic: str) -> dict[str, str | None]:
+    return {e.name: e.value for e in await admin.describe_topic_config(topic) if e.is_override}
 
 
 def _ids(ids: list[int]) -> str:

@@ -1,0 +1,303 @@
+"""Topic configuration: DescribeConfigs, AlterConfigs and dynamic topic config.
+
+How this works (ZooKeeper-era Kafka's AdminManager + DynamicConfigManager, topics only):
+
+- A topic's overrides live in ``/config/topics/T`` as ``{"version":1,"config":{...}}``;
+  every other topic key inherits its broker default (``BrokerConfig.topic_config``).
+- DescribeConfigs (any broker) answers every topic key: the override when there is one
+  (config_source 1, TOPIC_CONFIG), else the broker's value - 4 (STATIC_BROKER_CONFIG)
+  when the broker's properties changed the inherited key, 5 (DEFAULT_CONFIG) when it is
+  the built-in default. The schema has no ``is_default`` (Kafka dropped it in v1):
+  source 5 is what it meant.
+- AlterConfigs (any broker) replaces the topic's whole override set (non-incremental),
+  after checking every key and value against the topic-config table; a bad one is
+  INVALID_CONFIG naming the key. Unless ``validate_only``, it writes /config/topics/T,
+  then the notification ``/config/changes/config_change_<seq>``
+  ``{"version":2,"entity_path":"topics/T"}``.
+- Every broker watches /config/changes (``run_change_listener``, started by
+  controller/broker_hooks.py with the session's event channel) and, for each new
+  notification, re-reads the topic's overrides and applies them to its live partitions
+  (TopicConfig) and logs (LogConfig). The active controller watches the same znodes for
+  unclean.leader.election.enable (controller.py ``_on_topic_config_change``).
+
+Notifications older than ``CHANGE_EXPIRATION_MS`` are deleted by whichever broker sees
+them first, as Kafka's ZkNodeChangeNotificationListener does; a concurrent deletion by
+another broker is harmless.
+
+Standalone brokers (no ZooKeeper) describe their defaults and refuse AlterConfigs: they
+have nowhere durable to keep an override.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from broker.apis import Body, Deferred, HandlerResult, KafkaApis
+from broker.config import BrokerConfig, TopicConfig
+from broker.metadata_cache import MetadataCache
+from controller.assignment import validate_topic_name
+from protocol.api import ApiKey, RequestHeader
+from protocol.errors import (
+    NONE,
+    ConfigError,
+    InvalidConfigError,
+    InvalidRequestError,
+    KafkaError,
+    MinibrokerError,
+    UnknownTopicOrPartitionError,
+)
+from protocol.schemas.cluster import RESOURCE_TOPIC
+
+if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
+    from controller.zk_data import KafkaZkClient
+    from controller.zk_types import ZkEvent
+
+log = logging.getLogger(__name__)
+
+SOURCE_TOPIC_CONFIG = 1
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+"""Kafka's DescribeConfigsResponse.ConfigSource values used for topic resources."""
+
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+"""Kafka's changeExpirationMs: long enough for every broker to have seen a change."""
+
+TOPIC_ENTITY_PREFIX = "topics/"
+
+_BUILT_IN = BrokerConfig()  # the broker keys' defaults, to tell static config from default
+_TOPIC_FIELDS = dataclasses.fields(TopicConfig)
+
+
+def _text(value: Any) -> str:
+    """A typed config value as Kafka prints it (booleans lower-case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def validate_topic_overrides(broker: BrokerConfig, configs: Mapping[str, str]) -> TopicConfig:
+    """The topic config ``configs`` would give; InvalidConfigError naming the first bad
+    key (unknown, unparsable or out of range)."""
+    try:
+        return broker.topic_config(configs)
+    except ConfigError as exc:
+        raise InvalidConfigError(str(exc)) from exc
+
+
+def describe_topic_config(
+    broker: BrokerConfig,
+    overrides: Mapping[str, str],
+    *,
+    keys: list[str] | None = None,
+    include_documentation: bool = False,
+) -> list[Body]:
+    """DescribeConfigs ``configs[]`` of one topic: every key (or just ``keys``), in
+    table order, each with its value and where it comes from."""
+    effective = broker.topic_config()  # broker defaults only: a bad override shows as is
+    entries: list[Body] = []
+    for f in _TOPIC_FIELDS:
+        name = f.metadata["name"]
+        if keys is not None and name not in keys:
+            continue
+        if name in overrides:
+            value, source = overrides[name], SOURCE_TOPIC_CONFIG
+        else:
+            value = _text(getattr(effective, f.name))
+            inherits = f.metadata["inherits"]
+            configured = inherits is not None and getattr(broker, inherits) != getattr(
+                _BUILT_IN, inherits
+            )
+            source = SOURCE_STATIC_BROKER_CONFIG if configured else SOURCE_DEFAULT_CONFIG
+        entries.append(
+            {
+                "name": name,
+                "value": value,
+                "read_only": False,
+                "config_source": source,
+                "is_sensitive": False,
+                "documentation": f.metadata["doc"] if include_documentation else None,
+            }
+        )
+    return entries
+
+
+def _error(exc: KafkaError) -> Body:
+    return {"error_code": exc.code, "error_message": exc.message}
+
+
+ZkDataSource = Callable[[], "KafkaZkClient | None"]
+
+
+class TopicConfigs:
+    """The two config APIs and the /config/changes listener of one broker."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        *,
+        zk_data: ZkDataSource,
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+        self._zk_data = zk_data
+
+    def install(self, apis: KafkaApis) -> None:
+        apis.register(ApiKey.DESCRIBE_CONFIGS, self.handle_describe_configs)
+        apis.register(ApiKey.ALTER_CONFIGS, self.handle_alter_configs)
+
+    # -- DescribeConfigs -------------------------------------------------------------------
+
+    def handle_describe_configs(self, header: RequestHeader, body: Body) -> HandlerResult:
+        async def answer() -> Body:
+            results = [
+                await self._describe_resource(resource, body["include_documentation"])
+                for resource in body["resources"]
+            ]
+            return {"throttle_time_ms": 0, "results": results}
+
+        return Deferred(answer)
+
+    async def _describe_resource(self, resource: Body, include_documentation: bool) -> Body:
+        result: Body = {
+            "resource_type": resource["resource_type"],
+            "resource_name": resource["resource_name"],
+            "configs": [],
+        }
+        topic = resource["resource_name"]
+        try:
+            self._check_topic_resource(resource)
+            if not self.metadata_cache.contains(topic):
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            overrides = await self._read_overrides(topic)
+        except KafkaError as exc:
+            return result | _error(exc)
+        result["configs"] = describe_topic_config(
+            self.config,
+            overrides,
+            keys=resource["configuration_keys"],
+            include_documentation=include_documentation,
+        )
+        return result | {"error_code": NONE, "error_message": None}
+
+    async def _read_overrides(self, topic: str) -> dict[str, str]:
+        data = self._zk_data()
+        if data is None:
+            return dict(self.replica_manager.topic_overrides(topic))
+        try:
+            return await data.get_topic_config(topic)
+        except MinibrokerError as exc:  # ZooKeeper unreachable or a malformed znode
+            raise KafkaError(f"cannot read the config of topic {topic!r}: {exc}") from exc
+
+    # -- AlterConfigs ----------------------------------------------------------------------
+
+    def handle_alter_configs(self, header: RequestHeader, body: Body) -> HandlerResult:
+        async def answer() -> Body:
+            responses = [
+                await self._alter_resource(resource, body["validate_only"])
+                for resource in body["resources"]
+            ]
+            return {"throttle_time_ms": 0, "responses": responses}
+
+        return Deferred(answer)
+
+    async def _alter_resource(self, resource: Body, validate_only: bool) -> Body:
+        result: Body = {
+            "resource_type": resource["resource_type"],
+            "resource_name": resource["resource_name"],
+        }
+        topic = resource["resource_name"]
+        try:
+            self._check_topic_resource(resource)
+            names = [c["name"] for c in resource["configs"]]
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise InvalidRequestError(f"config {duplicates[0]} appears twice")
+            # A null value in a full replacement means "no override" (Kafka drops it too).
+            configs = {c["name"]: c["value"] for c in resource["configs"] if c["value"] is not None}
+            validate_topic_overrides(self.config, configs)
+            data = self._zk_data()
+            if data is None:
+                raise InvalidRequestError("a standalone broker has no ZooKeeper to keep configs")
+            if await data.get_assignment(topic) is None:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            if not validate_only:
+                await data.set_topic_config(topic, configs, notify=True)
+                log.info("topic %s config overrides set to %s", topic, configs)
+        except KafkaError as exc:
+            return result | _error(exc)
+        except MinibrokerError as exc:  # ZooKeeper trouble: retriable for the client
+            return result | _error(KafkaError(f"cannot write the config of {topic!r}: {exc}"))
+        return result | {"error_code": NONE, "error_message": None}
+
+    @staticmethod
+    def _check_topic_resource(resource: Body) -> None:
+        if resource["resource_type"] != RESOURCE_TOPIC:
+            raise InvalidRequestError(
+                f"resource type {resource['resource_type']} is not supported; "
+                f"only topics ({RESOURCE_TOPIC})"
+            )
+        validate_topic_name(resource["resource_name"])
+
+    # -- dynamic topic config --------------------------------------------------------------
+
+    async def apply_topic_config(self, data: KafkaZkClient, topic: str) -> None:
+        """Re-read ``topic``'s overrides and apply them to its live partitions and logs."""
+        overrides = await data.get_topic_config(topic)
+        await self.replica_manager.update_topic_overrides(topic, overrides)
+
+    async def run_change_listener(
+        self,
+        data: KafkaZkClient,
+        events: trio.MemoryReceiveChannel[ZkEvent],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Apply every topic config change announced under /config/changes while this
+        ZooKeeper session lasts (``events`` is the session's subscription; it closes with
+        the client). Changes written before start are already in what LeaderAndIsr
+        reads, so only later ones are applied."""
+        from controller.zk_adapter import ControllerZkAdapter
+        from controller.zk_model import CONFIG_CHANGES_PATH
+        from controller.zk_types import StateChange, WatchEvent, WatchType, ZkState
+
+        changes = ControllerZkAdapter(data)  # its notification readers, nothing fenced
+        last = max(await changes.get_config_changes(watch=True), default="")
+        task_status.started()
+        async for event in events:
+            if isinstance(event, WatchEvent):
+                if event.path != CONFIG_CHANGES_PATH or event.type is not WatchType.CHILD:
+                    continue
+            elif not (isinstance(event, StateChange) and event.state is ZkState.CONNECTED):
+                continue
+            try:
+                names = await changes.get_config_changes(watch=True)
+                fresh = [n for n in names if n > last]
+                for topic in sorted(await changes.read_config_change_topics(fresh)):
+                    await self.apply_topic_config(data, topic)
+                if fresh:
+                    last = fresh[-1]
+                await self._purge_expired(data, names)
+            except MinibrokerError as exc:  # ZkError included
+                # The reconnect re-arms the watch and replays from ``last``.
+                log.warning("cannot process topic config changes: %s", exc)
+
+    async def _purge_expired(self, data: KafkaZkClient, names: list[str]) -> None:
+        from controller.zk_model import CONFIG_CHANGES_PATH
+
+        paths = [f"{CONFIG_CHANGES_PATH}/{name}" for name in names]
+        expired_before = self.replica_manager.clock() - CHANGE_EXPIRATION_MS
+        for path, result in zip(paths, await data.zk.get_many(paths), strict=True):
+            if isinstance(result, Exception) or result[1].ctime_ms >= expired_before:
+                continue
+            with contextlib.suppress(MinibrokerError):  # another broker purged it first
+                await data.zk.delete(path)

@@ -1,0 +1,169 @@
+"""Topic configs end to end: three broker processes over a real ZooKeeper, the CLI and
+the Admin client. Overrides land in /config/topics/T with a /config/changes
+notification, live partitions apply them at once (min.insync.replicas=3 refuses an
+acks=all write once a replica is down), DescribeConfigs merges overrides with broker
+defaults, bad keys are one CLI line with exit code 1, and Metadata carries /cluster/id.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from client.admin import Admin
+from controller.cluster_id import CLUSTER_ID_PATH, decode_cluster_id
+from controller.context import TopicPartition
+from controller.zk_client import ZkClient
+from controller.zk_data import KafkaZkClient
+from controller.zk_model import CONFIG_CHANGES_PATH
+from protocol.api import ApiKey
+from protocol.errors import InvalidConfigError, NotEnoughReplicasError
+from tests.fault.cluster import ROOT, ProcessCluster
+from tests.support.broker import batch
+
+pytestmark = pytest.mark.timeout(180)
+
+TOPIC = "configured"
+
+
+async def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "client.cli.main", *args, "--bootstrap-server", bootstrap]
+    done = await trio.run_process(
+        command, cwd=ROOT, capture_stdout=True, capture_stderr=True, check=False
+    )
+    return subprocess.CompletedProcess(
+        command, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+async def isr(data: KafkaZkClient) -> tuple[int, set[int]]:
+    tp = TopicPartition(TOPIC, 0)
+    state = (await data.read_partition_states([tp]))[tp]
+    return state.leader, set(state.isr)
+
+
+async def produce_all(cluster: ProcessCluster, leader: int, value: bytes) -> int:
+    body = {
+        "acks": -1,
+        "timeout_ms": 10_000,
+        "topics": [{"name": TOPIC, "partitions": [{"index": 0, "records": batch(value)}]}],
+    }
+    response = await cluster.request(leader, ApiKey.PRODUCE, body, timeout=15)
+    code: int = response["topics"][0]["partitions"][0]["error_code"]
+    return code
+
+
+async def test_altered_min_insync_replicas_applies_live_and_describe_merges_defaults(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    data = KafkaZkClient(zk_client)
+    cluster = ProcessCluster(tmp_path, zk_connect, size=3)
+    try:
+        await cluster.start_all()
+        bootstrap = f"127.0.0.1:{cluster.brokers[1].port}"
+        created = await cli(
+            bootstrap,
+            "topic",
+            "create",
+            TOPIC,
+            "-p",
+            "1",
+            "-r",
+            "3",
+            "--config",
+            "retention.ms=3600000",
+        )
+        assert created.returncode == 0, created.stderr
+        assert await data.get_topic_config(TOPIC) == {"retention.ms": "3600000"}
+
+        async def full() -> bool:
+            return len((await isr(data))[1]) == 3
+
+        await cluster.wait_until(full, "a full ISR")
+        leader, replicas = await isr(data)
+
+        async def leader_accepts() -> bool:
+            return await produce_all(cluster, leader, b"before") == 0
+
+        await cluster.wait_until(leader_accepts, "the leader to take acks=all writes")
+
+        async with Admin(bootstrap) as admin:
+            await admin.alter_topic_config(TOPIC, {"min.insync.replicas": "3"})
+            entries = {e.name: e for e in await admin.describe_topic_config(TOPIC)}
+            with pytest.raises(InvalidConfigError, match=r"min\.insync\.replicas"):
+                await admin.alter_topic_config(TOPIC, {"min.insync.replicas": "zero"})
+        assert await data.get_topic_config(TOPIC) == {
+            "min.insync.replicas": "3",
+            "retention.ms": "3600000",
+        }
+        assert (
+            entries["min.insync.replicas"].value,
+            entries["min.insync.replicas"].is_override,
+        ) == ("3", True)
+        assert (entries["retention.ms"].value, entries["retention.ms"].is_override) == (
+            "3600000",
+            True,
+        )
+        assert (entries["segment.bytes"].value, entries["segment.bytes"].source) == (
+            "1073741824",
+            5,
+        )
+        assert entries["unclean.leader.election.enable"].value == "false"
+        notes = await zk_client.get_children(CONFIG_CHANGES_PATH)
+        bodies = [json.loads((await zk_client.get(f"{CONFIG_CHANGES_PATH}/{n}"))[0]) for n in notes]
+        assert {"version": 2, "entity_path": f"topics/{TOPIC}"} in bodies
+
+        assert await produce_all(cluster, leader, b"three-in-sync") == 0
+        follower = next(b for b in replicas if b != leader)
+        cluster.kill(follower)
+
+        async def shrunk() -> bool:
+            return follower not in (await isr(data))[1]
+
+        await cluster.wait_until(shrunk, "the killed follower to leave the ISR", timeout=40)
+        bootstrap = f"127.0.0.1:{cluster.brokers[leader].port}"  # the follower may have been it
+        assert await produce_all(cluster, leader, b"two-in-sync") == NotEnoughReplicasError.code
+
+        described = await cli(bootstrap, "topic", "describe", TOPIC)
+        assert described.returncode == 0, described.stderr
+        assert "min.insync.replicas=3" in described.stdout
+        assert "retention.ms=3600000" in described.stdout
+
+        bad = await cli(bootstrap, "topic", "alter-config", TOPIC, "--set", "retention.msx=5")
+        assert bad.returncode == 1
+        assert len(bad.stderr.strip().splitlines()) == 1 and "retention.msx" in bad.stderr
+        assert await data.get_topic_config(TOPIC) == {
+            "min.insync.replicas": "3",
+            "retention.ms": "3600000",
+        }
+
+        info = await cli(bootstrap, "cluster", "info", "--format", "json")
+        assert info.returncode == 0, info.stderr
+        cluster_id = decode_cluster_id((await zk_client.get(CLUSTER_ID_PATH))[0])
+        assert json.loads(info.stdout)["cluster_id"] == cluster_id
+    finally:
+        cluster.close()
+
+
+async def test_describe_and_alter_of_an_unknown_topic_are_unknown_topic(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    cluster = ProcessCluster(tmp_path, zk_connect, size=1)
+    try:
+        await cluster.start_all()
+        body: dict[str, Any] = {
+            "resources": [{"resource_type": 2, "resource_name": "nope", "configuration_keys": None}]
+        }
+        described = await cluster.request(1, ApiKey.DESCRIBE_CONFIGS, body)
+        assert described["results"][0]["error_code"] == 3
+        body = {"resources": [{"resource_type": 2, "resource_name": "nope", "configs": []}]}
+        altered = await cluster.request(1, ApiKey.ALTER_CONFIGS, body)
+        assert altered["responses"][0]["error_code"] == 3
+    finally:
+        cluster.close()

@@ -151,6 +151,10 @@ class TopicConfigs:
         self.metadata_cache = metadata_cache
         self._zk_data = zk_data
 
+    def validate(self, configs: Mapping[str, str]) -> None:
+        """CreateTopics' check of a new topic's configs (controller/admin.py)."""
+        validate_topic_overrides(self.config, configs)
+
     def install(self, apis: KafkaApis) -> None:
         apis.register(ApiKey.DESCRIBE_CONFIGS, self.handle_describe_configs)
         apis.register(ApiKey.ALTER_CONFIGS, self.handle_alter_configs)

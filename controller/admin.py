@@ -61,6 +61,10 @@ class AdminZk(Protocol):
     async def mark_topic_for_deletion(self, topic: str) -> bool: ...
 
 
+ConfigValidator = Callable[[Mapping[str, str]], None]
+"""Raises InvalidConfigError naming the bad key (the broker's topic-config table, which
+this package cannot import: broker/topic_configs.py)."""
+
 TopicsReady = Callable[[Iterable[str]], Awaitable[None]]
 """Returns once this broker's metadata knows every named topic (CreateTopics waits for it
 so a client can produce right after; cancelled at the request's timeout)."""
@@ -85,6 +89,7 @@ class ClusterAdmin:
         delete_topic_enable: bool = True,
         rng: random.Random | None = None,
         topics_ready: TopicsReady = _never_ready,
+        validate_config: ConfigValidator | None = None,
     ) -> None:
         self._zk = zk
         self._controller = controller
@@ -93,6 +98,7 @@ class ClusterAdmin:
         self._delete_topic_enable = delete_topic_enable
         self._rng = rng or random.Random()
         self._topics_ready = topics_ready
+        self._validate_config = validate_config
 
     # -- any broker -------------------------------------------------------------------
 
@@ -110,6 +116,8 @@ class ClusterAdmin:
                     raise InvalidRequestError(f"topic {name!r} appears twice in the request")
                 assignment = self._assignment_for(topic, live, existing)
                 config = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
+                if self._validate_config is not None:
+                    self._validate_config(config)
                 if not body["validate_only"]:
                     await self._zk.create_topic(name, assignment, config)
                     created.append(name)

@@ -68,6 +68,7 @@ class ClusterMember:
             default_replication_factor=config.default_replication_factor,
             delete_topic_enable=config.delete_topic_enable,
             topics_ready=self._topics_ready,
+            validate_config=getattr(getattr(broker, "topic_configs", None), "validate", None),
         )
 
     async def _topics_ready(self, topics: Iterable[str]) -> None:

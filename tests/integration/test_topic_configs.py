@@ -151,12 +151,18 @@ async def test_altered_min_insync_replicas_applies_live_and_describe_merges_defa
         cluster.close()
 
 
-async def test_describe_and_alter_of_an_unknown_topic_are_unknown_topic(
-    tmp_path: Path, zk_connect: str
+async def test_unknown_topics_are_unknown_and_a_bad_create_config_creates_nothing(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
 ) -> None:
     cluster = ProcessCluster(tmp_path, zk_connect, size=1)
     try:
         await cluster.start_all()
+        bootstrap = f"127.0.0.1:{cluster.brokers[1].port}"
+        bad = await cli(bootstrap, "topic", "create", "bad", "--config", "retention.ms=soon")
+        assert bad.returncode == 1
+        assert len(bad.stderr.strip().splitlines()) == 1 and "retention.ms" in bad.stderr
+        assert "INVALID_CONFIG" in bad.stderr
+        assert await KafkaZkClient(zk_client).get_topics() == set()
         body: dict[str, Any] = {
             "resources": [{"resource_type": 2, "resource_name": "nope", "configuration_keys": None}]
         }

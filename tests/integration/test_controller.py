@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,8 @@ import pytest
 import trio
 
 from broker.broker import Broker
+from broker.partition import Partition
+from broker.replica_manager import FetcherHook
 from controller.context import TopicPartition
 from controller.zk_client import ZkClient
 from controller.zk_data import KafkaZkClient
@@ -321,6 +323,41 @@ async def wait_until_async(
     raise AssertionError(f"timed out waiting for {what}")
 
 
+class HeldFetches:
+    """A broker's replica-fetcher hook (``ReplicaManager.fetcher``) that holds back the
+    partitions in ``held`` until ``release()``: the test, not the scheduler, decides when
+    a new replica starts catching up, so a reassignment's in-progress phase can be looked
+    at without racing its completion. Everything else passes straight through."""
+
+    def __init__(self, inner: FetcherHook, held: set[BrokerTopicPartition]) -> None:
+        self._inner = inner
+        self._held = held
+        self._waiting: dict[BrokerTopicPartition, Partition] = {}
+
+    def add_partitions(self, partitions: Sequence[Partition]) -> None:
+        for partition in partitions:
+            if partition.tp in self._held:
+                self._waiting[partition.tp] = partition
+        self._inner.add_partitions([p for p in partitions if p.tp not in self._held])
+
+    def remove_partitions(self, tps: Iterable[BrokerTopicPartition]) -> None:
+        tps = list(tps)
+        for tp in tps:
+            self._waiting.pop(tp, None)
+        self._inner.remove_partitions(tps)
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def release(self) -> None:
+        self._held = set()
+        waiting, self._waiting = list(self._waiting.values()), {}
+        self._inner.add_partitions(waiting)
+
+    def __getattr__(self, name: str) -> Any:  # metrics read the fetcher manager's state
+        return getattr(self._inner, name)
+
+
 async def test_reassignment_from_1_2_to_2_3_follows_the_oar_rar_steps(
     tmp_path: Path, zk_connect: str, zk_client: ZkClient
 ) -> None:
@@ -329,22 +366,34 @@ async def test_reassignment_from_1_2_to_2_3_follows_the_oar_rar_steps(
         body = {"topics": [{"name": "r", "assignments": assignment}], "timeout_ms": 10_000}
         assert (await c.request(ApiKey.CREATE_TOPICS, body))["topics"][0]["error_code"] == 0
         (controller_id,) = c.controllers()
-        states = await KafkaZkClient(zk_client).read_partition_states([TopicPartition("r", 0)])
-        first_leader = states[TopicPartition("r", 0)].leader
+        data = KafkaZkClient(zk_client)
+        tp = TopicPartition("r", 0)
+        before = (await data.read_partition_states([tp]))[tp]
         for value in (b"a", b"b", b"c"):
             body = produce_body("r", 0, batch(value), acks=-1)  # on every ISR replica
-            answer = await c.request(ApiKey.PRODUCE, body, first_leader)
+            answer = await c.request(ApiKey.PRODUCE, body, before.leader)
             assert produced(answer)["error_code"] == 0
+        # Broker 3 may not fetch r-0 until the test has seen phase one: it is three
+        # records, and under load it would catch up before ListPartitionReassignments.
+        new_replica = c.brokers[3].replica_manager
+        assert new_replica is not None and new_replica.fetcher is not None
+        held = HeldFetches(new_replica.fetcher, {BrokerTopicPartition("r", 0)})
+        new_replica.fetcher = held
         alter = {
             "topics": [{"name": "r", "partitions": [{"partition_index": 0, "replicas": [2, 3]}]}]
         }
         response = await c.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, alter, controller_id)
         assert response["topics"][0]["partitions"][0]["error_code"] == 0
-        data = KafkaZkClient(zk_client)
-        # Phase one: AR = RAR + (OAR - RAR) in ZooKeeper, the new replica exists on 3.
+        # Phase one (done before the controller answers): AR = RAR + (OAR - RAR) in
+        # ZooKeeper with the adding/removing lists, a new leader epoch so every replica
+        # hears that AR, and the new replica created on 3.
         during = await data.get_assignment("r")
         assert during is not None and during.partitions[0] == (2, 3, 1)
         assert during.adding_replicas == {0: (3,)} and during.removing_replicas == {0: (1,)}
+        during_state = (await data.read_partition_states([tp]))[tp]
+        assert during_state.leader == before.leader
+        assert during_state.leader_epoch > before.leader_epoch
+        assert 3 not in during_state.isr
         log_dir = Path(c.brokers[3].config.log_dirs[0])
         await wait_until(lambda: (log_dir / "r-0").is_dir(), "the new replica's directory")
         listing = await c.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {}, controller_id)
@@ -361,33 +410,26 @@ async def test_reassignment_from_1_2_to_2_3_follows_the_oar_rar_steps(
                 ],
             }
         ]
-        # The leader adds 3 to the ISR once 3 caught up. Until replica fetchers are
-        # wired into the broker (issue 5) nobody fetches, so the test writes the ISR
-        # change the leader would write; once they are, the leader does it itself.
-        tp = TopicPartition("r", 0)
-        leader = c.brokers[(await data.read_partition_states([tp]))[tp].leader]
-        if leader.replica_manager is not None and leader.replica_manager.fetcher is None:
-            state = (await data.read_partition_states([tp]))[tp]
-            caught_up = state.new_leader(state.leader, (1, 2, 3), state.controller_epoch)
-            assert tp in (await data.update_partition_states({tp: caught_up})).written
+        # Phase two: once 3 fetched up to the HW the leader adds it to the ISR, and the
+        # controller moves leadership into RAR, drops and deletes 1, and writes AR = RAR.
+        held.release()
 
         async def finished() -> bool:
             now = await data.get_assignment("r")
             return now is not None and now.partitions[0] == (2, 3) and not now.adding_replicas
 
         await wait_until_async(finished, "the reassignment to complete")
-        new_replica = c.brokers[3].replica_manager
-        assert new_replica is not None
-        if new_replica.fetcher is not None:  # replication wired: the data moves with it
-            partition = new_replica.partitions[BrokerTopicPartition("r", 0)]
-            # A replica joins the ISR once it reaches the HW it saw, so the last records
-            # may still be on their way when the reassignment completes.
-            await wait_until(lambda: partition.log.log_end_offset == 3, "the data on broker 3")
+        partition = new_replica.partitions[BrokerTopicPartition("r", 0)]
+        # A replica joins the ISR once it reaches the HW it saw, so the last records
+        # may still be on their way when the reassignment completes.
+        await wait_until(lambda: partition.log.log_end_offset == 3, "the data on broker 3")
         final = (await data.read_partition_states([tp]))[tp]
         assert final.leader == 2 and 1 not in final.isr
         old_dir = Path(c.brokers[1].config.log_dirs[0])
         await wait_until(lambda: not (old_dir / "r-0").exists(), "the old replica's deletion")
         assert await data.get_reassignment() == {}
+        listing = await c.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {}, controller_id)
+        assert listing["topics"] == []
 
 
 async def test_a_controller_whose_session_expires_resigns_and_another_takes_over(

@@ -1,20 +1,36 @@
-"""Topic config validation, DescribeConfigs merging and the cluster id codec."""
+"""Topic config validation, DescribeConfigs merging, applying a change to live
+partitions and logs, the standalone APIs, and the cluster id codec."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from broker.apis import Deferred
 from broker.config import BrokerConfig
+from broker.metadata_cache import MetadataCache, PartitionInfo
+from broker.partition import PartitionState
+from broker.replica_manager import ReplicaManager, to_log_config
 from broker.topic_configs import (
     SOURCE_DEFAULT_CONFIG,
     SOURCE_STATIC_BROKER_CONFIG,
     SOURCE_TOPIC_CONFIG,
+    TopicConfigs,
     describe_topic_config,
     validate_topic_overrides,
 )
 from controller.cluster_id import decode_cluster_id, encode_cluster_id, new_cluster_id
 from controller.zk_model import ZkDataError
-from protocol.errors import InvalidConfigError
+from protocol.api import ApiKey, RequestHeader
+from protocol.errors import InvalidConfigError, InvalidRequestError
+from storage.log_manager import LogManager
+from storage.names import TopicPartition
+from tests.support.broker import broker_config
+
+TP = TopicPartition("t", 0)
 
 
 def by_name(entries: list[dict[str, object]]) -> dict[str, dict[str, object]]:
@@ -109,3 +125,110 @@ def test_cluster_id_is_kafka_json_with_a_22_character_base64_uuid() -> None:
 def test_a_malformed_cluster_id_znode_is_a_zk_data_error(data: bytes) -> None:
     with pytest.raises(ZkDataError):
         decode_cluster_id(data)
+
+
+# -- applying changes on a broker (no network, no ZooKeeper) -----------------------------
+
+
+def leader_state() -> PartitionState:
+    return PartitionState(
+        controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,)
+    )
+
+
+@pytest.fixture
+async def log_manager(tmp_path: Path) -> AsyncIterator[LogManager]:
+    config = broker_config(tmp_path)
+    manager = LogManager(config.log_dirs, to_log_config(config.topic_config()))
+    try:
+        yield manager
+    finally:
+        manager.close()
+
+
+def replica_manager(
+    log_manager: LogManager, tmp_path: Path, overrides: Mapping[str, str] | None = None
+) -> ReplicaManager:
+    return ReplicaManager(
+        broker_config(tmp_path),
+        log_manager,
+        MetadataCache(1),
+        clock=lambda: 1_000,
+        topic_overrides=lambda topic: overrides or {},
+    )
+
+
+async def test_a_config_change_reaches_live_partitions_and_their_logs(
+    log_manager: LogManager, tmp_path: Path
+) -> None:
+    manager = replica_manager(log_manager, tmp_path)
+    await manager.become_leader_or_follower(1, {TP: leader_state()})
+    partition = manager.get_partition(TP)
+    assert partition is not None
+
+    await manager.update_topic_overrides(
+        "t",
+        {
+            "retention.ms": "1000",
+            "max.message.bytes": "100",
+            "min.insync.replicas": "2",
+            "message.timestamp.type": "LogAppendTime",
+        },
+    )
+    assert partition.config.min_insync_replicas == 2 and partition.config.log_append_time
+    assert (partition.log.config.retention_ms, partition.log.config.max_message_bytes) == (
+        1000,
+        100,
+    )
+
+    await manager.update_topic_overrides("t", {})  # every override removed
+    assert partition.config == manager.config.topic_config()
+    assert partition.log.config == to_log_config(manager.config.topic_config())
+
+
+async def test_a_log_loaded_at_start_up_takes_its_topics_overrides_on_leader_and_isr(
+    log_manager: LogManager, tmp_path: Path
+) -> None:
+    loaded = log_manager.get_or_create_log(TP)  # as recovery opens it: broker defaults
+    manager = replica_manager(log_manager, tmp_path, {"retention.ms": "1000"})
+    await manager.become_leader_or_follower(1, {TP: leader_state()})
+    assert loaded.config.retention_ms == 1000
+
+
+# -- the APIs on a standalone broker ----------------------------------------------------
+
+
+async def call(handler: Any, body: dict[str, Any]) -> dict[str, Any]:
+    result = handler(RequestHeader(ApiKey.DESCRIBE_CONFIGS, 0, 1, "t"), body)
+    assert isinstance(result, Deferred)
+    answer = await result.wait()
+    assert answer is not None
+    return answer
+
+
+async def test_a_standalone_broker_describes_defaults_and_refuses_alter(
+    log_manager: LogManager, tmp_path: Path
+) -> None:
+    manager = replica_manager(log_manager, tmp_path)
+    cache = MetadataCache(1)
+    cache.put(TP, PartitionInfo(leader=1, leader_epoch=0, isr=(1,), replicas=(1,)))
+    apis = TopicConfigs(manager.config, manager, cache, zk_data=lambda: None)
+    resource = {"resource_type": 2, "resource_name": "t", "configuration_keys": None}
+    body = {"resources": [resource], "include_documentation": False}
+    [described] = (await call(apis.handle_describe_configs, body))["results"]
+    assert described["error_code"] == 0
+    assert {c["config_source"] for c in described["configs"]} == {SOURCE_DEFAULT_CONFIG}
+
+    unknown = {"resource_type": 2, "resource_name": "u", "configuration_keys": None}
+    broker = {"resource_type": 4, "resource_name": "1", "configuration_keys": None}
+    body = {"resources": [unknown, broker], "include_documentation": False}
+    codes = [r["error_code"] for r in (await call(apis.handle_describe_configs, body))["results"]]
+    assert codes == [3, InvalidRequestError.code]
+
+    altered = {"resource_type": 2, "resource_name": "t", "configs": [{"name": "x", "value": "1"}]}
+    body = {"resources": [altered], "validate_only": False}
+    [bad] = (await call(apis.handle_alter_configs, body))["responses"]
+    assert bad["error_code"] == InvalidConfigError.code and "x" in bad["error_message"]
+    altered["configs"] = [{"name": "retention.ms", "value": "1"}]
+    [refused] = (await call(apis.handle_alter_configs, body))["responses"]
+    assert refused["error_code"] == InvalidRequestError.code

@@ -268,14 +268,17 @@ class TopicConfigs:
     ) -> None:
         """Apply every topic config change announced under /config/changes while this
         ZooKeeper session lasts (``events`` is the session's subscription; it closes with
-        the client). Changes written before start are already in what LeaderAndIsr
-        reads, so only later ones are applied."""
+        the client). At start, and on every new session, the topics this broker already
+        hosts are re-read whole: a rejoin after losing ZooKeeper may have missed
+        notifications (Kafka's DynamicConfigManager re-reads every entity at start-up).
+        Partitions created later read their config on LeaderAndIsr."""
         from controller.zk_adapter import ControllerZkAdapter
         from controller.zk_model import CONFIG_CHANGES_PATH
         from controller.zk_types import StateChange, WatchEvent, WatchType, ZkState
 
         changes = ControllerZkAdapter(data)  # its notification readers, nothing fenced
         last = max(await changes.get_config_changes(watch=True), default="")
+        await self._resync(data)
         task_status.started()
         async for event in events:
             if isinstance(event, WatchEvent):
@@ -284,6 +287,8 @@ class TopicConfigs:
             elif not (isinstance(event, StateChange) and event.state is ZkState.CONNECTED):
                 continue
             try:
+                if isinstance(event, StateChange) and event.new_session:
+                    await self._resync(data)
                 names = await changes.get_config_changes(watch=True)
                 fresh = [n for n in names if n > last]
                 for topic in sorted(await changes.read_config_change_topics(fresh)):
@@ -294,6 +299,10 @@ class TopicConfigs:
             except MinibrokerError as exc:  # ZkError included
                 # The reconnect re-arms the watch and replays from ``last``.
                 log.warning("cannot process topic config changes: %s", exc)
+
+    async def _resync(self, data: KafkaZkClient) -> None:
+        for topic in sorted({tp.topic for tp in self.replica_manager.partitions}):
+            await self.apply_topic_config(data, topic)
 
     async def _purge_expired(self, data: KafkaZkClient, names: list[str]) -> None:
         from controller.zk_model import CONFIG_CHANGES_PATH

@@ -16,6 +16,10 @@ from typing import Any
 import pytest
 import trio
 
+from broker.metadata_cache import MetadataCache
+from broker.partition import PartitionState
+from broker.replica_manager import ReplicaManager, to_log_config
+from broker.topic_configs import TopicConfigs
 from client.admin import Admin
 from controller.cluster_id import CLUSTER_ID_PATH, decode_cluster_id
 from controller.context import TopicPartition
@@ -24,8 +28,10 @@ from controller.zk_data import KafkaZkClient
 from controller.zk_model import CONFIG_CHANGES_PATH
 from protocol.api import ApiKey
 from protocol.errors import InvalidConfigError, NotEnoughReplicasError
+from storage.log_manager import LogManager
+from storage.names import TopicPartition as LocalPartition
 from tests.fault.cluster import ROOT, ProcessCluster
-from tests.support.broker import batch
+from tests.support.broker import batch, broker_config
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -173,3 +179,39 @@ async def test_unknown_topics_are_unknown_and_a_bad_create_config_creates_nothin
         assert altered["responses"][0]["error_code"] == 3
     finally:
         cluster.close()
+
+
+async def test_the_change_listener_resyncs_hosted_topics_then_follows_notifications(
+    tmp_path: Path, zk_client: ZkClient
+) -> None:
+    config = broker_config(tmp_path)
+    log_manager = LogManager(config.log_dirs, to_log_config(config.topic_config()))
+    manager = ReplicaManager(config, log_manager, MetadataCache(1), clock=lambda: 10**13)
+    data = KafkaZkClient(zk_client)
+    await data.create_top_level_paths()
+    try:
+        state = PartitionState(
+            controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,)
+        )
+        await manager.become_leader_or_follower(1, {LocalPartition("t", 0): state})
+        partition = manager.partitions[LocalPartition("t", 0)]
+        # Written while "disconnected": no notification, the start-up resync finds it.
+        await data.set_topic_config("t", {"retention.ms": "5000"}, notify=False)
+        listener = TopicConfigs(config, manager, MetadataCache(1), zk_data=lambda: data)
+        async with trio.open_nursery() as nursery:
+            events = zk_client.subscribe()
+            await nursery.start(listener.run_change_listener, data, events)
+            assert partition.log.config.retention_ms == 5000
+
+            await data.set_topic_config("t", {"min.insync.replicas": "2"})
+            with trio.fail_after(10):
+                while partition.config.min_insync_replicas != 2:
+                    await trio.sleep(0.02)
+            assert partition.log.config.retention_ms == config.topic_config().retention_ms
+            # The clock is far ahead: the notification is expired and purged.
+            with trio.fail_after(10):
+                while await zk_client.get_children(CONFIG_CHANGES_PATH):
+                    await trio.sleep(0.02)
+            nursery.cancel_scope.cancel()
+    finally:
+        log_manager.close()

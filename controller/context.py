@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from protocol.errors import MinibrokerError
+from protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
 
 if TYPE_CHECKING:
     from controller.state_machines import PartitionState, ReplicaState
@@ -52,14 +53,6 @@ INITIAL_CONTROLLER_EPOCH = 0
 class ControllerMovedError(MinibrokerError):
     """Another broker became controller: a conditional write on /controller_epoch failed
     or a znode carries a newer controller epoch. The controller must resign."""
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class PartitionReplica(NamedTuple):

@@ -17,6 +17,8 @@ import uuid
 from pathlib import Path
 from typing import NamedTuple
 
+from protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -27,14 +29,6 @@ FUTURE_DIR_SUFFIX = "-future"
 
 _RENAMED_DIR = re.compile(r"^(?P<tp>.+)\.(?P<uuid>[0-9a-f]{32})(?P<suffix>-delete|-future)$")
 _SEGMENT_FILE = re.compile(r"^(?P<base>\d{20})\.(?P<kind>log|index|timeindex)$")
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class PartitionDirName(NamedTuple):

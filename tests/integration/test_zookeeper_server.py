@@ -98,7 +98,6 @@ async def test_run_reports_started_and_stops_when_cancelled(tmp_path: Path) -> N
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.timeout(150)  # a stop and a cold JVM start inside; the waits below bound it
 async def test_a_zookeeper_restart_on_the_same_port_suspends_the_session_but_keeps_it(
     tmp_path: Path,
 ) -> None:

@@ -188,8 +188,12 @@ async def read_partition(cluster: ProcessCluster, partition: int) -> list[ReadRe
     for _ in range(100_000):  # bounded: a round reads a batch, ends, or (rarely) retries
         metadata = await cluster.metadata(TOPIC)
         leader = next(
-            p["leader_id"] for p in metadata["partitions"] if p["partition_index"] == partition
+            (p["leader_id"] for p in metadata["partitions"] if p["partition_index"] == partition),
+            -1,
         )
+        if leader < 0:  # a broker just restarted has not had UpdateMetadata yet: ask again
+            await trio.sleep(0.2)
+            continue
         body: dict[str, Any] = {
             "replica_id": -1,
             "max_wait_ms": 0,

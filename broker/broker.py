@@ -28,6 +28,7 @@ from typing import Any
 import trio
 
 from broker.apis import KafkaApis
+from broker.broker_configs import BrokerConfigs
 from broker.config import BrokerConfig
 from broker.log_dir_mover import LogDirMover
 from broker.log_dirs import LogDirApis, LogDirFailures
@@ -104,6 +105,11 @@ class Broker:
                 config,
                 replica_manager,
                 self.metadata_cache,
+                zk_data=lambda: getattr(self.cluster_member, "data", None),
+            )
+            self.topic_configs.broker_configs = BrokerConfigs(  # dynamic throttles
+                config,
+                self.log_dir_mover,
                 zk_data=lambda: getattr(self.cluster_member, "data", None),
             )
             self.topic_configs.install(self.apis)

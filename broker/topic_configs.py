@@ -52,9 +52,10 @@ from protocol.errors import (
     MinibrokerError,
     UnknownTopicOrPartitionError,
 )
-from protocol.schemas.cluster import RESOURCE_TOPIC
+from protocol.schemas.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 
 if TYPE_CHECKING:
+    from broker.broker_configs import BrokerConfigs
     from broker.replica_manager import ReplicaManager
     from controller.zk_data import KafkaZkClient
     from controller.zk_types import ZkEvent
@@ -150,6 +151,8 @@ class TopicConfigs:
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self._zk_data = zk_data
+        # Resource type BROKER (4) and brokers/<id> changes (broker/broker_configs.py).
+        self.broker_configs: BrokerConfigs | None = None
 
     def validate(self, configs: Mapping[str, str]) -> None:
         """CreateTopics' check of a new topic's configs (controller/admin.py)."""
@@ -172,6 +175,8 @@ class TopicConfigs:
         return Deferred(answer)
 
     async def _describe_resource(self, resource: Body, include_documentation: bool) -> Body:
+        if resource["resource_type"] == RESOURCE_BROKER and self.broker_configs is not None:
+            return await self.broker_configs.describe(resource)
         result: Body = {
             "resource_type": resource["resource_type"],
             "resource_name": resource["resource_name"],
@@ -215,6 +220,8 @@ class TopicConfigs:
         return Deferred(answer)
 
     async def _alter_resource(self, resource: Body, validate_only: bool) -> Body:
+        if resource["resource_type"] == RESOURCE_BROKER and self.broker_configs is not None:
+            return await self.broker_configs.alter(resource, validate_only)
         result: Body = {
             "resource_type": resource["resource_type"],
             "resource_name": resource["resource_name"],
@@ -293,6 +300,8 @@ class TopicConfigs:
                 fresh = [n for n in names if n > last]
                 for topic in sorted(await changes.read_config_change_topics(fresh)):
                     await self.apply_topic_config(data, topic)
+                if self.broker_configs is not None:
+                    await self.broker_configs.apply_changes(data, fresh)
                 if fresh:
                     last = fresh[-1]
                 await self._purge_expired(data, names)
@@ -301,6 +310,8 @@ class TopicConfigs:
                 log.warning("cannot process topic config changes: %s", exc)
 
     async def _resync(self, data: KafkaZkClient) -> None:
+        if self.broker_configs is not None:  # start-up: /config/brokers/<own id>
+            await self.broker_configs.apply(data)
         for topic in sorted({tp.topic for tp in self.replica_manager.partitions}):
             await self.apply_topic_config(data, topic)
 

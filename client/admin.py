@@ -24,12 +24,13 @@ from client.errors import raise_if_error, wire_error
 from client.metadata import BrokerInfo, ClusterClient, ClusterMetadata, PartitionInfo
 from protocol.api import ApiKey
 from protocol.errors import KafkaError, MinibrokerError, error_for_code
-from protocol.schemas.cluster import RESOURCE_TOPIC
+from protocol.schemas.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 from protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
 TopicPartition = tuple[str, int]
 CREATE_WAIT_S = 30.0  # how long create_topic waits for every new partition to get a leader
 TOPIC_CONFIG_SOURCE = 1  # Kafka's DescribeConfigs config_source for a topic override
+DYNAMIC_BROKER_CONFIG_SOURCE = 1  # config_source of a dynamic override of one broker
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +268,57 @@ class Admin:
         response = await self._to_controller(ApiKey.ALTER_CONFIGS, body)
         for result in response.get("responses", ()):
             raise_if_error(result["error_code"], f"topic {topic!r}", result.get("error_message"))
+
+    async def describe_broker_config(self, broker_id: int) -> list[ConfigEntry]:
+        """The dynamic broker keys of ``broker_id`` (broker/broker_configs.py); source 1
+        (DYNAMIC_BROKER_CONFIG) marks an override."""
+        body = {
+            "resources": [
+                {
+                    "resource_type": RESOURCE_BROKER,
+                    "resource_name": str(broker_id),
+                    "configuration_keys": None,
+                }
+            ],
+            "include_synonyms": False,
+            "include_documentation": False,
+        }
+        response = await self.cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
+        entries: list[ConfigEntry] = []
+        for result in response.get("results", ()):
+            raise_if_error(result["error_code"], f"broker {broker_id}", result.get("error_message"))
+            entries += [
+                ConfigEntry(c["name"], c["value"], c.get("config_source", -1))
+                for c in result["configs"]
+            ]
+        return sorted(entries, key=lambda e: e.name)
+
+    async def alter_broker_config(self, broker_id: int, changes: Mapping[str, str | None]) -> None:
+        """Set (or with None remove) dynamic overrides of ``broker_id``, keeping the
+        others (AlterConfigs replaces the whole set, so the current one is read first)."""
+        current = {
+            e.name: e.value
+            for e in await self.describe_broker_config(broker_id)
+            if e.source == DYNAMIC_BROKER_CONFIG_SOURCE
+        }
+        for name, value in changes.items():
+            if value is None:
+                current.pop(name, None)
+            else:
+                current[name] = value
+        body = {
+            "resources": [
+                {
+                    "resource_type": RESOURCE_BROKER,
+                    "resource_name": str(broker_id),
+                    "configs": [{"name": k, "value": v} for k, v in sorted(current.items())],
+                }
+            ],
+            "validate_only": False,
+        }
+        response = await self._to_controller(ApiKey.ALTER_CONFIGS, body)
+        for result in response.get("responses", ()):
+            raise_if_error(result["error_code"], f"broker {broker_id}", result.get("error_message"))
 
     # --- leadership and replicas -----------------------------------------------------
 

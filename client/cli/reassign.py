@@ -17,10 +17,14 @@ Like kafka-reassign-partitions.sh, with Kafka's JSON (client/reassignment.py):
 - ``--cancel``: cancels the partitions' ongoing broker moves and brings each log-dir
   move back to the dir the replica is in now (which deletes its -future copy).
 
-``--throttle`` / ``--replica-alter-log-dirs-throttle`` (bytes/s) are accepted for
-Kafka compatibility; minibroker has no dynamic broker configs yet, so the log-dir
-throttle is the broker's ``replica.alter.log.dirs.io.max.bytes.per.second`` and the
-tool says so on stderr when one is given.
+Throttles (bytes/s) are dynamic broker configs (broker/broker_configs.py), set by
+``--execute`` before anything moves, as Kafka's tool does:
+``--replica-alter-log-dirs-throttle`` sets ``replica.alter.log.dirs.io.max.bytes.per.
+second`` on every broker with a log-dir move in the plan (enforced by its mover);
+``--throttle`` sets ``leader.replication.throttled.rate`` and
+``follower.replication.throttled.rate`` on every broker holding or gaining a moved
+partition's replica - stored only: minibroker has no replication quota, and the tool
+says so. ``--verify`` clears all three from every live broker once every move is done.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from pathlib import Path
 
 import trio
 
-from client.admin import Admin
+from client.admin import DYNAMIC_BROKER_CONFIG_SOURCE, Admin
 from client.cli.common import UsageError, add_bootstrap, run_async
 from client.reassignment import (
     PartitionMove,
@@ -46,6 +50,12 @@ from client.reassignment import (
     propose,
 )
 from protocol.errors import MinibrokerError, ReplicaNotAvailableError
+
+LOG_DIRS_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+LEADER_THROTTLE = "leader.replication.throttled.rate"
+FOLLOWER_THROTTLE = "follower.replication.throttled.rate"
+THROTTLE_KEYS = (LEADER_THROTTLE, FOLLOWER_THROTTLE, LOG_DIRS_THROTTLE)
+# (The broker's names, broker/broker_configs.py; the client does not import broker code.)
 
 HELP = "move partition replicas between brokers and between log dirs"
 DEFAULT_TIMEOUT_MS = 10_000  # Kafka's --timeout default: how long dir moves are retried
@@ -94,12 +104,12 @@ def run(args: argparse.Namespace) -> int:
         return run_async(_generate, args, topics, parse_broker_list(args.broker_list))
     moves = parse_reassignment(_read(args.reassignment_json_file, "--reassignment-json-file"))
     if args.execute:
-        if args.throttle >= 0 or args.replica_alter_log_dirs_throttle >= 0:
-            print(
-                "note: throttles are static broker configs in minibroker "
-                "(replica.alter.log.dirs.io.max.bytes.per.second); the flags are not applied",
-                file=sys.stderr,
-            )
+        for flag, value in (
+            ("--throttle", args.throttle),
+            ("--replica-alter-log-dirs-throttle", args.replica_alter_log_dirs_throttle),
+        ):
+            if value == 0 or value < -1:
+                raise UsageError(f"{flag} must be a positive number of bytes/s")
         return run_async(_execute, args, moves)
     if args.verify:
         return run_async(_verify, args, moves)
@@ -166,6 +176,7 @@ async def _execute(args: argparse.Namespace, moves: list[PartitionMove]) -> int:
         dir_moves: DirMoves = {}
         for move in moves:
             dir_moves.update(move.dir_moves())
+        await _set_throttles(admin, args, moves, current, dir_moves)
         done = await _alter_dirs(admin, dir_moves)
         targets: dict[tuple[str, int], list[int] | None] = {
             m.tp: list(m.replicas) for m in moves if tuple(m.replicas) != current[m.tp]
@@ -262,6 +273,54 @@ async def _verify_once(admin: Admin, moves: list[PartitionMove]) -> tuple[list[s
     return lines, complete, failed
 
 
+async def _set_throttles(
+    admin: Admin,
+    args: argparse.Namespace,
+    moves: list[PartitionMove],
+    current: Mapping[tuple[str, int], Sequence[int]],
+    dir_moves: DirMoves,
+) -> None:
+    """Kafka's tool sets the throttles before it starts any move."""
+    if args.throttle > 0:
+        brokers = sorted({b for m in moves for b in (*m.replicas, *current.get(m.tp, ()))})
+        rate = str(args.throttle)
+        for broker in brokers:
+            await admin.alter_broker_config(
+                broker, {LEADER_THROTTLE: rate, FOLLOWER_THROTTLE: rate}
+            )
+        print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
+        print(
+            "note: minibroker stores the inter-broker throttle but does not enforce it "
+            "(no replication quota)",
+            file=sys.stderr,
+        )
+    if args.replica_alter_log_dirs_throttle > 0 and dir_moves:
+        rate = str(args.replica_alter_log_dirs_throttle)
+        for broker in sorted({b for _, _, b in dir_moves}):
+            await admin.alter_broker_config(broker, {LOG_DIRS_THROTTLE: rate})
+        print(f"The replica-alter-dir throttle limit was set to {rate} B/s")
+    if args.throttle > 0 or args.replica_alter_log_dirs_throttle > 0:
+        print(
+            "Warning: You must run --verify periodically, until the reassignment completes, "
+            "to ensure the throttle is removed."
+        )
+
+
+async def _clear_throttles(admin: Admin) -> None:
+    """Remove the throttle overrides from every live broker that has one."""
+    _current_assignment, live = await _current(admin)
+    cleared: list[int] = []
+    for broker in sorted(live):
+        entries = await admin.describe_broker_config(broker)
+        if any(
+            e.name in THROTTLE_KEYS and e.source == DYNAMIC_BROKER_CONFIG_SOURCE for e in entries
+        ):
+            await admin.alter_broker_config(broker, dict.fromkeys(THROTTLE_KEYS))
+            cleared.append(broker)
+    if cleared:
+        print(f"Clearing broker-level throttles on brokers {','.join(map(str, cleared))}")
+
+
 async def _verify(args: argparse.Namespace, moves: list[PartitionMove]) -> int:
     deadline = trio.current_time() + (args.timeout / 1000 if args.timeout is not None else 1e9)
     async with Admin(args.bootstrap_server) as admin:
@@ -269,6 +328,8 @@ async def _verify(args: argparse.Namespace, moves: list[PartitionMove]) -> int:
             lines, complete, failed = await _verify_once(admin, moves)
             print("Status of partition reassignment:")
             print("\n".join(lines), flush=True)
+            if complete and not failed:
+                await _clear_throttles(admin)
             if complete or failed or args.no_wait:
                 return 0 if complete and not failed else 1
             if trio.current_time() >= deadline:

@@ -180,6 +180,53 @@ async def heal(cluster: ProcessCluster, data: KafkaZkClient) -> None:
 
     await cluster.wait_until(all_in_sync, "every ISR to fill up again", timeout=HEAL_TIMEOUT_S)
 
+    async def all_replicated() -> bool:
+        """Every leader's HW has reached its LEO: nothing is left to replicate.
+
+        A leader elected during the faults starts from the HW it had as a follower and
+        moves it up only as its followers fetch, so right after the ISR fills up a
+        consumer may still see less than was acknowledged, for a moment.
+        """
+        for partition in range(PARTITIONS):
+            hw, leo = await leader_offsets(cluster, partition)
+            if hw < 0 or hw != leo:
+                return False
+        return True
+
+    await cluster.wait_until(all_replicated, "every HW to reach its LEO", timeout=HEAL_TIMEOUT_S)
+
+
+async def leader_offsets(cluster: ProcessCluster, partition: int) -> tuple[int, int]:
+    """(HW, LEO) of the partition's leader, or (-1, -1) while there is no clear leader.
+
+    ListOffsets "latest" answers a consumer (replica_id -1) with the HW and a replica
+    with the LEO; no broker has id 0, so asking as replica 0 changes no follower state.
+    """
+    metadata = await cluster.metadata(TOPIC)
+    leader = next(
+        (p["leader_id"] for p in metadata["partitions"] if p["partition_index"] == partition),
+        -1,
+    )
+    if leader < 0:
+        return -1, -1
+    offsets = []
+    for replica_id in (-1, 0):
+        body = {
+            "replica_id": replica_id,
+            "topics": [
+                {"name": TOPIC, "partitions": [{"partition_index": partition, "timestamp": -1}]}
+            ],
+        }
+        try:
+            response = await cluster.request(leader, ApiKey.LIST_OFFSETS, body)
+        except KafkaError:
+            return -1, -1
+        answer = response["topics"][0]["partitions"][0]
+        if answer["error_code"] != 0:
+            return -1, -1
+        offsets.append(answer["offset"])
+    return offsets[0], offsets[1]
+
 
 async def read_partition(cluster: ProcessCluster, partition: int) -> list[ReadRecord]:
     """Every record below the HW, read as a consumer from the partition's leader."""

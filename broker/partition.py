@@ -156,9 +156,11 @@ class Partition:
         is_new_leader = not self.is_leader
         self.leader_id = self.local_broker_id
         # Batches appended from now on carry this epoch; it starts at the current LEO.
-        # (This writes leader-epoch-checkpoint with an fsync on the Trio thread: once
-        # per leadership change, and the Log must not be used from two threads.)
-        self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+        # Memory only: the caller writes the checkpoints of a whole LeaderAndIsr in a
+        # worker thread (write_pending); Log.flush writes it first if still pending.
+        self.log.leader_epoch_cache.assign(
+            state.leader_epoch, self.log.log_end_offset, defer_write=True
+        )
         now = self.clock()
         leo = self.log.log_end_offset
         for replica in self.remote_replicas.values():

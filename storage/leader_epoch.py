@@ -7,11 +7,14 @@ sequence of epoch ranges; the range of an epoch ends where the next one starts (
 last one at the log end offset).
 
 Every change is written to the file (tmp + rename) before the method returns, without
-fsync: a LeaderAndIsr touching many partitions must not wait for the disk once per
-partition on the broker's event loop. ``flush()`` makes the file durable; the Log calls
-it before moving its recovery point, so every epoch starting below the recovery point
-is on disk, and epochs of batches after it are re-derived from those batches by
-recovery. On load the Log also truncates the cache to the recovered log end.
+fsync - except ``assign(..., defer_write=True)`` (a new leadership): then only memory
+changes and ``write_pending()`` writes the file later, in a worker thread, once for a
+whole LeaderAndIsr, because even unsynced writes of ~100 partitions on the broker's
+event loop stall every request for hundreds of ms. ``flush()`` writes any pending
+change and makes the file durable; the Log calls it before moving its recovery point,
+so every epoch starting below the recovery point is on disk, and epochs of batches
+after it are re-derived from those batches by recovery (so a crash before the deferred
+write loses nothing). On load the Log also truncates the cache to the recovered log end.
 
 Followers use ``end_offset_for`` (answering OffsetForLeaderEpoch on the leader) to find
 where their log diverges (KIP-101, with KIP-279's rule: answer for the largest epoch
@@ -20,6 +23,7 @@ not above the requested one).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -50,6 +54,10 @@ class LeaderEpochCache:
         self.path = directory / LEADER_EPOCH_CHECKPOINT
         self._log_end_offset = log_end_offset
         self._unsynced = False
+        self._pending = False  # memory is ahead of the file (a deferred assign)
+        # File writes may come from the event loop and a worker thread (write_pending,
+        # flush): one at a time, since they share the tmp file.
+        self._write_lock = threading.Lock()
         self._entries: list[EpochEntry] = self._load()
 
     def _load(self) -> list[EpochEntry]:
@@ -66,12 +74,30 @@ class LeaderEpochCache:
         return entries
 
     def _flush(self) -> None:
-        write_checkpoint(self.path, self._entries, sync=False)
-        self._unsynced = True
+        with self._write_lock:
+            self._pending = False
+            write_checkpoint(self.path, self._entries, sync=False)
+            self._unsynced = True
+
+    def write_pending(self) -> None:
+        """Write the file if a deferred assign left it behind memory. May run in a
+        worker thread: it writes a snapshot (the event loop replaces ``_entries``, never
+        mutates the list in place)."""
+        with self._write_lock:
+            if not self._pending:
+                return
+            self._pending = False
+            try:
+                write_checkpoint(self.path, self._entries, sync=False)
+            except BaseException:
+                self._pending = True  # flush() tries again before the recovery point moves
+                raise
+            self._unsynced = True
 
     def flush(self) -> None:
-        """fsync the checkpoint file (and its directory) if it changed since the last
-        flush. May run in a worker thread (Log.flush)."""
+        """Write any pending change, then fsync the checkpoint file (and its directory)
+        if it changed since the last flush. May run in a worker thread (Log.flush)."""
+        self.write_pending()
         if self._unsynced:
             # Cleared first: a change made meanwhile by another thread sets it again.
             self._unsynced = False
@@ -91,13 +117,14 @@ class LeaderEpochCache:
     def earliest_entry(self) -> EpochEntry | None:
         return self._entries[0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *, defer_write: bool = False) -> None:
         """Record that ``epoch`` starts at ``start_offset``.
 
         Called for every appended batch with its partitionLeaderEpoch, so the common
         case (same epoch as the latest, later offset) must be a no-op. A new entry
         replaces every entry it contradicts: those with an epoch >= ``epoch`` or a
-        start offset >= ``start_offset``.
+        start offset >= ``start_offset``. ``defer_write``: leave the file to
+        ``write_pending()`` / ``flush()``.
         """
         if epoch < 0:
             return
@@ -105,11 +132,12 @@ class LeaderEpochCache:
             latest = self._entries[-1]
             if latest.epoch == epoch and start_offset >= latest.start_offset:
                 return
-        self._entries = [
-            e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset
-        ]
-        self._entries.append(EpochEntry(epoch, start_offset))
-        self._flush()
+        kept = [e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset]
+        self._entries = [*kept, EpochEntry(epoch, start_offset)]  # published whole
+        if defer_write:
+            self._pending = True
+        else:
+            self._flush()
 
     def end_offset_for(self, requested_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch, with KIP-279 semantics.

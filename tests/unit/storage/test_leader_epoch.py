@@ -120,3 +120,25 @@ def test_log_flush_makes_the_epoch_checkpoint_durable_first(
     assert flushed[0].endswith("leader-epoch-checkpoint")
     assert any(name.endswith(".log") for name in flushed)
     log.close()
+
+
+def test_deferred_assign_changes_memory_and_leaves_the_file_to_write_pending(
+    cache: LeaderEpochCache, tmp_path: Path
+) -> None:
+    cache.assign(6, 70, defer_write=True)
+    assert cache.latest_epoch == 6
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n3 20\n4 50\n"
+    cache.write_pending()
+    assert LeaderEpochCache(tmp_path, lambda: 0).entries == cache.entries
+
+
+def test_flush_writes_a_deferred_epoch_before_syncing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    cache = LeaderEpochCache(tmp_path, lambda: 0)
+    cache.assign(2, 5, defer_write=True)
+    cache.flush()  # the Log does this before moving its recovery point
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n1\n2 5\n"
+    assert len(synced) == 2

@@ -1,0 +1,58 @@
+"""LeaderAndIsr and the leader-epoch checkpoint: a new leadership's epoch is in memory
+at once (the next append is stamped with it) and in the partition's
+leader-epoch-checkpoint by the time the request is answered, written off the event loop
+in one worker-thread batch for all the partitions the request makes this broker lead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from broker.metadata_cache import MetadataCache
+from broker.partition import PartitionState
+from broker.replica_manager import ReplicaManager, to_log_config
+from storage.leader_epoch import LeaderEpochCache
+from storage.log_manager import LogManager
+from storage.names import TopicPartition
+from tests.support.broker import broker_config
+
+ME = 1
+TPS = [TopicPartition("orders", p) for p in range(5)]
+
+
+def leading(epoch: int) -> PartitionState:
+    return PartitionState(
+        controller_epoch=1, leader=ME, leader_epoch=epoch, isr=(ME,), zk_version=epoch,
+        replicas=(ME,), is_new=epoch == 0,
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def manager(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
+    """A ReplicaManager over a LogManager in tmp_path: no server, no network."""
+    config = broker_config(tmp_path)
+    log_manager = LogManager(config.log_dirs, to_log_config(config.topic_config()), clock=lambda: 0)
+    manager = ReplicaManager(config, log_manager, MetadataCache(ME), clock=lambda: 0)
+    try:
+        yield manager
+    finally:
+        log_manager.close()
+
+
+def on_disk(manager: ReplicaManager, tp: TopicPartition) -> list[tuple[int, int]]:
+    partition = manager.partitions[tp]
+    reread = LeaderEpochCache(partition.log.dir, lambda: 0)
+    return [(e.epoch, e.start_offset) for e in reread.entries]
+
+
+async def test_every_new_leaders_epoch_is_in_its_checkpoint_when_leader_and_isr_returns(
+    manager: ReplicaManager,
+) -> None:
+    await manager.become_leader_or_follower(1, {tp: leading(0) for tp in TPS})
+    assert all(on_disk(manager, tp) == [(0, 0)] for tp in TPS)
+    await manager.become_leader_or_follower(1, {tp: leading(2) for tp in TPS})
+    # Epoch 2 starts where epoch 0 did (nothing was appended), so it replaces it.
+    assert all(on_disk(manager, tp) == [(2, 0)] for tp in TPS)

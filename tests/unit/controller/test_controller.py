@@ -101,7 +101,7 @@ async def test_dead_leader_is_replaced_from_the_isr_and_dropped_from_it() -> Non
     assert zk.znodes[T1].isr == (2, 3)  # follower 1 dropped from the ISR
     assert channel.partitions(3, LEADER_AND_ISR)[T0]["leader"] == 2
     assert controller.context.replica_states[PartitionReplica("t", 0, 1)] is ReplicaState.OFFLINE
-    assert 1 not in channel.brokers
+    assert {1}.isdisjoint(channel.brokers)  # no queue left for broker 1
 
 
 async def test_partition_stays_offline_without_live_isr_unless_unclean_is_enabled() -> None:
@@ -143,7 +143,7 @@ async def test_controlled_shutdown_moves_leadership_off_and_stops_followers() ->
     assert (zk.znodes[T0].leader, zk.znodes[T0].isr) == (2, (2, 3))
     assert zk.znodes[T1].isr == (2, 3)
     assert channel.partitions(1, STOP_REPLICA)[T1]["delete_partition"] is False
-    assert 1 in controller.context.shutting_down_broker_ids
+    assert controller.context.shutting_down_broker_ids >= {1}
 
 
 async def test_deleting_a_topic_stops_and_deletes_every_replica_then_its_znodes() -> None:

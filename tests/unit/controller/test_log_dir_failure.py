@@ -80,7 +80,7 @@ async def test_a_storage_error_takes_the_replica_offline_and_elects_a_leader_fro
     replica = PartitionReplica("t", 0, 1)
     assert controller.context.replica_states[replica] is ReplicaState.OFFLINE
     # Only that replica: broker 1 is still up and keeps the rest (it still follows t-1).
-    assert 1 in controller.context.live_brokers
+    assert controller.context.live_brokers.keys() >= {1}  # broker 1 is still registered
     assert zk.znodes[T1] == LeaderAndIsr(2, 0, (2, 3, 1), 0, 0)
     assert controller.context.replica_states[PartitionReplica("t", 1, 1)] is ReplicaState.ONLINE
     assert controller.offline_partitions_count == 0

@@ -14,13 +14,13 @@ from controller.state_machines import (
     MAX_ZK_CONFLICT_ROUNDS,
     ElectionStrategy,
     Failures,
-    IllegalStateTransition,
     PartitionState,
     PartitionStateStore,
     StateChangeFailed,
     check_partition_transition,
     log,
     log_failure,
+    split_legal,
 )
 
 
@@ -88,16 +88,7 @@ class PartitionStateMachine:
     async def _do_handle(
         self, partitions: list[TopicPartition], target: PartitionState, strategy: ElectionStrategy
     ) -> Failures:
-        failures: Failures = {}
-        valid: list[TopicPartition] = []
-        for tp in partitions:
-            try:
-                check_partition_transition(tp, self.state(tp), target)
-            except IllegalStateTransition as exc:
-                log_failure(exc)
-                failures[tp] = exc
-            else:
-                valid.append(tp)
+        valid, failures = split_legal(partitions, self.state, target, check_partition_transition)
         if target is PartitionState.ONLINE:
             new = [tp for tp in valid if self.state(tp) is PartitionState.NEW]
             existing = [tp for tp in valid if self.state(tp) is not PartitionState.NEW]

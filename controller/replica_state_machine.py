@@ -16,7 +16,6 @@ from controller.request_batch import ControllerBrokerRequestBatch
 from controller.state_machines import (
     MAX_ZK_CONFLICT_ROUNDS,
     Failures,
-    IllegalStateTransition,
     PartitionStateStore,
     ReplicaFailures,
     ReplicaState,
@@ -24,6 +23,7 @@ from controller.state_machines import (
     check_replica_transition,
     log,
     log_failure,
+    split_legal,
 )
 from protocol.errors import MinibrokerError
 
@@ -68,16 +68,7 @@ class ReplicaStateMachine:
     async def _do_handle(
         self, replicas: list[PartitionReplica], target: ReplicaState
     ) -> ReplicaFailures:
-        failures: ReplicaFailures = {}
-        valid: list[PartitionReplica] = []
-        for replica in replicas:
-            try:
-                check_replica_transition(replica, self.state(replica), target)
-            except IllegalStateTransition as exc:
-                log_failure(exc)
-                failures[replica] = exc
-            else:
-                valid.append(replica)
+        valid, failures = split_legal(replicas, self.state, target, check_replica_transition)
         if target is ReplicaState.OFFLINE:
             failures |= await self._go_offline(valid)
         for replica in valid:

@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
 from protocol.errors import MinibrokerError
@@ -174,3 +174,29 @@ ReplicaFailures = dict[PartitionReplica, MinibrokerError]
 
 def log_failure(error: MinibrokerError) -> None:
     log.error("%s", error)
+
+
+_Item = TypeVar("_Item")
+_State = TypeVar("_State")
+
+
+def split_legal(
+    items: Iterable[_Item],
+    state_of: Callable[[_Item], _State],
+    target: _State,
+    check: Callable[[_Item, _State, _State], None],
+) -> tuple[list[_Item], dict[_Item, MinibrokerError]]:
+    """The items whose move to ``target`` is legal, and the refused ones with their
+    (logged) IllegalStateTransition: the first step of both machines' handleStateChanges.
+    """
+    legal: list[_Item] = []
+    refused: dict[_Item, MinibrokerError] = {}
+    for item in items:
+        try:
+            check(item, state_of(item), target)
+        except IllegalStateTransition as exc:
+            log_failure(exc)
+            refused[item] = exc
+        else:
+            legal.append(item)
+    return legal, refused

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import cProfile
 import json
 import os
 import sys
@@ -27,7 +26,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.standalone import lead_sync, standalone_broker
+from bench.standalone import lead_sync, run_measured, standalone_broker
 from client.consumer import Consumer
 from client.producer import Producer
 
@@ -88,13 +87,7 @@ def main() -> None:
         if standalone:
             lead_sync(bootstrap, args.topic, args.partitions)
             trio.run(fill, args)
-        profiler = cProfile.Profile() if args.profile else None
-        if profiler:
-            profiler.enable()
-        figures = trio.run(consume, args)
-        if profiler:
-            profiler.disable()
-            profiler.dump_stats(args.profile)
+        figures = run_measured(consume, args, args.profile)
     figures["standalone_broker"] = standalone
     print(json.dumps(figures))
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import cProfile
 import json
 import os
 import sys
@@ -26,7 +25,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.standalone import lead_sync, standalone_broker
+from bench.standalone import lead_sync, run_measured, standalone_broker
 from client.accumulator import Delivery
 from client.producer import Producer
 
@@ -128,13 +127,7 @@ def main() -> None:
         args.bootstrap_server = bootstrap
         if standalone:
             lead_sync(bootstrap, args.topic, args.partitions)
-        profiler = cProfile.Profile() if args.profile else None
-        if profiler:
-            profiler.enable()
-        figures = trio.run(produce, args)
-        if profiler:
-            profiler.disable()
-            profiler.dump_stats(args.profile)
+        figures = run_measured(produce, args, args.profile)
     figures["standalone_broker"] = standalone
     print(json.dumps(figures))
 

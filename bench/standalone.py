@@ -9,13 +9,14 @@ bench/consumer_perf.py when no ``--bootstrap-server`` is given.
 from __future__ import annotations
 
 import contextlib
+import cProfile
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,17 @@ async def lead(bootstrap: str, topic: str, partitions: int) -> None:
 
 def lead_sync(bootstrap: str, topic: str, partitions: int) -> None:
     trio.run(lead, bootstrap, topic, partitions)
+
+
+def run_measured(
+    measure: Callable[[Any], Awaitable[dict[str, Any]]], args: Any, profile: str | None
+) -> dict[str, Any]:
+    """``trio.run(measure, args)``; under cProfile, dumped to ``profile``, when it is set."""
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    figures = trio.run(measure, args)
+    if profiler:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    return figures

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from protocol.api import MalformedRequest, RejectedRequest, decode_request, encode_response
 from protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from protocol.heap import keep_freed_memory
 
 RECEIVE_SIZE: Final = 256 * 1024
 """Bytes per receive on both sides; the broker and Connection use the same figure."""
@@ -209,6 +210,7 @@ def main() -> None:
     parser.add_argument("--mode", choices=("echo", "answer"), default="echo")
     parser.add_argument("--canned-bytes", type=int, default=0)
     args = parser.parse_args()
+    keep_freed_memory()  # the ceiling gets the same allocator tuning as the broker
     if args.serve:
 
         async def serve() -> None:

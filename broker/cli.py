@@ -22,6 +22,7 @@ import trio
 
 from broker.config import BrokerConfig
 from protocol.errors import ConfigError
+from protocol.heap import keep_freed_memory
 
 HELP = "Run a broker (Kafka .properties config; flags override it)."
 
@@ -69,6 +70,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_properties(args.config, overrides_from(args))
     _setup_logging(args.log_level, config.broker_id)
+    keep_freed_memory()
     try:
         trio.run(serve_until_signalled, config)
     except BaseExceptionGroup as group:

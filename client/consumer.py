@@ -43,6 +43,7 @@ from protocol.errors import (
     OffsetOutOfRangeError,
     error_for_code,
 )
+from protocol.heap import keep_freed_memory
 from protocol.records import Header, TimestampType, decode_batch, iter_headers
 
 EARLIEST = -2  # ListOffsets timestamp meaning "log start offset"
@@ -100,6 +101,7 @@ class Consumer:
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes
         self.check_crcs = check_crcs
+        keep_freed_memory()  # multi-MB fetch responses: see protocol/heap.py
         self.request_timeout_s = request_timeout_ms / 1000
         self.cluster = ClusterClient(
             bootstrap_servers, client_id=client_id, request_timeout_s=self.request_timeout_s

@@ -37,6 +37,7 @@ from client.metadata import ClusterClient
 from client.partitioner import StickyPartitioner
 from client.sender import Sender
 from protocol.errors import ConfigError, KafkaError, MinibrokerError
+from protocol.heap import keep_freed_memory
 from protocol.records import Compression, Header
 
 __all__ = ["Delivery", "Producer", "RecordMetadata"]
@@ -86,6 +87,7 @@ class Producer:
         if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
             raise ConfigError("batch_size and max_in_flight must be > 0, linger_ms >= 0")
         self.acks = _acks(acks)
+        keep_freed_memory()  # batches of up to max_request_size: see protocol/heap.py
         self.cluster = ClusterClient(
             bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000
         )

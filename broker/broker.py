@@ -90,7 +90,11 @@ class Broker:
                 config, log_manager, self.metadata_cache, clock=self.clock, metrics=self.metrics
             )
             self.replica_manager = replica_manager
-            fetchers = ReplicaFetcherManager(config, address_of=self._address_of)
+            fetchers = ReplicaFetcherManager(
+                config,
+                address_of=self._address_of,
+                quota=replica_manager.replication_quotas.follower,
+            )
             replica_manager.fetcher = fetchers
             # Cluster mode: ISR changes and topic overrides go through ZooKeeper.
             replica_manager.isr_store = lambda: getattr(self.cluster_member, "data", None)
@@ -111,6 +115,7 @@ class Broker:
                 config,
                 self.log_dir_mover,
                 zk_data=lambda: getattr(self.cluster_member, "data", None),
+                quotas=replica_manager.replication_quotas,
             )
             self.topic_configs.install(self.apis)
             log_dir_failures = LogDirFailures(

@@ -9,10 +9,13 @@ set while it was down.
 
 Only the three throttle keys kafka-reassign-partitions sets are dynamic here
 (``DYNAMIC_KEYS``); each value is a whole number of bytes per second, at least 1 (the
-token bucket cannot run at 0). Of them only ``replica.alter.log.dirs.io.max.bytes.per.
-second`` is enforced: it sets the log-dir mover's token-bucket rate at once; the two
-inter-broker replication rates are validated and stored, not enforced (minibroker has
-no replication quota). Removing an override falls back to the static value.
+token bucket cannot run at 0), or -1 for "unlimited". All three apply at once:
+``replica.alter.log.dirs.io.max.bytes.per.second`` sets the log-dir mover's
+token-bucket rate; ``leader.replication.throttled.rate`` and
+``follower.replication.throttled.rate`` set this broker's two replication quotas
+(broker/replication_quota.py), which bound the replicas listed in the topics'
+``*.replication.throttled.replicas``. Removing an override falls back to the static
+value (unlimited for the two replication rates).
 
 AlterConfigs is non-incremental, as for topics: the request's set replaces the
 broker's whole override set. ``resource_name`` is the broker id in decimal; Kafka's
@@ -29,6 +32,8 @@ from typing import TYPE_CHECKING
 
 from broker.apis import Body
 from broker.config import BrokerConfig
+from broker.replication_quota import UNLIMITED as NO_QUOTA
+from broker.replication_quota import ReplicationQuotas
 from protocol.errors import (
     NONE,
     InvalidConfigError,
@@ -82,9 +87,12 @@ def validate_broker_configs(configs: Mapping[str, str]) -> dict[str, int]:
                 f"{name} is not a dynamic broker config (supported: {', '.join(DYNAMIC_KEYS)})"
             )
         value = configs[name].strip()
+        if value == "-1":
+            typed[name] = UNLIMITED
+            continue
         if not value.isdigit() or not 1 <= int(value) <= UNLIMITED:
             raise InvalidConfigError(
-                f"{name} must be a whole number of bytes/s >= 1, not {value!r}"
+                f"{name} must be a whole number of bytes/s >= 1 (or -1: unlimited), not {value!r}"
             )
         typed[name] = int(value)
     return typed
@@ -97,6 +105,11 @@ def static_value(config: BrokerConfig, name: str) -> tuple[int, int]:
         default = BrokerConfig().replica_alter_log_dirs_io_max_bytes_per_second
         return value, SOURCE_DEFAULT_CONFIG if value == default else SOURCE_STATIC_BROKER_CONFIG
     return UNLIMITED, SOURCE_DEFAULT_CONFIG
+
+
+def replication_rate(value: int | None) -> int:
+    """A quota rate from a typed override: absent or Long.MAX_VALUE is unlimited."""
+    return NO_QUOTA if value is None or value >= UNLIMITED else value
 
 
 def decode_broker_config(data: bytes) -> dict[str, str]:
@@ -152,10 +165,16 @@ class BrokerConfigs:
     """This broker's BROKER-resource config APIs and its dynamic throttle."""
 
     def __init__(
-        self, config: BrokerConfig, mover: LogDirMover | None, *, zk_data: ZkDataSource
+        self,
+        config: BrokerConfig,
+        mover: LogDirMover | None,
+        *,
+        zk_data: ZkDataSource,
+        quotas: ReplicationQuotas | None = None,
     ) -> None:
         self.config = config
         self.mover = mover
+        self.quotas = quotas  # the replication throttle's leader and follower sides
         self._zk_data = zk_data
         self.overrides: dict[str, int] = {}  # what was last applied
 
@@ -240,6 +259,17 @@ class BrokerConfigs:
         if self.mover is not None:
             self.mover.bucket.set_rate(rate)  # the next chunk is sized and paid at it
         log.info("log-dir move throttle is %d bytes/s", rate)
+        if self.quotas is not None:
+            for quota, name in (
+                (self.quotas.leader, LEADER_THROTTLE),
+                (self.quotas.follower, FOLLOWER_THROTTLE),
+            ):
+                quota.set_rate(replication_rate(typed.get(name)))
+            log.info(
+                "replication throttle: leader %s, follower %s bytes/s",
+                typed.get(LEADER_THROTTLE, "unlimited"),
+                typed.get(FOLLOWER_THROTTLE, "unlimited"),
+            )
 
     async def apply(self, data: KafkaZkClient) -> None:
         """Re-read /config/brokers/<own id> and apply it."""

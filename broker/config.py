@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from broker.properties import parse_properties
+from broker.replication_quota import throttled_replicas_problem
 from protocol.errors import ConfigError
 
 Validator = Callable[[Any], str | None]
@@ -404,6 +405,18 @@ class TopicConfig:
         "Delay before deleted files go.",
         at_least(0),
         "log_segment_delete_delay_ms",
+    )
+    leader_replication_throttled_replicas: str = _key(
+        "leader.replication.throttled.replicas",
+        "",
+        "Replicas throttled on the sending leader: '*' or partition:broker,...",
+        throttled_replicas_problem,
+    )
+    follower_replication_throttled_replicas: str = _key(
+        "follower.replication.throttled.replicas",
+        "",
+        "Replicas throttled on the receiving follower: '*' or partition:broker,...",
+        throttled_replicas_problem,
     )
 
     @property

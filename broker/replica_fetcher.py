@@ -19,6 +19,13 @@ Each partition in a fetcher is first *truncating*, then *fetching*:
   offsets and epochs); then our HW = min(leader HW, our LEO) and our log start follows
   the leader's.
 
+The replication throttle (broker/replication_quota.py): a partition listed in its
+topic's ``follower.replication.throttled.replicas`` for this broker, and not caught up
+with the leader's HW, is left out of the Fetch while the follower quota is exceeded;
+the bytes received for listed partitions are recorded. The other partitions of the
+fetcher keep flowing: a request that leaves some out waits no longer than the quota
+needs to free up, so the throttled ones rejoin on time.
+
 Errors per partition: OFFSET_OUT_OF_RANGE means our LEO is above the leader's end (an
 unclean election: cut to the leader's end) or below its log start (retention removed
 what we miss: empty our log and restart at the leader's start); fencing and leadership
@@ -33,6 +40,7 @@ so a concurrent LeaderAndIsr can never interleave with an append.
 from __future__ import annotations
 
 import logging
+import math
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -41,6 +49,11 @@ from typing import Any
 import trio
 
 from broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
+from broker.replication_quota import (
+    ReplicationQuota,
+    follower_should_throttle,
+    throttled_partitions,
+)
 from broker.truncation import decide_truncation
 from client.connection import Connection
 from protocol.api import ApiKey
@@ -65,6 +78,8 @@ UNKNOWN_EPOCH_RETRY_S = 0.05
 away, unlike the errors replica.fetch.backoff.ms is for."""
 REQUEST_TIMEOUT_S = 30.0
 """Kafka's request.timeout.ms default, added on top of a long poll's own wait."""
+THROTTLE_RETRY_MIN_S = 0.005
+"""Shortest wait for the follower quota to free up (no spinning on a full quota)."""
 
 
 @dataclass(slots=True)
@@ -76,6 +91,8 @@ class FetchState:
     truncating: bool = True
     delayed_until: float = 0.0
     lag: int = 0  # leader HW - our LEO at the last answer (the fetcher max-lag metric)
+    # Lag was 0 at the last answer: not throttled (Kafka's isReplicaInSync).
+    caught_up: bool = False
 
     def ready(self, now: float) -> bool:
         return now >= self.delayed_until
@@ -109,6 +126,8 @@ class ReplicaFetcher:
         self._changed = trio.Event()
         self._in_flight: trio.CancelScope | None = None
         self._conn: Connection | None = None
+        self._held: set[TopicPartition] = set()  # left out of the last fetch by the throttle
+        self._throttle_wake = math.inf  # when the follower quota frees up for them
 
     def __repr__(self) -> str:
         return f"<ReplicaFetcher leader={self.source_id}#{self.index} {sorted(self.states)}>"
@@ -150,7 +169,11 @@ class ReplicaFetcher:
     async def _idle(self) -> None:
         """Nothing to fetch now: wait for a change or the earliest paused partition."""
         now = trio.current_time()
-        wake = min((s.delayed_until for s in self.states.values()), default=now + 1.0)
+        wake = min(
+            (s.delayed_until for tp, s in self.states.items() if tp not in self._held),
+            default=now + 1.0,
+        )
+        wake = min(wake, self._throttle_wake)
         self._changed = trio.Event()
         with trio.move_on_at(max(wake, now + 0.001)):
             await self._changed.wait()
@@ -253,9 +276,13 @@ class ReplicaFetcher:
         now = trio.current_time()
         asked: dict[TopicPartition, tuple[FetchState, int]] = {}
         topics: dict[str, list[dict[str, Any]]] = {}
+        self._held.clear()
         for tp, state in self.states.items():
             partition = state.partition
             if state.truncating or not state.ready(now) or partition.leader_epoch != state.epoch:
+                continue
+            if self._throttles(state):
+                self._held.add(tp)
                 continue
             offset = partition.log_end_offset
             asked[tp] = (state, offset)
@@ -268,9 +295,16 @@ class ReplicaFetcher:
                     "partition_max_bytes": config.replica_fetch_max_bytes,
                 }
             )
+        quota = self.manager.quota
+        self._throttle_wake = math.inf
+        if self._held:
+            pause = max(quota.throttle_time_s(), THROTTLE_RETRY_MIN_S)
+            self._throttle_wake = now + pause
         if not asked:
             return False
         wait_ms = config.replica_fetch_wait_max_ms
+        if self._held:  # answer in time for the held partitions to rejoin
+            wait_ms = min(wait_ms, math.ceil((self._throttle_wake - now) * 1000))
         body = {
             "replica_id": self.manager.broker_id,
             "max_wait_ms": wait_ms,
@@ -301,6 +335,25 @@ class ReplicaFetcher:
                 await self._process(conn, state, answer)
         return True
 
+    def _throttled_here(self, partition: Partition) -> bool:
+        listed = partition.config.follower_replication_throttled_replicas
+        return bool(listed) and partition.tp.partition in throttled_partitions(
+            listed, self.manager.broker_id
+        )
+
+    def _throttles(self, state: FetchState) -> bool:
+        """Leave ``state``'s partition out of this fetch? (Kafka's shouldFollowerThrottle)"""
+        partition = state.partition
+        listed = partition.config.follower_replication_throttled_replicas
+        if not listed:
+            return False  # the common case: one attribute read
+        return follower_should_throttle(
+            self.manager.quota,
+            throttled_partitions(listed, self.manager.broker_id),
+            partition.tp.partition,
+            state.caught_up,
+        )
+
     async def _process(self, conn: Connection, state: FetchState, answer: dict[str, Any]) -> None:
         partition = state.partition
         code = answer["error_code"]
@@ -319,8 +372,11 @@ class ReplicaFetcher:
                     self._pause(state)
                     return
                 self.manager.on_follower_append(partition)
+                if self._throttled_here(partition):
+                    self.manager.quota.record(len(records))
             partition.update_follower_high_watermark(answer["high_watermark"])
             state.lag = max(0, answer["high_watermark"] - partition.log_end_offset)
+            state.caught_up = state.lag == 0
             leader_start = answer["log_start_offset"]
             if leader_start > partition.log_start_offset:
                 partition.log.maybe_increment_log_start_offset(
@@ -397,8 +453,11 @@ class ReplicaFetcherManager:
         *,
         address_of: Callable[[int], tuple[str, int] | None],
         on_follower_append: Callable[[Partition], None] = lambda partition: None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self.config = config
+        # The follower side of the replication throttle (rate set by broker_configs.py).
+        self.quota = quota if quota is not None else ReplicationQuota()
         self.broker_id: int = config.broker_id
         self.address_of = address_of
         self.on_follower_append = on_follower_append

@@ -29,6 +29,7 @@ replicaStateChangeLock); data-path calls are synchronous and never wait on it.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,11 @@ from broker.metadata_cache import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.partition import NO_EPOCH, AppendResult, Partition, PartitionState, ReadResult
 from broker.purgatory import Purgatory
+from broker.replication_quota import (
+    ReplicationQuotas,
+    leader_should_throttle,
+    throttled_partitions,
+)
 from controller.assignment import validate_topic_name
 from protocol.errors import (
     NONE,
@@ -64,6 +70,8 @@ from storage.names import TopicPartition
 log = logging.getLogger(__name__)
 
 VALID_ACKS = frozenset({0, 1, -1})
+THROTTLE_RETRY_MIN_S = 0.005
+"""Shortest pause before a parked, throttled follower fetch reads again (no spinning)."""
 
 
 class FetcherHook(Protocol):
@@ -172,6 +180,9 @@ class ReplicaManager:
         self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
         self.produce_waiters = DelayedProducePurgatory(self.get_partition)
         self.fetcher: FetcherHook | None = None
+        # The replication throttle (broker/replication_quota.py); its rates are set by
+        # broker/broker_configs.py, the fetchers share the follower side.
+        self.replication_quotas = ReplicationQuotas.unlimited()
         self.on_log_dir_failure: Callable[[Path], None] | None = None  # set by the broker
         self.isr_store: Callable[[], IsrStore | None] = lambda: None  # set in cluster mode
         self.isr_manager = IsrManager(
@@ -423,7 +434,7 @@ class ReplicaManager:
         and no partition failed."""
         reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
         if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
-            return reads
+            return self._record_throttled(fetch.replica_id, reads)
         return None
 
     async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
@@ -435,9 +446,11 @@ class ReplicaManager:
             with self.fetch_waiters.watch(keys) as waiter:
                 reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
                 if fetch_satisfied(reads, fetch):
-                    return reads
-                if not await waiter.wait_until(deadline):
-                    return self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                    return self._record_throttled(fetch.replica_id, reads)
+                wake = min(deadline, self._throttle_retry_at(fetch.replica_id))
+                if not await waiter.wait_until(wake) and wake >= deadline:
+                    reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                    return self._record_throttled(fetch.replica_id, reads)
 
     def read(
         self, replica_id: int, max_bytes: int, partitions: Sequence[FetchPartition]
@@ -450,12 +463,14 @@ class ReplicaManager:
         for request in partitions:
             try:
                 partition = self.partition_or_error(request.tp)
+                # A throttled copy gets no records now, but its HW and offsets as usual.
+                held = from_follower and self._leader_throttles(partition, replica_id)
                 result = partition.read(
                     request.fetch_offset,
-                    min(request.max_bytes, remaining),
+                    0 if held else min(request.max_bytes, remaining),
                     from_follower=from_follower,
                     current_leader_epoch=request.current_leader_epoch,
-                    min_one_message=first_with_data,
+                    min_one_message=first_with_data and not held,
                 )
             except OffsetOutOfRangeError as exc:
                 p = self.partitions[request.tp]
@@ -473,6 +488,41 @@ class ReplicaManager:
             reads.append(PartitionRead(request.tp, result, None))
             if from_follower:
                 self._record_follower_fetch(partition, replica_id, request.fetch_offset, result)
+        return reads
+
+    def _leader_throttles(self, partition: Partition, replica_id: int) -> bool:
+        """Hold back ``partition``'s records from follower ``replica_id``? (Kafka's
+        shouldLeaderThrottle; in-sync followers never are.)"""
+        listed = partition.config.leader_replication_throttled_replicas
+        if not listed:  # the common case: one attribute read per partition
+            return False
+        return leader_should_throttle(
+            self.replication_quotas.leader,
+            throttled_partitions(listed, self.broker_id),
+            partition.tp.partition,
+            replica_id in partition.isr,
+        )
+
+    def _throttle_retry_at(self, replica_id: int) -> float:
+        """When a parked follower fetch should read again because the leader quota
+        frees up (a throttled copy would otherwise idle until max_wait_ms)."""
+        quota = self.replication_quotas.leader
+        if replica_id < 0 or not quota.is_exceeded():
+            return math.inf
+        return trio.current_time() + max(quota.throttle_time_s(), THROTTLE_RETRY_MIN_S)
+
+    def _record_throttled(self, replica_id: int, reads: list[PartitionRead]) -> list[PartitionRead]:
+        """Count the bytes a follower's answer carries for partitions throttled on this
+        leader (in-sync followers' too, as Kafka), then return ``reads`` unchanged."""
+        if replica_id < 0:
+            return reads
+        for read in reads:
+            partition = self.partitions.get(read.tp)
+            if not read.size or partition is None:
+                continue
+            listed = partition.config.leader_replication_throttled_replicas
+            if listed and read.tp.partition in throttled_partitions(listed, self.broker_id):
+                self.replication_quotas.leader.record(read.size)
         return reads
 
     def _record_follower_fetch(

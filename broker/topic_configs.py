@@ -20,6 +20,14 @@ How this works (ZooKeeper-era Kafka's AdminManager + DynamicConfigManager, topic
   (TopicConfig) and logs (LogConfig). The active controller watches the same znodes for
   unclean.leader.election.enable (controller.py ``_on_topic_config_change``).
 
+The replication throttle's replica lists (``leader.replication.throttled.replicas``,
+``follower.replication.throttled.replicas``) are topic keys like any other: validated
+here (INVALID_CONFIG on a malformed list), applied with the rest to the live
+partitions' TopicConfig, where the fetch paths read the partitions throttled for this
+broker (broker/replication_quota.py). A notification is applied whether or not this
+broker hosts the topic yet, so a reassignment's new follower is throttled from its
+first fetch.
+
 Notifications older than ``CHANGE_EXPIRATION_MS`` are deleted by whichever broker sees
 them first, as Kafka's ZkNodeChangeNotificationListener does; a concurrent deletion by
 another broker is harmless.
@@ -41,6 +49,12 @@ import trio
 from broker.apis import Body, Deferred, HandlerResult, KafkaApis
 from broker.config import BrokerConfig, TopicConfig
 from broker.metadata_cache import MetadataCache
+from broker.replication_quota import (
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    AllPartitions,
+    throttled_partitions,
+)
 from controller.assignment import validate_topic_name
 from protocol.api import ApiKey, RequestHeader
 from protocol.errors import (
@@ -265,6 +279,20 @@ class TopicConfigs:
         """Re-read ``topic``'s overrides and apply them to its live partitions and logs."""
         overrides = await data.get_topic_config(topic)
         await self.replica_manager.update_topic_overrides(topic, overrides)
+        self._log_throttle(topic, overrides)
+
+    def _log_throttle(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Say which of ``topic``'s partitions the replication throttle covers here."""
+        me = self.config.broker_id
+        for side, key in (
+            ("leader", LEADER_THROTTLED_REPLICAS),
+            ("follower", FOLLOWER_THROTTLED_REPLICAS),
+        ):
+            value = overrides.get(key, "")
+            if value:
+                here = throttled_partitions(value, me)
+                shown = "all" if isinstance(here, AllPartitions) else sorted(here)
+                log.info("topic %s: %s throttle here on partitions %s", topic, side, shown)
 
     async def run_change_listener(
         self,

@@ -1,0 +1,224 @@
+"""The replication throttle's pieces on their own: the sliding-window byte-rate quota
+(fake clock), the throttled-replicas lists (parsing, validation as topic configs), and
+the leader / follower decisions of which partitions to hold back."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.broker_configs import (
+    FOLLOWER_THROTTLE,
+    LEADER_THROTTLE,
+    UNLIMITED,
+    BrokerConfigs,
+    validate_broker_configs,
+)
+from broker.config import BrokerConfig
+from broker.replication_quota import (
+    ALL,
+    ReplicationQuota,
+    ReplicationQuotas,
+    follower_should_throttle,
+    format_throttled_replicas,
+    leader_should_throttle,
+    parse_throttled_replicas,
+    throttled_partitions,
+    throttled_replicas_problem,
+)
+from broker.topic_configs import validate_topic_overrides
+from protocol.errors import ConfigError, InvalidConfigError
+
+RATE = 1000  # bytes/s
+SAMPLES, SAMPLE_S = 5, 0.2  # a 1 s window, measured over at least 0.8 s
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def quota(clock: FakeClock, rate: int = RATE) -> ReplicationQuota:
+    return ReplicationQuota(rate, clock=clock, samples=SAMPLES, sample_s=SAMPLE_S)
+
+
+# -- the quota --------------------------------------------------------------------------
+
+
+def test_bytes_under_the_rate_do_not_exceed_the_quota() -> None:
+    clock = FakeClock()
+    q = quota(clock)
+    for _ in range(30):  # 90 bytes every 0.1 s: 90% of the rate
+        q.record(90)
+        clock.now += 0.1
+        assert not q.is_exceeded()
+    assert q.measured_rate() == pytest.approx(0.9 * RATE, rel=0.15)
+
+
+def test_a_burst_at_the_start_is_measured_over_the_window_not_over_no_time() -> None:
+    clock = FakeClock()
+    q = quota(clock)
+    q.record(800)  # 0.8 s worth at once: still within the rate over the minimum span
+    assert not q.is_exceeded()
+    q.record(1)
+    assert q.is_exceeded()
+
+
+def test_bytes_over_the_rate_exceed_the_quota_until_enough_time_passes() -> None:
+    clock = FakeClock()
+    q = quota(clock)
+    q.record(900)  # 0.9 s worth
+    assert q.is_exceeded()
+    wait = q.throttle_time_s()
+    assert wait == pytest.approx(900 / RATE)
+    clock.now += wait - 0.01
+    assert q.is_exceeded()
+    clock.now += 0.02
+    assert not q.is_exceeded()
+    assert q.throttle_time_s() == 0.0
+
+
+def test_samples_older_than_the_window_roll_out() -> None:
+    clock = FakeClock()
+    q = quota(clock)
+    q.record(5000)
+    clock.now += SAMPLES * SAMPLE_S + 0.01  # the whole window has passed
+    assert q.measured_rate() == 0.0 and not q.is_exceeded()
+    q.record(500)
+    assert not q.is_exceeded()
+
+
+def test_the_wait_is_never_longer_than_the_window() -> None:
+    clock = FakeClock()
+    q = quota(clock)
+    q.record(10**9)
+    assert q.throttle_time_s() == pytest.approx(SAMPLES * SAMPLE_S)
+
+
+def test_an_unlimited_quota_is_never_exceeded_but_still_counts() -> None:
+    clock = FakeClock()
+    q = quota(clock, rate=-1)
+    q.record(10**9)
+    assert not q.is_exceeded() and q.throttle_time_s() == 0.0
+    assert q.recorded_total == 10**9
+
+
+def test_a_new_rate_applies_to_the_next_check() -> None:
+    clock = FakeClock()
+    q = quota(clock)
+    q.record(1500)
+    assert q.is_exceeded()
+    q.set_rate(10_000)
+    assert not q.is_exceeded()
+    q.set_rate(-1)
+    q.record(10**6)
+    assert not q.is_exceeded()
+
+
+# -- the throttled-replicas lists ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["", "*", " * ", "0:1", "0:1,0:2,3:1", " 0:1 , 1:2 "])
+def test_valid_throttled_replica_lists(value: str) -> None:
+    assert throttled_replicas_problem(value) is None
+
+
+@pytest.mark.parametrize("value", ["1", "0:", ":1", "0-1", "a:1", "0:1,", "0:1;1:2", "**", "-1:1"])
+def test_malformed_throttled_replica_lists_are_refused(value: str) -> None:
+    assert throttled_replicas_problem(value) is not None
+    with pytest.raises(ValueError):
+        parse_throttled_replicas(value)
+
+
+def test_a_list_parses_to_partitions_and_their_brokers() -> None:
+    assert parse_throttled_replicas("0:1, 0:2,3:1") == {0: {1, 2}, 3: {1}}
+    assert parse_throttled_replicas("") == {}
+    assert parse_throttled_replicas("*") is ALL
+    assert format_throttled_replicas({3: {1}, 0: {2, 1}}) == "0:1,0:2,3:1"
+
+
+def test_each_broker_keeps_only_the_partitions_throttled_for_itself() -> None:
+    value = "0:1,0:2,1:2,2:3"
+    assert throttled_partitions(value, 1) == {0}
+    assert throttled_partitions(value, 2) == {0, 1}
+    assert throttled_partitions(value, 4) == frozenset()
+    assert 7 in throttled_partitions("*", 4)
+    assert throttled_partitions("bad", 1) == frozenset()
+
+
+@pytest.mark.parametrize(
+    "key", ["leader.replication.throttled.replicas", "follower.replication.throttled.replicas"]
+)
+def test_the_lists_are_topic_configs_validated_like_kafka(key: str) -> None:
+    broker = BrokerConfig()
+    assert validate_topic_overrides(broker, {key: "0:1,1:2"}) is not None
+    with pytest.raises(InvalidConfigError, match=key):
+        validate_topic_overrides(broker, {key: "0-1"})
+    with pytest.raises(ConfigError, match=key):
+        broker.topic_config({key: "everything"})
+    assert getattr(broker.topic_config(), key.replace(".", "_")) == ""
+
+
+# -- the broker rates ---------------------------------------------------------------------
+
+
+def test_the_dynamic_rates_set_both_quotas_and_minus_one_or_absent_is_unlimited() -> None:
+    quotas = ReplicationQuotas.unlimited()
+    configs = BrokerConfigs(BrokerConfig(), None, zk_data=lambda: None, quotas=quotas)
+    configs.apply_overrides({LEADER_THROTTLE: "5000", FOLLOWER_THROTTLE: "7000"})
+    assert (quotas.leader.rate, quotas.follower.rate) == (5000, 7000)
+    configs.apply_overrides({LEADER_THROTTLE: "-1"})
+    assert quotas.leader.unlimited and quotas.follower.unlimited
+    configs.apply_overrides({FOLLOWER_THROTTLE: str(UNLIMITED)})
+    assert quotas.follower.unlimited
+    assert validate_broker_configs({LEADER_THROTTLE: "-1"}) == {LEADER_THROTTLE: UNLIMITED}
+    with pytest.raises(InvalidConfigError, match=LEADER_THROTTLE):
+        validate_broker_configs({LEADER_THROTTLE: "-2"})
+
+
+# -- which partitions are held back -------------------------------------------------------
+
+
+class FakeQuota(ReplicationQuota):
+    """A quota whose state the test sets."""
+
+    def __init__(self, exceeded: bool) -> None:
+        super().__init__(RATE)
+        self.exceeded = exceeded
+
+    def is_exceeded(self) -> bool:
+        return self.exceeded
+
+
+@pytest.mark.parametrize(
+    ("listed", "in_sync", "exceeded", "held"),
+    [
+        (True, False, True, True),  # a catching-up copy over the rate: held
+        (True, True, True, False),  # in-sync followers are never throttled
+        (True, False, False, False),  # under the rate
+        (False, False, True, False),  # not a throttled partition
+    ],
+)
+def test_the_leader_holds_back_only_listed_out_of_sync_partitions_over_the_rate(
+    listed: bool, in_sync: bool, exceeded: bool, held: bool
+) -> None:
+    throttled = frozenset({0}) if listed else frozenset({1})
+    assert leader_should_throttle(FakeQuota(exceeded), throttled, 0, in_sync) is held
+
+
+@pytest.mark.parametrize(
+    ("listed", "caught_up", "exceeded", "held"),
+    [
+        (True, False, True, True),
+        (True, True, True, False),
+        (True, False, False, False),
+        (False, False, True, False),
+    ],
+)
+def test_the_follower_leaves_out_only_listed_lagging_partitions_over_the_rate(
+    listed: bool, caught_up: bool, exceeded: bool, held: bool
+) -> None:
+    throttled = ALL if listed else frozenset()
+    assert follower_should_throttle(FakeQuota(exceeded), throttled, 3, caught_up) is held

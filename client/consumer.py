@@ -44,7 +44,7 @@ from protocol.errors import (
     error_for_code,
 )
 from protocol.heap import keep_freed_memory
-from protocol.records import Header, TimestampType, decode_batch, iter_headers
+from protocol.records import Header, TimestampType, decode_batch_rows, iter_headers
 
 EARLIEST = -2  # ListOffsets timestamp meaning "log start offset"
 LATEST = -1  # ListOffsets timestamp meaning "log end offset (high watermark)"
@@ -55,14 +55,16 @@ RESETTING = -1  # position of a partition whose offset is being looked up
 
 
 class ConsumerRecord(NamedTuple):
+    """One record as an application sees it (the batch's timestamp type comes last)."""
+
     topic: str
     partition: int
     offset: int
     timestamp: int
-    timestamp_type: TimestampType
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...]
+    timestamp_type: TimestampType
 
 
 TopicPartition = tuple[str, int]
@@ -284,23 +286,22 @@ class Consumer:
         return False
 
     def _decode(self, tp: TopicPartition, raw: bytes, position: int) -> list[ConsumerRecord]:
-        topic, partition = tp
         out: list[ConsumerRecord] = []
-        new = tuple.__new__  # one C call per record: this is the consumer's hot loop
-        cls = ConsumerRecord
         for pos, header in iter_headers(raw):
             if header.next_offset <= position:
                 continue  # the first batch may start before the fetch offset
-            tstype = header.timestamp_type
-            _, decoded = decode_batch(raw, pos, verify_crc=self.check_crcs)
+            # The consumer's hot loop: records are decoded straight into ConsumerRecords.
+            _, decoded = decode_batch_rows(
+                ConsumerRecord,
+                raw,
+                pos,
+                prefix=tp,
+                suffix=(header.timestamp_type,),
+                verify_crc=self.check_crcs,
+            )
             if header.base_offset < position:
                 decoded = [r for r in decoded if r.offset >= position]
-            # DecodedRecord is a (offset, timestamp, key, value, headers) tuple: unpacking
-            # it is cheaper than five attribute lookups.
-            out += [
-                new(cls, (topic, partition, offset, timestamp, tstype, key, value, headers))
-                for offset, timestamp, key, value, headers in decoded
-            ]
+            out += decoded
         return out
 
     # --- fetching --------------------------------------------------------------------

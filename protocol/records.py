@@ -39,12 +39,13 @@ import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from enum import IntEnum
-from typing import NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias, TypeVar
 
 from protocol.crc32c import crc32c
 from protocol.errors import CorruptMessageError
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
+Row = TypeVar("Row", bound=tuple[Any, ...])
 
 MAGIC = 2
 BATCH_HEADER_SIZE = 61
@@ -454,14 +455,24 @@ def encode_values(
 # --- decoding ------------------------------------------------------------------------
 
 
-def _decode_section(section: bytes, header: BatchHeader) -> list[DecodedRecord]:
+def _decode_section(
+    section: bytes,
+    header: BatchHeader,
+    row_type: type[Row],
+    prefix: tuple[Any, ...] = (),
+    suffix: tuple[Any, ...] = (),
+) -> list[Row]:
     """Decode ``record_count`` records from an uncompressed records section.
+
+    Each record becomes ``row_type(*prefix, offset, timestamp, key, value, headers,
+    *suffix)``, built in one step (no intermediate DecodedRecord per record).
 
     This is the consumer's hot loop, so varints of one and two bytes (every delta, count
     and length of records under 8 KiB) are decoded inline; longer ones go through
     ``read_varint``. Each inline block computes the raw varint ``n`` and then unzigzags.
     """
-    records: list[DecodedRecord] = []
+    records: list[Row] = []
+    framed = bool(prefix or suffix)
     append = records.append
     new_record = tuple.__new__  # skips NamedTuple.__new__'s argument handling
     size = len(section)
@@ -539,18 +550,14 @@ def _decode_section(section: bytes, header: BatchHeader) -> list[DecodedRecord]:
                 headers, pos = _decode_headers(section, pos, header_count)
             if pos != end:
                 raise CorruptMessageError("record length does not match its fields")
-            append(
-                new_record(
-                    DecodedRecord,
-                    (
-                        base_offset + offset_delta,
-                        header.max_timestamp if log_append else base_timestamp + timestamp_delta,
-                        key,
-                        value,
-                        headers,
-                    ),
-                )
+            row = (
+                base_offset + offset_delta,
+                header.max_timestamp if log_append else base_timestamp + timestamp_delta,
+                key,
+                value,
+                headers,
             )
+            append(new_record(row_type, (*prefix, *row, *suffix) if framed else row))
     except IndexError:
         raise CorruptMessageError("record data ends early") from None
     if pos != size:
@@ -581,6 +588,20 @@ def decode_batch(
     buf: Buffer, pos: int = 0, *, verify_crc: bool = True
 ) -> tuple[BatchHeader, list[DecodedRecord]]:
     """Decode the batch at ``pos`` and all its records (decompressing if needed)."""
+    return decode_batch_rows(DecodedRecord, buf, pos, verify_crc=verify_crc)
+
+
+def decode_batch_rows(
+    row_type: type[Row],
+    buf: Buffer,
+    pos: int = 0,
+    *,
+    prefix: tuple[Any, ...] = (),
+    suffix: tuple[Any, ...] = (),
+    verify_crc: bool = True,
+) -> tuple[BatchHeader, list[Row]]:
+    """Like ``decode_batch``, each record as ``row_type(*prefix, offset, timestamp, key,
+    value, headers, *suffix)``: a consumer gets its own record tuples in one step."""
     if verify_crc:
         header = validate_batch(buf, pos)
     else:
@@ -593,7 +614,7 @@ def decode_batch(
             section = zlib.decompress(section, wbits=47)  # 47: gzip or zlib framing
         except zlib.error as exc:
             raise CorruptMessageError(f"batch at {pos}: bad gzip data ({exc})") from exc
-    return header, _decode_section(section, header)
+    return header, _decode_section(section, header, row_type, prefix, suffix)
 
 
 def decode_records(buf: Buffer, *, verify_crc: bool = True) -> Iterator[DecodedRecord]:

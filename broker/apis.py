@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 
 Body: TypeAlias = dict[str, Any]
 
+# Responses that carry record data (sent from segment memory without a copy, see
+# protocol/schemas/packing.py); every other response is packed in one msgpack call.
+_SPLICED_RESPONSES = frozenset({ApiKey.FETCH})
+
 
 class Deferred:
     """A handler's answer that needs awaiting: ``wait()`` returns the body (or None)."""
@@ -107,7 +111,11 @@ class KafkaApis:
         else:
             if isinstance(result, Deferred):
                 return Pending(self._finish_deferred(header, result, started, body))
-            reply = None if result is None else encode_response(header.correlation_id, result)
+            if result is None:
+                reply = None
+            else:
+                splice = header.api_key in _SPLICED_RESPONSES
+                reply = encode_response(header.correlation_id, result, splice=splice)
         self.metrics.record_request(header.api_key, body, started)
         return reply
 
@@ -121,7 +129,10 @@ class KafkaApis:
                 return _error_reply(header, exc)
             finally:
                 self.metrics.record_request(header.api_key, request, started)
-            return None if body is None else encode_response(header.correlation_id, body)
+            if body is None:
+                return None
+            splice = header.api_key in _SPLICED_RESPONSES
+            return encode_response(header.correlation_id, body, splice=splice)
 
         return finish
 

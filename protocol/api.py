@@ -37,10 +37,12 @@ from typing import Any, Final, NamedTuple
 import msgpack
 
 from protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
-from protocol.frames import FrameError
+from protocol.frames import FrameError, frame_prefix
 from protocol.schemas import cluster, control, data, replicas
 from protocol.schemas.packing import Buffer, pack_buffers
 from protocol.schemas.types import Api, SchemaError, Validator, compile_validator
+
+_packb = msgpack.Packer(autoreset=True).pack
 
 
 class ApiKey(IntEnum):
@@ -215,11 +217,19 @@ def encode_request_buffers(
     return pack_buffers(envelope, length_prefix=True)
 
 
-def encode_response(correlation_id: int, body: Any, *, framed: bool = True) -> list[Buffer]:
+def encode_response(
+    correlation_id: int, body: Any, *, framed: bool = True, splice: bool = True
+) -> list[Buffer]:
     """A response as buffers to send in order: ``b"".join(...)`` is the frame (with
     ``framed``, the default, the first buffer starts with the length prefix) or the bare
-    payload. ``bytes`` / ``memoryview`` values of 32 KiB and more are passed through as
-    their own buffers without being copied (see protocol/schemas/packing.py)."""
+    payload. With ``splice`` ``bytes`` / ``memoryview`` values of 32 KiB and more are
+    passed through as their own buffers without being copied (see
+    protocol/schemas/packing.py); without it the body is packed in one call, which is
+    what a response that never carries record data (all but Fetch) wants: the search
+    for large values costs a few microseconds per small response."""
+    if not splice:
+        packed = _packb([correlation_id, body])
+        return [frame_prefix(len(packed)) + packed if framed else packed]
     return pack_buffers([correlation_id, body], length_prefix=framed)
 
 

@@ -282,6 +282,16 @@ def test_encode_response_payload_equals_msgpack_packb(correlation_id: int, body:
 
 
 @NO_DEADLINE
+@given(st.integers(min_value=-(2**31), max_value=2**31 - 1), msgpack_values, st.booleans())
+def test_unspliced_response_is_one_buffer_of_the_same_bytes(
+    correlation_id: int, body: Any, framed: bool
+) -> None:
+    pieces = encode_response(correlation_id, body, framed=framed, splice=False)
+    assert len(pieces) == 1
+    assert pieces[0] == b"".join(encode_response(correlation_id, body, framed=framed))
+
+
+@NO_DEADLINE
 @given(msgpack_values, st.integers(min_value=0, max_value=64), st.booleans())
 def test_spliced_buffers_join_to_msgpack_packb(body: Any, splice_min: int, prefix: bool) -> None:
     pieces = pack_buffers(body, splice_min=splice_min, length_prefix=prefix)

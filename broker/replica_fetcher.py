@@ -21,8 +21,9 @@ Each partition in a fetcher is first *truncating*, then *fetching*:
 
 The replication throttle (broker/replication_quota.py): a partition listed in its
 topic's ``follower.replication.throttled.replicas`` for this broker, and not caught up
-with the leader's HW, is left out of the Fetch while the follower quota is exceeded;
-the bytes received for listed partitions are recorded. The other partitions of the
+with the leader's HW, asks for no more than the follower quota's allowance and is left
+out of the Fetch while there is none; the bytes received for listed partitions are
+recorded. The other partitions of the
 fetcher keep flowing: a request that leaves some out waits no longer than the quota
 needs to free up, so the throttled ones rejoin on time.
 
@@ -50,8 +51,9 @@ import trio
 
 from broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
 from broker.replication_quota import (
+    FetchBudget,
     ReplicationQuota,
-    follower_should_throttle,
+    is_throttled_copy,
     throttled_partitions,
 )
 from broker.truncation import decide_truncation
@@ -277,13 +279,18 @@ class ReplicaFetcher:
         asked: dict[TopicPartition, tuple[FetchState, int]] = {}
         topics: dict[str, list[dict[str, Any]]] = {}
         self._held.clear()
+        quota = self.manager.quota
+        budget = FetchBudget(quota)
         for tp, state in self.states.items():
             partition = state.partition
             if state.truncating or not state.ready(now) or partition.leader_epoch != state.epoch:
                 continue
+            max_bytes = config.replica_fetch_max_bytes
             if self._throttles(state):
-                self._held.add(tp)
-                continue
+                max_bytes = budget.take(max_bytes)
+                if not max_bytes:
+                    self._held.add(tp)
+                    continue
             offset = partition.log_end_offset
             asked[tp] = (state, offset)
             topics.setdefault(tp.topic, []).append(
@@ -292,10 +299,9 @@ class ReplicaFetcher:
                     "current_leader_epoch": partition.leader_epoch,
                     "fetch_offset": offset,
                     "log_start_offset": partition.log_start_offset,
-                    "partition_max_bytes": config.replica_fetch_max_bytes,
+                    "partition_max_bytes": max_bytes,
                 }
             )
-        quota = self.manager.quota
         self._throttle_wake = math.inf
         if self._held:
             pause = max(quota.throttle_time_s(), THROTTLE_RETRY_MIN_S)
@@ -342,17 +348,13 @@ class ReplicaFetcher:
         )
 
     def _throttles(self, state: FetchState) -> bool:
-        """Leave ``state``'s partition out of this fetch? (Kafka's shouldFollowerThrottle)"""
+        """Is ``state``'s partition a throttled copy here (listed, not caught up)?"""
         partition = state.partition
         listed = partition.config.follower_replication_throttled_replicas
         if not listed:
             return False  # the common case: one attribute read
-        return follower_should_throttle(
-            self.manager.quota,
-            throttled_partitions(listed, self.manager.broker_id),
-            partition.tp.partition,
-            state.caught_up,
-        )
+        throttled = throttled_partitions(listed, self.manager.broker_id)
+        return is_throttled_copy(throttled, partition.tp.partition, state.caught_up)
 
     async def _process(self, conn: Connection, state: FetchState, answer: dict[str, Any]) -> None:
         partition = state.partition

@@ -45,8 +45,9 @@ from broker.metrics import BrokerMetrics
 from broker.partition import NO_EPOCH, AppendResult, Partition, PartitionState, ReadResult
 from broker.purgatory import Purgatory
 from broker.replication_quota import (
+    FetchBudget,
     ReplicationQuotas,
-    leader_should_throttle,
+    is_throttled_copy,
     throttled_partitions,
 )
 from controller.assignment import validate_topic_name
@@ -460,14 +461,21 @@ class ReplicaManager:
         remaining = max_bytes
         first_with_data = True
         reads: list[PartitionRead] = []
+        budget: FetchBudget | None = None  # made on first need: most fetches never do
         for request in partitions:
             try:
                 partition = self.partition_or_error(request.tp)
-                # A throttled copy gets no records now, but its HW and offsets as usual.
-                held = from_follower and self._leader_throttles(partition, replica_id)
+                max_bytes = min(request.max_bytes, remaining)
+                held = False
+                if from_follower and self._leader_throttles(partition, replica_id):
+                    # A throttled copy gets at most the quota's allowance; with none, no
+                    # records now but its HW and offsets as usual.
+                    budget = budget or FetchBudget(self.replication_quotas.leader)
+                    max_bytes = budget.take(max_bytes)
+                    held = max_bytes == 0
                 result = partition.read(
                     request.fetch_offset,
-                    0 if held else min(request.max_bytes, remaining),
+                    max_bytes,
                     from_follower=from_follower,
                     current_leader_epoch=request.current_leader_epoch,
                     min_one_message=first_with_data and not held,
@@ -491,17 +499,13 @@ class ReplicaManager:
         return reads
 
     def _leader_throttles(self, partition: Partition, replica_id: int) -> bool:
-        """Hold back ``partition``'s records from follower ``replica_id``? (Kafka's
-        shouldLeaderThrottle; in-sync followers never are.)"""
+        """Is ``partition``'s copy to follower ``replica_id`` throttled here? (Listed for
+        this leader and the follower not in the ISR: in-sync followers never are.)"""
         listed = partition.config.leader_replication_throttled_replicas
         if not listed:  # the common case: one attribute read per partition
             return False
-        return leader_should_throttle(
-            self.replication_quotas.leader,
-            throttled_partitions(listed, self.broker_id),
-            partition.tp.partition,
-            replica_id in partition.isr,
-        )
+        throttled = throttled_partitions(listed, self.broker_id)
+        return is_throttled_copy(throttled, partition.tp.partition, replica_id in partition.isr)
 
     def _throttle_retry_at(self, replica_id: int) -> float:
         """When a parked follower fetch should read again because the leader quota

@@ -22,8 +22,11 @@ not after eleven). As Kafka's Rate, the window counts as at least ``WINDOW_SAMPL
 whole samples long, so a burst at the start is spread over that span rather than
 measured over microseconds. Nothing blocks here: the fetch paths ask
 ``is_exceeded()`` before sending or asking for a throttled partition's bytes, skip it
-while the quota is exceeded, and ``record()`` what they did move (bytes of throttled
-partitions only). The answer may therefore overshoot by one fetch; the average holds.
+while the quota is exceeded, bound what they ask or send by ``allowance()``, and
+``record()`` what they did move (bytes of throttled partitions only). Kafka does not
+bound the size: with its 11 s window a 1 MiB fetch is small, with ours it is not, and a
+window that forgets a big overshoot lets the rate run far over its bound. What is left
+is at most one record batch over the allowance (a fetch always carries whole batches).
 
 Who uses it: the leader (broker/replica_manager.py) leaves a throttled partition's
 records out of a follower's Fetch answer when that follower is not in the ISR; the
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -189,6 +193,15 @@ class ReplicationQuota:
         total, elapsed = self._measure(self.clock())
         return total > self.rate * self._span(elapsed)
 
+    def allowance(self) -> int:
+        """Bytes that can be recorded now without exceeding the bound: a throttled
+        fetch asks for no more, so one large fetch cannot overshoot the rate by much
+        (unlimited: ``sys.maxsize``)."""
+        if self.unlimited:
+            return sys.maxsize
+        total, elapsed = self._measure(self.clock())
+        return max(0, int(self.rate * self._span(elapsed)) - total)
+
     def throttle_time_s(self) -> float:
         """How long, recording nothing more, until ``is_exceeded()`` turns False (0 when
         it is already): the time since the oldest sample must grow to total / rate.
@@ -212,19 +225,27 @@ class ReplicationQuotas:
         return cls(ReplicationQuota(clock=clock), ReplicationQuota(clock=clock))
 
 
-def leader_should_throttle(
-    quota: ReplicationQuota, throttled: Throttled, partition: int, follower_in_isr: bool
-) -> bool:
-    """Kafka's shouldLeaderThrottle: leave ``partition``'s records out of a follower's
-    answer - only for a follower outside the ISR, on a throttled partition, while the
-    leader quota is exceeded."""
-    return not follower_in_isr and partition in throttled and quota.is_exceeded()
+def is_throttled_copy(throttled: Throttled, partition: int, in_sync: bool) -> bool:
+    """Does the throttle apply to this replica of ``partition``? Only to a listed
+    partition whose follower is catching up (Kafka's shouldLeaderThrottle /
+    shouldFollowerThrottle, without the quota check, which ``FetchBudget`` makes)."""
+    return not in_sync and partition in throttled
 
 
-def follower_should_throttle(
-    quota: ReplicationQuota, throttled: Throttled, partition: int, caught_up: bool
-) -> bool:
-    """Kafka's shouldFollowerThrottle: leave ``partition`` out of the next Fetch - only
-    while it has not caught up with the leader, is throttled here, and the follower
-    quota is exceeded."""
-    return not caught_up and partition in throttled and quota.is_exceeded()
+class FetchBudget:
+    """The bytes one fetch may carry for throttled copies, handed out from a quota's
+    allowance as the fetch visits its partitions (read once, on first use)."""
+
+    __slots__ = ("_left", "_quota")
+
+    def __init__(self, quota: ReplicationQuota) -> None:
+        self._quota = quota
+        self._left: int | None = None
+
+    def take(self, want: int) -> int:
+        """Up to ``want`` bytes for one partition; 0 means leave it out this time."""
+        if self._left is None:
+            self._left = self._quota.allowance()
+        granted = min(want, self._left)
+        self._left -= granted
+        return granted

@@ -23,8 +23,13 @@ Throttles (bytes/s) are dynamic broker configs (broker/broker_configs.py), set b
 second`` on every broker with a log-dir move in the plan (enforced by its mover);
 ``--throttle`` sets ``leader.replication.throttled.rate`` and
 ``follower.replication.throttled.rate`` on every broker holding or gaining a moved
-partition's replica - stored only: minibroker has no replication quota, and the tool
-says so. ``--verify`` clears all three from every live broker once every move is done.
+partition's replica, and says which replicas the rate binds with the topic configs
+``leader.replication.throttled.replicas`` (each moving partition's current replicas,
+which send the copy) and ``follower.replication.throttled.replicas`` (its added
+replicas, which receive it), as ``partition:broker`` entries merged into what the
+topic already lists (broker/replication_quota.py enforces them). ``--verify``, once
+every move is done, removes both topic lists from the plan's topics and the three
+rates from every live broker.
 """
 
 from __future__ import annotations
@@ -55,7 +60,12 @@ LOG_DIRS_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 LEADER_THROTTLE = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLE = "follower.replication.throttled.rate"
 THROTTLE_KEYS = (LEADER_THROTTLE, FOLLOWER_THROTTLE, LOG_DIRS_THROTTLE)
-# (The broker's names, broker/broker_configs.py; the client does not import broker code.)
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+THROTTLED_REPLICAS_KEYS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+ALL_REPLICAS = "*"
+# (The broker's names, broker/broker_configs.py and broker/replication_quota.py; the
+# client does not import broker code.)
 
 HELP = "move partition replicas between brokers and between log dirs"
 DEFAULT_TIMEOUT_MS = 10_000  # Kafka's --timeout default: how long dir moves are retried
@@ -273,6 +283,35 @@ async def _verify_once(admin: Admin, moves: list[PartitionMove]) -> tuple[list[s
     return lines, complete, failed
 
 
+def throttled_replicas(
+    moves: Sequence[PartitionMove], current: Mapping[tuple[str, int], Sequence[int]]
+) -> dict[str, tuple[set[str], set[str]]]:
+    """topic -> (leader entries, follower entries) for the partitions whose replicas
+    change: the current replicas send the copy, the added ones receive it."""
+    lists: dict[str, tuple[set[str], set[str]]] = {}
+    for move in moves:
+        before = tuple(current.get(move.tp, ()))
+        added = [b for b in move.replicas if b not in before]
+        if not added:
+            continue  # a reorder or a log-dir move: nothing crosses the network
+        leader, follower = lists.setdefault(move.topic, (set(), set()))
+        leader.update(f"{move.partition}:{b}" for b in before)
+        follower.update(f"{move.partition}:{b}" for b in added)
+    return lists
+
+
+def merge_throttled_replicas(existing: str | None, entries: set[str]) -> str:
+    """A topic's list with ``entries`` added ("*" already covers everything)."""
+    listed = {e.strip() for e in (existing or "").split(",") if e.strip()}
+    if ALL_REPLICAS in listed:
+        return ALL_REPLICAS
+
+    def order(entry: str) -> tuple[int, ...]:
+        return tuple(int(n) if n.isdigit() else -1 for n in entry.split(":"))
+
+    return ",".join(sorted(listed | entries, key=order))
+
+
 async def _set_throttles(
     admin: Admin,
     args: argparse.Namespace,
@@ -282,6 +321,15 @@ async def _set_throttles(
 ) -> None:
     """Kafka's tool sets the throttles before it starts any move."""
     if args.throttle > 0:
+        for topic, (leader, follower) in sorted(throttled_replicas(moves, current).items()):
+            overrides = {
+                e.name: e.value for e in await admin.describe_topic_config(topic) if e.is_override
+            }
+            merged = {
+                key: merge_throttled_replicas(overrides.get(key), entries)
+                for key, entries in ((LEADER_REPLICAS, leader), (FOLLOWER_REPLICAS, follower))
+            }
+            await admin.alter_topic_config(topic, merged)
         brokers = sorted({b for m in moves for b in (*m.replicas, *current.get(m.tp, ()))})
         rate = str(args.throttle)
         for broker in brokers:
@@ -289,11 +337,6 @@ async def _set_throttles(
                 broker, {LEADER_THROTTLE: rate, FOLLOWER_THROTTLE: rate}
             )
         print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
-        print(
-            "note: minibroker stores the inter-broker throttle but does not enforce it "
-            "(no replication quota)",
-            file=sys.stderr,
-        )
     if args.replica_alter_log_dirs_throttle > 0 and dir_moves:
         rate = str(args.replica_alter_log_dirs_throttle)
         for broker in sorted({b for _, _, b in dir_moves}):
@@ -306,8 +349,14 @@ async def _set_throttles(
         )
 
 
-async def _clear_throttles(admin: Admin) -> None:
-    """Remove the throttle overrides from every live broker that has one."""
+async def _clear_throttles(admin: Admin, moves: Sequence[PartitionMove]) -> None:
+    """Remove the throttled-replicas lists from the plan's topics and the throttle
+    rates from every live broker that has one (Kafka's tool does both on --verify)."""
+    for topic in sorted({m.topic for m in moves}):
+        entries = await admin.describe_topic_config(topic)
+        if any(e.name in THROTTLED_REPLICAS_KEYS and e.is_override for e in entries):
+            await admin.alter_topic_config(topic, dict.fromkeys(THROTTLED_REPLICAS_KEYS))
+            print(f"Clearing topic-level throttles on topic {topic}")
     _current_assignment, live = await _current(admin)
     cleared: list[int] = []
     for broker in sorted(live):
@@ -329,7 +378,7 @@ async def _verify(args: argparse.Namespace, moves: list[PartitionMove]) -> int:
             print("Status of partition reassignment:")
             print("\n".join(lines), flush=True)
             if complete and not failed:
-                await _clear_throttles(admin)
+                await _clear_throttles(admin, moves)
             if complete or failed or args.no_wait:
                 return 0 if complete and not failed else 1
             if trio.current_time() >= deadline:

@@ -16,11 +16,11 @@ from broker.broker_configs import (
 from broker.config import BrokerConfig
 from broker.replication_quota import (
     ALL,
+    FetchBudget,
     ReplicationQuota,
     ReplicationQuotas,
-    follower_should_throttle,
     format_throttled_replicas,
-    leader_should_throttle,
+    is_throttled_copy,
     parse_throttled_replicas,
     throttled_partitions,
     throttled_replicas_problem,
@@ -181,44 +181,29 @@ def test_the_dynamic_rates_set_both_quotas_and_minus_one_or_absent_is_unlimited(
 # -- which partitions are held back -------------------------------------------------------
 
 
-class FakeQuota(ReplicationQuota):
-    """A quota whose state the test sets."""
-
-    def __init__(self, exceeded: bool) -> None:
-        super().__init__(RATE)
-        self.exceeded = exceeded
-
-    def is_exceeded(self) -> bool:
-        return self.exceeded
-
-
 @pytest.mark.parametrize(
-    ("listed", "in_sync", "exceeded", "held"),
+    ("listed", "in_sync", "throttled"),
     [
-        (True, False, True, True),  # a catching-up copy over the rate: held
-        (True, True, True, False),  # in-sync followers are never throttled
-        (True, False, False, False),  # under the rate
-        (False, False, True, False),  # not a throttled partition
+        (True, False, True),  # a listed copy catching up: throttled
+        (True, True, False),  # in-sync (leader: in the ISR; follower: caught up): never
+        (False, False, False),  # not listed for this broker
     ],
 )
-def test_the_leader_holds_back_only_listed_out_of_sync_partitions_over_the_rate(
-    listed: bool, in_sync: bool, exceeded: bool, held: bool
+def test_only_listed_replicas_that_are_catching_up_are_throttled(
+    listed: bool, in_sync: bool, throttled: bool
 ) -> None:
-    throttled = frozenset({0}) if listed else frozenset({1})
-    assert leader_should_throttle(FakeQuota(exceeded), throttled, 0, in_sync) is held
+    partitions = throttled_partitions("0:1" if listed else "0:2", 1)
+    assert is_throttled_copy(partitions, 0, in_sync) is throttled
+    assert is_throttled_copy(ALL, 5, in_sync) is (not in_sync)
 
 
-@pytest.mark.parametrize(
-    ("listed", "caught_up", "exceeded", "held"),
-    [
-        (True, False, True, True),
-        (True, True, True, False),
-        (True, False, False, False),
-        (False, False, True, False),
-    ],
-)
-def test_the_follower_leaves_out_only_listed_lagging_partitions_over_the_rate(
-    listed: bool, caught_up: bool, exceeded: bool, held: bool
-) -> None:
-    throttled = ALL if listed else frozenset()
-    assert follower_should_throttle(FakeQuota(exceeded), throttled, 3, caught_up) is held
+def test_a_fetch_budget_shares_the_allowance_between_throttled_partitions() -> None:
+    clock = FakeClock()
+    q = quota(clock)
+    q.record(500)  # the allowance is 0.8 s x 1000 B/s - 500 = 300 bytes
+    assert q.allowance() == 300
+    budget = FetchBudget(q)
+    assert (budget.take(200), budget.take(200), budget.take(200)) == (200, 100, 0)
+    q.record(10_000)
+    assert q.is_exceeded() and FetchBudget(q).take(1 << 20) == 0
+    assert FetchBudget(quota(clock, rate=-1)).take(1 << 20) == 1 << 20

@@ -95,6 +95,17 @@ async def test_a_leader_never_holds_back_an_in_sync_follower(leader: ReplicaMana
     assert reads[T0].size > 0 and reads[T1].size > 0
 
 
+async def test_a_leader_sends_a_throttled_copy_no_more_than_the_quota_allows(
+    leader: ReplicaManager,
+) -> None:
+    quota = ReplicationQuota(RATE, clock=FakeClock())
+    quota.record(quota.allowance() - 10)  # 10 bytes left: less than one batch
+    leader.replication_quotas.leader = quota
+    asked = [FetchPartition(tp, 0, 1 << 20) for tp in (T1, T0)]  # T0 not first with data
+    reads = {read.tp: read for read in leader.read(COPYING, 1 << 20, asked)}
+    assert reads[T1].size > 0 and reads[T0].size == 0
+
+
 async def test_a_leader_under_its_quota_sends_and_counts_only_throttled_bytes(
     leader: ReplicaManager,
 ) -> None:
@@ -121,12 +132,15 @@ class ScriptedLeader:
         self.leader_hw = leader_hw
         self.asked: list[list[int]] = []
         self.max_wait_ms: list[int] = []
+        self.max_bytes: list[dict[int, int]] = []
 
     async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
         assert api_key == ApiKey.FETCH
         self.max_wait_ms.append(body["max_wait_ms"])
         [topic] = body["topics"]
-        self.asked.append([p["partition"] for p in topic["partitions"]])
+        asked = topic["partitions"]
+        self.asked.append([p["partition"] for p in asked])
+        self.max_bytes.append({p["partition"]: p["partition_max_bytes"] for p in asked})
         answers = [
             {
                 "partition_index": p["partition"],
@@ -182,6 +196,17 @@ async def test_a_follower_over_its_quota_leaves_out_only_its_throttled_partition
     clock.now += 10  # the window has rolled: partition 0 flows again
     assert await fetcher._fetch(leader)  # type: ignore[arg-type]
     assert leader.asked[1] == [0, 1]
+
+
+async def test_a_follower_asks_no_more_for_a_throttled_copy_than_its_quota_allows(
+    tmp_path: Path,
+) -> None:
+    quota = ReplicationQuota(RATE, clock=FakeClock())
+    quota.record(quota.allowance() - 300)
+    fetcher = fetcher_of(tmp_path, quota)
+    leader = ScriptedLeader(leader_hw=100)
+    assert await fetcher._fetch(leader)  # type: ignore[arg-type]
+    assert leader.max_bytes == [{0: 300, 1: fetcher.manager.config.replica_fetch_max_bytes}]
 
 
 async def test_a_follower_counts_only_bytes_of_its_throttled_partitions(tmp_path: Path) -> None:

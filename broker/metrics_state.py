@@ -14,6 +14,11 @@ millisecond), so these figures are free for produce and fetch. The traffic count
     kafka_server_socket_server_metrics_connection_count     untyped {listener, networkprocessor}
     kafka_server_replicafetchermanager_maxlag               gauge  {clientid="Replica"}
     kafka_log_logflushstats_logflushrateandtimems           summary (_count, _sum in ms)
+    kafka_server_leaderreplication_byte_rate                gauge  throttled replication bytes/s
+    kafka_server_followerreplication_byte_rate              gauge  (the quotas' window,
+                                                            broker/replication_quota.py)
+    kafka_server_leaderreplication_bytes_total              counter throttled bytes since
+    kafka_server_followerreplication_bytes_total            counter start (sent / received)
 
 The socket-server name keeps the JMX exporter's spelling of Kafka's
 ``socket-server-metrics`` type (dashes become underscores), which is what Kafka
@@ -69,6 +74,20 @@ def under_min_isr_count(partitions: Iterable[Partition]) -> int:
     return sum(1 for p in partitions if p.is_leader and len(p.isr) < p.config.min_insync_replicas)
 
 
+def _replication_quotas(quotas: Any) -> Iterator[Metric]:
+    """Kafka's LeaderReplication / FollowerReplication byte-rate, plus a byte count."""
+    if quotas is None:
+        return
+    for side, quota in (("leader", quotas.leader), ("follower", quotas.follower)):
+        prefix = f"kafka_server_{side}replication_"
+        yield GaugeMetricFamily(
+            prefix + "byte_rate", f"Throttled {side} replication bytes/s.", quota.measured_rate()
+        )
+        yield CounterMetricFamily(
+            prefix + "bytes", f"Throttled {side} replication bytes.", quota.recorded_total
+        )
+
+
 def fetcher_max_lag(fetcher: Any) -> int | None:
     """The largest follower lag (leader HW minus the next fetch offset) over every
     partition this broker fetches; None without a fetcher manager that records lag."""
@@ -110,6 +129,7 @@ class BrokerStateCollector(Collector):
             purgatory.add_metric(["Produce"], manager.produce_waiters.watched)
             purgatory.add_metric(["Fetch"], manager.fetch_waiters.watched)
             yield purgatory
+            yield from _replication_quotas(getattr(manager, "replication_quotas", None))
             lag = fetcher_max_lag(manager.fetcher)
             if lag is not None:
                 yield _labelled_gauge(

@@ -182,6 +182,15 @@ async def test_an_in_sync_follower_is_not_held_to_the_throttle(
             assert leader.isr == {1, 2}
             quota = brokers[1].replica_manager.replication_quotas.leader  # type: ignore[union-attr]
             assert quota.recorded_total >= 20 * RECORD_BYTES  # counted, not held
+            exported = dict(
+                line.split(" ", 1)
+                for line in brokers[1].metrics.render().decode().splitlines()
+                if line.startswith("kafka_server_leaderreplication_")
+            )
+            assert float(exported["kafka_server_leaderreplication_bytes_total"]) == (
+                quota.recorded_total
+            )
+            assert float(exported["kafka_server_leaderreplication_byte_rate"]) > 0
 
 
 @pytest.mark.timeout(60)

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 import trio
 
@@ -44,7 +44,8 @@ from protocol.errors import (
     error_for_code,
 )
 from protocol.heap import keep_freed_memory
-from protocol.records import Header, TimestampType, decode_batch_rows, iter_headers
+from protocol.records import ConsumerRecord as ConsumerRecord  # the client's public record
+from protocol.records import decode_consumer_records, iter_headers
 
 EARLIEST = -2  # ListOffsets timestamp meaning "log start offset"
 LATEST = -1  # ListOffsets timestamp meaning "log end offset (high watermark)"
@@ -52,19 +53,6 @@ FETCH_MAX_WAIT_MS = 500  # Kafka's fetch.max.wait.ms: long-poll time on an idle 
 FETCH_MAX_BYTES = 52_428_800  # Kafka's fetch.max.bytes: one whole response
 RETRY_BACKOFF_S = 0.1  # between attempts when a partition has no leader
 RESETTING = -1  # position of a partition whose offset is being looked up
-
-
-class ConsumerRecord(NamedTuple):
-    """One record as an application sees it (the batch's timestamp type comes last)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
-    timestamp_type: TimestampType
 
 
 TopicPartition = tuple[str, int]
@@ -291,14 +279,7 @@ class Consumer:
             if header.next_offset <= position:
                 continue  # the first batch may start before the fetch offset
             # The consumer's hot loop: records are decoded straight into ConsumerRecords.
-            _, decoded = decode_batch_rows(
-                ConsumerRecord,
-                raw,
-                pos,
-                prefix=tp,
-                suffix=(header.timestamp_type,),
-                verify_crc=self.check_crcs,
-            )
+            _, decoded = decode_consumer_records(raw, pos, tp[0], tp[1], verify_crc=self.check_crcs)
             if header.base_offset < position:
                 decoded = [r for r in decoded if r.offset >= position]
             out += decoded

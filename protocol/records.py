@@ -39,13 +39,12 @@ import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from enum import IntEnum
-from typing import Any, NamedTuple, TypeAlias, TypeVar
+from typing import Any, NamedTuple, TypeAlias
 
 from protocol.crc32c import crc32c
 from protocol.errors import CorruptMessageError
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
-Row = TypeVar("Row", bound=tuple[Any, ...])
 
 MAGIC = 2
 BATCH_HEADER_SIZE = 61
@@ -154,6 +153,20 @@ class DecodedRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...] = ()
+
+
+class ConsumerRecord(NamedTuple):
+    """A record as a consumer hands it to an application: where it came from, then
+    the record, then its batch's timestamp type (client.consumer re-exports it)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+    timestamp_type: TimestampType
 
 
 # --- varints -------------------------------------------------------------------------
@@ -456,23 +469,18 @@ def encode_values(
 
 
 def _decode_section(
-    section: bytes,
-    header: BatchHeader,
-    row_type: type[Row],
-    prefix: tuple[Any, ...] = (),
-    suffix: tuple[Any, ...] = (),
-) -> list[Row]:
-    """Decode ``record_count`` records from an uncompressed records section.
-
-    Each record becomes ``row_type(*prefix, offset, timestamp, key, value, headers,
-    *suffix)``, built in one step (no intermediate DecodedRecord per record).
+    section: bytes, header: BatchHeader, topic: str | None = None, partition: int = -1
+) -> list[Any]:
+    """Decode ``record_count`` records from an uncompressed records section: each a
+    DecodedRecord, or with a ``topic`` a ConsumerRecord of that topic-partition (built
+    in one step, no intermediate tuple per record).
 
     This is the consumer's hot loop, so varints of one and two bytes (every delta, count
     and length of records under 8 KiB) are decoded inline; longer ones go through
     ``read_varint``. Each inline block computes the raw varint ``n`` and then unzigzags.
     """
-    records: list[Row] = []
-    framed = bool(prefix or suffix)
+    records: list[Any] = []
+    timestamp_type = header.timestamp_type
     append = records.append
     new_record = tuple.__new__  # skips NamedTuple.__new__'s argument handling
     size = len(section)
@@ -480,6 +488,7 @@ def _decode_section(
     log_append = bool(header.attributes & _TIMESTAMP_TYPE_BIT)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
+    max_timestamp = header.max_timestamp
     try:
         for _ in range(header.record_count):
             # length
@@ -550,14 +559,13 @@ def _decode_section(
                 headers, pos = _decode_headers(section, pos, header_count)
             if pos != end:
                 raise CorruptMessageError("record length does not match its fields")
-            row = (
-                base_offset + offset_delta,
-                header.max_timestamp if log_append else base_timestamp + timestamp_delta,
-                key,
-                value,
-                headers,
-            )
-            append(new_record(row_type, (*prefix, *row, *suffix) if framed else row))
+            offset = base_offset + offset_delta
+            timestamp = max_timestamp if log_append else base_timestamp + timestamp_delta
+            if topic is None:
+                append(new_record(DecodedRecord, (offset, timestamp, key, value, headers)))
+            else:
+                row = (topic, partition, offset, timestamp, key, value, headers, timestamp_type)
+                append(new_record(ConsumerRecord, row))
     except IndexError:
         raise CorruptMessageError("record data ends early") from None
     if pos != size:
@@ -588,20 +596,21 @@ def decode_batch(
     buf: Buffer, pos: int = 0, *, verify_crc: bool = True
 ) -> tuple[BatchHeader, list[DecodedRecord]]:
     """Decode the batch at ``pos`` and all its records (decompressing if needed)."""
-    return decode_batch_rows(DecodedRecord, buf, pos, verify_crc=verify_crc)
+    header, section = _records_section(buf, pos, verify_crc)
+    return header, _decode_section(section, header)
 
 
-def decode_batch_rows(
-    row_type: type[Row],
-    buf: Buffer,
-    pos: int = 0,
-    *,
-    prefix: tuple[Any, ...] = (),
-    suffix: tuple[Any, ...] = (),
-    verify_crc: bool = True,
-) -> tuple[BatchHeader, list[Row]]:
-    """Like ``decode_batch``, each record as ``row_type(*prefix, offset, timestamp, key,
-    value, headers, *suffix)``: a consumer gets its own record tuples in one step."""
+def decode_consumer_records(
+    buf: Buffer, pos: int, topic: str, partition: int, *, verify_crc: bool = True
+) -> tuple[BatchHeader, list[ConsumerRecord]]:
+    """``decode_batch`` for a consumer: the records as ConsumerRecords of ``topic``
+    and ``partition``."""
+    header, section = _records_section(buf, pos, verify_crc)
+    return header, _decode_section(section, header, topic, partition)
+
+
+def _records_section(buf: Buffer, pos: int, verify_crc: bool) -> tuple[BatchHeader, bytes]:
+    """The batch header at ``pos`` and its records section, decompressed."""
     if verify_crc:
         header = validate_batch(buf, pos)
     else:
@@ -614,7 +623,7 @@ def decode_batch_rows(
             section = zlib.decompress(section, wbits=47)  # 47: gzip or zlib framing
         except zlib.error as exc:
             raise CorruptMessageError(f"batch at {pos}: bad gzip data ({exc})") from exc
-    return header, _decode_section(section, header, row_type, prefix, suffix)
+    return header, section
 
 
 def decode_records(buf: Buffer, *, verify_crc: bool = True) -> Iterator[DecodedRecord]:

@@ -21,6 +21,7 @@ from protocol.records import (
     Record,
     TimestampType,
     decode_batch,
+    decode_consumer_records,
     decode_records,
     encode_batch,
     encode_values,
@@ -122,6 +123,21 @@ def test_round_trip_keeps_every_field(
     assert [(d.key, d.value, d.headers, d.timestamp) for d in decoded] == [
         (r.key, r.value, r.headers, r.timestamp) for r in records
     ]
+
+
+@given(records_st, st.sampled_from(list(Compression)), st.booleans())
+def test_consumer_records_are_the_decoded_records_with_their_topic_partition(
+    records: list[Record], compression: Compression, log_append_time: bool
+) -> None:
+    batch = bytearray(encode_batch(records, base_offset=7, compression=compression))
+    if log_append_time:
+        set_log_append_time(batch, 0, 99_000)
+    header, decoded = decode_batch(batch)
+    _, consumed = decode_consumer_records(batch, 0, "events", 3)
+    assert consumed == [("events", 3, *record, header.timestamp_type) for record in decoded]
+    assert {c.timestamp_type for c in consumed} == {
+        TimestampType.LOG_APPEND_TIME if log_append_time else TimestampType.CREATE_TIME
+    }
 
 
 def test_gzip_section_is_gzip_framed_like_kafka() -> None:

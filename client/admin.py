@@ -323,14 +323,23 @@ class Admin:
     # --- leadership and replicas -----------------------------------------------------
 
     async def elect_leaders(
-        self, partitions: Iterable[TopicPartition] | None = None, *, unclean: bool = False
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        election_type: str = "preferred",
     ) -> dict[TopicPartition, KafkaError | None]:
-        """Preferred (or unclean) election; per partition None or the error it got."""
+        """Leader election of ``partitions`` (None: all), per partition None or the
+        error it got. ``election_type`` "preferred" moves leadership back to the first
+        assigned replica; "unclean" gives a partition without a live leader one, from
+        outside the ISR if need be (Kafka's ElectionType.PREFERRED / UNCLEAN)."""
+        types = {"preferred": ELECTION_PREFERRED, "unclean": ELECTION_UNCLEAN}
+        if election_type.lower() not in types:
+            raise MinibrokerError(f"election_type is preferred or unclean, not {election_type!r}")
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions or ():
             by_topic.setdefault(topic, []).append(partition)
         body = {
-            "election_type": ELECTION_UNCLEAN if unclean else ELECTION_PREFERRED,
+            "election_type": types[election_type.lower()],
             "topic_partitions": None
             if partitions is None
             else [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],

@@ -41,13 +41,13 @@ from protocol.errors import (
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
 )
+from protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
 Body = dict[str, Any]
 T = TypeVar("T")
 
 DEFAULT_SETTING = -1
 """num_partitions / replication_factor meaning "use the broker default"."""
-ELECTION_PREFERRED = 0
 
 
 class AdminZk(Protocol):
@@ -202,8 +202,9 @@ class ClusterAdmin:
 
     async def elect_leaders(self, body: Body) -> Body:
         try:
-            if body["election_type"] != ELECTION_PREFERRED:
-                raise InvalidRequestError("only preferred leader election is supported")
+            election_type = body["election_type"]
+            if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
+                raise InvalidRequestError(f"unknown election type {election_type}")
             requested = body["topic_partitions"]
             partitions = (
                 None
@@ -212,7 +213,11 @@ class ClusterAdmin:
                     TopicPartition(t["topic"], p) for t in requested for p in t["partitions"]
                 )
             )
-            event = ev.PreferredReplicaElection(partitions, ev.Reply())
+            event: ev.PreferredReplicaElection | ev.UncleanLeaderElection
+            if election_type == ELECTION_UNCLEAN:
+                event = ev.UncleanLeaderElection(partitions)
+            else:
+                event = ev.PreferredReplicaElection(partitions, ev.Reply())
             assert event.reply is not None
             results = await self._ask_controller(event, event.reply, body["timeout_ms"])
         except KafkaError as exc:

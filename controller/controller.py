@@ -136,6 +136,7 @@ class KafkaController:
             ev.PartitionReassignmentIsrChange: self.reassignment.on_isr_change,
             ev.IsrChangeNotification: self.leadership.on_isr_change_notification,
             ev.PreferredReplicaElection: self.leadership.on_preferred_replica_election,
+            ev.UncleanLeaderElection: self.leadership.on_unclean_leader_election,
             ev.AutoPreferredLeaderBalance: self.leadership.on_auto_leader_balance,
             ev.ControlledShutdown: self._on_controlled_shutdown,
             ev.LogDirEventNotification: self.replica_failure.on_log_dir_event_notification,

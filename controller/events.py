@@ -202,6 +202,19 @@ class PreferredReplicaElection(ControllerEvent):
 
 
 @dataclass(frozen=True)
+class UncleanLeaderElection(ControllerEvent):
+    """ElectLeaders with election type UNCLEAN: give a leader to each partition that
+    has none alive (``partitions`` None means every partition), from outside the ISR if
+    need be. The reply maps each partition to None or why it got no leader."""
+
+    partitions: frozenset[TopicPartition] | None
+    reply: Reply[dict[TopicPartition, KafkaError | None]] = field(default_factory=Reply)
+
+    def preempt(self) -> None:
+        self.reply.fail(NotControllerError("controller moved during election"))
+
+
+@dataclass(frozen=True)
 class AutoPreferredLeaderBalance(ControllerEvent):
     """Timer: check leader imbalance per broker (auto.leader.rebalance.enable)."""
 

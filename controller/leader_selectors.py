@@ -13,6 +13,7 @@ rule                 leader                                   new ISR        tol
 new partition        first live of AR                         live AR        live AR
 offline              first live of AR that is in the ISR      live ISR       live AR
   ... unclean        first live of AR (only if allowed)       [leader]       live AR
+unclean (asked for)  as offline, unclean always allowed       as offline     live AR
 reassigned           first live of RAR that is in the ISR     unchanged      RAR
 preferred            AR[0] if live and in the ISR             unchanged      AR
 controlled shutdown  first live of AR in the ISR and staying  ISR minus the  AR on live or
@@ -63,6 +64,16 @@ def elect_for_offline_partition(
         leader = live_replicas[0]
         return Election(leader, (leader,), live_replicas, unclean=True)
     return None
+
+
+def elect_unclean_leader(
+    assignment: Sequence[int], isr: Sequence[int], live: Collection[int]
+) -> Election | None:
+    """ElectLeaders with election type UNCLEAN: an operator accepts losing data to get
+    the partition back. A live ISR member still wins (then nothing is lost); only
+    without one does the first live replica lead alone, whatever the topic's
+    ``unclean.leader.election.enable`` says."""
+    return elect_for_offline_partition(assignment, isr, live, unclean_allowed=True)
 
 
 def elect_for_reassigned_partition(

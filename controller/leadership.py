@@ -11,6 +11,13 @@ It is asked for by ElectLeaders, by /admin/preferred_replica_election, or by the
 auto-rebalance timer, which elects for every broker whose share of partitions led by
 someone else exceeds ``leader.imbalance.per.broker.percentage``. Partitions being
 deleted or reassigned are left alone (their AR is about to change).
+
+Unclean election (ElectLeaders with election type UNCLEAN) is the operator's way out
+of an offline partition: each named partition without a live leader gets one, from the
+live ISR if there is one, otherwise from any live replica (which may lose acknowledged
+records), through the partition state machine like every other election. A partition
+whose leader is alive answers ELECTION_NOT_NEEDED, one with no live replica
+ELIGIBLE_LEADERS_NOT_AVAILABLE, one of a topic being deleted INVALID_TOPIC_EXCEPTION.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from controller.context import ControllerContext, TopicPartition
 from controller.state_machines import ElectionStrategy, PartitionState
 from protocol.errors import (
     ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
+    InvalidTopicError,
     KafkaError,
     PreferredLeaderNotAvailableError,
     UnknownTopicOrPartitionError,
@@ -93,6 +102,44 @@ class LeadershipManager:
         for tp in candidates:
             failed = tp in failures
             results[tp] = PreferredLeaderNotAvailableError(str(failures[tp])) if failed else None
+        return results
+
+    async def on_unclean_leader_election(self, event: ev.UncleanLeaderElection) -> None:
+        ctx = self._ctx
+        partitions: Iterable[TopicPartition] = (
+            [tp for tp in ctx.all_partitions() if tp.topic not in ctx.topics_to_be_deleted]
+            if event.partitions is None
+            else event.partitions
+        )
+        event.reply.set(await self.elect_unclean_leaders(partitions))
+
+    async def elect_unclean_leaders(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        ctx = self._ctx
+        results: dict[TopicPartition, KafkaError | None] = {}
+        candidates: list[TopicPartition] = []
+        for tp in partitions:
+            lai = ctx.leadership.get(tp)
+            if not ctx.replicas_for(tp):
+                results[tp] = UnknownTopicOrPartitionError(f"{tp} does not exist")
+            elif tp.topic in ctx.topics_to_be_deleted:
+                results[tp] = InvalidTopicError(f"topic {tp.topic} is being deleted")
+            elif lai is not None and ctx.is_replica_online(
+                lai.leader, tp, include_shutting_down=True
+            ):
+                results[tp] = ElectionNotNeededError(f"{tp} is led by live broker {lai.leader}")
+            else:
+                candidates.append(tp)
+        failures = await self._c.partition_state_machine.handle_state_changes(
+            candidates, PartitionState.ONLINE, ElectionStrategy.UNCLEAN
+        )
+        for tp in candidates:
+            failure = failures.get(tp)
+            if failure is not None:
+                results[tp] = EligibleLeadersNotAvailableError(str(failure))
+            else:
+                results[tp] = None
         return results
 
     async def on_auto_leader_balance(self, event: ev.AutoPreferredLeaderBalance) -> None:

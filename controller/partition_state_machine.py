@@ -165,6 +165,8 @@ class PartitionStateMachine:
             return selectors.elect_for_reassigned_partition(target, lai.isr, live)
         if strategy is ElectionStrategy.PREFERRED:
             return selectors.elect_preferred_leader(replicas, lai.isr, live)
+        if strategy is ElectionStrategy.UNCLEAN:
+            return selectors.elect_unclean_leader(replicas, lai.isr, live)
         return selectors.elect_for_controlled_shutdown(
             replicas,
             lai.isr,

@@ -26,7 +26,8 @@ Partition transitions:
     New -> Online                   leader = first live replica of AR, ISR = live AR;
                                     create the state znode; LeaderAndIsr to live AR
     Online, Offline -> Online       elect with a strategy (offline, reassigned,
-                                    preferred, controlled shutdown); conditional update
+                                    preferred, unclean, controlled shutdown);
+                                    conditional update
     New, Online, Offline -> Offline mark only (the leader is gone)
     Offline -> NonExistent          mark only (topic deleted)
 
@@ -165,6 +166,7 @@ class ElectionStrategy(enum.Enum):
     OFFLINE = "offline"
     REASSIGNED = "reassigned"
     PREFERRED = "preferred"
+    UNCLEAN = "unclean"
     CONTROLLED_SHUTDOWN = "controlled_shutdown"
 
 

@@ -220,6 +220,12 @@ class PreferredLeaderNotAvailableError(KafkaError):
     retriable = True
 
 
+class EligibleLeadersNotAvailableError(KafkaError):
+    code = 83
+    name = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    retriable = True
+
+
 class ElectionNotNeededError(KafkaError):
     code = 84
     name = "ELECTION_NOT_NEEDED"

@@ -36,9 +36,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--election-type",
+        type=str.lower,  # kafka-leader-election.sh spells them PREFERRED / UNCLEAN
         choices=("preferred", "unclean"),
         default="preferred",
-        help="(default preferred)",
+        help="preferred: back to the first assigned replica; unclean: a leader for"
+        " partitions without a live one, from outside the ISR if need be (default preferred)",
     )
     add_bootstrap(parser)
     add_format(parser)
@@ -61,7 +63,7 @@ async def _run(args: argparse.Namespace) -> int:
             else:
                 [described] = await admin.describe_topics([args.topic])
                 partitions = [(args.topic, p.partition) for p in described.partitions]
-        results = await admin.elect_leaders(partitions, unclean=args.election_type == "unclean")
+        results = await admin.elect_leaders(partitions, election_type=args.election_type)
     rows = []
     failed = 0
     for (topic, partition), error in sorted(results.items()):

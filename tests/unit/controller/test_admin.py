@@ -177,8 +177,28 @@ async def test_elect_leaders_runs_a_preferred_election_on_the_controller() -> No
             (7, 3),
         ]
         assert zk.znodes[T0].leader == 1
-        unclean = {"election_type": 1, "topic_partitions": None, "timeout_ms": 5000}
-        assert (await admin.elect_leaders(unclean))["error_code"] == 42
+        unknown = {"election_type": 2, "topic_partitions": None, "timeout_ms": 5000}
+        assert (await admin.elect_leaders(unknown))["error_code"] == 42
+
+
+async def test_unclean_elect_leaders_answers_election_not_needed_for_a_live_leader() -> None:
+    async with active_admin() as (admin, zk):
+        named = {
+            "election_type": 1,
+            "topic_partitions": [{"topic": "t", "partitions": [0]}],
+            "timeout_ms": 5000,
+        }
+        response = await admin.elect_leaders(named)
+        (topic,) = response["replica_election_results"]
+        assert [(r["partition_id"], r["error_code"]) for r in topic["partition_result"]] == [
+            (0, 84)
+        ]
+        everything = named | {"topic_partitions": None}
+        assert await admin.elect_leaders(everything) == {
+            "error_code": 0,
+            "replica_election_results": [],
+        }
+        assert zk.znodes[T0].leader == 2
 
 
 async def test_reassignment_apis_and_controlled_shutdown_on_the_controller() -> None:

@@ -16,7 +16,12 @@ from controller.event_manager import ControllerEventManager as EventManagerFor
 from controller.request_batch import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 from controller.state_machines import PartitionState, ReplicaState
 from controller.zk_types import StateChange, WatchEvent, WatchType, ZkEvent, ZkState
-from protocol.errors import ElectionNotNeededError, NotControllerError
+from protocol.errors import (
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
+    NotControllerError,
+    UnknownTopicOrPartitionError,
+)
 from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -248,6 +253,39 @@ async def test_preferred_election_requested_in_zookeeper_runs_and_clears_the_req
     zk.preferred = {T0}
     await controller.process(ev.PreferredReplicaElection(from_zk=True))
     assert zk.znodes[T0].leader == 1 and zk.preferred == set()
+
+
+async def test_unclean_election_gives_an_offline_partition_a_leader_from_outside_the_isr() -> None:
+    controller, zk, channel = await active_cluster()  # unclean.leader.election.enable false
+    zk.znodes[T0] = LeaderAndIsr(1, 4, (1,), 1, 6)
+    controller.context.leadership[T0] = zk.znodes[T0]
+    del zk.brokers[1]
+    await controller.process(ev.BrokerChange())
+    assert zk.znodes[T0].leader == -1
+    channel.sent.clear()
+    request = ev.UncleanLeaderElection(frozenset({T0, T1}))
+    await controller.process(request)
+    results = await request.reply.wait()
+    assert results[T0] is None and isinstance(results[T1], ElectionNotNeededError)
+    elected = zk.znodes[T0]
+    assert (elected.leader, elected.isr) == (2, (2,))
+    assert elected.leader_epoch > 4
+    assert controller.unclean_elections == 1
+    assert T0 not in controller.context.offline_partitions()
+    assert channel.partitions(2, LEADER_AND_ISR)[T0]["leader"] == 2
+    assert channel.partitions(3, UPDATE_METADATA)[T0]["leader"] == 2
+
+
+async def test_unclean_election_answers_why_a_partition_got_no_leader() -> None:
+    controller, zk, _ = await active_cluster()
+    for broker_id in (1, 2, 3):
+        del zk.brokers[broker_id]
+    await controller.process(ev.BrokerChange())
+    request = ev.UncleanLeaderElection(frozenset({T0, TopicPartition("nope", 0)}))
+    await controller.process(request)
+    results = await request.reply.wait()
+    assert isinstance(results[T0], EligibleLeadersNotAvailableError)
+    assert isinstance(results[TopicPartition("nope", 0)], UnknownTopicOrPartitionError)
 
 
 async def test_auto_rebalance_moves_leaders_of_an_imbalanced_broker() -> None:

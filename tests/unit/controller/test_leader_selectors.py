@@ -11,6 +11,7 @@ from controller.leader_selectors import (
     elect_for_offline_partition,
     elect_for_reassigned_partition,
     elect_preferred_leader,
+    elect_unclean_leader,
 )
 
 
@@ -54,6 +55,24 @@ def test_offline_partition_election(
     expected: Election | None,
 ) -> None:
     assert elect_for_offline_partition(assignment, isr, live, unclean_allowed=unclean) == expected
+
+
+@pytest.mark.parametrize(
+    ("assignment", "isr", "live", "expected"),
+    [
+        # a live ISR member is still preferred: nothing acknowledged is lost
+        ([1, 2, 3], [1, 3], {2, 3}, Election(3, (3,), (2, 3))),
+        # otherwise the first live replica of AR leads alone, whatever the topic allows
+        ([1, 2, 3], [1], {2, 3}, Election(2, (2,), (2, 3), unclean=True)),
+        ([3, 2], [], {2}, Election(2, (2,), (2,), unclean=True)),
+        # no live replica at all: nobody can lead
+        ([1, 2], [1], {3}, None),
+    ],
+)
+def test_unclean_election_asked_for_prefers_a_live_isr_member_then_any_live_replica(
+    assignment: list[int], isr: list[int], live: set[int], expected: Election | None
+) -> None:
+    assert elect_unclean_leader(assignment, isr, live) == expected
 
 
 @pytest.mark.parametrize(

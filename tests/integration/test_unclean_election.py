@@ -1,0 +1,81 @@
+"""ElectLeaders with election type UNCLEAN against a real ZooKeeper and real brokers:
+the operator's way to bring back a partition whose whole ISR is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from client.admin import Admin
+from controller.context import TopicPartition
+from controller.zk_client import ZkClient
+from controller.zk_data import KafkaZkClient
+from protocol.api import ApiKey
+from protocol.errors import ElectionNotNeededError
+from tests.integration.test_controller import cluster, wait_until_async
+
+pytestmark = pytest.mark.timeout(90)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_unclean_election_gives_a_partition_whose_isr_died_the_other_live_replica(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    async with cluster(tmp_path, zk_connect) as c:  # unclean.leader.election.enable false
+        controller_id = c.controllers()[0]
+        leader, follower = sorted(b for b in c.brokers if b != controller_id)
+        assignment = [{"partition_index": 0, "broker_ids": [leader, follower]}]
+        body = {
+            "topics": [
+                {"name": "u", "assignments": assignment},
+                {"name": "fine", "num_partitions": 1, "replication_factor": 2},
+            ],
+            "timeout_ms": 10_000,
+        }
+        response = await c.request(ApiKey.CREATE_TOPICS, body)
+        assert [t["error_code"] for t in response["topics"]] == [0, 0]
+        data = KafkaZkClient(zk_client)
+        tp = TopicPartition("u", 0)
+        state = (await data.read_partition_states([tp]))[tp]
+        # The leader shrank the ISR to itself (as after a lagging follower), then died.
+        shrunk = state.new_leader(leader, [leader], state.controller_epoch)
+        assert tp in (await data.update_partition_states({tp: shrunk})).written
+        c.stop(leader)
+
+        async def offline() -> bool:
+            return (await data.read_partition_states([tp]))[tp].leader == -1
+
+        await wait_until_async(offline, "the partition to go offline")
+        before = (await data.read_partition_states([tp]))[tp]
+
+        port = c.brokers[controller_id].port
+        cli = await trio.run_process(
+            [
+                *(sys.executable, "-m", "client.cli.main", "elect-leaders", "--topic", "u"),
+                *("--election-type", "UNCLEAN", "--format", "json"),
+                *("--bootstrap-server", f"127.0.0.1:{port}"),
+            ],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+        assert cli.returncode == 0, cli.stderr.decode()
+        assert [(r["partition"], r["result"]) for r in json.loads(cli.stdout)] == [(0, "elected")]
+        after = (await data.read_partition_states([tp]))[tp]
+        assert (after.leader, after.isr) == (follower, (follower,))
+        assert after.leader_epoch > before.leader_epoch
+
+        async with Admin(f"127.0.0.1:{port}") as admin:
+            [described] = await admin.describe_topics(["u"])
+            assert described.partitions[0].leader == follower  # brokers were told
+            results = await admin.elect_leaders([("u", 0), ("fine", 0)], election_type="unclean")
+        assert set(results) == {("u", 0), ("fine", 0)}
+        assert all(isinstance(e, ElectionNotNeededError) for e in results.values())

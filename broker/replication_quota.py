@@ -20,18 +20,19 @@ samples of ``SAMPLE_S`` seconds (Kafka's replication.quota.window.num / .size.se
 scaled down: a partition copy of a few seconds must be shaped within the first second,
 not after eleven). As Kafka's Rate, the window counts as at least ``WINDOW_SAMPLES - 1``
 whole samples long, so a burst at the start is spread over that span rather than
-measured over microseconds. Nothing blocks here: the fetch paths ask
-``is_exceeded()`` before sending or asking for a throttled partition's bytes, skip it
-while the quota is exceeded, bound what they ask or send by ``allowance()``, and
+measured over microseconds. Nothing blocks here: per fetch, the fetch paths hand the
+throttled partitions at most the quota's ``allowance()`` between them
+(``FetchBudget``), leave a partition out when nothing is left (the quota is full), and
 ``record()`` what they did move (bytes of throttled partitions only). Kafka does not
 bound the size: with its 11 s window a 1 MiB fetch is small, with ours it is not, and a
 window that forgets a big overshoot lets the rate run far over its bound. What is left
 is at most one record batch over the allowance (a fetch always carries whole batches).
 
-Who uses it: the leader (broker/replica_manager.py) leaves a throttled partition's
-records out of a follower's Fetch answer when that follower is not in the ISR; the
-follower (broker/replica_fetcher.py) leaves a throttled partition out of its Fetch
-request while it has not caught up. In-sync replicas are never held back - their
+Who uses it: the leader (broker/replica_manager.py) bounds a throttled partition's
+records in a follower's Fetch answer (none while the quota is full: HW and offsets
+still go back) when that follower is not in the ISR; the follower
+(broker/replica_fetcher.py) bounds a throttled partition's ask, or leaves it out of
+its Fetch, while it has not caught up. In-sync replicas are never held back - their
 bytes still count, as in Kafka, so a throttle set on live partitions slows only the
 copies. Everything runs on the broker's Trio thread; no locks.
 """

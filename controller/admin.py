@@ -2,7 +2,8 @@
 
 CreateTopics and DeleteTopics work on any broker: they validate, then write ZooKeeper
 (the assignment from Kafka's algorithm in controller/assignment.py, or a deletion mark)
-and the active controller reacts to the watch. ElectLeaders,
+and the active controller reacts to the watch; each then waits, up to the request's
+``timeout_ms``, for the outcome (the topic in local metadata, the topic's znode gone). ElectLeaders,
 AlterPartitionReassignments, ListPartitionReassignments and ControlledShutdown are
 answered only by the active controller (others say NOT_CONTROLLER, the client asks
 again after refreshing metadata): they become events on the controller's queue and the
@@ -59,6 +60,7 @@ class AdminZk(Protocol):
         self, topic: str, partitions: Mapping[int, Sequence[int]], config: Mapping[str, str]
     ) -> None: ...
     async def mark_topic_for_deletion(self, topic: str) -> bool: ...
+    async def wait_for_topics_deleted(self, topics: Iterable[str]) -> None: ...
 
 
 ConfigValidator = Callable[[Mapping[str, str]], None]
@@ -171,6 +173,10 @@ class ClusterAdmin:
         return assignment
 
     async def delete_topics(self, body: Body) -> Body:
+        """Mark the topics for deletion, then (Kafka's DelayedDeleteTopics) wait up to
+        ``timeout_ms`` until the controller has deleted them; one still there then is
+        REQUEST_TIMED_OUT (it stays marked: the deletion goes on, typically once a
+        stopped replica's broker is back). ``timeout_ms`` <= 0 answers once marked."""
         existing = await self._zk.get_topics()
         results: list[Body] = []
         for name in body["topic_names"]:
@@ -184,6 +190,21 @@ class ClusterAdmin:
                 results.append({"name": name} | _error(exc))
             else:
                 results.append({"name": name, "error_code": NONE, "error_message": None})
+        marked = {r["name"] for r in results if r["error_code"] == NONE}
+        timeout_ms = body["timeout_ms"]
+        if marked and timeout_ms > 0:
+            with trio.move_on_after(timeout_ms / 1000):
+                await self._zk.wait_for_topics_deleted(marked)
+            still_there = await self._zk.get_topics() & marked
+            for result in results:
+                if result["name"] in still_there:
+                    result |= _error(
+                        RequestTimedOutError(
+                            f"topic {result['name']!r} is marked for deletion but was not"
+                            f" deleted within {timeout_ms} ms (is a broker holding one of its"
+                            " replicas down?)"
+                        )
+                    )
         return {"topics": results}
 
     # -- active controller only ---------------------------------------------------------

@@ -51,6 +51,7 @@ from controller.zk_client import (
     ZkClient,
     ZkError,
     ZkEvent,
+    ZkState,
 )
 from controller.zk_model import (
     BROKER_IDS_PATH,
@@ -285,6 +286,29 @@ class KafkaZkClient:
         except NodeExists:
             return False
         return True
+
+    async def wait_for_topics_deleted(self, topics: Iterable[str]) -> None:
+        """Return once ``/brokers/topics/T`` of every topic is gone: the controller has
+        finished deleting them (every replica stopped and deleted, the znodes removed).
+        Never gives up by itself; cancel it to stop waiting.
+
+        Each topic znode carries an exists watch; any firing on a pending path, and any
+        (re)connection (whose lost watches need re-arming), leads to a re-read.
+        """
+        pending = {topic_path(t) for t in topics}
+        with self.zk.subscribe() as events:  # before the reads, so no firing is missed
+            while True:
+                for path in sorted(pending):
+                    if await self.zk.exists(path, watch=True) is None:
+                        pending.discard(path)
+                if not pending:
+                    return
+                async for event in events:
+                    if isinstance(event, WatchEvent):
+                        if event.path in pending:
+                            break
+                    elif event.state is ZkState.CONNECTED:
+                        break
 
     async def get_topic_deletions(self, *, watch: bool = False) -> set[str]:
         """Topics marked for deletion; ``watch`` arms the child watch (TopicDeletion)."""

@@ -27,6 +27,8 @@ class AdminZk:
     topics: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     marked: set[str] = field(default_factory=set)
+    deleted: trio.Event = field(default_factory=trio.Event)
+    """Set by a test when "the controller" has deleted every marked topic."""
 
     async def get_live_brokers(self, *, watch: bool = False) -> dict[int, Broker]:
         return self.live
@@ -43,6 +45,14 @@ class AdminZk:
     async def mark_topic_for_deletion(self, topic: str) -> bool:
         self.marked.add(topic)
         return True
+
+    async def wait_for_topics_deleted(self, topics: Any) -> None:
+        await self.deleted.wait()
+
+    def finish_deletions(self) -> None:
+        for topic in self.marked:
+            self.topics.pop(topic, None)
+        self.deleted.set()
 
 
 def idle_controller() -> KafkaController:
@@ -129,13 +139,40 @@ async def test_create_topics_waits_for_the_new_topic_in_local_metadata() -> None
 async def test_delete_topics_marks_existing_topics_only() -> None:
     zk = AdminZk(topics={"t": {0: [1]}})
     response = await ClusterAdmin(zk, idle_controller()).delete_topics(
-        {"topic_names": ["t", "nope"]}
+        {"topic_names": ["t", "nope"], "timeout_ms": 0}
     )
     assert [r["error_code"] for r in response["topics"]] == [0, 3]
-    assert zk.marked == {"t"}
+    assert zk.marked == {"t"} and "t" in zk.topics  # timeout 0: answered once marked
     disabled = ClusterAdmin(zk, idle_controller(), delete_topic_enable=False)
-    response = await disabled.delete_topics({"topic_names": ["t"]})
+    response = await disabled.delete_topics({"topic_names": ["t"], "timeout_ms": 0})
     assert response["topics"][0]["error_code"] == 73
+
+
+async def test_delete_topics_answers_once_the_controller_has_deleted_the_topic() -> None:
+    zk = AdminZk(topics={"t": {0: [1]}})
+    admin = ClusterAdmin(zk, idle_controller())
+    answers: list[dict[str, Any]] = []
+
+    async def delete() -> None:
+        answers.append(await admin.delete_topics({"topic_names": ["t"], "timeout_ms": 10_000}))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(delete)
+        await trio.testing.wait_all_tasks_blocked()
+        assert zk.marked == {"t"} and answers == []
+        zk.finish_deletions()
+    assert answers == [{"topics": [{"name": "t", "error_code": 0, "error_message": None}]}]
+
+
+async def test_delete_topics_times_out_while_the_deletion_cannot_finish(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    zk = AdminZk(topics={"t": {0: [1]}, "u": {0: [2]}})
+    admin = ClusterAdmin(zk, idle_controller())
+    response = await admin.delete_topics({"topic_names": ["t", "u"], "timeout_ms": 30_000})
+    assert [(r["name"], r["error_code"]) for r in response["topics"]] == [("t", 7), ("u", 7)]
+    assert "not deleted within 30000 ms" in response["topics"][0]["error_message"]
+    assert zk.marked == {"t", "u"}  # still marked: the controller goes on when it can
 
 
 async def test_controller_apis_answer_not_controller_on_other_brokers() -> None:

@@ -86,8 +86,8 @@ def throttled_replicas_problem(value: str) -> str | None:
     for entry in text.split(","):
         if not _ENTRY.fullmatch(entry.strip()):
             return (
-                f"must be the literal '*' or a list of replicas in the format "
-                f"[partitionId]:[brokerId],[partitionId]:[brokerId],... ({entry.strip()!r})"
+                "must be the literal '*' or a list of replicas in the format "
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
             )
     return None
 

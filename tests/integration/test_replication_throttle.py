@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,7 +25,6 @@ from client.producer import Producer
 from client.reassignment import parse_reassignment
 from storage.names import TopicPartition
 from tests.integration.test_log_dir_moves import read_all, wait_until
-from tests.integration.test_topic_configs import cli
 from tests.support.broker import broker_config
 
 LEADER_LIST = "leader.replication.throttled.replicas"
@@ -35,6 +36,18 @@ RECORD_BYTES = 64 * 1024
 RECORDS = 100  # ~6.5 MB to copy
 RATE = 1_300_000  # bytes/s: the copy should take ~5 s
 POLL_S = 0.05
+ROOT = Path(__file__).resolve().parents[2]  # the repo: `python3 -m client.cli.main` runs there
+
+
+async def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``minibroker ARGS --bootstrap-server B`` as a user runs it (its own process)."""
+    command = [sys.executable, "-m", "client.cli.main", *args, "--bootstrap-server", bootstrap]
+    done = await trio.run_process(
+        command, cwd=ROOT, capture_stdout=True, capture_stderr=True, check=False
+    )
+    return subprocess.CompletedProcess(
+        command, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
 
 
 @asynccontextmanager

@@ -15,7 +15,8 @@ Like kafka-reassign-partitions.sh, with Kafka's JSON (client/reassignment.py):
   polled until everything is (bounded by ``--timeout`` when given); ``--no-wait``
   reports once. Exit 0 when all are complete.
 - ``--cancel``: cancels the partitions' ongoing broker moves and brings each log-dir
-  move back to the dir the replica is in now (which deletes its -future copy).
+  move back to the dir the replica is in now (which deletes its -future copy), then
+  removes the throttles as ``--verify`` does (``--preserve-throttles`` keeps them).
 
 Throttles (bytes/s) are dynamic broker configs (broker/broker_configs.py), set by
 ``--execute`` before anything moves, as Kafka's tool does:
@@ -92,6 +93,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--timeout", type=int, metavar="MS", default=None, help="(default 10000 for --execute)"
     )
     parser.add_argument("--no-wait", action="store_true", help="--verify reports once")
+    parser.add_argument(
+        "--preserve-throttles",
+        action="store_true",
+        help="--cancel leaves the replication throttles in place",
+    )
     add_bootstrap(parser)
 
 
@@ -412,4 +418,6 @@ async def _cancel(args: argparse.Namespace, moves: list[PartitionMove]) -> int:
                 print(f"Log dir move of {topic}-{partition} on broker {broker} {outcome}")
         if not targets and not back:
             print("Nothing to cancel: no move of these partitions is in progress")
+        if not args.preserve_throttles:  # as Kafka's tool: a cancelled move needs none
+            await _clear_throttles(admin, moves)
     return 0

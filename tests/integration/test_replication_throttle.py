@@ -223,3 +223,45 @@ async def test_a_malformed_throttled_replicas_list_is_a_one_line_cli_error(
         assert FOLLOWER_LIST in altered.stderr and "INVALID_CONFIG" in altered.stderr
         fine = await cli(bootstrap, "topic", "alter-config", "ok", "--set", f"{FOLLOWER_LIST}=0:1")
         assert fine.returncode == 0, fine.stderr
+
+
+@pytest.mark.timeout(90)
+async def test_cancelling_a_throttled_reassignment_removes_the_throttle_unless_preserved(
+    tmp_path: Path, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    slow = 20_000  # bytes/s: the 6.5 MB copy could not finish during this test
+    async with cluster(tmp_path, zk_connect, (1, 2)) as brokers:
+        bootstrap = f"127.0.0.1:{brokers[1].port}"
+        async with Admin(bootstrap) as admin:
+            await admin.create_topic("held", assignments={0: [1]})
+        await produce(bootstrap, "held", RECORDS)
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps(
+                {"version": 1, "partitions": [{"topic": "held", "partition": 0, "replicas": [2]}]}
+            )
+        )
+        moves = parse_reassignment(plan.read_text())
+        common = ("--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap)
+        async with Admin(bootstrap) as admin:
+            for preserve in (True, False):
+                executed = cli_args("--execute", *common, "--throttle", str(slow))
+                assert await reassign._execute(executed, moves) == 0
+                flags = ("--preserve-throttles",) if preserve else ()
+                assert await reassign._cancel(cli_args("--cancel", *common, *flags), moves) == 0
+                out, _err = capsys.readouterr()
+                assert "Reassignment of held-0 cancelled" in out
+                assert await replicas_of(admin, "held") == (1,)
+                kept = await overrides(admin, "held")
+                rates = {
+                    e.name
+                    for e in await admin.describe_broker_config(1)
+                    if e.source == DYNAMIC_BROKER
+                }
+                if preserve:
+                    assert (kept[LEADER_LIST], kept[FOLLOWER_LIST]) == ("0:1", "0:2")
+                    assert rates == set(RATES)
+                else:
+                    assert not {LEADER_LIST, FOLLOWER_LIST} & set(kept)
+                    assert rates == set()
+                    assert "Clearing topic-level throttles on topic held" in out

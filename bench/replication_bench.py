@@ -38,7 +38,7 @@ from controller.zk_data import KafkaZkClient
 from controller.zookeeper_server import ZooKeeperServer
 from protocol.api import ApiKey
 from protocol.records import encode_values
-from tests.fault.cluster import ProcessCluster
+from tests.support.cluster import ProcessCluster
 
 MIB = 1 << 20
 WINDOW = 4

@@ -29,8 +29,8 @@ from controller.zk_data import KafkaZkClient
 from protocol.api import ApiKey
 from protocol.errors import KafkaError
 from protocol.records import decode_records
-from tests.fault.cluster import ProcessCluster
 from tests.support.broker import batch
+from tests.support.cluster import ProcessCluster
 from tests.support.durability import DurabilityChecker, ReadRecord
 
 TOPIC = "durable"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.support.cluster import ROOT, _env
+from tests.support.broker_process import ROOT, child_env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,7 +40,7 @@ def test_broker_down_is_one_line_naming_the_address_and_exit_code_1(argv: list[s
         capture_output=True,
         timeout=45,
         cwd=ROOT,
-        env=_env(),
+        env=child_env(),
     )
     err = result.stderr.decode()
     assert result.returncode == 1, err

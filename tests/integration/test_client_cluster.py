@@ -72,7 +72,7 @@ async def test_acknowledged_records_survive_the_leader_being_killed(
     assert {offset: found[offset] for offset in acknowledged} == acknowledged
 
     # The killed leader, started again, catches up and rejoins the ISR.
-    await trio.to_thread.run_sync(cluster.restart_broker, old_leader)
+    await cluster.restart_broker(old_leader)
     async with Admin(cluster.bootstrap) as admin:
         with trio.fail_after(90):
             while True:

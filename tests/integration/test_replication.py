@@ -14,7 +14,6 @@ from controller.zk_client import ZkClient
 from controller.zk_data import KafkaZkClient
 from protocol.api import ApiKey
 from protocol.errors import FencedLeaderEpochError, NotEnoughReplicasError, UnknownLeaderEpochError
-from tests.fault.cluster import ProcessCluster
 from tests.support.broker import (
     FakeController,
     WireClient,
@@ -26,6 +25,7 @@ from tests.support.broker import (
     produce_body,
     running_broker,
 )
+from tests.support.cluster import ProcessCluster
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -30,8 +30,9 @@ from protocol.api import ApiKey
 from protocol.errors import InvalidConfigError, NotEnoughReplicasError
 from storage.log_manager import LogManager
 from storage.names import TopicPartition as LocalPartition
-from tests.fault.cluster import ROOT, ProcessCluster
 from tests.support.broker import batch, broker_config
+from tests.support.broker_process import ROOT
+from tests.support.cluster import ProcessCluster
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -1,4 +1,13 @@
-"""A real local cluster for tests: ZooKeeper + N broker processes, via `minibroker dev up`.
+"""Clusters of broker processes for tests; every broker process is a ``BrokerProcess``
+(tests/support/broker_process.py) or a child of ``minibroker dev up``.
+
+``ProcessCluster(root, zk_connect, size=3)``: N brokers over a ZooKeeper the test already
+has (the ``zk_connect`` fixture's chroot), driven from async tests, fault tests and
+benches. Broker ``i`` logs to ``<root>/broker-<i>/logs`` and prints to
+``<root>/broker-<i>.out``. Faults: ``kill`` (SIGKILL), ``pause`` / ``resume`` (SIGSTOP /
+SIGCONT), ``terminate`` (SIGTERM, controlled shutdown), and ``start`` again on the same
+port. Requests go through ``client.connection.Connection`` to one broker. ``close()``
+kills whatever still runs, so a failing test leaves no process behind.
 
 ``LocalCluster(data_dir, brokers=3).start()`` runs ``python -m client.cli.main dev up``
 with every port 0 (free ports, so parallel runs never collide) and waits until its
@@ -7,11 +16,11 @@ then talks to ``cluster.bootstrap``; ``cluster.cli(...)`` runs CLI commands agai
 ``kill_broker`` takes a broker away (SIGKILL, or SIGTERM for a clean stop),
 ``pause_broker`` / ``resume_broker`` freeze it (SIGSTOP / SIGCONT) and ``restart_broker``
 starts it again on the same port and log dirs (that process belongs to this object, not
-to the supervisor). ``stop()`` stops the supervisor (which stops brokers, then
-ZooKeeper), then the restarted brokers, and afterwards kills, by pid, any child the
-dev.json lists that is still alive, so no process outlives a failed test.
+to the supervisor). ``stop()`` stops the restarted brokers, then the supervisor (which
+stops brokers, then ZooKeeper), and afterwards kills, by pid, any child the dev.json
+lists that is still alive, so no process outlives a failed test.
 
-Fixtures: ``local_cluster`` (a fresh 3-broker cluster per test module, since a
+Fixtures: ``local_cluster`` (a fresh 3-broker LocalCluster per test module, since a
 ZooKeeper JVM plus three brokers take a few seconds to start). Import it into a
 conftest.py or a test module to use it.
 """
@@ -25,32 +34,148 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
-ROOT = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 120.0  # a JVM start and broker registration on a loaded CI machine
-STOP_TIMEOUT_S = 90.0  # the supervisor's own SIGTERM -> SIGKILL ladder fits in this
+from client.cli.dev import pid_running
+from client.connection import Connection
+from protocol.api import ApiKey
+from tests.support.broker_process import ROOT, STOP_TIMEOUT_S, BrokerProcess, child_env
+
 # Fast failure detection for fault drills: a killed broker's ZooKeeper session (and so
-# its leadership) ends after this long instead of Kafka's 18 s default.
-TEST_BROKER_PROPERTIES = ("zookeeper.session.timeout.ms=6000",)
+# its leadership) ends after 4 s instead of Kafka's 18 s default, a stopped follower
+# leaves the ISR after 3 s, and fetches and controlled-shutdown retries come back quickly.
+FAULT_PROPERTIES: dict[str, Any] = {
+    "zookeeper.session.timeout.ms": 4000,
+    "replica.fetch.backoff.ms": 100,
+    "replica.fetch.wait.max.ms": 200,
+    "replica.lag.time.max.ms": 3000,
+    "controlled.shutdown.retry.backoff.ms": 200,
+}
+# The `dev up` brokers only get the shorter session (6 s), as they always have: the two
+# sets stay apart so that neither group of tests changes its timing.
+LOCAL_PROPERTIES = ("zookeeper.session.timeout.ms=6000",)
+LOCAL_START_TIMEOUT_S = 120.0  # a JVM start and broker registration on a loaded CI machine
+LOCAL_STOP_TIMEOUT_S = 90.0  # the supervisor's own SIGTERM -> SIGKILL ladder fits in this
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+class ProcessCluster:
+    """N ``BrokerProcess``es (ids 1..N) over one ZooKeeper connect string."""
 
+    def __init__(
+        self, root: Path, zk_connect: str, *, size: int = 3, properties: Mapping[str, Any] = {}
+    ) -> None:
+        self.root = root
+        self.zk_connect = zk_connect
+        self.properties = {**FAULT_PROPERTIES, **properties}
+        settings = tuple(f"{key}={value}" for key, value in self.properties.items())
+        self.brokers = {
+            i: BrokerProcess(
+                i, [root / f"broker-{i}" / "logs"], zk_connect, root / f"broker-{i}.out", settings
+            )
+            for i in range(1, size + 1)
+        }
 
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    # -- processes --------------------------------------------------------------------
+
+    async def start_all(self) -> None:
+        async with trio.open_nursery() as nursery:
+            for broker in self.brokers.values():
+                nursery.start_soon(broker.start)
+
+    async def start(self, broker_id: int) -> None:
+        await self.brokers[broker_id].start()
+
+    def output(self, broker_id: int) -> str:
+        return self.brokers[broker_id].output()
+
+    def kill(self, broker_id: int) -> None:
+        self.brokers[broker_id].kill()
+
+    def pause(self, broker_id: int) -> None:
+        self.brokers[broker_id].pause()
+
+    def resume(self, broker_id: int) -> None:
+        self.brokers[broker_id].resume()
+
+    async def terminate(self, broker_id: int, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM (controlled shutdown), SIGKILL after ``timeout``; the exit code."""
+        return await trio.to_thread.run_sync(self.brokers[broker_id].stop, timeout)
+
+    def close(self) -> None:
+        for broker in self.brokers.values():
+            broker.kill()
+
+    @property
+    def live(self) -> list[int]:
+        return [i for i, b in self.brokers.items() if b.running and not b.paused]
+
+    # -- requests ---------------------------------------------------------------------
+
+    async def request(
+        self, broker_id: int, api_key: ApiKey, body: dict[str, Any], timeout: float = 10.0
+    ) -> Any:
+        port = self.brokers[broker_id].port
+        async with Connection("127.0.0.1", port, connect_timeout=timeout) as conn:
+            return await conn.request(api_key, body, timeout=timeout)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] = {},
+        *,
+        assignment: Mapping[int, list[int]] | None = None,
+    ) -> None:
+        """CreateTopics; ``assignment`` (partition -> replicas) replaces the counts."""
+        topic: dict[str, Any] = {
+            "name": name,
+            "num_partitions": partitions,
+            "replication_factor": replication_factor,
+            "configs": [{"name": k, "value": v} for k, v in configs.items()],
+        }
+        if assignment is not None:
+            topic.update(
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[
+                    {"partition_index": p, "broker_ids": r} for p, r in assignment.items()
+                ],
+            )
+        body = {
+            "topics": [topic],
+            "timeout_ms": 20_000,
+        }
+        response = await self.request(self.live[0], ApiKey.CREATE_TOPICS, body, timeout=30)
+        assert response["topics"][0]["error_code"] == 0, response
+
+    async def metadata(self, topic: str) -> dict[str, Any]:
+        """The topic's Metadata answer from the first live broker that answers."""
+        last: Exception | None = None
+        for broker_id in self.live:
+            try:
+                response = await self.request(
+                    broker_id, ApiKey.METADATA, {"topics": [{"name": topic}]}
+                )
+            except Exception as exc:  # a broker going down mid-test: ask another
+                last = exc
+                continue
+            topic_metadata: dict[str, Any] = response["topics"][0]
+            return topic_metadata
+        raise AssertionError(f"no broker answered Metadata: {last!r}")
+
+    async def wait_until(self, condition: Any, what: str, timeout: float = 30.0) -> None:
+        """Await ``condition()`` (async) until true; state lives in other processes."""
+        with trio.move_on_after(timeout):
+            while not await condition():
+                await trio.sleep(0.1)
+            return
+        raise AssertionError(f"timed out waiting for {what}")
 
 
 class LocalCluster:
@@ -59,10 +184,10 @@ class LocalCluster:
     def __init__(self, data_dir: Path, brokers: int = 3, properties: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
         self.brokers = brokers
-        self.properties = TEST_BROKER_PROPERTIES + properties
+        self.properties = LOCAL_PROPERTIES + properties
         self.process: subprocess.Popen[bytes] | None = None
         self.state: dict[str, Any] = {}
-        self.restarted: dict[int, subprocess.Popen[bytes]] = {}  # brokers we started again
+        self.restarted: dict[int, BrokerProcess] = {}  # brokers we started again
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -93,11 +218,11 @@ class LocalCluster:
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
-            env=_env(),
+            env=child_env(),
             start_new_session=True,  # a test run's Ctrl-C reaches pytest, which cleans up
         )
         out.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + LOCAL_START_TIMEOUT_S
         try:
             while time.monotonic() < deadline:
                 self.state = self._read_state()
@@ -108,7 +233,7 @@ class LocalCluster:
                         f"dev up exited ({self.process.returncode}): {self.output()}"
                     )
                 time.sleep(0.2)
-            raise RuntimeError(f"cluster not ready in {START_TIMEOUT_S:g} s: {self.output()}")
+            raise RuntimeError(f"cluster not ready in {LOCAL_START_TIMEOUT_S:g} s: {self.output()}")
         except BaseException:
             self.stop()
             raise
@@ -117,22 +242,16 @@ class LocalCluster:
         """Stop everything; children left by a crashed supervisor are killed by pid."""
         state = self.state or self._read_state()
         for broker in self.restarted.values():
-            if broker.poll() is None:
-                broker.send_signal(signal.SIGTERM)
-                try:
-                    broker.wait(timeout=STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    broker.kill()
-                    broker.wait()
+            broker.stop(LOCAL_STOP_TIMEOUT_S)
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(timeout=STOP_TIMEOUT_S)
+                self.process.wait(timeout=LOCAL_STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
         for pid in self._child_pids(state):
-            if _alive(pid):
+            if pid_running(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
@@ -158,10 +277,9 @@ class LocalCluster:
 
     def kill_broker(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to a broker and wait for it to exit (SIGTERM = clean stop)."""
-        pid = self.broker_pid(broker_id)
-        os.kill(pid, sig)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while _alive(pid) and time.monotonic() < deadline:
+        os.kill(self.broker_pid(broker_id), sig)
+        deadline = time.monotonic() + LOCAL_STOP_TIMEOUT_S
+        while pid_running(self.broker_pid(broker_id)) and time.monotonic() < deadline:
             time.sleep(0.05)
 
     def pause_broker(self, broker_id: int) -> None:
@@ -170,52 +288,28 @@ class LocalCluster:
     def resume_broker(self, broker_id: int) -> None:
         os.kill(self.broker_pid(broker_id), signal.SIGCONT)
 
-    def restart_broker(self, broker_id: int) -> None:
+    async def restart_broker(self, broker_id: int) -> None:
         """Start a (killed or stopped) broker again: same id, port and log dirs."""
-        if _alive(self.broker_pid(broker_id)):
+        if pid_running(self.broker_pid(broker_id)):
             raise RuntimeError(f"broker {broker_id} is still running")
+        info = self.state["brokers"][str(broker_id)]
         home = self.data_dir / f"broker-{broker_id}"
-        log = Path(self.state["brokers"][str(broker_id)]["log"])
-        offset = log.stat().st_size if log.exists() else 0
-        argv = [
-            sys.executable,
-            "-m",
-            "client.cli.main",
-            "broker",
-            "--broker-id",
-            str(broker_id),
-            "--listen",
-            f"127.0.0.1:{self.broker_port(broker_id)}",
-            "--log-dirs",
-            f"{home / 'logs-0'},{home / 'logs-1'}",
-            "--zookeeper",
-            f"127.0.0.1:{self.state['zookeeper']['port']}",
-            "--metrics-port",
-            "0",
-        ]
-        for item in self.properties:
-            argv += ["--set", item]
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT,
-                env=_env(),
-                start_new_session=True,
-            )
-        self.restarted[broker_id] = process
-        self.state["brokers"][str(broker_id)]["pid"] = process.pid
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            with log.open("rb") as f:
-                f.seek(offset)
-                if b"listening on port" in f.read():
-                    return
-            if process.poll() is not None:
-                raise RuntimeError(f"broker {broker_id} exited ({process.returncode}); see {log}")
-            time.sleep(0.1)
-        raise RuntimeError(f"broker {broker_id} did not start again in time; see {log}")
+        broker = self.restarted.setdefault(
+            broker_id,
+            BrokerProcess(
+                broker_id,
+                [home / "logs-0", home / "logs-1"],
+                f"127.0.0.1:{self.state['zookeeper']['port']}",
+                Path(info["log"]),
+                self.properties,
+                metrics_port=0,
+                start_timeout=LOCAL_START_TIMEOUT_S,
+                port=info["port"],
+            ),
+        )
+        await broker.start()
+        assert broker.proc is not None
+        info["pid"] = broker.proc.pid
 
     def cli(
         self, *args: str, stdin: bytes | None = None, timeout: float = 60, bootstrap: bool = True
@@ -225,7 +319,7 @@ class LocalCluster:
         if bootstrap:
             argv += ["--bootstrap-server", self.bootstrap]
         return subprocess.run(
-            argv, input=stdin, capture_output=True, timeout=timeout, cwd=ROOT, env=_env()
+            argv, input=stdin, capture_output=True, timeout=timeout, cwd=ROOT, env=child_env()
         )
 
     def output(self) -> str:

@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import ROOT, LocalCluster
+from tests.support.broker_process import ROOT
+from tests.support.cluster import LocalCluster
 
 SCRAPE_CONFIG = ROOT / "deploy" / "prometheus.yml"
 SCRAPE_INTERVAL = "1s"  # fast enough for a test to see a change within a few seconds

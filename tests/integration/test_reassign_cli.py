@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import LocalCluster, local_cluster  # noqa: F401
+from tests.support.cluster import LocalCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -44,7 +44,7 @@ def write(tmp_path: Path, document: object) -> str:
 
 
 def test_a_move_to_another_broker_that_names_a_dir_there_ends_in_that_dir(
-    local_cluster: LocalCluster,  # noqa: F811
+    local_cluster: LocalCluster,
     tmp_path: Path,
 ) -> None:
     cluster = local_cluster
@@ -87,7 +87,7 @@ def test_a_move_to_another_broker_that_names_a_dir_there_ends_in_that_dir(
     assert consumed.stdout.splitlines() == [b"record-%d" % i for i in range(2000)]
 
 
-def test_log_dirs_describe_prints_kafkas_json(local_cluster: LocalCluster) -> None:  # noqa: F811
+def test_log_dirs_describe_prints_kafkas_json(local_cluster: LocalCluster) -> None:
     cluster = local_cluster
     assert cluster.cli("topic", "create", "described", "-p", "2", "-r", "3").returncode == 0
     document = log_dirs(local_cluster, "--broker-list", "1,2", "--topic-list", "described")
@@ -116,7 +116,7 @@ def test_log_dirs_describe_prints_kafkas_json(local_cluster: LocalCluster) -> No
     ],
 )
 def test_reassign_rejects_what_the_cluster_cannot_do_in_one_line(
-    local_cluster: LocalCluster,  # noqa: F811
+    local_cluster: LocalCluster,
     tmp_path: Path,
     entry: dict[str, Any],
     message: str,
@@ -130,7 +130,7 @@ def test_reassign_rejects_what_the_cluster_cannot_do_in_one_line(
 
 
 def test_generate_prints_the_current_and_a_proposed_assignment_over_the_listed_brokers(
-    local_cluster: LocalCluster,  # noqa: F811
+    local_cluster: LocalCluster,
     tmp_path: Path,
 ) -> None:
     assert local_cluster.cli("topic", "create", "gen", "-p", "3", "-r", "2").returncode == 0

@@ -26,6 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import trio
 
@@ -97,14 +98,12 @@ class ProducerBatch:
     def encode(self, compression: Compression) -> bytes:
         """The batch as RecordBatch v2 bytes (encoded once, reused by retries)."""
         if self.encoded is None:
-            if self.simple:
-                values: list[bytes] = [b"" if v is None else v for v in self.values]
-                if any(v is None for v in self.values):  # null values need the general path
-                    self.encoded = self._encode_general(compression)
-                else:
-                    self.encoded = encode_values(
-                        values, timestamp=self.timestamp, compression=compression
-                    )
+            # A null value needs the general encoder (`in` is one C-level scan).
+            if self.simple and None not in self.values:
+                values = cast(list[bytes], self.values)
+                self.encoded = encode_values(
+                    values, timestamp=self.timestamp, compression=compression
+                )
             else:
                 self.encoded = self._encode_general(compression)
         return self.encoded

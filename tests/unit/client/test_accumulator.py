@@ -55,6 +55,15 @@ async def test_values_only_batch_uses_fast_path_and_decodes_back() -> None:
     assert all(r.timestamp == 1_700_000_000_000 and r.key is None for r in records)
 
 
+async def test_a_null_value_in_a_values_only_batch_stays_null() -> None:
+    acc, _ = _accumulator()
+    batch, _ = acc.append("t", 0, b"v0", None, None, None)
+    acc.append("t", 0, None, None, None, None)  # a tombstone
+    assert batch.simple
+    _, records = decode_batch(batch.encode(Compression.NONE))
+    assert [r.value for r in records] == [b"v0", None]
+
+
 async def test_mixed_batch_keeps_keys_headers_and_timestamps_per_record() -> None:
     acc, _ = _accumulator()
     batch, _ = acc.append("t", 0, b"v0", None, None, None)

@@ -155,6 +155,20 @@ def test_fast_value_path_equals_the_general_encoder(values: list[bytes], ts: int
     assert encode_values(values, timestamp=ts) == general
 
 
+@pytest.mark.parametrize("size", [0, 63, 64, 8191, 8192, 16367, 16368, 16369, 16384, 20_000])
+def test_fast_value_path_is_exact_around_its_cache_limits(size: int) -> None:
+    values = [b"v" * size, b"w" * (size // 2)]
+    general = encode_batch([Record(v, timestamp=3) for v in values])
+    assert encode_values(values, timestamp=3) == general
+
+
+@pytest.mark.parametrize("count", [16_384, 16_385])
+def test_fast_value_path_is_exact_for_batches_past_the_delta_cache(count: int) -> None:
+    values = [b"%d" % i for i in range(count)]
+    general = encode_batch([Record(v, timestamp=3) for v in values])
+    assert encode_values(values, timestamp=3) == general
+
+
 def test_records_without_a_timestamp_take_now() -> None:
     batch = encode_batch([Record(b"a"), Record(b"b", timestamp=5)], now_ms=1_000)
     _, decoded = decode_batch(batch)

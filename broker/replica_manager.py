@@ -263,6 +263,7 @@ class ReplicaManager:
             self._check_controller_epoch(controller_epoch, "LeaderAndIsr")
             await self._load_topic_overrides(tp.topic for tp in states if tp not in self.partitions)
             errors: dict[TopicPartition, int] = {}
+            accepted: list[tuple[TopicPartition, PartitionState]] = []
             leaders: list[tuple[Partition, PartitionState]] = []
             followers: list[tuple[Partition, PartitionState]] = []
             for tp, state in states.items():
@@ -294,15 +295,17 @@ class ReplicaManager:
                 if tp.partition < 0:
                     errors[tp] = UnknownTopicOrPartitionError.code
                     continue
-                try:
-                    partition = current or await self._create_partition(tp, state.is_new)
-                except KafkaError as exc:
-                    errors[tp] = exc.code
-                    continue
-                (leaders if state.leader == self.broker_id else followers).append(
-                    (partition, state)
-                )
+                accepted.append((tp, state))
                 errors[tp] = NONE
+            errors |= await self._create_partitions(
+                [tp for tp, _ in accepted if tp not in self.partitions]
+            )
+            for tp, state in accepted:
+                partition = self.partitions.get(tp)
+                if partition is not None and errors[tp] == NONE:
+                    (leaders if state.leader == self.broker_id else followers).append(
+                        (partition, state)
+                    )
             if leaders and self.fetcher is not None:
                 self.fetcher.remove_partitions(p.tp for p, _ in leaders)
             for partition, state in leaders:
@@ -323,27 +326,36 @@ class ReplicaManager:
                 await trio.to_thread.run_sync(write_epoch_checkpoints, caches)
             return errors
 
-    async def _create_partition(self, tp: TopicPartition, is_new: bool) -> Partition:
-        config = self.topic_config(tp.topic)
-        log_config = to_log_config(config)
+    async def _create_partitions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """Partitions (and, where missing, logs) for ``tps``; the error code of each one
+        that failed. All logs are made in one worker-thread call, which fsyncs each log
+        dir once: one LeaderAndIsr can bring hundreds of new partitions."""
+        if not tps:
+            return {}
+        configs = {tp: self.topic_config(tp.topic) for tp in tps}
+        log_configs = {tp: to_log_config(config) for tp, config in configs.items()}
         try:
             async with self.log_manager_lock:
-                log_ = await trio.to_thread.run_sync(
-                    lambda: self.log_manager.get_or_create_log(tp, config=log_config)
+                logs, failures = await trio.to_thread.run_sync(
+                    self.log_manager.get_or_create_logs, log_configs
                 )
         except (OSError, MinibrokerError) as exc:
-            raise KafkaStorageError(f"cannot create the log of {tp}: {exc}") from exc
-        log_.config = log_config  # a log loaded at start-up has only the broker defaults
-        partition = Partition(
-            tp,
-            local_broker_id=self.broker_id,
-            log=log_,
-            config=config,
-            clock=self.clock,
-            initial_high_watermark=self._initial_high_watermark(tp),
-        )
-        self.partitions[tp] = partition
-        return partition
+            failures, logs = {tp: exc for tp in tps}, {}
+        errors: dict[TopicPartition, int] = {}
+        for tp, error in failures.items():
+            log.warning("cannot create the log of %s: %s", tp, error)
+            errors[tp] = error.code if isinstance(error, KafkaError) else KafkaStorageError.code
+        for tp, log_ in logs.items():
+            log_.config = log_configs[tp]  # a log loaded at start-up has the broker defaults
+            self.partitions[tp] = Partition(
+                tp,
+                local_broker_id=self.broker_id,
+                log=log_,
+                config=configs[tp],
+                clock=self.clock,
+                initial_high_watermark=self._initial_high_watermark(tp),
+            )
+        return errors
 
     def _initial_high_watermark(self, tp: TopicPartition) -> int:
         """The HW this broker checkpointed for ``tp`` (0 if none): read once, lazily."""

@@ -20,6 +20,12 @@ or remembered by ``set_preferred_log_dir`` from an AlterReplicaLogDirs that came
 the replica existed), else to the online dir holding the fewest partitions (first listed
 wins a tie).
 
+Creation: ``get_or_create_logs`` creates a batch (one LeaderAndIsr's new partitions)
+and fsyncs each log dir it created partition dirs in ONCE, after creating all of them
+and before returning any: when it returns, every new partition dir survives a crash,
+as when each creation fsynced its log dir itself (one fsync per log, which dominated
+creating many logs on a busy disk). A log is registered only once its dir is durable.
+
 Offline dirs: ``mark_log_dir_offline`` (the broker calls it when I/O in a dir fails)
 forgets every log of that dir without touching its files; no new log is placed there
 and its checkpoints are no longer written. It stays offline until the broker restarts.
@@ -40,10 +46,11 @@ import fcntl
 import logging
 import os
 import shutil
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from protocol.errors import LogDirNotFoundError
+from protocol.errors import KafkaError, LogDirNotFoundError, MinibrokerError
 from storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -179,7 +186,14 @@ class LogManager:
     def partition_count(self, log_dir: Path) -> int:
         return sum(1 for log in self._all_logs() if log.dir.parent == log_dir)
 
-    def _choose_dir(self, preferred_dir: str | Path | None) -> Path:
+    def _partition_counts(self) -> Counter[Path]:
+        return Counter(log.dir.parent for log in self._all_logs())
+
+    def _choose_dir(
+        self, preferred_dir: str | Path | None, counts: Counter[Path] | None = None
+    ) -> Path:
+        """``counts``: partitions per dir, when the caller places many (counting on
+        every placement made creating N logs quadratic in N)."""
         if preferred_dir is not None:
             wanted = Path(preferred_dir).absolute()
             if wanted not in self.log_dirs:
@@ -190,7 +204,9 @@ class LogManager:
         online = [d for d in self.log_dirs if d not in self.offline_log_dirs]
         if not online:
             raise LogDirError("every log dir is offline")
-        return min(online, key=self.partition_count)  # min keeps the first of ties
+        if counts is None:
+            counts = self._partition_counts()
+        return min(online, key=lambda d: counts[d])  # min keeps the first of ties
 
     def log_dir_for_path(self, path: str) -> Path:
         """The configured log dir named by ``path`` (absolute, as AlterReplicaLogDirs
@@ -236,24 +252,75 @@ class LogManager:
         existing = self.get_log(tp, is_future=is_future)
         if existing is not None:
             return existing
+        log = self._new_log(tp, is_future, preferred_dir, config, None)
+        try:
+            fsync_dir(log.dir.parent)
+        except BaseException:
+            log.abandon()
+            raise
+        (self._future_logs if is_future else self._logs)[tp] = log
+        return log
+
+    def get_or_create_logs(
+        self, configs: Mapping[TopicPartition, LogConfig | None]
+    ) -> tuple[dict[TopicPartition, Log], dict[TopicPartition, Exception]]:
+        """``get_or_create_log`` for many current logs at once (None: the topic's
+        config): the logs, and for each one that could not be created (OSError,
+        LogDirError, LogDirNotFoundError) why. Each log dir that got new partition dirs
+        is fsynced once, after all of them were made."""
+        logs: dict[TopicPartition, Log] = {}
+        errors: dict[TopicPartition, Exception] = {}
+        created: dict[Path, list[tuple[TopicPartition, Log]]] = {}
+        counts = self._partition_counts()
+        for tp, config in configs.items():
+            existing = self._logs.get(tp)
+            if existing is not None:
+                logs[tp] = existing
+                continue
+            try:
+                log = self._new_log(tp, False, None, config, counts)
+            except (OSError, MinibrokerError, KafkaError) as exc:  # e.g. an offline dir
+                errors[tp] = exc
+                continue
+            counts[log.dir.parent] += 1
+            created.setdefault(log.dir.parent, []).append((tp, log))
+        for log_dir, new_logs in created.items():
+            try:
+                fsync_dir(log_dir)
+            except OSError as exc:
+                for tp, log in new_logs:
+                    errors[tp] = exc
+                    log.abandon()
+                continue
+            for tp, log in new_logs:
+                self._logs[tp] = logs[tp] = log
+        return logs, errors
+
+    def _new_log(
+        self,
+        tp: TopicPartition,
+        is_future: bool,
+        preferred_dir: str | Path | None,
+        config: LogConfig | None,
+        counts: Counter[Path] | None,
+    ) -> Log:
+        """Make the partition dir and its first segment (not yet fsynced in the log
+        dir, not yet registered)."""
         if preferred_dir is None and not is_future:
             preferred_dir = self.preferred_log_dirs.pop(tp, None)
-        log_dir = self._choose_dir(preferred_dir)
+        log_dir = self._choose_dir(preferred_dir, counts)
         if is_future:
             current = self._logs.get(tp)
             if current is not None and current.dir.parent == log_dir:
                 raise LogDirError(f"{tp} already lives in {log_dir}")
         name = partition_dir_name(tp, FUTURE_DIR_SUFFIX if is_future else "")
-        log = Log(
+        return Log(
             log_dir / name,
             config or self._topic_config(tp.topic),
             had_clean_shutdown=True,
             clock=self.clock,
             flush_stats=self.flush_stats,
         )
-        fsync_dir(log_dir)
-        (self._future_logs if is_future else self._logs)[tp] = log
-        return log
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply changed topic-level settings to the live logs of ``topic``."""

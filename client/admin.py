@@ -31,6 +31,10 @@ TopicPartition = tuple[str, int]
 CREATE_WAIT_S = 30.0  # how long create_topic waits for every new partition to get a leader
 TOPIC_CONFIG_SOURCE = 1  # Kafka's DescribeConfigs config_source for a topic override
 DYNAMIC_BROKER_CONFIG_SOURCE = 1  # config_source of a dynamic override of one broker
+BROKER_WAIT_MARGIN_MS = 5_000
+"""A broker's own wait (DeleteTopics timeout_ms) ends this long before our request
+timeout, so its answer - not a dropped connection and a retry elsewhere - reports a
+deletion that cannot finish."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +186,10 @@ class Admin:
         raise wire_error(5, f"topic {name!r}", f"no leader after {timeout_s:g} s")
 
     async def delete_topic(self, name: str) -> None:
-        body = {"topic_names": [name], "timeout_ms": self.request_timeout_ms}
+        """Delete a topic and return once it is gone. RequestTimedOutError means it is
+        marked for deletion and finishes when every replica's broker can delete it."""
+        wait_ms = max(self.request_timeout_ms - BROKER_WAIT_MARGIN_MS, 0)
+        body = {"topic_names": [name], "timeout_ms": wait_ms}
         response = await self._to_controller(ApiKey.DELETE_TOPICS, body)
         for result in response.get("topics", ()):
             raise_if_error(

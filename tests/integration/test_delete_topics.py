@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import trio
 
+from client.admin import Admin
 from controller.zk_client import ZkClient
 from controller.zk_data import KafkaZkClient
 from protocol.api import ApiKey
+from protocol.errors import RequestTimedOutError
 from tests.integration.test_controller import (
     _member,
     cluster,
@@ -85,6 +87,11 @@ async def test_delete_topics_times_out_while_a_replica_broker_is_down_and_comple
         timed_out = await c.request(ApiKey.DELETE_TOPICS, delete(500))
         assert timed_out["topics"][0]["error_code"] == 7  # REQUEST_TIMED_OUT
         assert "stuck" in await data.get_topics()  # the replica on `down` cannot go yet
+        # The client's own wait ends before its request timeout: the broker's answer
+        # (not a dropped request retried elsewhere) says why.
+        async with Admin(f"127.0.0.1:{c.brokers[up].port}", request_timeout_ms=6_000) as admin:
+            with pytest.raises(RequestTimedOutError, match="marked for deletion"):
+                await admin.delete_topic("stuck")
 
         # Asked before the broker is back (its start takes far longer than this request
         # takes to reach the wait), answered when the resumed deletion completes.

@@ -518,9 +518,9 @@ def _decode_section(
                 pos += 2
             else:
                 n, pos = _raw_varint(section, pos)
+            # A length that is wrong in any way (negative, past the batch) shows up as
+            # the fields not ending at ``end`` or as an IndexError: no check here.
             end = pos + ((n >> 1) ^ -(n & 1))
-            if end > size or end <= pos:
-                raise CorruptMessageError("record length runs past the end of the batch")
             # attributes (unused in v2), then timestampDelta
             n = section[pos + 1]
             if n < 0x80:
@@ -538,18 +538,19 @@ def _decode_section(
             else:
                 n, pos = _raw_varint(section, pos)
             offset_delta = (n >> 1) ^ -(n & 1)
-            # key
+            # key (most often null: zigzag -1 is the single byte 1)
             n = section[pos]
-            if n < 0x80:
-                pos += 1
-            elif section[pos + 1] < 0x80:
-                n = (n & 0x7F) | (section[pos + 1] << 7)
-                pos += 2
-            else:
-                n, pos = _raw_varint(section, pos)
-            if n == 1:  # zigzag -1: null
+            if n == 1:
                 key = None
+                pos += 1
             else:
+                if n < 0x80:
+                    pos += 1
+                elif section[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (section[pos + 1] << 7)
+                    pos += 2
+                else:
+                    n, pos = _raw_varint(section, pos)
                 n = (n >> 1) ^ -(n & 1)
                 key = section[pos : pos + n]
                 pos += n

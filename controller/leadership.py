@@ -96,13 +96,10 @@ class LeadershipManager:
                 results[tp] = ElectionNotNeededError(f"{tp} is led by its preferred replica")
             else:
                 candidates.append(tp)
-        failures = await self._c.partition_state_machine.handle_state_changes(
-            candidates, PartitionState.ONLINE, ElectionStrategy.PREFERRED
+        elected = await self._elect(
+            candidates, ElectionStrategy.PREFERRED, PreferredLeaderNotAvailableError
         )
-        for tp in candidates:
-            failed = tp in failures
-            results[tp] = PreferredLeaderNotAvailableError(str(failures[tp])) if failed else None
-        return results
+        return results | elected
 
     async def on_unclean_leader_election(self, event: ev.UncleanLeaderElection) -> None:
         ctx = self._ctx
@@ -131,16 +128,23 @@ class LeadershipManager:
                 results[tp] = ElectionNotNeededError(f"{tp} is led by live broker {lai.leader}")
             else:
                 candidates.append(tp)
-        failures = await self._c.partition_state_machine.handle_state_changes(
-            candidates, PartitionState.ONLINE, ElectionStrategy.UNCLEAN
+        elected = await self._elect(
+            candidates, ElectionStrategy.UNCLEAN, EligibleLeadersNotAvailableError
         )
-        for tp in candidates:
-            failure = failures.get(tp)
-            if failure is not None:
-                results[tp] = EligibleLeadersNotAvailableError(str(failure))
-            else:
-                results[tp] = None
-        return results
+        return results | elected
+
+    async def _elect(
+        self,
+        candidates: list[TopicPartition],
+        strategy: ElectionStrategy,
+        failed: type[KafkaError],
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Move ``candidates`` ONLINE with ``strategy``: None for each that got its leader,
+        a ``failed`` error saying why for each that did not."""
+        failures = await self._c.partition_state_machine.handle_state_changes(
+            candidates, PartitionState.ONLINE, strategy
+        )
+        return {tp: failed(str(failures[tp])) if tp in failures else None for tp in candidates}
 
     async def on_auto_leader_balance(self, event: ev.AutoPreferredLeaderBalance) -> None:
         ctx = self._ctx

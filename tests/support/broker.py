@@ -2,6 +2,8 @@
 
 - ``running_broker(log_dir, **properties)``: a Broker on 127.0.0.1, port 0, started in
   its own nursery and stopped (cleanly) when the block exits.
+- ``replica_manager(config)``: a ReplicaManager over a LogManager of the config's log
+  dirs - the request-handling layer with no server and no network.
 - ``WireClient``: one TCP connection speaking frames directly - what bad-input tests
   need (raw bytes, cut frames) and enough for simple request/response exchanges.
 - ``FakeController``: plays the controller for a standalone broker: sends
@@ -10,8 +12,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,12 @@ import trio
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager, to_log_config
 from protocol.api import ApiKey, decode_response, encode_request, latest_version
 from protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 from protocol.records import Record, decode_records, encode_batch
+from storage.log_manager import LogManager
 
 DEFAULT_CONTROLLER_ID = 3000
 
@@ -36,6 +41,19 @@ def broker_config(log_dir: Path, broker_id: int = 1, **properties: Any) -> Broke
     }
     values.update({key.replace("_", "."): str(value) for key, value in properties.items()})
     return BrokerConfig.from_properties(None, values)
+
+
+@contextmanager
+def replica_manager(
+    config: BrokerConfig, clock: Callable[[], int] = lambda: 0
+) -> Iterator[ReplicaManager]:
+    """A ReplicaManager over a LogManager of ``config``'s log dirs (no server, no
+    network); its logs are closed when the block exits."""
+    log_manager = LogManager(config.log_dirs, to_log_config(config.topic_config()), clock=clock)
+    try:
+        yield ReplicaManager(config, log_manager, MetadataCache(config.broker_id), clock=clock)
+    finally:
+        log_manager.close()
 
 
 @asynccontextmanager

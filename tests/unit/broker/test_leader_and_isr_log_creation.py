@@ -9,14 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.metadata_cache import MetadataCache
 from broker.partition import PartitionState
-from broker.replica_manager import ReplicaManager, to_log_config
+from broker.replica_manager import ReplicaManager
 from protocol.errors import KafkaStorageError
 from storage import log_manager as log_manager_module
-from storage.log_manager import LogManager
 from storage.names import TopicPartition
-from tests.support.broker import broker_config
+from tests.support.broker import broker_config, replica_manager
 
 ME = 1
 TPS = [TopicPartition("orders", p) for p in range(40)]
@@ -32,13 +30,8 @@ def state(leader: int) -> PartitionState:
 @pytest.fixture
 async def manager(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
     dirs = f"{tmp_path / 'd1'},{tmp_path / 'd2'}"
-    config = broker_config(tmp_path, log_dirs=dirs)
-    log_manager = LogManager(config.log_dirs, to_log_config(config.topic_config()), clock=lambda: 0)
-    manager = ReplicaManager(config, log_manager, MetadataCache(ME), clock=lambda: 0)
-    try:
+    with replica_manager(broker_config(tmp_path, log_dirs=dirs)) as manager:
         yield manager
-    finally:
-        log_manager.close()
 
 
 async def test_one_leader_and_isr_creates_every_new_log_with_one_fsync_per_log_dir(

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.metadata_cache import MetadataCache
 from broker.partition import PartitionState
-from broker.replica_manager import ReplicaManager, to_log_config
+from broker.replica_manager import ReplicaManager
 from storage.leader_epoch import LeaderEpochCache
-from storage.log_manager import LogManager
 from storage.names import TopicPartition
-from tests.support.broker import broker_config
+from tests.support.broker import broker_config, replica_manager
 
 ME = 1
 TPS = [TopicPartition("orders", p) for p in range(5)]
@@ -33,13 +31,8 @@ def leading(epoch: int) -> PartitionState:
 @pytest.fixture
 async def manager(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
     """A ReplicaManager over a LogManager in tmp_path: no server, no network."""
-    config = broker_config(tmp_path)
-    log_manager = LogManager(config.log_dirs, to_log_config(config.topic_config()), clock=lambda: 0)
-    manager = ReplicaManager(config, log_manager, MetadataCache(ME), clock=lambda: 0)
-    try:
+    with replica_manager(broker_config(tmp_path)) as manager:
         yield manager
-    finally:
-        log_manager.close()
 
 
 def on_disk(manager: ReplicaManager, tp: TopicPartition) -> list[tuple[int, int]]:

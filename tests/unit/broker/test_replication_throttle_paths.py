@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from broker.config import BrokerConfig
-from broker.metadata_cache import MetadataCache
 from broker.partition import Partition, PartitionState
 from broker.replica_fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
 from broker.replica_manager import FetchPartition, FetchRequest, ReplicaManager, to_log_config
@@ -19,9 +18,8 @@ from broker.replication_quota import ReplicationQuota, ReplicationQuotas
 from protocol.api import ApiKey
 from protocol.records import Record, encode_batch
 from storage.log import Log
-from storage.log_manager import LogManager
 from storage.names import TopicPartition
-from tests.support.broker import broker_config
+from tests.support.broker import broker_config, replica_manager
 
 LEADER, IN_SYNC, COPYING = 1, 2, 3
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -54,22 +52,17 @@ def batch(*values: bytes, base_offset: int = 0) -> bytes:
 async def leader(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
     """Leader of t-0 and t-1 (replicas 1,2,3; ISR 1,2), each holding two records; the
     topic throttles partition 0 on this leader."""
-    config = broker_config(tmp_path, broker_id=LEADER)
-    log_manager = LogManager(config.log_dirs, to_log_config(config.topic_config()), clock=lambda: 0)
-    manager = ReplicaManager(config, log_manager, MetadataCache(LEADER), clock=lambda: 0)
     state = PartitionState(
         controller_epoch=1, leader=LEADER, leader_epoch=0, isr=(LEADER, IN_SYNC), zk_version=0,
         replicas=(LEADER, IN_SYNC, COPYING), is_new=True,
     )  # fmt: skip
-    await manager.become_leader_or_follower(1, {T0: state, T1: state})
-    manager.append_records(1, [(T0, batch(b"a", b"b")), (T1, batch(b"c", b"d"))])
-    await manager.update_topic_overrides(
-        "t", {"leader.replication.throttled.replicas": f"0:{LEADER},1:{COPYING}"}
-    )
-    try:
+    with replica_manager(broker_config(tmp_path, broker_id=LEADER)) as manager:
+        await manager.become_leader_or_follower(1, {T0: state, T1: state})
+        manager.append_records(1, [(T0, batch(b"a", b"b")), (T1, batch(b"c", b"d"))])
+        await manager.update_topic_overrides(
+            "t", {"leader.replication.throttled.replicas": f"0:{LEADER},1:{COPYING}"}
+        )
         yield manager
-    finally:
-        log_manager.close()
 
 
 def reads_of(manager: ReplicaManager, replica: int) -> dict[TopicPartition, Any]:

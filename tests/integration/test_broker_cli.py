@@ -3,11 +3,8 @@ cleanly, bad configuration is one line and exit code 1."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,22 +13,9 @@ import trio
 from protocol.api import ApiKey
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.support.broker import WireClient
+from tests.support.cli import open_cli, run_cli
 
 pytestmark = pytest.mark.timeout(60)
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def minibroker(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "client.cli.main", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 async def test_sigterm_stops_the_broker_cleanly(tmp_path: Path) -> None:
@@ -40,7 +24,7 @@ async def test_sigterm_stops_the_broker_cleanly(tmp_path: Path) -> None:
         "# a broker for the test\nbroker.id=7\nlisteners=PLAINTEXT://127.0.0.1:9\n"
         f"log.dirs={tmp_path / 'logs'}\n"
     )
-    proc = minibroker("broker", "--config", str(properties), "--listen", "127.0.0.1:0")
+    proc = open_cli("broker", "--config", str(properties), "--listen", "127.0.0.1:0")
     try:
         assert proc.stdout is not None
         line = await trio.to_thread.run_sync(proc.stdout.readline)
@@ -68,9 +52,9 @@ async def test_sigterm_stops_the_broker_cleanly(tmp_path: Path) -> None:
 async def test_bad_configuration_is_one_line_and_exit_code_1(
     tmp_path: Path, args: list[str], key: str
 ) -> None:
-    proc = minibroker("broker", "--log-dirs", str(tmp_path), *args)
-    _, err = await trio.to_thread.run_sync(proc.communicate)
-    assert proc.returncode == 1
+    done = await run_cli("broker", "--log-dirs", str(tmp_path), *args)
+    err = done.stderr
+    assert done.returncode == 1
     assert key in err
     assert len(err.strip().splitlines()) == 1, err
 
@@ -80,9 +64,9 @@ async def test_a_port_in_use_is_one_line_and_exit_code_1(tmp_path: Path) -> None
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = minibroker("broker", "--log-dirs", str(tmp_path), "--listen", f"127.0.0.1:{port}")
-        _, err = await trio.to_thread.run_sync(proc.communicate)
-    assert proc.returncode == 1
+        done = await run_cli("broker", "--log-dirs", str(tmp_path), "--listen", f"127.0.0.1:{port}")
+    err = done.stderr
+    assert done.returncode == 1
     errors = [line for line in err.splitlines() if "error:" in line]
     assert len(errors) == 1 and "cannot listen" in errors[0], err
     assert "Traceback" not in err

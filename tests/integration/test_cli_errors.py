@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 
 import pytest
 
-from tests.support.broker_process import ROOT, child_env
+from tests.support.cli import run_cli_sync
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -34,15 +32,8 @@ def _closed_port() -> int:
 )
 def test_broker_down_is_one_line_naming_the_address_and_exit_code_1(argv: list[str]) -> None:
     address = f"127.0.0.1:{_closed_port()}"
-    result = subprocess.run(
-        [sys.executable, "-m", "client.cli.main", *argv, "--bootstrap-server", address],
-        input=b"a line\n",
-        capture_output=True,
-        timeout=45,
-        cwd=ROOT,
-        env=child_env(),
-    )
-    err = result.stderr.decode()
+    result = run_cli_sync(*argv, bootstrap=address, stdin="a line\n", timeout=45)
+    err = result.stderr
     assert result.returncode == 1, err
     assert err.count("\n") == 1, err
     assert f"cannot reach any broker at {address}" in err

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +21,9 @@ from tests.integration.test_controller import (
     create_topic_body,
     wait_until,
 )
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.timeout(90)
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-async def cli(*argv: str) -> trio.CompletedProcess[bytes]:
-    return await trio.run_process(
-        [sys.executable, "-m", "client.cli.main", *argv],
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
 
 
 async def test_topic_delete_returns_once_the_topic_is_gone_so_a_list_right_after_omits_it(
@@ -49,15 +35,15 @@ async def test_topic_delete_returns_once_the_topic_is_gone_so_a_list_right_after
             assert response["topics"][0]["error_code"] == 0
         bootstrap = f"127.0.0.1:{c.brokers[min(c.brokers)].port}"
 
-        deleted = await cli("topic", "delete", "gone", "--bootstrap-server", bootstrap)
-        assert deleted.returncode == 0, deleted.stderr.decode()
+        deleted = await run_cli("topic", "delete", "gone", bootstrap=bootstrap)
+        assert deleted.returncode == 0, deleted.stderr
         data = KafkaZkClient(zk_client)
         assert "gone" not in await data.get_topics()
         assert "gone" not in await data.get_topic_deletions()
         assert not any(b.metadata_cache.contains("gone") for b in c.brokers.values())
 
-        listed = await cli("topic", "list", "--format", "json", "--bootstrap-server", bootstrap)
-        assert listed.returncode == 0, listed.stderr.decode()
+        listed = await run_cli("topic", "list", "--format", "json", bootstrap=bootstrap)
+        assert listed.returncode == 0, listed.stderr
         assert json.loads(listed.stdout) == ["kept"]
 
 

@@ -4,26 +4,13 @@ progress, --cancel drops it (the -future copy goes, the replica stays where it w
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import trio
 
 from client.admin import Admin
 from tests.integration.test_log_dir_moves import one_broker, replicas_in, topic_of_400_kb
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-async def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-    argv = [sys.executable, "-m", "client.cli.main", *args, "--bootstrap-server", bootstrap]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return await trio.run_process(
-        argv, capture_stdout=True, capture_stderr=True, check=False, env=env
-    )
+from tests.support.cli import run_cli
 
 
 @pytest.mark.timeout(120)
@@ -54,26 +41,22 @@ async def test_verify_reports_a_running_dir_move_and_cancel_drops_it(
                     }
                 )
             )
-            executed = await cli(
-                bootstrap, "reassign", "--execute", "--reassignment-json-file", str(moves)
+            executed = await run_cli(
+                "reassign", "--execute", "--reassignment-json-file", str(moves), bootstrap=bootstrap
             )
             assert executed.returncode == 0, executed.stderr
-            assert b"Successfully started log directory move(s) for c-0-1" in executed.stdout
-            verified = await cli(
-                bootstrap,
-                "reassign",
-                "--verify",
-                "--no-wait",
-                "--reassignment-json-file",
-                str(moves),
+            assert "Successfully started log directory move(s) for c-0-1" in executed.stdout
+            verified = await run_cli(
+                *("reassign", "--verify", "--no-wait", "--reassignment-json-file", str(moves)),
+                bootstrap=bootstrap,
             )
             assert verified.returncode == 1
-            assert b"is still in progress" in verified.stdout
-            cancelled = await cli(
-                bootstrap, "reassign", "--cancel", "--reassignment-json-file", str(moves)
+            assert "is still in progress" in verified.stdout
+            cancelled = await run_cli(
+                "reassign", "--cancel", "--reassignment-json-file", str(moves), bootstrap=bootstrap
             )
             assert cancelled.returncode == 0, cancelled.stderr
-            assert b"Log dir move of c-0 on broker 1 cancelled" in cancelled.stdout
+            assert "Log dir move of c-0 on broker 1 cancelled" in cancelled.stdout
             assert replicas_in(await admin.describe_log_dirs(), "c") == {
                 str(home): [False],
                 str(other): [],

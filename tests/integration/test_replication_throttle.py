@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +24,7 @@ from client.reassignment import parse_reassignment
 from storage.names import TopicPartition
 from tests.integration.test_log_dir_moves import read_all, wait_until
 from tests.support.broker import broker_config
+from tests.support.cli import run_cli
 
 LEADER_LIST = "leader.replication.throttled.replicas"
 FOLLOWER_LIST = "follower.replication.throttled.replicas"
@@ -36,18 +35,6 @@ RECORD_BYTES = 64 * 1024
 RECORDS = 100  # ~6.5 MB to copy
 RATE = 1_300_000  # bytes/s: the copy should take ~5 s
 POLL_S = 0.05
-ROOT = Path(__file__).resolve().parents[2]  # the repo: `python3 -m client.cli.main` runs there
-
-
-async def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``minibroker ARGS --bootstrap-server B`` as a user runs it (its own process)."""
-    command = [sys.executable, "-m", "client.cli.main", *args, "--bootstrap-server", bootstrap]
-    done = await trio.run_process(
-        command, cwd=ROOT, capture_stdout=True, capture_stderr=True, check=False
-    )
-    return subprocess.CompletedProcess(
-        command, done.returncode, done.stdout.decode(), done.stderr.decode()
-    )
 
 
 @asynccontextmanager
@@ -212,16 +199,24 @@ async def test_a_malformed_throttled_replicas_list_is_a_one_line_cli_error(
 ) -> None:
     async with cluster(tmp_path, zk_connect, (1,)) as brokers:
         bootstrap = f"127.0.0.1:{brokers[1].port}"
-        created = await cli(bootstrap, "topic", "create", "bad", "--config", f"{LEADER_LIST}=0-1")
+        created = await run_cli(
+            "topic", "create", "bad", "--config", f"{LEADER_LIST}=0-1", bootstrap=bootstrap
+        )
         assert created.returncode == 1
         assert len(created.stderr.strip().splitlines()) == 1
         assert LEADER_LIST in created.stderr and "INVALID_CONFIG" in created.stderr
-        assert (await cli(bootstrap, "topic", "create", "ok", "-p", "1", "-r", "1")).returncode == 0
-        altered = await cli(bootstrap, "topic", "alter-config", "ok", "--set", f"{FOLLOWER_LIST}=x")
+        assert (
+            await run_cli("topic", "create", "ok", "-p", "1", "-r", "1", bootstrap=bootstrap)
+        ).returncode == 0
+        altered = await run_cli(
+            "topic", "alter-config", "ok", "--set", f"{FOLLOWER_LIST}=x", bootstrap=bootstrap
+        )
         assert altered.returncode == 1
         assert len(altered.stderr.strip().splitlines()) == 1
         assert FOLLOWER_LIST in altered.stderr and "INVALID_CONFIG" in altered.stderr
-        fine = await cli(bootstrap, "topic", "alter-config", "ok", "--set", f"{FOLLOWER_LIST}=0:1")
+        fine = await run_cli(
+            "topic", "alter-config", "ok", "--set", f"{FOLLOWER_LIST}=0:1", bootstrap=bootstrap
+        )
         assert fine.returncode == 0, fine.stderr
 
 

@@ -8,8 +8,6 @@ defaults, bad keys are one CLI line with exit code 1, and Metadata carries /clus
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +29,12 @@ from protocol.errors import InvalidConfigError, NotEnoughReplicasError
 from storage.log_manager import LogManager
 from storage.names import TopicPartition as LocalPartition
 from tests.support.broker import batch, broker_config
-from tests.support.broker_process import ROOT
+from tests.support.cli import run_cli
 from tests.support.cluster import ProcessCluster
 
 pytestmark = pytest.mark.timeout(180)
 
 TOPIC = "configured"
-
-
-async def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "client.cli.main", *args, "--bootstrap-server", bootstrap]
-    done = await trio.run_process(
-        command, cwd=ROOT, capture_stdout=True, capture_stderr=True, check=False
-    )
-    return subprocess.CompletedProcess(
-        command, done.returncode, done.stdout.decode(), done.stderr.decode()
-    )
 
 
 async def isr(data: KafkaZkClient) -> tuple[int, set[int]]:
@@ -74,17 +62,9 @@ async def test_altered_min_insync_replicas_applies_live_and_describe_merges_defa
     try:
         await cluster.start_all()
         bootstrap = f"127.0.0.1:{cluster.brokers[1].port}"
-        created = await cli(
-            bootstrap,
-            "topic",
-            "create",
-            TOPIC,
-            "-p",
-            "1",
-            "-r",
-            "3",
-            "--config",
-            "retention.ms=3600000",
+        created = await run_cli(
+            *("topic", "create", TOPIC, "-p", "1", "-r", "3", "--config", "retention.ms=3600000"),
+            bootstrap=bootstrap,
         )
         assert created.returncode == 0, created.stderr
         assert await data.get_topic_config(TOPIC) == {"retention.ms": "3600000"}
@@ -137,12 +117,14 @@ async def test_altered_min_insync_replicas_applies_live_and_describe_merges_defa
         bootstrap = f"127.0.0.1:{cluster.brokers[leader].port}"  # the follower may have been it
         assert await produce_all(cluster, leader, b"two-in-sync") == NotEnoughReplicasError.code
 
-        described = await cli(bootstrap, "topic", "describe", TOPIC)
+        described = await run_cli("topic", "describe", TOPIC, bootstrap=bootstrap)
         assert described.returncode == 0, described.stderr
         assert "min.insync.replicas=3" in described.stdout
         assert "retention.ms=3600000" in described.stdout
 
-        bad = await cli(bootstrap, "topic", "alter-config", TOPIC, "--set", "retention.msx=5")
+        bad = await run_cli(
+            "topic", "alter-config", TOPIC, "--set", "retention.msx=5", bootstrap=bootstrap
+        )
         assert bad.returncode == 1
         assert len(bad.stderr.strip().splitlines()) == 1 and "retention.msx" in bad.stderr
         assert await data.get_topic_config(TOPIC) == {
@@ -150,7 +132,7 @@ async def test_altered_min_insync_replicas_applies_live_and_describe_merges_defa
             "retention.ms": "3600000",
         }
 
-        info = await cli(bootstrap, "cluster", "info", "--format", "json")
+        info = await run_cli("cluster", "info", "--format", "json", bootstrap=bootstrap)
         assert info.returncode == 0, info.stderr
         cluster_id = decode_cluster_id((await zk_client.get(CLUSTER_ID_PATH))[0])
         assert json.loads(info.stdout)["cluster_id"] == cluster_id
@@ -165,7 +147,9 @@ async def test_unknown_topics_are_unknown_and_a_bad_create_config_creates_nothin
     try:
         await cluster.start_all()
         bootstrap = f"127.0.0.1:{cluster.brokers[1].port}"
-        bad = await cli(bootstrap, "topic", "create", "bad", "--config", "retention.ms=soon")
+        bad = await run_cli(
+            "topic", "create", "bad", "--config", "retention.ms=soon", bootstrap=bootstrap
+        )
         assert bad.returncode == 1
         assert len(bad.stderr.strip().splitlines()) == 1 and "retention.ms" in bad.stderr
         assert "INVALID_CONFIG" in bad.stderr

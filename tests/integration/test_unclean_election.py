@@ -4,12 +4,9 @@ the operator's way to bring back a partition whose whole ISR is gone."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
-import trio
 
 from client.admin import Admin
 from controller.context import TopicPartition
@@ -18,10 +15,9 @@ from controller.zk_data import KafkaZkClient
 from protocol.api import ApiKey
 from protocol.errors import ElectionNotNeededError
 from tests.integration.test_controller import cluster, wait_until_async
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.timeout(90)
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_unclean_election_gives_a_partition_whose_isr_died_the_other_live_replica(
@@ -55,19 +51,11 @@ async def test_unclean_election_gives_a_partition_whose_isr_died_the_other_live_
         before = (await data.read_partition_states([tp]))[tp]
 
         port = c.brokers[controller_id].port
-        cli = await trio.run_process(
-            [
-                *(sys.executable, "-m", "client.cli.main", "elect-leaders", "--topic", "u"),
-                *("--election-type", "UNCLEAN", "--format", "json"),
-                *("--bootstrap-server", f"127.0.0.1:{port}"),
-            ],
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            cwd=ROOT,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        cli = await run_cli(
+            *("elect-leaders", "--topic", "u", "--election-type", "UNCLEAN", "--format", "json"),
+            bootstrap=f"127.0.0.1:{port}",
         )
-        assert cli.returncode == 0, cli.stderr.decode()
+        assert cli.returncode == 0, cli.stderr
         assert [(r["partition"], r["result"]) for r in json.loads(cli.stdout)] == [(0, "elected")]
         after = (await data.read_partition_states([tp]))[tp]
         assert (after.leader, after.isr) == (follower, (follower,))

@@ -32,7 +32,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -45,6 +44,7 @@ from client.cli.dev import pid_running
 from client.connection import Connection
 from protocol.api import ApiKey
 from tests.support.broker_process import ROOT, STOP_TIMEOUT_S, BrokerProcess, child_env
+from tests.support.cli import cli_command
 
 # Fast failure detection for fault drills: a killed broker's ZooKeeper session (and so
 # its leadership) ends after 4 s instead of Kafka's 18 s default, a stopped follower
@@ -192,23 +192,10 @@ class LocalCluster:
     # --- lifecycle -------------------------------------------------------------------
 
     def start(self) -> LocalCluster:
-        argv = [
-            sys.executable,
-            "-m",
-            "client.cli.main",
-            "dev",
-            "up",
-            "--brokers",
-            str(self.brokers),
-            "--data-dir",
-            str(self.data_dir),
-            "--base-port",
-            "0",
-            "--zookeeper-port",
-            "0",
-            "--metrics-base-port",
-            "0",
-        ]
+        argv = cli_command(
+            *("dev", "up", "--brokers", str(self.brokers), "--data-dir", str(self.data_dir)),
+            *("--base-port", "0", "--zookeeper-port", "0", "--metrics-base-port", "0"),
+        )
         for item in self.properties:
             argv += ["--set", item]
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -314,10 +301,11 @@ class LocalCluster:
     def cli(
         self, *args: str, stdin: bytes | None = None, timeout: float = 60, bootstrap: bool = True
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run ``minibroker ARGS [--bootstrap-server <this cluster>]``; never raises on rc."""
-        argv = [sys.executable, "-m", "client.cli.main", *args]
-        if bootstrap:
-            argv += ["--bootstrap-server", self.bootstrap]
+        """Run ``minibroker ARGS [--bootstrap-server <this cluster>]``; never raises on rc.
+
+        Bytes in and out, unlike ``tests.support.cli.run_cli_sync``: its callers feed
+        binary keys on stdin and decode the output themselves."""
+        argv = cli_command(*args, bootstrap=self.bootstrap if bootstrap else None)
         return subprocess.run(
             argv, input=stdin, capture_output=True, timeout=timeout, cwd=ROOT, env=child_env()
         )

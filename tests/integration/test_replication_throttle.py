@@ -77,7 +77,7 @@ async def replicas_of(admin: Admin, topic: str) -> tuple[int, ...]:
     return tuple(described.partitions[0].replicas)
 
 
-async def overrides(admin: Admin, topic: str) -> dict[str, str]:
+async def overrides(admin: Admin, topic: str) -> dict[str, str | None]:
     return {e.name: e.value for e in await admin.describe_topic_config(topic) if e.is_override}
 
 
@@ -90,7 +90,7 @@ async def test_a_throttled_reassignment_copies_at_about_the_rate_and_verify_remo
         async with Admin(bootstrap) as admin:
             await admin.create_topic("copied", assignments={0: [1]})
             values = await produce(bootstrap, "copied", RECORDS)
-            log = brokers[1].log_manager.get_log(TopicPartition("copied", 0))  # type: ignore[union-attr]
+            log = brokers[1].log_manager.get_log(TopicPartition("copied", 0))
             assert log is not None
             size = log.size
         plan = tmp_path / "plan.json"
@@ -178,9 +178,9 @@ async def test_an_in_sync_follower_is_not_held_to_the_throttle(
             await wait_until(throttled, "both brokers to take the rate", timeout=20)
             with trio.fail_after(20):  # throttled, acks=all would need > 60 s
                 await produce(bootstrap, "live", 20, acks="all")
-            leader = brokers[1].replica_manager.partitions[TopicPartition("live", 0)]  # type: ignore[union-attr]
+            leader = brokers[1].replica_manager.partitions[TopicPartition("live", 0)]
             assert leader.isr == {1, 2}
-            quota = brokers[1].replica_manager.replication_quotas.leader  # type: ignore[union-attr]
+            quota = brokers[1].replica_manager.replication_quotas.leader
             assert quota.recorded_total >= 20 * RECORD_BYTES  # counted, not held
             exported = dict(
                 line.split(" ", 1)

@@ -20,7 +20,7 @@ from broker.broker import Broker
 from client.admin import Admin
 from client.cli import reassign
 from client.producer import Producer
-from client.reassignment import parse_reassignment
+from client.reassignment import PartitionMove, parse_reassignment
 from storage.names import TopicPartition
 from tests.integration.test_log_dir_moves import read_all, wait_until
 from tests.support.broker import broker_config
@@ -72,6 +72,18 @@ async def produce(bootstrap: str, topic: str, records: int, acks: str = "1") -> 
     return values
 
 
+def plan_to_broker_2(
+    tmp_path: Path, topic: str, bootstrap: str
+) -> tuple[list[PartitionMove], tuple[str, ...]]:
+    """A plan moving ``topic``-0 to broker 2: its moves and the reassign CLI's common
+    arguments (plan file, bootstrap server)."""
+    plan = tmp_path / "plan.json"
+    move = {"topic": topic, "partition": 0, "replicas": [2]}
+    plan.write_text(json.dumps({"version": 1, "partitions": [move]}))
+    common = ("--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap)
+    return parse_reassignment(plan.read_text()), common
+
+
 async def replicas_of(admin: Admin, topic: str) -> tuple[int, ...]:
     [described] = await admin.describe_topics([topic])
     return tuple(described.partitions[0].replicas)
@@ -93,14 +105,7 @@ async def test_a_throttled_reassignment_copies_at_about_the_rate_and_verify_remo
             log = brokers[1].log_manager.get_log(TopicPartition("copied", 0))
             assert log is not None
             size = log.size
-        plan = tmp_path / "plan.json"
-        plan.write_text(
-            json.dumps(
-                {"version": 1, "partitions": [{"topic": "copied", "partition": 0, "replicas": [2]}]}
-            )
-        )
-        moves = parse_reassignment(plan.read_text())
-        common = ("--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap)
+        moves, common = plan_to_broker_2(tmp_path, "copied", bootstrap)
 
         started = trio.current_time()
         executed = cli_args("--execute", *common, "--throttle", str(RATE))
@@ -230,14 +235,7 @@ async def test_cancelling_a_throttled_reassignment_removes_the_throttle_unless_p
         async with Admin(bootstrap) as admin:
             await admin.create_topic("held", assignments={0: [1]})
         await produce(bootstrap, "held", RECORDS)
-        plan = tmp_path / "plan.json"
-        plan.write_text(
-            json.dumps(
-                {"version": 1, "partitions": [{"topic": "held", "partition": 0, "replicas": [2]}]}
-            )
-        )
-        moves = parse_reassignment(plan.read_text())
-        common = ("--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap)
+        moves, common = plan_to_broker_2(tmp_path, "held", bootstrap)
         async with Admin(bootstrap) as admin:
             for preserve in (True, False):
                 executed = cli_args("--execute", *common, "--throttle", str(slow))

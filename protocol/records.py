@@ -491,11 +491,11 @@ def _decode_section(
 ) -> list[Any]:
     """Decode ``record_count`` records from an uncompressed records section: each a
     DecodedRecord, or with a ``topic`` a ConsumerRecord of that topic-partition (built
-    in one step, no intermediate tuple per record).
+    directly, not from a DecodedRecord).
 
     This is the consumer's hot loop, so varints of one and two bytes (every delta, count
     and length of records under 8 KiB) are decoded inline; longer ones go through
-    ``read_varint``. Each inline block computes the raw varint ``n`` and then unzigzags.
+    ``_raw_varint``. Each inline block computes the raw varint ``n`` and then unzigzags.
     """
     records: list[Any] = []
     timestamp_type = header.timestamp_type

@@ -18,7 +18,6 @@ up to ``TRIM_THRESHOLD`` of free heap may stay mapped. Elsewhere (another libc, 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 # mallopt parameter numbers from glibc's <malloc.h>.
@@ -50,8 +49,9 @@ def _apply() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        # The interpreter's own symbols include its C library's: no library search
+        # (ctypes.util.find_library runs ldconfig, milliseconds for every CLI call).
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False  # not glibc (musl has no mallopt): nothing to tune
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)

@@ -229,13 +229,37 @@ class Admin:
     # --- configs ---------------------------------------------------------------------
 
     async def describe_topic_config(self, topic: str) -> list[ConfigEntry]:
+        return await self._describe_configs(RESOURCE_TOPIC, topic, f"topic {topic!r}")
+
+    async def alter_topic_config(self, topic: str, changes: Mapping[str, str | None]) -> None:
+        """Set (or with None remove) topic overrides, keeping the other overrides."""
+        await self._alter_configs(
+            RESOURCE_TOPIC, topic, f"topic {topic!r}", changes, TOPIC_CONFIG_SOURCE
+        )
+
+    async def describe_broker_config(self, broker_id: int) -> list[ConfigEntry]:
+        """The dynamic broker keys of ``broker_id`` (broker/broker_configs.py); source 1
+        (DYNAMIC_BROKER_CONFIG) marks an override."""
+        return await self._describe_configs(RESOURCE_BROKER, str(broker_id), f"broker {broker_id}")
+
+    async def alter_broker_config(self, broker_id: int, changes: Mapping[str, str | None]) -> None:
+        """Set (or with None remove) dynamic overrides of ``broker_id``, keeping the
+        others."""
+        await self._alter_configs(
+            RESOURCE_BROKER,
+            str(broker_id),
+            f"broker {broker_id}",
+            changes,
+            DYNAMIC_BROKER_CONFIG_SOURCE,
+        )
+
+    async def _describe_configs(
+        self, resource_type: int, name: str, label: str
+    ) -> list[ConfigEntry]:
+        """DescribeConfigs of one resource, its entries sorted by name."""
         body = {
             "resources": [
-                {
-                    "resource_type": RESOURCE_TOPIC,
-                    "resource_name": topic,
-                    "configuration_keys": None,
-                }
+                {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
             ],
             "include_synonyms": False,
             "include_documentation": False,
@@ -243,7 +267,7 @@ class Admin:
         response = await self.cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
         entries: list[ConfigEntry] = []
         for result in response.get("results", ()):
-            raise_if_error(result["error_code"], f"topic {topic!r}", result.get("error_message"))
+            raise_if_error(result["error_code"], label, result.get("error_message"))
             entries += [
                 ConfigEntry(
                     c["name"], c["value"], c.get("config_source", -1), c.get("read_only", False)
@@ -252,72 +276,31 @@ class Admin:
             ]
         return sorted(entries, key=lambda e: e.name)
 
-    async def alter_topic_config(self, topic: str, changes: Mapping[str, str | None]) -> None:
-        """Set (or with None remove) topic overrides, keeping the other overrides."""
-        current = {
-            e.name: e.value for e in await self.describe_topic_config(topic) if e.is_override
-        }
-        for name, value in changes.items():
-            if value is None:
-                current.pop(name, None)
-            else:
-                current[name] = value
-        body = {
-            "resources": [
-                {
-                    "resource_type": RESOURCE_TOPIC,
-                    "resource_name": topic,
-                    "configs": [{"name": k, "value": v} for k, v in sorted(current.items())],
-                }
-            ],
-            "validate_only": False,
-        }
-        response = await self._to_controller(ApiKey.ALTER_CONFIGS, body)
-        for result in response.get("responses", ()):
-            raise_if_error(result["error_code"], f"topic {topic!r}", result.get("error_message"))
-
-    async def describe_broker_config(self, broker_id: int) -> list[ConfigEntry]:
-        """The dynamic broker keys of ``broker_id`` (broker/broker_configs.py); source 1
-        (DYNAMIC_BROKER_CONFIG) marks an override."""
-        body = {
-            "resources": [
-                {
-                    "resource_type": RESOURCE_BROKER,
-                    "resource_name": str(broker_id),
-                    "configuration_keys": None,
-                }
-            ],
-            "include_synonyms": False,
-            "include_documentation": False,
-        }
-        response = await self.cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
-        entries: list[ConfigEntry] = []
-        for result in response.get("results", ()):
-            raise_if_error(result["error_code"], f"broker {broker_id}", result.get("error_message"))
-            entries += [
-                ConfigEntry(c["name"], c["value"], c.get("config_source", -1))
-                for c in result["configs"]
-            ]
-        return sorted(entries, key=lambda e: e.name)
-
-    async def alter_broker_config(self, broker_id: int, changes: Mapping[str, str | None]) -> None:
-        """Set (or with None remove) dynamic overrides of ``broker_id``, keeping the
-        others (AlterConfigs replaces the whole set, so the current one is read first)."""
+    async def _alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        label: str,
+        changes: Mapping[str, str | None],
+        override_source: int,
+    ) -> None:
+        """AlterConfigs replaces a resource's whole set of overrides: read the current
+        ones (entries of ``override_source``), apply ``changes``, send them all."""
         current = {
             e.name: e.value
-            for e in await self.describe_broker_config(broker_id)
-            if e.source == DYNAMIC_BROKER_CONFIG_SOURCE
+            for e in await self._describe_configs(resource_type, name, label)
+            if e.source == override_source
         }
-        for name, value in changes.items():
+        for key, value in changes.items():
             if value is None:
-                current.pop(name, None)
+                current.pop(key, None)
             else:
-                current[name] = value
+                current[key] = value
         body = {
             "resources": [
                 {
-                    "resource_type": RESOURCE_BROKER,
-                    "resource_name": str(broker_id),
+                    "resource_type": resource_type,
+                    "resource_name": name,
                     "configs": [{"name": k, "value": v} for k, v in sorted(current.items())],
                 }
             ],
@@ -325,7 +308,7 @@ class Admin:
         }
         response = await self._to_controller(ApiKey.ALTER_CONFIGS, body)
         for result in response.get("responses", ()):
-            raise_if_error(result["error_code"], f"broker {broker_id}", result.get("error_message"))
+            raise_if_error(result["error_code"], label, result.get("error_message"))
 
     # --- leadership and replicas -----------------------------------------------------
 

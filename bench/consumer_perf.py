@@ -15,18 +15,14 @@ The last line of stdout is one JSON object of figures.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-import trio
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.standalone import lead_sync, run_measured, standalone_broker
+from bench.standalone import run_perf_tool
 from client.consumer import Consumer
 from client.producer import Producer
 
@@ -83,17 +79,7 @@ async def consume(args: argparse.Namespace) -> dict[str, float]:
 
 
 def main() -> None:
-    args = parse_args()
-    standalone = args.bootstrap_server is None
-    given = contextlib.nullcontext(args.bootstrap_server)
-    with standalone_broker() if standalone else given as bootstrap:
-        args.bootstrap_server = bootstrap
-        if standalone:
-            lead_sync(bootstrap, args.topic, args.partitions)
-            trio.run(fill, args)
-        figures = run_measured(consume, args, args.profile)
-    figures["standalone_broker"] = standalone
-    print(json.dumps(figures))
+    run_perf_tool(parse_args(), consume, fill=fill)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import cProfile
+import json
 import os
 import re
 import subprocess
@@ -112,11 +113,29 @@ async def lead(bootstrap: str, topic: str, partitions: int) -> None:
             raise RuntimeError(f"UpdateMetadata failed: {response}")
 
 
-def lead_sync(bootstrap: str, topic: str, partitions: int) -> None:
-    trio.run(lead, bootstrap, topic, partitions)
+def run_perf_tool(
+    args: Any,
+    measure: Callable[[Any], Awaitable[dict[str, Any]]],
+    fill: Callable[[Any], Awaitable[None]] | None = None,
+) -> None:
+    """The perf tools' main: ``measure(args)`` against ``args.bootstrap_server``, or,
+    when none is given, against a standalone broker made leader of ``args.topic``'s
+    ``args.partitions`` partitions (and filled by ``fill`` first). Under cProfile when
+    ``args.profile`` is set; prints the figures as one JSON line."""
+    standalone = args.bootstrap_server is None
+    given = contextlib.nullcontext(args.bootstrap_server)
+    with standalone_broker() if standalone else given as bootstrap:
+        args.bootstrap_server = bootstrap
+        if standalone:
+            trio.run(lead, bootstrap, args.topic, args.partitions)
+            if fill is not None:
+                trio.run(fill, args)
+        figures = _run_measured(measure, args, args.profile)
+    figures["standalone_broker"] = standalone
+    print(json.dumps(figures))
 
 
-def run_measured(
+def _run_measured(
     measure: Callable[[Any], Awaitable[dict[str, Any]]], args: Any, profile: str | None
 ) -> dict[str, Any]:
     """``trio.run(measure, args)``; under cProfile, dumped to ``profile``, when it is set."""

@@ -78,6 +78,17 @@ async def wait_for(condition: Any, what: str, timeout: float = READY_TIMEOUT_S) 
     raise TimeoutError(f"timed out waiting for {what}")
 
 
+def one_record_produce(tp: TopicPartition) -> dict[str, Any]:
+    """A Produce body (acks=1) of one tiny record to ``tp``: the availability probe."""
+    return {
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topics": [{"name": tp.topic, "partitions": [
+            {"index": tp.partition, "records": encode_batch([Record(b"x")])}
+        ]}],
+    }  # fmt: skip
+
+
 async def produce_once(data: KafkaZkClient, tp: TopicPartition, exclude: set[int]) -> bool:
     """One produce to the leader ZooKeeper names; True if it was accepted."""
     state = (await data.read_partition_states([tp])).get(tp)
@@ -86,13 +97,7 @@ async def produce_once(data: KafkaZkClient, tp: TopicPartition, exclude: set[int
     broker = (await data.get_live_brokers()).get(state.leader)
     if broker is None:
         return False
-    body = {
-        "acks": 1,
-        "timeout_ms": 1000,
-        "topics": [{"name": tp.topic, "partitions": [
-            {"index": tp.partition, "records": encode_batch([Record(b"x")])}
-        ]}],
-    }  # fmt: skip
+    body = one_record_produce(tp)
     try:
         async with Connection(broker.host, broker.port, connect_timeout=1) as conn:
             response = await conn.request(ApiKey.PRODUCE, body, timeout=1)
@@ -235,13 +240,7 @@ async def max_gap_while(
 
     async def probe(tp: TopicPartition, stop_at: list[float]) -> None:
         nonlocal longest
-        body = {
-            "acks": 1,
-            "timeout_ms": 1000,
-            "topics": [{"name": tp.topic, "partitions": [
-                {"index": tp.partition, "records": encode_batch([Record(b"x")])}
-            ]}],
-        }  # fmt: skip
+        body = one_record_produce(tp)
         while not stop_at or last_ok.get(tp, 0.0) < stop_at[0]:
             leader = leader_of.get(tp, -1)
             try:

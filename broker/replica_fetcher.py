@@ -53,8 +53,7 @@ from broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
 from broker.replication_quota import (
     FetchBudget,
     ReplicationQuota,
-    is_throttled_copy,
-    throttled_partitions,
+    is_listed,
 )
 from broker.truncation import decide_truncation
 from client.connection import Connection
@@ -342,19 +341,13 @@ class ReplicaFetcher:
         return True
 
     def _throttled_here(self, partition: Partition) -> bool:
+        """Is ``partition`` listed in its topic's follower throttle for this broker?"""
         listed = partition.config.follower_replication_throttled_replicas
-        return bool(listed) and partition.tp.partition in throttled_partitions(
-            listed, self.manager.broker_id
-        )
+        return is_listed(listed, self.manager.broker_id, partition.tp.partition)
 
     def _throttles(self, state: FetchState) -> bool:
         """Is ``state``'s partition a throttled copy here (listed, not caught up)?"""
-        partition = state.partition
-        listed = partition.config.follower_replication_throttled_replicas
-        if not listed:
-            return False  # the common case: one attribute read
-        throttled = throttled_partitions(listed, self.manager.broker_id)
-        return is_throttled_copy(throttled, partition.tp.partition, state.caught_up)
+        return not state.caught_up and self._throttled_here(state.partition)
 
     async def _process(self, conn: Connection, state: FetchState, answer: dict[str, Any]) -> None:
         partition = state.partition

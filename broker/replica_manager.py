@@ -47,8 +47,8 @@ from broker.purgatory import Purgatory
 from broker.replication_quota import (
     FetchBudget,
     ReplicationQuotas,
+    is_listed,
     is_throttled_copy,
-    throttled_partitions,
 )
 from controller.assignment import validate_topic_name
 from protocol.errors import (
@@ -513,11 +513,12 @@ class ReplicaManager:
     def _leader_throttles(self, partition: Partition, replica_id: int) -> bool:
         """Is ``partition``'s copy to follower ``replica_id`` throttled here? (Listed for
         this leader and the follower not in the ISR: in-sync followers never are.)"""
-        listed = partition.config.leader_replication_throttled_replicas
-        if not listed:  # the common case: one attribute read per partition
-            return False
-        throttled = throttled_partitions(listed, self.broker_id)
-        return is_throttled_copy(throttled, partition.tp.partition, replica_id in partition.isr)
+        return is_throttled_copy(
+            partition.config.leader_replication_throttled_replicas,
+            self.broker_id,
+            partition.tp.partition,
+            replica_id in partition.isr,
+        )
 
     def _throttle_retry_at(self, replica_id: int) -> float:
         """When a parked follower fetch should read again because the leader quota
@@ -537,7 +538,7 @@ class ReplicaManager:
             if not read.size or partition is None:
                 continue
             listed = partition.config.leader_replication_throttled_replicas
-            if listed and read.tp.partition in throttled_partitions(listed, self.broker_id):
+            if is_listed(listed, self.broker_id, read.tp.partition):
                 self.replication_quotas.leader.record(read.size)
         return reads
 

@@ -226,11 +226,17 @@ class ReplicationQuotas:
         return cls(ReplicationQuota(clock=clock), ReplicationQuota(clock=clock))
 
 
-def is_throttled_copy(throttled: Throttled, partition: int, in_sync: bool) -> bool:
+def is_listed(value: str, broker_id: int, partition: int) -> bool:
+    """Does the throttled-replicas ``value`` list ``partition`` for ``broker_id``?
+    (An empty value, the common case, lists nothing and costs no cache lookup.)"""
+    return bool(value) and partition in throttled_partitions(value, broker_id)
+
+
+def is_throttled_copy(value: str, broker_id: int, partition: int, in_sync: bool) -> bool:
     """Does the throttle apply to this replica of ``partition``? Only to a listed
     partition whose follower is catching up (Kafka's shouldLeaderThrottle /
     shouldFollowerThrottle, without the quota check, which ``FetchBudget`` makes)."""
-    return not in_sync and partition in throttled
+    return not in_sync and is_listed(value, broker_id, partition)
 
 
 class FetchBudget:

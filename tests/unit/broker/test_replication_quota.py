@@ -192,9 +192,9 @@ def test_the_dynamic_rates_set_both_quotas_and_minus_one_or_absent_is_unlimited(
 def test_only_listed_replicas_that_are_catching_up_are_throttled(
     listed: bool, in_sync: bool, throttled: bool
 ) -> None:
-    partitions = throttled_partitions("0:1" if listed else "0:2", 1)
-    assert is_throttled_copy(partitions, 0, in_sync) is throttled
-    assert is_throttled_copy(ALL, 5, in_sync) is (not in_sync)
+    assert is_throttled_copy("0:1" if listed else "0:2", 1, 0, in_sync) is throttled
+    assert is_throttled_copy("*", 4, 5, in_sync) is (not in_sync)
+    assert is_throttled_copy("", 1, 0, in_sync) is False
 
 
 def test_a_fetch_budget_shares_the_allowance_between_throttled_partitions() -> None:

@@ -183,9 +183,6 @@ class LogManager:
     def log_dir_of(self, log: Log) -> Path:
         return log.dir.parent
 
-    def partition_count(self, log_dir: Path) -> int:
-        return sum(1 for log in self._all_logs() if log.dir.parent == log_dir)
-
     def _partition_counts(self) -> Counter[Path]:
         return Counter(log.dir.parent for log in self._all_logs())
 

@@ -33,7 +33,6 @@ plus the file system's total and usable bytes.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -204,8 +203,6 @@ def _disk_space(log_dir: Path) -> tuple[int, int]:
 
 LOG_DIR_PROBE_INTERVAL_S = 1.0
 """How often every online log dir is checked (exists, a file can be created in it)."""
-LOG_DIR_EVENT_PREFIX = "/log_dir_event_notification/log_dir_event_"
-LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 PROBE_FILE = ".log_dir_probe"
 
 
@@ -269,15 +266,8 @@ class LogDirFailures:
         data = self.zk_data()
         if data is None:
             return True
-        event = {
-            "version": 1,
-            "broker": self.replica_manager.broker_id,
-            "event": LOG_DIR_FAILURE_EVENT,
-        }
         try:
-            await data.zk.create(
-                LOG_DIR_EVENT_PREFIX, json.dumps(event).encode(), sequence=True, makepath=True
-            )
+            await data.create_log_dir_event_notification(self.replica_manager.broker_id)
         except Exception as exc:  # ZooKeeper trouble: retried at the next probe
             log.warning("cannot report the failed log dir to the controller: %r", exc)
             return False

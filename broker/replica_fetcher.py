@@ -460,12 +460,6 @@ class ReplicaFetcherManager:
         self._nursery: trio.Nursery | None = None
         self._waiting: list[ReplicaFetcher] = []
 
-    def fetcher_for(self, tp: TopicPartition) -> ReplicaFetcher | None:
-        for fetcher in self.fetchers.values():
-            if tp in fetcher.states:
-                return fetcher
-        return None
-
     def add_partitions(self, partitions: Sequence[Partition]) -> None:
         for partition in partitions:
             if partition.is_leader or partition.leader_id < 0:

@@ -35,7 +35,7 @@ States (``ConnectionState``, legal moves in ``TRANSITIONS``; anything else raise
      '------------------------aclose---------------------------'
 
 A response body is returned as decoded (defaults filled); a top-level ``error_code``
-is left for the caller to interpret (``protocol.errors.raise_for_code``).
+is left for the caller to interpret (``client.errors.raise_if_error``).
 
 Usage::
 

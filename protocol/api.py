@@ -264,12 +264,6 @@ def validate_request(api_key: int, api_version: int, body: Any) -> Any:
     return body
 
 
-def validate_response(api_key: int, api_version: int, body: Any) -> Any:
-    """Check (and fill defaults of) a response body; raises SchemaError."""
-    _RESPONSE_VALIDATORS[api_key, api_version](body)
-    return body
-
-
 def error_body(exc: KafkaError) -> dict[str, Any]:
     """The body answering a request refused as a whole (any API)."""
     return {"error_code": exc.code, "error_message": exc.message}

@@ -3,7 +3,8 @@
 Wire errors are one class per Kafka error code, with Kafka's number and name
 (org.apache.kafka.common.protocol.Errors) and whether a client may retry. They are
 raised inside the broker and client and turned into (or from) a response's
-``error_code`` at exactly one place each: ``error_for_code`` / ``raise_for_code``.
+``error_code`` at exactly one place each: ``error_for_code`` (the client's
+``client.errors.wire_error`` builds on it).
 
 Local misuse (a bad config value, a CLI mistake, a file that is not ours) raises
 ``MinibrokerError`` subclasses; those never travel on the wire.
@@ -243,10 +244,3 @@ _BY_CODE[KafkaError.code] = KafkaError
 def error_for_code(code: int) -> type[KafkaError]:
     """The error class for a wire code; unknown codes map to the generic KafkaError."""
     return _BY_CODE.get(code, KafkaError)
-
-
-def raise_for_code(code: int, context: str = "") -> None:
-    """Raise the error for ``code`` (``context`` names what failed) unless it is NONE."""
-    if code != NONE:
-        cls = error_for_code(code)
-        raise cls(f"{cls.name}: {context}" if context else cls.name)

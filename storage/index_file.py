@@ -111,11 +111,6 @@ class IndexFile:
         if self._fd >= 0 and self.writable:
             os.fsync(self._fd)
 
-    def dup_fd(self) -> int:
-        """A private descriptor of the file, for a flush in another thread that must
-        not race with close() on this one."""
-        return os.dup(self._fd)
-
     def close(self) -> None:
         if self._fd < 0:
             return
@@ -198,12 +193,6 @@ class IndexFile:
             raise CorruptIndexError(
                 f"{self.path}: size {self._length} is not a multiple of {self.ENTRY_SIZE}"
             )
-
-    def all_raw_entries(self) -> list[tuple[int, ...]]:
-        """Every valid entry, in order (dump-log, tests)."""
-        if self._mm is None:
-            return []
-        return list(self.ENTRY.iter_unpack(self._mm[: self.entries * self.ENTRY_SIZE]))
 
     def columns(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The two fields of every valid entry as two tuples (one C-level unpack)."""

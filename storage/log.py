@@ -546,16 +546,6 @@ class Log:
         for segment in self._segments:
             segment.abandon()
 
-    def delete_files(self) -> None:
-        """Close and remove every segment file (the caller removes the directory)."""
-        for segment in self._segments:
-            segment.delete()
-        for _, paths in self._pending_deletes:
-            for path in paths:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-        self._pending_deletes = []
-
     def __repr__(self) -> str:
         return (
             f"Log({self.dir.name}, start={self.log_start_offset}, end={self.log_end_offset},"

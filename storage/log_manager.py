@@ -180,9 +180,6 @@ class LogManager:
         yield from self._logs.values()
         yield from self._future_logs.values()
 
-    def log_dir_of(self, log: Log) -> Path:
-        return log.dir.parent
-
     def _partition_counts(self) -> Counter[Path]:
         return Counter(log.dir.parent for log in self._all_logs())
 

@@ -107,9 +107,6 @@ class Struct:
     fields: tuple[Field, ...]
     doc: str = ""
 
-    def field_names(self, version: int) -> list[str]:
-        return [f.name for f in self.fields if f.in_version(version)]
-
 
 Type = Primitive | Array | Nullable | Struct
 

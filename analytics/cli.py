@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analytics.jobargs import (
+from minibroker.analytics.jobargs import (
     EXIT_ERROR,
     EXIT_USAGE,
     UsageError,
@@ -26,7 +26,7 @@ from analytics.jobargs import (
     job_argv,
     options_from_args,
 )
-from protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError
 
 HELP = "Analyse segment files offline with Spark (spark-submit analytics/segment_report.py)."
 DEFAULT_MASTER = "local[*]"

@@ -36,9 +36,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from analytics.layout import SPLIT_BYTES, SegmentSlice, plan_slices
-from analytics.scan import TimeRange, record_rows, scan_rows
-from analytics.schema import VIEWS
+from minibroker.analytics.layout import SPLIT_BYTES, SegmentSlice, plan_slices
+from minibroker.analytics.scan import TimeRange, record_rows, scan_rows
+from minibroker.analytics.schema import VIEWS
 
 FORMAT_NAME = "minibroker"
 SHIPPED_PACKAGES = ("protocol", "analytics")

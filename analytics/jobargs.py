@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from analytics.report import DEFAULT_TOP_KEYS
+from minibroker.analytics.report import DEFAULT_TOP_KEYS
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

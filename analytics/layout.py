@@ -24,7 +24,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
+from minibroker.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
 
 SPLIT_BYTES = 64 * 1024 * 1024
 """Largest slice one task scans: keeps 2 cores busy on 1 GiB segments, bounds task memory."""

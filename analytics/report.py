@@ -27,7 +27,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from analytics.schema import KIND_BATCH, KIND_CORRUPTION, KIND_RECORD
+from minibroker.analytics.schema import KIND_BATCH, KIND_CORRUPTION, KIND_RECORD
 
 REPLICA = ["topic", "partition", "log_dir", "broker_id"]
 """One partition replica: the key of every per-partition figure."""

@@ -26,10 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from analytics.layout import SegmentSlice
-from protocol.crc32c import crc32c
-from protocol.errors import CorruptMessageError
-from protocol.records import (
+from minibroker.analytics.layout import SegmentSlice
+from minibroker.protocol.crc32c import crc32c
+from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
     DecodedRecord,

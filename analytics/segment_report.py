@@ -32,8 +32,8 @@ from time import monotonic
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from analytics.datasource import FORMAT_NAME, register
-from analytics.jobargs import (
+from minibroker.analytics.datasource import FORMAT_NAME, register
+from minibroker.analytics.jobargs import (
     EXIT_ERROR,
     EXIT_USAGE,
     JobOptions,
@@ -43,9 +43,9 @@ from analytics.jobargs import (
     first_missing_dir,
     options_from_args,
 )
-from analytics.layout import plan_slices
-from analytics.report import build_reports
-from analytics.summary import format_summary, human_bytes
+from minibroker.analytics.layout import plan_slices
+from minibroker.analytics.report import build_reports
+from minibroker.analytics.summary import format_summary, human_bytes
 
 PROG = "segment_report"
 APP_NAME = "minibroker-segment-report"

@@ -33,10 +33,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analytics.jobargs import JobOptions
-from analytics.layout import plan_slices
-from analytics.scan import scan_rows
-from protocol.records import encode_values
+from minibroker.analytics.jobargs import JobOptions
+from minibroker.analytics.layout import plan_slices
+from minibroker.analytics.scan import scan_rows
+from minibroker.protocol.records import encode_values
 
 RECORD_BYTES = 1024
 BATCH_RECORDS = 16  # 16 x 1 KiB = Kafka producer's default batch.size
@@ -95,8 +95,8 @@ def plain_scan(root: Path) -> tuple[int, float]:
 def spark_scan(root: Path, master: str, out: Path) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
-    from analytics.datasource import register
-    from analytics.segment_report import run_job, scan_frame
+    from minibroker.analytics.datasource import register
+    from minibroker.analytics.segment_report import run_job, scan_frame
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -41,9 +41,9 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.echo import echo_process
-from protocol.api import ApiKey, decode_response, encode_request_buffers
-from protocol.frames import NEED_DATA, FrameDecoder
-from protocol.records import encode_values
+from minibroker.protocol.api import ApiKey, decode_response, encode_request_buffers
+from minibroker.protocol.frames import NEED_DATA, FrameDecoder
+from minibroker.protocol.records import encode_values
 
 TOPIC = "bench"
 BIG_RECORDS = 1024
@@ -298,7 +298,7 @@ def start(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], 
 
 
 async def lead_partition(port: int) -> None:
-    from client.connection import Connection
+    from minibroker.client.connection import Connection
 
     async with Connection("127.0.0.1", port) as conn:
         header = {"controller_id": 99, "controller_epoch": 1, "broker_epoch": -1}

@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.standalone import run_perf_tool
-from client.consumer import Consumer
-from client.producer import Producer
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
 
 
 def parse_args() -> argparse.Namespace:

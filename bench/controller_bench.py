@@ -34,13 +34,13 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from client.connection import Connection
-from controller.context import TopicPartition
-from controller.zk_client import open_zk_client
-from controller.zk_data import KafkaZkClient
-from controller.zookeeper_server import ZooKeeperServer
-from protocol.api import ApiKey
-from protocol.records import Record, encode_batch
+from minibroker.client.connection import Connection
+from minibroker.controller.context import TopicPartition
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.records import Record, encode_batch
+from minibroker.zk.client import open_zk_client
+from minibroker.zk.data import KafkaZkClient
+from minibroker.zk.server import ZooKeeperServer
 
 SESSION_TIMEOUT_MS = 6000
 BROKERS = (1, 2, 3)
@@ -55,7 +55,7 @@ def start_broker(broker_id: int, root: Path, zk_connect: str) -> subprocess.Pope
     log_dir = root / f"broker-{broker_id}"
     log_dir.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, "-m", "client.cli.main", "broker",
+        sys.executable, "-m", "minibroker.client.cli.main", "broker",
         "--broker-id", str(broker_id),
         "--listen", "PLAINTEXT://127.0.0.1:0",
         "--log-dirs", str(log_dir / "logs"),

@@ -36,9 +36,14 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from protocol.api import MalformedRequest, RejectedRequest, decode_request, encode_response
-from protocol.frames import NEED_DATA, FrameDecoder, encode_frame
-from protocol.heap import keep_freed_memory
+from minibroker.protocol.api import (
+    MalformedRequest,
+    RejectedRequest,
+    decode_request,
+    encode_response,
+)
+from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from minibroker.protocol.heap import keep_freed_memory
 
 RECEIVE_SIZE: Final = 256 * 1024
 """Bytes per receive on both sides; the broker and Connection use the same figure."""
@@ -189,7 +194,7 @@ async def measure_frames(
 
 def _sample_frames() -> tuple[bytes, bytes]:
     """A 100-byte and a 1 MiB produce request frame (records are opaque here)."""
-    from protocol.api import ApiKey, encode_request
+    from minibroker.protocol.api import ApiKey, encode_request
 
     def produce(records: bytes) -> bytes:
         partitions = [{"index": 0, "records": records}]

@@ -24,8 +24,8 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.standalone import run_perf_tool
-from client.accumulator import Delivery
-from client.producer import Producer
+from minibroker.client.accumulator import Delivery
+from minibroker.client.producer import Producer
 
 SAMPLE_EVERY = 1000  # records between latency samples: sampling keeps the hot loop lean
 REPORT_EVERY_S = 5.0  # Kafka's perf test reports every 5 s too

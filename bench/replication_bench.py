@@ -31,13 +31,13 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from client.connection import Connection
-from controller.context import TopicPartition
-from controller.zk_client import open_zk_client
-from controller.zk_data import KafkaZkClient
-from controller.zookeeper_server import ZooKeeperServer
-from protocol.api import ApiKey
-from protocol.records import encode_values
+from minibroker.client.connection import Connection
+from minibroker.controller.context import TopicPartition
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.records import encode_values
+from minibroker.zk.client import open_zk_client
+from minibroker.zk.data import KafkaZkClient
+from minibroker.zk.server import ZooKeeperServer
 from tests.support.cluster import ProcessCluster
 
 MIB = 1 << 20

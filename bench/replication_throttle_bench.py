@@ -29,14 +29,14 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker.broker import Broker
-from broker.config import BrokerConfig
-from client.admin import Admin
-from client.cli import reassign
-from client.producer import Producer
-from client.reassignment import parse_reassignment
-from controller.zookeeper_server import ZooKeeperServer
-from storage.names import TopicPartition
+from minibroker.broker.broker import Broker
+from minibroker.broker.config import BrokerConfig
+from minibroker.client.admin import Admin
+from minibroker.client.cli import reassign
+from minibroker.client.producer import Producer
+from minibroker.client.reassignment import parse_reassignment
+from minibroker.storage.names import TopicPartition
+from minibroker.zk.server import ZooKeeperServer
 
 TOPIC = "throttled"
 RECORD_BYTES = 64 * 1024

@@ -23,8 +23,8 @@ from typing import Any
 
 import trio
 
-from client.connection import Connection
-from protocol.api import ApiKey
+from minibroker.client.connection import Connection
+from minibroker.protocol.api import ApiKey
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKER_ID = 1
@@ -40,7 +40,7 @@ def standalone_broker(*properties: str) -> Iterator[str]:
         argv = [
             sys.executable,
             "-m",
-            "client.cli.main",
+            "minibroker.client.cli.main",
             "broker",
             "--broker-id",
             str(BROKER_ID),

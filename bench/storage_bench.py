@@ -33,11 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from protocol.crc32c import BACKEND
-from protocol.records import encode_values
-from storage.index_file import IndexFile
-from storage.log import Log
-from storage.log_config import LogConfig
+from minibroker.protocol.crc32c import BACKEND
+from minibroker.protocol.records import encode_values
+from minibroker.storage.index_file import IndexFile
+from minibroker.storage.log import Log
+from minibroker.storage.log_config import LogConfig
 
 MIB = 1 << 20
 CONFIG = LogConfig(max_message_bytes=2 * MIB, retention_ms=-1, file_delete_delay_ms=0)
@@ -164,8 +164,8 @@ class CountFsyncs:
 
 
 def bench_create_logs(root: Path, count: int) -> dict[str, float]:
-    from storage.log_manager import LogManager
-    from storage.names import TopicPartition
+    from minibroker.storage.log_manager import LogManager
+    from minibroker.storage.names import TopicPartition
 
     best_wall, best_cpu = float("inf"), float("inf")
     for round_no in range(LOG_CREATION_ROUNDS):
@@ -190,12 +190,12 @@ def bench_leader_and_isr(root: Path, count: int) -> dict[str, float]:
     broker handles it (logs, partitions, leader-epoch checkpoints)."""
     import trio
 
-    from broker.config import BrokerConfig
-    from broker.metadata_cache import MetadataCache
-    from broker.partition import PartitionState
-    from broker.replica_manager import ReplicaManager, to_log_config
-    from storage.log_manager import LogManager
-    from storage.names import TopicPartition
+    from minibroker.broker.config import BrokerConfig
+    from minibroker.broker.metadata_cache import MetadataCache
+    from minibroker.broker.partition import PartitionState
+    from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+    from minibroker.storage.log_manager import LogManager
+    from minibroker.storage.names import TopicPartition
 
     state = PartitionState(
         controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,),

@@ -50,17 +50,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from echo import WINDOW_SMALL, echo_process, measure_frames, pipelined, round_trips
 
-from client.connection import Connection
-from protocol.api import (
+from minibroker.client.connection import Connection
+from minibroker.protocol.api import (
     ApiKey,
     decode_request,
     encode_request,
     encode_response,
     validate_request,
 )
-from protocol.frames import NEED_DATA, FrameDecoder, encode_frame
-from protocol.schemas.data import FETCH
-from protocol.schemas.types import REQUIRED, Array, Nullable, Primitive, SchemaError, Type
+from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from minibroker.protocol.schemas.data import FETCH
+from minibroker.protocol.schemas.types import (
+    REQUIRED,
+    Array,
+    Nullable,
+    Primitive,
+    SchemaError,
+    Type,
+)
 
 _PRIMITIVE_CHECKS: dict[str, Callable[[Any], bool]] = {
     "int8": lambda v: type(v) is int and -(2**7) <= v < 2**7,

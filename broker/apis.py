@@ -24,12 +24,17 @@ from typing import Any, TypeAlias
 
 import trio
 
-from broker.metadata_cache import MetadataCache
-from broker.metrics import BrokerMetrics
-from broker.partition import AppendResult, PartitionState
-from broker.replica_manager import FetchPartition, FetchRequest, PartitionRead, ReplicaManager
-from broker.server import Buffer, CloseConnection, Pending, Reply
-from protocol.api import (
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.partition import AppendResult, PartitionState
+from minibroker.broker.replica_manager import (
+    FetchPartition,
+    FetchRequest,
+    PartitionRead,
+    ReplicaManager,
+)
+from minibroker.broker.server import Buffer, CloseConnection, Pending, Reply
+from minibroker.protocol.api import (
     ApiKey,
     MalformedRequest,
     RejectedRequest,
@@ -39,8 +44,8 @@ from protocol.api import (
     encode_response,
     error_body,
 )
-from protocol.errors import NONE, KafkaError, UnsupportedVersionError
-from storage.names import TopicPartition
+from minibroker.protocol.errors import NONE, KafkaError, UnsupportedVersionError
+from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

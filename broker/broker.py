@@ -27,21 +27,21 @@ from typing import Any
 
 import trio
 
-from broker.apis import KafkaApis
-from broker.broker_configs import BrokerConfigs
-from broker.config import BrokerConfig
-from broker.log_dir_mover import LogDirMover
-from broker.log_dirs import LogDirApis, LogDirFailures
-from broker.log_maintenance import LogMaintenance
-from broker.metadata_cache import MetadataCache
-from broker.metrics import BrokerMetrics, MetricsServer
-from broker.metrics_state import BrokerStateCollector
-from broker.replica_fetcher import ReplicaFetcherManager
-from broker.replica_manager import ReplicaManager, to_log_config
-from broker.server import BrokerServer, idle_timeout_seconds
-from broker.topic_configs import TopicConfigs
-from storage.log_config import Clock, system_clock
-from storage.log_manager import LogManager
+from minibroker.broker.apis import KafkaApis
+from minibroker.broker.broker_configs import BrokerConfigs
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.log_dir_mover import LogDirMover
+from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
+from minibroker.broker.log_maintenance import LogMaintenance
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.metrics import BrokerMetrics, MetricsServer
+from minibroker.broker.metrics_state import BrokerStateCollector
+from minibroker.broker.replica_fetcher import ReplicaFetcherManager
+from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.broker.server import BrokerServer, idle_timeout_seconds
+from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.storage.log_config import Clock, system_clock
+from minibroker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ class Broker:
         later (the membership task dies) must not: the broker keeps serving what it
         leads, logs the failure and rejoins after ``CLUSTER_REJOIN_BACKOFF_S``.
         """
-        from controller import broker_hooks
+        from minibroker.controller import broker_hooks
 
         hook: Any = broker_hooks
         joined = False

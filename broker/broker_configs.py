@@ -30,11 +30,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from broker.apis import Body
-from broker.config import BrokerConfig
-from broker.replication_quota import UNLIMITED as NO_QUOTA
-from broker.replication_quota import ReplicationQuotas
-from protocol.errors import (
+from minibroker.broker.apis import Body
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.replication_quota import UNLIMITED as NO_QUOTA
+from minibroker.broker.replication_quota import ReplicationQuotas
+from minibroker.protocol.errors import (
     NONE,
     InvalidConfigError,
     InvalidRequestError,
@@ -43,8 +43,8 @@ from protocol.errors import (
 )
 
 if TYPE_CHECKING:
-    from broker.log_dir_mover import LogDirMover
-    from controller.zk_data import KafkaZkClient
+    from minibroker.broker.log_dir_mover import LogDirMover
+    from minibroker.zk.data import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def encode_broker_config(config: Mapping[str, str]) -> bytes:
 
 
 async def read_broker_config(data: KafkaZkClient, broker_id: int) -> dict[str, str]:
-    from controller.zk_types import NoNode
+    from minibroker.zk.types import NoNode
 
     try:
         raw, _ = await data.zk.get(broker_config_path(broker_id))
@@ -142,8 +142,8 @@ async def write_broker_config(
     data: KafkaZkClient, broker_id: int, config: Mapping[str, str]
 ) -> None:
     """Replace /config/brokers/<id>, then notify every broker under /config/changes."""
-    from controller.zk_model import CONFIG_CHANGE_PREFIX, CONFIG_CHANGES_PATH, encode_config_change
-    from controller.zk_types import NoNode
+    from minibroker.zk.model import CONFIG_CHANGE_PREFIX, CONFIG_CHANGES_PATH, encode_config_change
+    from minibroker.zk.types import NoNode
 
     path, raw = broker_config_path(broker_id), encode_broker_config(config)
     try:
@@ -277,7 +277,7 @@ class BrokerConfigs:
 
     async def apply_changes(self, data: KafkaZkClient, names: Iterable[str]) -> None:
         """Apply the notifications among /config/changes ``names`` that name this broker."""
-        from controller.zk_model import CONFIG_CHANGES_PATH
+        from minibroker.zk.model import CONFIG_CHANGES_PATH
 
         paths = [f"{CONFIG_CHANGES_PATH}/{name}" for name in names]
         mine = f"{BROKER_ENTITY_PREFIX}{self.config.broker_id}"

@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator
 
 import trio
 
-from broker.config import BrokerConfig
-from protocol.errors import ConfigError
-from protocol.heap import keep_freed_memory
+from minibroker.broker.config import BrokerConfig
+from minibroker.protocol.errors import ConfigError
+from minibroker.protocol.heap import keep_freed_memory
 
 HELP = "Run a broker (Kafka .properties config; flags override it)."
 
@@ -93,7 +93,7 @@ def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 async def serve_until_signalled(config: BrokerConfig) -> None:
     """Run a broker; the first SIGTERM or SIGINT cancels it, which stops it cleanly."""
-    from broker.broker import Broker  # the storage layer loads only when a broker runs
+    from minibroker.broker.broker import Broker  # the storage layer loads only when a broker runs
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from broker.properties import parse_properties
-from broker.replication_quota import throttled_replicas_problem
-from protocol.errors import ConfigError
+from minibroker.broker.properties import parse_properties
+from minibroker.broker.replication_quota import throttled_replicas_problem
+from minibroker.protocol.errors import ConfigError
 
 Validator = Callable[[Any], str | None]
 """Returns None when the value is acceptable, else what is wrong with it."""

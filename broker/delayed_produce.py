@@ -37,15 +37,15 @@ from dataclasses import dataclass
 
 import trio
 
-from broker.partition import Partition
-from broker.purgatory import Purgatory
-from protocol.errors import (
+from minibroker.broker.partition import Partition
+from minibroker.broker.purgatory import Purgatory
+from minibroker.protocol.errors import (
     KafkaError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
 )
-from storage.names import TopicPartition
+from minibroker.storage.names import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

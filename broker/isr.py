@@ -39,11 +39,9 @@ from typing import Protocol
 
 import trio
 
-from broker.partition import Partition
-from controller.context import LeaderAndIsr
-from controller.context import TopicPartition as ZkTopicPartition
-from controller.state_machines import WriteResult
-from storage.names import TopicPartition
+from minibroker.broker.partition import Partition
+from minibroker.storage.names import TopicPartition
+from minibroker.zk.model import LeaderAndIsr, WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +57,12 @@ class IsrStore(Protocol):
     """What the ISR writer needs of ZooKeeper (controller.zk_data.KafkaZkClient has it)."""
 
     async def update_partition_states(
-        self, states: Mapping[ZkTopicPartition, LeaderAndIsr]
+        self, states: Mapping[TopicPartition, LeaderAndIsr]
     ) -> WriteResult: ...
     async def read_partition_states(
-        self, partitions: Iterable[ZkTopicPartition]
-    ) -> dict[ZkTopicPartition, LeaderAndIsr]: ...
-    async def create_isr_change_notification(
-        self, partitions: Iterable[ZkTopicPartition]
-    ) -> str: ...
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr]: ...
+    async def create_isr_change_notification(self, partitions: Iterable[TopicPartition]) -> str: ...
 
 
 # -- follower progress and the ISR rules (pure, on a Partition) --------------------------
@@ -184,7 +180,7 @@ class IsrManager:
     async def _write(
         self, store: IsrStore, partition: Partition, new_isr: frozenset[int], expand: bool
     ) -> None:
-        tp = ZkTopicPartition(partition.tp.topic, partition.tp.partition)
+        tp = TopicPartition(partition.tp.topic, partition.tp.partition)
         epoch, version = partition.leader_epoch, partition.zk_version
         state = LeaderAndIsr(
             leader=partition.local_broker_id,
@@ -258,7 +254,7 @@ class IsrManager:
         changed, self._changed = self._changed, set()
         try:
             await store.create_isr_change_notification(
-                sorted(ZkTopicPartition(tp.topic, tp.partition) for tp in changed)
+                sorted(TopicPartition(tp.topic, tp.partition) for tp in changed)
             )
         except Exception as exc:
             log.warning("cannot report ISR changes of %s: %r", sorted(changed), exc)

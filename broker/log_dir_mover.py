@@ -40,10 +40,10 @@ from typing import Protocol
 
 import trio
 
-from protocol.records import read_header
-from storage.log import Log
-from storage.log_manager import LogManager
-from storage.names import TopicPartition
+from minibroker.protocol.records import read_header
+from minibroker.storage.log import Log
+from minibroker.storage.log_manager import LogManager
+from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -41,19 +41,19 @@ from typing import Any
 
 import trio
 
-from broker.apis import Body, Deferred, HandlerResult, KafkaApis
-from broker.log_dir_mover import LogDirMover
-from broker.replica_manager import ReplicaManager
-from protocol.api import ApiKey, RequestHeader
-from protocol.errors import (
+from minibroker.broker.apis import Body, Deferred, HandlerResult, KafkaApis
+from minibroker.broker.log_dir_mover import LogDirMover
+from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.errors import (
     NONE,
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
     ReplicaNotAvailableError,
 )
-from storage.log import Log
-from storage.names import TopicPartition
+from minibroker.storage.log import Log
+from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from broker.config import BrokerConfig
-from storage.log_manager import LogManager
+from minibroker.broker.config import BrokerConfig
+from minibroker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 

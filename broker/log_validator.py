@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import struct
 
-from protocol.errors import CorruptMessageError
-from protocol.records import (
+from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     Buffer,

@@ -21,15 +21,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.assignment import validate_topic_name
-from protocol.errors import (
+from minibroker.broker.assignment import validate_topic_name
+from minibroker.protocol.errors import (
     NONE,
     InvalidTopicError,
     LeaderNotAvailableError,
     ReplicaNotAvailableError,
     UnknownTopicOrPartitionError,
 )
-from storage.names import TopicPartition
+from minibroker.storage.names import TopicPartition
 
 LEADER_DURING_DELETE = -2
 """Kafka's leader sentinel for a partition whose topic is being deleted."""

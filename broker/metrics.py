@@ -40,10 +40,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from protocol.api import ApiKey
+from minibroker.protocol.api import ApiKey
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
+    from minibroker.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 

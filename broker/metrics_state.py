@@ -52,8 +52,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
-    from broker.partition import Partition
+    from minibroker.broker.broker import Broker
+    from minibroker.broker.partition import Partition
 
 LISTENER = "PLAINTEXT"
 """Kafka's listener name for minibroker's one plaintext listener."""

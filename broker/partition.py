@@ -25,18 +25,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from broker.config import TopicConfig
-from broker.log_validator import check_record_counts, stamp_log_append_time
-from protocol.errors import (
+from minibroker.broker.config import TopicConfig
+from minibroker.broker.log_validator import check_record_counts, stamp_log_append_time
+from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
-from storage.log import Log, LogAppendInfo
-from storage.log_config import Clock
-from storage.names import TopicPartition
+from minibroker.storage.log import Log, LogAppendInfo
+from minibroker.storage.log_config import Clock
+from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

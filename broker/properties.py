@@ -15,7 +15,7 @@ A later duplicate key wins, as in Java.
 
 from __future__ import annotations
 
-from protocol.errors import ConfigError
+from minibroker.protocol.errors import ConfigError
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _BLANK = " \t\f"

@@ -49,16 +49,16 @@ from typing import Any
 
 import trio
 
-from broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
-from broker.replication_quota import (
+from minibroker.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
+from minibroker.broker.replication_quota import (
     FetchBudget,
     ReplicationQuota,
     is_listed,
 )
-from broker.truncation import decide_truncation
-from client.connection import Connection
-from protocol.api import ApiKey
-from protocol.errors import (
+from minibroker.broker.truncation import decide_truncation
+from minibroker.client.connection import Connection
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import (
     NONE,
     KafkaError,
     NetworkError,
@@ -66,9 +66,9 @@ from protocol.errors import (
     UnknownLeaderEpochError,
     error_for_code,
 )
-from protocol.records import read_header
-from storage.leader_epoch import UNDEFINED_EPOCH
-from storage.names import TopicPartition
+from minibroker.protocol.records import read_header
+from minibroker.storage.leader_epoch import UNDEFINED_EPOCH
+from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -37,21 +37,27 @@ from typing import Any, Protocol
 
 import trio
 
-from broker.config import BrokerConfig, TopicConfig
-from broker.delayed_produce import DelayedProducePurgatory, PendingAck, await_replication
-from broker.isr import IsrManager, IsrStore, record_follower_fetch
-from broker.metadata_cache import MetadataCache
-from broker.metrics import BrokerMetrics
-from broker.partition import NO_EPOCH, AppendResult, Partition, PartitionState, ReadResult
-from broker.purgatory import Purgatory
-from broker.replication_quota import (
+from minibroker.broker.assignment import validate_topic_name
+from minibroker.broker.config import BrokerConfig, TopicConfig
+from minibroker.broker.delayed_produce import DelayedProducePurgatory, PendingAck, await_replication
+from minibroker.broker.isr import IsrManager, IsrStore, record_follower_fetch
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.partition import (
+    NO_EPOCH,
+    AppendResult,
+    Partition,
+    PartitionState,
+    ReadResult,
+)
+from minibroker.broker.purgatory import Purgatory
+from minibroker.broker.replication_quota import (
     FetchBudget,
     ReplicationQuotas,
     is_listed,
     is_throttled_copy,
 )
-from controller.assignment import validate_topic_name
-from protocol.errors import (
+from minibroker.protocol.errors import (
     NONE,
     ConfigError,
     InvalidRequiredAcksError,
@@ -63,10 +69,10 @@ from protocol.errors import (
     StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
-from storage.leader_epoch import LeaderEpochCache
-from storage.log_config import Clock, LogConfig
-from storage.log_manager import LogManager
-from storage.names import TopicPartition
+from minibroker.storage.leader_epoch import LeaderEpochCache
+from minibroker.storage.log_config import Clock, LogConfig
+from minibroker.storage.log_manager import LogManager
+from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

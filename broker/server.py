@@ -37,8 +37,8 @@ from typing import Protocol, TypeAlias
 
 import trio
 
-from protocol.errors import MinibrokerError
-from protocol.frames import NEED_DATA, FrameDecoder, FrameError
+from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 
 log = logging.getLogger(__name__)
 

@@ -46,18 +46,18 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from broker.apis import Body, Deferred, HandlerResult, KafkaApis
-from broker.config import BrokerConfig, TopicConfig
-from broker.metadata_cache import MetadataCache
-from broker.replication_quota import (
+from minibroker.broker.apis import Body, Deferred, HandlerResult, KafkaApis
+from minibroker.broker.assignment import validate_topic_name
+from minibroker.broker.config import BrokerConfig, TopicConfig
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.replication_quota import (
     FOLLOWER_THROTTLED_REPLICAS,
     LEADER_THROTTLED_REPLICAS,
     AllPartitions,
     throttled_partitions,
 )
-from controller.assignment import validate_topic_name
-from protocol.api import ApiKey, RequestHeader
-from protocol.errors import (
+from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.errors import (
     NONE,
     ConfigError,
     InvalidConfigError,
@@ -66,13 +66,13 @@ from protocol.errors import (
     MinibrokerError,
     UnknownTopicOrPartitionError,
 )
-from protocol.schemas.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
+from minibroker.protocol.schemas.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 
 if TYPE_CHECKING:
-    from broker.broker_configs import BrokerConfigs
-    from broker.replica_manager import ReplicaManager
-    from controller.zk_data import KafkaZkClient
-    from controller.zk_types import ZkEvent
+    from minibroker.broker.broker_configs import BrokerConfigs
+    from minibroker.broker.replica_manager import ReplicaManager
+    from minibroker.zk.data import KafkaZkClient
+    from minibroker.zk.types import ZkEvent
 
 log = logging.getLogger(__name__)
 
@@ -307,9 +307,9 @@ class TopicConfigs:
         hosts are re-read whole: a rejoin after losing ZooKeeper may have missed
         notifications (Kafka's DynamicConfigManager re-reads every entity at start-up).
         Partitions created later read their config on LeaderAndIsr."""
-        from controller.zk_adapter import ControllerZkAdapter
-        from controller.zk_model import CONFIG_CHANGES_PATH
-        from controller.zk_types import StateChange, WatchEvent, WatchType, ZkState
+        from minibroker.controller.zk_adapter import ControllerZkAdapter
+        from minibroker.zk.model import CONFIG_CHANGES_PATH
+        from minibroker.zk.types import StateChange, WatchEvent, WatchType, ZkState
 
         changes = ControllerZkAdapter(data)  # its notification readers, nothing fenced
         last = max(await changes.get_config_changes(watch=True), default="")
@@ -344,7 +344,7 @@ class TopicConfigs:
             await self.apply_topic_config(data, topic)
 
     async def _purge_expired(self, data: KafkaZkClient, names: list[str]) -> None:
-        from controller.zk_model import CONFIG_CHANGES_PATH
+        from minibroker.zk.model import CONFIG_CHANGES_PATH
 
         paths = [f"{CONFIG_CHANGES_PATH}/{name}" for name in names]
         expired_before = self.replica_manager.clock() - CHANGE_EXPIRATION_MS

@@ -26,7 +26,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from minibroker.storage.leader_epoch import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    LeaderEpochCache,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
-"""The bundled Trio-native client: ``from client import Admin, Producer, Consumer``.
+"""The bundled Trio-native client: ``from minibroker.client import Admin, Producer, Consumer``
+(re-exported as ``from minibroker import ...``).
 
-The names are imported on first use, so ``import client.cli.main`` (and every command
+The names are imported on first use, so ``import minibroker.client.cli.main`` (and every command
 that only needs a connection) does not pay for the producer and consumer modules.
 """
 
@@ -10,17 +11,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from client.accumulator import RecordMetadata
-    from client.admin import Admin
-    from client.consumer import Consumer, ConsumerRecord
-    from client.producer import Producer
+    from minibroker.client.accumulator import RecordMetadata
+    from minibroker.client.admin import Admin
+    from minibroker.client.consumer import Consumer, ConsumerRecord
+    from minibroker.client.producer import Producer
 
 _EXPORTS = {
-    "Admin": "client.admin",
-    "Consumer": "client.consumer",
-    "ConsumerRecord": "client.consumer",
-    "Producer": "client.producer",
-    "RecordMetadata": "client.accumulator",
+    "Admin": "minibroker.client.admin",
+    "Consumer": "minibroker.client.consumer",
+    "ConsumerRecord": "minibroker.client.consumer",
+    "Producer": "minibroker.client.producer",
+    "RecordMetadata": "minibroker.client.accumulator",
 }
 
 __all__ = ["Admin", "Consumer", "ConsumerRecord", "Producer", "RecordMetadata"]
@@ -29,5 +30,5 @@ __all__ = ["Admin", "Consumer", "ConsumerRecord", "Producer", "RecordMetadata"]
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'client' has no attribute {name!r}")
+        raise AttributeError(f"module 'minibroker.client' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)

@@ -30,8 +30,8 @@ from typing import cast
 
 import trio
 
-from protocol.errors import KafkaError
-from protocol.records import Compression, Header, Record, encode_batch, encode_values
+from minibroker.protocol.errors import KafkaError
+from minibroker.protocol.records import Compression, Header, Record, encode_batch, encode_values
 
 RECORD_OVERHEAD = 12  # bytes a small record adds besides key and value (varints, attributes)
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import trio
 
-from client.background import BackgroundTasks
-from client.errors import raise_if_error, wire_error
-from client.metadata import BrokerInfo, ClusterClient, ClusterMetadata, PartitionInfo
-from protocol.api import ApiKey
-from protocol.errors import KafkaError, MinibrokerError, error_for_code
-from protocol.schemas.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
-from protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
+from minibroker.client.background import BackgroundTasks
+from minibroker.client.errors import raise_if_error, wire_error
+from minibroker.client.metadata import BrokerInfo, ClusterClient, ClusterMetadata, PartitionInfo
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import KafkaError, MinibrokerError, error_for_code
+from minibroker.protocol.schemas.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
+from minibroker.protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
 TopicPartition = tuple[str, int]
 CREATE_WAIT_S = 30.0  # how long create_topic waits for every new partition to get a leader

@@ -54,16 +54,16 @@ from typing import Any, Final
 
 import trio
 
-from protocol.api import (
+from minibroker.protocol.api import (
     ApiKey,
     MalformedResponse,
     decode_response,
     encode_request_buffers,
     latest_version,
 )
-from protocol.errors import NetworkError, RequestTimedOutError
-from protocol.frames import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, FrameError
-from protocol.schemas.packing import Buffer
+from minibroker.protocol.errors import NetworkError, RequestTimedOutError
+from minibroker.protocol.frames import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, FrameError
+from minibroker.protocol.schemas.packing import Buffer
 
 CONNECT_TIMEOUT_S: Final = 10.0
 """Kafka's socket.connection.setup.timeout.max.ms is 30 s; a local cluster answers in ms."""

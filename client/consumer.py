@@ -31,21 +31,23 @@ from typing import Any
 
 import trio
 
-from client.background import BackgroundTasks
-from client.errors import wire_error, with_context
-from client.metadata import ClusterClient
-from client.offsets import list_offsets
-from protocol.api import ApiKey
-from protocol.errors import (
+from minibroker.client.background import BackgroundTasks
+from minibroker.client.errors import wire_error, with_context
+from minibroker.client.metadata import ClusterClient
+from minibroker.client.offsets import list_offsets
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import (
     CorruptMessageError,
     KafkaError,
     MinibrokerError,
     OffsetOutOfRangeError,
     error_for_code,
 )
-from protocol.heap import keep_freed_memory
-from protocol.records import ConsumerRecord as ConsumerRecord  # the client's public record
-from protocol.records import decode_consumer_records, iter_headers
+from minibroker.protocol.heap import keep_freed_memory
+from minibroker.protocol.records import (
+    ConsumerRecord as ConsumerRecord,  # the client's public record
+)
+from minibroker.protocol.records import decode_consumer_records, iter_headers
 
 EARLIEST = -2  # ListOffsets timestamp meaning "log start offset"
 LATEST = -1  # ListOffsets timestamp meaning "log end offset (high watermark)"

@@ -7,7 +7,7 @@ message when it sent one, e.g. ``"events-3: NOT_LEADER_OR_FOLLOWER (leader moved
 
 from __future__ import annotations
 
-from protocol.errors import KafkaError, error_for_code
+from minibroker.protocol.errors import KafkaError, error_for_code
 
 
 def wire_error(code: int, what: str, detail: str | None = None) -> KafkaError:

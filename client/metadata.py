@@ -22,10 +22,10 @@ from typing import Any
 
 import trio
 
-from client.connection import Connection
-from client.errors import wire_error
-from protocol.api import ApiKey
-from protocol.errors import ConfigError, KafkaError, NetworkError
+from minibroker.client.connection import Connection
+from minibroker.client.errors import wire_error
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import ConfigError, KafkaError, NetworkError
 
 METADATA_MAX_AGE_S = 300.0  # Kafka's metadata.max.age.ms: pick up new partitions/brokers
 RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms: between metadata attempts

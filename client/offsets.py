@@ -14,10 +14,10 @@ from typing import Any
 
 import trio
 
-from client.errors import wire_error
-from client.metadata import ClusterClient
-from protocol.api import ApiKey
-from protocol.errors import LeaderNotAvailableError, NetworkError
+from minibroker.client.errors import wire_error
+from minibroker.client.metadata import ClusterClient
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import LeaderNotAvailableError, NetworkError
 
 TopicPartition = tuple[str, int]
 RETRY_BACKOFF_S = 0.1  # between rounds while some partition has no reachable leader

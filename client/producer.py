@@ -22,7 +22,7 @@ from typing import Literal
 
 import trio
 
-from client.accumulator import (
+from minibroker.client.accumulator import (
     RECORD_OVERHEAD,
     Delivery,
     PendingRecord,
@@ -31,14 +31,14 @@ from client.accumulator import (
     RecordMetadata,
     new_delivery,
 )
-from client.background import BackgroundTasks
-from client.errors import with_context
-from client.metadata import ClusterClient
-from client.partitioner import StickyPartitioner
-from client.sender import Sender
-from protocol.errors import ConfigError, KafkaError, MinibrokerError
-from protocol.heap import keep_freed_memory
-from protocol.records import Compression, Header
+from minibroker.client.background import BackgroundTasks
+from minibroker.client.errors import with_context
+from minibroker.client.metadata import ClusterClient
+from minibroker.client.partitioner import StickyPartitioner
+from minibroker.client.sender import Sender
+from minibroker.protocol.errors import ConfigError, KafkaError, MinibrokerError
+from minibroker.protocol.heap import keep_freed_memory
+from minibroker.protocol.records import Compression, Header
 
 __all__ = ["Delivery", "Producer", "RecordMetadata"]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError
 
 ANY_LOG_DIR = "any"
 SUPPORTED_VERSION = 1

@@ -33,12 +33,12 @@ from typing import Any
 
 import trio
 
-from client.accumulator import ProducerBatch, RecordAccumulator
-from client.errors import wire_error, with_context
-from client.metadata import ClusterClient
-from protocol.api import ApiKey
-from protocol.errors import KafkaError, NetworkError, RequestTimedOutError
-from protocol.records import Compression
+from minibroker.client.accumulator import ProducerBatch, RecordAccumulator
+from minibroker.client.errors import wire_error, with_context
+from minibroker.client.metadata import ClusterClient
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import KafkaError, NetworkError, RequestTimedOutError
+from minibroker.protocol.records import Compression
 
 RESPONSE_MARGIN_S = 5.0  # beyond the broker's own acks timeout before we give up waiting
 

@@ -22,15 +22,15 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
-from controller import events as ev
-from controller.assignment import (
+from minibroker.broker.assignment import (
     assign_replicas_to_brokers,
     validate_new_topic,
     validate_topic_name,
 )
-from controller.context import TopicPartition
-from controller.controller import KafkaController
-from protocol.errors import (
+from minibroker.controller import events as ev
+from minibroker.controller.context import TopicPartition
+from minibroker.controller.controller import KafkaController
+from minibroker.protocol.errors import (
     NONE,
     ElectionNotNeededError,
     InvalidReplicaAssignmentError,
@@ -42,7 +42,7 @@ from protocol.errors import (
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
 )
-from protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
+from minibroker.protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
 Body = dict[str, Any]
 T = TypeVar("T")

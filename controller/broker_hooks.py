@@ -34,19 +34,19 @@ from typing import Any
 
 import trio
 
-from client.connection import Connection
-from controller.admin import Body, ClusterAdmin
-from controller.channel import ControllerChannelManager, connect_to_broker
-from controller.cluster_id import get_or_create_cluster_id
-from controller.controller import ControllerConfig, KafkaController
-from controller.metrics import ControllerCollector
-from controller.zk_adapter import ControllerZkAdapter
-from controller.zk_client import open_zk_client
-from controller.zk_data import KafkaZkClient
-from controller.zk_model import BrokerInfo, EndPoint
-from controller.zk_types import StateChange, ZkEvent, ZkState
-from protocol.api import ApiKey
-from protocol.errors import KafkaError, MinibrokerError
+from minibroker.client.connection import Connection
+from minibroker.controller.admin import Body, ClusterAdmin
+from minibroker.controller.channel import ControllerChannelManager, connect_to_broker
+from minibroker.controller.controller import ControllerConfig, KafkaController
+from minibroker.controller.metrics import ControllerCollector
+from minibroker.controller.zk_adapter import ControllerZkAdapter
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import KafkaError, MinibrokerError
+from minibroker.zk.client import open_zk_client
+from minibroker.zk.cluster_id import get_or_create_cluster_id
+from minibroker.zk.data import KafkaZkClient
+from minibroker.zk.model import BrokerInfo, EndPoint
+from minibroker.zk.types import StateChange, ZkEvent, ZkState
 
 log = logging.getLogger("minibroker.controller.cluster")
 

@@ -26,10 +26,10 @@ from typing import Any, Protocol
 
 import trio
 
-from client.connection import Connection
-from controller.context import BrokerAddress
-from controller.request_batch import Body, ResponseCallback
-from protocol.errors import KafkaError, error_for_code
+from minibroker.client.connection import Connection
+from minibroker.controller.context import BrokerAddress
+from minibroker.controller.request_batch import Body, ResponseCallback
+from minibroker.protocol.errors import KafkaError, error_for_code
 
 log = logging.getLogger("minibroker.controller.channel")
 

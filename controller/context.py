@@ -32,11 +32,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from protocol.errors import MinibrokerError
-from protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
+from minibroker.protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
+from minibroker.zk.model import INITIAL_CONTROLLER_EPOCH as INITIAL_CONTROLLER_EPOCH
+from minibroker.zk.model import ControllerMovedError as ControllerMovedError
+from minibroker.zk.model import LeaderAndIsr as LeaderAndIsr
 
 if TYPE_CHECKING:
-    from controller.state_machines import PartitionState, ReplicaState
+    from minibroker.controller.state_machines import PartitionState, ReplicaState
 
 NO_LEADER = -1
 """Leader id of a partition whose leader is gone and no replacement could be elected."""
@@ -46,13 +48,6 @@ LEADER_DURING_DELETE = -2
 clients stop routing to them (Kafka's LeaderAndIsr.LeaderDuringDelete)."""
 
 INITIAL_LEADER_EPOCH = 0
-INITIAL_CONTROLLER_EPOCH = 0
-"""The epoch before any controller ran; the first controller writes 1."""
-
-
-class ControllerMovedError(MinibrokerError):
-    """Another broker became controller: a conditional write on /controller_epoch failed
-    or a znode carries a newer controller epoch. The controller must resign."""
 
 
 class PartitionReplica(NamedTuple):
@@ -68,32 +63,6 @@ class PartitionReplica(NamedTuple):
 
     def __str__(self) -> str:
         return f"[{self.topic}-{self.partition}, replica {self.replica}]"
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderAndIsr:
-    """The content of ``/brokers/topics/T/partitions/P/state`` plus its znode version.
-
-    ``zk_version`` is the version of the znode this value was read from or written as;
-    a conditional update passes it as the expected version.
-    """
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    zk_version: int
-
-    def new_leader(self, leader: int, isr: Iterable[int], controller_epoch: int) -> LeaderAndIsr:
-        """The next leadership: a new leader and/or ISR always bumps the leader epoch so
-        brokers can fence requests from the old one (DESIGN §5)."""
-        return replace(
-            self,
-            leader=leader,
-            leader_epoch=self.leader_epoch + 1,
-            isr=tuple(isr),
-            controller_epoch=controller_epoch,
-        )
 
 
 class BrokerAddress(Protocol):

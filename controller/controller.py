@@ -35,28 +35,28 @@ from typing import Any, Protocol
 
 import trio
 
-from controller import events as ev
-from controller.context import (
+from minibroker.controller import events as ev
+from minibroker.controller.context import (
     ControllerContext,
     ControllerMovedError,
     PartitionReplica,
     TopicPartition,
 )
-from controller.controller_zk import ControllerZk, event_for_watch
-from controller.event_manager import ControllerEventManager
-from controller.leadership import LeadershipManager
-from controller.partition_state_machine import PartitionStateMachine
-from controller.reassignment import ReassignmentManager
-from controller.replica_failure import ReplicaFailureHandler
-from controller.replica_state_machine import ReplicaStateMachine
-from controller.request_batch import Body, ControllerBrokerRequestBatch, RequestSender
-from controller.state_machines import ElectionStrategy, PartitionState, ReplicaState
-from controller.topic_deletion import TopicDeletionManager
-from controller.zk_types import StateChange, WatchEvent, ZkError, ZkEvent, ZkState
-from protocol.errors import (
+from minibroker.controller.controller_zk import ControllerZk, event_for_watch
+from minibroker.controller.event_manager import ControllerEventManager
+from minibroker.controller.leadership import LeadershipManager
+from minibroker.controller.partition_state_machine import PartitionStateMachine
+from minibroker.controller.reassignment import ReassignmentManager
+from minibroker.controller.replica_failure import ReplicaFailureHandler
+from minibroker.controller.replica_state_machine import ReplicaStateMachine
+from minibroker.controller.request_batch import Body, ControllerBrokerRequestBatch, RequestSender
+from minibroker.controller.state_machines import ElectionStrategy, PartitionState, ReplicaState
+from minibroker.controller.topic_deletion import TopicDeletionManager
+from minibroker.protocol.errors import (
     BrokerNotAvailableError,
     KafkaError,
 )
+from minibroker.zk.types import StateChange, WatchEvent, ZkError, ZkEvent, ZkState
 
 log = logging.getLogger("minibroker.controller")
 

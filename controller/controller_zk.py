@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from controller.context import BrokerAddress, TopicPartition
-from controller.events import (
+from minibroker.controller.context import BrokerAddress, TopicPartition
+from minibroker.controller.events import (
     BrokerChange,
     ControllerChange,
     ControllerEvent,
@@ -33,8 +33,8 @@ from controller.events import (
     TopicConfigChange,
     TopicDeletion,
 )
-from controller.state_machines import PartitionStateStore
-from controller.zk_types import WatchEvent, WatchType
+from minibroker.controller.state_machines import PartitionStateStore
+from minibroker.zk.types import WatchEvent, WatchType
 
 CONTROLLER_PATH = "/controller"
 BROKER_IDS_PATH = "/brokers/ids"

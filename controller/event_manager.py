@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from controller.events import ControllerEvent
+from minibroker.controller.events import ControllerEvent
 
 log = logging.getLogger("minibroker.controller.events")
 

@@ -19,8 +19,8 @@ from typing import Generic, TypeVar, cast
 
 import trio
 
-from controller.context import TopicPartition
-from protocol.errors import KafkaError, NotControllerError
+from minibroker.controller.context import TopicPartition
+from minibroker.protocol.errors import KafkaError, NotControllerError
 
 T = TypeVar("T")
 

@@ -26,10 +26,10 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from controller import events as ev
-from controller.context import ControllerContext, TopicPartition
-from controller.state_machines import ElectionStrategy, PartitionState
-from protocol.errors import (
+from minibroker.controller import events as ev
+from minibroker.controller.context import ControllerContext, TopicPartition
+from minibroker.controller.state_machines import ElectionStrategy, PartitionState
+from minibroker.protocol.errors import (
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
     InvalidTopicError,
@@ -39,7 +39,7 @@ from protocol.errors import (
 )
 
 if TYPE_CHECKING:
-    from controller.controller import KafkaController
+    from minibroker.controller.controller import KafkaController
 
 log = logging.getLogger("minibroker.controller.leadership")
 

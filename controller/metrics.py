@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
-from controller.controller import KafkaController
+from minibroker.controller.controller import KafkaController
 
 PREFIX = "kafka_controller_kafkacontroller_"
 STATS = "kafka_controller_controllerstats_"

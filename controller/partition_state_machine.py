@@ -7,10 +7,15 @@ from collections.abc import Callable, Iterable
 
 import trio
 
-from controller import leader_selectors as selectors
-from controller.context import INITIAL_LEADER_EPOCH, ControllerContext, LeaderAndIsr, TopicPartition
-from controller.request_batch import ControllerBrokerRequestBatch
-from controller.state_machines import (
+from minibroker.controller import leader_selectors as selectors
+from minibroker.controller.context import (
+    INITIAL_LEADER_EPOCH,
+    ControllerContext,
+    LeaderAndIsr,
+    TopicPartition,
+)
+from minibroker.controller.request_batch import ControllerBrokerRequestBatch
+from minibroker.controller.state_machines import (
     MAX_ZK_CONFLICT_ROUNDS,
     ElectionStrategy,
     Failures,

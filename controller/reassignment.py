@@ -33,21 +33,21 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from controller.context import PartitionReplica, ReassignmentContext, TopicPartition
-from controller.controller_zk import TopicReplicas
-from controller.events import (
+from minibroker.controller.context import PartitionReplica, ReassignmentContext, TopicPartition
+from minibroker.controller.controller_zk import TopicReplicas
+from minibroker.controller.events import (
     ApiPartitionReassignment,
     ListPartitionReassignments,
     PartitionReassignment,
     PartitionReassignmentIsrChange,
 )
-from controller.state_machines import (
+from minibroker.controller.state_machines import (
     MAX_ZK_CONFLICT_ROUNDS,
     ElectionStrategy,
     PartitionState,
     ReplicaState,
 )
-from protocol.errors import (
+from minibroker.protocol.errors import (
     InvalidReplicaAssignmentError,
     KafkaError,
     NoReassignmentInProgressError,
@@ -55,7 +55,7 @@ from protocol.errors import (
 )
 
 if TYPE_CHECKING:
-    from controller.controller import KafkaController
+    from minibroker.controller.controller import KafkaController
 
 log = logging.getLogger("minibroker.controller.reassignment")
 

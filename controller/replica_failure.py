@@ -34,14 +34,14 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from controller import events as ev
-from controller.context import ControllerContext, PartitionReplica, TopicPartition
-from controller.request_batch import Body
-from controller.state_machines import PartitionState, ReplicaState
-from protocol.errors import NONE, KafkaStorageError, error_for_code
+from minibroker.controller import events as ev
+from minibroker.controller.context import ControllerContext, PartitionReplica, TopicPartition
+from minibroker.controller.request_batch import Body
+from minibroker.controller.state_machines import PartitionState, ReplicaState
+from minibroker.protocol.errors import NONE, KafkaStorageError, error_for_code
 
 if TYPE_CHECKING:
-    from controller.controller import KafkaController
+    from minibroker.controller.controller import KafkaController
 
 log = logging.getLogger("minibroker.controller.state_change")
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.context import (
+from minibroker.controller.context import (
     NO_LEADER,
     ControllerContext,
     LeaderAndIsr,
     PartitionReplica,
     TopicPartition,
 )
-from controller.request_batch import ControllerBrokerRequestBatch
-from controller.state_machines import (
+from minibroker.controller.request_batch import ControllerBrokerRequestBatch
+from minibroker.controller.state_machines import (
     MAX_ZK_CONFLICT_ROUNDS,
     Failures,
     PartitionStateStore,
@@ -25,7 +25,7 @@ from controller.state_machines import (
     log_failure,
     split_legal,
 )
-from protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError
 
 
 class ReplicaStateMachine:

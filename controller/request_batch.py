@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from controller.context import ControllerContext, LeaderAndIsr, TopicPartition
-from protocol.api import ApiKey
+from minibroker.controller.context import ControllerContext, LeaderAndIsr, TopicPartition
+from minibroker.protocol.api import ApiKey
 
 LEADER_AND_ISR = ApiKey.LEADER_AND_ISR
 STOP_REPLICA = ApiKey.STOP_REPLICA

@@ -49,11 +49,11 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
-from protocol.errors import MinibrokerError
+from minibroker.controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
+from minibroker.protocol.errors import MinibrokerError
+from minibroker.zk.model import WriteResult
 
 log = logging.getLogger("minibroker.controller.state_change")
 
@@ -125,15 +125,6 @@ def check_replica_transition(
         raise IllegalStateTransition(
             f"replica {replica}: illegal transition {current.value} -> {target.value}"
         )
-
-
-@dataclass(slots=True)
-class WriteResult:
-    """Outcome of a batch of ZooKeeper writes: what was written (with its new znode
-    version) and which partitions lost a race (znode exists / version moved on)."""
-
-    written: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
-    conflicts: set[TopicPartition] = field(default_factory=set)
 
 
 class PartitionStateStore(Protocol):

@@ -21,12 +21,12 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from controller.context import PartitionReplica
-from controller.events import TopicDeletion, TopicDeletionStopReplicaResponse
-from controller.state_machines import PartitionState, ReplicaState
+from minibroker.controller.context import PartitionReplica
+from minibroker.controller.events import TopicDeletion, TopicDeletionStopReplicaResponse
+from minibroker.controller.state_machines import PartitionState, ReplicaState
 
 if TYPE_CHECKING:
-    from controller.controller import KafkaController
+    from minibroker.controller.controller import KafkaController
 
 log = logging.getLogger("minibroker.controller.topic_deletion")
 

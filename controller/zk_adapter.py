@@ -13,18 +13,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
-from controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
-from controller.controller_zk import ControllerZk
-from controller.state_machines import WriteResult
-from controller.zk_data import KafkaZkClient
-from controller.zk_model import (
+from minibroker.controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
+from minibroker.controller.controller_zk import ControllerZk
+from minibroker.zk.data import KafkaZkClient
+from minibroker.zk.model import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
     BrokerInfo,
     TopicAssignment,
+    WriteResult,
     partition_state_path,
 )
-from controller.zk_types import ZkError
+from minibroker.zk.types import ZkError
 
 UNCLEAN_LEADER_ELECTION_KEY = "unclean.leader.election.enable"
 TOPIC_ENTITY_PREFIX = "topics/"

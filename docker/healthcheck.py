@@ -74,8 +74,8 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 
 def check_broker(host: str, port: int) -> str:
     """Send ApiVersions; return a one-line description or raise."""
-    from protocol.api import ApiKey, decode_response, encode_request
-    from protocol.frames import encode_frame
+    from minibroker.protocol.api import ApiKey, decode_response, encode_request
+    from minibroker.protocol.frames import encode_frame
 
     request = encode_request(ApiKey.API_VERSIONS, 0, CORRELATION_ID, "healthcheck", {})
     with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S) as sock:

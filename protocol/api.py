@@ -36,11 +36,11 @@ from typing import Any, Final, NamedTuple
 
 import msgpack
 
-from protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
-from protocol.frames import FrameError, frame_prefix
-from protocol.schemas import cluster, control, data, replicas
-from protocol.schemas.packing import Buffer, pack_buffers
-from protocol.schemas.types import Api, SchemaError, Validator, compile_validator
+from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
+from minibroker.protocol.frames import FrameError, frame_prefix
+from minibroker.protocol.schemas import cluster, control, data, replicas
+from minibroker.protocol.schemas.packing import Buffer, pack_buffers
+from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
 
 _packb = msgpack.Packer(autoreset=True).pack
 

@@ -30,7 +30,7 @@ import struct
 from collections import deque
 from typing import Final
 
-from protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError
 
 DEFAULT_MAX_FRAME_BYTES: Final = 104_857_600
 """Kafka's default ``socket.request.max.bytes`` (100 MiB)."""

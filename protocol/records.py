@@ -41,8 +41,8 @@ from collections.abc import Iterator, Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple, TypeAlias
 
-from protocol.crc32c import crc32c
-from protocol.errors import CorruptMessageError
+from minibroker.protocol.crc32c import crc32c
+from minibroker.protocol.errors import CorruptMessageError
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 

@@ -25,8 +25,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from storage.errors import CorruptCheckpointError
-from storage.names import TMP_SUFFIX, TopicPartition
+from minibroker.storage.errors import CorruptCheckpointError
+from minibroker.storage.names import TMP_SUFFIX, TopicPartition
 
 CHECKPOINT_VERSION = 0
 

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from protocol.errors import CorruptMessageError
-from protocol.records import (
+from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
     TimestampType,
@@ -34,10 +34,10 @@ from protocol.records import (
     read_header,
     validate_batch,
 )
-from storage.errors import DumpLogError
-from storage.names import INDEX_SUFFIX, LOG_SUFFIX, parse_segment_file
-from storage.offset_index import OffsetIndex
-from storage.time_index import TimeIndex
+from minibroker.storage.errors import DumpLogError
+from minibroker.storage.names import INDEX_SUFFIX, LOG_SUFFIX, parse_segment_file
+from minibroker.storage.offset_index import OffsetIndex
+from minibroker.storage.time_index import TimeIndex
 
 HELP = "print the batches, records and index entries of segment files, like kafka-dump-log"
 

@@ -8,7 +8,7 @@ hear about to a Kafka code itself (usually KAFKA_STORAGE_ERROR); errors a client
 
 from __future__ import annotations
 
-from protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError
 
 
 class StorageError(MinibrokerError):

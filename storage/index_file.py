@@ -27,7 +27,7 @@ import struct
 from pathlib import Path
 from typing import ClassVar
 
-from storage.errors import CorruptIndexError
+from minibroker.storage.errors import CorruptIndexError
 
 
 class IndexFile:

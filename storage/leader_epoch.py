@@ -28,14 +28,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from storage.checkpoint import (
+from minibroker.storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     fsync_dir,
     fsync_file,
     read_checkpoint,
     write_checkpoint,
 )
-from storage.errors import CorruptCheckpointError
+from minibroker.storage.errors import CorruptCheckpointError
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1

@@ -36,24 +36,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from protocol.errors import (
+from minibroker.protocol.errors import (
     CorruptMessageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from protocol.records import (
+from minibroker.protocol.records import (
     LOG_OVERHEAD,
     patch_base_offset,
     patch_partition_leader_epoch,
     validate_batch,
 )
-from storage.leader_epoch import LeaderEpochCache
-from storage.log_config import Clock, LogConfig, system_clock
-from storage.log_loader import load_segments
-from storage.names import TopicPartition, parse_partition_dir
-from storage.segment import MAX_RELATIVE_OFFSET, LogSegment
-from storage.time_index import NO_TIMESTAMP, TimestampOffset
+from minibroker.storage.leader_epoch import LeaderEpochCache
+from minibroker.storage.log_config import Clock, LogConfig, system_clock
+from minibroker.storage.log_loader import load_segments
+from minibroker.storage.names import TopicPartition, parse_partition_dir
+from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from minibroker.storage.time_index import NO_TIMESTAMP, TimestampOffset
 
 EARLIEST_TIMESTAMP = -2
 """ListOffsets' "earliest" sentinel: answers the log start offset."""

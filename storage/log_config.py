@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocol.errors import ConfigError
+from minibroker.protocol.errors import ConfigError
 
 Clock = Callable[[], int]
 """Wall-clock milliseconds since the epoch; injected so tests control time."""

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from storage.errors import CorruptIndexError
-from storage.names import DELETED_SUFFIX, LOG_SUFFIX, TMP_SUFFIX, parse_segment_file
-from storage.segment import EpochSink, LogSegment
+from minibroker.storage.errors import CorruptIndexError
+from minibroker.storage.names import DELETED_SUFFIX, LOG_SUFFIX, TMP_SUFFIX, parse_segment_file
+from minibroker.storage.segment import EpochSink, LogSegment
 
 
 def remove_leftovers(directory: Path) -> list[int]:

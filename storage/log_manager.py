@@ -50,8 +50,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from protocol.errors import KafkaError, LogDirNotFoundError, MinibrokerError
-from storage.checkpoint import (
+from minibroker.protocol.errors import KafkaError, LogDirNotFoundError, MinibrokerError
+from minibroker.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -59,10 +59,10 @@ from storage.checkpoint import (
     fsync_dir,
     write_atomically,
 )
-from storage.errors import CorruptCheckpointError, LogDirError
-from storage.log import FlushStats, Log
-from storage.log_config import Clock, LogConfig, system_clock
-from storage.names import (
+from minibroker.storage.errors import CorruptCheckpointError, LogDirError
+from minibroker.storage.log import FlushStats, Log
+from minibroker.storage.log_config import Clock, LogConfig, system_clock
+from minibroker.storage.names import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     TopicPartition,

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import NamedTuple
 
-from protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
+from minibroker.protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -20,8 +20,8 @@ import struct
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from storage.errors import CorruptIndexError
-from storage.index_file import IndexFile
+from minibroker.storage.errors import CorruptIndexError
+from minibroker.storage.index_file import IndexFile
 
 _REL_OFFSET = struct.Struct(">i")
 _POSITION = struct.Struct(">i")

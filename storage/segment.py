@@ -40,18 +40,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from protocol.errors import CorruptMessageError
-from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, decode_batch, validate_batch
-from storage.errors import CorruptIndexError
-from storage.names import (
+from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    decode_batch,
+    validate_batch,
+)
+from minibroker.storage.errors import CorruptIndexError
+from minibroker.storage.names import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     segment_path,
 )
-from storage.offset_index import OffsetIndex
-from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from minibroker.storage.offset_index import OffsetIndex
+from minibroker.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 
 # baseOffset, batchLength, lastOffsetDelta, maxTimestamp: all a segment needs of a header.
 _SCAN = struct.Struct(">qi11xi8xq")

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from client.admin import Admin
-from client.cli.common import add_bootstrap, add_format, print_json, print_table, run_async
+from minibroker.client.admin import Admin
+from minibroker.client.cli.common import (
+    add_bootstrap,
+    add_format,
+    print_json,
+    print_table,
+    run_async,
+)
 
 HELP = "show the cluster: id, active controller, brokers"
 

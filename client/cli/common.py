@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import trio
 
-from client.metadata import parse_bootstrap
-from protocol.errors import ConfigError, MinibrokerError
+from minibroker.client.metadata import parse_bootstrap
+from minibroker.protocol.errors import ConfigError, MinibrokerError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 T = TypeVar("T")

@@ -19,9 +19,9 @@ import re
 import sys
 from collections.abc import Callable
 
-from client.cli.common import UsageError, add_bootstrap, run_async
-from client.consumer import Consumer, ConsumerRecord
-from protocol.errors import MinibrokerError
+from minibroker.client.cli.common import UsageError, add_bootstrap, run_async
+from minibroker.client.consumer import Consumer, ConsumerRecord
+from minibroker.protocol.errors import MinibrokerError
 
 HELP = "print records of a topic"
 

@@ -39,9 +39,9 @@ from typing import Any
 
 import trio
 
-from client.admin import Admin
-from client.cli.common import UsageError, run_async
-from protocol.errors import KafkaError, MinibrokerError
+from minibroker.client.admin import Admin
+from minibroker.client.cli.common import UsageError, run_async
+from minibroker.protocol.errors import KafkaError, MinibrokerError
 
 HELP = "run a local cluster: `dev up` starts ZooKeeper and brokers, `dev down` stops it"
 
@@ -229,7 +229,7 @@ class _Supervisor:
         self.stopping = False
 
     def _command(self, *argv: str) -> list[str]:
-        return [sys.executable, "-m", "client.cli.main", *argv]
+        return [sys.executable, "-m", "minibroker.client.cli.main", *argv]
 
     async def _spawn(self, name: str, argv: list[str]) -> tuple[trio.Process, Path]:
         log = self.data_dir / "logs" / f"{name}.log"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from client.admin import Admin
-from client.cli.common import (
+from minibroker.client.admin import Admin
+from minibroker.client.cli.common import (
     UsageError,
     add_bootstrap,
     add_format,
@@ -17,7 +17,7 @@ from client.cli.common import (
     print_table,
     run_async,
 )
-from protocol.errors import ElectionNotNeededError
+from minibroker.protocol.errors import ElectionNotNeededError
 
 HELP = "run preferred (or unclean) leader elections"
 

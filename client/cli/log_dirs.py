@@ -16,9 +16,9 @@ import argparse
 import sys
 from typing import Any
 
-from client.admin import Admin, LogDirDescription
-from client.cli.common import UsageError, add_bootstrap, print_json, run_async
-from client.reassignment import ReassignmentInputError, parse_broker_list
+from minibroker.client.admin import Admin, LogDirDescription
+from minibroker.client.cli.common import UsageError, add_bootstrap, print_json, run_async
+from minibroker.client.reassignment import ReassignmentInputError, parse_broker_list
 
 HELP = "describe the log dirs of brokers and the replicas in them"
 

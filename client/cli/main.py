@@ -18,23 +18,23 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from client.cli.common import UsageError
-from protocol.errors import KafkaError, MinibrokerError
+from minibroker.client.cli.common import UsageError
+from minibroker.protocol.errors import KafkaError, MinibrokerError
 
 # Sub-command name -> module implementing it. Order is the order `--help` lists them.
 COMMANDS: dict[str, str] = {
-    "dump-log": "storage.dump_log",
-    "zookeeper": "controller.zookeeper_cli",
-    "broker": "broker.cli",
-    "analyze": "analytics.cli",
-    "dev": "client.cli.dev",
-    "topic": "client.cli.topic",
-    "cluster": "client.cli.cluster",
-    "produce": "client.cli.produce",
-    "consume": "client.cli.consume",
-    "elect-leaders": "client.cli.elect_leaders",
-    "reassign": "client.cli.reassign",
-    "log-dirs": "client.cli.log_dirs",
+    "dump-log": "minibroker.storage.dump_log",
+    "zookeeper": "minibroker.zk.server_cli",
+    "broker": "minibroker.broker.cli",
+    "analyze": "minibroker.analytics.cli",
+    "dev": "minibroker.client.cli.dev",
+    "topic": "minibroker.client.cli.topic",
+    "cluster": "minibroker.client.cli.cluster",
+    "produce": "minibroker.client.cli.produce",
+    "consume": "minibroker.client.cli.consume",
+    "elect-leaders": "minibroker.client.cli.elect_leaders",
+    "reassign": "minibroker.client.cli.reassign",
+    "log-dirs": "minibroker.client.cli.log_dirs",
 }
 
 EXIT_OK = 0

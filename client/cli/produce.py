@@ -15,8 +15,8 @@ from typing import BinaryIO
 
 import trio
 
-from client.accumulator import Delivery
-from client.cli.common import (
+from minibroker.client.accumulator import Delivery
+from minibroker.client.cli.common import (
     UsageError,
     add_bootstrap,
     key_value,
@@ -24,8 +24,8 @@ from client.cli.common import (
     progress_done,
     run_async,
 )
-from client.producer import Producer
-from protocol.errors import KafkaError, MinibrokerError
+from minibroker.client.producer import Producer
+from minibroker.protocol.errors import KafkaError, MinibrokerError
 
 HELP = "produce stdin lines as records"
 

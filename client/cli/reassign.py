@@ -44,9 +44,9 @@ from pathlib import Path
 
 import trio
 
-from client.admin import DYNAMIC_BROKER_CONFIG_SOURCE, Admin
-from client.cli.common import UsageError, add_bootstrap, run_async
-from client.reassignment import (
+from minibroker.client.admin import DYNAMIC_BROKER_CONFIG_SOURCE, Admin
+from minibroker.client.cli.common import UsageError, add_bootstrap, run_async
+from minibroker.client.reassignment import (
     PartitionMove,
     assignment_json,
     check_against_cluster,
@@ -55,7 +55,7 @@ from client.reassignment import (
     parse_topics_to_move,
     propose,
 )
-from protocol.errors import MinibrokerError, ReplicaNotAvailableError
+from minibroker.protocol.errors import MinibrokerError, ReplicaNotAvailableError
 
 LOG_DIRS_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 LEADER_THROTTLE = "leader.replication.throttled.rate"
@@ -146,7 +146,7 @@ async def _current(admin: Admin) -> tuple[dict[tuple[str, int], tuple[int, ...]]
 
 async def _generate(args: argparse.Namespace, topics: list[str], brokers: list[int]) -> int:
     # The topic creation algorithm lives with the controller; reused, not copied.
-    from controller.assignment import assign_replicas_to_brokers
+    from minibroker.broker.assignment import assign_replicas_to_brokers
 
     rng = random.Random()
     async with Admin(args.bootstrap_server) as admin:

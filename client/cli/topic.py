@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from client.admin import Admin, TopicDescription
-from client.cli.common import (
+from minibroker.client.admin import Admin, TopicDescription
+from minibroker.client.cli.common import (
     UsageError,
     add_bootstrap,
     add_format,
@@ -21,7 +21,7 @@ from client.cli.common import (
     print_table,
     run_async,
 )
-from protocol.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from minibroker.protocol.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 HELP = "create, list, describe, delete topics and change their configuration"
 

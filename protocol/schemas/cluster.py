@@ -8,7 +8,7 @@ nullable are ``Nullable(STRING)`` defaulting to nil.
 
 from __future__ import annotations
 
-from protocol.schemas.types import (
+from minibroker.protocol.schemas.types import (
     BOOL,
     INT8,
     INT16,

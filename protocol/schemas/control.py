@@ -13,7 +13,7 @@ rack}`` with one listener instead of Kafka's endpoint lists.
 
 from __future__ import annotations
 
-from protocol.schemas.types import (
+from minibroker.protocol.schemas.types import (
     BOOL,
     INT16,
     INT32,

@@ -12,7 +12,7 @@ Sentinels follow Kafka: leader epoch -1 = "unknown / don't check", offset -1 =
 
 from __future__ import annotations
 
-from protocol.schemas.types import (
+from minibroker.protocol.schemas.types import (
     INT8,
     INT16,
     INT32,

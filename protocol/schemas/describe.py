@@ -11,7 +11,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 
-from protocol.schemas.types import REQUIRED, Api, Array, Nullable, Primitive, Struct, Type
+from minibroker.protocol.schemas.types import (
+    REQUIRED,
+    Api,
+    Array,
+    Nullable,
+    Primitive,
+    Struct,
+    Type,
+)
 
 
 def _type_text(t: Type) -> str:
@@ -54,7 +62,7 @@ def describe_api(key: int, api: Api) -> Iterator[str]:
 
 
 def main(argv: list[str]) -> int:
-    from protocol.api import SCHEMAS  # here, not at import: api imports this package
+    from minibroker.protocol.api import SCHEMAS  # here, not at import: api imports this package
 
     wanted = {name.lower() for name in argv}
     for key, api in SCHEMAS.items():

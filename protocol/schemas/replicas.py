@@ -9,7 +9,7 @@ is ``is_future``.
 
 from __future__ import annotations
 
-from protocol.schemas.types import (
+from minibroker.protocol.schemas.types import (
     BOOL,
     INT8,
     INT16,

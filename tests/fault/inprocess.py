@@ -17,11 +17,11 @@ from typing import Any
 
 import trio
 
-from broker.broker import Broker
-from broker.partition import Partition
-from protocol.api import ApiKey
-from protocol.records import decode_batch, iter_headers
-from storage.names import TopicPartition
+from minibroker.broker.broker import Broker
+from minibroker.broker.partition import Partition
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.records import decode_batch, iter_headers
+from minibroker.storage.names import TopicPartition
 from tests.support.broker import DEFAULT_CONTROLLER_ID, WireClient, broker_config
 
 FAST_REPLICATION = {

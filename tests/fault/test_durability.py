@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 import trio
 
-from client.connection import Connection
-from controller.context import TopicPartition
-from controller.zk_client import ZkClient
-from controller.zk_data import KafkaZkClient
-from protocol.api import ApiKey
-from protocol.errors import KafkaError
-from protocol.records import decode_records
+from minibroker.client.connection import Connection
+from minibroker.controller.context import TopicPartition
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import KafkaError
+from minibroker.protocol.records import decode_records
+from minibroker.zk.client import ZkClient
+from minibroker.zk.data import KafkaZkClient
 from tests.support.broker import batch
 from tests.support.cluster import ProcessCluster
 from tests.support.durability import DurabilityChecker, ReadRecord

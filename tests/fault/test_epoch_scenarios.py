@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker import replica_fetcher
-from broker.partition import Partition
-from storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT
+from minibroker.broker import replica_fetcher
+from minibroker.broker.partition import Partition
+from minibroker.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT
 from tests.fault.inprocess import InProcessCluster, records_of
 from tests.support.broker import batch
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from client.admin import Admin
-from client.consumer import Consumer
-from client.producer import Producer
+from minibroker.client.admin import Admin
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
 from tests.support.broker_process import BrokerProcess
 
 TOPIC = "crashmove"

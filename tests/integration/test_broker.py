@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.config import BrokerConfig
-from protocol.api import ApiKey
-from protocol.errors import (
+from minibroker.broker.config import BrokerConfig
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
-from protocol.records import decode_records, read_header
-from storage.log_manager import CLEAN_SHUTDOWN_FILE
+from minibroker.protocol.records import decode_records, read_header
+from minibroker.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.support.broker import (
     FakeController,
     WireClient,

@@ -12,10 +12,10 @@ import msgpack
 import pytest
 import trio
 
-from broker.broker import Broker
-from protocol.api import ApiKey
-from protocol.crc32c import crc32c
-from protocol.errors import (
+from minibroker.broker.broker import Broker
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.crc32c import crc32c
+from minibroker.protocol.errors import (
     CorruptMessageError,
     InvalidRequestError,
     InvalidRequiredAcksError,
@@ -26,8 +26,8 @@ from protocol.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
-from protocol.frames import encode_frame
-from protocol.records import Record, encode_batch
+from minibroker.protocol.frames import encode_frame
+from minibroker.protocol.records import Record, encode_batch
 from tests.support.broker import (
     FakeController,
     WireClient,

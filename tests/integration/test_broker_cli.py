@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from protocol.api import ApiKey
-from storage.log_manager import CLEAN_SHUTDOWN_FILE
+from minibroker.protocol.api import ApiKey
+from minibroker.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.support.broker import WireClient
 from tests.support.cli import open_cli, run_cli
 

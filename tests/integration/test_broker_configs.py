@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker import Broker
-from broker.broker_configs import LEADER_THROTTLE, LOG_DIRS_THROTTLE
-from client.admin import Admin
-from client.cli import reassign
-from client.reassignment import parse_reassignment
+from minibroker.broker.broker import Broker
+from minibroker.broker.broker_configs import LEADER_THROTTLE, LOG_DIRS_THROTTLE
+from minibroker.client.admin import Admin
+from minibroker.client.cli import reassign
+from minibroker.client.reassignment import parse_reassignment
 from tests.integration.test_log_dir_moves import one_broker, topic_of_400_kb, wait_until
 
 STATIC_RATE = 30_000_000  # the broker's configured log-dir throttle in these tests

@@ -9,8 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from broker.server import BrokerServer, Buffer, CloseConnection, Pending, Reply
-from protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from minibroker.broker.server import BrokerServer, Buffer, CloseConnection, Pending, Reply
+from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from client.partitioner import murmur2, partition_for_key
+from minibroker.client.partitioner import murmur2, partition_for_key
 from tests.support.cluster import LocalCluster
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from client.admin import Admin
-from client.consumer import Consumer
-from client.producer import Producer
+from minibroker.client.admin import Admin
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
 from tests.support.cluster import LocalCluster
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.broker import Broker
-from client.admin import Admin
-from client.consumer import Consumer, ConsumerRecord
-from client.partitioner import partition_for_key
-from client.producer import Producer
-from protocol.errors import UnknownTopicOrPartitionError
+from minibroker.broker.broker import Broker
+from minibroker.client.admin import Admin
+from minibroker.client.consumer import Consumer, ConsumerRecord
+from minibroker.client.partitioner import partition_for_key
+from minibroker.client.producer import Producer
+from minibroker.protocol.errors import UnknownTopicOrPartitionError
 from tests.support.broker import FakeController, broker_config, partition_state, running_broker
 
 pytestmark = pytest.mark.timeout(60)

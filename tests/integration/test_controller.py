@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import trio
 
-from broker.broker import Broker
-from broker.partition import Partition
-from broker.replica_manager import FetcherHook
-from controller.context import TopicPartition
-from controller.zk_client import ZkClient
-from controller.zk_data import KafkaZkClient
-from protocol.api import ApiKey
-from storage.names import TopicPartition as BrokerTopicPartition
+from minibroker.broker.broker import Broker
+from minibroker.broker.partition import Partition
+from minibroker.broker.replica_manager import FetcherHook
+from minibroker.controller.context import TopicPartition
+from minibroker.protocol.api import ApiKey
+from minibroker.storage.names import TopicPartition as BrokerTopicPartition
+from minibroker.zk.client import ZkClient
+from minibroker.zk.data import KafkaZkClient
 from tests.support.broker import WireClient, batch, broker_config, produce_body, produced
 
 pytestmark = pytest.mark.timeout(90)

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import trio
 
-from client.admin import Admin
-from controller.zk_client import ZkClient
-from controller.zk_data import KafkaZkClient
-from protocol.api import ApiKey
-from protocol.errors import RequestTimedOutError
+from minibroker.client.admin import Admin
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import RequestTimedOutError
+from minibroker.zk.client import ZkClient
+from minibroker.zk.data import KafkaZkClient
 from tests.integration.test_controller import (
     _member,
     cluster,

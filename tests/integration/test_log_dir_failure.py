@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin
-from controller.context import TopicPartition as ControllerTopicPartition
-from controller.zk_client import ZkClient
-from controller.zk_data import KafkaZkClient
-from protocol.api import ApiKey
-from protocol.errors import KafkaStorageError, ReplicaNotAvailableError
+from minibroker.client.admin import Admin
+from minibroker.controller.context import TopicPartition as ControllerTopicPartition
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import KafkaStorageError, ReplicaNotAvailableError
+from minibroker.zk.client import ZkClient
+from minibroker.zk.data import KafkaZkClient
 from tests.integration.test_log_dir_moves import one_broker, wait_until
 from tests.support.broker import WireClient, batch, produce_body, produced
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from client.admin import Admin
-from client.consumer import Consumer
-from client.producer import Producer
-from controller.context import TopicPartition
-from controller.zk_client import ZkClient
-from controller.zk_data import KafkaZkClient
-from protocol.api import ApiKey
-from protocol.errors import ReplicaNotAvailableError
-from storage.names import TopicPartition as BrokerTopicPartition
+from minibroker.client.admin import Admin
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
+from minibroker.controller.context import TopicPartition
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import ReplicaNotAvailableError
+from minibroker.storage.names import TopicPartition as BrokerTopicPartition
+from minibroker.zk.client import ZkClient
+from minibroker.zk.data import KafkaZkClient
 from tests.integration.test_controller import cluster, wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(120)

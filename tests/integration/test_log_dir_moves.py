@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 import trio
 
-from broker.broker import Broker
-from client.admin import Admin, LogDirDescription
-from client.consumer import Consumer
-from client.producer import Producer
-from protocol.errors import (
+from minibroker.broker.broker import Broker
+from minibroker.client.admin import Admin, LogDirDescription
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
+from minibroker.protocol.errors import (
     InvalidTopicError,
     LogDirNotFoundError,
     ReplicaNotAvailableError,
 )
-from storage.names import TopicPartition
+from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config
 
 POLL_S = 0.1

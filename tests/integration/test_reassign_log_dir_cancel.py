@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin
+from minibroker.client.admin import Admin
 from tests.integration.test_log_dir_moves import one_broker, replicas_in, topic_of_400_kb
 from tests.support.cli import run_cli
 

@@ -9,11 +9,15 @@ from typing import Any
 
 import pytest
 
-from controller.context import TopicPartition
-from controller.zk_client import ZkClient
-from controller.zk_data import KafkaZkClient
-from protocol.api import ApiKey
-from protocol.errors import FencedLeaderEpochError, NotEnoughReplicasError, UnknownLeaderEpochError
+from minibroker.controller.context import TopicPartition
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    UnknownLeaderEpochError,
+)
+from minibroker.zk.client import ZkClient
+from minibroker.zk.data import KafkaZkClient
 from tests.support.broker import (
     FakeController,
     WireClient,

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import trio
 
-from broker.broker import Broker
-from client.admin import Admin
-from client.cli import reassign
-from client.producer import Producer
-from client.reassignment import PartitionMove, parse_reassignment
-from storage.names import TopicPartition
+from minibroker.broker.broker import Broker
+from minibroker.client.admin import Admin
+from minibroker.client.cli import reassign
+from minibroker.client.producer import Producer
+from minibroker.client.reassignment import PartitionMove, parse_reassignment
+from minibroker.storage.names import TopicPartition
 from tests.integration.test_log_dir_moves import read_all, wait_until
 from tests.support.broker import broker_config
 from tests.support.cli import run_cli

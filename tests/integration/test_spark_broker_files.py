@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from protocol.api import ApiKey
-from protocol.records import Compression, Record, encode_batch
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.records import Compression, Record, encode_batch
 from tests.support.broker import (
     FakeController,
     WireClient,

@@ -22,9 +22,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from analytics import cli
-from analytics.jobargs import OneLineParser, add_job_arguments
-from protocol.records import Compression, Record
+from minibroker.analytics import cli
+from minibroker.analytics.jobargs import OneLineParser, add_job_arguments
+from minibroker.protocol.records import Compression, Record
 from tests.support.spark import SHORT_JVM_OPTIONS, PartitionLog, make_records, spark
 
 __all__ = ["spark"]

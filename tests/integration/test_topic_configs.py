@@ -14,20 +14,20 @@ from typing import Any
 import pytest
 import trio
 
-from broker.metadata_cache import MetadataCache
-from broker.partition import PartitionState
-from broker.replica_manager import ReplicaManager, to_log_config
-from broker.topic_configs import TopicConfigs
-from client.admin import Admin
-from controller.cluster_id import CLUSTER_ID_PATH, decode_cluster_id
-from controller.context import TopicPartition
-from controller.zk_client import ZkClient
-from controller.zk_data import KafkaZkClient
-from controller.zk_model import CONFIG_CHANGES_PATH
-from protocol.api import ApiKey
-from protocol.errors import InvalidConfigError, NotEnoughReplicasError
-from storage.log_manager import LogManager
-from storage.names import TopicPartition as LocalPartition
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.partition import PartitionState
+from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.client.admin import Admin
+from minibroker.controller.context import TopicPartition
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import InvalidConfigError, NotEnoughReplicasError
+from minibroker.storage.log_manager import LogManager
+from minibroker.storage.names import TopicPartition as LocalPartition
+from minibroker.zk.client import ZkClient
+from minibroker.zk.cluster_id import CLUSTER_ID_PATH, decode_cluster_id
+from minibroker.zk.data import KafkaZkClient
+from minibroker.zk.model import CONFIG_CHANGES_PATH
 from tests.support.broker import batch, broker_config
 from tests.support.cli import run_cli
 from tests.support.cluster import ProcessCluster

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin
-from controller.context import TopicPartition
-from controller.zk_client import ZkClient
-from controller.zk_data import KafkaZkClient
-from protocol.api import ApiKey
-from protocol.errors import ElectionNotNeededError
+from minibroker.client.admin import Admin
+from minibroker.controller.context import TopicPartition
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import ElectionNotNeededError
+from minibroker.zk.client import ZkClient
+from minibroker.zk.data import KafkaZkClient
 from tests.integration.test_controller import cluster, wait_until_async
 from tests.support.cli import run_cli
 

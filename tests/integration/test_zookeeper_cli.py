@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.zookeeper_server import pick_free_port, ruok
+from minibroker.zk.server import pick_free_port, ruok
 from tests.support.cli import open_cli, run_cli_sync
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 import trio
 
-from controller.zk_client import (
+from minibroker.zk.client import (
     BadVersion,
     CheckOp,
     CreateOp,
@@ -24,7 +24,7 @@ from controller.zk_client import (
     ZkState,
     open_zk_client,
 )
-from controller.zookeeper_server import pick_free_port
+from minibroker.zk.server import pick_free_port
 from tests.support.zookeeper import ExpireSession
 
 pytestmark = pytest.mark.timeout(30)

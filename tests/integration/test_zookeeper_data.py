@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 import trio
 
-from controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
-from controller.zk_client import (
+from minibroker.controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
+from minibroker.protocol.errors import TopicAlreadyExistsError
+from minibroker.zk.client import (
     BadVersion,
     StateChange,
     WatchEvent,
@@ -21,9 +22,8 @@ from controller.zk_client import (
     ZkState,
     open_zk_client,
 )
-from controller.zk_data import BrokerIdInUseError, KafkaZkClient
-from controller.zk_model import BrokerInfo, EndPoint, TopicAssignment
-from protocol.errors import TopicAlreadyExistsError
+from minibroker.zk.data import BrokerIdInUseError, KafkaZkClient
+from minibroker.zk.model import BrokerInfo, EndPoint, TopicAssignment
 from tests.support.zookeeper import ExpireSession
 
 pytestmark = pytest.mark.timeout(30)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from controller.zk_client import (
+from minibroker.zk.client import (
     NoNode,
     StateChange,
     WatchEvent,
@@ -16,7 +16,7 @@ from controller.zk_client import (
     ZkState,
     open_zk_client,
 )
-from controller.zookeeper_server import (
+from minibroker.zk.server import (
     ZooKeeperError,
     ZooKeeperServer,
     is_serving,

@@ -19,14 +19,14 @@ from typing import Any
 
 import trio
 
-from broker.broker import Broker
-from broker.config import BrokerConfig
-from broker.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager, to_log_config
-from protocol.api import ApiKey, decode_response, encode_request, latest_version
-from protocol.frames import NEED_DATA, FrameDecoder, encode_frame
-from protocol.records import Record, decode_records, encode_batch
-from storage.log_manager import LogManager
+from minibroker.broker.broker import Broker
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.protocol.api import ApiKey, decode_response, encode_request, latest_version
+from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from minibroker.protocol.records import Record, decode_records, encode_batch
+from minibroker.storage.log_manager import LogManager
 
 DEFAULT_CONTROLLER_ID = 3000
 

@@ -67,7 +67,7 @@ class BrokerProcess:
         argv = [
             sys.executable,
             "-m",
-            "client.cli.main",
+            "minibroker.client.cli.main",
             "broker",
             "--broker-id",
             str(self.broker_id),

@@ -28,7 +28,7 @@ records on a loaded machine takes longer, and those callers pass their own timeo
 
 def cli_command(*argv: str, bootstrap: str | None = None) -> list[str]:
     """``python -m client.cli.main ARGV [--bootstrap-server BOOTSTRAP]``."""
-    command = [sys.executable, "-m", "client.cli.main", *argv]
+    command = [sys.executable, "-m", "minibroker.client.cli.main", *argv]
     if bootstrap is not None:
         command += ["--bootstrap-server", bootstrap]
     return command

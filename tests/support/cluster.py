@@ -40,9 +40,9 @@ from typing import Any
 import pytest
 import trio
 
-from client.cli.dev import pid_running
-from client.connection import Connection
-from protocol.api import ApiKey
+from minibroker.client.cli.dev import pid_running
+from minibroker.client.connection import Connection
+from minibroker.protocol.api import ApiKey
 from tests.support.broker_process import ROOT, STOP_TIMEOUT_S, BrokerProcess, child_env
 from tests.support.cli import cli_command
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from analytics.datasource import register
-from protocol.records import (
+from minibroker.analytics.datasource import register
+from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     Compression,
     Record,

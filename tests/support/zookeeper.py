@@ -22,8 +22,8 @@ import pytest
 import trio
 from kazoo.client import KazooClient
 
-from controller.zk_client import ZkClient, open_zk_client
-from controller.zookeeper_server import ZooKeeperServer
+from minibroker.zk.client import ZkClient, open_zk_client
+from minibroker.zk.server import ZooKeeperServer
 
 # Short enough that a session a test abandons expires quickly; long enough for a loaded
 # CI machine. ZooKeeper clamps it to 2..20 ticks of 500 ms anyway.

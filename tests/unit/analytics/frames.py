@@ -11,7 +11,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from analytics.schema import SCAN, SCAN_BATCH, SCAN_CORRUPTION, SCAN_RECORD
+from minibroker.analytics.schema import SCAN, SCAN_BATCH, SCAN_CORRUPTION, SCAN_RECORD
 
 _COMMON = StructType(
     [f for f in SCAN.fields if f.name not in ("kind", "record", "batch", "corruption")]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from analytics import cli
-from analytics.jobargs import OneLineParser, add_job_arguments
-from analytics.segment_report import main as job_main
-from analytics.summary import format_summary, show_key
+from minibroker.analytics import cli
+from minibroker.analytics.jobargs import OneLineParser, add_job_arguments
+from minibroker.analytics.segment_report import main as job_main
+from minibroker.analytics.summary import format_summary, show_key
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -90,9 +90,9 @@ def test_analyze_checks_arguments_before_starting_spark(
 
 
 def test_analyze_is_a_minibroker_subcommand() -> None:
-    from client.cli.main import COMMANDS
+    from minibroker.client.cli.main import COMMANDS
 
-    assert COMMANDS["analyze"] == "analytics.cli"
+    assert COMMANDS["analyze"] == "minibroker.analytics.cli"
     assert cli.HELP
 
 

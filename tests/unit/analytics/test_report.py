@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from analytics import report
-from analytics.schema import SCAN
+from minibroker.analytics import report
+from minibroker.analytics.schema import SCAN
 from tests.unit.analytics import frames
 
 pytestmark = pytest.mark.timeout(120)  # the first test also pays the JVM start

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from analytics.layout import parse_partition_dir, plan_slices, read_broker_id
-from analytics.scan import (
+from minibroker.analytics.layout import parse_partition_dir, plan_slices, read_broker_id
+from minibroker.analytics.scan import (
     Corruption,
     ScannedBatch,
     TimeRange,
@@ -16,7 +16,7 @@ from analytics.scan import (
     scan_rows,
     scan_slice,
 )
-from protocol.records import Compression, DecodedRecord, Record
+from minibroker.protocol.records import Compression, DecodedRecord, Record
 from tests.support.spark import PartitionLog, make_records
 
 pytestmark = pytest.mark.timeout(30)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from broker.broker_configs import (
+from minibroker.broker.broker_configs import (
     FOLLOWER_THROTTLE,
     LEADER_THROTTLE,
     LOG_DIRS_THROTTLE,
@@ -18,9 +18,9 @@ from broker.broker_configs import (
     parse_broker_id,
     validate_broker_configs,
 )
-from broker.config import BrokerConfig
-from broker.log_dir_mover import TokenBucket
-from protocol.errors import InvalidConfigError, InvalidRequestError
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.log_dir_mover import TokenBucket
+from minibroker.protocol.errors import InvalidConfigError, InvalidRequestError
 
 
 def test_the_three_throttle_keys_are_accepted_as_whole_bytes_per_second() -> None:

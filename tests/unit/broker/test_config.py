@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, TopicConfig, describe_keys, parse_endpoint
-from broker.properties import parse_properties
-from protocol.errors import ConfigError
+from minibroker.broker.config import BrokerConfig, TopicConfig, describe_keys, parse_endpoint
+from minibroker.broker.properties import parse_properties
+from minibroker.protocol.errors import ConfigError
 
 
 def test_defaults_are_kafkas() -> None:

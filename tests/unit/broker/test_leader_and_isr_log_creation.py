@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.partition import PartitionState
-from broker.replica_manager import ReplicaManager
-from protocol.errors import KafkaStorageError
-from storage import log_manager as log_manager_module
-from storage.names import TopicPartition
+from minibroker.broker.partition import PartitionState
+from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.protocol.errors import KafkaStorageError
+from minibroker.storage import log_manager as log_manager_module
+from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
 ME = 1

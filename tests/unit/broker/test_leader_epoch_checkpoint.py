@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.partition import PartitionState
-from broker.replica_manager import ReplicaManager
-from storage.leader_epoch import LeaderEpochCache
-from storage.names import TopicPartition
+from minibroker.broker.partition import PartitionState
+from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.storage.leader_epoch import LeaderEpochCache
+from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
 ME = 1

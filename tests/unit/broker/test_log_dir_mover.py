@@ -9,10 +9,10 @@ import pytest
 import trio
 import trio.testing
 
-from broker.log_dir_mover import LogDirMover, TokenBucket
-from storage.log import Log
-from storage.log_manager import LogManager
-from storage.names import TopicPartition
+from minibroker.broker.log_dir_mover import LogDirMover, TokenBucket
+from minibroker.storage.log import Log
+from minibroker.storage.log_manager import LogManager
+from minibroker.storage.names import TopicPartition
 from tests.unit.storage.batches import SMALL, batch, values_of
 
 TP = TopicPartition("moves", 0)

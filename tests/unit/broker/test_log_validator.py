@@ -6,10 +6,16 @@ import struct
 
 import pytest
 
-from broker.log_validator import check_record_counts, stamp_log_append_time
-from protocol.crc32c import crc32c
-from protocol.errors import CorruptMessageError
-from protocol.records import Compression, Record, decode_batch, encode_batch, validate_batch
+from minibroker.broker.log_validator import check_record_counts, stamp_log_append_time
+from minibroker.protocol.crc32c import crc32c
+from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records import (
+    Compression,
+    Record,
+    decode_batch,
+    encode_batch,
+    validate_batch,
+)
 
 
 def with_count(batch: bytes, count: int) -> bytes:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.metadata_cache import MetadataCache
-from protocol.errors import (
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.protocol.errors import (
     LeaderNotAvailableError,
     ReplicaNotAvailableError,
     UnknownTopicOrPartitionError,
 )
-from storage.names import TopicPartition
+from minibroker.storage.names import TopicPartition
 
 
 def update(states: list[dict[str, Any]], brokers: list[int], epoch: int = 1) -> dict[str, Any]:

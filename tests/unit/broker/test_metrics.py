@@ -18,16 +18,20 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.apis import KafkaApis
-from broker.broker import Broker
-from broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
-from broker.metrics_state import BrokerStateCollector, fetcher_max_lag, under_min_isr_count
-from broker.partition import PartitionState
-from broker.replica_manager import ReplicaManager
-from broker.server import BrokerServer
-from protocol.api import ApiKey, encode_request, latest_version
-from protocol.records import Record, encode_batch
-from storage.names import TopicPartition
+from minibroker.broker.apis import KafkaApis
+from minibroker.broker.broker import Broker
+from minibroker.broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
+from minibroker.broker.metrics_state import (
+    BrokerStateCollector,
+    fetcher_max_lag,
+    under_min_isr_count,
+)
+from minibroker.broker.partition import PartitionState
+from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.server import BrokerServer
+from minibroker.protocol.api import ApiKey, encode_request, latest_version
+from minibroker.protocol.records import Record, encode_batch
+from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config, fetch_body
 
 ME = 1

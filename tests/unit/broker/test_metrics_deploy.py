@@ -18,10 +18,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from broker.metrics import BrokerMetrics
-from broker.metrics_state import BrokerStateCollector
-from broker.purgatory import Purgatory
-from controller.metrics import ControllerCollector
+from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.metrics_state import BrokerStateCollector
+from minibroker.broker.purgatory import Purgatory
+from minibroker.controller.metrics import ControllerCollector
 from tests.support.prometheus import SCRAPE_CONFIG, scrape_config
 from tests.unit.controller.test_controller import cluster
 

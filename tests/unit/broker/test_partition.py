@@ -6,19 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig
-from broker.partition import Partition, PartitionState
-from broker.replica_manager import to_log_config
-from protocol.errors import (
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.partition import Partition, PartitionState
+from minibroker.broker.replica_manager import to_log_config
+from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
-from protocol.records import Record, decode_records, encode_batch, read_header
-from storage.log import Log
-from storage.names import TopicPartition
+from minibroker.protocol.records import Record, decode_records, encode_batch, read_header
+from minibroker.storage.log import Log
+from minibroker.storage.names import TopicPartition
 
 ME = 1
 NOW = 1_700_000_000_000

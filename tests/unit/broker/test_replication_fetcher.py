@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from broker.config import BrokerConfig
-from broker.partition import Partition, PartitionState
-from broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager, fetcher_index
-from broker.replica_manager import to_log_config
-from protocol.api import ApiKey
-from protocol.records import Record, encode_batch
-from storage.log import Log
-from storage.names import TopicPartition
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.partition import Partition, PartitionState
+from minibroker.broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager, fetcher_index
+from minibroker.broker.replica_manager import to_log_config
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.records import Record, encode_batch
+from minibroker.storage.log import Log
+from minibroker.storage.names import TopicPartition
 
 ME, LEADER = 2, 1
 

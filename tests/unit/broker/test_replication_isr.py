@@ -9,27 +9,32 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from broker.config import BrokerConfig
-from broker.delayed_produce import (
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.delayed_produce import (
     DelayedProducePurgatory,
     PendingAck,
     await_replication,
     check_acknowledged,
 )
-from broker.isr import IsrManager, can_join_isr, out_of_sync_replicas, record_follower_fetch
-from broker.partition import Partition, PartitionState
-from broker.replica_manager import to_log_config
-from controller.context import LeaderAndIsr
-from controller.context import TopicPartition as ZkTopicPartition
-from controller.state_machines import WriteResult
-from protocol.errors import (
+from minibroker.broker.isr import (
+    IsrManager,
+    can_join_isr,
+    out_of_sync_replicas,
+    record_follower_fetch,
+)
+from minibroker.broker.partition import Partition, PartitionState
+from minibroker.broker.replica_manager import to_log_config
+from minibroker.controller.context import LeaderAndIsr
+from minibroker.controller.context import TopicPartition as ZkTopicPartition
+from minibroker.protocol.errors import (
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
 )
-from protocol.records import Record, encode_batch
-from storage.log import Log
-from storage.names import TopicPartition
+from minibroker.protocol.records import Record, encode_batch
+from minibroker.storage.log import Log
+from minibroker.storage.names import TopicPartition
+from minibroker.zk.model import WriteResult
 
 ME, F1, F2 = 1, 2, 3
 LAG_MS = 10_000

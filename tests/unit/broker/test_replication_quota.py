@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from broker.broker_configs import (
+from minibroker.broker.broker_configs import (
     FOLLOWER_THROTTLE,
     LEADER_THROTTLE,
     UNLIMITED,
     BrokerConfigs,
     validate_broker_configs,
 )
-from broker.config import BrokerConfig
-from broker.replication_quota import (
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.replication_quota import (
     ALL,
     FetchBudget,
     ReplicationQuota,
@@ -25,8 +25,8 @@ from broker.replication_quota import (
     throttled_partitions,
     throttled_replicas_problem,
 )
-from broker.topic_configs import validate_topic_overrides
-from protocol.errors import ConfigError, InvalidConfigError
+from minibroker.broker.topic_configs import validate_topic_overrides
+from minibroker.protocol.errors import ConfigError, InvalidConfigError
 
 RATE = 1000  # bytes/s
 SAMPLES, SAMPLE_S = 5, 0.2  # a 1 s window, measured over at least 0.8 s

@@ -10,15 +10,20 @@ from typing import Any
 
 import pytest
 
-from broker.config import BrokerConfig
-from broker.partition import Partition, PartitionState
-from broker.replica_fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
-from broker.replica_manager import FetchPartition, FetchRequest, ReplicaManager, to_log_config
-from broker.replication_quota import ReplicationQuota, ReplicationQuotas
-from protocol.api import ApiKey
-from protocol.records import Record, encode_batch
-from storage.log import Log
-from storage.names import TopicPartition
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.partition import Partition, PartitionState
+from minibroker.broker.replica_fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
+from minibroker.broker.replica_manager import (
+    FetchPartition,
+    FetchRequest,
+    ReplicaManager,
+    to_log_config,
+)
+from minibroker.broker.replication_quota import ReplicationQuota, ReplicationQuotas
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.records import Record, encode_batch
+from minibroker.storage.log import Log
+from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
 LEADER, IN_SYNC, COPYING = 1, 2, 3

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.truncation import TruncationStep, answer_offset_for_leader_epoch, decide_truncation
-from storage.leader_epoch import LeaderEpochCache
+from minibroker.broker.truncation import (
+    TruncationStep,
+    answer_offset_for_leader_epoch,
+    decide_truncation,
+)
+from minibroker.storage.leader_epoch import LeaderEpochCache
 
 
 def cache(tmp_path: Path, name: str, entries: list[tuple[int, int]], leo: int) -> LeaderEpochCache:

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from broker.apis import Deferred
-from broker.config import BrokerConfig
-from broker.metadata_cache import MetadataCache, PartitionInfo
-from broker.partition import PartitionState
-from broker.replica_manager import ReplicaManager, to_log_config
-from broker.topic_configs import (
+from minibroker.broker.apis import Deferred
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.metadata_cache import MetadataCache, PartitionInfo
+from minibroker.broker.partition import PartitionState
+from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.broker.topic_configs import (
     SOURCE_DEFAULT_CONFIG,
     SOURCE_STATIC_BROKER_CONFIG,
     SOURCE_TOPIC_CONFIG,
@@ -22,12 +22,12 @@ from broker.topic_configs import (
     describe_topic_config,
     validate_topic_overrides,
 )
-from controller.cluster_id import decode_cluster_id, encode_cluster_id, new_cluster_id
-from controller.zk_model import ZkDataError
-from protocol.api import ApiKey, RequestHeader
-from protocol.errors import InvalidConfigError, InvalidRequestError
-from storage.log_manager import LogManager
-from storage.names import TopicPartition
+from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.errors import InvalidConfigError, InvalidRequestError
+from minibroker.storage.log_manager import LogManager
+from minibroker.storage.names import TopicPartition
+from minibroker.zk.cluster_id import decode_cluster_id, encode_cluster_id, new_cluster_id
+from minibroker.zk.model import ZkDataError
 from tests.support.broker import broker_config
 
 TP = TopicPartition("t", 0)

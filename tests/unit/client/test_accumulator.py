@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import trio
 
-from client.accumulator import RecordAccumulator, new_delivery
-from protocol.errors import NotLeaderOrFollowerError
-from protocol.records import Compression, decode_batch
+from minibroker.client.accumulator import RecordAccumulator, new_delivery
+from minibroker.protocol.errors import NotLeaderOrFollowerError
+from minibroker.protocol.records import Compression, decode_batch
 
 
 def _accumulator(

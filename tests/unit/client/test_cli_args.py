@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from client.cli.main import main
-from client.cli.topic import parse_assignment
+from minibroker.client.cli.main import main
+from minibroker.client.cli.topic import parse_assignment
 
 USAGE_ERRORS = [
     ["topic", "create"],  # the topic is required

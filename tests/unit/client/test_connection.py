@@ -14,8 +14,8 @@ import msgpack
 import pytest
 import trio
 
-from client.connection import Connection, ConnectionState, IllegalConnectionTransition
-from protocol.api import (
+from minibroker.client.connection import Connection, ConnectionState, IllegalConnectionTransition
+from minibroker.protocol.api import (
     ApiKey,
     RequestHeader,
     decode_request,
@@ -23,8 +23,8 @@ from protocol.api import (
     encode_response,
     error_body,
 )
-from protocol.errors import NetworkError, NotLeaderOrFollowerError, RequestTimedOutError
-from protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from minibroker.protocol.errors import NetworkError, NotLeaderOrFollowerError, RequestTimedOutError
+from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 
 Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
 """Returns the response body, or None for no response."""

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from client.consumer import Consumer
-from protocol.errors import CorruptMessageError, OffsetOutOfRangeError
-from protocol.records import Record, encode_batch, encode_values
+from minibroker.client.consumer import Consumer
+from minibroker.protocol.errors import CorruptMessageError, OffsetOutOfRangeError
+from minibroker.protocol.records import Record, encode_batch, encode_values
 
 
 def _batch(base: int, values: list[bytes]) -> bytes:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from client.cli.dev import ChildInfo, DevState, down, pid_running
-from client.cli.main import main
+from minibroker.client.cli.dev import ChildInfo, DevState, down, pid_running
+from minibroker.client.cli.main import main
 
 
 def _dead_pid() -> int:

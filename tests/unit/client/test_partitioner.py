@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2  # type: ignore[import-untyped]
 
-from client.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
+from minibroker.client.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
 
 # Published vectors of Kafka's Utils.murmur2 (UtilsTest.testMurmur2 and others that check
 # their clients against Java), as signed Java ints: every tail length 0-3 is covered.

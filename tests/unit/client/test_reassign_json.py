@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from client.cli.main import main
-from client.reassignment import (
+from minibroker.broker.assignment import assign_replicas_to_brokers
+from minibroker.client.cli.main import main
+from minibroker.client.reassignment import (
     PartitionMove,
     ReassignmentInputError,
     assignment_json,
@@ -18,7 +19,6 @@ from client.reassignment import (
     parse_topics_to_move,
     propose,
 )
-from controller.assignment import assign_replicas_to_brokers
 
 
 def doc(*partitions: dict[str, object]) -> str:

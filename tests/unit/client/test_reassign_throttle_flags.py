@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from client.cli import reassign
-from client.cli.common import UsageError
+from minibroker.client.cli import reassign
+from minibroker.client.cli.common import UsageError
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -3,8 +3,8 @@ leader/follower.replication.throttled.replicas, merged with what is already ther
 
 from __future__ import annotations
 
-from client.cli.reassign import merge_throttled_replicas, throttled_replicas
-from client.reassignment import PartitionMove
+from minibroker.client.cli.reassign import merge_throttled_replicas, throttled_replicas
+from minibroker.client.reassignment import PartitionMove
 
 
 def move(topic: str, partition: int, *replicas: int) -> PartitionMove:

@@ -8,17 +8,17 @@ from typing import Any
 import pytest
 import trio
 
-from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
-from client.producer import Producer
-from protocol.api import ApiKey
-from protocol.errors import (
+from minibroker.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from minibroker.client.producer import Producer
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import (
     KafkaError,
     MessageTooLargeError,
     NetworkError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
 )
-from protocol.records import decode_batch
+from minibroker.protocol.records import decode_batch
 
 Answer = Callable[[int, dict[str, Any]], dict[str, Any]]
 

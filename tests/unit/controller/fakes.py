@@ -10,11 +10,16 @@ from typing import Any
 
 import trio
 
-from controller.context import ControllerContext, ControllerMovedError, LeaderAndIsr, TopicPartition
-from controller.request_batch import Body, ResponseCallback
-from controller.state_machines import WriteResult
-from controller.zk_types import ZkConnectionLoss
-from protocol.api import latest_version, validate_request
+from minibroker.controller.context import (
+    ControllerContext,
+    ControllerMovedError,
+    LeaderAndIsr,
+    TopicPartition,
+)
+from minibroker.controller.request_batch import Body, ResponseCallback
+from minibroker.protocol.api import latest_version, validate_request
+from minibroker.zk.model import WriteResult
+from minibroker.zk.types import ZkConnectionLoss
 
 
 @dataclass(frozen=True)

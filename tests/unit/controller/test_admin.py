@@ -13,9 +13,9 @@ import pytest
 import trio
 import trio.testing
 
-from controller.admin import ClusterAdmin
-from controller.context import LeaderAndIsr, TopicPartition
-from controller.controller import ControllerConfig, KafkaController
+from minibroker.controller.admin import ClusterAdmin
+from minibroker.controller.context import LeaderAndIsr, TopicPartition
+from minibroker.controller.controller import ControllerConfig, KafkaController
 from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
 
 T0 = TopicPartition("t", 0)

@@ -7,12 +7,12 @@ from collections import Counter
 
 import pytest
 
-from controller.assignment import (
+from minibroker.broker.assignment import (
     assign_replicas_to_brokers,
     validate_new_topic,
     validate_topic_name,
 )
-from protocol.errors import (
+from minibroker.protocol.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,

@@ -9,9 +9,9 @@ import pytest
 import trio
 import trio.testing
 
-from controller.channel import BrokerConnection, ControllerChannelManager
-from controller.context import BrokerAddress
-from protocol.errors import NetworkError
+from minibroker.controller.channel import BrokerConnection, ControllerChannelManager
+from minibroker.controller.context import BrokerAddress
+from minibroker.protocol.errors import NetworkError
 from tests.unit.controller.fakes import Broker
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.context import (
+from minibroker.controller.context import (
     LEADER_DURING_DELETE,
     ControllerContext,
     LeaderAndIsr,
@@ -10,7 +10,7 @@ from controller.context import (
     ReassignmentContext,
     TopicPartition,
 )
-from controller.state_machines import PartitionState, ReplicaState
+from minibroker.controller.state_machines import PartitionState, ReplicaState
 from tests.unit.controller.fakes import Broker, make_context
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)

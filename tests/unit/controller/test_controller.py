@@ -8,20 +8,20 @@ from __future__ import annotations
 import pytest
 import trio
 
-from controller import events as ev
-from controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
-from controller.controller import ControllerConfig, KafkaController
-from controller.controller_zk import event_for_watch
-from controller.event_manager import ControllerEventManager as EventManagerFor
-from controller.request_batch import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
-from controller.state_machines import PartitionState, ReplicaState
-from controller.zk_types import StateChange, WatchEvent, WatchType, ZkEvent, ZkState
-from protocol.errors import (
+from minibroker.controller import events as ev
+from minibroker.controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
+from minibroker.controller.controller import ControllerConfig, KafkaController
+from minibroker.controller.controller_zk import event_for_watch
+from minibroker.controller.event_manager import ControllerEventManager as EventManagerFor
+from minibroker.controller.request_batch import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+from minibroker.controller.state_machines import PartitionState, ReplicaState
+from minibroker.protocol.errors import (
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
     NotControllerError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.zk.types import StateChange, WatchEvent, WatchType, ZkEvent, ZkState
 from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

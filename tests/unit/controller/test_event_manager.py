@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from controller.event_manager import ControllerEventManager
-from controller.events import (
+from minibroker.controller.event_manager import ControllerEventManager
+from minibroker.controller.events import (
     BrokerChange,
     ControlledShutdown,
     ControllerEvent,
@@ -14,7 +14,7 @@ from controller.events import (
     SessionExpired,
     TopicChange,
 )
-from protocol.errors import NotControllerError
+from minibroker.protocol.errors import NotControllerError
 
 
 @pytest.mark.timeout(10)

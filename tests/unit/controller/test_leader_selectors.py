@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.leader_selectors import (
+from minibroker.controller.leader_selectors import (
     Election,
     elect_for_controlled_shutdown,
     elect_for_new_partition,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from controller import events as ev
-from controller.context import LeaderAndIsr
-from controller.metrics import ControllerCollector
+from minibroker.controller import events as ev
+from minibroker.controller.context import LeaderAndIsr
+from minibroker.controller.metrics import ControllerCollector
 from tests.unit.controller.test_controller import T0, active_cluster, cluster
 
 

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from controller.context import ControllerContext, LeaderAndIsr, ReassignmentContext, TopicPartition
-from controller.partition_state_machine import PartitionStateMachine
-from controller.request_batch import LEADER_AND_ISR, UPDATE_METADATA, ControllerBrokerRequestBatch
-from controller.state_machines import ElectionStrategy, PartitionState, StateChangeFailed
+from minibroker.controller.context import (
+    ControllerContext,
+    LeaderAndIsr,
+    ReassignmentContext,
+    TopicPartition,
+)
+from minibroker.controller.partition_state_machine import PartitionStateMachine
+from minibroker.controller.request_batch import (
+    LEADER_AND_ISR,
+    UPDATE_METADATA,
+    ControllerBrokerRequestBatch,
+)
+from minibroker.controller.state_machines import ElectionStrategy, PartitionState, StateChangeFailed
 from tests.unit.controller.fakes import FakeStateStore, RecordingSender, make_context
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from controller.context import (
+from minibroker.controller.context import (
     NO_LEADER,
     ControllerContext,
     LeaderAndIsr,
     PartitionReplica,
     TopicPartition,
 )
-from controller.replica_state_machine import ReplicaStateMachine
-from controller.request_batch import (
+from minibroker.controller.replica_state_machine import ReplicaStateMachine
+from minibroker.controller.request_batch import (
     LEADER_AND_ISR,
     STOP_REPLICA,
     UPDATE_METADATA,
     ControllerBrokerRequestBatch,
 )
-from controller.state_machines import ReplicaState, StateChangeFailed
+from minibroker.controller.state_machines import ReplicaState, StateChangeFailed
 from tests.unit.controller.fakes import FakeStateStore, RecordingSender, make_context
 
 T0 = TopicPartition("t", 0)

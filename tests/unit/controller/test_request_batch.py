@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from controller.context import ControllerContext, LeaderAndIsr, ReassignmentContext, TopicPartition
-from controller.request_batch import (
+from minibroker.controller.context import (
+    ControllerContext,
+    LeaderAndIsr,
+    ReassignmentContext,
+    TopicPartition,
+)
+from minibroker.controller.request_batch import (
     LEADER_AND_ISR,
     STOP_REPLICA,
     UPDATE_METADATA,

@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from controller.context import PartitionReplica, TopicPartition
-from controller.partition_state_machine import PartitionStateMachine
-from controller.replica_state_machine import ReplicaStateMachine
-from controller.request_batch import ControllerBrokerRequestBatch
-from controller.state_machines import (
+from minibroker.controller.context import PartitionReplica, TopicPartition
+from minibroker.controller.partition_state_machine import PartitionStateMachine
+from minibroker.controller.replica_state_machine import ReplicaStateMachine
+from minibroker.controller.request_batch import ControllerBrokerRequestBatch
+from minibroker.controller.state_machines import (
     IllegalStateTransition,
     PartitionState,
     ReplicaState,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.context import LeaderAndIsr, TopicPartition
-from controller.zk_model import (
+from minibroker.controller.context import LeaderAndIsr, TopicPartition
+from minibroker.zk.model import (
     BrokerInfo,
     EndPoint,
     TopicAssignment,

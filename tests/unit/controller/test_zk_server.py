@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.zookeeper_server import (
+from minibroker.zk.server import (
     ZooKeeperError,
     find_jars_dir,
     find_java,

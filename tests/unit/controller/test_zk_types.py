@@ -14,7 +14,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from controller.zk_types import (
+from minibroker.zk.types import (
     BadVersion,
     NodeExists,
     NoNode,

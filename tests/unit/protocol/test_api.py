@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.api import (
+from minibroker.protocol.api import (
     SCHEMAS,
     SUPPORTED_VERSIONS,
     ApiKey,
@@ -29,10 +29,10 @@ from protocol.api import (
     encode_response,
     error_body,
 )
-from protocol.errors import InvalidRequestError, UnsupportedVersionError
-from protocol.frames import FrameDecoder, FrameError
-from protocol.schemas.packing import pack_buffers
-from protocol.schemas.types import (
+from minibroker.protocol.errors import InvalidRequestError, UnsupportedVersionError
+from minibroker.protocol.frames import FrameDecoder, FrameError
+from minibroker.protocol.schemas.packing import pack_buffers
+from minibroker.protocol.schemas.types import (
     REQUIRED,
     Array,
     Nullable,

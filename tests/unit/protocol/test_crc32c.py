@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.crc32c import crc32c, crc32c_crcmod
+from minibroker.protocol.crc32c import crc32c, crc32c_crcmod
 
 # The CRC catalogue's check value and the iSCSI vectors of RFC 3720 appendix B.4.
 KNOWN_ANSWERS = [

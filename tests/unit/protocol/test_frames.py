@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.frames import (
+from minibroker.protocol.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     NEED_DATA,
     FrameDecoder,

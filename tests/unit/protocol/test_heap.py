@@ -1,4 +1,4 @@
-"""protocol.heap: large freed buffers stay in the heap for the next frame."""
+"""minibroker.protocol.heap: large freed buffers stay in the heap for the next frame."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from protocol import heap
+from minibroker.protocol import heap
 
 # Runs in a fresh interpreter: the tuning is process-wide and cannot be undone. The
 # project runs on Linux with glibc (mmap-backed segments); mallinfo2 is glibc >= 2.33.
 _PROBE = textwrap.dedent(
     """
     import ctypes, sys
-    from protocol.heap import keep_freed_memory
+    from minibroker.protocol.heap import keep_freed_memory
 
     class MallInfo2(ctypes.Structure):
         _fields_ = [(name, ctypes.c_size_t) for name in (

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from protocol.errors import CorruptMessageError
-from protocol.records import (
+from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     Compression,
     Record,

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from protocol.api import SCHEMAS
-from protocol.schemas.describe import describe_struct
-from protocol.schemas.describe import main as describe_main
-from protocol.schemas.types import (
+from minibroker.protocol.api import SCHEMAS
+from minibroker.protocol.schemas.describe import describe_struct
+from minibroker.protocol.schemas.describe import main as describe_main
+from minibroker.protocol.schemas.types import (
     BOOL,
     INT8,
     INT16,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocol.records import Record, decode_records, encode_batch, iter_headers
-from storage.log import Log
-from storage.log_config import LogConfig
+from minibroker.protocol.records import Record, decode_records, encode_batch, iter_headers
+from minibroker.storage.log import Log
+from minibroker.storage.log_config import LogConfig
 
 SMALL = LogConfig(
     segment_bytes=4096,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from client.cli.main import main
-from protocol.records import Record, encode_batch
+from minibroker.client.cli.main import main
+from minibroker.protocol.records import Record, encode_batch
 from tests.unit.storage.batches import batch, open_log
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.errors import CorruptIndexError
-from storage.offset_index import OffsetIndex, OffsetPosition
-from storage.time_index import TimeIndex, TimestampOffset
+from minibroker.storage.errors import CorruptIndexError
+from minibroker.storage.offset_index import OffsetIndex, OffsetPosition
+from minibroker.storage.time_index import TimeIndex, TimestampOffset
 
 BASE = 100
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from storage.errors import CorruptCheckpointError
-from storage.leader_epoch import UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
-from storage.log import Log
-from storage.log_config import LogConfig
+from minibroker.storage.errors import CorruptCheckpointError
+from minibroker.storage.leader_epoch import UNDEFINED_EPOCH, EpochEntry, LeaderEpochCache
+from minibroker.storage.log import Log
+from minibroker.storage.log_config import LogConfig
 from tests.unit.storage.batches import batch
 
 

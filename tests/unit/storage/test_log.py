@@ -11,16 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import (
+from minibroker.protocol.errors import (
     CorruptMessageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from protocol.records import iter_headers, read_header
-from storage.leader_epoch import EpochEntry
-from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
-from storage.time_index import TimestampOffset
+from minibroker.protocol.records import iter_headers, read_header
+from minibroker.storage.leader_epoch import EpochEntry
+from minibroker.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
+from minibroker.storage.time_index import TimestampOffset
 from tests.unit.storage.batches import SMALL, batch, open_log, read_all, values_of
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import LogDirNotFoundError
-from storage.errors import LogDirError
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
-from storage.names import TopicPartition
-from storage.segment import LogSegment
+from minibroker.protocol.errors import LogDirNotFoundError
+from minibroker.storage.errors import LogDirError
+from minibroker.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from minibroker.storage.names import TopicPartition
+from minibroker.storage.segment import LogSegment
 from tests.unit.storage.batches import SMALL, batch, read_all
 
 T0, T1, T2 = TopicPartition("orders", 0), TopicPartition("orders", 1), TopicPartition("a-b.c", 2)

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.records import iter_headers, validate_batch
-from storage.leader_epoch import EpochEntry
-from storage.log import Log
-from storage.segment import LogSegment
+from minibroker.protocol.records import iter_headers, validate_batch
+from minibroker.storage.leader_epoch import EpochEntry
+from minibroker.storage.log import Log
+from minibroker.storage.segment import LogSegment
 from tests.unit.storage.batches import batch, open_log, read_all
 
 Records = list[tuple[int, bytes | None]]

@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.records import iter_headers, patch_base_offset
-from storage.segment import LogSegment
+from minibroker.protocol.records import iter_headers, patch_base_offset
+from minibroker.storage.segment import LogSegment
 from tests.unit.storage.batches import batch, values_of
 
 INTERVAL = 200

@@ -49,7 +49,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
-from controller.zk_types import (
+from minibroker.zk.types import (
     BadVersion,
     CheckOp,
     CreateOp,

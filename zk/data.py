@@ -31,14 +31,9 @@ from typing import Any, TypeVar
 
 import trio
 
-from controller.context import (
-    INITIAL_CONTROLLER_EPOCH,
-    ControllerMovedError,
-    LeaderAndIsr,
-    TopicPartition,
-)
-from controller.state_machines import WriteResult
-from controller.zk_client import (
+from minibroker.protocol.errors import MinibrokerError, TopicAlreadyExistsError
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.client import (
     BadVersion,
     CheckOp,
     CreateOp,
@@ -53,13 +48,14 @@ from controller.zk_client import (
     ZkEvent,
     ZkState,
 )
-from controller.zk_model import (
+from minibroker.zk.model import (
     BROKER_IDS_PATH,
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
+    INITIAL_CONTROLLER_EPOCH,
     ISR_CHANGE_NOTIFICATION_PATH,
     ISR_CHANGE_PREFIX,
     LOG_DIR_EVENT_NOTIFICATION_PATH,
@@ -69,7 +65,10 @@ from controller.zk_model import (
     REASSIGN_PARTITIONS_PATH,
     TOPICS_PATH,
     BrokerInfo,
+    ControllerMovedError,
+    LeaderAndIsr,
     TopicAssignment,
+    WriteResult,
     ZkDataError,
     broker_path,
     decode_broker_info,
@@ -100,7 +99,6 @@ from controller.zk_model import (
     topic_config_path,
     topic_path,
 )
-from protocol.errors import MinibrokerError, TopicAlreadyExistsError
 
 log = logging.getLogger("minibroker.controller.zk")
 

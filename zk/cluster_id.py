@@ -14,8 +14,8 @@ import contextlib
 import json
 import uuid
 
-from controller.zk_client import NodeExists, NoNode, ZkClient
-from controller.zk_model import ZkDataError
+from minibroker.zk.client import NodeExists, NoNode, ZkClient
+from minibroker.zk.model import ZkDataError
 
 CLUSTER_ID_PATH = "/cluster/id"
 

@@ -51,7 +51,7 @@ from types import TracebackType
 
 import trio
 
-from protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError
 
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 # 500 ms ticks keep the minimum session timeout (2 ticks by default) low for tests.

@@ -25,7 +25,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
 from kazoo.protocol.states import ZnodeStat
 
-from protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError
 
 # -- errors -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from controller.zookeeper_server import ZooKeeperError, ZooKeeperServer
+from minibroker.zk.server import ZooKeeperError, ZooKeeperServer
 
 HELP = "run a standalone ZooKeeper server (jars from the pyspark wheel) until Ctrl-C"
 

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from controller.context import LeaderAndIsr, TopicPartition
-from protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.topic_partition import TopicPartition
 
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
@@ -414,3 +414,47 @@ def _partition_items(
         targets = _int_list(item.get("replicas"), what) if replicas else ()
         result.append((topic, partition, targets))
     return result
+
+
+INITIAL_CONTROLLER_EPOCH = 0
+"""The epoch before any controller ran; the first controller writes 1."""
+
+
+class ControllerMovedError(MinibrokerError):
+    """Another broker became controller: a conditional write on /controller_epoch failed
+    or a znode carries a newer controller epoch. The controller must resign."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """The content of ``/brokers/topics/T/partitions/P/state`` plus its znode version.
+
+    ``zk_version`` is the version of the znode this value was read from or written as;
+    a conditional update passes it as the expected version.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int
+
+    def new_leader(self, leader: int, isr: Iterable[int], controller_epoch: int) -> LeaderAndIsr:
+        """The next leadership: a new leader and/or ISR always bumps the leader epoch so
+        brokers can fence requests from the old one (DESIGN §5)."""
+        return replace(
+            self,
+            leader=leader,
+            leader_epoch=self.leader_epoch + 1,
+            isr=tuple(isr),
+            controller_epoch=controller_epoch,
+        )
+
+
+@dataclass(slots=True)
+class WriteResult:
+    """Outcome of a batch of ZooKeeper writes: what was written (with its new znode
+    version) and which partitions lost a race (znode exists / version moved on)."""
+
+    written: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    conflicts: set[TopicPartition] = field(default_factory=set)

@@ -22,7 +22,7 @@ import random
 import re
 from collections.abc import Collection, Iterable, Sequence
 
-from protocol.errors import (
+from minibroker.protocol.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from minibroker.protocol.api import SCHEMAS
-from minibroker.protocol.schemas.describe import describe_struct
-from minibroker.protocol.schemas.describe import main as describe_main
+from minibroker.protocol.describe_schemas import describe_struct
+from minibroker.protocol.describe_schemas import main as describe_main
 from minibroker.protocol.schemas.types import (
     BOOL,
     INT8,

@@ -1,6 +1,6 @@
 """Print every API's request and response bodies as readable text.
 
-    python3 -m protocol.schemas.describe [API-NAME ...]
+    python3 -m minibroker.protocol.describe_schemas [API-NAME ...]
 
 One line per field: its name, type, default (``= ...``) and the versions that have it
 when not all do. Generated from the schemas themselves, so it cannot go stale.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 
+from minibroker.protocol.api import SCHEMAS
 from minibroker.protocol.schemas.types import (
     REQUIRED,
     Api,
@@ -62,8 +63,6 @@ def describe_api(key: int, api: Api) -> Iterator[str]:
 
 
 def main(argv: list[str]) -> int:
-    from minibroker.protocol.api import SCHEMAS  # here, not at import: api imports this package
-
     wanted = {name.lower() for name in argv}
     for key, api in SCHEMAS.items():
         if not wanted or api.name.lower() in wanted:

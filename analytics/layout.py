@@ -1,10 +1,11 @@
 """Finding segment files in log dirs and cutting them into scan slices (driver side).
 
 A log dir holds one directory per partition replica, named ``<topic>-<partition>``
-(DESIGN §3). Inside, ``<20-digit base offset>.log`` files hold RecordBatch v2 batches
-back to back; ``.index`` / ``.timeindex`` and checkpoint files are ignored here, and so
-are ``<topic>-<partition>.<uuid>-future`` (a log-dir move in progress: a partial copy)
-and ``...-delete`` (a replica being removed): neither is the partition's live data.
+(docs/architecture.md, "On disk"). Inside, ``<20-digit base offset>.log`` files hold
+RecordBatch v2 batches back to back; ``.index`` / ``.timeindex`` and checkpoint files
+are ignored here, and so are ``<topic>-<partition>.<uuid>-future`` (a log-dir move in
+progress: a partial copy) and ``...-delete`` (a replica being removed): neither is the
+partition's live data.
 
 A ``SegmentSlice`` is one Spark task: a byte range ``[start, end)`` of one ``.log`` file.
 Small segments are one slice. A segment larger than ``split_bytes`` is cut at batch

@@ -1,6 +1,6 @@
 """Sans-IO frame codec: a byte stream in, whole frames out.
 
-Byte format (DESIGN §2)::
+Byte format (docs/architecture.md, "Wire formats")::
 
     +----------------------+-----------------+
     | length N (int32, BE) | N payload bytes |

@@ -1,5 +1,5 @@
-"""Bad input never takes the broker down (DESIGN §9): after each abuse, a good request on
-a NEW connection is answered."""
+"""Bad input never takes the broker down (docs/architecture.md, "Bad input"): after each
+abuse, a good request on a NEW connection is answered."""
 
 from __future__ import annotations
 

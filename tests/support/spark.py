@@ -5,10 +5,10 @@ no UI, bound to 127.0.0.1, with the ``minibroker`` data source registered. Impor
 into a conftest or test module: ``from tests.support.spark import spark``.
 
 ``PartitionLog`` writes a partition replica's directory the way a broker lays it out
-(DESIGN §3): ``<log dir>/<topic>-<partition>/<20-digit base offset>.log`` files holding
-RecordBatch v2 batches back to back, encoded with ``protocol.records``. It remembers
-what it wrote (``written``) so tests compare Spark's answers with the truth, and it can
-damage files on purpose (``corrupt_batch``, ``tear_tail``).
+(docs/architecture.md, "On disk"): ``<log dir>/<topic>-<partition>/<20-digit base
+offset>.log`` files holding RecordBatch v2 batches back to back, encoded with
+``protocol.records``. It remembers what it wrote (``written``) so tests compare Spark's
+answers with the truth, and it can damage files on purpose (``corrupt_batch``, ``tear_tail``).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from tests.support.broker import broker_config, fetch_body
 ME = 1
 TP = TopicPartition("orders", 0)
 
-# Families a Kafka dashboard built on the JMX exporter queries (DESIGN §10, issue 8).
+# Families a Kafka dashboard built on the JMX exporter queries.
 DASHBOARD_FAMILIES = {
     "kafka_server_brokertopicmetrics_messagesin",
     "kafka_server_brokertopicmetrics_bytesin",

@@ -89,13 +89,12 @@ class KafkaController:
         self.channel = channel
         self.context = ControllerContext()
         self.events = ControllerEventManager(self.process)
-        self.replica_failure = ReplicaFailureHandler(self)
         self.batch = ControllerBrokerRequestBatch(
             self.context,
             config.broker_id,
             channel,
             self._on_stop_replica_response,
-            self.replica_failure.leader_and_isr_response_callback,
+            self._on_leader_and_isr_response,
         )
         self.partition_state_machine = PartitionStateMachine(
             self.context,
@@ -106,9 +105,25 @@ class KafkaController:
             on_elections=self._count_elections,
         )
         self.replica_state_machine = ReplicaStateMachine(self.context, zk, self.batch)
-        self.topic_deletion = TopicDeletionManager(self)
-        self.reassignment = ReassignmentManager(self)
-        self.leadership = LeadershipManager(self)
+        machines = (self.context, zk, self.batch, self.partition_state_machine)
+        self.topic_deletion = TopicDeletionManager(
+            *machines, self.replica_state_machine, delete_topic_enable=config.delete_topic_enable
+        )
+        self.replica_failure = ReplicaFailureHandler(
+            *machines,
+            self.replica_state_machine,
+            fail_replica_deletion=self.topic_deletion.fail_replica_deletion,
+        )
+        self.reassignment = ReassignmentManager(
+            *machines,
+            self.replica_state_machine,
+            self.events,
+            on_reassignment_done=self.topic_deletion.resume_for_topic,
+        )
+        self.leadership = LeadershipManager(
+            *machines,
+            imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+        )
         self.active_controller_id: int | None = None
         self.unclean_elections = 0
         self.leader_elections = 0
@@ -522,6 +537,15 @@ class KafkaController:
         return {tp for tp in ctx.partitions_led_by(broker_id) if len(ctx.replicas_for(tp)) > 1}
 
     # -- responses ----------------------------------------------------------------------
+
+    def _on_leader_and_isr_response(self, broker_id: int, response: Body) -> None:
+        """Runs in the channel's sender task: hand the answer to the event loop."""
+        errors = {
+            TopicPartition(e["topic_name"], e["partition_index"]): int(e.get("error_code", 0))
+            for e in response.get("partition_errors", [])
+        }
+        code = int(response.get("error_code", 0))
+        self.events.put(ev.LeaderAndIsrResponseReceived(broker_id, errors, code))
 
     def _on_stop_replica_response(self, broker_id: int, request: Body, response: Body) -> None:
         """Runs in the channel's sender task: hand the answer to the event loop."""

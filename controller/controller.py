@@ -325,6 +325,7 @@ class KafkaController:
         await self.replica_state_machine.handle_state_changes(online, ReplicaState.ONLINE)
         self.partition_state_machine.initialize_states()
         await self.partition_state_machine.trigger_online_partition_state_change()
+        await self._take_dead_replicas_offline()
         await self.reassignment.resume_after_failover()
         if await self.zk.get_preferred_replica_election(watch=True):
             self.events.put(ev.PreferredReplicaElection(from_zk=True))
@@ -338,6 +339,25 @@ class KafkaController:
             len(ctx.live_brokers),
             len(ctx.assignments),
         )
+
+    async def _take_dead_replicas_offline(self) -> None:
+        """Move the replicas on brokers that are not registered to OfflineReplica, as
+        if this controller had seen those brokers die (Kafka's replica state machine
+        does this when it starts). Their leaders were just re-elected; here they leave
+        the ISR of the partitions they followed (never its last member), and those
+        partitions' leaders hear the new ISR, so acks=all writes stop waiting for them
+        now instead of after replica.lag.time.max.ms. Replicas of topics being deleted
+        stay ReplicaDeletionIneligible: deletion waits for their brokers."""
+        ctx = self.context
+        dead = {
+            replica
+            for replica in ctx.replicas_for_partitions(ctx.all_partitions())
+            if replica.topic not in ctx.topics_to_be_deleted
+            and not ctx.is_replica_online(
+                replica.replica, replica.topic_partition, include_shutting_down=True
+            )
+        }
+        await self.replica_state_machine.handle_state_changes(dead, ReplicaState.OFFLINE)
 
     def _resign(self) -> None:
         if self._active:

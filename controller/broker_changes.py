@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import trio
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import ControllerContext, PartitionReplica, TopicPartition
+from minibroker.controller.context import (
+    BrokerAddress,
+    ControllerContext,
+    PartitionReplica,
+    TopicPartition,
+)
 from minibroker.controller.controller_zk import ControllerZk
 from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.replica_failure import ReplicaFailureHandler
@@ -38,7 +43,7 @@ class BrokerChannel(RequestSender, Protocol):
     """The ControllerChannelManager as the controller uses it."""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None: ...
-    def add_broker(self, broker: Any) -> None: ...
+    def add_broker(self, broker: BrokerAddress) -> None: ...
     def remove_broker(self, broker_id: int) -> None: ...
     def remove_all(self) -> None: ...
 
@@ -73,11 +78,7 @@ class BrokerChangeHandler:
         known = dict(ctx.live_brokers)
         new = sorted(set(current) - set(known))
         dead = sorted(set(known) - set(current))
-        bounced = sorted(
-            b
-            for b in set(current) & set(known)
-            if getattr(known[b], "epoch", -1) != getattr(current[b], "epoch", -1)
-        )
+        bounced = sorted(b for b in set(current) & set(known) if known[b].epoch != current[b].epoch)
         for broker_id in dead + bounced:
             self._channel.remove_broker(broker_id)
         for broker_id in new + bounced:

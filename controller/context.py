@@ -60,6 +60,10 @@ class BrokerAddress(Protocol):
     def port(self) -> int: ...
     @property
     def rack(self) -> str | None: ...
+    @property
+    def epoch(self) -> int:
+        """The czxid of its /brokers/ids znode: a re-registered broker has a new one."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

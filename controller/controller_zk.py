@@ -49,13 +49,6 @@ from minibroker.zk.model import (
 from minibroker.zk.types import WatchEvent, WatchType
 
 
-class RegisteredBroker(BrokerAddress, Protocol):
-    @property
-    def epoch(self) -> int:
-        """The czxid of its /brokers/ids znode: a re-registered broker has a new one."""
-        ...
-
-
 class TopicReplicas(Protocol):
     """A topic's assignment as /brokers/topics/T stores it."""
 
@@ -82,7 +75,7 @@ class ControllerZk(PartitionStateStore, Protocol):
         ...
 
     # -- brokers and topics -----------------------------------------------------------
-    async def get_live_brokers(self, *, watch: bool) -> Mapping[int, RegisteredBroker]: ...
+    async def get_live_brokers(self, *, watch: bool) -> Mapping[int, BrokerAddress]: ...
 
     async def get_all_topics(self, *, watch: bool) -> set[str]: ...
 

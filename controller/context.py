@@ -30,15 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import Protocol
 
+from minibroker.controller.state_machines import PartitionReplica as PartitionReplica
+from minibroker.controller.state_machines import PartitionState, ReplicaState
 from minibroker.protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
 from minibroker.zk.model import INITIAL_CONTROLLER_EPOCH as INITIAL_CONTROLLER_EPOCH
 from minibroker.zk.model import ControllerMovedError as ControllerMovedError
 from minibroker.zk.model import LeaderAndIsr as LeaderAndIsr
-
-if TYPE_CHECKING:
-    from minibroker.controller.state_machines import PartitionState, ReplicaState
 
 NO_LEADER = -1
 """Leader id of a partition whose leader is gone and no replacement could be elected."""
@@ -48,21 +47,6 @@ LEADER_DURING_DELETE = -2
 clients stop routing to them (Kafka's LeaderAndIsr.LeaderDuringDelete)."""
 
 INITIAL_LEADER_EPOCH = 0
-
-
-class PartitionReplica(NamedTuple):
-    """One replica of one partition: the broker ``replica`` hosting ``topic-partition``."""
-
-    topic: str
-    partition: int
-    replica: int
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
-
-    def __str__(self) -> str:
-        return f"[{self.topic}-{self.partition}, replica {self.replica}]"
 
 
 class BrokerAddress(Protocol):
@@ -76,6 +60,10 @@ class BrokerAddress(Protocol):
     def port(self) -> int: ...
     @property
     def rack(self) -> str | None: ...
+    @property
+    def epoch(self) -> int:
+        """The czxid of its /brokers/ids znode: a re-registered broker has a new one."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""KafkaController: election, failover, and the handlers of every controller event.
+"""KafkaController: election, failover, and the event loop that runs every handler.
 
 How this works: every broker runs one KafkaController. ``run`` starts the event loop
 (one queue, one consumer; controller/event_manager.py), the broker channel, and a task
@@ -12,34 +12,33 @@ from ZooKeeper, decides through the state machines (ZooKeeper first, requests se
 and returns. A ControllerMovedError anywhere means another controller fenced us: we
 resign (forget the context, drop broker connections) and watch /controller again.
 
-Handlers follow Kafka 2.x's KafkaController, step by step:
+This module holds election, failover and resignation; the handlers live with what they
+handle, each given only the pieces it uses (the context, the ZooKeeper view, the request
+batch, the state machines, the event queue):
 
-* broker change: new brokers -> onBrokerStartup, dead -> onBrokerFailure, re-registered
-  (new znode epoch) -> failure then startup;
-* controlled shutdown: leadership moves to an ISR member that stays, followers are
-  stopped and dropped from the ISR; the reply lists what the broker still leads;
-* topic change / partition modifications: new partitions New -> Online.
-
-ISR change notifications and preferred-leader elections live in
-controller/leadership.py, topic deletion in controller/topic_deletion.py,
-reassignment in controller/reassignment.py, and failed log dirs (with the offline-replica
-path a dead broker shares) in controller/replica_failure.py.
+* controller/broker_changes.py: brokers joining, dying, re-registering; controlled
+  shutdown;
+* controller/topic_changes.py: new topics and partitions, topic config changes;
+* controller/topic_deletion.py, controller/reassignment.py;
+* controller/leadership.py: ISR change notifications, preferred and unclean elections;
+* controller/replica_failure.py: failed log dirs, and the offline-replica path a dead
+  broker shares.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import trio
 
 from minibroker.controller import events as ev
+from minibroker.controller.broker_changes import BrokerChangeHandler, BrokerChannel
 from minibroker.controller.context import (
     ControllerContext,
     ControllerMovedError,
-    PartitionReplica,
     TopicPartition,
 )
 from minibroker.controller.controller_zk import ControllerZk, event_for_watch
@@ -49,13 +48,10 @@ from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.reassignment import ReassignmentManager
 from minibroker.controller.replica_failure import ReplicaFailureHandler
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
-from minibroker.controller.request_batch import Body, ControllerBrokerRequestBatch, RequestSender
-from minibroker.controller.state_machines import ElectionStrategy, PartitionState, ReplicaState
+from minibroker.controller.request_batch import Body, ControllerBrokerRequestBatch
+from minibroker.controller.state_machines import ReplicaState
+from minibroker.controller.topic_changes import TopicChangeHandler, UncleanElectionPolicy
 from minibroker.controller.topic_deletion import TopicDeletionManager
-from minibroker.protocol.errors import (
-    BrokerNotAvailableError,
-    KafkaError,
-)
 from minibroker.zk.types import StateChange, WatchEvent, ZkError, ZkEvent, ZkState
 
 log = logging.getLogger("minibroker.controller")
@@ -73,15 +69,6 @@ class ControllerConfig:
     delete_topic_enable: bool = True
 
 
-class BrokerChannel(RequestSender, Protocol):
-    """The ControllerChannelManager as the controller uses it."""
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None: ...
-    def add_broker(self, broker: Any) -> None: ...
-    def remove_broker(self, broker_id: int) -> None: ...
-    def remove_all(self) -> None: ...
-
-
 class KafkaController:
     def __init__(self, config: ControllerConfig, zk: ControllerZk, channel: BrokerChannel) -> None:
         self.config = config
@@ -89,33 +76,78 @@ class KafkaController:
         self.channel = channel
         self.context = ControllerContext()
         self.events = ControllerEventManager(self.process)
-        self.replica_failure = ReplicaFailureHandler(self)
         self.batch = ControllerBrokerRequestBatch(
             self.context,
             config.broker_id,
             channel,
             self._on_stop_replica_response,
-            self.replica_failure.leader_and_isr_response_callback,
+            self._on_leader_and_isr_response,
         )
+        self.unclean = UncleanElectionPolicy(config.unclean_leader_election_enable)
         self.partition_state_machine = PartitionStateMachine(
             self.context,
             zk,
             self.batch,
-            unclean_allowed=self._unclean_allowed,
+            unclean_allowed=self.unclean.allowed,
             on_unclean_election=self._count_unclean_election,
             on_elections=self._count_elections,
         )
         self.replica_state_machine = ReplicaStateMachine(self.context, zk, self.batch)
-        self.topic_deletion = TopicDeletionManager(self)
-        self.reassignment = ReassignmentManager(self)
-        self.leadership = LeadershipManager(self)
+        ctx, batch = self.context, self.batch
+        psm, rsm = self.partition_state_machine, self.replica_state_machine
+        self.topic_deletion = TopicDeletionManager(
+            ctx, zk, batch, psm, rsm, delete_topic_enable=config.delete_topic_enable
+        )
+        self.replica_failure = ReplicaFailureHandler(
+            ctx,
+            zk,
+            batch,
+            psm,
+            rsm,
+            fail_replica_deletion=self.topic_deletion.fail_replica_deletion,
+        )
+        self.reassignment = ReassignmentManager(
+            ctx,
+            zk,
+            batch,
+            psm,
+            rsm,
+            self.events,
+            on_reassignment_done=self.topic_deletion.resume_for_topic,
+        )
+        self.leadership = LeadershipManager(
+            ctx,
+            zk,
+            batch,
+            psm,
+            imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+        )
+        self.topic_changes = TopicChangeHandler(
+            ctx,
+            zk,
+            psm,
+            rsm,
+            self.unclean,
+            note_recorded_reassignment=self.reassignment.note_recorded_reassignment,
+        )
+        self.broker_changes = BrokerChangeHandler(
+            ctx,
+            zk,
+            channel,
+            batch,
+            psm,
+            rsm,
+            self.replica_failure,
+            resume_for_brokers=(
+                self.reassignment.resume_for_brokers,
+                self.topic_deletion.resume_for_brokers,
+            ),
+        )
         self.active_controller_id: int | None = None
         self.unclean_elections = 0
         self.leader_elections = 0
         self.leader_election_seconds = 0.0
         self._active = False
-        self._unclean_overrides: dict[str, bool] = {}
-        self._last_config_change = ""
         self._nursery: trio.Nursery | None = None
         self._rebalance_scope: trio.CancelScope | None = None
         self._handlers: dict[type[ev.ControllerEvent], Callable[[Any], Awaitable[None]]] = {
@@ -124,10 +156,10 @@ class KafkaController:
             ev.Reelect: self._on_reelect,
             ev.SessionExpired: self._on_session_expired,
             ev.ZkReconnected: self._on_zk_reconnected,
-            ev.BrokerChange: self._on_broker_change,
-            ev.TopicChange: self._on_topic_change,
-            ev.PartitionModifications: self._on_partition_modifications,
-            ev.TopicConfigChange: self._on_topic_config_change,
+            ev.BrokerChange: self.broker_changes.on_broker_change,
+            ev.TopicChange: self.topic_changes.on_topic_change,
+            ev.PartitionModifications: self.topic_changes.on_partition_modifications,
+            ev.TopicConfigChange: self.topic_changes.on_topic_config_change,
             ev.TopicDeletion: self.topic_deletion.on_topic_deletion_event,
             ev.TopicDeletionStopReplicaResponse: self.topic_deletion.on_stop_replica_response,
             ev.PartitionReassignment: self.reassignment.on_zk_reassignment,
@@ -138,7 +170,7 @@ class KafkaController:
             ev.PreferredReplicaElection: self.leadership.on_preferred_replica_election,
             ev.UncleanLeaderElection: self.leadership.on_unclean_leader_election,
             ev.AutoPreferredLeaderBalance: self.leadership.on_auto_leader_balance,
-            ev.ControlledShutdown: self._on_controlled_shutdown,
+            ev.ControlledShutdown: self.broker_changes.on_controlled_shutdown,
             ev.LogDirEventNotification: self.replica_failure.on_log_dir_event_notification,
             ev.LeaderAndIsrResponseReceived: self.replica_failure.on_leader_and_isr_response,
         }
@@ -290,7 +322,7 @@ class KafkaController:
         for broker in brokers.values():
             self.channel.add_broker(broker)
         topics = await self.zk.get_all_topics(watch=True)
-        await self._load_topics(topics)
+        await self.topic_changes.load_topics(topics)
         ctx.update_leadership(await self.zk.read_partition_states(list(ctx.all_partitions())))
         await self.zk.get_isr_change_notifications(watch=True)
         self.events.put(ev.IsrChangeNotification())  # ones written while nobody was controller
@@ -299,8 +331,7 @@ class KafkaController:
         await self.zk.delete_log_dir_event_notifications(
             await self.zk.get_log_dir_event_notifications(watch=True)
         )
-        # Topic configs were just read; only later config changes matter.
-        self._last_config_change = max(await self.zk.get_config_changes(watch=True), default="")
+        await self.topic_changes.skip_config_changes_so_far()
         await self.topic_deletion.initialize(await self.zk.get_topics_to_delete(watch=True))
         self.batch.new_batch()
         self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, ctx.leadership)
@@ -310,6 +341,7 @@ class KafkaController:
         await self.replica_state_machine.handle_state_changes(online, ReplicaState.ONLINE)
         self.partition_state_machine.initialize_states()
         await self.partition_state_machine.trigger_online_partition_state_change()
+        await self._take_dead_replicas_offline()
         await self.reassignment.resume_after_failover()
         if await self.zk.get_preferred_replica_election(watch=True):
             self.events.put(ev.PreferredReplicaElection(from_zk=True))
@@ -324,6 +356,25 @@ class KafkaController:
             len(ctx.assignments),
         )
 
+    async def _take_dead_replicas_offline(self) -> None:
+        """Move the replicas on brokers that are not registered to OfflineReplica, as
+        if this controller had seen those brokers die (Kafka's replica state machine
+        does this when it starts). Their leaders were just re-elected; here they leave
+        the ISR of the partitions they followed (never its last member), and those
+        partitions' leaders hear the new ISR, so acks=all writes stop waiting for them
+        now instead of after replica.lag.time.max.ms. Replicas of topics being deleted
+        stay ReplicaDeletionIneligible: deletion waits for their brokers."""
+        ctx = self.context
+        dead = {
+            replica
+            for replica in ctx.replicas_for_partitions(ctx.all_partitions())
+            if replica.topic not in ctx.topics_to_be_deleted
+            and not ctx.is_replica_online(
+                replica.replica, replica.topic_partition, include_shutting_down=True
+            )
+        }
+        await self.replica_state_machine.handle_state_changes(dead, ReplicaState.OFFLINE)
+
     def _resign(self) -> None:
         if self._active:
             log.info("broker %d resigns as controller", self.config.broker_id)
@@ -334,8 +385,7 @@ class KafkaController:
         self.channel.remove_all()
         self.batch.clear()
         self.context.reset()
-        self._unclean_overrides.clear()
-        self._last_config_change = ""
+        self.topic_changes.reset()
 
     async def _rebalance_timer(self, scope: trio.CancelScope) -> None:
         with scope:
@@ -343,87 +393,7 @@ class KafkaController:
                 await trio.sleep(self.config.leader_imbalance_check_interval_s)
                 self.events.put(ev.AutoPreferredLeaderBalance())
 
-    # -- topics ---------------------------------------------------------------------------
-
-    async def _load_topics(self, topics: Iterable[str]) -> set[TopicPartition]:
-        """Read the assignments of ``topics`` (arming their watches) into the context;
-        returns their partitions."""
-        topics = sorted(topics)
-        assignments = await self.zk.get_topic_assignments(topics, watch=True)
-        loaded: set[TopicPartition] = set()
-        for topic, replicas in assignments.items():
-            for partition, ar in replicas.partitions.items():
-                tp = TopicPartition(topic, partition)
-                self.context.set_assignment(tp, ar)
-                loaded.add(tp)
-            self.reassignment.note_recorded_reassignment(topic, replicas)
-            override = await self.zk.get_unclean_leader_election_override(topic)
-            if override is not None:
-                self._unclean_overrides[topic] = override
-        return loaded
-
-    async def _on_topic_change(self, event: ev.TopicChange) -> None:
-        topics = await self.zk.get_all_topics(watch=True)
-        known = self.context.all_topics
-        for gone in known - topics:
-            self.context.remove_topic(gone)
-        new_partitions = await self._load_topics(topics - known)
-        if new_partitions:
-            await self.on_new_partition_creation(new_partitions)
-
-    async def _on_partition_modifications(self, event: ev.PartitionModifications) -> None:
-        topic = event.topic
-        assignments = await self.zk.get_topic_assignments([topic], watch=True)
-        replicas = assignments.get(topic)
-        if replicas is None or topic in self.context.topics_to_be_deleted:
-            return
-        added = {
-            TopicPartition(topic, p): ar
-            for p, ar in replicas.partitions.items()
-            if not self.context.replicas_for(TopicPartition(topic, p))
-        }
-        for tp, ar in added.items():
-            self.context.set_assignment(tp, ar)
-        if added:
-            await self.on_new_partition_creation(set(added))
-
-    async def on_new_partition_creation(self, partitions: set[TopicPartition]) -> None:
-        replicas = self.context.replicas_for_partitions(partitions)
-        await self.partition_state_machine.handle_state_changes(partitions, PartitionState.NEW)
-        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.NEW)
-        await self.partition_state_machine.handle_state_changes(partitions, PartitionState.ONLINE)
-        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
-
-    async def _on_topic_config_change(self, event: ev.TopicConfigChange) -> None:
-        """A topic that now allows unclean election gets its offline partitions elected
-        at once (Kafka's TopicUncleanLeaderElectionEnable)."""
-        names = await self.zk.get_config_changes(watch=True)
-        fresh = [n for n in names if n > self._last_config_change]
-        if not fresh:
-            return
-        self._last_config_change = fresh[-1]
-        newly_unclean: set[str] = set()
-        for topic in await self.zk.read_config_change_topics(fresh):
-            if topic not in self.context.assignments:
-                continue
-            override = await self.zk.get_unclean_leader_election_override(topic)
-            was_allowed = self._unclean_allowed(topic)
-            if override is None:
-                self._unclean_overrides.pop(topic, None)
-            else:
-                self._unclean_overrides[topic] = override
-            if self._unclean_allowed(topic) and not was_allowed:
-                newly_unclean.add(topic)
-        offline = {
-            tp
-            for tp in self.context.partitions_in_states([PartitionState.OFFLINE])
-            if tp.topic in newly_unclean
-        }
-        if offline:
-            await self.partition_state_machine.handle_state_changes(offline, PartitionState.ONLINE)
-
-    def _unclean_allowed(self, topic: str) -> bool:
-        return self._unclean_overrides.get(topic, self.config.unclean_leader_election_enable)
+    # -- counters (read by the metrics) ---------------------------------------------------
 
     def _count_unclean_election(self, tp: TopicPartition) -> None:
         self.unclean_elections += 1
@@ -432,96 +402,16 @@ class KafkaController:
         self.leader_elections += count
         self.leader_election_seconds += seconds
 
-    # -- brokers --------------------------------------------------------------------------
-
-    async def _on_broker_change(self, event: ev.BrokerChange) -> None:
-        ctx = self.context
-        current = await self.zk.get_live_brokers(watch=True)
-        known = dict(ctx.live_brokers)
-        new = sorted(set(current) - set(known))
-        dead = sorted(set(known) - set(current))
-        bounced = sorted(
-            b
-            for b in set(current) & set(known)
-            if getattr(known[b], "epoch", -1) != getattr(current[b], "epoch", -1)
-        )
-        for broker_id in dead + bounced:
-            self.channel.remove_broker(broker_id)
-        for broker_id in new + bounced:
-            self.channel.add_broker(current[broker_id])
-        if new:
-            ctx.add_live_brokers(current[b] for b in new)
-            await self.on_broker_startup(new)
-        if bounced:
-            ctx.remove_live_brokers(bounced)
-            await self.on_broker_failure(bounced)
-            ctx.add_live_brokers(current[b] for b in bounced)
-            await self.on_broker_startup(bounced)
-        if dead:
-            ctx.remove_live_brokers(dead)
-            await self.on_broker_failure(dead)
-
-    async def on_broker_startup(self, new_brokers: list[int]) -> None:
-        ctx = self.context
-        log.info("brokers started: %s", new_brokers)
-        existing = ctx.live_or_shutting_down_broker_ids - set(new_brokers)
-        self.batch.new_batch()
-        self.batch.add_update_metadata(existing, [])
-        self.batch.add_update_metadata(new_brokers, ctx.leadership)
-        self.batch.send_requests(ctx.epoch)
-        replicas = {
-            r
-            for r in ctx.replicas_on_brokers(new_brokers)
-            if r.topic not in ctx.topics_to_be_deleted
-        }
-        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
-        await self.partition_state_machine.trigger_online_partition_state_change()
-        await self.reassignment.resume_for_brokers(set(new_brokers))
-        await self.topic_deletion.resume_for_brokers(set(new_brokers))
-
-    async def on_broker_failure(self, dead_brokers: list[int]) -> None:
-        ctx = self.context
-        log.info("brokers failed: %s", dead_brokers)
-        dead = set(dead_brokers)
-        ctx.shutting_down_broker_ids -= dead
-        await self.replica_failure.on_replicas_become_offline(ctx.replicas_on_brokers(dead))
-
-    async def _on_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
-        try:
-            event.reply.set(await self.shutdown_broker(event.broker_id))
-        except KafkaError as exc:
-            event.reply.fail(exc)
-
-    async def shutdown_broker(self, broker_id: int) -> set[TopicPartition]:
-        """Move leadership off ``broker_id`` and stop its follower replicas; returns the
-        replicated partitions it still leads (the broker asks again while any remain)."""
-        ctx = self.context
-        if broker_id not in ctx.live_brokers:
-            raise BrokerNotAvailableError(f"broker {broker_id} is not registered")
-        ctx.shutting_down_broker_ids.add(broker_id)
-        to_act_on = [
-            tp
-            for tp in sorted(ctx.partitions_on_broker(broker_id))
-            if len(ctx.replicas_for(tp)) > 1
-            and tp in ctx.leadership
-            and tp.topic not in ctx.topics_to_be_deleted
-        ]
-        led = [tp for tp in to_act_on if ctx.leadership[tp].leader == broker_id]
-        followers = [tp for tp in to_act_on if ctx.leadership[tp].leader != broker_id]
-        await self.partition_state_machine.handle_state_changes(
-            led, PartitionState.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN
-        )
-        self.batch.new_batch()
-        for tp in followers:
-            self.batch.add_stop_replica([broker_id], tp, delete=False)
-        self.batch.send_requests(ctx.epoch)
-        await self.replica_state_machine.handle_state_changes(
-            [PartitionReplica(tp.topic, tp.partition, broker_id) for tp in followers],
-            ReplicaState.OFFLINE,
-        )
-        return {tp for tp in ctx.partitions_led_by(broker_id) if len(ctx.replicas_for(tp)) > 1}
-
     # -- responses ----------------------------------------------------------------------
+
+    def _on_leader_and_isr_response(self, broker_id: int, response: Body) -> None:
+        """Runs in the channel's sender task: hand the answer to the event loop."""
+        errors = {
+            TopicPartition(e["topic_name"], e["partition_index"]): int(e.get("error_code", 0))
+            for e in response.get("partition_errors", [])
+        }
+        code = int(response.get("error_code", 0))
+        self.events.put(ev.LeaderAndIsrResponseReceived(broker_id, errors, code))
 
     def _on_stop_replica_response(self, broker_id: int, request: Body, response: Body) -> None:
         """Runs in the channel's sender task: hand the answer to the event loop."""

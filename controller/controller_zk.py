@@ -1,11 +1,12 @@
 """What the controller needs from ZooKeeper, and how watch firings become events.
 
-``ControllerZk`` is the Protocol the controller is written against: the ZooKeeper data
-layer (controller/zk_data.py) provides it over a real ensemble, and the unit tests over
-a dict. Every read that takes ``watch=True`` (re-)arms a one-shot watch on that znode;
-the firing arrives on the ZooKeeper client's event channel, and ``event_for_watch``
-turns it into the controller event to queue. The controller never acts on a watch
-directly: the event handler re-reads ZooKeeper (DESIGN §7).
+``ControllerZk`` is the Protocol the controller is written against:
+controller/zk_adapter.py provides it over the ZooKeeper data layer (``zk.data``), and
+the unit tests over a dict. Every read that takes ``watch=True`` (re-)arms a one-shot
+watch on that znode; the firing arrives on the ZooKeeper client's event channel, and
+``event_for_watch`` turns it into the controller event to queue. The controller never
+acts on a watch directly: the event handler re-reads ZooKeeper (docs/architecture.md,
+"The controller").
 
 Writes of the active controller are fenced: the implementation checks the version of
 ``/controller_epoch`` it bumped and raises ControllerMovedError when another controller
@@ -34,24 +35,18 @@ from minibroker.controller.events import (
     TopicDeletion,
 )
 from minibroker.controller.state_machines import PartitionStateStore
+from minibroker.zk.model import (
+    BROKER_IDS_PATH,
+    CONFIG_CHANGES_PATH,
+    CONTROLLER_PATH,
+    DELETE_TOPICS_PATH,
+    ISR_CHANGE_NOTIFICATION_PATH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
+    PREFERRED_REPLICA_ELECTION_PATH,
+    REASSIGN_PARTITIONS_PATH,
+    TOPICS_PATH,
+)
 from minibroker.zk.types import WatchEvent, WatchType
-
-CONTROLLER_PATH = "/controller"
-BROKER_IDS_PATH = "/brokers/ids"
-TOPICS_PATH = "/brokers/topics"
-DELETE_TOPICS_PATH = "/admin/delete_topics"
-REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
-PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
-ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
-CONFIG_CHANGES_PATH = "/config/changes"
-LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
-
-
-class RegisteredBroker(BrokerAddress, Protocol):
-    @property
-    def epoch(self) -> int:
-        """The czxid of its /brokers/ids znode: a re-registered broker has a new one."""
-        ...
 
 
 class TopicReplicas(Protocol):
@@ -80,7 +75,7 @@ class ControllerZk(PartitionStateStore, Protocol):
         ...
 
     # -- brokers and topics -----------------------------------------------------------
-    async def get_live_brokers(self, *, watch: bool) -> Mapping[int, RegisteredBroker]: ...
+    async def get_live_brokers(self, *, watch: bool) -> Mapping[int, BrokerAddress]: ...
 
     async def get_all_topics(self, *, watch: bool) -> set[str]: ...
 

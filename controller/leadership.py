@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from minibroker.controller import events as ev
 from minibroker.controller.context import ControllerContext, TopicPartition
+from minibroker.controller.controller_zk import ControllerZk
+from minibroker.controller.partition_state_machine import PartitionStateMachine
+from minibroker.controller.request_batch import ControllerBrokerRequestBatch
 from minibroker.controller.state_machines import ElectionStrategy, PartitionState
 from minibroker.protocol.errors import (
     ElectionNotNeededError,
@@ -38,35 +40,40 @@ from minibroker.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 
-if TYPE_CHECKING:
-    from minibroker.controller.controller import KafkaController
-
 log = logging.getLogger("minibroker.controller.leadership")
 
 
 class LeadershipManager:
-    def __init__(self, controller: KafkaController) -> None:
-        self._c = controller
-
-    @property
-    def _ctx(self) -> ControllerContext:
-        return self._c.context
+    def __init__(
+        self,
+        context: ControllerContext,
+        zk: ControllerZk,
+        batch: ControllerBrokerRequestBatch,
+        partition_state_machine: PartitionStateMachine,
+        *,
+        imbalance_per_broker_percentage: int,
+    ) -> None:
+        self._ctx = context
+        self._zk = zk
+        self._batch = batch
+        self._psm = partition_state_machine
+        self._imbalance_percentage = imbalance_per_broker_percentage
 
     async def on_isr_change_notification(self, event: ev.IsrChangeNotification) -> None:
-        names = await self._c.zk.get_isr_change_notifications(watch=True)
+        names = await self._zk.get_isr_change_notifications(watch=True)
         if not names:
             return
-        changed = await self._c.zk.read_isr_change_notifications(names)
-        await self._c.zk.delete_isr_change_notifications(names)
+        changed = await self._zk.read_isr_change_notifications(names)
+        await self._zk.delete_isr_change_notifications(names)
         known = [tp for tp in changed if self._ctx.replicas_for(tp)]
-        self._ctx.update_leadership(await self._c.zk.read_partition_states(known))
-        self._c.batch.new_batch()
-        self._c.batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids, known)
-        self._c.batch.send_requests(self._ctx.epoch)
+        self._ctx.update_leadership(await self._zk.read_partition_states(known))
+        self._batch.new_batch()
+        self._batch.add_update_metadata(self._ctx.live_or_shutting_down_broker_ids, known)
+        self._batch.send_requests(self._ctx.epoch)
 
     async def on_preferred_replica_election(self, event: ev.PreferredReplicaElection) -> None:
         if event.from_zk:
-            partitions: Iterable[TopicPartition] = await self._c.zk.get_preferred_replica_election(
+            partitions: Iterable[TopicPartition] = await self._zk.get_preferred_replica_election(
                 watch=True
             )
         elif event.partitions is None:
@@ -75,7 +82,7 @@ class LeadershipManager:
             partitions = event.partitions
         results = await self.elect_preferred_leaders(partitions)
         if event.from_zk and results:
-            await self._c.zk.delete_preferred_replica_election()
+            await self._zk.delete_preferred_replica_election()
         if event.reply is not None:
             event.reply.set(results)
 
@@ -141,9 +148,7 @@ class LeadershipManager:
     ) -> dict[TopicPartition, KafkaError | None]:
         """Move ``candidates`` ONLINE with ``strategy``: None for each that got its leader,
         a ``failed`` error saying why for each that did not."""
-        failures = await self._c.partition_state_machine.handle_state_changes(
-            candidates, PartitionState.ONLINE, strategy
-        )
+        failures = await self._psm.handle_state_changes(candidates, PartitionState.ONLINE, strategy)
         return {tp: failed(str(failures[tp])) if tp in failures else None for tp in candidates}
 
     async def on_auto_leader_balance(self, event: ev.AutoPreferredLeaderBalance) -> None:
@@ -156,7 +161,7 @@ class LeadershipManager:
             if not preferred_total or broker_id not in ctx.live_broker_ids:
                 continue
             ratio = 100 * len(not_led) / preferred_total
-            if ratio > self._c.config.leader_imbalance_per_broker_percentage:
+            if ratio > self._imbalance_percentage:
                 to_move += [tp for tp in sorted(not_led) if broker_id in ctx.leadership[tp].isr]
         if to_move:
             log.info("auto leader rebalance moves %d partitions", len(to_move))

@@ -1,9 +1,10 @@
 """The controller's Prometheus metrics, named as the JMX exporter names Kafka's MBeans.
 
-Computed at scrape time from the KafkaController (nothing is updated on the controller's
-paths except two counters it keeps anyway). Every broker exports them; only the active
-controller reports 1 in ActiveControllerCount and non-zero partition figures, which is
-how Kafka dashboards find the controller.
+Computed at scrape time from the KafkaController, read through ``ControllerStats``
+(nothing is updated on the controller's paths except two counters it keeps anyway).
+Every broker exports them; only the active controller reports 1 in
+ActiveControllerCount and non-zero partition figures, which is how Kafka dashboards find
+the controller.
 
     kafka_controller_kafkacontroller_activecontrollercount      gauge 0/1
     kafka_controller_kafkacontroller_offlinepartitionscount     gauge
@@ -17,18 +18,37 @@ how Kafka dashboards find the controller.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
-from minibroker.controller.controller import KafkaController
+from minibroker.controller.context import ControllerContext
+
+
+class ControllerStats(Protocol):
+    """What the collector reads of the KafkaController."""
+
+    @property
+    def is_active(self) -> bool: ...
+    @property
+    def offline_partitions_count(self) -> int: ...
+    @property
+    def context(self) -> ControllerContext: ...
+    @property
+    def unclean_elections(self) -> int: ...
+    @property
+    def leader_elections(self) -> int: ...
+    @property
+    def leader_election_seconds(self) -> float: ...
+
 
 PREFIX = "kafka_controller_kafkacontroller_"
 STATS = "kafka_controller_controllerstats_"
 
 
 class ControllerCollector(Collector):
-    def __init__(self, controller: KafkaController) -> None:
+    def __init__(self, controller: ControllerStats) -> None:
         self._controller = controller
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | SummaryMetricFamily]:

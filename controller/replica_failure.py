@@ -31,28 +31,39 @@ The mark is cleared when the broker registers again (it rescans its dirs on star
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import ControllerContext, PartitionReplica, TopicPartition
-from minibroker.controller.request_batch import Body
+from minibroker.controller.context import ControllerContext, PartitionReplica
+from minibroker.controller.controller_zk import ControllerZk
+from minibroker.controller.partition_state_machine import PartitionStateMachine
+from minibroker.controller.replica_state_machine import ReplicaStateMachine
+from minibroker.controller.request_batch import ControllerBrokerRequestBatch
 from minibroker.controller.state_machines import PartitionState, ReplicaState
 from minibroker.protocol.errors import NONE, KafkaStorageError, error_for_code
-
-if TYPE_CHECKING:
-    from minibroker.controller.controller import KafkaController
 
 log = logging.getLogger("minibroker.controller.state_change")
 
 
 class ReplicaFailureHandler:
-    def __init__(self, controller: KafkaController) -> None:
-        self._c = controller
-
-    @property
-    def _ctx(self) -> ControllerContext:
-        return self._c.context
+    def __init__(
+        self,
+        context: ControllerContext,
+        zk: ControllerZk,
+        batch: ControllerBrokerRequestBatch,
+        partition_state_machine: PartitionStateMachine,
+        replica_state_machine: ReplicaStateMachine,
+        *,
+        fail_replica_deletion: Callable[[Iterable[PartitionReplica]], Awaitable[None]],
+    ) -> None:
+        """``fail_replica_deletion`` takes the offline replicas of topics being deleted
+        (their deletion cannot proceed now)."""
+        self._ctx = context
+        self._zk = zk
+        self._batch = batch
+        self._psm = partition_state_machine
+        self._rsm = replica_state_machine
+        self._fail_replica_deletion = fail_replica_deletion
 
     # -- shared with broker failure -------------------------------------------------------
 
@@ -64,33 +75,29 @@ class ReplicaFailureHandler:
         offline = set(replicas)
         for_deletion = {r for r in offline if r.topic in ctx.topics_to_be_deleted}
         leaderless = ctx.partitions_with_offline_leader(offline)
-        psm = self._c.partition_state_machine
-        await psm.handle_state_changes(leaderless, PartitionState.OFFLINE)
-        await psm.trigger_online_partition_state_change()
-        await self._c.replica_state_machine.handle_state_changes(
-            offline - for_deletion, ReplicaState.OFFLINE
-        )
-        await self._c.topic_deletion.fail_replica_deletion(for_deletion)
+        await self._psm.handle_state_changes(leaderless, PartitionState.OFFLINE)
+        await self._psm.trigger_online_partition_state_change()
+        await self._rsm.handle_state_changes(offline - for_deletion, ReplicaState.OFFLINE)
+        await self._fail_replica_deletion(for_deletion)
         if not leaderless:
             # No leadership changed, but every broker must learn what is offline now.
-            self._c.batch.new_batch()
-            self._c.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
-            self._c.batch.send_requests(ctx.epoch)
+            self._batch.new_batch()
+            self._batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
+            self._batch.send_requests(ctx.epoch)
 
     # -- log dir event notifications ------------------------------------------------------
 
     async def on_log_dir_event_notification(self, event: ev.LogDirEventNotification) -> None:
-        zk = self._c.zk
-        names = await zk.get_log_dir_event_notifications(watch=True)
+        names = await self._zk.get_log_dir_event_notifications(watch=True)
         if not names:
             return
         try:
-            brokers = await zk.read_log_dir_event_notifications(names)
+            brokers = await self._zk.read_log_dir_event_notifications(names)
             await self.on_broker_log_dir_failure(brokers)
         finally:
             # Handled or not, a notification is read once: the LeaderAndIsr answers
             # carry the facts, and a new failure writes a new notification.
-            await zk.delete_log_dir_event_notifications(names)
+            await self._zk.delete_log_dir_event_notifications(names)
 
     async def on_broker_log_dir_failure(self, broker_ids: Iterable[int]) -> None:
         """Resend LeaderAndIsr for every replica of the live ``broker_ids``; their
@@ -107,18 +114,9 @@ class ReplicaFailureHandler:
             # Already known to be on a failed dir: asking again would only repeat that.
             and r.topic_partition not in ctx.replicas_on_offline_dirs.get(r.replica, ())
         }
-        await self._c.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+        await self._rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
 
     # -- LeaderAndIsr answers -------------------------------------------------------------
-
-    def leader_and_isr_response_callback(self, broker_id: int, response: Body) -> None:
-        """Runs in the channel's sender task: hand the answer to the event loop."""
-        errors = {
-            TopicPartition(e["topic_name"], e["partition_index"]): int(e.get("error_code", NONE))
-            for e in response.get("partition_errors", [])
-        }
-        code = int(response.get("error_code", NONE))
-        self._c.events.put(ev.LeaderAndIsrResponseReceived(broker_id, errors, code))
 
     async def on_leader_and_isr_response(self, event: ev.LeaderAndIsrResponseReceived) -> None:
         ctx = self._ctx

@@ -16,7 +16,7 @@ Bodies follow protocol/schemas/control.py (Kafka's messages in snake_case, with 
 ``partition_states`` list whose entries name their topic, and brokers as
 ``{id, host, port, rack}``). Every body is stamped with ``controller_id`` and
 ``controller_epoch``; brokers reject a lower epoch with STALE_CONTROLLER_EPOCH
-(DESIGN §5). ``broker_epoch`` is always -1 (don't check).
+(docs/architecture.md, "The controller"). ``broker_epoch`` is always -1 (don't check).
 
 LeaderAndIsr:   partition_states[{topic_name, partition_index, controller_epoch, leader,
                 leader_epoch, isr, zk_version, replicas, adding_replicas,

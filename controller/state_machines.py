@@ -49,16 +49,31 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
-from minibroker.controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
 from minibroker.protocol.errors import MinibrokerError
-from minibroker.zk.model import WriteResult
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.model import LeaderAndIsr, WriteResult
 
 log = logging.getLogger("minibroker.controller.state_change")
 
 MAX_ZK_CONFLICT_ROUNDS = 10
 """Re-read-and-retry rounds after lost conditional updates; more means a livelock."""
+
+
+class PartitionReplica(NamedTuple):
+    """One replica of one partition: the broker ``replica`` hosting ``topic-partition``."""
+
+    topic: str
+    partition: int
+    replica: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def __str__(self) -> str:
+        return f"[{self.topic}-{self.partition}, replica {self.replica}]"
 
 
 class PartitionState(enum.Enum):

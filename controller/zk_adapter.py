@@ -1,4 +1,4 @@
-"""ControllerZk over the ZooKeeper data layer (controller/zk_data.py).
+"""ControllerZk over the ZooKeeper data layer (``zk.data.KafkaZkClient``).
 
 The controller is written against the ``ControllerZk`` Protocol; this adapter maps it
 onto ``KafkaZkClient`` and adds the one thing the data layer leaves to its caller:
@@ -10,7 +10,6 @@ raises ControllerMovedError).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from minibroker.controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
@@ -22,24 +21,14 @@ from minibroker.zk.model import (
     BrokerInfo,
     TopicAssignment,
     WriteResult,
+    ZkDataError,
+    decode_config_change,
     partition_state_path,
 )
 from minibroker.zk.types import ZkError
 
 UNCLEAN_LEADER_ELECTION_KEY = "unclean.leader.election.enable"
 TOPIC_ENTITY_PREFIX = "topics/"
-
-
-def _config_change_entity(data: bytes) -> str | None:
-    """``entity_path`` of a /config/changes notification ({"version":2,"entity_path":
-    "topics/<t>"}); None for anything else. (A decoder beside zk_model's
-    encode_config_change would be the better home: requested in notes/requests.md.)"""
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    entity = value.get("entity_path") if isinstance(value, dict) else None
-    return entity if isinstance(entity, str) else None
 
 
 class ControllerZkAdapter:
@@ -136,11 +125,14 @@ class ControllerZkAdapter:
     async def read_config_change_topics(self, names: Iterable[str]) -> set[str]:
         paths = [f"{CONFIG_CHANGES_PATH}/{name}" for name in names]
         topics: set[str] = set()
-        for result in await self.data.zk.get_many(paths):
+        for path, result in zip(paths, await self.data.zk.get_many(paths), strict=True):
             if isinstance(result, ZkError):
                 continue  # removed by a broker's cleanup meanwhile
-            entity = _config_change_entity(result[0])
-            if entity is not None and entity.startswith(TOPIC_ENTITY_PREFIX):
+            try:
+                entity = decode_config_change(result[0], path)
+            except ZkDataError:
+                continue  # not a notification we know: nothing to act on
+            if entity.startswith(TOPIC_ENTITY_PREFIX):
                 topics.add(entity[len(TOPIC_ENTITY_PREFIX) :])
         return topics
 

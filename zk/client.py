@@ -72,7 +72,7 @@ from minibroker.zk.types import (
     translate_error,
 )
 
-# The types live in controller.zk_types; they are re-exported so callers need one import.
+# The types live in zk.types; they are re-exported so callers need one import.
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_SESSION_TIMEOUT_S",

@@ -1,6 +1,7 @@
-"""Kafka's ZooKeeper layout: znode paths and the JSON stored in them (DESIGN §4).
+"""Kafka's ZooKeeper layout: znode paths and the JSON stored in them
+(docs/architecture.md, "ZooKeeper").
 
-Sans-IO: paths, typed values and JSON codecs only; ``controller.zk_data`` does the I/O.
+Sans-IO: paths, typed values and JSON codecs only; ``zk.data`` does the I/O.
 The JSON is byte-compatible with what ZooKeeper-era Kafka (2.x) writes, so ``zkCli.sh``
 and Kafka's own tools read our znodes and we read theirs.
 
@@ -363,6 +364,11 @@ def encode_config_change(entity_path: str) -> bytes:
     return _dumps({"version": 2, "entity_path": entity_path})
 
 
+def decode_config_change(data: bytes, what: str) -> str:
+    """The ``entity_path`` a /config/changes notification names."""
+    return str(_field(_loads(data, what), "entity_path", str, what))
+
+
 # -- /log_dir_event_notification --------------------------------------------------
 
 
@@ -441,7 +447,8 @@ class LeaderAndIsr:
 
     def new_leader(self, leader: int, isr: Iterable[int], controller_epoch: int) -> LeaderAndIsr:
         """The next leadership: a new leader and/or ISR always bumps the leader epoch so
-        brokers can fence requests from the old one (DESIGN §5)."""
+        brokers can fence requests from the old one (docs/architecture.md, "The
+        controller")."""
         return replace(
             self,
             leader=leader,

@@ -2,8 +2,8 @@
 
 Plain values, so the controller and broker can name them without touching kazoo.
 ``translate_error`` is the one place kazoo's exceptions become ours
-(``controller.zk_client`` applies it to every call). The events are described in
-``controller.zk_client``'s docstring.
+(``zk.client`` applies it to every call). The events are described in
+``zk.client``'s docstring.
 """
 
 from __future__ import annotations

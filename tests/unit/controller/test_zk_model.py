@@ -15,6 +15,7 @@ from minibroker.zk.model import (
     TopicAssignment,
     ZkDataError,
     decode_broker_info,
+    decode_config_change,
     decode_controller,
     decode_controller_epoch,
     decode_log_dir_event,
@@ -135,6 +136,14 @@ def test_topic_config_values_are_strings() -> None:
     assert data == b'{"version":1,"config":{"cleanup.policy":"delete","retention.ms":"1000"}}'
     assert decode_topic_config("t", data) == {"retention.ms": "1000", "cleanup.policy": "delete"}
     assert encode_config_change("topics/t") == b'{"version":2,"entity_path":"topics/t"}'
+
+
+def test_config_change_notification_names_its_entity_and_refuses_other_json() -> None:
+    path = "/config/changes/config_change_0000000001"
+    assert decode_config_change(encode_config_change("topics/t"), path) == "topics/t"
+    for bad in (b"[]", b'{"version":2}', b'{"entity_path":7}', b"\xff"):
+        with pytest.raises(ZkDataError, match=path):
+            decode_config_change(bad, path)
 
 
 def test_isr_change_and_preferred_election_lists() -> None:

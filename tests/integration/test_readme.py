@@ -148,7 +148,8 @@ def test_the_tour_runs_as_written(clone: Clone) -> None:
     done = clone.bash(tour, TOUR_TIMEOUT_S)
 
     assert done.returncode == 0, f"the Tour failed:\n{done.stdout}\n{done.stderr}"
-    consumed = sorted(line.split(" ", 1)[1] for line in done.stdout.splitlines() if "=" in line)
+    # the consume template '%p/%o %k=%v': partition/offset key=value
+    consumed = sorted(re.findall(r"^\d+/\d+ (\w+=.+)$", done.stdout, re.MULTILINE))
     assert consumed == ["alice=paid", "alice=signed up", "bob=signed up"]
 
 

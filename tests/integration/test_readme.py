@@ -3,6 +3,9 @@ example and Offline analysis commands are read from README.md itself (its fenced
 blocks, in order) and run in a clean clone of this checkout's HEAD. When the README and
 the code drift apart, this fails.
 
+The tests run in file order on one clone and one cluster, each on what the previous left
+(the example's topic, the analysis of everything), as a user follows the README.
+
 What the test does differently from a user, and why:
 - The cluster is the one ``./scripts/dev-up`` starts (``minibroker dev up``, data in the
   clone's ``.minibroker/``), but on free ports (tests never take fixed ones) and started
@@ -35,47 +38,16 @@ import pytest
 
 from tests.support.broker_process import ROOT
 from tests.support.cluster import LocalCluster
+from tests.support.readme import README, block, commands
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
-README = ROOT / "README.md"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 # Commands that talk to no broker, so they get no --bootstrap-server.
 LOCAL_COMMANDS = ("dev", "zookeeper", "broker", "analyze", "dump-log")
 TOUR_TIMEOUT_S = 180.0
 EXAMPLE_TIMEOUT_S = 120.0
 ANALYZE_TIMEOUT_S = 600.0  # a Spark JVM and one job over a few small segments, 2 busy cores
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Block:
-    section: str  # the "## " heading the block is under
-    language: str
-    text: str
-
-
-def readme_blocks(text: str) -> list[Block]:
-    """Every fenced block of the README, in order, with the section it is in."""
-    blocks = []
-    for match in FENCE.finditer(text):
-        headings = re.findall(r"^## (.+)$", text[: match.start()], re.MULTILINE)
-        blocks.append(Block(headings[-1] if headings else "", match[1], match[2]))
-    return blocks
-
-
-def block(section_prefix: str, language: str) -> str:
-    """The first block of ``language`` in the section whose heading starts so."""
-    for found in readme_blocks(README.read_text(encoding="utf-8")):
-        if found.section.startswith(section_prefix) and found.language == language:
-            return found.text
-    raise AssertionError(f"README.md has no {language} block under '## {section_prefix}'")
-
-
-def commands(shell_block: str) -> list[str]:
-    """The command lines of a shell block (comments and blank lines dropped)."""
-    lines = (line.split("  #")[0].strip() for line in shell_block.splitlines())
-    return [line for line in lines if line and not line.startswith("#")]
 
 
 @dataclass

@@ -155,6 +155,7 @@ def test_analyze_reads_every_log_dir_of_the_dev_cluster_quietly(clone: Clone) ->
     assert done.stderr == ""  # Spark's log lines went to spark.log
     reports = list((clone.path.parent / "cache" / "minibroker" / "reports").iterdir())
     assert len(reports) == 1 and (reports[0] / "summary.txt").is_file()
+    assert "Using Spark's default log4j profile" in (reports[0] / "spark.log").read_text()
     status = subprocess.run(
         ["git", "status", "--porcelain"], cwd=clone.path, capture_output=True, text=True
     )

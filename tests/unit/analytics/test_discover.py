@@ -126,3 +126,14 @@ def test_summary_lists_every_log_dir_read_and_its_segment_files() -> None:
     assert "  /d/broker-1/logs-0: 1 segment file(s) of 1 partition(s), 2.0 KiB" in text
     assert "  /d/broker-1/logs-1: no segment files" in text
     assert f"  events-0/{SEGMENT} (2.0 KiB) in /d/broker-1/logs-0" in text
+
+
+def test_a_failed_job_is_reported_by_its_own_error_line_not_sparks_log(tmp_path: Path) -> None:
+    log = tmp_path / "spark.log"
+    log.write_text(
+        "WARN NativeCodeLoader: Unable to load native-hadoop library\n"
+        "segment_report: error: Permission denied\n"
+        "INFO ShutdownHookManager: Shutdown hook called\n"
+    )
+
+    assert cli._job_error(log) == "Permission denied"

@@ -90,3 +90,12 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
     assert readme_test == "./scripts/test"
     assert re.search(rf"^{re.escape(readme_test)}$", ci, re.M)
+
+
+def test_a_python_module_is_checked_by_importing_it(tmp_path: Path) -> None:
+    done = _need_debian(tmp_path, "py:json:python3", "py:no_such_module_x:python3-x", uid=1000)
+
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "missing Debian package(s): python3-x; install them with: sudo apt-get install python3-x"
+    ]

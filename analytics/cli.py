@@ -1,11 +1,17 @@
 """``minibroker analyze``: run the segment report job with spark-submit.
 
-Finds ``analytics/segment_report.py`` next to this module and pyspark's own
-``bin/spark-submit`` (the installed pyspark bundles Spark), and runs it with
-PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON set to this interpreter, so the driver and the
-executors use the Python that has the project's dependencies. Arguments are validated
-here first (same rules as the job: ``analytics.jobargs``), so a typo costs no JVM start.
-``--master`` goes to spark-submit (default ``local[*]``).
+What it reads: every log dir under ``--data-dir`` (a ``dev up`` cluster's data dir, the
+default being ``.minibroker``), the ``log.dirs`` of each broker ``--config`` file, and
+any ``--log-dirs`` named outright (``analytics.discover``). It prints the dirs it found
+before Spark starts, and the report lists every dir and segment file it read, so a
+partition left out shows.
+
+How it runs: pyspark's own ``bin/spark-submit`` (the installed pyspark bundles Spark)
+on ``analytics/segment_report.py``, with PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON set to
+this interpreter. The job's progress lines and summary come to the terminal; Spark's own
+log lines (stderr) go to ``<out>/spark.log`` unless ``--verbose``, and on failure the
+job's error line is shown with that path. Arguments are validated here first (same
+rules as the job: ``analytics.jobargs``), so a typo costs no JVM start.
 """
 
 from __future__ import annotations
@@ -15,22 +21,29 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from minibroker.analytics.discover import log_dirs_of_config, log_dirs_under
 from minibroker.analytics.jobargs import (
     EXIT_ERROR,
     EXIT_USAGE,
     UsageError,
-    add_job_arguments,
+    add_filter_arguments,
     first_missing_dir,
     job_argv,
     options_from_args,
 )
 from minibroker.protocol.errors import MinibrokerError
 
-HELP = "Analyse segment files offline with Spark (spark-submit analytics/segment_report.py)."
+HELP = "analyse segment files offline with Spark: every log dir of a dev cluster or broker"
 DEFAULT_MASTER = "local[*]"
+DEFAULT_DATA_DIR = ".minibroker"  # where `minibroker dev up` keeps its data by default
 JOB_FILE = Path(__file__).resolve().parent / "segment_report.py"
+SPARK_LOG = "spark.log"
+JOB_ERROR_PREFIX = "segment_report: error:"
+QUIET_SPARK_CONF = ("spark.ui.showConsoleProgress=false",)
+"""Spark's console progress bar redraws one stderr line; the job prints its own progress."""
 
 
 def spark_submit_path() -> Path:
@@ -44,26 +57,116 @@ def spark_submit_path() -> Path:
     return path
 
 
-def submit_command(args: argparse.Namespace) -> list[str]:
+def submit_command(args: argparse.Namespace, spark_conf: tuple[str, ...] = ()) -> list[str]:
     """The full spark-submit command line for validated ``args``."""
     options = options_from_args(args)
     master = options.master or DEFAULT_MASTER
-    return [str(spark_submit_path()), "--master", master, str(JOB_FILE), *job_argv(options)]
+    conf = [part for item in spark_conf for part in ("--conf", item)]
+    return [str(spark_submit_path()), "--master", master, *conf, str(JOB_FILE),
+            *job_argv(options)]  # fmt: skip
+
+
+def default_out_dir(now: float | None = None) -> Path:
+    """A fresh directory under the user's cache dir: never inside the repository."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return cache / "minibroker" / "reports" / f"segment-report-{stamp}"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_job_arguments(parser)
+    where = parser.add_argument_group(
+        "what to read (any mix; default: --data-dir .minibroker, the data dir of `dev up`)"
+    )
+    where.add_argument(
+        "--data-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="every log dir found under DIR (a dev cluster's data dir: all its brokers)",
+    )
+    where.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="the log.dirs of a broker's .properties file (repeat for more brokers)",
+    )
+    where.add_argument("--log-dirs", metavar="A,B", help="comma-separated log dirs")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="directory for the Parquet reports and summary.txt "
+        "(default: a new directory under ~/.cache/minibroker/reports)",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="show Spark's own log lines in the terminal"
+    )
+    add_filter_arguments(parser)
+
+
+def resolve_log_dirs(args: argparse.Namespace) -> list[str]:
+    """Every log dir the arguments name, in order, each once. Raises UsageError when a
+    --data-dir holds none or nothing at all was found; MinibrokerError for a bad config."""
+    data_dirs = list(args.data_dir)
+    if not data_dirs and not args.config and not args.log_dirs:
+        if not Path(DEFAULT_DATA_DIR).is_dir():
+            raise UsageError(
+                f"nothing to read: no {DEFAULT_DATA_DIR}/ here; "
+                "pass --data-dir DIR, --config FILE or --log-dirs A,B"
+            )
+        data_dirs = [DEFAULT_DATA_DIR]
+    found: list[str] = []
+    for data_dir in data_dirs:
+        if not Path(data_dir).is_dir():
+            raise MinibrokerError(f"data dir {data_dir} does not exist")
+        under = log_dirs_under(Path(data_dir))
+        if not under:
+            raise MinibrokerError(f"no log dirs found under {data_dir}")
+        found += [str(d) for d in under]
+    for config in args.config:
+        found += [str(d) for d in log_dirs_of_config(Path(config))]
+    if args.log_dirs:
+        found += [d.strip() for d in args.log_dirs.split(",") if d.strip()]
+    return list(dict.fromkeys(found))
+
+
+def _job_error(log: Path) -> str:
+    """The job's own error line from Spark's log, else its last line."""
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "spark-submit failed"
+    errors = [line for line in lines if line.startswith(JOB_ERROR_PREFIX)]
+    picked = errors[-1] if errors else (lines[-1] if lines else "spark-submit failed")
+    return picked.removeprefix(JOB_ERROR_PREFIX).strip()
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        command = submit_command(args)
+        log_dirs = resolve_log_dirs(args)
+        args.log_dirs = ",".join(log_dirs)
+        out = Path(args.out) if args.out else default_out_dir()
+        args.out = str(out)
+        command = submit_command(args, () if args.verbose else QUIET_SPARK_CONF)
     except UsageError as exc:
         print(f"minibroker analyze: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    missing = first_missing_dir(options_from_args(args).log_dirs)
+    except MinibrokerError as exc:
+        print(f"minibroker analyze: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    missing = first_missing_dir(log_dirs)
     if missing is not None:
         print(f"minibroker analyze: error: log dir {missing} does not exist", file=sys.stderr)
         return EXIT_ERROR
+    print(f"reading {len(log_dirs)} log dir(s): {', '.join(log_dirs)}", flush=True)
+    print(f"writing the report to {out}", flush=True)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    return subprocess.run(command, env=env, check=False).returncode
+    if args.verbose:
+        return subprocess.run(command, env=env, check=False).returncode
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / SPARK_LOG
+    with log.open("wb") as stderr:
+        code = subprocess.run(command, env=env, stderr=stderr, check=False).returncode
+    if code != 0:
+        print(f"minibroker analyze: error: {_job_error(log)} (Spark's log: {log})", file=sys.stderr)
+    return code

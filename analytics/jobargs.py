@@ -43,10 +43,16 @@ class JobOptions:
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The job's flags: where to read and write (both required), then the filters."""
     parser.add_argument(
         "--log-dirs", required=True, help="comma-separated log dirs (one or many brokers')"
     )
     parser.add_argument("--out", required=True, help="directory for the Parquet reports")
+    add_filter_arguments(parser)
+
+
+def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    """What to analyse and how: shared by the job and ``minibroker analyze``."""
     parser.add_argument("--topics", help="comma-separated topics to analyse (default: all)")
     parser.add_argument(
         "--from-timestamp", type=int, metavar="MS", help="only records at or after MS"

@@ -26,6 +26,7 @@ if not __package__:
     # one level up. Replacing the entry also keeps analytics' modules from shadowing.
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+import threading
 from collections.abc import Callable, Sequence
 from time import monotonic
 
@@ -43,14 +44,16 @@ from minibroker.analytics.jobargs import (
     first_missing_dir,
     options_from_args,
 )
-from minibroker.analytics.layout import plan_slices
+from minibroker.analytics.layout import SegmentSlice, plan_slices
 from minibroker.analytics.report import build_reports
-from minibroker.analytics.summary import format_summary, human_bytes
+from minibroker.analytics.summary import SegmentRead, format_summary, human_bytes
 
 PROG = "segment_report"
 APP_NAME = "minibroker-segment-report"
 COLLECT_LIMIT = 1000
 """Rows per report brought to the driver for the summary (it prints far fewer)."""
+PROGRESS_INTERVAL_S = 10.0
+"""How often a long scan reports its progress: a sign of life, not a flood."""
 NOT_SUMMARISED = frozenset({"records_per_minute"})  # one row per minute: Parquet only
 
 Progress = Callable[[str], None]
@@ -72,6 +75,48 @@ def scan_frame(spark: SparkSession, options: JobOptions) -> DataFrame:
     return reader.load(",".join(options.log_dirs))
 
 
+def segments_read(log_dirs: list[str], pieces: list[SegmentSlice]) -> dict[str, list[SegmentRead]]:
+    """Per log dir (as given, every one even if empty): each segment file and its size."""
+    by_dir: dict[str, dict[str, int]] = {str(Path(d).resolve()): {} for d in log_dirs}
+    for piece in pieces:
+        files = by_dir.setdefault(piece.log_dir, {})
+        files[piece.segment] = files.get(piece.segment, 0) + piece.end - piece.start
+    return {
+        log_dir: [SegmentRead(path, size) for path, size in sorted(files.items())]
+        for log_dir, files in by_dir.items()
+    }
+
+
+class TaskProgress:
+    """While a Spark action runs, prints how many of its tasks are done every
+    ``PROGRESS_INTERVAL_S`` (from Spark's status tracker, on a daemon thread)."""
+
+    def __init__(self, spark: SparkSession, progress: Progress) -> None:
+        self._tracker = spark.sparkContext.statusTracker()
+        self._progress = progress
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._report, name="task-progress", daemon=True)
+
+    def _report(self) -> None:
+        while not self._stop.wait(PROGRESS_INTERVAL_S):
+            done = total = 0
+            for stage_id in self._tracker.getActiveStageIds():
+                info = self._tracker.getStageInfo(stage_id)
+                if info is not None:
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+            if total:
+                self._progress(f"scanning: {done}/{total} task(s) done")
+
+    def __enter__(self) -> TaskProgress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _progress) -> str:
     """Scan, write every report as Parquet under ``options.out``; return the summary."""
     started = monotonic()
@@ -83,7 +128,8 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     progress(f"planned {files} segment file(s), {human_bytes(size)}, as {len(pieces)} task(s)")
 
     scan = scan_frame(spark, options).cache()
-    rows = scan.count()
+    with TaskProgress(spark, progress):
+        rows = scan.count()
     progress(
         f"scanned {rows:,} rows (records, batches, corrupt regions) "
         f"in {monotonic() - started:.1f} s"
@@ -104,7 +150,7 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
             frame.unpersist()
     scan.unpersist()
 
-    summary = format_summary(tables, options.log_dirs)
+    summary = format_summary(tables, options.log_dirs, segments_read(options.log_dirs, pieces))
     (out / "summary.txt").write_text(summary + "\n", encoding="utf-8")
     progress(f"done in {monotonic() - started:.1f} s; summary in {out / 'summary.txt'}")
     return summary

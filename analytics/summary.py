@@ -10,13 +10,43 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 Rows = Sequence[Mapping[str, Any]]
 
 MAX_LINES = 50
 """Lines per section: a screenful; everything is in the Parquet output anyway."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """One segment file the job read, and how many of its bytes."""
+
+    path: str
+    size: int
+
+
+def _read_section(read: Mapping[str, Sequence[SegmentRead]]) -> list[str]:
+    """Every log dir read (never cut, so a missing one shows), then its segment files."""
+    lines = ["Read:"]
+    for log_dir, segments in read.items():
+        partitions = {Path(s.path).parent.name for s in segments}
+        size = human_bytes(sum(s.size for s in segments))
+        lines.append(
+            f"  {log_dir}: {len(segments)} segment file(s) of {len(partitions)} "
+            f"partition(s), {size}"
+            if segments
+            else f"  {log_dir}: no segment files"
+        )
+    segment_lines = [
+        f"  {Path(s.path).relative_to(log_dir)} ({human_bytes(s.size)}) in {log_dir}"
+        for log_dir, segments in read.items()
+        for s in segments
+    ]
+    return lines + _section("Segment files", segment_lines, "none")
 
 
 def human_bytes(n: int | None) -> str:
@@ -65,7 +95,12 @@ def _sorted(rows: Rows, *keys: str) -> list[Mapping[str, Any]]:
     return sorted(rows, key=lambda r: tuple((r[k] is None, r[k]) for k in keys))
 
 
-def format_summary(tables: Mapping[str, Rows], log_dirs: Sequence[str]) -> str:
+def format_summary(
+    tables: Mapping[str, Rows],
+    log_dirs: Sequence[str],
+    read: Mapping[str, Sequence[SegmentRead]] | None = None,
+) -> str:
+    """The summary; ``read`` (log dir -> segment files read) adds what was read."""
     parts = tables.get("partitions", [])
     total_records = sum(r["records"] for r in parts)
     total_bytes = sum(r["bytes"] for r in parts)
@@ -73,6 +108,8 @@ def format_summary(tables: Mapping[str, Rows], log_dirs: Sequence[str]) -> str:
         f"minibroker segment report: {len(log_dirs)} log dir(s), {len(parts)} partition "
         f"replica(s), {total_records:,} records, {human_bytes(total_bytes)} in batches"
     ]
+    if read is not None:
+        out += _read_section(read)
 
     lines = []
     for r in _sorted(parts, "topic", "partition", "log_dir"):

@@ -22,6 +22,12 @@ def _args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
+def _analyze_args(*argv: str) -> argparse.Namespace:
+    parser = OneLineParser(prog="minibroker analyze")
+    cli.configure(parser)
+    return parser.parse_args(list(argv))
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -80,9 +86,9 @@ def test_analyze_runs_pysparks_spark_submit_on_the_job_file_with_the_same_argume
 def test_analyze_checks_arguments_before_starting_spark(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bad_range = _args("--log-dirs", str(tmp_path), "--out", "o", "--from-timestamp", "3",
-                      "--to-timestamp", "2")  # fmt: skip
-    missing = _args("--log-dirs", str(tmp_path / "gone"), "--out", "o")
+    bad_range = _analyze_args("--log-dirs", str(tmp_path), "--out", "o", "--from-timestamp",
+                              "3", "--to-timestamp", "2")  # fmt: skip
+    missing = _analyze_args("--log-dirs", str(tmp_path / "gone"), "--out", "o")
 
     assert cli.run(bad_range) == 2
     assert cli.run(missing) == 1

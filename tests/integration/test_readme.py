@@ -1,0 +1,171 @@
+"""The README, followed word for word by a new user, works: its Quick start, Tour, Python
+example and Offline analysis commands are read from README.md itself (its fenced
+blocks, in order) and run in a clean clone of this checkout's HEAD. When the README and
+the code drift apart, this fails.
+
+The tests run in file order on one clone and one cluster, each on what the previous left
+(the example's topic, the analysis of everything), as a user follows the README.
+
+What the test does differently from a user, and why:
+- The cluster is the one ``./scripts/dev-up`` starts (``minibroker dev up``, data in the
+  clone's ``.minibroker/``), but on free ports (tests never take fixed ones) and started
+  through ``tests.support.cluster.LocalCluster``; ``./scripts/dev-up`` itself would
+  ``pip install -e`` the clone into the shared venv. So the Quick start's two commands
+  are only checked to exist and parse.
+- The clone's ``.venv`` is a symlink to this checkout's venv (no pyspark download), and
+  ``PYTHONPATH`` is the clone, so the commands run the clone's code.
+- The CLI has no environment variable for its bootstrap servers, so the shell blocks run
+  with a ``minibroker`` shell function that appends ``--bootstrap-server <the test's
+  cluster>`` to client commands, and ``127.0.0.1:9092`` in the Python example is
+  replaced by the cluster's address. Nothing else is changed.
+- ``PATH`` loses every directory holding a ``minibroker`` command, so the Tour's own
+  ``source .venv/bin/activate`` is what makes ``minibroker`` found.
+- ``XDG_CACHE_HOME`` points into the test's tmp dir, where ``minibroker analyze`` writes
+  its report by default; ``SPARK_LOCAL_IP=127.0.0.1`` keeps Spark on loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker_process import ROOT
+from tests.support.cluster import LocalCluster
+from tests.support.readme import README, block, commands
+
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# Commands that talk to no broker, so they get no --bootstrap-server.
+LOCAL_COMMANDS = ("dev", "zookeeper", "broker", "analyze", "dump-log")
+TOUR_TIMEOUT_S = 180.0
+EXAMPLE_TIMEOUT_S = 120.0
+ANALYZE_TIMEOUT_S = 600.0  # a Spark JVM and one job over a few small segments, 2 busy cores
+
+
+@dataclass
+class Clone:
+    path: Path
+    env: dict[str, str]
+    bootstrap: str
+
+    def bash(self, script: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        """Run ``script`` as a user would type it, plus the bootstrap shell function."""
+        local = "|".join(LOCAL_COMMANDS)
+        prelude = (
+            "set -e -o pipefail\n"
+            "minibroker() {\n"
+            f'  case "$1" in {local}) command minibroker "$@" ;;\n'
+            f'  *) command minibroker "$@" --bootstrap-server {self.bootstrap} ;; esac\n'
+            "}\n"
+        )
+        return subprocess.run(
+            ["bash", "-c", prelude + script],
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def _user_path() -> str:
+    """PATH without any directory that has a ``minibroker`` command (the venv's bin)."""
+    parts = os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
+    return os.pathsep.join(p for p in parts if p and not (Path(p) / "minibroker").exists())
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
+    root = tmp_path_factory.mktemp("readme")
+    path = root / "minibroker"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(path)], check=True, timeout=120)
+    (path / ".venv").symlink_to(Path(sys.prefix))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VIRTUAL_ENV", "PYTHONHOME") and not k.startswith("MINIBROKER_")
+    }
+    env.update(
+        PATH=_user_path(),
+        PYTHONPATH=str(path),
+        XDG_CACHE_HOME=str(root / "cache"),
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
+    with LocalCluster(path / ".minibroker") as cluster:
+        yield Clone(path, env, cluster.bootstrap)
+
+
+def test_quick_start_is_two_scripts_that_exist_and_parse() -> None:
+    quick = commands(block("Quick start", "sh"))
+
+    assert quick == ["./scripts/dev-up", "./scripts/test"]
+    for command in quick:
+        script = ROOT / command
+        assert os.access(script, os.X_OK), f"{command} is not executable"
+        subprocess.run(["bash", "-n", str(script)], check=True, timeout=30)
+
+
+def test_the_tour_runs_as_written(clone: Clone) -> None:
+    tour = block("Tour", "sh")
+
+    done = clone.bash(tour, TOUR_TIMEOUT_S)
+
+    assert done.returncode == 0, f"the Tour failed:\n{done.stdout}\n{done.stderr}"
+    # the consume template '%p/%o %k=%v': partition/offset key=value
+    consumed = sorted(re.findall(r"^\d+/\d+ (\w+=.+)$", done.stdout, re.MULTILINE))
+    assert consumed == ["alice=paid", "alice=signed up", "bob=signed up"]
+
+
+def test_the_python_example_runs_after_the_tour_and_ends(clone: Clone) -> None:
+    example = block("Python client", "python")
+    assert DEFAULT_BOOTSTRAP in example
+    (clone.path / "example.py").write_text(example.replace(DEFAULT_BOOTSTRAP, clone.bootstrap))
+
+    done = clone.bash("source .venv/bin/activate\npython example.py", EXAMPLE_TIMEOUT_S)
+
+    assert done.returncode == 0, f"example.py failed:\n{done.stdout}\n{done.stderr}"
+    assert "b'value'" in done.stdout and "b'v2'" in done.stdout
+
+
+def test_analyze_reads_every_log_dir_of_the_dev_cluster_quietly(clone: Clone) -> None:
+    first = commands(block("Offline analysis", "sh"))[0]
+    assert first == "minibroker analyze", first
+    log_dirs = sorted((clone.path / ".minibroker").glob("broker-*/logs-*"))
+    assert len(log_dirs) == 6
+
+    done = clone.bash(f"source .venv/bin/activate\n{first}", ANALYZE_TIMEOUT_S)
+
+    assert done.returncode == 0, f"analyze failed:\n{done.stdout}\n{done.stderr}"
+    read = done.stdout.split("\nRead:\n", 1)[1].split("\nSegment files", 1)[0]
+    assert sorted(line.split(":")[0].strip() for line in read.splitlines()) == [
+        str(d.resolve()) for d in log_dirs
+    ]
+    # 3 records of the Tour and 2 of the example, each on 3 replicas
+    header = next(line for line in done.stdout.splitlines() if "segment report:" in line)
+    assert "6 log dir(s)" in header and ", 15 records," in header, header
+    assert done.stderr == ""  # Spark's log lines went to spark.log
+    reports = list((clone.path.parent / "cache" / "minibroker" / "reports").iterdir())
+    assert len(reports) == 1 and (reports[0] / "summary.txt").is_file()
+    assert "Using Spark's default log4j profile" in (reports[0] / "spark.log").read_text()
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=clone.path, capture_output=True, text=True
+    )
+    assert status.stdout.splitlines() == ["?? example.py"]
+
+
+def test_readme_links_no_document_outside_the_repository() -> None:
+    text = README.read_text(encoding="utf-8")
+
+    assert "../" not in text
+    for linked in re.findall(r"`((?:docs|deploy|scripts|docker)/[\w./-]+)`", text):
+        if linked != "docs/architecture.md":  # written by the integrator alongside
+            assert (ROOT / linked).exists(), f"README.md names {linked}, which does not exist"

@@ -160,7 +160,9 @@ class ProcessCluster:
         for broker_id in self.live:
             try:
                 response = await self.request(
-                    broker_id, ApiKey.METADATA, {"topics": [{"name": topic}]}
+                    broker_id,
+                    ApiKey.METADATA,
+                    {"topics": [{"name": topic}], "allow_auto_topic_creation": False},
                 )
             except Exception as exc:  # a broker going down mid-test: ask another
                 last = exc

@@ -9,10 +9,12 @@ cache.
 The broker also records itself as live at start-up so a standalone broker (no
 controller) can answer Metadata with its own address.
 
-Answers follow Kafka's MetadataCache.getPartitionMetadata: a partition whose leader is
-not a live broker is LEADER_NOT_AVAILABLE; one with a replica or ISR member that is
-not live is REPLICA_NOT_AVAILABLE (with the live ones listed); an unknown topic is
-UNKNOWN_TOPIC_OR_PARTITION.
+Answers follow Kafka's MetadataCache.getPartitionMetadata for Metadata v1+: a partition
+whose leader is not a live broker is LEADER_NOT_AVAILABLE; ``replica_nodes`` always
+lists every assigned replica and ``isr_nodes`` the ISR as the controller last wrote it,
+so a broker that is down still shows (in ``offline_replicas``, with every replica
+whose broker is not live) and ``kafka-topics --under-replicated-partitions`` style
+questions get a true answer; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
 
 Topics being auto-created (broker/topic_auto_creation.py) are remembered here until
 their UpdateMetadata arrives: they answer LEADER_NOT_AVAILABLE, which clients retry,
@@ -31,7 +33,6 @@ from minibroker.protocol.errors import (
     NONE,
     InvalidTopicError,
     LeaderNotAvailableError,
-    ReplicaNotAvailableError,
     UnknownTopicOrPartitionError,
 )
 from minibroker.storage.names import TopicPartition
@@ -268,20 +269,13 @@ class MetadataCache:
 
     def _partition_metadata(self, index: int, info: PartitionInfo) -> dict[str, Any]:
         live = self.brokers
-        replicas = [r for r in info.replicas if r in live]
-        isr = [r for r in info.isr if r in live]
-        if info.leader not in live:
-            error = LeaderNotAvailableError.code
-        elif len(replicas) < len(info.replicas) or len(isr) < len(info.isr):
-            error = ReplicaNotAvailableError.code
-        else:
-            error = NONE
+        offline = set(info.offline_replicas) | {r for r in info.replicas if r not in live}
         return {
-            "error_code": error,
+            "error_code": NONE if info.leader in live else LeaderNotAvailableError.code,
             "partition_index": index,
             "leader_id": info.leader if info.leader in live else NO_LEADER,
             "leader_epoch": info.leader_epoch,
-            "replica_nodes": replicas,
-            "isr_nodes": isr,
-            "offline_replicas": list(info.offline_replicas),
+            "replica_nodes": list(info.replicas),
+            "isr_nodes": list(info.isr),
+            "offline_replicas": [r for r in info.replicas if r in offline],
         }

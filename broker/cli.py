@@ -26,6 +26,10 @@ from minibroker.protocol.heap import keep_freed_memory
 
 HELP = "Run a broker (Kafka .properties config; flags override it)."
 
+SHUTDOWN_TIMEOUT_S = 30.0
+"""Longest a signalled broker waits for its controlled shutdown before stopping anyway:
+with ZooKeeper or the controller unreachable the controller is never asked."""
+
 LOG_FORMAT = "%(asctime)s %(levelname)s [broker %(broker_id)s] %(name)s: %(message)s"
 
 
@@ -92,22 +96,38 @@ def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 async def serve_until_signalled(config: BrokerConfig) -> None:
-    """Run a broker; the first SIGTERM or SIGINT cancels it, which stops it cleanly."""
+    """Run a broker; the first SIGTERM or SIGINT stops it cleanly, at any time.
+
+    A signal during start-up (ZooKeeper not answering yet) cancels the start; after it,
+    the broker asks the controller to move leadership away, for at most
+    SHUTDOWN_TIMEOUT_S (ZooKeeper or the controller may never answer), then stops.
+    """
     from minibroker.broker.broker import Broker  # the storage layer loads only when a broker runs
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             broker = Broker(config)
-            await nursery.start(broker.run)
-            print(f"broker {config.broker_id} listening on port {broker.port}", flush=True)
+            started = trio.Event()
+
+            async def start() -> None:
+                await nursery.start(broker.run)
+                print(f"broker {config.broker_id} listening on port {broker.port}", flush=True)
+                started.set()
+
+            nursery.start_soon(start)
             async for signum in signals:
                 logging.getLogger(__name__).info(
                     "received %s, stopping", signal.Signals(signum).name
                 )
-                # A second signal during the controlled shutdown stops at once.
-                with trio.CancelScope() as scope:
-                    nursery.start_soon(_cancel_on_next_signal, signals, scope)
-                    await broker.stop()
+                if started.is_set():
+                    # A second signal during the controlled shutdown stops at once.
+                    with trio.move_on_after(SHUTDOWN_TIMEOUT_S) as scope:
+                        nursery.start_soon(_cancel_on_next_signal, signals, scope)
+                        await broker.stop()
+                    if scope.cancelled_caught:
+                        logging.getLogger(__name__).warning(
+                            "controlled shutdown gave up; stopping without it"
+                        )
                 nursery.cancel_scope.cancel()
                 break
 

@@ -70,3 +70,40 @@ async def test_a_port_in_use_is_one_line_and_exit_code_1(tmp_path: Path) -> None
     errors = [line for line in err.splitlines() if "error:" in line]
     assert len(errors) == 1 and "cannot listen" in errors[0], err
     assert "Traceback" not in err
+
+
+def _port_nobody_listens_on() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_stops_a_broker_whose_zookeeper_never_answers(
+    tmp_path: Path, signum: int
+) -> None:
+    listen = _port_nobody_listens_on()
+    proc = open_cli(
+        "broker",
+        *("--broker-id", "3", "--listen", f"127.0.0.1:{listen}", "--metrics-port", "0"),
+        *("--log-dirs", str(tmp_path / "logs")),
+        *("--zookeeper", f"127.0.0.1:{_port_nobody_listens_on()}"),
+    )
+    try:
+        # The listener binds before ZooKeeper is asked: the broker is mid-start once
+        # its port answers, and stays so (ZooKeeper never does).
+        with trio.fail_after(30):
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", listen), timeout=1):
+                        break
+                except OSError:
+                    await trio.sleep(0.05)
+        proc.send_signal(signum)
+        with trio.fail_after(8):  # well inside the 15 s ZooKeeper connect timeout
+            code = await trio.to_thread.run_sync(proc.wait)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert code == 0

@@ -207,7 +207,8 @@ class LocalCluster:
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
-            env=child_env(),
+            # `dev up` records where it runs under MINIBROKER_HOME: not the user's home
+            env=child_env() | {"MINIBROKER_HOME": str(self.data_dir / "home")},
             start_new_session=True,  # a test run's Ctrl-C reaches pytest, which cleans up
         )
         out.close()

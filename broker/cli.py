@@ -24,7 +24,7 @@ from minibroker.broker.config import BrokerConfig
 from minibroker.protocol.errors import ConfigError
 from minibroker.protocol.heap import keep_freed_memory
 
-HELP = "Run a broker (Kafka .properties config; flags override it)."
+HELP = "run a broker (Kafka .properties config; flags override it)"
 
 SHUTDOWN_TIMEOUT_S = 30.0
 """Longest a signalled broker waits for its controlled shutdown before stopping anyway:
@@ -45,10 +45,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any broker property; repeatable",
+        help="any broker property (repeatable)",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="least severe log lines written to stderr (default INFO)",
     )
 
 

@@ -29,7 +29,7 @@ _FIELD = re.compile(r"%[tpokvTh%]|\\n|\\t")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("topic")
+    parser.add_argument("topic", help="the topic to read")
     parser.add_argument(
         "--partition",
         type=int,

@@ -35,7 +35,7 @@ PROGRESS_EVERY_S = 1.0  # how often the progress line is redrawn
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("topic")
+    parser.add_argument("topic", help="the topic (created on first use if the brokers allow)")
     parser.add_argument(
         "--key-separator",
         metavar="SEP",
@@ -56,9 +56,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="acknowledgements to wait for (default all)",
     )
     parser.add_argument("--partition", type=int, help="write every record to this partition")
-    parser.add_argument("--compression", choices=("none", "gzip"), default="none")
-    parser.add_argument("--linger-ms", type=float, default=5.0, help="(default 5)")
-    parser.add_argument("--batch-size", type=int, default=16384, help="(default 16384)")
+    parser.add_argument(
+        "--compression",
+        choices=("none", "gzip"),
+        default="none",
+        help="batch compression (default none)",
+    )
+    parser.add_argument(
+        "--linger-ms", type=float, default=5.0, help="how long a batch waits to fill (default 5)"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=16384, help="largest batch in bytes (default 16384)"
+    )
     add_bootstrap(parser)
 
 

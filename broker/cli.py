@@ -26,9 +26,18 @@ from minibroker.protocol.heap import keep_freed_memory
 
 HELP = "run a broker (Kafka .properties config; flags override it)"
 
-SHUTDOWN_TIMEOUT_S = 30.0
-"""Longest a signalled broker waits for its controlled shutdown before stopping anyway:
-with ZooKeeper or the controller unreachable the controller is never asked."""
+CONTROLLED_SHUTDOWN_ATTEMPT_S = 5.0
+"""How long one controlled-shutdown attempt may wait for ZooKeeper and the controller;
+with either unreachable it would wait for ever."""
+
+
+def controlled_shutdown_deadline_s(config: BrokerConfig) -> float:
+    """Longest a signalled broker spends on controlled shutdown before stopping anyway:
+    1 + ``controlled.shutdown.max.retries`` attempts, ``.retry.backoff.ms`` apart."""
+    attempts = config.controlled_shutdown_max_retries + 1
+    backoff_s = config.controlled_shutdown_retry_backoff_ms / 1000
+    return attempts * CONTROLLED_SHUTDOWN_ATTEMPT_S + (attempts - 1) * backoff_s
+
 
 LOG_FORMAT = "%(asctime)s %(levelname)s [broker %(broker_id)s] %(name)s: %(message)s"
 
@@ -103,7 +112,8 @@ async def serve_until_signalled(config: BrokerConfig) -> None:
 
     A signal during start-up (ZooKeeper not answering yet) cancels the start; after it,
     the broker asks the controller to move leadership away, for at most
-    SHUTDOWN_TIMEOUT_S (ZooKeeper or the controller may never answer), then stops.
+    ``controlled_shutdown_deadline_s`` (ZooKeeper or the controller may never answer),
+    then stops.
     """
     from minibroker.broker.broker import Broker  # the storage layer loads only when a broker runs
 
@@ -124,7 +134,7 @@ async def serve_until_signalled(config: BrokerConfig) -> None:
                 )
                 if started.is_set():
                     # A second signal during the controlled shutdown stops at once.
-                    with trio.move_on_after(SHUTDOWN_TIMEOUT_S) as scope:
+                    with trio.move_on_after(controlled_shutdown_deadline_s(config)) as scope:
                         nursery.start_soon(_cancel_on_next_signal, signals, scope)
                         await broker.stop()
                     if scope.cancelled_caught:

@@ -111,7 +111,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     start = actions.add_parser("start-broker", help="start a stopped broker again")
     restart = actions.add_parser("restart-broker", help="stop one broker, then start it again")
     for sub in (stop, start, restart):
-        sub.add_argument("broker_id", type=int, metavar="N", help="the broker's id (1..N)")
+        sub.add_argument(
+            "broker_id", type=int, metavar="N", help="the broker's id, as `dev status` lists it"
+        )
     for sub in (stop, restart):
         sub.add_argument(
             "--kill", action="store_true", help="SIGKILL it instead (no controlled shutdown)"

@@ -34,6 +34,7 @@ from minibroker.broker.replica_manager import (
     ReplicaManager,
 )
 from minibroker.broker.server import Buffer, CloseConnection, Pending, Reply
+from minibroker.broker.topic_auto_creation import TopicAutoCreator
 from minibroker.protocol.api import (
     ApiKey,
     MalformedRequest,
@@ -76,6 +77,7 @@ class KafkaApis:
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
         self.metrics = replica_manager.metrics
         self._controller_queue = InOrder()
+        self.topic_auto_creator = TopicAutoCreator(metadata_cache)
         self._handlers: dict[int, Handler] = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
@@ -253,6 +255,8 @@ class KafkaApis:
     def handle_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
         requested = body["topics"]
         names = None if requested is None else [t["name"] for t in requested]
+        if names and body["allow_auto_topic_creation"]:
+            self.topic_auto_creator.request(names)
         return self.metadata_cache.metadata_response(names)
 
     def handle_api_versions(self, header: RequestHeader, body: Body) -> HandlerResult:

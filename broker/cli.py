@@ -24,7 +24,20 @@ from minibroker.broker.config import BrokerConfig
 from minibroker.protocol.errors import ConfigError
 from minibroker.protocol.heap import keep_freed_memory
 
-HELP = "Run a broker (Kafka .properties config; flags override it)."
+HELP = "run a broker (Kafka .properties config; flags override it)"
+
+CONTROLLED_SHUTDOWN_ATTEMPT_S = 5.0
+"""How long one controlled-shutdown attempt may wait for ZooKeeper and the controller;
+with either unreachable it would wait for ever."""
+
+
+def controlled_shutdown_deadline_s(config: BrokerConfig) -> float:
+    """Longest a signalled broker spends on controlled shutdown before stopping anyway:
+    1 + ``controlled.shutdown.max.retries`` attempts, ``.retry.backoff.ms`` apart."""
+    attempts = config.controlled_shutdown_max_retries + 1
+    backoff_s = config.controlled_shutdown_retry_backoff_ms / 1000
+    return attempts * CONTROLLED_SHUTDOWN_ATTEMPT_S + (attempts - 1) * backoff_s
+
 
 LOG_FORMAT = "%(asctime)s %(levelname)s [broker %(broker_id)s] %(name)s: %(message)s"
 
@@ -41,10 +54,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any broker property; repeatable",
+        help="any broker property (repeatable)",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="least severe log lines written to stderr (default INFO)",
     )
 
 
@@ -92,22 +108,39 @@ def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 async def serve_until_signalled(config: BrokerConfig) -> None:
-    """Run a broker; the first SIGTERM or SIGINT cancels it, which stops it cleanly."""
+    """Run a broker; the first SIGTERM or SIGINT stops it cleanly, at any time.
+
+    A signal during start-up (ZooKeeper not answering yet) cancels the start; after it,
+    the broker asks the controller to move leadership away, for at most
+    ``controlled_shutdown_deadline_s`` (ZooKeeper or the controller may never answer),
+    then stops.
+    """
     from minibroker.broker.broker import Broker  # the storage layer loads only when a broker runs
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             broker = Broker(config)
-            await nursery.start(broker.run)
-            print(f"broker {config.broker_id} listening on port {broker.port}", flush=True)
+            started = trio.Event()
+
+            async def start() -> None:
+                await nursery.start(broker.run)
+                print(f"broker {config.broker_id} listening on port {broker.port}", flush=True)
+                started.set()
+
+            nursery.start_soon(start)
             async for signum in signals:
                 logging.getLogger(__name__).info(
                     "received %s, stopping", signal.Signals(signum).name
                 )
-                # A second signal during the controlled shutdown stops at once.
-                with trio.CancelScope() as scope:
-                    nursery.start_soon(_cancel_on_next_signal, signals, scope)
-                    await broker.stop()
+                if started.is_set():
+                    # A second signal during the controlled shutdown stops at once.
+                    with trio.move_on_after(controlled_shutdown_deadline_s(config)) as scope:
+                        nursery.start_soon(_cancel_on_next_signal, signals, scope)
+                        await broker.stop()
+                    if scope.cancelled_caught:
+                        logging.getLogger(__name__).warning(
+                            "controlled shutdown gave up; stopping without it"
+                        )
                 nursery.cancel_scope.cancel()
                 break
 

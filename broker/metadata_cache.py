@@ -9,15 +9,22 @@ cache.
 The broker also records itself as live at start-up so a standalone broker (no
 controller) can answer Metadata with its own address.
 
-Answers follow Kafka's MetadataCache.getPartitionMetadata: a partition whose leader is
-not a live broker is LEADER_NOT_AVAILABLE; one with a replica or ISR member that is
-not live is REPLICA_NOT_AVAILABLE (with the live ones listed); an unknown topic is
-UNKNOWN_TOPIC_OR_PARTITION.
+Answers follow Kafka's MetadataCache.getPartitionMetadata for Metadata v1+: a partition
+whose leader is not a live broker is LEADER_NOT_AVAILABLE; ``replica_nodes`` always
+lists every assigned replica and ``isr_nodes`` the ISR as the controller last wrote it,
+so a broker that is down still shows (in ``offline_replicas``, with every replica
+whose broker is not live) and ``kafka-topics --under-replicated-partitions`` style
+questions get a true answer; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
+
+Topics being auto-created (broker/topic_auto_creation.py) are remembered here until
+their UpdateMetadata arrives: they answer LEADER_NOT_AVAILABLE, which clients retry,
+or the error their creation failed with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +33,6 @@ from minibroker.protocol.errors import (
     NONE,
     InvalidTopicError,
     LeaderNotAvailableError,
-    ReplicaNotAvailableError,
     UnknownTopicOrPartitionError,
 )
 from minibroker.storage.names import TopicPartition
@@ -39,6 +45,19 @@ NO_LEADER = -1
 MAX_MEMOISED_ANSWERS = 256
 """Distinct Metadata questions remembered; a client inventing topic lists cannot grow
 the memo without bound."""
+
+AUTO_CREATE_RETRY_S = 1.0
+"""How long a finished auto-creation's answer stands before the next Metadata request
+tries again: a failure (too few brokers) is reported, not retried per request, and a
+topic that existed but never arrived (it was being deleted) gets created afterwards."""
+
+
+@dataclass(slots=True)
+class _AutoCreation:
+    """A topic whose creation this broker asked for and that is not in the cache yet."""
+
+    error_code: int  # what Metadata answers for it meanwhile
+    finished_at: float | None = None  # None while the CreateTopics call is outstanding
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +82,9 @@ class PartitionInfo:
 
 
 class MetadataCache:
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.broker_id = broker_id
+        self._clock = clock
         self.controller_id = -1
         self.controller_epoch = -1
         self.cluster_id: str | None = None  # /cluster/id, set on joining a cluster
@@ -74,6 +94,7 @@ class MetadataCache:
         self.leader_endpoints: dict[int, BrokerInfo] = {}
         self._topics: dict[str, dict[int, PartitionInfo]] = {}
         self._answers: dict[tuple[str, ...] | None, dict[str, Any]] = {}
+        self._auto_created: dict[str, _AutoCreation] = {}
 
     # -- updates -------------------------------------------------------------------------
 
@@ -122,6 +143,42 @@ class MetadataCache:
     def put(self, tp: TopicPartition, info: PartitionInfo) -> None:
         self._answers.clear()
         self._topics.setdefault(tp.topic, {})[tp.partition] = info
+        self._auto_created.pop(tp.topic, None)
+
+    def start_auto_creation(self, names: Iterable[str]) -> list[str]:
+        """Mark the unknown, validly named ``names`` as being created; returns those
+        whose creation should be asked for now (not already under way or just tried)."""
+        now = self._clock()
+        started = []
+        for name in names:
+            if name in self._topics or name in started:
+                continue
+            pending = self._auto_created.get(name)
+            if pending is not None and (
+                pending.finished_at is None or now - pending.finished_at < AUTO_CREATE_RETRY_S
+            ):
+                continue
+            try:
+                validate_topic_name(name)
+            except InvalidTopicError:
+                continue
+            self._auto_created[name] = _AutoCreation(LeaderNotAvailableError.code)
+            started.append(name)
+        if started:
+            self._answers.clear()
+        return started
+
+    def finish_auto_creation(self, name: str, error_code: int) -> None:
+        """The creation of ``name`` answered ``error_code``: NONE keeps answering
+        LEADER_NOT_AVAILABLE until the topic's UpdateMetadata arrives, an error is
+        answered instead for AUTO_CREATE_RETRY_S."""
+        pending = self._auto_created.get(name)
+        if pending is None:
+            return
+        if error_code != NONE:
+            pending.error_code = error_code
+        pending.finished_at = self._clock()
+        self._answers.clear()
 
     def _remove(self, tp: TopicPartition) -> None:
         self._answers.clear()
@@ -178,6 +235,14 @@ class MetadataCache:
     def _topic_metadata(self, name: str) -> dict[str, Any]:
         partitions = self._topics.get(name)
         if partitions is None:
+            creating = self._auto_created.get(name)
+            if creating is not None:
+                return {
+                    "error_code": creating.error_code,
+                    "name": name,
+                    "is_internal": False,
+                    "partitions": [],
+                }
             try:
                 validate_topic_name(name)
             except InvalidTopicError as exc:
@@ -204,20 +269,13 @@ class MetadataCache:
 
     def _partition_metadata(self, index: int, info: PartitionInfo) -> dict[str, Any]:
         live = self.brokers
-        replicas = [r for r in info.replicas if r in live]
-        isr = [r for r in info.isr if r in live]
-        if info.leader not in live:
-            error = LeaderNotAvailableError.code
-        elif len(replicas) < len(info.replicas) or len(isr) < len(info.isr):
-            error = ReplicaNotAvailableError.code
-        else:
-            error = NONE
+        offline = set(info.offline_replicas) | {r for r in info.replicas if r not in live}
         return {
-            "error_code": error,
+            "error_code": NONE if info.leader in live else LeaderNotAvailableError.code,
             "partition_index": index,
             "leader_id": info.leader if info.leader in live else NO_LEADER,
             "leader_epoch": info.leader_epoch,
-            "replica_nodes": replicas,
-            "isr_nodes": isr,
-            "offline_replicas": list(info.offline_replicas),
+            "replica_nodes": list(info.replicas),
+            "isr_nodes": list(info.isr),
+            "offline_replicas": [r for r in info.replicas if r in offline],
         }

@@ -10,9 +10,9 @@ millisecond), so these figures are free for produce and fetch. The traffic count
                                                             min.insync.replicas
     kafka_server_replicamanager_isrshrinks_total            counter (IsrManager.shrinks)
     kafka_server_replicamanager_isrexpands_total            counter (IsrManager.expands)
-    kafka_server_delayedoperationpurgatory_purgatorysize    gauge  {delayedoperation=Produce|Fetch}
-    kafka_server_socket_server_metrics_connection_count     untyped {listener, networkprocessor}
-    kafka_server_replicafetchermanager_maxlag               gauge  {clientid="Replica"}
+    kafka_server_delayedoperationpurgatory_purgatorysize    gauge  {delayedOperation=Produce|Fetch}
+    kafka_server_socket_server_metrics_connection_count     untyped {listener, networkProcessor}
+    kafka_server_replicafetchermanager_maxlag               gauge  {clientId="Replica"}
     kafka_log_logflushstats_logflushrateandtimems           summary (_count, _sum in ms)
     kafka_server_leaderreplication_byte_rate                gauge  throttled replication bytes/s
     kafka_server_followerreplication_byte_rate              gauge  (the quotas' window,
@@ -23,13 +23,13 @@ millisecond), so these figures are free for produce and fetch. The traffic count
 The socket-server name keeps the JMX exporter's spelling of Kafka's
 ``socket-server-metrics`` type (dashes become underscores), which is what Kafka
 dashboards query; Kafka has one acceptor and several network processors, minibroker one
-Trio listener, reported as ``networkprocessor="0"``. It is untyped, as the JMX exporter
+Trio listener, reported as ``networkProcessor="0"``. It is untyped, as the JMX exporter
 exports it by default: Prometheus's lint reserves a ``_count`` suffix for histograms and
-summaries unless the metric is untyped. Label names are lower case, as the
-JMX exporter writes them with ``lowercaseOutputLabelNames: true``: Prometheus's own lint
-(``promtool check metrics``) rejects camelCase label names such as Kafka's
-``delayedOperation``; deploy/prometheus.yml shows how to map them back for a dashboard
-that wants the camelCase spelling.
+summaries unless the metric is untyped. Label names keep the case of the MBean keys
+they come from (``delayedOperation``, ``networkProcessor``, ``clientId``), as the JMX
+exporter writes them by default, so dashboards built on Kafka's exporter match as they
+are; Prometheus's lint (``promtool check metrics``) only warns about camelCase label
+names.
 
 Which pieces exist depends on what the broker runs: the ISR counters and fetcher lag
 need the replication components (``replica_manager.isr_manager``, fetch states with a
@@ -124,7 +124,7 @@ class BrokerStateCollector(Collector):
             purgatory = GaugeMetricFamily(
                 PURGATORY_SIZE,
                 "Requests waiting in a purgatory, by delayed operation.",
-                labels=["delayedoperation"],
+                labels=["delayedOperation"],
             )
             purgatory.add_metric(["Produce"], manager.produce_waiters.watched)
             purgatory.add_metric(["Fetch"], manager.fetch_waiters.watched)
@@ -135,14 +135,14 @@ class BrokerStateCollector(Collector):
                 yield _labelled_gauge(
                     FETCHER_MAX_LAG,
                     "Largest lag, in messages, of a partition this broker follows.",
-                    {"clientid": FETCHER_CLIENT_ID},
+                    {"clientId": FETCHER_CLIENT_ID},
                     lag,
                 )
         if broker.server is not None:
             connections = UnknownMetricFamily(
                 CONNECTION_COUNT,
                 "Open client connections.",
-                labels=["listener", "networkprocessor"],
+                labels=["listener", "networkProcessor"],
             )
             connections.add_metric([LISTENER, "0"], broker.server.connections)
             yield connections

@@ -208,7 +208,10 @@ class Admin:
             wanted = sorted(meta.topics)
         else:
             wanted = list(names)
-            body = {"topics": [{"name": n} for n in wanted]}
+            body = {
+                "topics": [{"name": n} for n in wanted],
+                "allow_auto_topic_creation": False,  # describing never creates
+            }
             meta = ClusterMetadata.from_response(
                 await self.cluster.request_any(ApiKey.METADATA, body)
             )

@@ -25,7 +25,12 @@ import trio
 from minibroker.client.connection import Connection
 from minibroker.client.errors import wire_error
 from minibroker.protocol.api import ApiKey
-from minibroker.protocol.errors import ConfigError, KafkaError, NetworkError
+from minibroker.protocol.errors import (
+    ConfigError,
+    KafkaError,
+    NetworkError,
+    UnknownTopicOrPartitionError,
+)
 
 METADATA_MAX_AGE_S = 300.0  # Kafka's metadata.max.age.ms: pick up new partitions/brokers
 RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms: between metadata attempts
@@ -159,8 +164,12 @@ class ClusterClient:
         client_id: str = "minibroker-client",
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        allow_auto_topic_creation: bool = False,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        # Kafka's allow.auto.create.topics: producers ask brokers to create the unknown
+        # topics they name (when auto.create.topics.enable lets them); consumers do not.
+        self.allow_auto_topic_creation = allow_auto_topic_creation
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
@@ -308,7 +317,10 @@ class ClusterClient:
         self._refreshing = done = trio.Event()
         try:
             wanted = [{"name": t} for t in sorted(self.topics)]
-            body = await self.request_any(ApiKey.METADATA, {"topics": wanted})
+            body = await self.request_any(
+                ApiKey.METADATA,
+                {"topics": wanted, "allow_auto_topic_creation": self.allow_auto_topic_creation},
+            )
             self.metadata = ClusterMetadata.from_response(body)
             self._last_refresh = trio.current_time()
             return self.metadata
@@ -321,8 +333,15 @@ class ClusterClient:
         body = await self.request_any(ApiKey.METADATA, {"topics": None})
         return ClusterMetadata.from_response(body)
 
-    async def topic(self, name: str, *, timeout_s: float) -> TopicInfo:
-        """The topic's metadata, waiting for leaders; raises its error if it has one."""
+    async def topic(
+        self, name: str, *, timeout_s: float, missing_after_s: float | None = None
+    ) -> TopicInfo:
+        """The topic's metadata, waiting for leaders; raises its error if it has one.
+
+        With ``missing_after_s``, a topic the brokers keep calling unknown for that long
+        raises UnknownTopicOrPartitionError then (a topic being created, automatically
+        or not, is LEADER_NOT_AVAILABLE or appears within moments)."""
+        unknown_since: float | None = None
         with trio.move_on_after(timeout_s):
             while True:
                 meta = await self.refresh([name])
@@ -333,6 +352,13 @@ class ClusterClient:
                     error = wire_error(info.error_code, f"topic {name!r}")
                     if not error.retriable:
                         raise error
+                    if isinstance(error, UnknownTopicOrPartitionError):
+                        now = trio.current_time()
+                        unknown_since = now if unknown_since is None else unknown_since
+                        if missing_after_s is not None and now - unknown_since >= missing_after_s:
+                            raise error
+                    else:
+                        unknown_since = None
                 await trio.sleep(RETRY_BACKOFF_S)
         info = self.metadata.topics.get(name)
         code = info.error_code if info is not None else 3

@@ -83,13 +83,17 @@ class Producer:
         max_block_ms: float = MAX_BLOCK_S * 1000,
         preserve_order: bool = True,
         client_id: str = "minibroker-producer",
+        allow_auto_create_topics: bool = True,
     ) -> None:
         if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
             raise ConfigError("batch_size and max_in_flight must be > 0, linger_ms >= 0")
         self.acks = _acks(acks)
         keep_freed_memory()  # batches of up to max_request_size: see protocol/heap.py
         self.cluster = ClusterClient(
-            bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_s=request_timeout_ms / 1000,
+            allow_auto_topic_creation=allow_auto_create_topics,
         )
         self._partitioner = StickyPartitioner()
         self._acc = RecordAccumulator(

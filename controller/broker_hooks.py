@@ -192,6 +192,8 @@ async def run_cluster_member(
             topic_configs = getattr(broker, "topic_configs", None)  # dynamic topic config
             if topic_configs is not None:
                 await nursery.start(topic_configs.run_change_listener, data, config_events)
+            if config.auto_create_topics_enable:
+                await nursery.start(broker.apis.topic_auto_creator.run, member.admin.create_topics)
             log.info(
                 "broker %d joined the cluster at %s", config.broker_id, config.zookeeper_connect
             )

@@ -107,6 +107,7 @@ DEFAULT_CONNECT_TIMEOUT_S = 15.0
 REQUEST_TIMEOUT_S = 30.0
 # Reconnect forever, at most a second apart: a broker must outlive a ZooKeeper restart.
 RECONNECT_MAX_DELAY_S = 1.0
+CLOSE_TIMEOUT_S = 5.0  # ending the session: ZooKeeper answers at once, if it answers at all
 
 T = TypeVar("T")
 
@@ -198,10 +199,16 @@ class ZkClient:
         self._token = trio.lowlevel.current_trio_token()
         self._kazoo.add_listener(self._on_state)
         try:
-            await trio.to_thread.run_sync(self._kazoo.start, self.connect_timeout)
+            # Abandoned on cancellation: a signalled broker must not wait out the timeout.
+            await trio.to_thread.run_sync(
+                self._kazoo.start, self.connect_timeout, abandon_on_cancel=True
+            )
         except _KAZOO_ERRORS as exc:
             await self.close()
             raise ZkConnectionLoss(f"cannot connect to ZooKeeper at {self.hosts}") from exc
+        except trio.Cancelled:
+            await self.close()
+            raise
         if self.chroot:
             # kazoo prefixes every path with its chroot but never creates it; set the
             # chroot only after creating it through the un-chrooted client.
@@ -215,8 +222,10 @@ class ZkClient:
     async def close(self) -> None:
         """End the session (its ephemerals vanish at once) and close every channel."""
         self._closing = True
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(self._stop_kazoo)
+        # Shielded, but bounded: kazoo's stop can wait on a connection attempt to a
+        # ZooKeeper that no longer answers, and a stopping process must not.
+        with trio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+            await trio.to_thread.run_sync(self._stop_kazoo, abandon_on_cancel=True)
         for channel in self._subscribers:
             channel.close()
         self._subscribers.clear()

@@ -16,10 +16,14 @@ from typing import Any, TypeVar
 
 import trio
 
-from minibroker.client.metadata import parse_bootstrap
-from minibroker.protocol.errors import ConfigError, MinibrokerError
+from minibroker.client.metadata import ClusterClient, TopicInfo, parse_bootstrap
+from minibroker.protocol.errors import ConfigError, MinibrokerError, UnknownTopicOrPartitionError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+TOPIC_WAIT_S = 30.0  # how long a topic may go without leaders before a command gives up
+MISSING_TOPIC_AFTER_S = 0.5
+"""A topic the brokers keep calling unknown this long is missing, not late: one being
+created (by `topic create` or on first use) is LEADER_NOT_AVAILABLE or appears sooner."""
 T = TypeVar("T")
 
 
@@ -58,6 +62,20 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key, value
+
+
+async def topic_or_explain(cluster: ClusterClient, topic: str, why: str) -> TopicInfo:
+    """The topic's metadata once it has leaders; a missing topic fails at once with a
+    message that says how to create it (``why`` says why it was not created)."""
+    try:
+        return await cluster.topic(
+            topic, timeout_s=TOPIC_WAIT_S, missing_after_s=MISSING_TOPIC_AFTER_S
+        )
+    except UnknownTopicOrPartitionError:
+        raise MinibrokerError(
+            f"topic {topic!r} does not exist ({why}); "
+            f"create it with `minibroker topic create {topic}`"
+        ) from None
 
 
 def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:

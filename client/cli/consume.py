@@ -19,19 +19,17 @@ import re
 import sys
 from collections.abc import Callable
 
-from minibroker.client.cli.common import UsageError, add_bootstrap, run_async
+from minibroker.client.cli.common import UsageError, add_bootstrap, run_async, topic_or_explain
 from minibroker.client.consumer import Consumer, ConsumerRecord
 from minibroker.protocol.errors import MinibrokerError
 
 HELP = "print records of a topic"
 
-TOPIC_WAIT_S = 5.0  # how long a missing topic may take to appear before we give up
-
 _FIELD = re.compile(r"%[tpokvTh%]|\\n|\\t")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("topic")
+    parser.add_argument("topic", help="the topic to read")
     parser.add_argument(
         "--partition",
         type=int,
@@ -147,7 +145,9 @@ async def _run(args: argparse.Namespace, render: Callable[[ConsumerRecord], str]
     async with Consumer(
         args.bootstrap_server, auto_offset_reset="latest", client_id="minibroker-cli-consumer"
     ) as consumer:
-        info = await consumer.cluster.topic(args.topic, timeout_s=TOPIC_WAIT_S)
+        info = await topic_or_explain(
+            consumer.cluster, args.topic, "consumers do not create topics"
+        )
         partitions = args.partition or [p.partition for p in info.partitions]
         for p in partitions:
             if not 0 <= p < len(info.partitions):

@@ -1,13 +1,16 @@
-"""``minibroker dev up|down``: a whole local cluster (ZooKeeper + N brokers) in one command.
+"""``minibroker dev up|down|status|stop-broker|start-broker|restart-broker``: a whole
+local cluster (ZooKeeper + N brokers) in one command, and control of its brokers.
 
 How this works. ``dev up`` is a supervisor: it starts ``minibroker zookeeper`` and then
-N ``minibroker broker`` processes (``sys.executable -m client.cli.main ...``), each in
-its own session so the terminal's Ctrl-C reaches only the supervisor, which then stops
-them in order: SIGTERM to every broker (a broker stops cleanly: controlled shutdown,
-logs flushed, ``.kafka_cleanshutdown`` written), then ZooKeeper. Each child writes its
-output to ``<data-dir>/logs/<name>.log``; readiness is read from those logs (the line
-a child prints once it listens) and then from the Metadata API: an active controller
-and every broker registered.
+N ``minibroker broker`` processes (``sys.executable -m minibroker.client.cli.main ...``),
+each in its own session so the terminal's Ctrl-C reaches only the supervisor, which then
+stops them in order: SIGTERM to every broker (a broker stops cleanly: controlled
+shutdown, logs flushed, ``.kafka_cleanshutdown`` written), then ZooKeeper. Each child
+writes its output to ``<data-dir>/logs/<name>.log``; readiness is read from those logs
+(the line a child prints once it listens) and then from the Metadata API: an active
+controller and every broker registered. The other commands (client/cli/dev_control.py)
+act on the processes dev.json lists; dev.json and how a command finds it from any
+directory are in client/cli/dev_state.py.
 
 Layout under ``--data-dir`` (reused by the next ``dev up``, so topics survive)::
 
@@ -18,82 +21,60 @@ Layout under ``--data-dir`` (reused by the next ``dev up``, so topics survive)::
 
 Ports: broker i (1-based) listens on ``base_port + i - 1`` and exports metrics on
 ``metrics_base_port + i - 1``; a port of 0 means "any free port" (tests use that;
-the actual ports are in dev.json and printed). ``dev down`` sends SIGTERM to the
-supervisor recorded in dev.json and waits for it to finish stopping the cluster.
+the actual ports are in dev.json and printed). Ports are probed the way the servers
+bind them (SO_REUSEADDR), so sockets of a cluster just stopped, in TIME_WAIT, do not
+count as in use.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
 import socket
 import subprocess
-import sys
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from minibroker.client.admin import Admin
-from minibroker.client.cli.common import UsageError, run_async
-from minibroker.protocol.errors import KafkaError, MinibrokerError
+from minibroker.client.cli.common import UsageError, add_format, run_async
+from minibroker.client.cli.dev_control import (
+    BROKER_READY,
+    STOP_TIMEOUT_S,
+    broker_argv,
+    child_env,
+    cli_argv,
+    down,
+    log_header,
+    start_broker,
+    status,
+    stop_broker,
+    terminate_pids,
+    wait_for_line,
+    wait_for_registered,
+)
+from minibroker.client.cli.dev_state import (
+    DEFAULT_DATA_DIR,
+    STATE_FILE,
+    ChildInfo,
+    DevError,
+    DevState,
+    find_data_dir,
+    forget_location,
+    pid_running,
+    record_location,
+    recorded_location,
+)
 
-HELP = "run a local cluster: `dev up` starts ZooKeeper and brokers, `dev down` stops it"
+__all__ = ["ChildInfo", "DevError", "DevState", "down", "pid_running", "state_of"]
 
-STATE_FILE = "dev.json"
+HELP = "run a local cluster: ZooKeeper and brokers, and stop or restart one broker"
+
 ZOOKEEPER_READY = re.compile(rb"zookeeper\.connect=([\w.\-]+):(\d+)")
-BROKER_READY = re.compile(rb"broker (\d+) listening on port (\d+)")
 METRICS_PORT = re.compile(rb"metrics on port (\d+)")
-START_TIMEOUT_S = 120.0  # ZooKeeper's JVM start plus broker registration on a slow machine
-STOP_TIMEOUT_S = 60.0  # controlled shutdown moves leadership away before a broker exits
-POLL_S = 0.1  # how often logs and the cluster are checked while starting
-
-
-class DevError(MinibrokerError):
-    """dev up/down could not do what was asked (the message says why and where to look)."""
-
-
-@dataclass
-class ChildInfo:
-    name: str
-    pid: int
-    port: int
-    log: str
-    metrics_port: int | None = None
-
-
-@dataclass
-class DevState:
-    supervisor_pid: int
-    data_dir: str
-    zookeeper: ChildInfo | None = None
-    brokers: dict[int, ChildInfo] = field(default_factory=dict)
-    ready: bool = False
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
-
-    def save(self) -> None:
-        path = Path(self.data_dir) / STATE_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        tmp.replace(path)
-
-    @classmethod
-    def load(cls, data_dir: Path) -> DevState | None:
-        try:
-            raw = json.loads((data_dir / STATE_FILE).read_text())
-        except (OSError, ValueError):
-            return None
-        zk = ChildInfo(**raw["zookeeper"]) if raw.get("zookeeper") else None
-        brokers = {int(k): ChildInfo(**v) for k, v in raw.get("brokers", {}).items()}
-        return cls(raw["supervisor_pid"], raw["data_dir"], zk, brokers, raw.get("ready", False))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -107,7 +88,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=9092,
         help="port of broker 1; broker i gets base+i-1 (default 9092; 0 = any)",
     )
-    up.add_argument("--zookeeper-port", type=int, default=2181, help="(default 2181; 0 = any)")
+    up.add_argument(
+        "--zookeeper-port", type=int, default=2181, help="ZooKeeper's port (default 2181; 0 = any)"
+    )
     up.add_argument(
         "--metrics-base-port",
         type=int,
@@ -121,36 +104,96 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="broker property for every broker (repeatable)",
     )
-    down = actions.add_parser("down", help="stop the cluster `dev up` runs")
-    for sub in (up, down):
+    down_ = actions.add_parser("down", help="stop the cluster `dev up` runs")
+    status_ = actions.add_parser("status", help="each process of the cluster: pid, ports, alive")
+    add_format(status_)
+    stop = actions.add_parser("stop-broker", help="stop one broker (SIGTERM: controlled shutdown)")
+    start = actions.add_parser("start-broker", help="start a stopped broker again")
+    restart = actions.add_parser("restart-broker", help="stop one broker, then start it again")
+    for sub in (stop, start, restart):
+        sub.add_argument(
+            "broker_id", type=int, metavar="N", help="the broker's id, as `dev status` lists it"
+        )
+    for sub in (stop, restart):
+        sub.add_argument(
+            "--kill", action="store_true", help="SIGKILL it instead (no controlled shutdown)"
+        )
+    up.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help=f"where data, logs and dev.json live (default {DEFAULT_DATA_DIR})",
+    )
+    for sub in (down_, status_, stop, start, restart):
         sub.add_argument(
             "--data-dir",
             type=Path,
-            default=Path(".minibroker"),
-            help="where data, logs and dev.json live (default .minibroker)",
+            default=None,
+            help=f"the cluster's data dir (default: {DEFAULT_DATA_DIR} here, else the "
+            "one the last `dev up` recorded)",
         )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "up":
+        return _run_up(args)
+    data_dir = find_data_dir(args.data_dir)
     if args.action == "down":
-        return down(args.data_dir)
+        return down(data_dir)
+    if args.action == "status":
+        return status(data_dir, args.format)
+    if args.action == "stop-broker":
+        return stop_broker(data_dir, args.broker_id, kill=args.kill)
+    if args.action == "start-broker":
+        return run_async(start_broker, data_dir, args.broker_id)
+    stop_broker(data_dir, args.broker_id, kill=args.kill)
+    return run_async(start_broker, data_dir, args.broker_id)
+
+
+def _run_up(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 100:
         raise UsageError("--brokers must be 1..100")
     for flag in ("base_port", "zookeeper_port", "metrics_base_port"):
         port = getattr(args, flag)
         if port != 0 and not 0 < port + (args.brokers if flag != "zookeeper_port" else 1) < 65536:
             raise UsageError(f"--{flag.replace('_', '-')} out of range: {port}")
+    if args.data_dir is None:
+        args.data_dir = DEFAULT_DATA_DIR
+        _refuse_if_running_elsewhere(args.data_dir)
     return run_async(_up, args)
 
 
+def _refuse_if_running_elsewhere(data_dir: Path) -> None:
+    """Without --data-dir, a cluster the last `dev up` started elsewhere and that still
+    runs would take the same ports: say where it is instead."""
+    recorded = recorded_location()
+    if recorded is None or recorded == data_dir.resolve():
+        return
+    state = DevState.load(recorded)
+    if state is not None and pid_running(state.supervisor_pid):
+        raise DevError(
+            f"a dev cluster is already running in {recorded} (pid {state.supervisor_pid}); "
+            f"`minibroker dev down` stops it, `--data-dir DIR` with other ports starts another"
+        )
+
+
+def _probe_socket() -> socket.socket:
+    """A socket bound as the servers bind theirs: SO_REUSEADDR (trio's listeners,
+    ZooKeeper, the metrics server), so a port in TIME_WAIT is free and only a listener
+    makes it busy."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
+
+
 def _free_port() -> int:
-    with socket.socket() as sock:
+    with _probe_socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-def _check_ports_free(args: argparse.Namespace) -> None:
+def check_ports_free(args: argparse.Namespace) -> None:
     """Refuse ports something already listens on, naming who wanted them."""
     wanted = [(args.zookeeper_port, "ZooKeeper")]
     for i in range(args.brokers):
@@ -161,60 +204,15 @@ def _check_ports_free(args: argparse.Namespace) -> None:
     for port, who in wanted:
         if not port:
             continue
-        with socket.socket() as sock:
+        with _probe_socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
+                sock.listen(1)
             except OSError:
                 raise DevError(
                     f"port {port} ({who}) is in use: is another cluster running? "
                     "(--base-port, --zookeeper-port and --metrics-base-port choose others)"
                 ) from None
-
-
-def pid_running(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie (exited, not yet reaped) counts as gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # Linux: an orphan's zombie lingers where init does not reap (containers)
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state != "Z"
-
-
-# --- dev down ------------------------------------------------------------------------
-
-
-def down(data_dir: Path) -> int:
-    state = DevState.load(data_dir)
-    if state is None:
-        raise DevError(f"no dev cluster recorded in {data_dir / STATE_FILE}")
-    if pid_running(state.supervisor_pid):
-        print(f"stopping the dev cluster (supervisor pid {state.supervisor_pid})", flush=True)
-        os.kill(state.supervisor_pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S + 15
-        while pid_running(state.supervisor_pid) and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        if pid_running(state.supervisor_pid):
-            raise DevError(f"supervisor pid {state.supervisor_pid} did not stop in time")
-    # A supervisor killed with SIGKILL leaves its children: stop those directly.
-    children = list(state.brokers.values()) + ([state.zookeeper] if state.zookeeper else [])
-    leftovers = [c for c in children if pid_running(c.pid)]
-    for child in leftovers:
-        os.kill(child.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while any(pid_running(c.pid) for c in leftovers) and time.monotonic() < deadline:
-        time.sleep(POLL_S)
-    for child in leftovers:
-        if pid_running(child.pid):
-            os.kill(child.pid, signal.SIGKILL)
-    (data_dir / STATE_FILE).unlink(missing_ok=True)
-    print("dev cluster stopped", flush=True)
-    return 0
 
 
 # --- dev up --------------------------------------------------------------------------
@@ -224,48 +222,26 @@ class _Supervisor:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.data_dir: Path = args.data_dir.resolve()
-        self.state = DevState(os.getpid(), str(self.data_dir))
+        self.state = DevState(os.getpid(), str(self.data_dir), settings=list(args.set))
         self.processes: dict[str, trio.Process] = {}
         self.stopping = False
-
-    def _command(self, *argv: str) -> list[str]:
-        return [sys.executable, "-m", "minibroker.client.cli.main", *argv]
 
     async def _spawn(self, name: str, argv: list[str]) -> tuple[trio.Process, Path]:
         log = self.data_dir / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
-            out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {name}\n".encode())
+            out.write(log_header(name))
             out.flush()
-            env = dict(os.environ, PYTHONUNBUFFERED="1")
-            repo_root = str(Path(__file__).resolve().parents[2])
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo_root, env.get("PYTHONPATH")]))
             process = await trio.lowlevel.open_process(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
                 start_new_session=True,
-                env=env,
+                env=child_env(),
             )
         self.processes[name] = process
         return process, log
-
-    async def _wait_for_line(
-        self, name: str, log: Path, pattern: re.Pattern[bytes], start: int
-    ) -> re.Match[bytes]:
-        process = self.processes[name]
-        with trio.move_on_after(START_TIMEOUT_S):
-            while True:
-                with log.open("rb") as f:
-                    f.seek(start)
-                    found = pattern.search(f.read())
-                if found:
-                    return found
-                if process.poll() is not None:
-                    raise DevError(f"{name} exited with code {process.returncode}; see {log}")
-                await trio.sleep(POLL_S)
-        raise DevError(f"{name} did not start within {START_TIMEOUT_S:g} s; see {log}")
 
     async def start(self) -> None:
         args = self.args
@@ -275,53 +251,43 @@ class _Supervisor:
         print(f"starting ZooKeeper (data in {zk_dir})", flush=True)
         zk, _ = await self._spawn(
             "zookeeper",
-            self._command(
+            cli_argv(
                 "zookeeper",
-                "--port",
-                str(args.zookeeper_port or _free_port()),
-                "--data-dir",
-                str(zk_dir),
+                *("--port", str(args.zookeeper_port or _free_port()), "--data-dir", str(zk_dir)),
             ),
         )
-        found = await self._wait_for_line("zookeeper", zk_log, ZOOKEEPER_READY, offset)
+        found = await wait_for_line("zookeeper", zk_log, ZOOKEEPER_READY, offset, zk.poll)
         zk_port = int(found.group(2))
         self.state.zookeeper = ChildInfo("zookeeper", zk.pid, zk_port, str(zk_log))
         self.state.save()
+        record_location(self.data_dir)
         for i in range(1, args.brokers + 1):
             await self._start_broker(i, zk_port)
         print(f"waiting for a controller and {args.brokers} registered brokers", flush=True)
-        await self._wait_for_cluster()
+        await wait_for_registered(
+            self.state.bootstrap, set(self.state.brokers), self._check_alive, self.data_dir / "logs"
+        )
         self.state.ready = True
         self.state.save()
+
+    def _check_alive(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                raise DevError(
+                    f"{name} exited with code {process.returncode}; see "
+                    f"{self.data_dir / 'logs' / (name + '.log')}"
+                )
 
     async def _start_broker(self, broker_id: int, zk_port: int) -> None:
         args = self.args
         name = f"broker-{broker_id}"
-        home = self.data_dir / name
-        dirs = [home / "logs-0", home / "logs-1"]
-        for d in dirs:
-            d.mkdir(parents=True, exist_ok=True)
         port = args.base_port + broker_id - 1 if args.base_port else 0
         metrics = args.metrics_base_port + broker_id - 1 if args.metrics_base_port else 0
         log = self.data_dir / "logs" / f"{name}.log"
         offset = log.stat().st_size if log.exists() else 0
-        argv = self._command(
-            "broker",
-            "--broker-id",
-            str(broker_id),
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--log-dirs",
-            ",".join(str(d) for d in dirs),
-            "--zookeeper",
-            f"127.0.0.1:{zk_port}",
-            "--metrics-port",
-            str(metrics),
-        )
-        for item in args.set:
-            argv += ["--set", item]
+        argv = broker_argv(self.data_dir, broker_id, port, metrics, zk_port, self.state.settings)
         process, _ = await self._spawn(name, argv)
-        found = await self._wait_for_line(name, log, BROKER_READY, offset)
+        found = await wait_for_line(name, log, BROKER_READY, offset, process.poll)
         actual = int(found.group(2))
         if not metrics:
             with log.open("rb") as f:
@@ -331,36 +297,6 @@ class _Supervisor:
         self.state.brokers[broker_id] = ChildInfo(name, process.pid, actual, str(log), metrics)
         self.state.save()
         print(f"  broker {broker_id} listening on 127.0.0.1:{actual} (log {log})", flush=True)
-
-    async def _wait_for_cluster(self) -> None:
-        wanted = set(self.state.brokers)
-        last = ""
-        with trio.move_on_after(START_TIMEOUT_S):
-            while True:
-                for name, process in self.processes.items():
-                    if process.poll() is not None:
-                        raise DevError(
-                            f"{name} exited with code {process.returncode}; see "
-                            f"{self.data_dir / 'logs' / (name + '.log')}"
-                        )
-                try:
-                    with trio.fail_after(5):
-                        async with Admin(self.state.bootstrap, request_timeout_ms=3000) as admin:
-                            cluster = await admin.describe_cluster()
-                    registered = {b.node_id for b in cluster.brokers}
-                    if cluster.controller_id >= 0 and wanted <= registered:
-                        return
-                    now = f"controller {cluster.controller_id}, brokers {sorted(registered)}"
-                except (KafkaError, trio.TooSlowError, OSError) as exc:
-                    now = f"not answering yet ({exc})"
-                if now != last:
-                    print(f"  {now}", flush=True)
-                    last = now
-                await trio.sleep(POLL_S * 3)
-        raise DevError(
-            f"no active controller with {len(wanted)} registered brokers after "
-            f"{START_TIMEOUT_S:g} s (last seen: {last}); see {self.data_dir / 'logs'}"
-        )
 
     def report(self) -> None:
         zk = self.state.zookeeper
@@ -372,9 +308,12 @@ class _Supervisor:
             metrics = f"http://127.0.0.1:{b.metrics_port}/metrics" if b.metrics_port else "-"
             label = f"broker {broker_id}"
             print(f"  {label:<20}127.0.0.1:{b.port}  metrics {metrics}")
+        print(f"  data dir            {self.data_dir}")
         print(f"  logs                {self.data_dir / 'logs'}")
         print(
-            "Ctrl-C (or `minibroker dev down`) stops it; data stays for the next `dev up`.",
+            "Ctrl-C (or `minibroker dev down` from any directory) stops it; data stays for the "
+            "next `dev up`. `minibroker dev status` lists the processes; `dev stop-broker N`, "
+            "`dev start-broker N` and `dev restart-broker N [--kill]` drill failures.",
             flush=True,
         )
 
@@ -389,14 +328,21 @@ class _Supervisor:
             await trio.sleep(0.5)
 
     async def stop(self) -> None:
-        """SIGTERM every broker, wait (controlled shutdown), then ZooKeeper; SIGKILL late ones."""
+        """SIGTERM every broker, wait (controlled shutdown), then ZooKeeper; SIGKILL late
+        ones. Brokers `dev start-broker` started are not our children: dev.json has them."""
         self.stopping = True
         brokers = [p for n, p in self.processes.items() if n != "zookeeper"]
-        await _terminate(brokers, STOP_TIMEOUT_S)
+        ours = {p.pid for p in self.processes.values()}
+        recorded = DevState.load(self.data_dir) or self.state
+        others = [b.pid for b in recorded.brokers.values() if b.pid not in ours]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_terminate, brokers, STOP_TIMEOUT_S)
+            nursery.start_soon(trio.to_thread.run_sync, terminate_pids, others, STOP_TIMEOUT_S)
         zk = self.processes.get("zookeeper")
         if zk is not None:
             await _terminate([zk], 30.0)
         (self.data_dir / STATE_FILE).unlink(missing_ok=True)
+        forget_location(self.data_dir)
 
 
 async def _terminate(processes: list[trio.Process], timeout_s: float) -> None:
@@ -420,7 +366,7 @@ async def _up(args: argparse.Namespace) -> int:
             f"a dev cluster is already running (pid {existing.supervisor_pid}); "
             f"`minibroker dev down --data-dir {data_dir}` stops it"
         )
-    _check_ports_free(args)
+    check_ports_free(args)
     data_dir.mkdir(parents=True, exist_ok=True)
     supervisor = _Supervisor(args)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -55,7 +55,7 @@ def _load(name: str) -> ModuleType:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="minibroker", description="A small Kafka-style commit log.")
+    parser = _Parser(prog="minibroker", description="a small Kafka-style commit log")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     for name in COMMANDS:

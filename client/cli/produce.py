@@ -23,6 +23,7 @@ from minibroker.client.cli.common import (
     progress,
     progress_done,
     run_async,
+    topic_or_explain,
 )
 from minibroker.client.producer import Producer
 from minibroker.protocol.errors import KafkaError, MinibrokerError
@@ -31,11 +32,10 @@ HELP = "produce stdin lines as records"
 
 READ_CHUNK = 1 << 16  # bytes read from stdin per thread hop
 PROGRESS_EVERY_S = 1.0  # how often the progress line is redrawn
-TOPIC_WAIT_S = 5.0  # how long a missing topic may take to appear before we give up
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("topic")
+    parser.add_argument("topic", help="the topic (created on first use if the brokers allow)")
     parser.add_argument(
         "--key-separator",
         metavar="SEP",
@@ -56,9 +56,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="acknowledgements to wait for (default all)",
     )
     parser.add_argument("--partition", type=int, help="write every record to this partition")
-    parser.add_argument("--compression", choices=("none", "gzip"), default="none")
-    parser.add_argument("--linger-ms", type=float, default=5.0, help="(default 5)")
-    parser.add_argument("--batch-size", type=int, default=16384, help="(default 16384)")
+    parser.add_argument(
+        "--compression",
+        choices=("none", "gzip"),
+        default="none",
+        help="batch compression (default none)",
+    )
+    parser.add_argument(
+        "--linger-ms", type=float, default=5.0, help="how long a batch waits to fill (default 5)"
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=16384, help="largest batch in bytes (default 16384)"
+    )
     add_bootstrap(parser)
 
 
@@ -104,7 +113,11 @@ async def _run(args: argparse.Namespace, stream: BinaryIO) -> int:
             client_id="minibroker-cli-producer",
         ) as producer:
             # Fail fast on a topic that does not exist (instead of max_block_ms per record).
-            await producer.cluster.topic(args.topic, timeout_s=TOPIC_WAIT_S)
+            await topic_or_explain(
+                producer.cluster,
+                args.topic,
+                "the brokers do not create topics on first use (auto.create.topics.enable=false)",
+            )
             next_progress = trio.current_time() + PROGRESS_EVERY_S
             async for chunk in lines:
                 for line in chunk:

@@ -82,15 +82,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
     action.add_argument("--execute", action="store_true", help="start the reassignment")
     action.add_argument("--verify", action="store_true", help="report progress")
     action.add_argument("--cancel", action="store_true", help="cancel ongoing moves")
-    parser.add_argument("--reassignment-json-file", type=Path, metavar="FILE")
-    parser.add_argument("--topics-to-move-json-file", type=Path, metavar="FILE")
-    parser.add_argument("--broker-list", metavar="1,2,3", help="brokers for --generate")
-    parser.add_argument("--throttle", type=int, metavar="BYTES/S", default=-1)
     parser.add_argument(
-        "--replica-alter-log-dirs-throttle", type=int, metavar="BYTES/S", default=-1
+        "--reassignment-json-file",
+        type=Path,
+        metavar="FILE",
+        help="the moves, as kafka-reassign-partitions.sh writes them (--execute, --verify, "
+        "--cancel)",
     )
     parser.add_argument(
-        "--timeout", type=int, metavar="MS", default=None, help="(default 10000 for --execute)"
+        "--topics-to-move-json-file",
+        type=Path,
+        metavar="FILE",
+        help='{"topics": [{"topic": NAME}]}: the topics --generate spreads',
+    )
+    parser.add_argument("--broker-list", metavar="1,2,3", help="brokers for --generate")
+    parser.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES/S",
+        default=-1,
+        help="replication rate limit of the moved replicas (default: none)",
+    )
+    parser.add_argument(
+        "--replica-alter-log-dirs-throttle",
+        type=int,
+        metavar="BYTES/S",
+        default=-1,
+        help="rate limit of moves between log dirs (default: none)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        metavar="MS",
+        default=None,
+        help="how long --execute waits for the controller (default 10000)",
     )
     parser.add_argument("--no-wait", action="store_true", help="--verify reports once")
     parser.add_argument(

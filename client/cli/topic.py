@@ -31,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     actions.required = True
 
     create = actions.add_parser("create", help="create a topic")
-    create.add_argument("topic")
+    create.add_argument("topic", help="the new topic's name")
     create.add_argument(
         "-p",
         "--partitions",
@@ -68,7 +68,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_format(listing)
 
     describe = actions.add_parser("describe", help="partitions, leaders, replicas, ISR")
-    describe.add_argument("topics", nargs="*", metavar="TOPIC", help="(default: all topics)")
+    describe.add_argument(
+        "topics", nargs="*", metavar="TOPIC", help="topics to describe (default: all)"
+    )
     describe.add_argument(
         "--under-replicated-partitions",
         action="store_true",
@@ -80,11 +82,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_format(describe)
 
     delete = actions.add_parser("delete", help="delete a topic")
-    delete.add_argument("topic")
-    delete.add_argument("--if-exists", action="store_true", help="succeed if it does not exist")
+    delete.add_argument("topic", help="the topic to delete")
+    delete.add_argument(
+        "--if-exists", action="store_true", help="succeed if the topic does not exist"
+    )
 
     alter = actions.add_parser("alter-config", help="set or remove topic config overrides")
-    alter.add_argument("topic")
+    alter.add_argument("topic", help="the topic whose overrides change")
     alter.add_argument(
         "--set",
         type=key_value,

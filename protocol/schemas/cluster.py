@@ -59,7 +59,9 @@ METADATA = Api(
     name="Metadata",
     doc="""Brokers, controller and partition leadership, from the broker's metadata cache.
 
-    Request: ``topics`` (nil = all topics, else [{name}]), ``allow_auto_topic_creation``.
+    Request: ``topics`` (nil = all topics, else [{name}]), ``allow_auto_topic_creation``
+    (Kafka v4+, default true as there: a broker with auto.create.topics.enable creates
+    the unknown topics named; consumers and admin tools send false).
     Response: ``brokers[]`` of {node_id, host, port, rack}, ``cluster_id``,
     ``controller_id`` (-1 unknown), ``topics[]`` of {error_code, name, is_internal,
     partitions[] of {error_code, partition_index, leader_id (-1 none), leader_epoch,
@@ -67,7 +69,7 @@ METADATA = Api(
     """,
     request=struct(
         Field("topics", Nullable(Array(struct(Field("name", STRING)))), None),
-        Field("allow_auto_topic_creation", BOOL, False),
+        Field("allow_auto_topic_creation", BOOL, True),
     ),
     response=struct(
         _THROTTLE,

@@ -301,5 +301,5 @@ async def test_metrics_endpoint_reports_traffic_and_partitions(tmp_path: Path) -
     assert "kafka_server_replicamanager_leadercount 1.0" in text
     assert 'kafka_log_log_logendoffset{partition="0",topic="m"} 2.0' in text
     assert "kafka_server_replicamanager_underminisrpartitioncount 0.0" in text
-    assert 'kafka_server_delayedoperationpurgatory_purgatorysize{delayedoperation="Fetch"}' in text
+    assert 'kafka_server_delayedoperationpurgatory_purgatorysize{delayedOperation="Fetch"}' in text
     assert "kafka_server_socket_server_metrics_connection_count" in text

@@ -3,13 +3,15 @@
 Create a replicated topic, produce 10,000 keyed records through `minibroker produce`,
 read them back with `minibroker consume --format json`: every record comes back once,
 in the order it was sent within its partition, on the partition Kafka's murmur2
-partitioner chooses for its key. Then bad input: unknown topics and existing topics
-are one line on stderr and exit code 1.
+partitioner chooses for its key. Producing to a new topic creates it (Kafka's
+auto.create.topics.enable, on by default); consuming one does not. Then bad input:
+unknown topics and existing topics are one line on stderr and exit code 1.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -26,6 +28,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield running
 
 
+PROCESS_START_S = 3.0  # a CLI process's Python start-up on a loaded machine
 RECORDS = 10_000
 # Keys whose murmur2 Kafka's own tests publish: they must land where Java puts them.
 KNOWN = {b"21": -973932308, b"foobar": -790332482, b"abc": 479470107}
@@ -100,11 +103,39 @@ def test_describe_shows_leaders_and_full_isr(cluster: LocalCluster) -> None:
     assert described_cluster["controller_id"] in (1, 2, 3)
 
 
+def test_producing_to_a_new_topic_creates_it_with_the_broker_defaults(
+    cluster: LocalCluster,
+) -> None:
+    started = time.monotonic()
+    produced = cluster.cli("produce", "first-use", stdin=b"hello\n")
+    assert produced.returncode == 0, produced.stderr
+    assert time.monotonic() - started < 10  # a process start plus one topic creation
+    described = cluster.cli("topic", "describe", "first-use", "--format", "json")
+    [topic] = json.loads(described.stdout)
+    assert [len(p["replicas"]) for p in topic["partitions"]] == [1]  # num.partitions, RF 1
+    consumed = cluster.cli(
+        "consume", "first-use", "--from-beginning", "--max-messages", "1", "--timeout-ms", "20000"
+    )
+    assert consumed.stdout == b"hello\n", consumed.stderr
+
+
+def test_consuming_a_missing_topic_fails_at_once_and_does_not_create_it(
+    cluster: LocalCluster,
+) -> None:
+    started = time.monotonic()
+    consumed = cluster.cli("consume", "never-made", "--max-messages", "1")
+    elapsed = time.monotonic() - started
+    assert consumed.returncode == 1
+    assert b"`minibroker topic create never-made`" in consumed.stderr
+    assert elapsed < 2 + PROCESS_START_S
+    listed = cluster.cli("topic", "list", "--format", "json")
+    assert "never-made" not in json.loads(listed.stdout)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["consume", "no-such-topic", "--max-messages", "1"], "UNKNOWN_TOPIC_OR_PARTITION"),
-        (["produce", "no-such-topic"], "UNKNOWN_TOPIC_OR_PARTITION"),
+        (["consume", "no-such-topic", "--max-messages", "1"], "minibroker topic create"),
         (["topic", "describe", "no-such-topic"], "UNKNOWN_TOPIC_OR_PARTITION"),
         (["topic", "delete", "no-such-topic"], "UNKNOWN_TOPIC_OR_PARTITION"),
         (["topic", "create", "bad/name"], "INVALID_TOPIC_EXCEPTION"),

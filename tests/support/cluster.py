@@ -160,7 +160,9 @@ class ProcessCluster:
         for broker_id in self.live:
             try:
                 response = await self.request(
-                    broker_id, ApiKey.METADATA, {"topics": [{"name": topic}]}
+                    broker_id,
+                    ApiKey.METADATA,
+                    {"topics": [{"name": topic}], "allow_auto_topic_creation": False},
                 )
             except Exception as exc:  # a broker going down mid-test: ask another
                 last = exc
@@ -205,7 +207,8 @@ class LocalCluster:
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
-            env=child_env(),
+            # `dev up` records where it runs under MINIBROKER_HOME: not the user's home
+            env=child_env() | {"MINIBROKER_HOME": str(self.data_dir / "home")},
             start_new_session=True,  # a test run's Ctrl-C reaches pytest, which cleans up
         )
         out.close()

@@ -32,6 +32,12 @@ from tests.support.broker_process import ROOT
 from tests.support.cluster import LocalCluster
 
 SCRAPE_CONFIG = ROOT / "deploy" / "prometheus.yml"
+KAFKA_LABEL_CASE = re.compile(
+    r"^\S+ label names should be written in 'snake_case' not 'camelCase'$"
+)
+"""promtool's lint finding about label names such as ``delayedOperation``: brokers keep
+the JMX exporter's casing of Kafka's MBean keys on purpose, so dashboards match."""
+LINT_FINDINGS = 3  # promtool check metrics' exit code when it only has lint findings
 SCRAPE_INTERVAL = "1s"  # fast enough for a test to see a change within a few seconds
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
@@ -196,3 +202,18 @@ class PrometheusServer:
         except urllib.error.HTTPError as exc:
             body = exc.read()  # the API explains a bad query in a JSON error body
         return body.decode()
+
+
+def promtool_problems(exposition: bytes) -> list[str]:
+    """What ``promtool check metrics`` finds wrong with ``exposition``, apart from the
+    camelCase label names we keep on purpose; [] when it is clean."""
+    promtool = shutil.which("promtool")
+    assert promtool is not None, "promtool comes with Debian's prometheus package"
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=exposition, capture_output=True, timeout=30
+    )
+    lines = (checked.stdout + checked.stderr).decode().splitlines()
+    problems = [line for line in lines if line.strip() and not KAFKA_LABEL_CASE.match(line)]
+    if checked.returncode not in (0, LINT_FINDINGS):
+        problems.append(f"promtool exited with code {checked.returncode}")
+    return problems

@@ -7,7 +7,6 @@ from typing import Any
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.protocol.errors import (
     LeaderNotAvailableError,
-    ReplicaNotAvailableError,
     UnknownTopicOrPartitionError,
 )
 from minibroker.storage.names import TopicPartition
@@ -50,14 +49,25 @@ def test_partitions_report_leader_replicas_and_isr_of_live_brokers() -> None:
     assert partition["replica_nodes"] == [1, 2] and partition["isr_nodes"] == [1, 2]
 
 
-def test_dead_leader_is_leader_not_available_and_dead_replica_replica_not_available() -> None:
+def test_dead_leader_is_leader_not_available_and_dead_replicas_are_listed_offline() -> None:
     cache = MetadataCache(1)
-    cache.update(update([state(0, 3, [3, 1], [3, 1]), state(1, 1, [1, 2], [1])], [1]))
+    cache.update(update([state(0, 3, [3, 1], [3, 1]), state(1, 1, [1, 2, 3], [1])], [1]))
     partitions = cache.metadata_response(["t"])["topics"][0]["partitions"]
     assert partitions[0]["error_code"] == LeaderNotAvailableError.code
     assert partitions[0]["leader_id"] == -1
-    assert partitions[1]["error_code"] == ReplicaNotAvailableError.code
-    assert partitions[1]["replica_nodes"] == [1]
+    assert partitions[1]["error_code"] == 0
+    assert partitions[1]["replica_nodes"] == [1, 2, 3]
+    assert partitions[1]["isr_nodes"] == [1]
+    assert partitions[1]["offline_replicas"] == [2, 3]
+
+
+def test_offline_replicas_the_controller_names_are_kept_even_on_a_live_broker() -> None:
+    cache = MetadataCache(1)
+    offline_dir = state(0, 1, [1, 2], [1]) | {"offline_replicas": [2]}
+    cache.update(update([offline_dir], [1, 2]))
+    [partition] = cache.metadata_response(["t"])["topics"][0]["partitions"]
+    assert partition["replica_nodes"] == [1, 2]
+    assert partition["offline_replicas"] == [2]
 
 
 def test_unknown_topic_is_unknown_topic_or_partition() -> None:

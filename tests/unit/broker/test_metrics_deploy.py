@@ -105,3 +105,40 @@ def test_the_dashboard_asks_for_a_prometheus_data_source_on_import() -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     assert [i["pluginId"] for i in dashboard["__inputs"]] == ["prometheus"]
     assert all(panel["datasource"]["type"] == "prometheus" for panel in dashboard["panels"])
+
+
+_GROUPED_BY = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+_LEGEND_LABEL = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+SCRAPE_LABELS = {"job", "instance", "cluster"}  # added by Prometheus and the scrape config
+
+
+def exported_labels() -> set[str]:
+    broker = SimpleNamespace(
+        replica_manager=SimpleNamespace(
+            partitions={},
+            produce_waiters=Purgatory("produce"),
+            fetch_waiters=Purgatory("fetch"),
+            fetcher=SimpleNamespace(fetchers={}),
+        ),
+        server=SimpleNamespace(connections=0),
+        log_manager=None,
+    )
+    registry = CollectorRegistry()
+    registry.register(BrokerStateCollector(broker))  # type: ignore[arg-type]
+    labels = {name for family in registry.collect() for s in family.samples for name in s.labels}
+    # The traffic counters' labels, and the bucket bound of their request-time histogram.
+    return labels | {"topic", "partition", "request", "le"}
+
+
+def test_every_label_the_dashboard_groups_by_is_exported_in_kafka_exporter_case() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    legends = [t.get("legendFormat", "") for p in dashboard["panels"] for t in p.get("targets", [])]
+    used = {
+        label.strip()
+        for expr in dashboard_expressions()
+        for group in _GROUPED_BY.findall(expr)
+        for label in group.split(",")
+        if label.strip()
+    } | {label for legend in legends for label in _LEGEND_LABEL.findall(legend)}
+    assert "delayedOperation" in used
+    assert used - SCRAPE_LABELS <= exported_labels()

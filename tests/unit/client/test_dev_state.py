@@ -1,16 +1,29 @@
-"""`dev down` and the dev.json state file (no cluster needed: plain processes stand in)."""
+"""`dev down|status`, finding the cluster, probing ports and the dev.json state file.
+
+No cluster needed: plain processes stand in.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from minibroker.client.cli.dev import ChildInfo, DevState, down, pid_running
+from minibroker.client.cli.dev import ChildInfo, DevState, check_ports_free, down, pid_running
+from minibroker.client.cli.dev_state import (
+    DevError,
+    find_data_dir,
+    forget_location,
+    record_location,
+    recorded_location,
+)
 from minibroker.client.cli.main import main
 
 
@@ -68,3 +81,71 @@ def test_up_refuses_while_a_recorded_supervisor_runs(
     assert main(["dev", "up", "--data-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert f"already running (pid {os.getpid()})" in err
+
+
+def test_commands_find_the_cluster_the_last_up_recorded_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MINIBROKER_HOME", str(tmp_path / "home"))
+    elsewhere = tmp_path / "somewhere-else"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    data_dir = tmp_path / "cluster"
+    data_dir.mkdir()
+    with pytest.raises(DevError, match="pass --data-dir DIR"):
+        find_data_dir(None)
+    DevState(_dead_pid(), str(data_dir)).save()
+    record_location(data_dir)
+    assert find_data_dir(None) == data_dir.resolve()
+    assert find_data_dir(tmp_path / "explicit") == tmp_path / "explicit"
+    forget_location(data_dir)
+    assert recorded_location() is None
+
+
+def test_status_reports_each_process_and_whether_it_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = DevState(os.getpid(), str(tmp_path), ChildInfo("zookeeper", os.getpid(), 2181, "z"))
+    state.brokers[1] = ChildInfo("broker-1", os.getpid(), 9092, "b1.log", 9308)
+    state.brokers[2] = ChildInfo("broker-2", _dead_pid(), 9093, "b2.log", 9309)
+    state.save()
+    assert main(["dev", "status", "--data-dir", str(tmp_path), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["supervisor"] == {"pid": os.getpid(), "alive": True}
+    assert report["zookeeper"]["alive"] is True
+    assert [(b["id"], b["port"], b["metrics_port"], b["alive"]) for b in report["brokers"]] == [
+        (1, 9092, 9308, True),
+        (2, 9093, 9309, False),
+    ]
+    assert main(["dev", "status", "--data-dir", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "broker-2" in table and " no " in table
+
+
+def test_a_broker_the_cluster_does_not_have_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    DevState(_dead_pid(), str(tmp_path)).save()
+    assert main(["dev", "start-broker", "7", "--data-dir", str(tmp_path)]) == 1
+    assert "has no broker 7" in capsys.readouterr().err
+
+
+def test_a_port_in_time_wait_is_free_for_the_next_up() -> None:
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server side closes first: its port enters TIME_WAIT
+        client.close()
+        with pytest.raises(DevError, match=f"port {port} \\(ZooKeeper\\) is in use"):
+            check_ports_free(_up_args(port))
+    check_ports_free(_up_args(port))
+
+
+def _up_args(zookeeper_port: int) -> argparse.Namespace:
+    return argparse.Namespace(
+        zookeeper_port=zookeeper_port, brokers=1, base_port=0, metrics_base_port=0
+    )

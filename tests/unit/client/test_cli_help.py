@@ -15,10 +15,6 @@ from minibroker.client.cli.main import build_parser
 PROPER_NOUNS = {"Kafka", "Spark"}  # capitalised words that start a help text correctly
 CAPITALISED_WORD = re.compile(r"^[A-Z][a-z]+\b")
 
-# The analyze command's summary lives in analytics/, which another branch is rewriting;
-# it is brought into this style there.
-ELSEWHERE = {("minibroker", "analyze")}
-
 
 def help_texts(
     parser: argparse.ArgumentParser, path: tuple[str, ...] = ("minibroker",)
@@ -27,8 +23,7 @@ def help_texts(
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for choice in action._choices_actions:
-                if (*path, choice.dest) not in ELSEWHERE:
-                    yield path, f"command {choice.dest}", choice.help
+                yield path, f"command {choice.dest}", choice.help
             for name, sub in action.choices.items():
                 yield from help_texts(sub, (*path, name))
         elif not isinstance(action, argparse._HelpAction):

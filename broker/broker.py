@@ -38,7 +38,12 @@ from minibroker.broker.metrics import BrokerMetrics, MetricsServer
 from minibroker.broker.metrics_state import BrokerStateCollector
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
-from minibroker.broker.server import BrokerServer, idle_timeout_seconds
+from minibroker.broker.server import (
+    BrokerServer,
+    QueuedBytes,
+    idle_timeout_seconds,
+    queued_max_bytes,
+)
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
@@ -61,6 +66,8 @@ class Broker:
         self.apis: KafkaApis | None = None
         self.log_dir_mover: LogDirMover | None = None
         self.server: BrokerServer | None = None
+        # One budget for every listener's queued request and response bytes.
+        self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
         self.metrics = BrokerMetrics()
         self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
         self.metrics_server: MetricsServer | None = None
@@ -129,6 +136,8 @@ class Broker:
                 port=port,
                 max_frame_bytes=config.socket_request_max_bytes,
                 idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
+                request_receive_timeout_s=config.request_receive_timeout_ms / 1000,
+                queued_bytes=self.queued_bytes,
             )
             self.metrics.watch(replica_manager)
             await self.server.listen()  # before the nursery: a bind error stays one error

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeAlias
 
 import trio
 
+from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import AppendResult, PartitionState
@@ -44,10 +45,16 @@ from minibroker.protocol.api import (
     encode_response,
     error_body,
 )
-from minibroker.protocol.errors import NONE, KafkaError, UnsupportedVersionError
+from minibroker.protocol.errors import (
+    NONE,
+    InvalidRequestError,
+    KafkaError,
+    UnsupportedVersionError,
+)
 from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
+_rejections = LogRateLimiter(log)  # a client can send bad requests as fast as it likes
 
 Body: TypeAlias = dict[str, Any]
 
@@ -100,7 +107,7 @@ class KafkaApis:
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from exc
         except RejectedRequest as exc:
-            log.info("rejected request: %s", exc)
+            _rejections.info("rejected request: %s", exc)
             return encode_response(exc.header.correlation_id, error_body(exc))
         handler = self._handlers.get(header.api_key)
         if handler is None:
@@ -150,7 +157,11 @@ class KafkaApis:
             for topic in body["topics"]
             for p in topic["partitions"]
         ]
+        twice = duplicate_partitions(tp for tp, _ in entries)
+        if twice:
+            entries = [(tp, records) for tp, records in entries if tp not in twice]
         results = self.replica_manager.append_records(acks, entries)
+        results += [(tp, _named_twice(tp)) for tp in twice]
         if acks == 0:
             # No answer was asked for. On a failure Kafka closes the connection: the
             # producer's only way to notice and refresh its metadata.
@@ -205,6 +216,10 @@ class KafkaApis:
             for topic in body["topics"]
             for p in topic["partitions"]
         ]
+        twice = duplicate_partitions(p.tp for p in requests)
+        if twice:
+            requests = [p for p in requests if p.tp not in twice]
+        refused = [PartitionRead(tp, None, _named_twice(tp)) for tp in twice]
         fetch = FetchRequest(
             replica_id=body["replica_id"],
             max_bytes=min(body["max_bytes"], self.fetch_max_bytes),
@@ -216,10 +231,10 @@ class KafkaApis:
         reads = manager.fetch_messages(fetch)
         metrics = self.metrics if fetch.replica_id < 0 else None  # Kafka's BytesOut: consumers
         if reads is not None:
-            return _fetch_body(reads, metrics)
+            return _fetch_body(reads + refused, metrics)
 
         async def long_poll() -> Body:
-            return _fetch_body(await manager.wait_for_fetch(fetch), metrics)
+            return _fetch_body(await manager.wait_for_fetch(fetch) + refused, metrics)
 
         return Deferred(long_poll)
 
@@ -227,6 +242,11 @@ class KafkaApis:
 
     def handle_list_offsets(self, header: RequestHeader, body: Body) -> HandlerResult:
         from_replica = body["replica_id"] >= 0
+        twice = duplicate_partitions(
+            TopicPartition(topic["name"], p["partition_index"])
+            for topic in body["topics"]
+            for p in topic["partitions"]
+        )
         topics = []
         for topic in body["topics"]:
             answers = []
@@ -234,6 +254,8 @@ class KafkaApis:
                 tp = TopicPartition(topic["name"], p["partition_index"])
                 answer: Body = {"partition_index": tp.partition}
                 try:
+                    if tp in twice:
+                        raise _named_twice(tp)
                     partition = self.replica_manager.partition_or_error(tp)
                     ts, offset, epoch = partition.offset_for_timestamp(
                         p["timestamp"],
@@ -424,6 +446,24 @@ def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics | None) -
         "error_code": NONE,
         "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
     }
+
+
+def duplicate_partitions(tps: Iterable[TopicPartition]) -> set[TopicPartition]:
+    """The partitions named more than once. Kafka answers such a partition
+    INVALID_REQUEST in ListOffsets; Produce and Fetch here do the same rather
+    than let one entry silently win (a producer would lose the other batch unnoticed),
+    and a request naming one partition 300,000 times costs one refusal per name."""
+    seen: set[TopicPartition] = set()
+    twice: set[TopicPartition] = set()
+    for tp in tps:
+        if tp in seen:
+            twice.add(tp)
+        seen.add(tp)
+    return twice
+
+
+def _named_twice(tp: TopicPartition) -> InvalidRequestError:
+    return InvalidRequestError(f"{tp} is named more than once in the request")
 
 
 def _partition_errors(errors: dict[TopicPartition, int]) -> list[Body]:

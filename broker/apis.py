@@ -81,6 +81,7 @@ class KafkaApis:
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
+        self.max_partitions = replica_manager.config.request_max_partitions
         self.metrics = replica_manager.metrics
         self._controller_queue = InOrder()
         self._handlers: dict[int, Handler] = {
@@ -151,6 +152,7 @@ class KafkaApis:
     # -- produce ---------------------------------------------------------------------------
 
     def handle_produce(self, header: RequestHeader, body: Body) -> HandlerResult:
+        check_partition_count(body["topics"], self.max_partitions)
         acks = body["acks"]
         entries = [
             (TopicPartition(topic["name"], p["index"]), p["records"])
@@ -184,6 +186,7 @@ class KafkaApis:
 
     def handle_offset_for_leader_epoch(self, header: RequestHeader, body: Body) -> HandlerResult:
         """Where each asked-about epoch ends on this leader's log (KIP-101, KIP-279)."""
+        check_partition_count(body["topics"], self.max_partitions)
         topics = []
         for topic in body["topics"]:
             answers = []
@@ -206,6 +209,7 @@ class KafkaApis:
     # -- fetch -----------------------------------------------------------------------------
 
     def handle_fetch(self, header: RequestHeader, body: Body) -> HandlerResult:
+        check_partition_count(body["topics"], self.max_partitions)
         requests = [
             FetchPartition(
                 TopicPartition(topic["topic"], p["partition"]),
@@ -241,6 +245,7 @@ class KafkaApis:
     # -- list offsets ----------------------------------------------------------------------
 
     def handle_list_offsets(self, header: RequestHeader, body: Body) -> HandlerResult:
+        check_partition_count(body["topics"], self.max_partitions)
         from_replica = body["replica_id"] >= 0
         twice = duplicate_partitions(
             TopicPartition(topic["name"], p["partition_index"])
@@ -274,6 +279,11 @@ class KafkaApis:
 
     def handle_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
         requested = body["topics"]
+        if requested is not None and len(requested) > self.max_partitions:
+            raise InvalidRequestError(
+                f"request names {len(requested)} topics, more than request.max.partitions"
+                f" ({self.max_partitions})"
+            )
         names = None if requested is None else [t["name"] for t in requested]
         return self.metadata_cache.metadata_response(names)
 
@@ -446,6 +456,16 @@ def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics | None) -
         "error_code": NONE,
         "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
     }
+
+
+def check_partition_count(topics: Sequence[Body], limit: int) -> None:
+    """Refuse, before any work, a request naming more than ``limit`` partitions: a
+    handler runs on the event loop, ~20 us a partition, while every client waits."""
+    count = sum(len(topic["partitions"]) for topic in topics)
+    if count > limit:
+        raise InvalidRequestError(
+            f"request names {count} partitions, more than request.max.partitions ({limit})"
+        )
 
 
 def duplicate_partitions(tps: Iterable[TopicPartition]) -> set[TopicPartition]:

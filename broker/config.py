@@ -249,6 +249,15 @@ class BrokerConfig:
         " their responses exhaust memory).",
         at_least(-1),
     )
+    request_max_partitions: int = _key(
+        "request.max.partitions",
+        5000,
+        "Most partitions (topics, for Metadata) one Produce, Fetch, ListOffsets,"
+        " OffsetForLeaderEpoch or Metadata request may name; more is INVALID_REQUEST."
+        " Not a Kafka key: a request is handled on the event loop, ~20 us a partition,"
+        " so this bounds one request's hold on every other client to ~100 ms.",
+        at_least(1),
+    )
     request_receive_timeout_ms: int = _key(
         "request.receive.timeout.ms",
         30000,

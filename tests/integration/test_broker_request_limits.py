@@ -29,10 +29,13 @@ from tests.support.broker import (
 
 pytestmark = pytest.mark.timeout(60)
 
+MAX_PARTITIONS = 10
+
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    async with running_broker(broker_config(tmp_path)) as broker:
+    config = broker_config(tmp_path, request_max_partitions=MAX_PARTITIONS)
+    async with running_broker(config) as broker:
         await FakeController(broker).lead("t", partitions=2)
         yield broker
 
@@ -87,6 +90,45 @@ async def test_list_offsets_answers_each_occurrence_of_a_repeated_partition(
     async with await WireClient.connect(broker.port) as client:
         response = await client.request(ApiKey.LIST_OFFSETS, body)
     assert answers(response) == {0: [InvalidRequestError.code] * 2, 1: [0]}
+
+
+@pytest.mark.parametrize(
+    ("api_key", "body"),
+    [
+        (ApiKey.FETCH, fetch_body("t", dict.fromkeys(range(MAX_PARTITIONS + 1), 0))),
+        (
+            ApiKey.LIST_OFFSETS,
+            {
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [
+                            {"partition_index": i, "timestamp": -1}
+                            for i in range(MAX_PARTITIONS + 1)
+                        ],
+                    }
+                ]
+            },
+        ),
+        (ApiKey.METADATA, {"topics": [{"name": f"t{i}"} for i in range(MAX_PARTITIONS + 1)]}),
+    ],
+)
+async def test_a_request_naming_more_partitions_than_the_limit_is_refused_whole(
+    broker: Broker, api_key: ApiKey, body: dict[str, Any]
+) -> None:
+    async with await WireClient.connect(broker.port) as client:
+        await client.send_request(api_key, body)
+        _, response = await client.receive_response(ApiKey.API_VERSIONS)
+    assert response["error_code"] == InvalidRequestError.code
+    assert "request.max.partitions" in response["error_message"]
+
+
+async def test_a_request_at_the_partition_limit_is_served(broker: Broker) -> None:
+    body = fetch_body("t", dict.fromkeys(range(MAX_PARTITIONS), 0))
+    async with await WireClient.connect(broker.port) as client:
+        response = await client.request(ApiKey.FETCH, body)
+    assert answers(response)[0] == [0]
+    assert len(answers(response)) == MAX_PARTITIONS
 
 
 async def test_thousands_of_rejected_requests_write_a_bounded_number_of_log_lines(

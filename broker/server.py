@@ -20,14 +20,18 @@ whose frames are length-prefixed can be served by this loop.
 Memory: what a client makes the broker hold is bounded, whatever the client does.
 
 - Per connection, the reader stops handling requests while ``MAX_IN_FLIGHT`` replies
-  are queued or while the queued, unsent response bytes reach ``max_unsent_bytes``. A
+  are queued, ``MAX_PENDING`` of them are still being worked out (their size is known
+  only when they finish), or the queued, unsent response bytes reach
+  ``max_unsent_bytes``. A
   client that pipelines requests and never reads its responses (a 4 KiB receive
   buffer, Fetches of a large partition) therefore holds at most that bound plus one
   response, and is simply not read any more; other connections are not affected.
 - Broker-wide, ``QueuedBytes`` (``queued.max.request.bytes``) counts the bytes of
   received requests not yet handled and of responses not yet written, over all
-  connections and listeners. While it is full no connection starts reading a new
-  request; requests already received are still handled, so nothing can deadlock on it.
+  connections and listeners. While it is full, a connection holding at least its share
+  of it (the limit divided by the open connections) starts reading no new request; one
+  holding less still does, so a few clients filling the budget do not stall the rest.
+  Requests already received are still handled, so nothing can deadlock on it.
   As in Kafka's request memory pool, a frame is reserved whole once its length prefix
   is in, and admitted while the budget is not yet full: it may overshoot by one frame.
   Response bytes are counted by their length, including those sent straight from
@@ -73,6 +77,11 @@ Buffer: TypeAlias = bytes | bytearray | memoryview
 MAX_IN_FLIGHT = 256
 """Requests read but not yet answered, per connection: bounds memory per client."""
 
+MAX_PENDING = 8
+"""Replies of one connection still being worked out (long polls, acks=all): their size
+is unknown until they finish, so their number is what bounds them. Producers pipeline
+5 by default; a consumer has one Fetch in flight."""
+
 
 FRAMES_PER_TURN = 64
 """Frames a reader handles before letting other tasks run (a burst of ~40 us requests)."""
@@ -112,14 +121,15 @@ class QueuedBytes:
     shared by its listeners); see the module docstring.
 
     ``add`` never blocks (bytes already in memory are counted, not refused); readers
-    ``await wait_for_room()`` before they read a new request.
+    ``await wait_for_room(held)`` before they read a new request.
     """
 
     def __init__(self, limit: float = DEFAULT_QUEUED_MAX_BYTES) -> None:
         self.limit = limit
         self.used = 0
+        self.connections = 0  # open connections over all listeners: they share the limit
         self.paused_reads = 0  # times a reader waited for room (a metric)
-        self._room: trio.Event | None = None
+        self._freed: trio.Event | None = None
 
     @property
     def full(self) -> bool:
@@ -128,17 +138,34 @@ class QueuedBytes:
     def add(self, n: int) -> None:
         """Count ``n`` more bytes (negative: bytes freed)."""
         self.used += n
-        if n < 0 and self._room is not None and self.used < self.limit:
-            self._room.set()
-            self._room = None
+        if n < 0:
+            self._wake()
 
-    async def wait_for_room(self) -> None:
-        if self.used >= self.limit:
-            self.paused_reads += 1
-        while self.used >= self.limit:
-            if self._room is None:
-                self._room = trio.Event()
-            await self._room.wait()
+    def opened(self) -> None:
+        self.connections += 1
+
+    def closed(self) -> None:
+        self.connections -= 1
+        self._wake()  # every other connection's share just grew
+
+    def _wake(self) -> None:
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
+
+    def _over_share(self, held: int) -> bool:
+        return self.used >= self.limit and held >= self.limit / max(self.connections, 1)
+
+    async def wait_for_room(self, held: Callable[[], int]) -> None:
+        """Wait while the budget is full and the caller ``held()`` at least its share of
+        it: a few connections that fill the budget pause themselves, not everyone."""
+        if not self._over_share(held()):
+            return
+        self.paused_reads += 1
+        while self._over_share(held()):
+            if self._freed is None:
+                self._freed = trio.Event()
+            await self._freed.wait()
 
 
 def queued_max_bytes(configured: int) -> float:
@@ -257,6 +284,7 @@ class BrokerServer:
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         self.connections += 1
+        self.queued_bytes.opened()
         connection = _Connection(self, stream)
         try:
             await connection.serve()
@@ -265,6 +293,7 @@ class BrokerServer:
         finally:
             self.connections -= 1
             connection.release_queued_bytes()
+            self.queued_bytes.closed()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
 
@@ -296,6 +325,7 @@ class _Connection:
         self.reader_wakeup: trio.Event | None = None
         self.request_bytes = 0
         self.unsent_bytes = 0
+        self.pending = 0  # replies still being worked out
 
     @property
     def in_flight(self) -> int:
@@ -326,6 +356,9 @@ class _Connection:
             self.reader_wakeup.set()
             self.reader_wakeup = None
 
+    def _held(self) -> int:
+        return self.request_bytes + self.unsent_bytes
+
     def _hold_request_bytes(self, decoder: FrameDecoder) -> None:
         """Count what the decoder holds, plus the rest of a frame whose length is known."""
         held = decoder.buffered
@@ -347,7 +380,11 @@ class _Connection:
 
     def _backlogged(self) -> bool:
         """Whether this client must read its responses before more requests are handled."""
-        return len(self.queue) >= MAX_IN_FLIGHT or self.unsent_bytes >= self.server.max_unsent_bytes
+        return (
+            len(self.queue) >= MAX_IN_FLIGHT
+            or self.pending >= MAX_PENDING
+            or self.unsent_bytes >= self.server.max_unsent_bytes
+        )
 
     async def _wait_until_drained(self) -> bool:
         """Wait while backlogged (the writer drains as the client reads); True if waited."""
@@ -374,7 +411,7 @@ class _Connection:
                 waited = await self._wait_until_drained()
                 if server.queued_bytes.full:
                     self._wake_writer()  # our own queued replies may be what fills it
-                    await server.queued_bytes.wait_for_room()
+                    await server.queued_bytes.wait_for_room(self._held)
                     waited = True
                 if waited and frame_started != math.inf:
                     frame_started = trio.current_time()  # paused by us, not the client
@@ -408,6 +445,7 @@ class _Connection:
                     self._refuse("bad_frame", str(exc))
                     return
                 if isinstance(reply, Pending):
+                    self.pending += 1
                     nursery.start_soon(self._complete, slot, reply)
                     pending = True
                 else:
@@ -420,6 +458,7 @@ class _Connection:
                     if await self._wait_until_drained() and decoder.buffered:
                         frame_started = trio.current_time()
                     await trio.lowlevel.checkpoint()  # fairness to other connections
+            self._hold_request_bytes(decoder)  # the frames handled are no longer held
             if not queue:
                 continue
             if not pending and self.writer_wakeup is not None:
@@ -476,6 +515,8 @@ class _Connection:
         finally:
             slot.finish(buffers)
             self._queued(slot)
+            self.pending -= 1
+            self._wake_reader()
 
     async def _write_replies(self, nursery: trio.Nursery) -> None:
         queue = self.queue

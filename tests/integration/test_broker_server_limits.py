@@ -5,7 +5,7 @@ responses nobody reads."""
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -13,7 +13,13 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.server import BrokerServer, QueuedBytes, Reply
+from minibroker.broker.server import (
+    MAX_PENDING,
+    BrokerServer,
+    Buffer,
+    Pending,
+    Reply,
+)
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 
 pytestmark = pytest.mark.timeout(30)
@@ -23,15 +29,24 @@ RESPONSE = 100_000
 
 
 class SizedHandler:
-    """'big' answers RESPONSE bytes, 'now:X' answers X; counts what it handled."""
+    """'big' answers RESPONSE bytes, 'now:X' answers X, 'park' answers once ``release``
+    is set; counts what it handled."""
 
     def __init__(self) -> None:
         self.handled = 0
+        self.release = trio.Event()
 
     def handle(self, frame: bytes) -> Reply:
         self.handled += 1
         if frame == b"big":
             return [encode_frame(bytes(RESPONSE))]
+        if frame == b"park":
+
+            async def parked() -> Sequence[Buffer]:
+                await self.release.wait()
+                return [encode_frame(b"released")]
+
+            return Pending(parked)
         return [encode_frame(frame.partition(b":")[2])]
 
 
@@ -53,13 +68,24 @@ async def connect(port: int, *, receive_buffer: int | None = None) -> trio.Socke
     return trio.SocketStream(sock)
 
 
-async def answer(stream: trio.SocketStream) -> bytes:
+async def answers(stream: trio.SocketStream, count: int) -> list[bytes]:
     decoder = FrameDecoder()
-    while (frame := decoder.next_frame()) is NEED_DATA:
-        data = await stream.receive_some(65536)
-        assert data, "connection closed instead of answering"
-        decoder.feed(data)
-    assert isinstance(frame, bytes)
+    frames: list[bytes] = []
+    while len(frames) < count:
+        frame = decoder.next_frame()
+        if frame is NEED_DATA:
+            data = await stream.receive_some(65536)
+            assert data, "connection closed instead of answering"
+            decoder.feed(data)
+        else:
+            assert isinstance(frame, bytes)
+            frames.append(frame)
+    return frames
+
+
+async def answer(stream: trio.SocketStream) -> bytes:
+    """The one answer a stream is waiting for."""
+    (frame,) = await answers(stream, 1)
     return frame
 
 
@@ -109,27 +135,6 @@ async def test_a_client_that_never_reads_is_held_to_the_unsent_byte_bound() -> N
         assert server.queued_bytes.used == 0
 
 
-async def test_a_full_broker_wide_budget_pauses_new_requests_until_bytes_are_freed() -> None:
-    budget = QueuedBytes(limit=500_000)
-    async with serving(queued_bytes=budget, max_unsent_bytes=10 << 20) as (server, _):
-        hog = await connect(server.port, receive_buffer=4096)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(pipeline_without_reading, hog, encode_frame(b"big"))
-            await until(lambda: budget.full)
-            async with await connect(server.port) as other:
-                await other.send_all(encode_frame(b"now:after the hog"))
-                await trio.testing.wait_all_tasks_blocked(cushion=0.2)
-                assert budget.paused_reads > 0
-                with trio.move_on_after(0.2):
-                    got = await other.receive_some(100)
-                    pytest.fail(f"answered {got!r} while the budget was full")
-                nursery.cancel_scope.cancel()
-                await hog.aclose()  # frees the hog's queued responses
-                assert await answer(other) == b"after the hog"
-        await until(lambda: server.connections == 0)
-        assert budget.used == 0
-
-
 async def test_a_frame_trickling_in_a_byte_at_a_time_is_closed_at_its_deadline() -> None:
     async with (
         serving(request_receive_timeout_s=0.5, idle_timeout_s=30) as (server, _),
@@ -177,3 +182,14 @@ async def test_a_connection_whose_responses_are_not_taken_is_closed_after_the_id
         await hog.aclose()
         await until(lambda: server.connections == 0)
         assert server.queued_bytes.used == 0
+
+
+async def test_replies_of_unknown_size_are_limited_in_number_per_connection() -> None:
+    async with serving() as (server, handler), await connect(server.port) as client:
+        count = 3 * MAX_PENDING
+        await client.send_all(encode_frame(b"park") * count)
+        await trio.testing.wait_all_tasks_blocked(cushion=0.1)
+        assert handler.handled == MAX_PENDING
+        handler.release.set()
+        assert await answers(client, count) == [b"released"] * count
+        assert handler.handled == count

@@ -22,10 +22,10 @@ Memory: what a client makes the broker hold is bounded, whatever the client does
 - Per connection, the reader stops handling requests while ``MAX_IN_FLIGHT`` replies
   are queued, ``MAX_PENDING`` of them are still being worked out (their size is known
   only when they finish), or the queued, unsent response bytes reach
-  ``max_unsent_bytes``. A
-  client that pipelines requests and never reads its responses (a 4 KiB receive
-  buffer, Fetches of a large partition) therefore holds at most that bound plus one
-  response, and is simply not read any more; other connections are not affected.
+  ``max_unsent_bytes``. A client that pipelines requests and never reads its
+  responses (a 4 KiB receive buffer, Fetches of a large partition) is simply not read
+  any more, holding at most ``max_unsent_bytes`` plus ``MAX_PENDING`` + 1 responses
+  and one received chunk; other connections are not affected.
 - Broker-wide, ``QueuedBytes`` (``queued.max.request.bytes``) counts the bytes of
   received requests not yet handled and of responses not yet written, over all
   connections and listeners. While it is full, a connection holding at least its share
@@ -34,8 +34,8 @@ Memory: what a client makes the broker hold is bounded, whatever the client does
   Requests already received are still handled, so nothing can deadlock on it.
   As in Kafka's request memory pool, a frame is reserved whole once its length prefix
   is in, and admitted while the budget is not yet full: it may overshoot by one frame.
-  Response bytes are counted by their length, including those sent straight from
-  segment memory (mmap views), since those pin pages as long as they are queued.
+  Response bytes are counted by their length, including memoryviews spliced from
+  record data, since those pin their memory as long as they are queued.
 - A response the client stops accepting (no byte taken for ``connections.max.idle.ms``)
   closes the connection, so a stalled peer cannot hold its share forever.
 
@@ -282,7 +282,8 @@ class BrokerServer:
             await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
             task_status.started(self.port)
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+        """Serve one accepted connection (any byte stream: tests use memory streams)."""
         self.connections += 1
         self.queued_bytes.opened()
         connection = _Connection(self, stream)
@@ -314,7 +315,7 @@ class _Connection:
     queued and not yet written; both are part of the server's ``QueuedBytes``.
     """
 
-    def __init__(self, server: BrokerServer, stream: trio.SocketStream) -> None:
+    def __init__(self, server: BrokerServer, stream: trio.abc.Stream) -> None:
         self.server = server
         self.stream = stream
         self.peer = _peer_name(stream)
@@ -477,7 +478,7 @@ class _Connection:
         self.server.closed[reason] += 1
         _refusal_log.warning("closing connection from %s: %s", self.peer, why)
 
-    async def _receive(self, size: int, frame_deadline: float) -> bytes:
+    async def _receive(self, size: int, frame_deadline: float) -> bytes | bytearray:
         """Next received bytes; b"" at EOF, once idle for the idle timeout, or when the
         frame in progress is still incomplete at ``frame_deadline``."""
         server = self.server
@@ -601,9 +602,12 @@ def _nbytes(buf: Buffer) -> int:
     return buf.nbytes if isinstance(buf, memoryview) else len(buf)
 
 
-def _peer_name(stream: trio.SocketStream) -> str:
+def _peer_name(stream: trio.abc.Stream) -> str:
+    sock = getattr(stream, "socket", None)
+    if sock is None:
+        return "?"
     try:
-        host, port = stream.socket.getpeername()[:2]
+        host, port = sock.getpeername()[:2]
     except OSError:
         return "?"
     return f"{host}:{port}"

@@ -21,7 +21,7 @@ import pytest
 import trio
 
 from minibroker.protocol.api import ApiKey, encode_request, latest_version
-from minibroker.protocol.frames import encode_frame
+from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 from tests.support.broker import WireClient, batch, fetch_body, produce_body
 from tests.support.cluster import ProcessCluster
 
@@ -161,9 +161,8 @@ async def time_small_answers_during(port: int, frame: bytes) -> tuple[list[float
     answer: list[bytes | None] = []
 
     async def huge() -> None:
-        async with await WireClient.connect(port) as client:
-            await client.send_raw(frame)
-            answer.append(await client.receive_frame())
+        # In a thread: sending 48 MB must not delay this event loop's timed requests.
+        answer.append(await trio.to_thread.run_sync(send_and_receive_blocking, port, frame))
         stop.set()
 
     async def measure() -> None:
@@ -174,6 +173,20 @@ async def time_small_answers_during(port: int, frame: bytes) -> tuple[list[float
         await trio.sleep(0.1)
         nursery.start_soon(huge)
     return times, answer[0]
+
+
+def send_and_receive_blocking(port: int, frame: bytes) -> bytes | None:
+    """Send one frame on a new connection; its answer's payload (None: closed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(frame)
+        decoder = FrameDecoder()
+        while (payload := decoder.next_frame()) is NEED_DATA:
+            data = sock.recv(1 << 20)
+            if not data:
+                return None
+            decoder.feed(data)
+        assert isinstance(payload, bytes)
+        return payload
 
 
 def error_code_of(answer: bytes | None) -> int:

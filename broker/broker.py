@@ -35,7 +35,7 @@ from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, MetricsServer
-from minibroker.broker.metrics_state import BrokerStateCollector
+from minibroker.broker.metrics_state import LISTENER, BrokerStateCollector
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.server import (
@@ -44,6 +44,7 @@ from minibroker.broker.server import (
     idle_timeout_seconds,
     queued_max_bytes,
 )
+from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
@@ -70,12 +71,17 @@ class Broker:
         self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
         self.metrics = BrokerMetrics()
         self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
+        self.metrics.registry.register(ServerLimitsCollector(self.queued_bytes, self._listeners))
         self.metrics_server: MetricsServer | None = None
         self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
         self.topic_configs: TopicConfigs | None = None
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
+
+    def _listeners(self) -> list[tuple[str, BrokerServer]]:
+        """The servers listening, by listener name (for the metrics)."""
+        return [] if self.server is None else [(LISTENER, self.server)]
 
     @property
     def port(self) -> int:

@@ -66,6 +66,7 @@ ALLOWED_LABELS = {
     "clientid",
     "le",
     "quantile",
+    "reason",  # why the broker closed connections: four values (server.CLOSE_REASONS)
 }
 
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeAlias
 
 import trio
 
+from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import AppendResult, PartitionState
@@ -45,10 +46,16 @@ from minibroker.protocol.api import (
     encode_response,
     error_body,
 )
-from minibroker.protocol.errors import NONE, KafkaError, UnsupportedVersionError
+from minibroker.protocol.errors import (
+    NONE,
+    InvalidRequestError,
+    KafkaError,
+    UnsupportedVersionError,
+)
 from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
+_rejections = LogRateLimiter(log)  # a client can send bad requests as fast as it likes
 
 Body: TypeAlias = dict[str, Any]
 
@@ -75,6 +82,7 @@ class KafkaApis:
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
+        self.max_partitions = replica_manager.config.request_max_partitions
         self.metrics = replica_manager.metrics
         self._controller_queue = InOrder()
         self.topic_auto_creator = TopicAutoCreator(metadata_cache)
@@ -102,7 +110,7 @@ class KafkaApis:
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from exc
         except RejectedRequest as exc:
-            log.info("rejected request: %s", exc)
+            _rejections.info("rejected request: %s", exc)
             return encode_response(exc.header.correlation_id, error_body(exc))
         handler = self._handlers.get(header.api_key)
         if handler is None:
@@ -146,13 +154,18 @@ class KafkaApis:
     # -- produce ---------------------------------------------------------------------------
 
     def handle_produce(self, header: RequestHeader, body: Body) -> HandlerResult:
+        check_partition_count(body["topics"], self.max_partitions)
         acks = body["acks"]
         entries = [
             (TopicPartition(topic["name"], p["index"]), p["records"])
             for topic in body["topics"]
             for p in topic["partitions"]
         ]
+        twice = duplicate_partitions(tp for tp, _ in entries)
+        if twice:
+            entries = [(tp, records) for tp, records in entries if tp not in twice]
         results = self.replica_manager.append_records(acks, entries)
+        results += [(tp, _named_twice(tp)) for tp in twice]
         if acks == 0:
             # No answer was asked for. On a failure Kafka closes the connection: the
             # producer's only way to notice and refresh its metadata.
@@ -175,6 +188,7 @@ class KafkaApis:
 
     def handle_offset_for_leader_epoch(self, header: RequestHeader, body: Body) -> HandlerResult:
         """Where each asked-about epoch ends on this leader's log (KIP-101, KIP-279)."""
+        check_partition_count(body["topics"], self.max_partitions)
         topics = []
         for topic in body["topics"]:
             answers = []
@@ -197,6 +211,7 @@ class KafkaApis:
     # -- fetch -----------------------------------------------------------------------------
 
     def handle_fetch(self, header: RequestHeader, body: Body) -> HandlerResult:
+        check_partition_count(body["topics"], self.max_partitions)
         requests = [
             FetchPartition(
                 TopicPartition(topic["topic"], p["partition"]),
@@ -207,6 +222,10 @@ class KafkaApis:
             for topic in body["topics"]
             for p in topic["partitions"]
         ]
+        twice = duplicate_partitions(p.tp for p in requests)
+        if twice:
+            requests = [p for p in requests if p.tp not in twice]
+        refused = [PartitionRead(tp, None, _named_twice(tp)) for tp in twice]
         fetch = FetchRequest(
             replica_id=body["replica_id"],
             max_bytes=min(body["max_bytes"], self.fetch_max_bytes),
@@ -218,17 +237,23 @@ class KafkaApis:
         reads = manager.fetch_messages(fetch)
         metrics = self.metrics if fetch.replica_id < 0 else None  # Kafka's BytesOut: consumers
         if reads is not None:
-            return _fetch_body(reads, metrics)
+            return _fetch_body(reads + refused, metrics)
 
         async def long_poll() -> Body:
-            return _fetch_body(await manager.wait_for_fetch(fetch), metrics)
+            return _fetch_body(await manager.wait_for_fetch(fetch) + refused, metrics)
 
         return Deferred(long_poll)
 
     # -- list offsets ----------------------------------------------------------------------
 
     def handle_list_offsets(self, header: RequestHeader, body: Body) -> HandlerResult:
+        check_partition_count(body["topics"], self.max_partitions)
         from_replica = body["replica_id"] >= 0
+        twice = duplicate_partitions(
+            TopicPartition(topic["name"], p["partition_index"])
+            for topic in body["topics"]
+            for p in topic["partitions"]
+        )
         topics = []
         for topic in body["topics"]:
             answers = []
@@ -236,6 +261,8 @@ class KafkaApis:
                 tp = TopicPartition(topic["name"], p["partition_index"])
                 answer: Body = {"partition_index": tp.partition}
                 try:
+                    if tp in twice:
+                        raise _named_twice(tp)
                     partition = self.replica_manager.partition_or_error(tp)
                     ts, offset, epoch = partition.offset_for_timestamp(
                         p["timestamp"],
@@ -254,6 +281,11 @@ class KafkaApis:
 
     def handle_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
         requested = body["topics"]
+        if requested is not None and len(requested) > self.max_partitions:
+            raise InvalidRequestError(
+                f"request names {len(requested)} topics, more than request.max.partitions"
+                f" ({self.max_partitions})"
+            )
         names = None if requested is None else [t["name"] for t in requested]
         if names and body["allow_auto_topic_creation"]:
             self.topic_auto_creator.request(names)
@@ -428,6 +460,34 @@ def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics | None) -
         "error_code": NONE,
         "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
     }
+
+
+def check_partition_count(topics: Sequence[Body], limit: int) -> None:
+    """Refuse, before any work, a request naming more than ``limit`` partitions: a
+    handler runs on the event loop, ~20 us a partition, while every client waits."""
+    count = sum(len(topic["partitions"]) for topic in topics)
+    if count > limit:
+        raise InvalidRequestError(
+            f"request names {count} partitions, more than request.max.partitions ({limit})"
+        )
+
+
+def duplicate_partitions(tps: Iterable[TopicPartition]) -> set[TopicPartition]:
+    """The partitions named more than once. Kafka answers such a partition
+    INVALID_REQUEST in ListOffsets; Produce and Fetch here do the same rather
+    than let one entry silently win (a producer would lose the other batch unnoticed),
+    and a request naming one partition 300,000 times costs one refusal per name."""
+    seen: set[TopicPartition] = set()
+    twice: set[TopicPartition] = set()
+    for tp in tps:
+        if tp in seen:
+            twice.add(tp)
+        seen.add(tp)
+    return twice
+
+
+def _named_twice(tp: TopicPartition) -> InvalidRequestError:
+    return InvalidRequestError(f"{tp} is named more than once in the request")
 
 
 def _partition_errors(errors: dict[TopicPartition, int]) -> list[Body]:

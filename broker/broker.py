@@ -35,10 +35,16 @@ from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, MetricsServer
-from minibroker.broker.metrics_state import BrokerStateCollector
+from minibroker.broker.metrics_state import LISTENER, BrokerStateCollector
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
-from minibroker.broker.server import BrokerServer, idle_timeout_seconds
+from minibroker.broker.server import (
+    BrokerServer,
+    QueuedBytes,
+    idle_timeout_seconds,
+    queued_max_bytes,
+)
+from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
@@ -61,14 +67,21 @@ class Broker:
         self.apis: KafkaApis | None = None
         self.log_dir_mover: LogDirMover | None = None
         self.server: BrokerServer | None = None
+        # One budget for every listener's queued request and response bytes.
+        self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
         self.metrics = BrokerMetrics()
         self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
+        self.metrics.registry.register(ServerLimitsCollector(self.queued_bytes, self._listeners))
         self.metrics_server: MetricsServer | None = None
         self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
         self.topic_configs: TopicConfigs | None = None
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
+
+    def _listeners(self) -> list[tuple[str, BrokerServer]]:
+        """The servers listening, by listener name (for the metrics)."""
+        return [] if self.server is None else [(LISTENER, self.server)]
 
     @property
     def port(self) -> int:
@@ -129,6 +142,8 @@ class Broker:
                 port=port,
                 max_frame_bytes=config.socket_request_max_bytes,
                 idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
+                request_receive_timeout_s=config.request_receive_timeout_ms / 1000,
+                queued_bytes=self.queued_bytes,
             )
             self.metrics.watch(replica_manager)
             await self.server.listen()  # before the nursery: a bind error stays one error

@@ -241,6 +241,30 @@ class BrokerConfig:
     connections_max_idle_ms: int = _key(
         "connections.max.idle.ms", 600000, "Close connections idle this long.", at_least(1)
     )
+    queued_max_request_bytes: int = _key(
+        "queued.max.request.bytes",
+        536870912,
+        "Queued request and response bytes over all connections before no new request"
+        " is read; -1 = unbounded (Kafka's default, which lets clients that never read"
+        " their responses exhaust memory).",
+        at_least(-1),
+    )
+    request_max_partitions: int = _key(
+        "request.max.partitions",
+        5000,
+        "Most partitions (topics, for Metadata) one Produce, Fetch, ListOffsets,"
+        " OffsetForLeaderEpoch or Metadata request may name; more is INVALID_REQUEST."
+        " Not a Kafka key: a request is handled on the event loop, ~20 us a partition,"
+        " so this bounds one request's hold on every other client to ~100 ms.",
+        at_least(1),
+    )
+    request_receive_timeout_ms: int = _key(
+        "request.receive.timeout.ms",
+        30000,
+        "Close a connection whose request frame, once started, is not complete in this"
+        " long (not a Kafka key: Kafka only has connections.max.idle.ms).",
+        at_least(1),
+    )
     request_timeout_ms: int = _key(
         "request.timeout.ms",
         30000,

@@ -14,16 +14,44 @@ How this works. Each accepted connection runs two tasks:
   When every reply of a read is ready and the writer is idle, the reader sends them
   itself: a round trip then costs no task switch.
 
-The queue's bound (``MAX_IN_FLIGHT``) is the back-pressure: a client that pipelines
-faster than it reads its responses stops being read, and only its own tasks block.
-Fairness: the reader yields to other connections every ``FRAMES_PER_TURN`` frames, so
-one client's burst of tiny requests cannot hold the event loop. A
-frame that cannot be parsed (bad length, header not decodable) closes that connection
-after the replies already queued are written, with one log line; the handler is
-responsible for answering every request whose header parses.
+The server only cuts frames: what a frame means is the handler's business, so any codec
+whose frames are length-prefixed can be served by this loop.
 
-A connection is idle when it has nothing in flight and has sent nothing for
-``connections.max.idle.ms``; it is then closed.
+Memory: what a client makes the broker hold is bounded, whatever the client does.
+
+- Per connection, the reader stops handling requests while ``MAX_IN_FLIGHT`` replies
+  are queued, ``MAX_PENDING`` of them are still being worked out (their size is known
+  only when they finish), or the queued, unsent response bytes reach
+  ``max_unsent_bytes``. A client that pipelines requests and never reads its
+  responses (a 4 KiB receive buffer, Fetches of a large partition) is simply not read
+  any more, holding at most ``max_unsent_bytes`` plus ``MAX_PENDING`` + 1 responses
+  and one received chunk; other connections are not affected.
+- Broker-wide, ``QueuedBytes`` (``queued.max.request.bytes``) counts the bytes of
+  received requests not yet handled and of responses not yet written, over all
+  connections and listeners. While it is full, a connection holding at least its share
+  of it (the limit divided by the open connections) starts reading no new request; one
+  holding less still does, so a few clients filling the budget do not stall the rest.
+  Requests already received are still handled, so nothing can deadlock on it.
+  As in Kafka's request memory pool, a frame is reserved whole once its length prefix
+  is in, and admitted while the budget is not yet full: it may overshoot by one frame.
+  Response bytes are counted by their length, including memoryviews spliced from
+  record data, since those pin their memory as long as they are queued.
+- A response the client stops accepting (no byte taken for ``connections.max.idle.ms``)
+  closes the connection, so a stalled peer cannot hold its share forever.
+
+Fairness: the reader yields to other connections every ``FRAMES_PER_TURN`` frames, so
+one client's burst of tiny requests cannot hold the event loop.
+
+Deadlines: a connection is idle when it has nothing in flight and has sent nothing for
+``connections.max.idle.ms``; it is then closed. A request frame that has started
+arriving must be complete within ``request_receive_timeout_s``
+(``request.receive.timeout.ms``), or the connection is closed: a client trickling one
+byte a second cannot keep a connection and its buffers forever.
+
+A frame that cannot be parsed (bad length, header not decodable) closes that connection
+after the replies already queued are written; the handler is responsible for answering
+every request whose header parses. The log lines a client can cause this way are rate
+limited (broker/log_limiter.py).
 """
 
 from __future__ import annotations
@@ -37,15 +65,22 @@ from typing import Protocol, TypeAlias
 
 import trio
 
+from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.protocol.errors import MinibrokerError
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 
 log = logging.getLogger(__name__)
+_refusal_log = LogRateLimiter(log)  # closes a client can trigger at will
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
 MAX_IN_FLIGHT = 256
 """Requests read but not yet answered, per connection: bounds memory per client."""
+
+MAX_PENDING = 8
+"""Replies of one connection still being worked out (long polls, acks=all): their size
+is unknown until they finish, so their number is what bounds them. Producers pipeline
+5 by default; a consumer has one Fetch in flight."""
 
 
 FRAMES_PER_TURN = 64
@@ -65,6 +100,77 @@ COALESCE_BYTES = 64 * 1024
 
 ACCEPT_BACKLOG = 1024
 """listen() backlog: a burst of thousands of connects should queue, not be refused."""
+
+MAX_UNSENT_BYTES = 1024 * 1024
+"""Queued response bytes at which a connection stops being read: a client that reads
+at all drains this within a round trip; one that does not is held to it (plus one
+response, which may be up to fetch.max.bytes)."""
+
+DEFAULT_QUEUED_MAX_BYTES = 512 * 1024 * 1024
+"""Default broker-wide bound on queued request and response bytes: well above what
+normal traffic queues, well below a small host's memory (Kafka's -1, unbounded, is what
+let non-reading clients take 13 GB)."""
+
+DEFAULT_REQUEST_RECEIVE_TIMEOUT_S = 30.0
+"""How long a started request frame may take to arrive whole (Kafka's request.timeout.ms
+default: a client waits that long for an answer anyway)."""
+
+
+class QueuedBytes:
+    """The broker-wide budget of queued request and response bytes (one per broker,
+    shared by its listeners); see the module docstring.
+
+    ``add`` never blocks (bytes already in memory are counted, not refused); readers
+    ``await wait_for_room(held)`` before they read a new request.
+    """
+
+    def __init__(self, limit: float = DEFAULT_QUEUED_MAX_BYTES) -> None:
+        self.limit = limit
+        self.used = 0
+        self.connections = 0  # open connections over all listeners: they share the limit
+        self.paused_reads = 0  # times a reader waited for room (a metric)
+        self._freed: trio.Event | None = None
+
+    @property
+    def full(self) -> bool:
+        return self.used >= self.limit
+
+    def add(self, n: int) -> None:
+        """Count ``n`` more bytes (negative: bytes freed)."""
+        self.used += n
+        if n < 0:
+            self._wake()
+
+    def opened(self) -> None:
+        self.connections += 1
+
+    def closed(self) -> None:
+        self.connections -= 1
+        self._wake()  # every other connection's share just grew
+
+    def _wake(self) -> None:
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
+
+    def _over_share(self, held: int) -> bool:
+        return self.used >= self.limit and held >= self.limit / max(self.connections, 1)
+
+    async def wait_for_room(self, held: Callable[[], int]) -> None:
+        """Wait while the budget is full and the caller ``held()`` at least its share of
+        it: a few connections that fill the budget pause themselves, not everyone."""
+        if not self._over_share(held()):
+            return
+        self.paused_reads += 1
+        while self._over_share(held()):
+            if self._freed is None:
+                self._freed = trio.Event()
+            await self._freed.wait()
+
+
+def queued_max_bytes(configured: int) -> float:
+    """queued.max.request.bytes as a limit (-1, as in Kafka, means unbounded)."""
+    return math.inf if configured < 0 else configured
 
 
 class Pending:
@@ -97,15 +203,18 @@ class RequestHandler(Protocol):
 class _Slot:
     """One request's place in its connection's response order."""
 
-    __slots__ = ("buffers", "done", "event")
+    __slots__ = ("buffers", "done", "event", "nbytes")
 
     def __init__(self) -> None:
         self.buffers: Sequence[Buffer] | None = None
+        self.nbytes = 0
         self.done = False
         self.event: trio.Event | None = None
 
     def finish(self, buffers: Sequence[Buffer] | None) -> None:
         self.buffers = buffers
+        if buffers:
+            self.nbytes = sum(_nbytes(buf) for buf in buffers)
         self.done = True
         if self.event is not None:
             self.event.set()
@@ -130,16 +239,24 @@ class BrokerServer:
         port: int = 0,
         max_frame_bytes: int = 104_857_600,
         idle_timeout_s: float = 600.0,
+        request_receive_timeout_s: float = DEFAULT_REQUEST_RECEIVE_TIMEOUT_S,
+        max_unsent_bytes: int = MAX_UNSENT_BYTES,
+        queued_bytes: QueuedBytes | None = None,
     ) -> None:
         self.handler = handler
         self.host = host
         self.port = port
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_s = idle_timeout_s
+        self.request_receive_timeout_s = request_receive_timeout_s
+        self.max_unsent_bytes = max_unsent_bytes
+        self.queued_bytes = queued_bytes if queued_bytes is not None else QueuedBytes()
         self._listeners: list[trio.SocketListener] = []
         self.connections = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        self.closed: dict[str, int] = dict.fromkeys(CLOSE_REASONS, 0)
+        """Connections the broker closed, by reason (a metric)."""
 
     async def listen(self) -> None:
         """Bind the listening sockets (``run`` does it if not done); ``port`` is then set.
@@ -165,8 +282,10 @@ class BrokerServer:
             await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
             task_status.started(self.port)
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+        """Serve one accepted connection (any byte stream: tests use memory streams)."""
         self.connections += 1
+        self.queued_bytes.opened()
         connection = _Connection(self, stream)
         try:
             await connection.serve()
@@ -174,8 +293,14 @@ class BrokerServer:
             _log_connection_failure(connection.peer, group)
         finally:
             self.connections -= 1
+            connection.release_queued_bytes()
+            self.queued_bytes.closed()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
+
+
+CLOSE_REASONS = ("bad_frame", "incomplete_request", "stalled_response", "idle")
+"""Why the broker closes a connection, as the ``closed`` counters name it."""
 
 
 class _Connection:
@@ -184,9 +309,13 @@ class _Connection:
     The queue is a plain deque plus two events rather than a memory channel: queuing a
     reply that is already complete then costs no checkpoint, which matters for small
     pipelined requests.
+
+    Byte accounting: ``request_bytes`` is what this connection's decoder holds or has
+    reserved (a frame whose prefix is in counts whole), ``unsent_bytes`` the responses
+    queued and not yet written; both are part of the server's ``QueuedBytes``.
     """
 
-    def __init__(self, server: BrokerServer, stream: trio.SocketStream) -> None:
+    def __init__(self, server: BrokerServer, stream: trio.abc.Stream) -> None:
         self.server = server
         self.stream = stream
         self.peer = _peer_name(stream)
@@ -194,7 +323,10 @@ class _Connection:
         self.writing = 0  # replies taken off the queue and being written
         self.reading_done = False
         self.writer_wakeup: trio.Event | None = None
-        self.queue_space: trio.Event | None = None
+        self.reader_wakeup: trio.Event | None = None
+        self.request_bytes = 0
+        self.unsent_bytes = 0
+        self.pending = 0  # replies still being worked out
 
     @property
     def in_flight(self) -> int:
@@ -210,10 +342,60 @@ class _Connection:
                 self.reading_done = True
                 self._wake_writer()
 
+    def release_queued_bytes(self) -> None:
+        """Give this connection's bytes back to the budget (it is closed)."""
+        self.server.queued_bytes.add(-(self.request_bytes + self.unsent_bytes))
+        self.request_bytes = self.unsent_bytes = 0
+
     def _wake_writer(self) -> None:
         if self.writer_wakeup is not None:
             self.writer_wakeup.set()
             self.writer_wakeup = None
+
+    def _wake_reader(self) -> None:
+        if self.reader_wakeup is not None:
+            self.reader_wakeup.set()
+            self.reader_wakeup = None
+
+    def _held(self) -> int:
+        return self.request_bytes + self.unsent_bytes
+
+    def _hold_request_bytes(self, decoder: FrameDecoder) -> None:
+        """Count what the decoder holds, plus the rest of a frame whose length is known."""
+        held = decoder.buffered
+        if decoder.frame_length is not None:
+            held += decoder.bytes_needed
+        self.server.queued_bytes.add(held - self.request_bytes)
+        self.request_bytes = held
+
+    def _queued(self, slot: _Slot) -> None:
+        """A reply became ready: its bytes are queued until written."""
+        self.unsent_bytes += slot.nbytes
+        self.server.queued_bytes.add(slot.nbytes)
+
+    def _sent(self, batch: list[_Slot]) -> None:
+        sent = sum(slot.nbytes for slot in batch)
+        self.unsent_bytes -= sent
+        self.server.queued_bytes.add(-sent)
+        self._wake_reader()
+
+    def _backlogged(self) -> bool:
+        """Whether this client must read its responses before more requests are handled."""
+        return (
+            len(self.queue) >= MAX_IN_FLIGHT
+            or self.pending >= MAX_PENDING
+            or self.unsent_bytes >= self.server.max_unsent_bytes
+        )
+
+    async def _wait_until_drained(self) -> bool:
+        """Wait while backlogged (the writer drains as the client reads); True if waited."""
+        if not self._backlogged():
+            return False
+        self._wake_writer()
+        while self._backlogged():
+            self.reader_wakeup = trio.Event()
+            await self.reader_wakeup.wait()
+        return True
 
     async def _read_requests(self, nursery: trio.Nursery) -> None:
         server = self.server
@@ -221,41 +403,63 @@ class _Connection:
         handle = server.handler.handle
         queue = self.queue
         handled = 0
+        frame_started = math.inf  # when the first bytes of the frame in progress came
+        reserved = False  # whether the frame in progress is counted whole
         while True:
-            data = await self._receive(min(max(RECEIVE_BYTES, decoder.bytes_needed), MAX_RECEIVE))
+            if not reserved:
+                # A new request (or one whose size just became known) is admitted only
+                # while the broker-wide budget has room.
+                waited = await self._wait_until_drained()
+                if server.queued_bytes.full:
+                    self._wake_writer()  # our own queued replies may be what fills it
+                    await server.queued_bytes.wait_for_room(self._held)
+                    waited = True
+                if waited and frame_started != math.inf:
+                    frame_started = trio.current_time()  # paused by us, not the client
+            self._hold_request_bytes(decoder)
+            reserved = decoder.frame_length is not None
+            frame_deadline = frame_started + server.request_receive_timeout_s
+            size = min(max(RECEIVE_BYTES, decoder.bytes_needed), MAX_RECEIVE)
+            data = await self._receive(size, frame_deadline)
             if not data:
-                return  # EOF or idle: the replies already queued still go out
+                return  # EOF, idle or too slow: the replies already queued still go out
             server.bytes_in += len(data)
+            if not decoder.buffered:
+                frame_started = trio.current_time()
             decoder.feed(data)
             pending = False  # whether this read queued a reply that must still wait
             while True:
                 try:
                     frame = decoder.next_frame()
                 except FrameError as exc:
-                    log.warning("closing connection from %s: %s", self.peer, exc)
+                    self._refuse("bad_frame", str(exc))
                     return
                 if frame is NEED_DATA:
                     break
                 assert isinstance(frame, bytes)
+                reserved = False
+                frame_started = trio.current_time() if decoder.buffered else math.inf
                 slot = _Slot()
                 try:
                     reply = handle(frame)
                 except CloseConnection as exc:
-                    log.warning("closing connection from %s: %s", self.peer, exc)
+                    self._refuse("bad_frame", str(exc))
                     return
                 if isinstance(reply, Pending):
-                    nursery.start_soon(_complete, slot, reply)
+                    self.pending += 1
+                    nursery.start_soon(self._complete, slot, reply)
                     pending = True
                 else:
                     slot.finish(reply)
+                    self._queued(slot)
                 queue.append(slot)
                 handled += 1
-                if len(queue) >= MAX_IN_FLIGHT or handled % FRAMES_PER_TURN == 0:
-                    self._wake_writer()
-                    while len(queue) >= MAX_IN_FLIGHT:  # back-pressure: stop reading
-                        self.queue_space = trio.Event()
-                        await self.queue_space.wait()
+                if self._backlogged() or handled % FRAMES_PER_TURN == 0:
+                    self._hold_request_bytes(decoder)
+                    if await self._wait_until_drained() and decoder.buffered:
+                        frame_started = trio.current_time()
                     await trio.lowlevel.checkpoint()  # fairness to other connections
+            self._hold_request_bytes(decoder)  # the frames handled are no longer held
             if not queue:
                 continue
             if not pending and self.writer_wakeup is not None:
@@ -266,17 +470,32 @@ class _Connection:
                 self.writing = len(batch)
                 await self._send(batch)
                 self.writing = 0
+                self._sent(batch)
             else:
                 self._wake_writer()
 
-    async def _receive(self, size: int) -> bytes:
-        """Next received bytes; b"" at EOF or once idle for the idle timeout."""
+    def _refuse(self, reason: str, why: str) -> None:
+        self.server.closed[reason] += 1
+        _refusal_log.warning("closing connection from %s: %s", self.peer, why)
+
+    async def _receive(self, size: int, frame_deadline: float) -> bytes | bytearray:
+        """Next received bytes; b"" at EOF, once idle for the idle timeout, or when the
+        frame in progress is still incomplete at ``frame_deadline``."""
+        server = self.server
         while True:
-            with trio.move_on_after(self.server.idle_timeout_s):
+            idle_deadline = trio.current_time() + server.idle_timeout_s
+            with trio.move_on_at(min(idle_deadline, frame_deadline)):
                 try:
                     return await self.stream.receive_some(size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return b""
+            if trio.current_time() >= frame_deadline:
+                self._refuse(
+                    "incomplete_request",
+                    f"a request frame still incomplete after {server.request_receive_timeout_s:g} s"
+                    " (request.receive.timeout.ms)",
+                )
+                return b""
             if self.in_flight == 0:
                 # Bytes that arrived just as the timer fired (a descheduled process
                 # sees both at once) still count: one more, immediate attempt.
@@ -285,8 +504,20 @@ class _Connection:
                         return await self.stream.receive_some(size)
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         return b""
+                server.closed["idle"] += 1
                 log.info("closing idle connection from %s", self.peer)
                 return b""
+
+    async def _complete(self, slot: _Slot, reply: Pending) -> None:
+        """Run a pending reply and put its result in the slot (even if it fails)."""
+        buffers: Sequence[Buffer] | None = None
+        try:
+            buffers = await reply.wait()
+        finally:
+            slot.finish(buffers)
+            self._queued(slot)
+            self.pending -= 1
+            self._wake_reader()
 
     async def _write_replies(self, nursery: trio.Nursery) -> None:
         queue = self.queue
@@ -303,17 +534,15 @@ class _Connection:
                 while queue and queue[0].done:  # every ready reply shares the sends
                     batch.append(queue.popleft())
                 self.writing = len(batch)
-                if self.queue_space is not None:
-                    self.queue_space.set()
-                    self.queue_space = None
+                self._wake_reader()  # queue space
                 await self._send(batch)
                 self.writing = 0
+                self._sent(batch)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection from %s broke while writing: %r", self.peer, exc)
             nursery.cancel_scope.cancel()
 
     async def _send(self, batch: list[_Slot]) -> None:
-        send_all = self.stream.send_all
         small: list[Buffer] = []
         small_bytes = 0
         for slot in batch:
@@ -322,17 +551,26 @@ class _Connection:
                 self.server.bytes_out += n
                 if n >= COALESCE_BYTES:
                     if small:
-                        await send_all(b"".join(small))
+                        await self._send_all(b"".join(small))
                         small, small_bytes = [], 0
-                    await send_all(buf)  # large record data: sent from its own memory
+                    await self._send_all(buf)  # large record data: sent from its own memory
                     continue
                 small.append(buf)
                 small_bytes += n
                 if small_bytes >= COALESCE_BYTES:
-                    await send_all(b"".join(small))
+                    await self._send_all(b"".join(small))
                     small, small_bytes = [], 0
         if small:
-            await send_all(b"".join(small))
+            await self._send_all(b"".join(small))
+
+    async def _send_all(self, data: Buffer) -> None:
+        """Write ``data``; a peer that accepts none of it for the idle timeout is gone."""
+        stalled = self.server.idle_timeout_s
+        with trio.move_on_after(stalled) as scope:
+            await self.stream.send_all(data)
+        if scope.cancelled_caught:
+            self._refuse("stalled_response", f"no response byte accepted for {stalled:g} s")
+            raise trio.BrokenResourceError("peer stopped reading its responses")
 
 
 _PEER_GONE = (trio.BrokenResourceError, trio.ClosedResourceError)
@@ -360,18 +598,16 @@ def _leaves(group: BaseExceptionGroup[Exception]) -> list[Exception]:
     return leaves
 
 
-async def _complete(slot: _Slot, reply: Pending) -> None:
-    """Run a pending reply and put its result in the slot (even if it fails)."""
-    buffers: Sequence[Buffer] | None = None
-    try:
-        buffers = await reply.wait()
-    finally:
-        slot.finish(buffers)
+def _nbytes(buf: Buffer) -> int:
+    return buf.nbytes if isinstance(buf, memoryview) else len(buf)
 
 
-def _peer_name(stream: trio.SocketStream) -> str:
+def _peer_name(stream: trio.abc.Stream) -> str:
+    sock = getattr(stream, "socket", None)
+    if sock is None:
+        return "?"
     try:
-        host, port = stream.socket.getpeername()[:2]
+        host, port = sock.getpeername()[:2]
     except OSError:
         return "?"
     return f"{host}:{port}"

@@ -111,6 +111,15 @@ class FrameDecoder:
             return max(PREFIX_SIZE - self._buffered, 0)
         return max(self._frame_len - self._buffered, 0)
 
+    @property
+    def frame_length(self) -> int | None:
+        """Payload length of the frame being received once its prefix is in, else None.
+
+        A reader that budgets memory can reserve the whole frame when it learns its
+        size, as Kafka's broker does with its request memory pool.
+        """
+        return self._frame_len if self._frame_len >= 0 else None
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes (an empty ``data`` is ignored, not end of stream)."""
         if data:

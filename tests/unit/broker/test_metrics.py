@@ -65,6 +65,7 @@ ALLOWED_LABELS = {
     "clientId",
     "le",
     "quantile",
+    "reason",  # why the broker closed connections: four values (server.CLOSE_REASONS)
 }
 
 

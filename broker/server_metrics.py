@@ -1,0 +1,65 @@
+"""Scrape-time figures of the socket server's limits (broker/server.py).
+
+    kafka_network_socketserver_memorypoolused          gauge   queued request and response
+                                                               bytes (queued.max.request.bytes)
+    kafka_network_socketserver_memorypoolavailable     gauge   what is left of that bound
+                                                               (+Inf when unbounded)
+    minibroker_network_connections_closed_total        counter {listener, reason}: closed by
+                                                               the broker; reason is one of
+                                                               server.CLOSE_REASONS
+    minibroker_network_paused_reads_total              counter times a connection's reading
+                                                               paused on the full budget
+
+The two gauges keep the JMX exporter's names of Kafka's SocketServer MemoryPoolUsed /
+MemoryPoolAvailable (Kafka's pool holds requests only; this one holds responses too).
+The counters have no Kafka twin (Kafka's connection-close-total counts every close,
+not the broker's refusals), hence their own prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from minibroker.broker.server import CLOSE_REASONS, BrokerServer, QueuedBytes
+
+
+class ServerLimitsCollector(Collector):
+    """Reads the budget and the listeners (``servers()``: name -> server) at each scrape."""
+
+    def __init__(
+        self,
+        queued_bytes: QueuedBytes,
+        servers: Callable[[], Iterable[tuple[str, BrokerServer]]],
+    ) -> None:
+        self.queued_bytes = queued_bytes
+        self.servers = servers
+
+    def collect(self) -> Iterator[Metric]:
+        budget = self.queued_bytes
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_memorypoolused",
+            "Queued request and response bytes, over all connections.",
+            budget.used,
+        )
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_memorypoolavailable",
+            "Bytes left before queued.max.request.bytes pauses the connections filling it.",
+            max(budget.limit - budget.used, 0),
+        )
+        yield CounterMetricFamily(
+            "minibroker_network_paused_reads",
+            "Times a connection stopped being read because the queued bytes were full.",
+            budget.paused_reads,
+        )
+        closed = CounterMetricFamily(
+            "minibroker_network_connections_closed",
+            "Connections the broker closed, by reason.",
+            labels=["listener", "reason"],
+        )
+        for listener, server in self.servers():
+            for reason in CLOSE_REASONS:
+                closed.add_metric([listener, reason], server.closed[reason])
+        yield closed

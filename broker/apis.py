@@ -1,29 +1,18 @@
-"""KafkaApis: request frame -> handler per API key -> response buffers.
+"""KafkaApis: the handlers of the data-path and controller API keys.
 
-``handle(frame)`` is what the server calls for every frame (see broker/server.py):
-
-- the header does not parse -> ``CloseConnection`` (nobody to answer);
-- unknown API key, unsupported version, body of the wrong shape -> an error body with
-  UNSUPPORTED_VERSION / INVALID_REQUEST and the request's correlation id;
-- otherwise the handler for the key runs. Handlers are synchronous and return a body
-  (or None: no response), or a ``Deferred`` when they must wait: a Fetch long poll,
-  a controller request that touches the disk. A KafkaError escaping a handler becomes
-  that error's code in an error body; any other exception is logged with its traceback
-  and answered UNKNOWN_SERVER_ERROR, so a request can never take the broker down.
-
-Other components (the controller, issue 4+) register handlers for their own keys with
-``register``; a known key nobody serves is answered UNSUPPORTED_VERSION.
+Each ``handle_*`` method takes the request's header and validated body and returns a
+body, None or a ``Deferred`` (broker/dispatcher.py says what each means); ``install``
+registers them with the broker's ``RequestDispatcher``. The handlers know no wire
+format: the codec in front of the dispatcher decodes and encodes.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeAlias
 
 import trio
 
+from minibroker.broker.dispatcher import Deferred, Handler, HandlerResult, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import AppendResult, PartitionState
@@ -33,40 +22,10 @@ from minibroker.broker.replica_manager import (
     PartitionRead,
     ReplicaManager,
 )
-from minibroker.broker.server import Buffer, CloseConnection, Pending, Reply
-from minibroker.protocol.api import (
-    ApiKey,
-    MalformedRequest,
-    RejectedRequest,
-    RequestHeader,
-    api_versions_body,
-    decode_request,
-    encode_response,
-    error_body,
-)
-from minibroker.protocol.errors import NONE, KafkaError, UnsupportedVersionError
+from minibroker.broker.server import CloseConnection
+from minibroker.protocol.api import ApiKey, Body, RequestHeader, api_versions_body
+from minibroker.protocol.errors import NONE, KafkaError
 from minibroker.storage.names import TopicPartition
-
-log = logging.getLogger(__name__)
-
-Body: TypeAlias = dict[str, Any]
-
-# Responses that carry record data (sent from segment memory without a copy, see
-# protocol/schemas/packing.py); every other response is packed in one msgpack call.
-_SPLICED_RESPONSES = frozenset({ApiKey.FETCH})
-
-
-class Deferred:
-    """A handler's answer that needs awaiting: ``wait()`` returns the body (or None)."""
-
-    __slots__ = ("wait",)
-
-    def __init__(self, wait: Callable[[], Awaitable[Body | None]]) -> None:
-        self.wait = wait
-
-
-HandlerResult: TypeAlias = Body | Deferred | None
-Handler: TypeAlias = Callable[[RequestHeader, Body], HandlerResult]
 
 
 class KafkaApis:
@@ -76,7 +35,7 @@ class KafkaApis:
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
         self.metrics = replica_manager.metrics
         self._controller_queue = InOrder()
-        self._handlers: dict[int, Handler] = {
+        self._handlers: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
@@ -88,58 +47,10 @@ class KafkaApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
         }
 
-    def register(self, api_key: ApiKey, handler: Handler) -> None:
-        """Serve ``api_key`` with ``handler`` (used by the controller and later issues)."""
-        self._handlers[int(api_key)] = handler
-
-    # -- dispatch --------------------------------------------------------------------------
-
-    def handle(self, frame: bytes) -> Reply:
-        try:
-            header, body = decode_request(frame)
-        except MalformedRequest as exc:
-            raise CloseConnection(str(exc)) from exc
-        except RejectedRequest as exc:
-            log.info("rejected request: %s", exc)
-            return encode_response(exc.header.correlation_id, error_body(exc))
-        handler = self._handlers.get(header.api_key)
-        if handler is None:
-            error = UnsupportedVersionError(f"api key {header.api_key} is not served here")
-            return encode_response(header.correlation_id, error_body(error))
-        started = time.perf_counter()
-        try:
-            result = handler(header, body)
-        except CloseConnection:
-            raise
-        except Exception as exc:
-            reply: Reply = _error_reply(header, exc)
-        else:
-            if isinstance(result, Deferred):
-                return Pending(self._finish_deferred(header, result, started, body))
-            if result is None:
-                reply = None
-            else:
-                splice = header.api_key in _SPLICED_RESPONSES
-                reply = encode_response(header.correlation_id, result, splice=splice)
-        self.metrics.record_request(header.api_key, body, started)
-        return reply
-
-    def _finish_deferred(
-        self, header: RequestHeader, deferred: Deferred, started: float, request: Body
-    ) -> Callable[[], Awaitable[Sequence[Buffer] | None]]:
-        async def finish() -> Sequence[Buffer] | None:
-            try:
-                body = await deferred.wait()
-            except Exception as exc:
-                return _error_reply(header, exc)
-            finally:
-                self.metrics.record_request(header.api_key, request, started)
-            if body is None:
-                return None
-            splice = header.api_key in _SPLICED_RESPONSES
-            return encode_response(header.correlation_id, body, splice=splice)
-
-        return finish
+    def install(self, dispatcher: RequestDispatcher) -> None:
+        """Serve this class's API keys through ``dispatcher``."""
+        for api_key, handler in self._handlers.items():
+            dispatcher.register(api_key, handler)
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -431,18 +342,3 @@ def _partition_errors(errors: dict[TopicPartition, int]) -> list[Body]:
         {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": code}
         for tp, code in errors.items()
     ]
-
-
-def _error_reply(header: RequestHeader, exc: Exception) -> list[Buffer]:
-    if not isinstance(exc, KafkaError):
-        log.error("request %s failed", _describe(header), exc_info=exc)
-        exc = KafkaError(f"internal error: {type(exc).__name__}")
-    return encode_response(header.correlation_id, error_body(exc))
-
-
-def _describe(header: RequestHeader) -> str:
-    try:
-        name = ApiKey(header.api_key).name
-    except ValueError:
-        name = str(header.api_key)
-    return f"{name} v{header.api_version} #{header.correlation_id} from {header.client_id}"

@@ -30,6 +30,7 @@ import trio
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
@@ -38,6 +39,7 @@ from minibroker.broker.metrics import BrokerMetrics, MetricsServer
 from minibroker.broker.metrics_state import BrokerStateCollector
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.storage.log_config import Clock, system_clock
@@ -58,10 +60,10 @@ class Broker:
         self.metadata_cache = MetadataCache(config.broker_id)
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.apis: KafkaApis | None = None
+        self.metrics = BrokerMetrics()
+        self.dispatcher = RequestDispatcher(self.metrics)
         self.log_dir_mover: LogDirMover | None = None
         self.server: BrokerServer | None = None
-        self.metrics = BrokerMetrics()
         self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
         self.metrics_server: MetricsServer | None = None
         self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
@@ -99,12 +101,12 @@ class Broker:
             # Cluster mode: ISR changes and topic overrides go through ZooKeeper.
             replica_manager.isr_store = lambda: getattr(self.cluster_member, "data", None)
             replica_manager.topic_config_loader = self._topic_config
-            self.apis = KafkaApis(replica_manager, self.metadata_cache)
+            KafkaApis(replica_manager, self.metadata_cache).install(self.dispatcher)
             self.log_dir_mover = LogDirMover(  # issue 6: moves between this broker's dirs
                 replica_manager,
                 rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
             )
-            LogDirApis(replica_manager, self.log_dir_mover).install(self.apis)
+            LogDirApis(replica_manager, self.log_dir_mover).install(self.dispatcher)
             self.topic_configs = TopicConfigs(  # DescribeConfigs / AlterConfigs
                 config,
                 replica_manager,
@@ -117,14 +119,14 @@ class Broker:
                 zk_data=lambda: getattr(self.cluster_member, "data", None),
                 quotas=replica_manager.replication_quotas,
             )
-            self.topic_configs.install(self.apis)
+            self.topic_configs.install(self.dispatcher)
             log_dir_failures = LogDirFailures(
                 replica_manager, zk_data=lambda: getattr(self.cluster_member, "data", None)
             )
             replica_manager.on_log_dir_failure = log_dir_failures.failed
             host, port = config.listen_address
             self.server = BrokerServer(
-                self.apis,
+                MsgpackCodec(self.dispatcher),
                 host=host,
                 port=port,
                 max_frame_bytes=config.socket_request_max_bytes,

@@ -30,10 +30,10 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from minibroker.broker.apis import Body
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.replication_quota import UNLIMITED as NO_QUOTA
 from minibroker.broker.replication_quota import ReplicationQuotas
+from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     NONE,
     InvalidConfigError,

@@ -41,10 +41,10 @@ from typing import Any
 
 import trio
 
-from minibroker.broker.apis import Body, Deferred, HandlerResult, KafkaApis
+from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     InvalidTopicError,
@@ -73,9 +73,9 @@ class LogDirApis:
         self.mover = mover
         self._alter_lock = trio.Lock()
 
-    def install(self, apis: KafkaApis) -> None:
-        apis.register(ApiKey.ALTER_REPLICA_LOG_DIRS, self.handle_alter_replica_log_dirs)
-        apis.register(ApiKey.DESCRIBE_LOG_DIRS, self.handle_describe_log_dirs)
+    def install(self, dispatcher: RequestDispatcher) -> None:
+        dispatcher.register(ApiKey.ALTER_REPLICA_LOG_DIRS, self.handle_alter_replica_log_dirs)
+        dispatcher.register(ApiKey.DESCRIBE_LOG_DIRS, self.handle_describe_log_dirs)
 
     # -- AlterReplicaLogDirs -------------------------------------------------------------------
 

@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from minibroker.broker.apis import Body, Deferred, HandlerResult, KafkaApis
 from minibroker.broker.assignment import validate_topic_name
 from minibroker.broker.config import BrokerConfig, TopicConfig
+from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replication_quota import (
     FOLLOWER_THROTTLED_REPLICAS,
@@ -56,7 +56,7 @@ from minibroker.broker.replication_quota import (
     AllPartitions,
     throttled_partitions,
 )
-from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     ConfigError,
@@ -172,9 +172,9 @@ class TopicConfigs:
         """CreateTopics' check of a new topic's configs (controller/admin.py)."""
         validate_topic_overrides(self.config, configs)
 
-    def install(self, apis: KafkaApis) -> None:
-        apis.register(ApiKey.DESCRIBE_CONFIGS, self.handle_describe_configs)
-        apis.register(ApiKey.ALTER_CONFIGS, self.handle_alter_configs)
+    def install(self, dispatcher: RequestDispatcher) -> None:
+        dispatcher.register(ApiKey.DESCRIBE_CONFIGS, self.handle_describe_configs)
+        dispatcher.register(ApiKey.ALTER_CONFIGS, self.handle_alter_configs)
 
     # -- DescribeConfigs -------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from minibroker.broker.assignment import (
 from minibroker.controller import events as ev
 from minibroker.controller.context import TopicPartition
 from minibroker.controller.controller import KafkaController
+from minibroker.protocol.api import Body as Body
 from minibroker.protocol.errors import (
     NONE,
     ElectionNotNeededError,
@@ -44,7 +45,6 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
-Body = dict[str, Any]
 T = TypeVar("T")
 
 DEFAULT_SETTING = -1

@@ -13,7 +13,7 @@ standalone broker never loads kazoo). It
 5. reads (or creates) /cluster/id for Metadata, and runs the broker's /config/changes
    listener (``broker.topic_configs``, broker/topic_configs.py) on this session.
 
-The broker object is used duck-typed (``config``, ``address``, ``apis.register``,
+The broker object is used duck-typed (``config``, ``address``, ``dispatcher.register``,
 ``metadata_cache.contains``): the controller package does not import the broker
 package (DESIGN §1), except ``Deferred``, the one type KafkaApis requires of handlers
 that await, which is looked up at call time from the broker's own module.
@@ -35,12 +35,12 @@ from typing import Any
 import trio
 
 from minibroker.client.connection import Connection
-from minibroker.controller.admin import Body, ClusterAdmin
+from minibroker.controller.admin import ClusterAdmin
 from minibroker.controller.channel import ControllerChannelManager, connect_to_broker
 from minibroker.controller.controller import ControllerConfig, KafkaController
 from minibroker.controller.metrics import ControllerCollector
 from minibroker.controller.zk_adapter import ControllerZkAdapter
-from minibroker.protocol.api import ApiKey
+from minibroker.protocol.api import ApiKey, Body
 from minibroker.protocol.errors import KafkaError, MinibrokerError
 from minibroker.zk.client import open_zk_client
 from minibroker.zk.cluster_id import get_or_create_cluster_id
@@ -79,7 +79,7 @@ class ClusterMember:
                 await trio.sleep(TOPICS_READY_POLL_S)
 
     def register_apis(self) -> None:
-        deferred = sys.modules[type(self.broker.apis).__module__].Deferred
+        deferred = sys.modules[type(self.broker.dispatcher).__module__].Deferred
         routes: dict[ApiKey, Callable[[Body], Awaitable[Body]]] = {
             ApiKey.CREATE_TOPICS: self.admin.create_topics,
             ApiKey.DELETE_TOPICS: self.admin.delete_topics,
@@ -93,7 +93,7 @@ class ClusterMember:
             def handler(header: Any, body: Body, method: Any = method) -> Any:
                 return deferred(functools.partial(method, body))
 
-            self.broker.apis.register(api_key, handler)
+            self.broker.dispatcher.register(api_key, handler)
 
     async def controlled_shutdown(self) -> bool:
         """Ask the active controller to move leadership off this broker; True once it

@@ -33,10 +33,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from minibroker.controller.context import ControllerContext, LeaderAndIsr, TopicPartition
 from minibroker.protocol.api import ApiKey
+from minibroker.protocol.api import Body as Body
 
 LEADER_AND_ISR = ApiKey.LEADER_AND_ISR
 STOP_REPLICA = ApiKey.STOP_REPLICA
@@ -48,7 +49,6 @@ NO_LEADER_EPOCH = -1
 EPOCH_DURING_DELETE = -2
 """StopReplica leader epoch for a topic being deleted: the broker stops whatever epoch."""
 
-Body = dict[str, Any]
 ResponseCallback = Callable[[int, Body], None]
 """Called with (broker_id, response body) when a broker answers."""
 

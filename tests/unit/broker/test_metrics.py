@@ -28,6 +28,7 @@ from minibroker.broker.metrics_state import (
 )
 from minibroker.broker.partition import PartitionState
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.server import BrokerServer
 from minibroker.protocol.api import ApiKey, encode_request, latest_version
 from minibroker.protocol.records import Record, encode_batch
@@ -95,7 +96,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
         metrics=broker.metrics,
     )
     broker.replica_manager = manager
-    broker.server = BrokerServer(KafkaApis(manager, broker.metadata_cache))  # never listens
+    broker.server = BrokerServer(MsgpackCodec(broker.dispatcher))  # never listens
     broker.metrics.watch(manager)  # what Broker.run does; the state collector is already in
     try:
         yield broker
@@ -158,11 +159,12 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     manager = manager_of(broker)
     await manager.become_leader_or_follower(1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))})
     await produce(broker, b"a", b"b", b"c")
-    apis = KafkaApis(manager, broker.metadata_cache)
+    KafkaApis(manager, broker.metadata_cache).install(broker.dispatcher)
+    codec = MsgpackCodec(broker.dispatcher)
 
     def fetch(replica_id: int, offset: int) -> None:
         body = fetch_body(TP.topic, {TP.partition: offset}) | {"replica_id": replica_id}
-        apis.handle(encode_request(ApiKey.FETCH, latest_version(ApiKey.FETCH), 1, "t", body))
+        codec.handle(encode_request(ApiKey.FETCH, latest_version(ApiKey.FETCH), 1, "t", body))
 
     registry = broker.metrics.registry
     bytes_out = "kafka_server_brokertopicmetrics_bytesout_total"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.apis import Deferred
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.metadata_cache import MetadataCache, PartitionInfo
 from minibroker.broker.partition import PartitionState
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config

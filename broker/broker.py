@@ -31,6 +31,7 @@ from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.dispatcher import RequestDispatcher
+from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
@@ -64,6 +65,7 @@ class Broker:
         self.dispatcher = RequestDispatcher(self.metrics)
         self.log_dir_mover: LogDirMover | None = None
         self.server: BrokerServer | None = None
+        self.kafka_server: BrokerServer | None = None  # with kafka.listeners
         self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
         self.metrics_server: MetricsServer | None = None
         self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
@@ -82,6 +84,15 @@ class Broker:
     def address(self) -> tuple[str, int]:
         host, _ = self.config.advertised_address
         return host, self.port
+
+    @property
+    def kafka_address(self) -> tuple[str, int] | None:
+        """The Kafka-protocol listener's advertised (host, port), None without one."""
+        advertised = self.config.kafka_advertised_address
+        if advertised is None or self.kafka_server is None:
+            return None
+        host, port = advertised
+        return host, port or self.kafka_server.port
 
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
@@ -132,14 +143,27 @@ class Broker:
                 max_frame_bytes=config.socket_request_max_bytes,
                 idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
             )
+            kafka_listen = config.kafka_listen_address
+            if kafka_listen is not None:
+                self.kafka_server = BrokerServer(
+                    KafkaCodec(self.dispatcher),
+                    host=kafka_listen[0],
+                    port=kafka_listen[1],
+                    max_frame_bytes=config.socket_request_max_bytes,
+                    idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
+                )
             self.metrics.watch(replica_manager)
             await self.server.listen()  # before the nursery: a bind error stays one error
+            if self.kafka_server is not None:
+                await self.kafka_server.listen()
             async with trio.open_nursery() as nursery:
                 self._cancel_scope = nursery.cancel_scope
                 await nursery.start(self.server.run)
+                if self.kafka_server is not None:
+                    await nursery.start(self.kafka_server.run)
                 adv_host, adv_port = config.advertised_address
                 self.metadata_cache.register_self(
-                    adv_host, adv_port or self.server.port, config.broker_rack
+                    adv_host, adv_port or self.server.port, config.broker_rack, self.kafka_address
                 )
                 await nursery.start(replica_manager.run)
                 await nursery.start(fetchers.run)

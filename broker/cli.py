@@ -1,7 +1,8 @@
 """``minibroker broker``: run one broker until SIGTERM / SIGINT.
 
     minibroker broker --config server.properties [--broker-id N] [--listen HOST:PORT]
-        [--log-dirs A,B] [--zookeeper HOST:PORT[/chroot]] [--metrics-port N]
+        [--kafka-listen HOST:PORT] [--log-dirs A,B] [--zookeeper HOST:PORT[/chroot]]
+        [--metrics-port N]
         [--set key=value ...]
 
 Flags override the file; ``--set`` takes any Kafka property. Without ``--zookeeper``
@@ -33,6 +34,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="Kafka-style .properties file")
     parser.add_argument("--broker-id", type=int, metavar="N", help="broker.id")
     parser.add_argument("--listen", metavar="HOST:PORT", help="listeners (port 0 = any)")
+    parser.add_argument(
+        "--kafka-listen",
+        metavar="HOST:PORT",
+        help="kafka.listeners: also serve Kafka's binary protocol here (port 0 = any)",
+    )
     parser.add_argument("--log-dirs", metavar="A,B", help="log.dirs")
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="zookeeper.connect")
     parser.add_argument("--metrics-port", type=int, metavar="N", help="metrics.port")
@@ -59,6 +65,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, str]:
     flags = {
         "broker.id": args.broker_id,
         "listeners": args.listen,
+        "kafka.listeners": args.kafka_listen,
         "log.dirs": args.log_dirs,
         "zookeeper.connect": args.zookeeper,
         "metrics.port": args.metrics_port,
@@ -100,6 +107,9 @@ async def serve_until_signalled(config: BrokerConfig) -> None:
             broker = Broker(config)
             await nursery.start(broker.run)
             print(f"broker {config.broker_id} listening on port {broker.port}", flush=True)
+            if broker.kafka_address is not None:
+                kafka = _joined(broker.kafka_address)
+                print(f"broker {config.broker_id} Kafka protocol on {kafka}", flush=True)
             async for signum in signals:
                 logging.getLogger(__name__).info(
                     "received %s, stopping", signal.Signals(signum).name
@@ -124,3 +134,8 @@ def _setup_logging(level: str, broker_id: int) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+def _joined(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

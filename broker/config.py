@@ -90,6 +90,17 @@ class BrokerConfig:
     advertised_listeners: str | None = _key(
         "advertised.listeners", None, "Endpoint published to clients; default: listeners."
     )
+    kafka_listeners: str | None = _key(
+        "kafka.listeners",
+        None,
+        "Where to serve Kafka's binary protocol (host:port, port 0 = any free port), beside "
+        "the msgpack listener; unset = no Kafka listener.",
+    )
+    kafka_advertised_listeners: str | None = _key(
+        "kafka.advertised.listeners",
+        None,
+        "Kafka-protocol endpoint published to Kafka clients; default: kafka.listeners.",
+    )
     log_dirs: list[str] = _key(  # noqa: RUF009 - _key uses a default_factory for lists
         "log.dirs", ["/tmp/kafka-logs"], "Comma-separated data directories.", non_empty
     )
@@ -311,6 +322,26 @@ class BrokerConfig:
         host, port = self.listen_address
         return (host if host not in ("", "0.0.0.0", "::") else socket.gethostname(), port)
 
+    @property
+    def kafka_listen_address(self) -> tuple[str, int] | None:
+        """(host, port) of ``kafka.listeners``, None without a Kafka listener."""
+        if not self.kafka_listeners:
+            return None
+        return parse_endpoint(self.kafka_listeners, "kafka.listeners")
+
+    @property
+    def kafka_advertised_address(self) -> tuple[str, int] | None:
+        """(host, port) Kafka clients are given; the port is 0 until the server binds."""
+        if self.kafka_advertised_listeners:
+            return parse_endpoint(self.kafka_advertised_listeners, "kafka.advertised.listeners")
+        listen = self.kafka_listen_address
+        if listen is None:
+            return None
+        host, port = listen
+        if host in ("", "0.0.0.0", "::"):
+            host = self.advertised_address[0]
+        return host, port
+
     def topic_config(self, overrides: Mapping[str, str] | None = None) -> TopicConfig:
         """This broker's topic defaults with a topic's own overrides applied."""
         base: dict[str, Any] = {}
@@ -502,6 +533,7 @@ def _apply(base: _C, values: Mapping[str, Any]) -> _C:
         result.listen_address  # noqa: B018 - fail at start-up on a malformed listener
         if result.advertised_listeners:
             result.advertised_address  # noqa: B018
+        result.kafka_advertised_address  # noqa: B018 - and on a malformed Kafka listener
     return result
 
 

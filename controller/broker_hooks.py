@@ -45,7 +45,7 @@ from minibroker.protocol.errors import KafkaError, MinibrokerError
 from minibroker.zk.client import open_zk_client
 from minibroker.zk.cluster_id import get_or_create_cluster_id
 from minibroker.zk.data import KafkaZkClient
-from minibroker.zk.model import BrokerInfo, EndPoint
+from minibroker.zk.model import KAFKA_LISTENER, BrokerInfo, EndPoint
 from minibroker.zk.types import StateChange, ZkEvent, ZkState
 
 log = logging.getLogger("minibroker.controller.cluster")
@@ -162,9 +162,10 @@ async def run_cluster_member(
         await data.create_top_level_paths()
         broker.metadata_cache.set_cluster_id(await get_or_create_cluster_id(zk))
         host, port = broker.address
-        info = BrokerInfo(
-            config.broker_id, (EndPoint("PLAINTEXT", host, port),), rack=config.broker_rack
-        )
+        endpoints = [EndPoint("PLAINTEXT", host, port)]
+        if broker.kafka_address is not None:
+            endpoints.append(EndPoint(KAFKA_LISTENER, *broker.kafka_address))
+        info = BrokerInfo(config.broker_id, tuple(endpoints), rack=config.broker_rack)
         # A broker restarted right after a crash finds its old znode until that
         # session expires: wait that long rather than fail (ZK layer, ed853ab).
         await data.register_broker(info, stale_wait=session_timeout)

@@ -210,7 +210,10 @@ class ControllerBrokerRequestBatch:
         b = self._context.live_brokers.get(broker_id)
         if b is None:
             return None
-        return {"id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+        body: Body = {"id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+        if b.kafka_address is not None:
+            body["kafka_host"], body["kafka_port"] = b.kafka_address
+        return body
 
     def _leader_and_isr_body(self, broker_id: int) -> Body:
         states: list[Body] = []

@@ -49,6 +49,7 @@ STATE_FILE = "dev.json"
 ZOOKEEPER_READY = re.compile(rb"zookeeper\.connect=([\w.\-]+):(\d+)")
 BROKER_READY = re.compile(rb"broker (\d+) listening on port (\d+)")
 METRICS_PORT = re.compile(rb"metrics on port (\d+)")
+KAFKA_READY = re.compile(rb"broker (\d+) Kafka protocol on \S*:(\d+)")
 START_TIMEOUT_S = 120.0  # ZooKeeper's JVM start plus broker registration on a slow machine
 STOP_TIMEOUT_S = 60.0  # controlled shutdown moves leadership away before a broker exits
 POLL_S = 0.1  # how often logs and the cluster are checked while starting
@@ -65,6 +66,7 @@ class ChildInfo:
     port: int
     log: str
     metrics_port: int | None = None
+    kafka_port: int | None = None
 
 
 @dataclass
@@ -78,6 +80,13 @@ class DevState:
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Kafka clients' bootstrap.servers ("" when no broker has a Kafka listener)."""
+        return ",".join(
+            f"127.0.0.1:{b.kafka_port}" for b in self.brokers.values() if b.kafka_port is not None
+        )
 
     def save(self) -> None:
         path = Path(self.data_dir) / STATE_FILE
@@ -115,6 +124,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="metrics port of broker 1 (default 9308; 0 = any)",
     )
     up.add_argument(
+        "--kafka-base-port",
+        type=int,
+        default=None,
+        help="also serve Kafka's binary protocol: broker i on base+i-1 (0 = any; "
+        "default: no Kafka listener)",
+    )
+    up.add_argument(
         "--set",
         action="append",
         default=[],
@@ -136,9 +152,10 @@ def run(args: argparse.Namespace) -> int:
         return down(args.data_dir)
     if not 1 <= args.brokers <= 100:
         raise UsageError("--brokers must be 1..100")
-    for flag in ("base_port", "zookeeper_port", "metrics_base_port"):
+    for flag in ("base_port", "zookeeper_port", "metrics_base_port", "kafka_base_port"):
         port = getattr(args, flag)
-        if port != 0 and not 0 < port + (args.brokers if flag != "zookeeper_port" else 1) < 65536:
+        span = args.brokers if flag != "zookeeper_port" else 1
+        if port and not 0 < port + span < 65536:
             raise UsageError(f"--{flag.replace('_', '-')} out of range: {port}")
     return run_async(_up, args)
 
@@ -158,6 +175,8 @@ def _check_ports_free(args: argparse.Namespace) -> None:
             wanted.append((args.base_port + i, f"broker {i + 1}"))
         if args.metrics_base_port:
             wanted.append((args.metrics_base_port + i, f"broker {i + 1} metrics"))
+        if args.kafka_base_port:
+            wanted.append((args.kafka_base_port + i, f"broker {i + 1} Kafka listener"))
     for port, who in wanted:
         if not port:
             continue
@@ -318,6 +337,10 @@ class _Supervisor:
             "--metrics-port",
             str(metrics),
         )
+        kafka_base = args.kafka_base_port
+        if kafka_base is not None:
+            kafka = kafka_base + broker_id - 1 if kafka_base else 0
+            argv += ["--kafka-listen", f"127.0.0.1:{kafka}"]
         for item in args.set:
             argv += ["--set", item]
         process, _ = await self._spawn(name, argv)
@@ -328,7 +351,12 @@ class _Supervisor:
                 f.seek(offset)
                 exported = METRICS_PORT.search(f.read())
             metrics = int(exported.group(1)) if exported else 0
-        self.state.brokers[broker_id] = ChildInfo(name, process.pid, actual, str(log), metrics)
+        kafka_port = None
+        if kafka_base is not None:
+            kafka_port = int((await self._wait_for_line(name, log, KAFKA_READY, offset)).group(2))
+        self.state.brokers[broker_id] = ChildInfo(
+            name, process.pid, actual, str(log), metrics, kafka_port
+        )
         self.state.save()
         print(f"  broker {broker_id} listening on 127.0.0.1:{actual} (log {log})", flush=True)
 
@@ -367,6 +395,8 @@ class _Supervisor:
         assert zk is not None
         print("\nminibroker dev cluster is up", flush=True)
         print(f"  bootstrap servers   {self.state.bootstrap}")
+        if self.state.kafka_bootstrap:
+            print(f"  Kafka bootstrap     {self.state.kafka_bootstrap}  (kcat, Kafka clients)")
         print(f"  zookeeper.connect   127.0.0.1:{zk.port}")
         for broker_id, b in sorted(self.state.brokers.items()):
             metrics = f"http://127.0.0.1:{b.metrics_port}/metrics" if b.metrics_port else "-"

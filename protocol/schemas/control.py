@@ -33,7 +33,10 @@ BROKER = struct(
     Field("host", STRING),
     Field("port", INT32),
     Field("rack", Nullable(STRING), None),
-    doc="A live broker: its id and the one listener clients and replicas connect to.",
+    Field("kafka_host", Nullable(STRING), None),
+    Field("kafka_port", INT32, -1),
+    doc="A live broker: its id, the listener clients and replicas connect to, and its "
+    "Kafka-protocol listener (kafka_host nil when it has none).",
 )
 
 _CONTROLLER_HEADER = (

@@ -1,0 +1,202 @@
+"""Kafka's own clients against a 3-broker cluster's Kafka listeners (`dev up
+--kafka-base-port`): kcat (librdkafka) and kafka-python produce and consume with keys
+and headers, see every broker and partition, and interoperate byte for byte with the
+bundled msgpack client. kafka-python 3 turns idempotence on by default, which needs
+InitProducerId (not served yet): its producers here pass ``enable_idempotence=False``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from minibroker.client.admin import Admin
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
+from tests.support.cluster import LocalCluster
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+KCAT_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("cluster"), kafka_listeners=True) as running:
+        yield running
+
+
+def kcat(cluster: LocalCluster, *argv: str, stdin: bytes | None = None) -> bytes:
+    done = subprocess.run(
+        ["kcat", "-b", cluster.kafka_bootstrap, *argv],
+        input=stdin,
+        capture_output=True,
+        timeout=KCAT_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+async def create_topic(cluster: LocalCluster, name: str, partitions: int) -> None:
+    async with Admin(cluster.bootstrap) as admin:
+        await admin.create_topic(name, partitions, 3)
+
+
+def consume_with_kafka_python(
+    cluster: LocalCluster, topic: str, partitions: int, count: int
+) -> list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes]]]]:
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.kafka_bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=1000,
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        found = []
+        deadline = time.monotonic() + 60
+        while len(found) < count and time.monotonic() < deadline:
+            found += [(m.partition, m.offset, m.key, m.value, list(m.headers)) for m in consumer]
+        return found
+    finally:
+        consumer.close()
+
+
+async def test_kcat_lists_every_broker_and_partition(cluster: LocalCluster) -> None:
+    await create_topic(cluster, "listed", 4)
+    metadata = json.loads(kcat(cluster, "-L", "-J", "-t", "listed"))
+    kafka_ports = {b["kafka_port"] for b in cluster.state["brokers"].values()}
+    assert {b["id"] for b in metadata["brokers"]} == {1, 2, 3}
+    assert {int(b["name"].rsplit(":", 1)[1]) for b in metadata["brokers"]} == kafka_ports
+    [topic] = metadata["topics"]
+    assert [p["partition"] for p in topic["partitions"]] == [0, 1, 2, 3]
+    for partition in topic["partitions"]:
+        assert partition["leader"] in (1, 2, 3)
+        assert sorted(r["id"] for r in partition["replicas"]) == [1, 2, 3]
+
+
+async def test_kcat_reads_back_every_record_it_produced_with_keys_and_headers(
+    cluster: LocalCluster,
+) -> None:
+    await create_topic(cluster, "kcat-round-trip", 1)
+    lines = b"".join(b"key-%d:value-%d\n" % (i, i) for i in range(200))
+    kcat(cluster, "-P", "-t", "kcat-round-trip", "-K:", "-H", "origin=kcat", stdin=lines)
+    out = kcat(
+        cluster, "-C", "-t", "kcat-round-trip", "-e", "-q", "-f", "%o %k %s %h\n"
+    ).splitlines()
+    assert out == [b"%d key-%d value-%d origin=kcat" % (i, i, i) for i in range(200)]
+
+
+async def test_kafka_python_producer_and_consumer_round_trip(cluster: LocalCluster) -> None:
+    await create_topic(cluster, "kafka-python", 3)
+    sent = []
+    for acks in (1, "all"):
+        producer = KafkaProducer(
+            bootstrap_servers=cluster.kafka_bootstrap, acks=acks, enable_idempotence=False
+        )
+        try:
+            futures = [
+                producer.send(
+                    "kafka-python",
+                    key=b"k%d" % i,
+                    value=b"v%d-%s" % (i, str(acks).encode()),
+                    headers=[("n", b"%d" % i)],
+                    partition=i % 3,
+                )
+                for i in range(30)
+            ]
+            producer.flush(timeout=30)
+            sent += [
+                (f.get(timeout=30), b"k%d" % i, b"v%d-%s" % (i, str(acks).encode()), i)
+                for i, f in enumerate(futures)
+            ]
+        finally:
+            producer.close()
+
+    found = consume_with_kafka_python(cluster, "kafka-python", 3, len(sent))
+    expected = sorted(
+        (meta.partition, meta.offset, key, value, [("n", b"%d" % i)])
+        for meta, key, value, i in sent
+    )
+    assert sorted(found) == expected
+    for partition in range(3):  # in offset order within each partition
+        offsets = [offset for p, offset, *_ in found if p == partition]
+        assert offsets == sorted(offsets) == list(range(len(offsets)))
+
+
+async def test_kafka_python_finds_offsets_by_timestamp(cluster: LocalCluster) -> None:
+    await create_topic(cluster, "by-time", 1)
+    producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap, enable_idempotence=False)
+    try:
+        for i in range(10):
+            producer.send("by-time", value=b"%d" % i, timestamp_ms=1_000_000 + i * 1000)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        tp = TopicPartition("by-time", 0)
+        found = consumer.offsets_for_times({tp: 1_004_500})[tp]
+        assert (found.offset, found.timestamp) == (5, 1_005_000)
+        assert consumer.end_offsets([tp]) == {tp: 10}
+        assert consumer.beginning_offsets([tp]) == {tp: 0}
+    finally:
+        consumer.close()
+
+
+async def test_what_kcat_writes_the_bundled_consumer_reads_byte_for_byte(
+    cluster: LocalCluster,
+) -> None:
+    await create_topic(cluster, "kcat-to-bundled", 1)
+    lines = "".join(f"κ{i}:välue {i} ✓\n" for i in range(50)).encode()
+    kcat(cluster, "-P", "-t", "kcat-to-bundled", "-K:", "-H", "h=ü", stdin=lines)
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("kcat-to-bundled", 0)])
+        records = []
+        while len(records) < 50:
+            records += await consumer.poll(1000)
+    assert [(r.offset, r.key, r.value) for r in records] == [
+        (i, f"κ{i}".encode(), f"välue {i} ✓".encode()) for i in range(50)
+    ]
+    assert all(list(r.headers) == [("h", "ü".encode())] for r in records)
+
+
+async def test_what_the_bundled_producer_writes_kafka_clients_read_byte_for_byte(
+    cluster: LocalCluster,
+) -> None:
+    await create_topic(cluster, "bundled-to-kafka", 1)
+    payloads = [(bytes([i, 0, 255 - i]), bytes(range(i, i + 20))) for i in range(40)]
+    async with Producer(cluster.bootstrap, acks="all") as producer:
+        for key, value in payloads:
+            await producer.send("bundled-to-kafka", value, key=key, headers=[("b", b"\x00\x01")])
+    found = consume_with_kafka_python(cluster, "bundled-to-kafka", 1, len(payloads))
+    assert found == [
+        (0, i, key, value, [("b", b"\x00\x01")]) for i, (key, value) in enumerate(payloads)
+    ]
+    out = kcat(cluster, "-C", "-t", "bundled-to-kafka", "-e", "-q", "-f", "%o:%K:%S\n")
+    assert out.splitlines() == [b"%d:3:20" % i for i in range(40)]
+
+
+def test_cluster_info_shows_each_brokers_kafka_address(cluster: LocalCluster) -> None:
+    info = cluster.cli("cluster", "info", "--format", "json")
+    assert info.returncode == 0, info.stderr
+    brokers = json.loads(info.stdout)["brokers"]
+    assert {b["id"]: b["kafka"] for b in brokers} == {
+        int(i): f"127.0.0.1:{b['kafka_port']}" for i, b in cluster.state["brokers"].items()
+    }
+
+
+def test_a_malformed_kafka_frame_closes_only_its_own_connection(cluster: LocalCluster) -> None:
+    port = int(cluster.kafka_bootstrap.split(",")[0].rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as bad:
+        bad.sendall(b"\x00\x00\x00\x03\x00\x03\x00")  # a 3-byte "request": no header
+        assert bad.recv(1) == b""  # closed by the broker
+    metadata = json.loads(kcat(cluster, "-L", "-J"))  # the listener serves on
+    assert {b["id"] for b in metadata["brokers"]} == {1, 2, 3}

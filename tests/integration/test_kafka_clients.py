@@ -200,3 +200,51 @@ def test_a_malformed_kafka_frame_closes_only_its_own_connection(cluster: LocalCl
         assert bad.recv(1) == b""  # closed by the broker
     metadata = json.loads(kcat(cluster, "-L", "-J"))  # the listener serves on
     assert {b["id"] for b in metadata["brokers"]} == {1, 2, 3}
+
+
+CODECS = ("gzip", "snappy", "lz4", "zstd")
+KCAT_CODECS = ("gzip", "snappy", "zstd")
+"""librdkafka only writes LZ4 to a broker that serves FindCoordinator (its "LZ4" feature
+test), which comes with consumer groups; until then it sends those batches uncompressed."""
+
+
+@pytest.mark.parametrize("codec", KCAT_CODECS)
+async def test_batches_kcat_compresses_are_stored_as_sent_and_read_by_every_client(
+    cluster: LocalCluster, codec: str
+) -> None:
+    topic = f"kcat-{codec}"
+    await create_topic(cluster, topic, 1)
+    lines = b"".join(b"key-%d:%s\n" % (i, b"compressible " * 20 + b"%d" % i) for i in range(100))
+    kcat(cluster, "-P", "-t", topic, "-K:", "-z", codec, stdin=lines)
+    async with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, 0)])
+        records = []
+        while len(records) < 100:
+            records += await consumer.poll(1000)
+    assert [(r.key, r.value) for r in records] == [
+        (b"key-%d" % i, b"compressible " * 20 + b"%d" % i) for i in range(100)
+    ]
+    # Stored as sent: every replica's segment holds the batches in the producer's codec.
+    for broker_id in (1, 2, 3):
+        [segment] = (cluster.data_dir / f"broker-{broker_id}").glob(f"logs-*/{topic}-0/*.log")
+        dumped = cluster.cli("dump-log", str(segment), bootstrap=False)
+        assert dumped.returncode == 0, dumped.stderr
+        batches = [line for line in dumped.stdout.splitlines() if b"compresscodec:" in line]
+        assert batches and all(b"compresscodec: " + codec.encode() in b for b in batches)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+async def test_batches_the_bundled_producer_compresses_kcat_reads(
+    cluster: LocalCluster, codec: str
+) -> None:
+    topic = f"bundled-{codec}"
+    await create_topic(cluster, topic, 1)
+    async with Producer(cluster.bootstrap, acks="all", compression=codec, linger_ms=50) as producer:
+        deliveries = [
+            producer.send_nowait(topic, b"payload %d " % i * 10, key=b"%d" % i) for i in range(100)
+        ]
+        await producer.flush()
+        for delivery in deliveries:
+            await delivery.result()
+    out = kcat(cluster, "-C", "-t", topic, "-e", "-q", "-f", "%k=%s\n").splitlines()
+    assert out == [b"%d=%s" % (i, b"payload %d " % i * 10) for i in range(100)]

@@ -45,6 +45,7 @@ class KafkaApis:
             ApiKey.UPDATE_METADATA: self.handle_update_metadata,
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
+            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
         }
 
     def install(self, dispatcher: RequestDispatcher) -> None:
@@ -165,6 +166,21 @@ class KafkaApis:
         requested = body["topics"]
         names = None if requested is None else [t["name"] for t in requested]
         return self.metadata_cache.metadata_response(names)
+
+    def handle_describe_cluster(self, header: RequestHeader, body: Body) -> HandlerResult:
+        """The cluster id, controller and live brokers, from the metadata cache."""
+        answer = self.metadata_cache.metadata_response(())
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "error_message": None,
+            "cluster_id": answer["cluster_id"] or "",
+            "controller_id": answer["controller_id"],
+            "brokers": [
+                {"broker_id": b["node_id"], **{k: v for k, v in b.items() if k != "node_id"}}
+                for b in answer["brokers"]
+            ],
+        }
 
     def handle_api_versions(self, header: RequestHeader, body: Body) -> HandlerResult:
         return api_versions_body()

@@ -7,7 +7,8 @@ frames for both protocols):
 
 - a header or body that does not parse -> ``CloseConnection`` (that connection only,
   as Kafka does);
-- ApiVersions is answered here: the versions are this codec's, not the msgpack ones;
+- ApiVersions is answered here: the versions are this codec's, not the msgpack ones,
+  for the APIs some handler serves (the controller's arrive once the broker joins);
   an ApiVersions version it does not know gets a v0 body listing the supported ranges
   (KIP-511), any other unknown API or version closes the connection;
 - Produce v0-2 (advertised so that librdkafka keeps compressing) is refused with
@@ -33,6 +34,7 @@ from minibroker.protocol.api import ApiKey, RequestHeader
 from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
 from minibroker.protocol.kafka.answers import error_response, normalize_request
 from minibroker.protocol.kafka.codec import (
+    ADVERTISED_VERSIONS,
     MalformedKafkaRequest,
     UnsupportedKafkaVersion,
     api_versions_body,
@@ -62,10 +64,10 @@ class KafkaCodec:
             raise CloseConnection(str(exc)) from exc
         except UnsupportedKafkaVersion as exc:
             if exc.header.api_key == ApiKey.API_VERSIONS:
-                return unsupported_api_versions(exc.header)
+                return unsupported_api_versions(exc.header, self._served())
             raise CloseConnection(str(exc)) from exc
         if header.api_key == ApiKey.API_VERSIONS:
-            return encode_response(header, api_versions_body())
+            return encode_response(header, api_versions_body(self._served()))
         exchange = _Exchange(self.listener, body)
         if produce_version_unsupported(header):
             if body["acks"] == 0:
@@ -75,6 +77,11 @@ class KafkaCodec:
         return self.dispatcher.dispatch(
             header, normalize_request(header.api_key, header.api_version, body), exchange
         )
+
+    def _served(self) -> set[int]:
+        """The API keys to advertise: declared here and served by some handler."""
+        served = {key for key in ADVERTISED_VERSIONS if self.dispatcher.serves(key)}
+        return served | {ApiKey.API_VERSIONS}
 
 
 class _Exchange:
@@ -88,7 +95,9 @@ class _Exchange:
 
     def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:
         if header.api_key == ApiKey.METADATA:
-            body = _advertise_kafka_listeners(body)
+            body = _advertise_kafka_listeners(body, "node_id")
+        elif header.api_key == ApiKey.DESCRIBE_CLUSTER:
+            body = _advertise_kafka_listeners(body, "broker_id")
         return encode_response(header, body)
 
     def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]:
@@ -96,10 +105,10 @@ class _Exchange:
         return encode_response(header, error_response(header.api_key, self.request, error))
 
 
-def _advertise_kafka_listeners(body: Body) -> Body:
+def _advertise_kafka_listeners(body: Body, id_key: str) -> Body:
     brokers = [
         {
-            "node_id": b["node_id"],
+            id_key: b[id_key],
             "host": b["kafka_host"],
             "port": b["kafka_port"],
             "rack": b.get("rack"),

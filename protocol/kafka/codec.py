@@ -24,7 +24,7 @@ does not decode; the caller answers ApiVersions with ``unsupported_api_versions`
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from minibroker.protocol.api import RequestHeader
@@ -198,24 +198,30 @@ def encode_response(header: RequestHeader, body: Body) -> list[bytes | bytearray
     return parts
 
 
-def api_versions_body(error: KafkaError | None = None) -> Body:
-    """The ApiVersions answer: every advertised (min, max) version range."""
+def api_versions_body(
+    served: Collection[int] | None = None, error: KafkaError | None = None
+) -> Body:
+    """The ApiVersions answer: the advertised (min, max) version range of every API key
+    in ``served`` (None: all of them)."""
     return {
         "error_code": 0 if error is None else error.code,
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
             for key, (low, high) in ADVERTISED_VERSIONS.items()
+            if served is None or key in served
         ],
         "throttle_time_ms": 0,
     }
 
 
-def unsupported_api_versions(header: RequestHeader) -> list[bytes | bytearray | memoryview]:
+def unsupported_api_versions(
+    header: RequestHeader, served: Collection[int] | None = None
+) -> list[bytes | bytearray | memoryview]:
     """The answer to an ApiVersions version this broker does not know (KIP-511): a v0
     body with UNSUPPORTED_VERSION and the supported ranges, so the client retries with
     a version both sides speak."""
     v0 = header._replace(api_version=0)
-    return encode_response(v0, api_versions_body(UnsupportedVersionError("")))
+    return encode_response(v0, api_versions_body(served, UnsupportedVersionError("")))
 
 
 def produce_version_unsupported(header: RequestHeader) -> bool:

@@ -126,6 +126,21 @@ def _resources(key: str) -> Callable[[Body, KafkaError], Body]:
     return answer
 
 
+def _alter_replica_log_dirs(request: Body, error: KafkaError) -> Body:
+    return {
+        "results": [
+            {
+                "topic_name": topic["name"],
+                "partitions": [
+                    {"partition_index": p, "error_code": error.code} for p in topic["partitions"]
+                ],
+            }
+            for entry in request["dirs"]
+            for topic in entry["topics"]
+        ]
+    }
+
+
 _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     0: _produce,
     1: _fetch,
@@ -136,6 +151,7 @@ _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     23: _offset_for_leader_epoch,
     32: _resources("results"),
     33: _resources("responses"),
+    34: _alter_replica_log_dirs,
 }
 
 

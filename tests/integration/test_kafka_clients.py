@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
 from minibroker.client.admin import Admin
 from minibroker.client.consumer import Consumer
@@ -248,3 +249,46 @@ async def test_batches_the_bundled_producer_compresses_kcat_reads(
             await delivery.result()
     out = kcat(cluster, "-C", "-t", topic, "-e", "-q", "-f", "%k=%s\n").splitlines()
     assert out == [b"%d=%s" % (i, b"payload %d " % i * 10) for i in range(100)]
+
+
+def test_kafka_python_admin_creates_describes_alters_and_deletes_topics(
+    cluster: LocalCluster,
+) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        created = admin.create_topics(
+            [NewTopic("admin-made", 3, 2, topic_configs={"retention.ms": "100000"})]
+        )
+        assert [(t["name"], t["error_code"]) for t in created["topics"]] == [("admin-made", 0)]
+        described = admin.describe_cluster()
+        assert sorted(b["port"] for b in described["brokers"]) == sorted(
+            b["kafka_port"] for b in cluster.state["brokers"].values()
+        )
+        assert described["controller_id"] in (1, 2, 3)
+        altered = admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "admin-made", configs={"retention.ms": "1"})]
+        )
+        assert altered == {"topic": {"admin-made": "OK"}}
+        dirs = admin.describe_log_dirs()
+        hosted = {
+            (p["partition_index"], entry["broker"])
+            for entry in dirs
+            for log_dir in entry["log_dirs"]
+            for topic in log_dir["topics"]
+            if topic["name"] == "admin-made"
+            for p in topic["partitions"]
+        }
+        assert len(hosted) == 6  # 3 partitions x 2 replicas
+        assert admin.list_partition_reassignments() == {}
+        deleted = admin.delete_topics(["admin-made"])
+        assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [("admin-made", 0)]
+    finally:
+        admin.close()
+    deadline = time.monotonic() + 60  # the controller deletes in the background
+    while time.monotonic() < deadline:
+        info = cluster.cli("topic", "describe", "--format", "json")
+        if "admin-made" not in {t["name"] for t in json.loads(info.stdout)}:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("admin-made was never deleted")

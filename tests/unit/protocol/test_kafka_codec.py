@@ -12,6 +12,10 @@ import pytest
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -20,6 +24,12 @@ from kafka.protocol.admin import (
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -64,6 +74,11 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
+    35: (DescribeLogDirsRequest, DescribeLogDirsResponse),
+    34: (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
+    43: (ElectLeadersRequest, ElectLeadersResponse),
+    45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
+    46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
 }
 
 CASES = [

@@ -7,13 +7,18 @@ InitProducerId (not served yet): its producers here pass ``enable_idempotence=Fa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import aiokafka
+import confluent_kafka
 import pytest
+import trio
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
@@ -292,3 +297,88 @@ def test_kafka_python_admin_creates_describes_alters_and_deletes_topics(
         time.sleep(0.2)
     else:
         pytest.fail("admin-made was never deleted")
+
+
+@pytest.mark.parametrize("codec", ["none", *CODECS])
+async def test_confluent_kafka_produces_with_every_codec_and_reads_back_in_order(
+    cluster: LocalCluster, codec: str
+) -> None:
+    topic = f"confluent-{codec}"
+    await create_topic(cluster, topic, 2)
+    failures: list[object] = []
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.kafka_bootstrap, "compression.type": codec, "acks": "all"}
+    )
+    for i in range(200):
+        producer.produce(
+            topic,
+            key=b"k%d" % i,
+            value=b"value %d " % i * 5,
+            headers=[("i", b"%d" % i)],
+            partition=i % 2,
+            on_delivery=lambda error, _: failures.append(error) if error else None,
+        )
+    assert producer.flush(60) == 0
+    assert failures == []
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "group.id": "unused-with-manual-assignment",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in (0, 1)])
+        found: list[tuple[int, int, bytes, bytes]] = []
+        deadline = time.monotonic() + 60
+        while len(found) < 200 and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            found.append((message.partition(), message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+    for partition in (0, 1):
+        mine = [(offset, key, value) for p, offset, key, value in found if p == partition]
+        assert mine == [
+            (n, b"k%d" % i, b"value %d " % i * 5) for n, i in enumerate(range(partition, 200, 2))
+        ]
+
+
+def test_aiokafka_produces_and_reads_back_with_keys_and_headers(cluster: LocalCluster) -> None:
+    trio.run(create_topic, cluster, "aiokafka", 1)
+
+    async def round_trip() -> list[tuple[int, bytes | None, bytes | None, list[Any]]]:
+        producer = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=cluster.kafka_bootstrap, acks="all", compression_type="gzip"
+        )
+        await producer.start()
+        try:
+            for i in range(50):
+                await producer.send_and_wait(
+                    "aiokafka", value=b"a%d" % i, key=b"k%d" % i, headers=[("h", b"%d" % i)]
+                )
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=cluster.kafka_bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            partition = aiokafka.TopicPartition("aiokafka", 0)
+            consumer.assign([partition])
+            records = []
+            while len(records) < 50:
+                batches = await consumer.getmany(timeout_ms=1000)
+                records += [r for batch in batches.values() for r in batch]
+            return [(r.offset, r.key, r.value, list(r.headers)) for r in records]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(asyncio.wait_for(round_trip(), 120)) == [
+        (i, b"k%d" % i, b"a%d" % i, [("h", b"%d" % i)]) for i in range(50)
+    ]

@@ -74,9 +74,11 @@ class KafkaCodec:
                 raise CloseConnection(f"Produce v{header.api_version} (acks=0) is not supported")
             error = UnsupportedVersionError(f"Produce v{header.api_version} is not supported")
             return exchange.encode_error(header, error)
-        return self.dispatcher.dispatch(
-            header, normalize_request(header.api_key, header.api_version, body), exchange
-        )
+        try:
+            body = normalize_request(header.api_key, header.api_version, body)
+        except KafkaError as exc:
+            return exchange.encode_error(header, exc)
+        return self.dispatcher.dispatch(header, body, exchange)
 
     def _served(self) -> set[int]:
         """The API keys to advertise: declared here and served by some handler."""

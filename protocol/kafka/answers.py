@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from minibroker.protocol.errors import KafkaError
+from minibroker.protocol.errors import CorruptMessageError, KafkaError
 
 Body = dict[str, Any]
 
@@ -165,7 +165,15 @@ def error_response(api_key: int, request: Body, error: KafkaError) -> Body:
 
 
 def normalize_request(api_key: int, api_version: int, body: Body) -> Body:
-    """Kafka-only request conventions in the handlers' terms."""
+    """Kafka-only request conventions in the handlers' terms; raises the KafkaError that
+    refuses the whole request when it has none (Produce with null records)."""
     if api_key == 3 and api_version == 0 and not body["topics"]:
         body["topics"] = None  # Metadata v0 asks for every topic with an empty list
+    elif api_key == 0:
+        for topic in body["topics"]:
+            for partition in topic["partitions"]:
+                if partition["records"] is None:
+                    raise CorruptMessageError(
+                        f"null records for {topic['name']}-{partition['index']}"
+                    )
     return body

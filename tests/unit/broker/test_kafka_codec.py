@@ -22,11 +22,14 @@ from minibroker.protocol.kafka.codec import encode_request
 
 UNSUPPORTED_VERSION = 35
 NOT_LEADER_OR_FOLLOWER = 6
+CORRUPT_MESSAGE = 2
 
 PRODUCE_BODY = {
     "acks": 1,
     "timeout_ms": 1000,
-    "topics": [{"name": "t", "partitions": [{"index": 0, "records": b""}, {"index": 1}]}],
+    "topics": [
+        {"name": "t", "partitions": [{"index": 0, "records": b""}, {"index": 1, "records": b""}]}
+    ],
 }
 
 
@@ -171,3 +174,16 @@ def test_acks_zero_produce_below_v3_closes_the_connection_instead_of_answering()
     codec = codec_serving(produce=lambda h, b: None)
     with pytest.raises(CloseConnection):
         codec.handle(frame_of(ApiKey.PRODUCE, 1, {**PRODUCE_BODY, "acks": 0}))
+
+
+def test_produce_with_null_records_is_refused_as_corrupt_without_reaching_the_handler() -> None:
+    called: list[Body] = []
+    codec = codec_serving(produce=lambda h, b: called.append(b))
+    body = {**PRODUCE_BODY, "topics": [{"name": "t", "partitions": [{"index": 4}]}]}
+    response = ProduceResponse[9].decode(
+        answer(codec.handle(frame_of(ApiKey.PRODUCE, 9, body))), header=True, framed=True
+    )
+    assert [(p.index, p.error_code) for p in response.responses[0].partition_responses] == [
+        (4, CORRUPT_MESSAGE)
+    ]
+    assert called == []

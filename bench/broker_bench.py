@@ -298,7 +298,7 @@ def start(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], 
 
 
 async def lead_partition(port: int) -> None:
-    from minibroker.client.connection import Connection
+    from minibroker.net.connection import Connection
 
     async with Connection("127.0.0.1", port) as conn:
         header = {"controller_id": 99, "controller_epoch": 1, "broker_epoch": -1}

@@ -23,7 +23,7 @@ from typing import Any
 
 import trio
 
-from minibroker.client.connection import Connection
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,0 +1,172 @@
+"""ClusterMembership: a broker's life in a ZooKeeper cluster, on the session its broker
+opened (broker/broker.py).
+
+``run`` (started once the listener is bound, so the advertised port is known)
+
+1. creates Kafka's persistent paths and reads (or creates) /cluster/id for Metadata;
+2. registers ``/brokers/ids/<id>`` (ephemeral) with the broker's advertised address and
+   remembers the broker epoch (the znode's czxid, KIP-380), registering again whenever a
+   new session replaces an expired one;
+3. runs the broker's /config/changes listener (broker/topic_configs.py) and every
+   *session service* it was given: what else lives on this broker's session (the
+   controller candidate, which the process one layer up, node/, passes in);
+4. if any of that fails after the first join, logs it and joins again after
+   ``CLUSTER_REJOIN_BACKOFF_S``: the broker keeps serving what it leads meanwhile.
+   Failing the first join stops the broker.
+
+``controlled_shutdown()`` is for the broker's stop path: it asks the controller
+(wherever it runs) to move leadership away, retrying as ``controlled.shutdown.max.retries``
+/ ``.retry.backoff.ms`` say, before the broker closes its listener.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+import trio
+
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.net.connection import Connection
+from minibroker.protocol.api import ApiKey, Body
+from minibroker.protocol.errors import KafkaError, MinibrokerError
+from minibroker.zk.cluster_id import get_or_create_cluster_id
+from minibroker.zk.data import KafkaZkClient
+from minibroker.zk.model import BrokerInfo, EndPoint
+from minibroker.zk.types import StateChange, ZkEvent, ZkState
+
+log = logging.getLogger(__name__)
+
+CLUSTER_REJOIN_BACKOFF_S = 2.0
+"""Pause before rejoining the cluster after the membership task failed (ZooKeeper down)."""
+
+NO_BROKER_EPOCH = -1
+"""The broker epoch before the first registration."""
+
+
+class SessionService(Protocol):
+    """Something that runs on the broker's ZooKeeper session while it is a member:
+    started once per join, with its own subscription to the session's events."""
+
+    async def __call__(
+        self,
+        zk: KafkaZkClient,
+        events: trio.MemoryReceiveChannel[ZkEvent],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None: ...
+
+
+class ClusterMembership:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        zk: KafkaZkClient,
+        metadata_cache: MetadataCache,
+        topic_configs: TopicConfigs,
+        *,
+        address: tuple[str, int],
+        services: Sequence[SessionService] = (),
+    ) -> None:
+        self.config = config
+        self.zk = zk
+        self.metadata_cache = metadata_cache
+        self.topic_configs = topic_configs
+        host, port = address
+        self.info = BrokerInfo(
+            config.broker_id, (EndPoint("PLAINTEXT", host, port),), rack=config.broker_rack
+        )
+        self.services = services
+        self.broker_epoch = NO_BROKER_EPOCH
+        """The czxid of this broker's current /brokers/ids/<id> znode (KIP-380)."""
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        joined = False
+        while True:
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(self._join)
+                    if not joined:
+                        joined = True
+                        task_status.started()
+            except Exception as exc:
+                if not joined:
+                    raise
+                log.error("cluster membership failed; rejoining: %r", exc, exc_info=exc)
+            else:
+                log.warning("cluster membership ended; rejoining")
+            await trio.sleep(CLUSTER_REJOIN_BACKOFF_S)
+
+    async def _join(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        config = self.config
+        data = self.zk
+        session_events = data.zk.subscribe()
+        config_events = data.zk.subscribe()
+        service_events = [data.zk.subscribe() for _ in self.services]
+        await data.create_top_level_paths()
+        self.metadata_cache.set_cluster_id(await get_or_create_cluster_id(data.zk))
+        session_timeout = config.zookeeper_session_timeout_ms / 1000
+        # A broker restarted right after a crash finds its old znode until that
+        # session expires: wait that long rather than fail.
+        self.broker_epoch = await data.register_broker(self.info, stale_wait=session_timeout)
+        async with trio.open_nursery() as nursery:
+            for service, events in zip(self.services, service_events, strict=True):
+                await nursery.start(functools.partial(service, data, events))
+            nursery.start_soon(self._keep_registered, session_events)
+            await nursery.start(self.topic_configs.run_change_listener, data, config_events)
+            log.info(
+                "broker %d joined the cluster at %s", config.broker_id, config.zookeeper_connect
+            )
+            task_status.started()
+
+    async def _keep_registered(self, events: trio.MemoryReceiveChannel[ZkEvent]) -> None:
+        """A new session (after expiry) lost our ephemeral /brokers/ids znode: write it
+        again (a new znode: a new broker epoch)."""
+        async for event in events:
+            if (
+                isinstance(event, StateChange)
+                and event.state is ZkState.CONNECTED
+                and event.new_session
+            ):
+                try:
+                    self.broker_epoch = await self.zk.register_broker(self.info)
+                    log.info("broker %d registered again after session expiry", self.info.id)
+                except MinibrokerError as exc:
+                    log.error("re-registering broker %d failed: %s", self.info.id, exc)
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the active controller to move leadership off this broker; True once it
+        leads no replicated partition (Kafka's KafkaServer.controlledShutdown)."""
+        config = self.config
+        for attempt in range(config.controlled_shutdown_max_retries + 1):
+            if attempt:
+                await trio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+            try:
+                remaining = await self._ask_controller_to_shut_us_down()
+            except (KafkaError, OSError) as exc:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+                continue
+            if remaining is not None and not remaining:
+                log.info("controlled shutdown of broker %d succeeded", config.broker_id)
+                return True
+            log.info("controlled shutdown: broker still leads %s", remaining)
+        return False
+
+    async def _ask_controller_to_shut_us_down(self) -> list[Body] | None:
+        controller_id = await self.zk.get_controller_id()
+        brokers = await self.zk.get_live_brokers()
+        if controller_id is None or controller_id not in brokers:
+            return None
+        target = brokers[controller_id]
+        async with Connection(target.host, target.port, client_id="controlled-shutdown") as conn:
+            response = await conn.request(
+                ApiKey.CONTROLLED_SHUTDOWN, {"broker_id": self.config.broker_id}
+            )
+        if response["error_code"]:
+            return None
+        remaining: list[Body] = response["remaining_partitions"]
+        return remaining

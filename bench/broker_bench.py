@@ -343,6 +343,8 @@ def main() -> None:
             "--log-level", "WARNING",
             # 1 MiB of record values plus batch overhead is a little over Kafka's default
             "--set", f"message.max.bytes={2 << 20}",
+            # this script plays the controller (LeaderAndIsr) for the standalone broker
+            "--set", "standalone.accept.controller.requests=true",
         ]  # fmt: skip
         fetch_answer = len(BIG) + 200  # about the size of a fetch response
         broker, broker_port = start(broker_cmd, env)

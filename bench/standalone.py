@@ -52,6 +52,8 @@ def standalone_broker(*properties: str) -> Iterator[str]:
             "-1",
             "--log-level",
             "WARNING",
+            "--set",  # lead() below plays the controller for this standalone broker
+            "standalone.accept.controller.requests=true",
         ]
         for item in properties:
             argv += ["--set", item]

@@ -36,6 +36,7 @@ from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
@@ -150,7 +151,15 @@ class Broker:
             on_log_dir_failure=log_dir_failures.failed,
         )
         self.replica_manager = replica_manager
-        KafkaApis(replica_manager, self.metadata_cache).install(self.dispatcher)
+        fence = ControllerFence(
+            zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
+        )
+        KafkaApis(
+            replica_manager,
+            self.metadata_cache,
+            fence,
+            controller_listener=config.inter_broker_listener_name,
+        ).install(self.dispatcher)
         self.log_dir_mover = LogDirMover(  # moves between this broker's dirs
             replica_manager,
             rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
@@ -214,6 +223,7 @@ class Broker:
                     zk,
                     self.metadata_cache,
                     self.topic_configs,
+                    fence,
                     address=self.address,
                     services=self.session_services,
                 )

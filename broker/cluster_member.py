@@ -5,9 +5,11 @@ opened (broker/broker.py).
 
 1. creates Kafka's persistent paths and reads (or creates) /cluster/id for Metadata;
 2. registers ``/brokers/ids/<id>`` (ephemeral) with the broker's advertised address and
-   remembers the broker epoch (the znode's czxid, KIP-380), registering again whenever a
-   new session replaces an expired one;
-3. runs the broker's /config/changes listener (broker/topic_configs.py) and every
+   gives the controller fence the broker epoch (the znode's czxid, KIP-380), registering
+   again whenever a new session replaces an expired one;
+3. runs the broker's controller fence (broker/controller_fence.py: it follows
+   /controller and /controller_epoch), its /config/changes listener
+   (broker/topic_configs.py) and every
    *session service* it was given: what else lives on this broker's session (the
    controller candidate, which the process one layer up, node/, passes in);
 4. if any of that fails after the first join, logs it and joins again after
@@ -29,6 +31,7 @@ from typing import Protocol
 import trio
 
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.net.connection import Connection
@@ -43,9 +46,6 @@ log = logging.getLogger(__name__)
 
 CLUSTER_REJOIN_BACKOFF_S = 2.0
 """Pause before rejoining the cluster after the membership task failed (ZooKeeper down)."""
-
-NO_BROKER_EPOCH = -1
-"""The broker epoch before the first registration."""
 
 
 class SessionService(Protocol):
@@ -68,6 +68,7 @@ class ClusterMembership:
         zk: KafkaZkClient,
         metadata_cache: MetadataCache,
         topic_configs: TopicConfigs,
+        fence: ControllerFence,
         *,
         address: tuple[str, int],
         services: Sequence[SessionService] = (),
@@ -76,13 +77,12 @@ class ClusterMembership:
         self.zk = zk
         self.metadata_cache = metadata_cache
         self.topic_configs = topic_configs
+        self.fence = fence
         host, port = address
         self.info = BrokerInfo(
             config.broker_id, (EndPoint("PLAINTEXT", host, port),), rack=config.broker_rack
         )
         self.services = services
-        self.broker_epoch = NO_BROKER_EPOCH
-        """The czxid of this broker's current /brokers/ids/<id> znode (KIP-380)."""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         joined = False
@@ -105,6 +105,7 @@ class ClusterMembership:
         config = self.config
         data = self.zk
         session_events = data.zk.subscribe()
+        fence_events = data.zk.subscribe()
         config_events = data.zk.subscribe()
         service_events = [data.zk.subscribe() for _ in self.services]
         await data.create_top_level_paths()
@@ -112,8 +113,9 @@ class ClusterMembership:
         session_timeout = config.zookeeper_session_timeout_ms / 1000
         # A broker restarted right after a crash finds its old znode until that
         # session expires: wait that long rather than fail.
-        self.broker_epoch = await data.register_broker(self.info, stale_wait=session_timeout)
+        self.fence.broker_epoch = await data.register_broker(self.info, stale_wait=session_timeout)
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.fence.run, data, fence_events)
             for service, events in zip(self.services, service_events, strict=True):
                 await nursery.start(functools.partial(service, data, events))
             nursery.start_soon(self._keep_registered, session_events)
@@ -133,7 +135,7 @@ class ClusterMembership:
                 and event.new_session
             ):
                 try:
-                    self.broker_epoch = await self.zk.register_broker(self.info)
+                    self.fence.broker_epoch = await self.zk.register_broker(self.info)
                     log.info("broker %d registered again after session expiry", self.info.id)
                 except MinibrokerError as exc:
                     log.error("re-registering broker %d failed: %s", self.info.id, exc)

@@ -76,6 +76,10 @@ class BrokerAddress(Protocol):
     def port(self) -> int: ...
     @property
     def rack(self) -> str | None: ...
+    @property
+    def epoch(self) -> int:
+        """The czxid of its /brokers/ids znode (KIP-380's broker epoch)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

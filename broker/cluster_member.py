@@ -4,7 +4,8 @@ opened (broker/broker.py).
 ``run`` (started once the listener is bound, so the advertised port is known)
 
 1. creates Kafka's persistent paths and reads (or creates) /cluster/id for Metadata;
-2. registers ``/brokers/ids/<id>`` (ephemeral) with the broker's advertised address and
+2. releases the registration its previous process left behind (below), then registers
+   ``/brokers/ids/<id>`` (ephemeral) with the broker's advertised address and
    gives the controller fence the broker epoch (the znode's czxid, KIP-380), registering
    again whenever a new session replaces an expired one;
 3. runs the broker's controller fence (broker/controller_fence.py: it follows
@@ -16,6 +17,20 @@ opened (broker/broker.py).
    ``CLUSTER_REJOIN_BACKOFF_S``: the broker keeps serving what it leads meanwhile.
    Failing the first join stops the broker.
 
+Re-registering at once after kill -9. The dead process's session, and its
+/brokers/ids/<id>, outlive it until ZooKeeper expires the session (the session timeout,
+18 s by default); Kafka waits that long. Here each new session's (id, password) is saved
+in the first log dir (zk/session.py). At start-up, if /brokers/ids/<id> is owned by the
+session saved there, that session belonged to the previous process on these log dirs,
+and that process is dead: this process holds the exclusive flock on every log dir
+(storage/log_manager.py), which the kernel releases only when its holder exits, so no
+live process can be using that session. The broker joins it with the saved password and
+closes it; ZooKeeper deletes its ephemerals at once (a /controller it held too, so a
+new controller is elected without waiting either), and the broker registers. Any other
+owner (another broker configured with the same id, or a session the file does not
+name because the process died before writing it) is waited for as before, up to the
+session timeout, then refused. Failing to close the old session only costs the wait.
+
 ``controlled_shutdown()`` is for the broker's stop path: it asks the controller
 (wherever it runs) to move leadership away, retrying as ``controlled.shutdown.max.retries``
 / ``.retry.backoff.ms`` say, before the broker closes its listener.
@@ -26,6 +41,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 import trio
@@ -39,8 +55,9 @@ from minibroker.protocol.api import ApiKey, Body
 from minibroker.protocol.errors import KafkaError, MinibrokerError
 from minibroker.zk.cluster_id import get_or_create_cluster_id
 from minibroker.zk.data import KafkaZkClient
-from minibroker.zk.model import BrokerInfo, EndPoint
-from minibroker.zk.types import StateChange, ZkEvent, ZkState
+from minibroker.zk.model import BrokerInfo, EndPoint, broker_path
+from minibroker.zk.session import SESSION_FILE, close_session, read_credentials, write_credentials
+from minibroker.zk.types import StateChange, ZkError, ZkEvent, ZkState
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +100,7 @@ class ClusterMembership:
             config.broker_id, (EndPoint("PLAINTEXT", host, port),), rack=config.broker_rack
         )
         self.services = services
+        self.session_file = Path(config.log_dirs[0]) / SESSION_FILE
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         joined = False
@@ -111,9 +129,11 @@ class ClusterMembership:
         await data.create_top_level_paths()
         self.metadata_cache.set_cluster_id(await get_or_create_cluster_id(data.zk))
         session_timeout = config.zookeeper_session_timeout_ms / 1000
-        # A broker restarted right after a crash finds its old znode until that
-        # session expires: wait that long rather than fail.
+        await self._release_previous_registration(session_timeout)
+        # A znode of a session we cannot prove ours may still be a crashed process's
+        # until that session expires: wait that long rather than fail.
         self.fence.broker_epoch = await data.register_broker(self.info, stale_wait=session_timeout)
+        await self._save_session()
         async with trio.open_nursery() as nursery:
             await nursery.start(self.fence.run, data, fence_events)
             for service, events in zip(self.services, service_events, strict=True):
@@ -137,8 +157,42 @@ class ClusterMembership:
                 try:
                     self.fence.broker_epoch = await self.zk.register_broker(self.info)
                     log.info("broker %d registered again after session expiry", self.info.id)
+                    await self._save_session()
                 except MinibrokerError as exc:
                     log.error("re-registering broker %d failed: %s", self.info.id, exc)
+
+    async def _release_previous_registration(self, timeout: float) -> None:
+        """Close the session of this broker's previous process if it still holds
+        /brokers/ids/<id> (the module docstring says why that is safe)."""
+        saved = read_credentials(self.session_file)
+        if saved is None:
+            return
+        stat = await self.zk.zk.exists(broker_path(self.info.id))
+        if stat is None or stat.ephemeral_owner != saved[0]:
+            return
+        if stat.ephemeral_owner == self.zk.zk.session_id:
+            return  # our own registration (a rejoin on the same session)
+        log.info(
+            "broker %d: /brokers/ids/%d is held by session 0x%x of this broker's previous"
+            " process; closing it",
+            self.info.id,
+            self.info.id,
+            saved[0],
+        )
+        try:
+            await close_session(self.config.zookeeper_connect or "", saved, timeout=timeout)
+        except ZkError as exc:
+            log.warning("cannot close the previous session: %s", exc)
+
+    async def _save_session(self) -> None:
+        """Keep the current session's credentials in the first log dir."""
+        credentials = self.zk.zk.session_credentials()
+        if credentials is None:
+            return
+        try:
+            await trio.to_thread.run_sync(write_credentials, self.session_file, credentials)
+        except OSError as exc:
+            log.warning("cannot save the ZooKeeper session in %s: %s", self.session_file, exc)
 
     async def controlled_shutdown(self) -> bool:
         """Ask the active controller to move leadership off this broker; True once it

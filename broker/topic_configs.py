@@ -15,7 +15,7 @@ How this works (ZooKeeper-era Kafka's AdminManager + DynamicConfigManager, topic
   then the notification ``/config/changes/config_change_<seq>``
   ``{"version":2,"entity_path":"topics/T"}``.
 - Every broker watches /config/changes (``run_change_listener``, started by
-  controller/broker_hooks.py with the session's event channel) and, for each new
+  broker/cluster_member.py with the session's event channel) and, for each new
   notification, re-reads the topic's overrides and applies them to its live partitions
   (TopicConfig) and logs (LogConfig). The active controller watches the same znodes for
   unclean.leader.election.enable (controller.py ``_on_topic_config_change``).

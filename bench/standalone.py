@@ -23,7 +23,7 @@ from typing import Any
 
 import trio
 
-from minibroker.client.connection import Connection
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +52,8 @@ def standalone_broker(*properties: str) -> Iterator[str]:
             "-1",
             "--log-level",
             "WARNING",
+            "--set",  # lead() below plays the controller for this standalone broker
+            "standalone.accept.controller.requests=true",
         ]
         for item in properties:
             argv += ["--set", item]

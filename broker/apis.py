@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
+from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.dispatcher import Deferred, Handler, HandlerResult, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
@@ -24,14 +25,33 @@ from minibroker.broker.replica_manager import (
 )
 from minibroker.broker.server import CloseConnection
 from minibroker.protocol.api import ApiKey, Body, RequestHeader, api_versions_body
-from minibroker.protocol.errors import NONE, KafkaError
+from minibroker.protocol.errors import (
+    NONE,
+    KafkaError,
+    StaleBrokerEpochError,
+    StaleControllerEpochError,
+)
 from minibroker.storage.names import TopicPartition
+
+CONTROLLER_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA})
+"""The requests only the controller may send (checked by ``ControllerFence``)."""
 
 
 class KafkaApis:
-    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        fence: ControllerFence,
+        *,
+        controller_listener: str = "PLAINTEXT",
+    ) -> None:
+        """``fence`` decides whether a controller request comes from the controller;
+        controller requests are served on ``controller_listener`` only."""
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
+        self.fence = fence
+        self.controller_listener = controller_listener
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
         self.metrics = replica_manager.metrics
         self._controller_queue = InOrder()
@@ -51,7 +71,8 @@ class KafkaApis:
     def install(self, dispatcher: RequestDispatcher) -> None:
         """Serve this class's API keys through ``dispatcher``."""
         for api_key, handler in self._handlers.items():
-            dispatcher.register(api_key, handler)
+            listener = self.controller_listener if api_key in CONTROLLER_APIS else None
+            dispatcher.register(api_key, handler, listener=listener)
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -200,10 +221,13 @@ class KafkaApis:
             )
             for s in body["partition_states"]
         }
-        for broker in body["live_leaders"]:
-            self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
 
         async def apply() -> Body:
+            refused = await self._refuse_unless_from_controller(body)
+            if refused is not None:
+                return refused | {"partition_errors": []}
+            for broker in body["live_leaders"]:
+                self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
             errors = await self.replica_manager.become_leader_or_follower(
                 body["controller_epoch"], states
             )
@@ -218,6 +242,9 @@ class KafkaApis:
         ]
 
         async def apply() -> Body:
+            refused = await self._refuse_unless_from_controller(body)
+            if refused is not None:
+                return refused | {"partition_errors": []}
             errors = await self.replica_manager.stop_replicas(body["controller_epoch"], stops)
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
@@ -225,10 +252,24 @@ class KafkaApis:
 
     def handle_update_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
         async def apply() -> Body:
+            refused = await self._refuse_unless_from_controller(body)
+            if refused is not None:
+                return refused
             self.replica_manager.update_metadata(body)
             return {"error_code": NONE}
 
         return self._controller_ordered(apply)
+
+    async def _refuse_unless_from_controller(self, body: Body) -> Body | None:
+        """None if the controller ZooKeeper names sent ``body`` to this broker's current
+        registration; else the error answer (nothing is changed)."""
+        try:
+            await self.fence.check(
+                body["controller_id"], body["controller_epoch"], body["broker_epoch"]
+            )
+        except (StaleControllerEpochError, StaleBrokerEpochError) as exc:
+            return {"error_code": exc.code, "error_message": exc.message}
+        return None
 
     def _controller_ordered(self, apply: Callable[[], Awaitable[Body]]) -> Deferred:
         """Controller requests take effect in arrival order, as Kafka's one-request-at-a-

@@ -291,6 +291,19 @@ class BrokerConfig:
         "Prometheus /metrics port (minibroker's own key); -1 = off, 0 = any free port.",
         between(-1, 65535),
     )
+    inter_broker_listener_name: str = _key(
+        "inter.broker.listener.name",
+        "PLAINTEXT",
+        "The listener that carries controller requests (LeaderAndIsr, StopReplica, "
+        "UpdateMetadata); refused on every other listener.",
+    )
+    standalone_accept_controller_requests: bool = _key(
+        "standalone.accept.controller.requests",
+        False,
+        "Standalone only (minibroker's own key): obey LeaderAndIsr / StopReplica / "
+        "UpdateMetadata from any sender, for tests and benches that play the controller "
+        "on a broker nobody else reaches. Ignored with zookeeper.connect.",
+    )
 
     # -- derived values ------------------------------------------------------------------
 

@@ -24,6 +24,10 @@ that error's answer; any other exception is logged with its traceback and answer
 UNKNOWN_SERVER_ERROR, so a request can never take the broker down. ``CloseConnection``
 passes through to the server. A known API key nobody registered is answered
 UNSUPPORTED_VERSION.
+
+Listeners: each codec serves one named listener. A key registered with ``listener=``
+(the controller's requests, on ``inter.broker.listener.name``) is answered
+CLUSTER_AUTHORIZATION_FAILED on every other listener, before its handler runs.
 """
 
 from __future__ import annotations
@@ -36,7 +40,11 @@ from typing import Protocol, TypeAlias
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.server import Buffer, CloseConnection, Pending, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
-from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
+from minibroker.protocol.errors import (
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    UnsupportedVersionError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +84,16 @@ class RequestDispatcher:
     def __init__(self, metrics: BrokerMetrics) -> None:
         self.metrics = metrics
         self._handlers: dict[int, Handler] = {}
+        self._listener_of: dict[int, str] = {}
 
-    def register(self, api_key: ApiKey, handler: Handler) -> None:
-        """Serve ``api_key`` with ``handler`` (replacing any handler it had)."""
+    def register(self, api_key: ApiKey, handler: Handler, *, listener: str | None = None) -> None:
+        """Serve ``api_key`` with ``handler`` (replacing any handler it had); with
+        ``listener``, only on the listener of that name."""
         self._handlers[int(api_key)] = handler
+        if listener is None:
+            self._listener_of.pop(int(api_key), None)
+        else:
+            self._listener_of[int(api_key)] = listener
 
     def serves(self, api_key: int) -> bool:
         return api_key in self._handlers
@@ -90,6 +104,13 @@ class RequestDispatcher:
         if handler is None:
             error = UnsupportedVersionError(f"api key {header.api_key} is not served here")
             return encoder.encode_error(header, error)
+        if header.api_key in self._listener_of and encoder.listener != (
+            only := self._listener_of[header.api_key]
+        ):
+            refused = ClusterAuthorizationFailedError(
+                f"{describe(header)} is served on listener {only}, not {encoder.listener}"
+            )
+            return encoder.encode_error(header, refused)
         started = time.perf_counter()
         try:
             result = handler(header, body)

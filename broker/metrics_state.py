@@ -40,7 +40,7 @@ is left out rather than reported as a misleading 0.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -51,9 +51,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from minibroker.broker.broker import Broker
-    from minibroker.broker.partition import Partition
+from minibroker.broker.partition import Partition
+from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.server import BrokerServer
+from minibroker.storage.log_manager import LogManager
 
 LISTENER = "PLAINTEXT"
 """Kafka's listener name for minibroker's one plaintext listener."""
@@ -105,14 +106,21 @@ def fetcher_max_lag(fetcher: Any) -> int | None:
 
 
 class BrokerStateCollector(Collector):
-    """Reads ``broker`` at each scrape; safe before ``Broker.run`` has built anything."""
+    """Reads the broker's components at each scrape (a missing one is left out)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        *,
+        replica_manager: ReplicaManager | None,
+        server: BrokerServer | None,
+        log_manager: LogManager | None,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.server = server
+        self.log_manager = log_manager
 
     def collect(self) -> Iterator[Metric]:
-        broker = self.broker
-        manager = broker.replica_manager
+        manager = self.replica_manager
         if manager is not None:
             partitions = list(manager.partitions.values())
             yield GaugeMetricFamily(
@@ -138,16 +146,16 @@ class BrokerStateCollector(Collector):
                     {"clientid": FETCHER_CLIENT_ID},
                     lag,
                 )
-        if broker.server is not None:
+        if self.server is not None:
             connections = UnknownMetricFamily(
                 CONNECTION_COUNT,
                 "Open client connections.",
                 labels=["listener", "networkprocessor"],
             )
-            connections.add_metric([LISTENER, "0"], broker.server.connections)
+            connections.add_metric([LISTENER, "0"], self.server.connections)
             yield connections
-        stats = getattr(broker.log_manager, "flush_stats", None)
-        if stats is not None:
+        if self.log_manager is not None:
+            stats = self.log_manager.flush_stats
             yield SummaryMetricFamily(
                 LOG_FLUSH,
                 "Log flushes (fsync) and the milliseconds they took.",
@@ -175,3 +183,35 @@ def _labelled_gauge(
     family = GaugeMetricFamily(name, documentation, labels=list(labels))
     family.add_metric(list(labels.values()), value)
     return family
+
+
+class PartitionCollector(Collector):
+    """Per-partition gauges and the replica manager's partition counts."""
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+
+    def collect(self) -> Iterator[Metric]:
+        partitions = list(self.replica_manager.partitions.values())
+        leaders = [p for p in partitions if p.is_leader]
+        under = sum(1 for p in leaders if len(p.isr) < len(p.assigned_replicas))
+        prefix = "kafka_server_replicamanager_"
+        yield GaugeMetricFamily(prefix + "partitioncount", "Partitions here.", len(partitions))
+        yield GaugeMetricFamily(prefix + "leadercount", "Partitions led here.", len(leaders))
+        yield GaugeMetricFamily(
+            prefix + "underreplicatedpartitions", "Led partitions whose ISR < AR.", under
+        )
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily("kafka_log_log_size", "Log size in bytes.", labels=labels)
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=labels)
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start.", labels=labels)
+        hw = GaugeMetricFamily(
+            "kafka_cluster_partition_highwatermark", "High watermark.", labels=labels
+        )
+        for p in partitions:
+            key = [p.tp.topic, str(p.tp.partition)]
+            size.add_metric(key, p.log.size)
+            end.add_metric(key, p.log.log_end_offset)
+            start.add_metric(key, p.log.log_start_offset)
+            hw.add_metric(key, p.high_watermark)
+        yield from (size, end, start, hw)

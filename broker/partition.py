@@ -8,7 +8,7 @@ State, all changed only on the Trio thread (so no locks):
 - ``assigned_replicas`` (AR) and, on the leader, ``isr``. A follower keeps no ISR: the
   leader owns it (Kafka's makeFollower empties it).
 - ``remote_replicas``: the leader's view of each follower (LEO, last caught-up time),
-  fed by followers' fetches - issue 5 fills these in.
+  fed by followers' fetches (broker/isr.py's record_follower_fetch).
 - ``high_watermark``: on the leader, min LEO over the ISR (the local replica included),
   moving only forward; consumers read below it. With a single replica it equals the
   LEO after every append. On a follower it is min(leader HW, own LEO).
@@ -17,7 +17,7 @@ Appends on the leader: check record counts (broker/log_validator.py), copy the e
 once into a writable buffer, stamp LogAppendTime if the topic wants it, and hand it to
 ``Log.append``, which validates every batch before writing anything and patches
 offsets and the leader epoch in place. Then the HW moves and the ReplicaManager wakes
-parked fetches (and, in issue 5, delayed produces).
+parked fetches and delayed produces.
 """
 
 from __future__ import annotations
@@ -182,9 +182,8 @@ class Partition:
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the ISR, never moving back; True if it moved.
 
-        The local LEO always counts; a follower counts once it is in the ISR (issue 5
-        feeds ``remote_replicas`` from follower fetches). A single-replica leader thus
-        has HW = LEO.
+        The local LEO always counts; a follower counts once it is in the ISR (follower
+        fetches feed ``remote_replicas``). A single-replica leader thus has HW = LEO.
         """
         if not self.is_leader:
             return False
@@ -199,7 +198,7 @@ class Partition:
         return False
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
-        """Follower side (issue 5): HW = min(leader HW, own LEO)."""
+        """Follower side: HW = min(leader HW, own LEO)."""
         self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
 
     # -- data path -------------------------------------------------------------------------

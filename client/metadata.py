@@ -22,8 +22,8 @@ from typing import Any
 
 import trio
 
-from minibroker.client.connection import Connection
 from minibroker.client.errors import wire_error
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import ConfigError, KafkaError, NetworkError
 

@@ -77,6 +77,10 @@ class BrokerAddress(Protocol):
     @property
     def rack(self) -> str | None: ...
     @property
+    def epoch(self) -> int:
+        """The czxid of its /brokers/ids znode (KIP-380's broker epoch)."""
+        ...
+    @property
     def kafka_address(self) -> tuple[str, int] | None: ...
 
 

@@ -15,8 +15,11 @@ channel's sender task, so they only queue a controller event.
 Bodies follow protocol/schemas/control.py (Kafka's messages in snake_case, with one flat
 ``partition_states`` list whose entries name their topic, and brokers as
 ``{id, host, port, rack}``). Every body is stamped with ``controller_id`` and
-``controller_epoch``; brokers reject a lower epoch with STALE_CONTROLLER_EPOCH
-(DESIGN §5). ``broker_epoch`` is always -1 (don't check).
+``controller_epoch``, and with the addressed broker's ``broker_epoch`` (the czxid of its
+/brokers/ids znode as the controller last read it, KIP-380). Brokers obey only the
+controller ZooKeeper names and refuse a request meant for an earlier registration of
+theirs (STALE_CONTROLLER_EPOCH / STALE_BROKER_EPOCH: docs/architecture.md, "The
+controller").
 
 LeaderAndIsr:   partition_states[{topic_name, partition_index, controller_epoch, leader,
                 leader_epoch, isr, zk_version, replicas, adding_replicas,
@@ -170,26 +173,27 @@ class ControllerBrokerRequestBatch:
     def requests(self, controller_epoch: int) -> list[BrokerRequest]:
         """Every request of this round, LeaderAndIsr first, then UpdateMetadata, then
         StopReplica; brokers in ascending id order so the output is deterministic."""
-        header: Body = {
-            "controller_id": self._controller_id,
-            "controller_epoch": controller_epoch,
-            "broker_epoch": NO_BROKER_EPOCH,
-        }
+        live = self._context.live_brokers
+
+        def header(broker_id: int) -> Body:
+            broker = live.get(broker_id)
+            return {
+                "controller_id": self._controller_id,
+                "controller_epoch": controller_epoch,
+                "broker_epoch": NO_BROKER_EPOCH if broker is None else broker.epoch,
+            }
+
         out: list[BrokerRequest] = []
         for broker_id in sorted(self._leader_and_isr):
-            out.append(
-                BrokerRequest(
-                    broker_id, LEADER_AND_ISR, header | self._leader_and_isr_body(broker_id)
-                )
-            )
+            body = header(broker_id) | self._leader_and_isr_body(broker_id)
+            out.append(BrokerRequest(broker_id, LEADER_AND_ISR, body))
         if self._metadata_brokers:
-            metadata = header | self._update_metadata_body()
+            metadata = self._update_metadata_body()
             for broker_id in sorted(self._metadata_brokers):
-                out.append(BrokerRequest(broker_id, UPDATE_METADATA, metadata))
+                out.append(BrokerRequest(broker_id, UPDATE_METADATA, header(broker_id) | metadata))
         for broker_id in sorted(self._stop_replica):
-            out.append(
-                BrokerRequest(broker_id, STOP_REPLICA, header | self._stop_replica_body(broker_id))
-            )
+            body = header(broker_id) | self._stop_replica_body(broker_id)
+            out.append(BrokerRequest(broker_id, STOP_REPLICA, body))
         return out
 
     def send_requests(self, controller_epoch: int) -> None:

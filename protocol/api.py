@@ -1,6 +1,6 @@
 """API keys, request/response envelopes, and decoding with validation (sans-IO).
 
-Envelopes (DESIGN §2), each one frame's payload (protocol/frames.py)::
+Envelopes (docs/architecture.md, "Wire formats"), each one frame's payload (protocol/frames.py)::
 
     request  = msgpack [api_key, api_version, correlation_id, client_id, body]
     response = msgpack [correlation_id, body]
@@ -10,7 +10,7 @@ Envelopes (DESIGN §2), each one frame's payload (protocol/frames.py)::
 is the one registry from API key to schema; ``SUPPORTED_VERSIONS`` and the ApiVersions
 response derive from it.
 
-What a receiver does with a bad request (DESIGN §9):
+What a receiver does with a bad request (docs/architecture.md, "The request path"):
 
 - the header does not parse (not msgpack, not a 5-element array, wrong header types):
   ``decode_request`` raises ``MalformedRequest`` (a ``FrameError``): close the

@@ -100,7 +100,7 @@ from minibroker.zk.model import (
     topic_path,
 )
 
-log = logging.getLogger("minibroker.controller.zk")
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 T = TypeVar("T")

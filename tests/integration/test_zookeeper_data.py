@@ -100,7 +100,7 @@ async def test_registration_can_wait_for_a_predecessors_znode_to_vanish(
     async def register() -> None:
         epochs.append(await kzk.register_broker(broker(1), stale_wait=10))
 
-    with _on_log("minibroker.controller.zk", "waiting up to", waiting.set), trio.fail_after(10):
+    with _on_log("minibroker.zk.data", "waiting up to", waiting.set), trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(register)
             await waiting.wait()

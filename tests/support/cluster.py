@@ -44,7 +44,7 @@ import pytest
 import trio
 
 from minibroker.client.cli.dev import pid_running
-from minibroker.client.connection import Connection
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from tests.support.broker_process import ROOT, STOP_TIMEOUT_S, BrokerProcess, child_env
 from tests.support.cli import cli_command

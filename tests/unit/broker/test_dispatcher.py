@@ -15,6 +15,7 @@ from minibroker.broker.server import Buffer, CloseConnection, Pending
 from minibroker.protocol.api import ApiKey, Body, RequestHeader, decode_response, encode_request
 from minibroker.protocol.errors import (
     NONE,
+    ClusterAuthorizationFailedError,
     KafkaError,
     NotLeaderOrFollowerError,
     UnsupportedVersionError,
@@ -109,3 +110,19 @@ async def test_a_deferred_answer_is_encoded_once_it_is_ready() -> None:
     assert isinstance(reply, Pending)
     ready.set()
     assert await reply.wait() == [b"7 [('error_code', 0)]"]
+
+
+def test_a_key_bound_to_a_listener_is_refused_on_the_others() -> None:
+    def handler(header: RequestHeader, body: Body) -> Body:
+        return {"error_code": NONE}
+
+    dispatcher = RequestDispatcher(BrokerMetrics())
+    dispatcher.register(ApiKey.STOP_REPLICA, handler, listener="TEXT")
+    header = RequestHeader(ApiKey.STOP_REPLICA, 0, 9, "forger")
+
+    class OtherListener(TextCodec):
+        listener = "CLIENTS"
+
+    assert dispatcher.dispatch(header, {}, TextCodec()) == [b"9 [('error_code', 0)]"]
+    refused = dispatcher.dispatch(header, {}, OtherListener())
+    assert refused == [f"9 error {ClusterAuthorizationFailedError.code}".encode()]

@@ -20,9 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker import Broker
+from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
 from minibroker.broker.metrics_state import (
     BrokerStateCollector,
+    PartitionCollector,
     fetcher_max_lag,
     under_min_isr_count,
 )
@@ -97,7 +99,11 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     )
     broker.replica_manager = manager
     broker.server = BrokerServer(MsgpackCodec(broker.dispatcher))  # never listens
-    broker.metrics.watch(manager)  # what Broker.run does; the state collector is already in
+    registry = broker.metrics.registry  # the collectors Broker.run registers
+    registry.register(PartitionCollector(manager))
+    registry.register(
+        BrokerStateCollector(replica_manager=manager, server=broker.server, log_manager=log_manager)
+    )
     try:
         yield broker
     finally:
@@ -159,7 +165,8 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     manager = manager_of(broker)
     await manager.become_leader_or_follower(1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))})
     await produce(broker, b"a", b"b", b"c")
-    KafkaApis(manager, broker.metadata_cache).install(broker.dispatcher)
+    fence = ControllerFence(None, ME, accept_any=True)
+    KafkaApis(manager, broker.metadata_cache, fence).install(broker.dispatcher)
     codec = MsgpackCodec(broker.dispatcher)
 
     def fetch(replica_id: int, offset: int) -> None:
@@ -226,7 +233,11 @@ async def test_purgatory_size_counts_requests_parked_per_delayed_operation(
 
 async def test_isr_shrinks_and_expands_are_read_from_the_isr_manager(broker: Broker) -> None:
     collector = CollectorRegistry()
-    collector.register(BrokerStateCollector(broker))
+    collector.register(
+        BrokerStateCollector(
+            replica_manager=broker.replica_manager, server=None, log_manager=broker.log_manager
+        )
+    )
     assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") == 0
     manager = manager_of(broker)
     manager.isr_manager = SimpleNamespace(shrinks=3, expands=2)  # type: ignore[assignment]
@@ -248,11 +259,11 @@ def test_fetcher_max_lag_is_the_largest_lag_over_followed_partitions() -> None:
 
 def test_log_flush_stats_become_a_summary_in_milliseconds() -> None:
     stats = SimpleNamespace(count=4, seconds=0.25)
-    broker = SimpleNamespace(
-        replica_manager=None, server=None, log_manager=SimpleNamespace(flush_stats=stats)
-    )
+    log_manager = SimpleNamespace(flush_stats=stats)
     registry = CollectorRegistry()
-    registry.register(BrokerStateCollector(broker))  # type: ignore[arg-type]
+    registry.register(
+        BrokerStateCollector(replica_manager=None, server=None, log_manager=log_manager)  # type: ignore[arg-type]
+    )
     name = "kafka_log_logflushstats_logflushrateandtimems"
     assert sample(registry, name + "_count") == 4
     assert sample(registry, name + "_sum") == pytest.approx(250.0)
@@ -260,6 +271,5 @@ def test_log_flush_stats_become_a_summary_in_milliseconds() -> None:
 
 def test_state_gauges_are_left_out_before_the_broker_runs(tmp_path: Path) -> None:
     broker = Broker(broker_config(tmp_path))
-    registry = CollectorRegistry()
-    registry.register(BrokerStateCollector(broker))
-    assert list(registry.collect()) == []
+    names = {family.name for family in broker.metrics.registry.collect()}
+    assert not any(name.startswith("kafka_server_replicamanager_") for name in names)

@@ -100,12 +100,12 @@ def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 async def serve_until_signalled(config: BrokerConfig) -> None:
     """Run a broker; the first SIGTERM or SIGINT cancels it, which stops it cleanly."""
-    from minibroker.broker.broker import Broker  # the storage layer loads only when a broker runs
+    from minibroker.node.node import Node  # the storage layer loads only when a broker runs
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            broker = Broker(config)
-            await nursery.start(broker.run)
+            node = Node(config)
+            broker = await nursery.start(node.run)
             print(f"broker {config.broker_id} listening on port {broker.port}", flush=True)
             if broker.kafka_address is not None:
                 kafka = _joined(broker.kafka_address)
@@ -117,7 +117,7 @@ async def serve_until_signalled(config: BrokerConfig) -> None:
                 # A second signal during the controlled shutdown stops at once.
                 with trio.CancelScope() as scope:
                     nursery.start_soon(_cancel_on_next_signal, signals, scope)
-                    await broker.stop()
+                    await node.stop()
                 nursery.cancel_scope.cancel()
                 break
 

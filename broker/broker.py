@@ -6,8 +6,10 @@ Start-up order (Kafka's KafkaServer.startup):
 2. with ``zookeeper.connect``: open the ZooKeeper session; every component that keeps
    state in ZooKeeper (ISR changes, topic and broker configs, log-dir failures, topic
    creation) is constructed with it, standalone with None;
-3. bind the listener (port 0 picks a free port) and publish this broker in its own
-   metadata cache, so a standalone broker answers Metadata with its address;
+3. bind the listener (port 0 picks a free port) - and, with ``kafka.listeners``, the
+   listener speaking Kafka's own protocol (broker/kafka_codec.py) through the same
+   dispatcher - and publish this broker in its own metadata cache, so a standalone
+   broker answers Metadata with its address;
 4. start the periodic work: HW checkpoints (replica manager), retention and the
    recovery-point / log-start checkpoints (broker/log_maintenance.py), and the
    Prometheus endpoint when ``metrics.port`` is set (broker/metrics.py);

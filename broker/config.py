@@ -38,6 +38,7 @@ LONG_MAX = 2**63 - 1
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete",)  # compaction is not implemented
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 def at_least(low: int) -> Validator:
@@ -237,6 +238,12 @@ class BrokerConfig:
     log_cleanup_policy: str = _key(
         "log.cleanup.policy", "delete", "Only delete is supported.", one_of(*CLEANUP_POLICIES)
     )
+    compression_type: str = _key(
+        "compression.type",
+        "producer",
+        "Codec batches are stored in: producer (as sent), uncompressed, gzip, snappy, lz4, zstd.",
+        one_of(*COMPRESSION_TYPES),
+    )
     num_recovery_threads_per_data_dir: int = _key(
         "num.recovery.threads.per.data.dir", 1, "Log recovery workers per log dir.", at_least(1)
     )
@@ -434,6 +441,13 @@ class TopicConfig:
     )
     cleanup_policy: str = _key(
         "cleanup.policy", "delete", "Only delete.", one_of(*CLEANUP_POLICIES), "log_cleanup_policy"
+    )
+    compression_type: str = _key(
+        "compression.type",
+        "producer",
+        "Stored codec: producer (as sent), uncompressed, gzip, snappy, lz4, zstd.",
+        one_of(*COMPRESSION_TYPES),
+        "compression_type",
     )
     flush_messages: int = _key(
         "flush.messages",

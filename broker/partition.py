@@ -26,7 +26,12 @@ import logging
 from dataclasses import dataclass
 
 from minibroker.broker.config import TopicConfig
-from minibroker.broker.log_validator import check_record_counts, stamp_log_append_time
+from minibroker.broker.log_validator import (
+    check_record_counts,
+    recompress,
+    stamp_log_append_time,
+    stored_codec,
+)
 from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -34,6 +39,7 @@ from minibroker.protocol.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
+from minibroker.protocol.records import Buffer
 from minibroker.storage.log import Log, LogAppendInfo
 from minibroker.storage.log_config import Clock
 from minibroker.storage.names import TopicPartition
@@ -216,7 +222,7 @@ class Partition:
                 f"{self.tp}: request epoch {current_leader_epoch} > {self.leader_epoch}"
             )
 
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> AppendResult:
+    def append_records_to_leader(self, records: Buffer, required_acks: int) -> AppendResult:
         """Validate, assign offsets and append; raises the KafkaError for the partition."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
@@ -227,6 +233,9 @@ class Partition:
                 f"{config.min_insync_replicas}"
             )
         check_record_counts(records)
+        codec = stored_codec(config.compression_type)
+        if codec is not None:
+            records = recompress(records, codec)
         buf = bytearray(records)
         append_time = -1
         if config.log_append_time:

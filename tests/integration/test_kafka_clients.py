@@ -382,3 +382,19 @@ def test_aiokafka_produces_and_reads_back_with_keys_and_headers(cluster: LocalCl
     assert asyncio.run(asyncio.wait_for(round_trip(), 120)) == [
         (i, b"k%d" % i, b"a%d" % i, [("h", b"%d" % i)]) for i in range(50)
     ]
+
+
+async def test_a_topics_compression_type_re_encodes_what_producers_send(
+    cluster: LocalCluster,
+) -> None:
+    async with Admin(cluster.bootstrap) as admin:
+        await admin.create_topic("stored-zstd", 1, 3, config={"compression.type": "zstd"})
+    lines = b"".join(b"k%d:%s\n" % (i, b"same text again " * 10) for i in range(50))
+    kcat(cluster, "-P", "-t", "stored-zstd", "-K:", "-z", "gzip", stdin=lines)
+    out = kcat(cluster, "-C", "-t", "stored-zstd", "-e", "-q", "-f", "%o %k\n").splitlines()
+    assert out == [b"%d k%d" % (i, i) for i in range(50)]
+    for broker_id in (1, 2, 3):  # the leader stored zstd and its followers copied that
+        [segment] = (cluster.data_dir / f"broker-{broker_id}").glob("logs-*/stored-zstd-0/*.log")
+        dumped = cluster.cli("dump-log", str(segment), bootstrap=False)
+        batches = [line for line in dumped.stdout.splitlines() if b"compresscodec:" in line]
+        assert batches and all(b"compresscodec: zstd" in b for b in batches)

@@ -209,6 +209,23 @@ def test_a_malformed_kafka_frame_closes_only_its_own_connection(cluster: LocalCl
 
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
+
+
+def assert_stored_in(cluster: LocalCluster, topic: str, codec: str) -> None:
+    """Every replica's segment of ``topic``-0 holds only batches in ``codec`` (dump-log)."""
+    segments = [
+        segment
+        for broker_id in (1, 2, 3)
+        for segment in (cluster.data_dir / f"broker-{broker_id}").glob(f"logs-*/{topic}-0/*.log")
+    ]
+    assert len(segments) == 3  # one segment on each of the three replicas
+    for segment in segments:
+        dumped = cluster.cli("dump-log", str(segment), bootstrap=False)
+        assert dumped.returncode == 0, dumped.stderr
+        batches = [line for line in dumped.stdout.splitlines() if b"compresscodec:" in line]
+        assert batches and all(b"compresscodec: " + codec.encode() in b for b in batches)
+
+
 KCAT_CODECS = ("gzip", "snappy", "zstd")
 """librdkafka only writes LZ4 to a broker that serves FindCoordinator (its "LZ4" feature
 test), which comes with consumer groups; until then it sends those batches uncompressed."""
@@ -230,13 +247,7 @@ async def test_batches_kcat_compresses_are_stored_as_sent_and_read_by_every_clie
     assert [(r.key, r.value) for r in records] == [
         (b"key-%d" % i, b"compressible " * 20 + b"%d" % i) for i in range(100)
     ]
-    # Stored as sent: every replica's segment holds the batches in the producer's codec.
-    for broker_id in (1, 2, 3):
-        [segment] = (cluster.data_dir / f"broker-{broker_id}").glob(f"logs-*/{topic}-0/*.log")
-        dumped = cluster.cli("dump-log", str(segment), bootstrap=False)
-        assert dumped.returncode == 0, dumped.stderr
-        batches = [line for line in dumped.stdout.splitlines() if b"compresscodec:" in line]
-        assert batches and all(b"compresscodec: " + codec.encode() in b for b in batches)
+    assert_stored_in(cluster, topic, codec)  # as sent
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -347,19 +358,29 @@ async def test_confluent_kafka_produces_with_every_codec_and_reads_back_in_order
         ]
 
 
-def test_aiokafka_produces_and_reads_back_with_keys_and_headers(cluster: LocalCluster) -> None:
-    trio.run(create_topic, cluster, "aiokafka", 1)
+@pytest.mark.parametrize("codec", CODECS)
+def test_aiokafka_produces_every_codec_and_reads_back_with_keys_and_headers(
+    cluster: LocalCluster, codec: str
+) -> None:
+    topic = f"aiokafka-{codec}"
+    trio.run(create_topic, cluster, topic, 1)
 
     async def round_trip() -> list[tuple[int, bytes | None, bytes | None, list[Any]]]:
         producer = aiokafka.AIOKafkaProducer(
-            bootstrap_servers=cluster.kafka_bootstrap, acks="all", compression_type="gzip"
+            bootstrap_servers=cluster.kafka_bootstrap,
+            acks="all",
+            compression_type=codec,
+            linger_ms=20,
         )
         await producer.start()
         try:
-            for i in range(50):
-                await producer.send_and_wait(
-                    "aiokafka", value=b"a%d" % i, key=b"k%d" % i, headers=[("h", b"%d" % i)]
+            sent = [
+                await producer.send(
+                    topic, value=b"a%d" % i * 20, key=b"k%d" % i, headers=[("h", b"%d" % i)]
                 )
+                for i in range(50)
+            ]
+            await asyncio.gather(*sent)
         finally:
             await producer.stop()
         consumer = aiokafka.AIOKafkaConsumer(
@@ -369,7 +390,7 @@ def test_aiokafka_produces_and_reads_back_with_keys_and_headers(cluster: LocalCl
         )
         await consumer.start()
         try:
-            partition = aiokafka.TopicPartition("aiokafka", 0)
+            partition = aiokafka.TopicPartition(topic, 0)
             consumer.assign([partition])
             records = []
             while len(records) < 50:
@@ -380,8 +401,9 @@ def test_aiokafka_produces_and_reads_back_with_keys_and_headers(cluster: LocalCl
             await consumer.stop()
 
     assert asyncio.run(asyncio.wait_for(round_trip(), 120)) == [
-        (i, b"k%d" % i, b"a%d" % i, [("h", b"%d" % i)]) for i in range(50)
+        (i, b"k%d" % i, b"a%d" % i * 20, [("h", b"%d" % i)]) for i in range(50)
     ]
+    assert_stored_in(cluster, topic, codec)
 
 
 async def test_a_topics_compression_type_re_encodes_what_producers_send(
@@ -393,8 +415,4 @@ async def test_a_topics_compression_type_re_encodes_what_producers_send(
     kcat(cluster, "-P", "-t", "stored-zstd", "-K:", "-z", "gzip", stdin=lines)
     out = kcat(cluster, "-C", "-t", "stored-zstd", "-e", "-q", "-f", "%o %k\n").splitlines()
     assert out == [b"%d k%d" % (i, i) for i in range(50)]
-    for broker_id in (1, 2, 3):  # the leader stored zstd and its followers copied that
-        [segment] = (cluster.data_dir / f"broker-{broker_id}").glob("logs-*/stored-zstd-0/*.log")
-        dumped = cluster.cli("dump-log", str(segment), bootstrap=False)
-        batches = [line for line in dumped.stdout.splitlines() if b"compresscodec:" in line]
-        assert batches and all(b"compresscodec: zstd" in b for b in batches)
+    assert_stored_in(cluster, "stored-zstd", "zstd")

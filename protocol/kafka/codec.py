@@ -72,53 +72,32 @@ class UnsupportedKafkaVersion(UnsupportedVersionError):
         self.header = header
 
 
-class _Compiled:
-    """Compiled functions per (API key, version), built on first use."""
-
-    def __init__(self) -> None:
-        self.request_decoders: dict[tuple[int, int], Decoder] = {}
-        self.request_encoders: dict[tuple[int, int], Encoder] = {}
-        self.response_decoders: dict[tuple[int, int], Decoder] = {}
-        self.response_encoders: dict[tuple[int, int], Encoder] = {}
-
-    def request_decoder(self, message: Message, version: int) -> Decoder:
-        key = (message.api_key, version)
-        found = self.request_decoders.get(key)
-        if found is None:
-            found = self.request_decoders[key] = compile_decoder(
-                message.request, version, message.is_flexible(version), message.name + "Request"
-            )
-        return found
-
-    def request_encoder(self, message: Message, version: int) -> Encoder:
-        key = (message.api_key, version)
-        found = self.request_encoders.get(key)
-        if found is None:
-            found = self.request_encoders[key] = compile_encoder(
-                message.request, version, message.is_flexible(version), message.name + "Request"
-            )
-        return found
-
-    def response_decoder(self, message: Message, version: int) -> Decoder:
-        key = (message.api_key, version)
-        found = self.response_decoders.get(key)
-        if found is None:
-            found = self.response_decoders[key] = compile_decoder(
-                message.response, version, message.is_flexible(version), message.name + "Response"
-            )
-        return found
-
-    def response_encoder(self, message: Message, version: int) -> Encoder:
-        key = (message.api_key, version)
-        found = self.response_encoders.get(key)
-        if found is None:
-            found = self.response_encoders[key] = compile_encoder(
-                message.response, version, message.is_flexible(version), message.name + "Response"
-            )
-        return found
+_COMPILED: Final[dict[tuple[str, int, int], Any]] = {}
+"""Compiled functions by (kind, API key, version), built on first use."""
 
 
-_COMPILED: Final = _Compiled()
+def _compiled(kind: str, message: Message, version: int) -> Any:
+    """The ``kind`` ("request_decoder", "response_encoder", ...) of ``message`` at
+    ``version``, compiling it the first time it is asked for."""
+    key = (kind, message.api_key, version)
+    found = _COMPILED.get(key)
+    if found is None:
+        direction, _, role = kind.partition("_")
+        struct_ = message.request if direction == "request" else message.response
+        compile_ = compile_decoder if role == "decoder" else compile_encoder
+        name = message.name + direction.capitalize()
+        found = _COMPILED[key] = compile_(struct_, version, message.is_flexible(version), name)
+    return found
+
+
+def _decoder(kind: str, message: Message, version: int) -> Decoder:
+    decoder: Decoder = _compiled(kind, message, version)
+    return decoder
+
+
+def _encoder(kind: str, message: Message, version: int) -> Encoder:
+    encoder: Encoder = _compiled(kind, message, version)
+    return encoder
 
 
 def message_for(api_key: int, version: int) -> Message | None:
@@ -165,7 +144,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Body]:
     try:
         if message.is_flexible(header.api_version):
             pos = _skip_tagged_fields(frame, pos)
-        body, end = _COMPILED.request_decoder(message, header.api_version)(frame, pos)
+        body, end = _decoder("request_decoder", message, header.api_version)(frame, pos)
     except _DECODE_ERRORS as exc:
         raise MalformedKafkaRequest(
             f"malformed {message.name} v{header.api_version} request: {exc}"
@@ -189,7 +168,7 @@ def encode_response(header: RequestHeader, body: Body) -> list[bytes | bytearray
     if _response_header_flexible(message, version):
         out += b"\x00"
     parts: list[bytes | bytearray | memoryview] = []
-    out = _COMPILED.response_encoder(message, version)(body, out, parts)
+    out = _encoder("response_encoder", message, version)(body, out, parts)
     parts.append(out)
     size = sum(len(part) for part in parts) - 4
     first = parts[0]
@@ -251,7 +230,7 @@ def encode_request(header: RequestHeader, body: Body) -> bytes:
     if message.is_flexible(header.api_version):
         out += b"\x00"
     parts: list[bytes | bytearray | memoryview] = []
-    out = _COMPILED.request_encoder(message, header.api_version)(body, out, parts)
+    out = _encoder("request_encoder", message, header.api_version)(body, out, parts)
     data = b"".join([*parts, out])
     return struct.pack(">i", len(data) - 4) + data[4:]
 
@@ -263,7 +242,7 @@ def decode_response(payload: bytes, api_key: int, api_version: int) -> tuple[int
     pos = _CORRELATION.size
     if _response_header_flexible(message, api_version):
         pos = _skip_tagged_fields(payload, pos)
-    body, end = _COMPILED.response_decoder(message, api_version)(payload, pos)
+    body, end = _decoder("response_decoder", message, api_version)(payload, pos)
     if end != len(payload):
         raise KafkaDecodeError(f"{len(payload) - end} bytes after the {message.name} response")
     return correlation_id, body

@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.server import Buffer, CloseConnection, Reply
-from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
 from minibroker.protocol.kafka.answers import error_response, normalize_request
 from minibroker.protocol.kafka.codec import (
@@ -46,8 +45,6 @@ from minibroker.protocol.kafka.codec import (
 from minibroker.zk.model import KAFKA_LISTENER
 
 log = logging.getLogger(__name__)
-
-Body = dict[str, Any]
 
 
 class KafkaCodec:

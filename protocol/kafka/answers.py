@@ -10,11 +10,10 @@ handlers expect (Metadata v0's empty topic list means every topic).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
+from minibroker.protocol.api import Body
 from minibroker.protocol.errors import CorruptMessageError, KafkaError
-
-Body = dict[str, Any]
 
 
 def _per_partition(

@@ -27,7 +27,7 @@ import struct
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
-from minibroker.protocol.api import RequestHeader
+from minibroker.protocol.api import Body, RequestHeader
 from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError
 from minibroker.protocol.kafka.compiler import (
@@ -40,8 +40,6 @@ from minibroker.protocol.kafka.compiler import (
 )
 from minibroker.protocol.kafka.messages import API_VERSIONS, MESSAGES, PRODUCE
 from minibroker.protocol.kafka.schema import Message
-
-Body = dict[str, Any]
 
 ADVERTISED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     key: (message.valid.low, message.valid.high or message.valid.low)

@@ -25,6 +25,7 @@ from minibroker.client.cli.common import (
     run_async,
 )
 from minibroker.client.producer import Producer
+from minibroker.protocol.compression import CODEC_NAMES
 from minibroker.protocol.errors import KafkaError, MinibrokerError
 
 HELP = "produce stdin lines as records"
@@ -56,7 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="acknowledgements to wait for (default all)",
     )
     parser.add_argument("--partition", type=int, help="write every record to this partition")
-    parser.add_argument("--compression", choices=("none", "gzip"), default="none")
+    parser.add_argument("--compression", choices=tuple(CODEC_NAMES), default="none")
     parser.add_argument("--linger-ms", type=float, default=5.0, help="(default 5)")
     parser.add_argument("--batch-size", type=int, default=16384, help="(default 16384)")
     add_bootstrap(parser)

@@ -4,11 +4,14 @@ the KIP-511 ApiVersions fallback and the refusal of malformed frames."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import uuid
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -283,3 +286,27 @@ def test_every_declared_request_is_refused_one_byte_short_at_every_cut() -> None
         for cut in range(len(frame)):
             with pytest.raises(MalformedKafkaRequest):
                 decode_request(frame[:cut])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_decode_or_are_refused_never_crash(payload: bytes) -> None:
+    with contextlib.suppress(MalformedKafkaRequest, UnsupportedKafkaVersion):
+        decode_request(payload)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(CASES), st.data())
+def test_damaged_requests_decode_or_are_refused_never_crash(
+    case: tuple[Message, int], data: st.DataObject
+) -> None:
+    message, version = case
+    frame = bytearray(
+        encode_request(
+            _request_header(message, version), _Samples().body(message.request, version)
+        )[4:]
+    )
+    for _ in range(data.draw(st.integers(1, 4))):
+        frame[data.draw(st.integers(0, len(frame) - 1))] = data.draw(st.integers(0, 255))
+    with contextlib.suppress(MalformedKafkaRequest, UnsupportedKafkaVersion):
+        decode_request(bytes(frame))

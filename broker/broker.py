@@ -66,7 +66,11 @@ topic's UpdateMetadata; the cache has no change notification to wait on."""
 
 
 class Broker:
-    """One broker; ``await nursery.start(broker.run)`` returns once it serves requests."""
+    """One broker; ``await nursery.start(broker.run)`` returns once it serves requests.
+
+    A cluster member is normally run by node.Node, which adds the controller candidate
+    (a session service); a Broker run alone registers but never becomes controller.
+    """
 
     def __init__(
         self,

@@ -31,10 +31,9 @@ JMX exporter writes them with ``lowercaseOutputLabelNames: true``: Prometheus's 
 ``delayedOperation``; deploy/prometheus.yml shows how to map them back for a dashboard
 that wants the camelCase spelling.
 
-Which pieces exist depends on what the broker runs: the ISR counters and fetcher lag
-need the replication components (``replica_manager.isr_manager``, fetch states with a
-``lag``), flush stats need ``log_manager.flush_stats``. A family whose source is missing
-is left out rather than reported as a misleading 0.
+The collectors are given the broker's components when ``Broker.run`` has built them;
+before that the state families are absent. Fetcher lag needs fetch states that record a
+``lag``; without them the family is left out rather than reported as a misleading 0.
 """
 
 from __future__ import annotations
@@ -51,8 +50,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from minibroker.broker.isr import IsrManager
 from minibroker.broker.partition import Partition
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.broker.server import BrokerServer
 from minibroker.storage.log_manager import LogManager
 
@@ -75,10 +76,8 @@ def under_min_isr_count(partitions: Iterable[Partition]) -> int:
     return sum(1 for p in partitions if p.is_leader and len(p.isr) < p.config.min_insync_replicas)
 
 
-def _replication_quotas(quotas: Any) -> Iterator[Metric]:
+def _replication_quotas(quotas: ReplicationQuotas) -> Iterator[Metric]:
     """Kafka's LeaderReplication / FollowerReplication byte-rate, plus a byte count."""
-    if quotas is None:
-        return
     for side, quota in (("leader", quotas.leader), ("follower", quotas.follower)):
         prefix = f"kafka_server_{side}replication_"
         yield GaugeMetricFamily(
@@ -128,7 +127,7 @@ class BrokerStateCollector(Collector):
                 "Led partitions whose ISR is smaller than min.insync.replicas.",
                 under_min_isr_count(partitions),
             )
-            yield from _isr_changes(getattr(manager, "isr_manager", None))
+            yield from _isr_changes(manager.isr_manager)
             purgatory = GaugeMetricFamily(
                 PURGATORY_SIZE,
                 "Requests waiting in a purgatory, by delayed operation.",
@@ -137,7 +136,7 @@ class BrokerStateCollector(Collector):
             purgatory.add_metric(["Produce"], manager.produce_waiters.watched)
             purgatory.add_metric(["Fetch"], manager.fetch_waiters.watched)
             yield purgatory
-            yield from _replication_quotas(getattr(manager, "replication_quotas", None))
+            yield from _replication_quotas(manager.replication_quotas)
             lag = fetcher_max_lag(manager.fetcher)
             if lag is not None:
                 yield _labelled_gauge(
@@ -164,9 +163,7 @@ class BrokerStateCollector(Collector):
             )
 
 
-def _isr_changes(isr_manager: Any) -> Iterator[Metric]:
-    if isr_manager is None:
-        return
+def _isr_changes(isr_manager: IsrManager) -> Iterator[Metric]:
     yield CounterMetricFamily(
         REPLICA_MANAGER + "isrshrinks", "ISR shrinks of partitions led here.", isr_manager.shrinks
     )

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
 from minibroker.broker.purgatory import Purgatory
+from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.controller.metrics import ControllerCollector
 from tests.support.prometheus import SCRAPE_CONFIG, scrape_config
 from tests.unit.controller.test_controller import cluster
@@ -46,6 +47,7 @@ def exported_families() -> set[str]:
         produce_waiters=Purgatory("produce"),
         fetch_waiters=Purgatory("fetch"),
         isr_manager=SimpleNamespace(shrinks=0, expands=0),
+        replication_quotas=ReplicationQuotas.unlimited(),
         fetcher=SimpleNamespace(fetchers={}),
     )
     metrics = BrokerMetrics()

@@ -80,6 +80,7 @@ class BrokerAddress(Protocol):
     def epoch(self) -> int:
         """The czxid of its /brokers/ids znode (KIP-380's broker epoch)."""
         ...
+
     @property
     def kafka_address(self) -> tuple[str, int] | None: ...
 

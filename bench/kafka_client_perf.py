@@ -43,7 +43,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.standalone import lead, standalone_broker
-from minibroker.client.connection import Connection
+from minibroker.net.connection import Connection
 from minibroker.protocol import api as msgpack_api
 from minibroker.protocol.api import ApiKey, RequestHeader
 from minibroker.protocol.frames import encode_frame

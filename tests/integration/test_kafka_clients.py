@@ -416,3 +416,9 @@ async def test_a_topics_compression_type_re_encodes_what_producers_send(
     out = kcat(cluster, "-C", "-t", "stored-zstd", "-e", "-q", "-f", "%o %k\n").splitlines()
     assert out == [b"%d k%d" % (i, i) for i in range(50)]
     assert_stored_in(cluster, "stored-zstd", "zstd")
+
+
+def test_dev_up_prints_the_kafka_bootstrap_address(cluster: LocalCluster) -> None:
+    printed = (cluster.data_dir / "dev-up.out").read_text()
+    [line] = [line for line in printed.splitlines() if "Kafka bootstrap" in line]
+    assert cluster.kafka_bootstrap in line

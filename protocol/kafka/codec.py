@@ -30,6 +30,7 @@ from typing import Any, Final
 from minibroker.protocol.api import Body, RequestHeader
 from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError
+from minibroker.protocol.kafka.cluster import API_VERSIONS
 from minibroker.protocol.kafka.compiler import (
     Decoder,
     Encoder,
@@ -38,7 +39,8 @@ from minibroker.protocol.kafka.compiler import (
     compile_encoder,
     read_uvarint,
 )
-from minibroker.protocol.kafka.messages import API_VERSIONS, MESSAGES, PRODUCE
+from minibroker.protocol.kafka.data import PRODUCE
+from minibroker.protocol.kafka.messages import MESSAGES
 from minibroker.protocol.kafka.schema import Message
 
 ADVERTISED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {

@@ -298,7 +298,7 @@ def start(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], 
 
 
 async def lead_partition(port: int) -> None:
-    from minibroker.client.connection import Connection
+    from minibroker.net.connection import Connection
 
     async with Connection("127.0.0.1", port) as conn:
         header = {"controller_id": 99, "controller_epoch": 1, "broker_epoch": -1}
@@ -343,6 +343,8 @@ def main() -> None:
             "--log-level", "WARNING",
             # 1 MiB of record values plus batch overhead is a little over Kafka's default
             "--set", f"message.max.bytes={2 << 20}",
+            # this script plays the controller (LeaderAndIsr) for the standalone broker
+            "--set", "standalone.accept.controller.requests=true",
         ]  # fmt: skip
         fetch_answer = len(BIG) + 200  # about the size of a fetch response
         broker, broker_port = start(broker_cmd, env)

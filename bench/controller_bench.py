@@ -34,8 +34,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minibroker.client.connection import Connection
 from minibroker.controller.context import TopicPartition
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.zk.client import open_zk_client

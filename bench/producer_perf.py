@@ -2,7 +2,8 @@
 
     python3 bench/producer_perf.py [--num-records 1000000] [--record-size 100]
         [--throughput -1] [--bootstrap-server H:P] [--acks 1] [--linger-ms 5]
-        [--batch-size 262144] [--compression none|gzip] [--partitions 1] [--profile FILE]
+        [--batch-size 262144] [--compression none|gzip|snappy|lz4|zstd] [--partitions 1]
+        [--profile FILE]
 
 Without ``--bootstrap-server`` it starts its own standalone broker (bench/standalone.py)
 and makes it leader of the topic's partitions. Records are one random payload of
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.standalone import run_perf_tool
 from minibroker.client.accumulator import Delivery
 from minibroker.client.producer import Producer
+from minibroker.protocol.compression import CODEC_NAMES
 
 SAMPLE_EVERY = 1000  # records between latency samples: sampling keeps the hot loop lean
 REPORT_EVERY_S = 5.0  # Kafka's perf test reports every 5 s too
@@ -43,7 +45,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--linger-ms", type=float, default=5)
     p.add_argument("--batch-size", type=int, default=262_144)
     p.add_argument("--max-in-flight", type=int, default=5)
-    p.add_argument("--compression", default="none", choices=("none", "gzip"))
+    p.add_argument("--compression", default="none", choices=tuple(CODEC_NAMES))
     p.add_argument(
         "--unordered",
         action="store_true",

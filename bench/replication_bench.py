@@ -31,8 +31,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from minibroker.client.connection import Connection
 from minibroker.controller.context import TopicPartition
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.records import encode_values
 from minibroker.zk.client import open_zk_client

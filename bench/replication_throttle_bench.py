@@ -35,6 +35,7 @@ from minibroker.client.admin import Admin
 from minibroker.client.cli import reassign
 from minibroker.client.producer import Producer
 from minibroker.client.reassignment import parse_reassignment
+from minibroker.node.node import Node
 from minibroker.storage.names import TopicPartition
 from minibroker.zk.server import ZooKeeperServer
 
@@ -87,8 +88,8 @@ async def measure(zk_connect: str, root: Path, megabytes: int, seconds: float) -
     async with trio.open_nursery() as nursery:
         brokers: dict[int, Broker] = {}
         for broker_id in (1, 2):
-            broker = Broker(config(root, broker_id, zk_connect))
-            brokers[broker_id] = await nursery.start(broker.run)
+            node = Node(config(root, broker_id, zk_connect))  # a broker and its controller
+            brokers[broker_id] = await nursery.start(node.run)
         bootstrap = f"127.0.0.1:{brokers[1].port}"
         async with Admin(bootstrap) as admin:
             await admin.create_topic(TOPIC, assignments={0: [1]})

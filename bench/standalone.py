@@ -23,7 +23,7 @@ from typing import Any
 
 import trio
 
-from minibroker.client.connection import Connection
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +52,8 @@ def standalone_broker(*properties: str) -> Iterator[str]:
             "-1",
             "--log-level",
             "WARNING",
+            "--set",  # lead() below plays the controller for this standalone broker
+            "standalone.accept.controller.requests=true",
         ]
         for item in properties:
             argv += ["--set", item]
@@ -79,8 +81,9 @@ def standalone_broker(*properties: str) -> Iterator[str]:
                 process.wait()
 
 
-async def lead(bootstrap: str, topic: str, partitions: int) -> None:
-    """Make the standalone broker leader of ``topic``'s partitions (as a controller would)."""
+async def lead(bootstrap: str, topic: str, partitions: int, kafka: str | None = None) -> None:
+    """Make the standalone broker leader of ``topic``'s partitions (as a controller would);
+    ``kafka`` is its Kafka listener's host:port, if it has one."""
     host, _, port_text = bootstrap.rpartition(":")
     port = int(port_text)
     states: list[dict[str, Any]] = [
@@ -96,7 +99,10 @@ async def lead(bootstrap: str, topic: str, partitions: int) -> None:
         }
         for p in range(partitions)
     ]
-    me = {"id": BROKER_ID, "host": host, "port": port}
+    me: dict[str, Any] = {"id": BROKER_ID, "host": host, "port": port}
+    if kafka is not None:
+        kafka_host, _, kafka_port = kafka.rpartition(":")
+        me |= {"kafka_host": kafka_host, "kafka_port": int(kafka_port)}
     header = {"controller_id": CONTROLLER_ID, "controller_epoch": 1, "broker_epoch": -1}
     async with Connection(host, port) as conn:
         body = {

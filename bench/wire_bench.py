@@ -23,7 +23,7 @@ Network (loopback, server in its own process; see bench/echo.py):
   100-byte and a 1 MiB produce frame - the ceiling the broker bench compares against;
 - ``answer_rtt_per_s``, ``answer_pipelined_per_s``: the server decodes and validates each
   request and answers ``[correlation_id, {}]``;
-- ``connection_rtt_per_s``, ``connection_pipelined_per_s``: client/connection.py
+- ``connection_rtt_per_s``, ``connection_pipelined_per_s``: net/connection.py
   ``Connection.request`` (encode, send, read, decode, validate) against that server,
   sequential and with 64 concurrent callers.
 
@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from echo import WINDOW_SMALL, echo_process, measure_frames, pipelined, round_trips
 
-from minibroker.client.connection import Connection
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import (
     ApiKey,
     decode_request,

@@ -1,30 +1,19 @@
-"""KafkaApis: request frame -> handler per API key -> response buffers.
+"""KafkaApis: the handlers of the data-path and controller API keys.
 
-``handle(frame)`` is what the server calls for every frame (see broker/server.py):
-
-- the header does not parse -> ``CloseConnection`` (nobody to answer);
-- unknown API key, unsupported version, body of the wrong shape -> an error body with
-  UNSUPPORTED_VERSION / INVALID_REQUEST and the request's correlation id;
-- otherwise the handler for the key runs. Handlers are synchronous and return a body
-  (or None: no response), or a ``Deferred`` when they must wait: a Fetch long poll,
-  a controller request that touches the disk. A KafkaError escaping a handler becomes
-  that error's code in an error body; any other exception is logged with its traceback
-  and answered UNKNOWN_SERVER_ERROR, so a request can never take the broker down.
-
-Other components (the controller, issue 4+) register handlers for their own keys with
-``register``; a known key nobody serves is answered UNSUPPORTED_VERSION.
+Each ``handle_*`` method takes the request's header and validated body and returns a
+body, None or a ``Deferred`` (broker/dispatcher.py says what each means); ``install``
+registers them with the broker's ``RequestDispatcher``. The handlers know no wire
+format: the codec in front of the dispatcher decodes and encodes.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeAlias
 
 import trio
 
-from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.controller_fence import ControllerFence
+from minibroker.broker.dispatcher import Deferred, Handler, HandlerResult, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import AppendResult, PartitionState
@@ -34,59 +23,43 @@ from minibroker.broker.replica_manager import (
     PartitionRead,
     ReplicaManager,
 )
-from minibroker.broker.server import Buffer, CloseConnection, Pending, Reply
+from minibroker.broker.server import CloseConnection
 from minibroker.broker.topic_auto_creation import TopicAutoCreator
-from minibroker.protocol.api import (
-    ApiKey,
-    MalformedRequest,
-    RejectedRequest,
-    RequestHeader,
-    api_versions_body,
-    decode_request,
-    encode_response,
-    error_body,
-)
+from minibroker.protocol.api import ApiKey, Body, RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
     InvalidRequestError,
     KafkaError,
-    UnsupportedVersionError,
+    StaleBrokerEpochError,
+    StaleControllerEpochError,
 )
 from minibroker.storage.names import TopicPartition
 
-log = logging.getLogger(__name__)
-_rejections = LogRateLimiter(log)  # a client can send bad requests as fast as it likes
-
-Body: TypeAlias = dict[str, Any]
-
-# Responses that carry record data (sent from segment memory without a copy, see
-# protocol/schemas/packing.py); every other response is packed in one msgpack call.
-_SPLICED_RESPONSES = frozenset({ApiKey.FETCH})
-
-
-class Deferred:
-    """A handler's answer that needs awaiting: ``wait()`` returns the body (or None)."""
-
-    __slots__ = ("wait",)
-
-    def __init__(self, wait: Callable[[], Awaitable[Body | None]]) -> None:
-        self.wait = wait
-
-
-HandlerResult: TypeAlias = Body | Deferred | None
-Handler: TypeAlias = Callable[[RequestHeader, Body], HandlerResult]
+CONTROLLER_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA})
+"""The requests only the controller may send (checked by ``ControllerFence``)."""
 
 
 class KafkaApis:
-    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        fence: ControllerFence,
+        *,
+        controller_listener: str = "PLAINTEXT",
+    ) -> None:
+        """``fence`` decides whether a controller request comes from the controller;
+        controller requests are served on ``controller_listener`` only."""
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
+        self.fence = fence
+        self.controller_listener = controller_listener
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
         self.max_partitions = replica_manager.config.request_max_partitions
         self.metrics = replica_manager.metrics
         self._controller_queue = InOrder()
         self.topic_auto_creator = TopicAutoCreator(metadata_cache)
-        self._handlers: dict[int, Handler] = {
+        self._handlers: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
@@ -96,60 +69,14 @@ class KafkaApis:
             ApiKey.UPDATE_METADATA: self.handle_update_metadata,
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
+            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
         }
 
-    def register(self, api_key: ApiKey, handler: Handler) -> None:
-        """Serve ``api_key`` with ``handler`` (used by the controller and later issues)."""
-        self._handlers[int(api_key)] = handler
-
-    # -- dispatch --------------------------------------------------------------------------
-
-    def handle(self, frame: bytes) -> Reply:
-        try:
-            header, body = decode_request(frame)
-        except MalformedRequest as exc:
-            raise CloseConnection(str(exc)) from exc
-        except RejectedRequest as exc:
-            _rejections.info("rejected request: %s", exc)
-            return encode_response(exc.header.correlation_id, error_body(exc))
-        handler = self._handlers.get(header.api_key)
-        if handler is None:
-            error = UnsupportedVersionError(f"api key {header.api_key} is not served here")
-            return encode_response(header.correlation_id, error_body(error))
-        started = time.perf_counter()
-        try:
-            result = handler(header, body)
-        except CloseConnection:
-            raise
-        except Exception as exc:
-            reply: Reply = _error_reply(header, exc)
-        else:
-            if isinstance(result, Deferred):
-                return Pending(self._finish_deferred(header, result, started, body))
-            if result is None:
-                reply = None
-            else:
-                splice = header.api_key in _SPLICED_RESPONSES
-                reply = encode_response(header.correlation_id, result, splice=splice)
-        self.metrics.record_request(header.api_key, body, started)
-        return reply
-
-    def _finish_deferred(
-        self, header: RequestHeader, deferred: Deferred, started: float, request: Body
-    ) -> Callable[[], Awaitable[Sequence[Buffer] | None]]:
-        async def finish() -> Sequence[Buffer] | None:
-            try:
-                body = await deferred.wait()
-            except Exception as exc:
-                return _error_reply(header, exc)
-            finally:
-                self.metrics.record_request(header.api_key, request, started)
-            if body is None:
-                return None
-            splice = header.api_key in _SPLICED_RESPONSES
-            return encode_response(header.correlation_id, body, splice=splice)
-
-        return finish
+    def install(self, dispatcher: RequestDispatcher) -> None:
+        """Serve this class's API keys through ``dispatcher``."""
+        for api_key, handler in self._handlers.items():
+            listener = self.controller_listener if api_key in CONTROLLER_APIS else None
+            dispatcher.register(api_key, handler, listener=listener)
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -291,6 +218,21 @@ class KafkaApis:
             self.topic_auto_creator.request(names)
         return self.metadata_cache.metadata_response(names)
 
+    def handle_describe_cluster(self, header: RequestHeader, body: Body) -> HandlerResult:
+        """The cluster id, controller and live brokers, from the metadata cache."""
+        answer = self.metadata_cache.metadata_response(())
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "error_message": None,
+            "cluster_id": answer["cluster_id"] or "",
+            "controller_id": answer["controller_id"],
+            "brokers": [
+                {"broker_id": b["node_id"], **{k: v for k, v in b.items() if k != "node_id"}}
+                for b in answer["brokers"]
+            ],
+        }
+
     def handle_api_versions(self, header: RequestHeader, body: Body) -> HandlerResult:
         return api_versions_body()
 
@@ -309,10 +251,13 @@ class KafkaApis:
             )
             for s in body["partition_states"]
         }
-        for broker in body["live_leaders"]:
-            self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
 
         async def apply() -> Body:
+            refused = await self._refuse_unless_from_controller(body)
+            if refused is not None:
+                return refused | {"partition_errors": []}
+            for broker in body["live_leaders"]:
+                self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
             errors = await self.replica_manager.become_leader_or_follower(
                 body["controller_epoch"], states
             )
@@ -327,6 +272,9 @@ class KafkaApis:
         ]
 
         async def apply() -> Body:
+            refused = await self._refuse_unless_from_controller(body)
+            if refused is not None:
+                return refused | {"partition_errors": []}
             errors = await self.replica_manager.stop_replicas(body["controller_epoch"], stops)
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
@@ -334,10 +282,24 @@ class KafkaApis:
 
     def handle_update_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
         async def apply() -> Body:
+            refused = await self._refuse_unless_from_controller(body)
+            if refused is not None:
+                return refused
             self.replica_manager.update_metadata(body)
             return {"error_code": NONE}
 
         return self._controller_ordered(apply)
+
+    async def _refuse_unless_from_controller(self, body: Body) -> Body | None:
+        """None if the controller ZooKeeper names sent ``body`` to this broker's current
+        registration; else the error answer (nothing is changed)."""
+        try:
+            await self.fence.check(
+                body["controller_id"], body["controller_epoch"], body["broker_epoch"]
+            )
+        except (StaleControllerEpochError, StaleBrokerEpochError) as exc:
+            return {"error_code": exc.code, "error_message": exc.message}
+        return None
 
     def _controller_ordered(self, apply: Callable[[], Awaitable[Body]]) -> Deferred:
         """Controller requests take effect in arrival order, as Kafka's one-request-at-a-
@@ -495,18 +457,3 @@ def _partition_errors(errors: dict[TopicPartition, int]) -> list[Body]:
         {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": code}
         for tp, code in errors.items()
     ]
-
-
-def _error_reply(header: RequestHeader, exc: Exception) -> list[Buffer]:
-    if not isinstance(exc, KafkaError):
-        log.error("request %s failed", _describe(header), exc_info=exc)
-        exc = KafkaError(f"internal error: {type(exc).__name__}")
-    return encode_response(header.correlation_id, error_body(exc))
-
-
-def _describe(header: RequestHeader) -> str:
-    try:
-        name = ApiKey(header.api_key).name
-    except ValueError:
-        name = str(header.api_key)
-    return f"{name} v{header.api_version} #{header.correlation_id} from {header.client_id}"

@@ -1,15 +1,21 @@
 """The broker process: wires config, logs, replica manager, APIs and the server.
 
-Start-up order (Kafka's KafkaServer.startup, minus what later issues add):
+Start-up order (Kafka's KafkaServer.startup):
 
 1. load every log in ``log.dirs`` (recovering after an unclean stop) - in a thread;
-2. bind the listener (port 0 picks a free port) and publish this broker in its own
-   metadata cache, so a standalone broker answers Metadata with its address;
-3. start the periodic work: HW checkpoints (replica manager), retention and the
+2. with ``zookeeper.connect``: open the ZooKeeper session; every component that keeps
+   state in ZooKeeper (ISR changes, topic and broker configs, log-dir failures, topic
+   creation) is constructed with it, standalone with None;
+3. bind the listener (port 0 picks a free port) - and, with ``kafka.listeners``, the
+   listener speaking Kafka's own protocol (broker/kafka_codec.py) through the same
+   dispatcher - and publish this broker in its own metadata cache, so a standalone
+   broker answers Metadata with its address;
+4. start the periodic work: HW checkpoints (replica manager), retention and the
    recovery-point / log-start checkpoints (broker/log_maintenance.py), and the
    Prometheus endpoint when ``metrics.port`` is set (broker/metrics.py);
-4. with ``zookeeper.connect``: register in ZooKeeper and run the controller candidate
-   (the controller engineer's ``controller`` package, hooked in ``_run_cluster_member``).
+5. in cluster mode, join the cluster (broker/cluster_member.py): register in ZooKeeper
+   and start the session services the broker was given (node/ passes the controller
+   candidate).
 
 Stop: ``await broker.stop()`` (the CLI's SIGTERM / SIGINT) first asks the controller to
 move leadership away (controlled shutdown, while this broker still serves so it can
@@ -21,23 +27,30 @@ checkpoints and the ``.kafka_cleanshutdown`` marker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from functools import partial
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Sequence
 
 import trio
 
+from minibroker.broker.admin_manager import AdminManager
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker_configs import BrokerConfigs
+from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.controller_fence import ControllerFence
+from minibroker.broker.dispatcher import RequestDispatcher
+from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, MetricsServer
-from minibroker.broker.metrics_state import LISTENER, BrokerStateCollector
+from minibroker.broker.metrics_state import LISTENER, BrokerStateCollector, PartitionCollector
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.broker.replication_quota import ReplicationQuotas
+from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.server import (
     BrokerServer,
     QueuedBytes,
@@ -48,32 +61,49 @@ from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
+from minibroker.zk.client import open_zk_client
+from minibroker.zk.data import KafkaZkClient
+from minibroker.zk.model import KAFKA_LISTENER
 
 log = logging.getLogger(__name__)
 
-CLUSTER_REJOIN_BACKOFF_S = 2.0
-"""Pause before rejoining the cluster after the membership task failed (ZooKeeper down)."""
+TOPICS_READY_POLL_S = 0.02
+"""How often CreateTopics looks at the local metadata cache while waiting for a new
+topic's UpdateMetadata; the cache has no change notification to wait on."""
 
 
 class Broker:
-    """One broker; ``await nursery.start(broker.run)`` returns once it serves requests."""
+    """One broker; ``await nursery.start(broker.run)`` returns once it serves requests.
 
-    def __init__(self, config: BrokerConfig, *, clock: Clock = system_clock) -> None:
+    A cluster member is normally run by node.Node, which adds the controller candidate
+    (a session service); a Broker run alone registers but never becomes controller.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock = system_clock,
+        session_services: Sequence[SessionService] = (),
+    ) -> None:
+        """``session_services`` run on the ZooKeeper session while the broker is a
+        cluster member (ignored standalone)."""
         self.config = config
         self.clock = clock
+        self.session_services = session_services
         self.metadata_cache = MetadataCache(config.broker_id)
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.apis: KafkaApis | None = None
-        self.log_dir_mover: LogDirMover | None = None
-        self.server: BrokerServer | None = None
+        self.metrics = BrokerMetrics()
+        self.dispatcher = RequestDispatcher(self.metrics)
         # One budget for every listener's queued request and response bytes.
         self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
-        self.metrics = BrokerMetrics()
-        self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
         self.metrics.registry.register(ServerLimitsCollector(self.queued_bytes, self._listeners))
+        self.log_dir_mover: LogDirMover | None = None
+        self.server: BrokerServer | None = None
+        self.kafka_server: BrokerServer | None = None  # with kafka.listeners
         self.metrics_server: MetricsServer | None = None
-        self.cluster_member: Any = None  # set by controller.broker_hooks in cluster mode
+        self.membership: ClusterMembership | None = None
         self.topic_configs: TopicConfigs | None = None
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
@@ -81,7 +111,8 @@ class Broker:
 
     def _listeners(self) -> list[tuple[str, BrokerServer]]:
         """The servers listening, by listener name (for the metrics)."""
-        return [] if self.server is None else [(LISTENER, self.server)]
+        named = [(LISTENER, self.server), (KAFKA_LISTENER, self.kafka_server)]
+        return [(name, server) for name, server in named if server is not None]
 
     @property
     def port(self) -> int:
@@ -94,93 +125,175 @@ class Broker:
         host, _ = self.config.advertised_address
         return host, self.port
 
+    @property
+    def kafka_address(self) -> tuple[str, int] | None:
+        """The Kafka-protocol listener's advertised (host, port), None without one."""
+        advertised = self.config.kafka_advertised_address
+        if advertised is None or self.kafka_server is None:
+            return None
+        host, port = advertised
+        return host, port or self.kafka_server.port
+
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
-        config = self.config
         log_manager = await trio.to_thread.run_sync(self._open_log_manager)
         self.log_manager = log_manager
         try:
-            replica_manager = ReplicaManager(
-                config, log_manager, self.metadata_cache, clock=self.clock, metrics=self.metrics
+            async with self._zookeeper_session() as zk:
+                await self._serve(log_manager, zk, task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._shutdown()
+
+    @contextlib.asynccontextmanager
+    async def _zookeeper_session(self) -> AsyncIterator[KafkaZkClient | None]:
+        """The ZooKeeper session of a cluster member (open for the broker's lifetime;
+        kazoo replaces an expired session by itself); None standalone."""
+        config = self.config
+        if not config.zookeeper_connect:
+            yield None
+            return
+        connect_ms = config.zookeeper_connection_timeout_ms or config.zookeeper_session_timeout_ms
+        async with open_zk_client(
+            config.zookeeper_connect,
+            session_timeout=config.zookeeper_session_timeout_ms / 1000,
+            connect_timeout=connect_ms / 1000,
+        ) as client:
+            yield KafkaZkClient(client)
+
+    async def _serve(
+        self,
+        log_manager: LogManager,
+        zk: KafkaZkClient | None,
+        task_status: trio.TaskStatus[Broker],
+    ) -> None:
+        config = self.config
+        quotas = ReplicationQuotas.unlimited()
+        fetchers = ReplicaFetcherManager(config, address_of=self._address_of, quota=quotas.follower)
+        log_dir_failures = LogDirFailures(log_manager, config.broker_id, zk=zk)
+        replica_manager = ReplicaManager(
+            config,
+            log_manager,
+            self.metadata_cache,
+            clock=self.clock,
+            metrics=self.metrics,
+            fetcher=fetchers,
+            replication_quotas=quotas,
+            isr_store=zk,
+            topic_config_loader=None if zk is None else zk.get_topic_config,
+            on_log_dir_failure=log_dir_failures.failed,
+        )
+        self.replica_manager = replica_manager
+        fence = ControllerFence(
+            zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
+        )
+        apis = KafkaApis(
+            replica_manager,
+            self.metadata_cache,
+            fence,
+            controller_listener=config.inter_broker_listener_name,
+        )
+        apis.install(self.dispatcher)
+        self.log_dir_mover = LogDirMover(  # moves between this broker's dirs
+            replica_manager,
+            rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
+        )
+        LogDirApis(replica_manager, self.log_dir_mover).install(self.dispatcher)
+        self.topic_configs = TopicConfigs(  # DescribeConfigs / AlterConfigs
+            config,
+            replica_manager,
+            self.metadata_cache,
+            zk=zk,
+            broker_configs=BrokerConfigs(  # dynamic throttles
+                config, self.log_dir_mover, zk=zk, quotas=quotas
+            ),
+        )
+        self.topic_configs.install(self.dispatcher)
+        admin_manager = None
+        if zk is not None:
+            admin_manager = AdminManager(
+                zk,
+                num_partitions=config.num_partitions,
+                default_replication_factor=config.default_replication_factor,
+                delete_topic_enable=config.delete_topic_enable,
+                topics_ready=self._topics_ready,
+                validate_config=self.topic_configs.validate,
             )
-            self.replica_manager = replica_manager
-            fetchers = ReplicaFetcherManager(
-                config,
-                address_of=self._address_of,
-                quota=replica_manager.replication_quotas.follower,
-            )
-            replica_manager.fetcher = fetchers
-            # Cluster mode: ISR changes and topic overrides go through ZooKeeper.
-            replica_manager.isr_store = lambda: getattr(self.cluster_member, "data", None)
-            replica_manager.topic_config_loader = self._topic_config
-            self.apis = KafkaApis(replica_manager, self.metadata_cache)
-            self.log_dir_mover = LogDirMover(  # issue 6: moves between this broker's dirs
-                replica_manager,
-                rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
-            )
-            LogDirApis(replica_manager, self.log_dir_mover).install(self.apis)
-            self.topic_configs = TopicConfigs(  # DescribeConfigs / AlterConfigs
-                config,
-                replica_manager,
-                self.metadata_cache,
-                zk_data=lambda: getattr(self.cluster_member, "data", None),
-            )
-            self.topic_configs.broker_configs = BrokerConfigs(  # dynamic throttles
-                config,
-                self.log_dir_mover,
-                zk_data=lambda: getattr(self.cluster_member, "data", None),
-                quotas=replica_manager.replication_quotas,
-            )
-            self.topic_configs.install(self.apis)
-            log_dir_failures = LogDirFailures(
-                replica_manager, zk_data=lambda: getattr(self.cluster_member, "data", None)
-            )
-            replica_manager.on_log_dir_failure = log_dir_failures.failed
-            host, port = config.listen_address
-            self.server = BrokerServer(
-                self.apis,
-                host=host,
-                port=port,
+            admin_manager.install(self.dispatcher)
+        host, port = config.listen_address
+        self.server = BrokerServer(
+            MsgpackCodec(self.dispatcher),
+            host=host,
+            port=port,
+            max_frame_bytes=config.socket_request_max_bytes,
+            idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
+            request_receive_timeout_s=config.request_receive_timeout_ms / 1000,
+            queued_bytes=self.queued_bytes,
+        )
+        kafka_listen = config.kafka_listen_address
+        if kafka_listen is not None:
+            self.kafka_server = BrokerServer(
+                KafkaCodec(self.dispatcher),
+                host=kafka_listen[0],
+                port=kafka_listen[1],
                 max_frame_bytes=config.socket_request_max_bytes,
                 idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
                 request_receive_timeout_s=config.request_receive_timeout_ms / 1000,
                 queued_bytes=self.queued_bytes,
             )
-            self.metrics.watch(replica_manager)
-            await self.server.listen()  # before the nursery: a bind error stays one error
-            async with trio.open_nursery() as nursery:
-                self._cancel_scope = nursery.cancel_scope
-                await nursery.start(self.server.run)
-                adv_host, adv_port = config.advertised_address
-                self.metadata_cache.register_self(
-                    adv_host, adv_port or self.server.port, config.broker_rack
+        self.metrics.registry.register(PartitionCollector(replica_manager))
+        self.metrics.registry.register(
+            BrokerStateCollector(
+                replica_manager=replica_manager, server=self.server, log_manager=log_manager
+            )
+        )
+        await self.server.listen()  # before the nursery: a bind error stays one error
+        if self.kafka_server is not None:
+            await self.kafka_server.listen()
+        async with trio.open_nursery() as nursery:
+            self._cancel_scope = nursery.cancel_scope
+            await nursery.start(self.server.run)
+            if self.kafka_server is not None:
+                await nursery.start(self.kafka_server.run)
+            adv_host, adv_port = config.advertised_address
+            self.metadata_cache.register_self(
+                adv_host, adv_port or self.server.port, config.broker_rack, self.kafka_address
+            )
+            await nursery.start(replica_manager.run)
+            await nursery.start(fetchers.run)
+            maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
+            await nursery.start(maintenance.run)
+            await nursery.start(self.log_dir_mover.run)
+            await nursery.start(log_dir_failures.run, replica_manager.log_dir_failed)
+            if config.metrics_port >= 0:
+                self.metrics_server = MetricsServer(
+                    self.metrics, host=host, port=config.metrics_port
                 )
-                await nursery.start(replica_manager.run)
-                await nursery.start(fetchers.run)
-                maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
-                await nursery.start(maintenance.run)
-                await nursery.start(self.log_dir_mover.run)
-                await nursery.start(log_dir_failures.run)
-                if config.metrics_port >= 0:
-                    self.metrics_server = MetricsServer(
-                        self.metrics, host=host, port=config.metrics_port
-                    )
-                    await nursery.start(self.metrics_server.run)
-                if config.zookeeper_connect:
-                    await nursery.start(self._run_cluster_member)
-                log.info(
-                    "broker %d serving on port %d (log dirs %s)",
-                    config.broker_id,
-                    self.server.port,
-                    ",".join(config.log_dirs),
+                await nursery.start(self.metrics_server.run)
+            if zk is not None:
+                self.membership = ClusterMembership(
+                    config,
+                    zk,
+                    self.metadata_cache,
+                    self.topic_configs,
+                    fence,
+                    address=self.address,
+                    kafka_address=self.kafka_address,
+                    services=self.session_services,
                 )
-                task_status.started(self)
-        finally:
-            with trio.CancelScope(shield=True):
-                await self._shutdown()
+                await nursery.start(self.membership.run)
+                if admin_manager is not None and config.auto_create_topics_enable:
+                    await nursery.start(apis.topic_auto_creator.run, admin_manager.create_topics)
+            log.info(
+                "broker %d serving on port %d (log dirs %s)",
+                config.broker_id,
+                self.server.port,
+                ",".join(config.log_dirs),
+            )
+            task_status.started(self)
 
     async def stop(self) -> None:
         """Controlled shutdown (cluster mode, if enabled), then stop ``run`` cleanly."""
-        member = self.cluster_member
+        member = self.membership
         if member is not None and self.config.controlled_shutdown_enable:
             try:
                 moved = await member.controlled_shutdown()
@@ -201,13 +314,13 @@ class Broker:
             self._cancel_scope.cancel()
         await self.stopped.wait()
 
-    async def _topic_config(self, topic: str) -> dict[str, str]:
-        """A topic's overrides from /config/topics/T ({} standalone)."""
-        data = getattr(self.cluster_member, "data", None)
-        if data is None:
-            return {}
-        config: dict[str, str] = await data.get_topic_config(topic)
-        return config
+    async def _topics_ready(self, topics: Iterable[str]) -> None:
+        """Returns once this broker's metadata cache knows every one of ``topics``."""
+        pending = set(topics)
+        while pending:
+            pending = {t for t in pending if not self.metadata_cache.contains(t)}
+            if pending:
+                await trio.sleep(TOPICS_READY_POLL_S)
 
     def _address_of(self, broker_id: int) -> tuple[str, int] | None:
         info = self.metadata_cache.broker(broker_id)
@@ -221,36 +334,6 @@ class Broker:
             topic_config=lambda topic: to_log_config(config.topic_config()),
             clock=self.clock,
         )
-
-    async def _run_cluster_member(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        """ZooKeeper registration and the controller candidate (issue 4 hooks in here).
-
-        The controller package is imported lazily so a standalone broker never needs
-        kazoo or ZooKeeper. Failing to join at start-up stops the broker; failing
-        later (the membership task dies) must not: the broker keeps serving what it
-        leads, logs the failure and rejoins after ``CLUSTER_REJOIN_BACKOFF_S``.
-        """
-        from minibroker.controller import broker_hooks
-
-        hook: Any = broker_hooks
-        joined = False
-        while True:
-            try:
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(partial(hook.run_cluster_member, self))
-                    if not joined:
-                        joined = True
-                        task_status.started()
-            except Exception as exc:
-                if not joined:
-                    raise
-                log.error("cluster membership failed; rejoining: %r", exc, exc_info=exc)
-            else:
-                log.warning("cluster membership ended; rejoining")
-            self.cluster_member = None
-            await trio.sleep(CLUSTER_REJOIN_BACKOFF_S)
 
     async def _shutdown(self) -> None:
         if self._crashing:

@@ -27,13 +27,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from minibroker.broker.apis import Body
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.replication_quota import UNLIMITED as NO_QUOTA
 from minibroker.broker.replication_quota import ReplicationQuotas
+from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     NONE,
     InvalidConfigError,
@@ -158,9 +158,6 @@ async def write_broker_config(
     )
 
 
-ZkDataSource = Callable[[], "KafkaZkClient | None"]
-
-
 class BrokerConfigs:
     """This broker's BROKER-resource config APIs and its dynamic throttle."""
 
@@ -169,17 +166,17 @@ class BrokerConfigs:
         config: BrokerConfig,
         mover: LogDirMover | None,
         *,
-        zk_data: ZkDataSource,
+        zk: KafkaZkClient | None,
         quotas: ReplicationQuotas | None = None,
     ) -> None:
         self.config = config
         self.mover = mover
         self.quotas = quotas  # the replication throttle's leader and follower sides
-        self._zk_data = zk_data
+        self._zk = zk
         self.overrides: dict[str, int] = {}  # what was last applied
 
     def _data(self) -> KafkaZkClient:
-        data = self._zk_data()
+        data = self._zk
         if data is None:
             raise InvalidRequestError("a standalone broker has no ZooKeeper to keep configs")
         return data
@@ -192,7 +189,7 @@ class BrokerConfigs:
         }
         try:
             broker_id = parse_broker_id(resource["resource_name"])
-            data = self._zk_data()
+            data = self._zk
             overrides = {} if data is None else await read_broker_config(data, broker_id)
         except KafkaError as exc:
             return result | {"error_code": exc.code, "error_message": exc.message}

@@ -38,6 +38,7 @@ LONG_MAX = 2**63 - 1
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete",)  # compaction is not implemented
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 def at_least(low: int) -> Validator:
@@ -89,6 +90,17 @@ class BrokerConfig:
     )
     advertised_listeners: str | None = _key(
         "advertised.listeners", None, "Endpoint published to clients; default: listeners."
+    )
+    kafka_listeners: str | None = _key(
+        "kafka.listeners",
+        None,
+        "Where to serve Kafka's binary protocol (host:port, port 0 = any free port), beside "
+        "the msgpack listener; unset = no Kafka listener.",
+    )
+    kafka_advertised_listeners: str | None = _key(
+        "kafka.advertised.listeners",
+        None,
+        "Kafka-protocol endpoint published to Kafka clients; default: kafka.listeners.",
     )
     log_dirs: list[str] = _key(  # noqa: RUF009 - _key uses a default_factory for lists
         "log.dirs", ["/tmp/kafka-logs"], "Comma-separated data directories.", non_empty
@@ -226,6 +238,12 @@ class BrokerConfig:
     log_cleanup_policy: str = _key(
         "log.cleanup.policy", "delete", "Only delete is supported.", one_of(*CLEANUP_POLICIES)
     )
+    compression_type: str = _key(
+        "compression.type",
+        "producer",
+        "Codec batches are stored in: producer (as sent), uncompressed, gzip, snappy, lz4, zstd.",
+        one_of(*COMPRESSION_TYPES),
+    )
     num_recovery_threads_per_data_dir: int = _key(
         "num.recovery.threads.per.data.dir", 1, "Log recovery workers per log dir.", at_least(1)
     )
@@ -304,6 +322,19 @@ class BrokerConfig:
         "Prometheus /metrics port (minibroker's own key); -1 = off, 0 = any free port.",
         between(-1, 65535),
     )
+    inter_broker_listener_name: str = _key(
+        "inter.broker.listener.name",
+        "PLAINTEXT",
+        "The listener that carries controller requests (LeaderAndIsr, StopReplica, "
+        "UpdateMetadata); refused on every other listener.",
+    )
+    standalone_accept_controller_requests: bool = _key(
+        "standalone.accept.controller.requests",
+        False,
+        "Standalone only (minibroker's own key): obey LeaderAndIsr / StopReplica / "
+        "UpdateMetadata from any sender, for tests and benches that play the controller "
+        "on a broker nobody else reaches. Ignored with zookeeper.connect.",
+    )
 
     # -- derived values ------------------------------------------------------------------
 
@@ -334,6 +365,26 @@ class BrokerConfig:
             return parse_endpoint(self.advertised_listeners, "advertised.listeners")
         host, port = self.listen_address
         return (host if host not in ("", "0.0.0.0", "::") else socket.gethostname(), port)
+
+    @property
+    def kafka_listen_address(self) -> tuple[str, int] | None:
+        """(host, port) of ``kafka.listeners``, None without a Kafka listener."""
+        if not self.kafka_listeners:
+            return None
+        return parse_endpoint(self.kafka_listeners, "kafka.listeners")
+
+    @property
+    def kafka_advertised_address(self) -> tuple[str, int] | None:
+        """(host, port) Kafka clients are given; the port is 0 until the server binds."""
+        if self.kafka_advertised_listeners:
+            return parse_endpoint(self.kafka_advertised_listeners, "kafka.advertised.listeners")
+        listen = self.kafka_listen_address
+        if listen is None:
+            return None
+        host, port = listen
+        if host in ("", "0.0.0.0", "::"):
+            host = self.advertised_address[0]
+        return host, port
 
     def topic_config(self, overrides: Mapping[str, str] | None = None) -> TopicConfig:
         """This broker's topic defaults with a topic's own overrides applied."""
@@ -414,6 +465,13 @@ class TopicConfig:
     )
     cleanup_policy: str = _key(
         "cleanup.policy", "delete", "Only delete.", one_of(*CLEANUP_POLICIES), "log_cleanup_policy"
+    )
+    compression_type: str = _key(
+        "compression.type",
+        "producer",
+        "Stored codec: producer (as sent), uncompressed, gzip, snappy, lz4, zstd.",
+        one_of(*COMPRESSION_TYPES),
+        "compression_type",
     )
     flush_messages: int = _key(
         "flush.messages",
@@ -526,6 +584,7 @@ def _apply(base: _C, values: Mapping[str, Any]) -> _C:
         result.listen_address  # noqa: B018 - fail at start-up on a malformed listener
         if result.advertised_listeners:
             result.advertised_address  # noqa: B018
+        result.kafka_advertised_address  # noqa: B018 - and on a malformed Kafka listener
     return result
 
 

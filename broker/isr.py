@@ -54,7 +54,7 @@ ISR_PROPAGATION_MAX_DELAY_S = 60.0
 
 
 class IsrStore(Protocol):
-    """What the ISR writer needs of ZooKeeper (controller.zk_data.KafkaZkClient has it)."""
+    """What the ISR writer needs of ZooKeeper (zk/data.py's KafkaZkClient has it)."""
 
     async def update_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr]
@@ -132,7 +132,7 @@ class IsrManager:
         self,
         *,
         partitions: Callable[[], Iterable[Partition]],
-        store: Callable[[], IsrStore | None],
+        store: IsrStore | None,
         on_isr_changed: Callable[[Partition, bool], None],
         clock: Callable[[], int],
         replica_lag_time_max_ms: int,
@@ -170,7 +170,7 @@ class IsrManager:
         tp = partition.tp
         if tp in self._in_flight or new_isr == partition.isr:
             return
-        store = self._store()
+        store = self._store
         if store is None or self._nursery is None:
             self._apply(partition, new_isr, partition.zk_version, expand)
             return
@@ -238,7 +238,7 @@ class IsrManager:
 
     async def maybe_propagate(self, *, force: bool = False) -> None:
         """Report batched ISR changes under /isr_change_notification (Kafka's rule)."""
-        store = self._store()
+        store = self._store
         if store is None:
             self._changed.clear()  # standalone: no controller to tell
             return

@@ -41,10 +41,10 @@ from typing import Any
 
 import trio
 
-from minibroker.broker.apis import Body, Deferred, HandlerResult, KafkaApis
+from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     InvalidTopicError,
@@ -53,7 +53,9 @@ from minibroker.protocol.errors import (
     ReplicaNotAvailableError,
 )
 from minibroker.storage.log import Log
+from minibroker.storage.log_manager import LogManager
 from minibroker.storage.names import TopicPartition
+from minibroker.zk.data import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +75,9 @@ class LogDirApis:
         self.mover = mover
         self._alter_lock = trio.Lock()
 
-    def install(self, apis: KafkaApis) -> None:
-        apis.register(ApiKey.ALTER_REPLICA_LOG_DIRS, self.handle_alter_replica_log_dirs)
-        apis.register(ApiKey.DESCRIBE_LOG_DIRS, self.handle_describe_log_dirs)
+    def install(self, dispatcher: RequestDispatcher) -> None:
+        dispatcher.register(ApiKey.ALTER_REPLICA_LOG_DIRS, self.handle_alter_replica_log_dirs)
+        dispatcher.register(ApiKey.DESCRIBE_LOG_DIRS, self.handle_describe_log_dirs)
 
     # -- AlterReplicaLogDirs -------------------------------------------------------------------
 
@@ -210,17 +212,19 @@ class LogDirFailures:
     """Takes failed log dirs offline and tells the controller (module docstring)."""
 
     def __init__(
-        self, replica_manager: ReplicaManager, *, zk_data: Callable[[], Any] = lambda: None
+        self, log_manager: LogManager, broker_id: int, *, zk: KafkaZkClient | None
     ) -> None:
-        self.replica_manager = replica_manager
-        self.zk_data = zk_data
+        self.log_manager = log_manager
+        self.broker_id = broker_id
+        self.zk = zk
         self._unreported = trio.Event()
 
-    def failed(self, log_dir: Path) -> None:
-        """An I/O error in ``log_dir``: take it offline now (on the Trio thread)."""
-        manager = self.replica_manager.log_manager
+    def failed(self, log_dir: Path) -> set[TopicPartition]:
+        """An I/O error in ``log_dir``: take it offline now (on the Trio thread); the
+        partitions it held (none if it was offline already)."""
+        manager = self.log_manager
         if log_dir not in manager.log_dirs or log_dir in manager.offline_log_dirs:
-            return
+            return set()
         lost = manager.mark_log_dir_offline(log_dir)
         log.error(
             "log dir %s failed: %d replica(s) offline (%s)",
@@ -228,17 +232,12 @@ class LogDirFailures:
             len(lost),
             ", ".join(map(str, sorted(lost))) or "none",
         )
-        rm = self.replica_manager
-        if rm.fetcher is not None and lost:
-            rm.fetcher.remove_partitions(lost)
-        for tp in lost:
-            rm.fetch_waiters.notify(tp)
-            rm.produce_waiters.notify(tp)
         self._unreported.set()
+        return set(lost)
 
     def probe(self) -> list[Path]:
         """The online dirs that cannot be used any more (blocking: run in a thread)."""
-        manager = self.replica_manager.log_manager
+        manager = self.log_manager
         broken = []
         for log_dir in manager.log_dirs:
             if log_dir in manager.offline_log_dirs:
@@ -251,23 +250,30 @@ class LogDirFailures:
                 broken.append(log_dir)
         return broken
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        on_failure: Callable[[Path], object],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Probe the online dirs and report failures until cancelled; a dir found broken
+        goes to ``on_failure`` (the replica manager's ``log_dir_failed``, which calls
+        ``failed`` and stops what used the dir's partitions)."""
         task_status.started()
         while True:
             with trio.move_on_after(LOG_DIR_PROBE_INTERVAL_S):
                 await self._unreported.wait()
             for log_dir in await trio.to_thread.run_sync(self.probe):
-                self.failed(log_dir)
+                on_failure(log_dir)
             if self._unreported.is_set() and await self._notify_controller():
                 self._unreported = trio.Event()
 
     async def _notify_controller(self) -> bool:
         """Write the log-dir event znode; False to try again later (True standalone)."""
-        data = self.zk_data()
-        if data is None:
+        if self.zk is None:
             return True
         try:
-            await data.create_log_dir_event_notification(self.replica_manager.broker_id)
+            await self.zk.create_log_dir_event_notification(self.broker_id)
         except Exception as exc:  # ZooKeeper trouble: retried at the next probe
             log.warning("cannot report the failed log dir to the controller: %r", exc)
             return False

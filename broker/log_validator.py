@@ -13,19 +13,26 @@ than a segment (RECORD_LIST_TOO_LARGE); and as leader it patches ``baseOffset`` 
   (``RECORD_COUNT_CHECK_MAX``).
 - LogAppendTime topics: each batch's CRC is checked first (so a corrupt batch is never
   "repaired" by the CRC recomputation), then its timestamps are set to the append time.
-
-Records are never re-encoded.
+- ``compression.type`` other than ``producer``: a batch in another codec is checked (CRC,
+  and decompressed), then re-encoded in the topic's codec with the same records,
+  timestamps and producer fields, as Kafka's LogValidator does. Batches already in the
+  topic's codec, and every batch of a ``producer`` topic, are stored as sent.
 """
 
 from __future__ import annotations
 
 import struct
 
+from minibroker.protocol.compression import CODEC_NAMES, Compression
 from minibroker.protocol.errors import CorruptMessageError
 from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     Buffer,
+    Record,
+    decode_batch,
+    encode_batch,
+    iter_headers,
     read_varint,
     set_log_append_time,
     validate_batch,
@@ -101,3 +108,41 @@ def stamp_log_append_time(buf: bytearray, timestamp_ms: int) -> None:
         header = validate_batch(buf, pos)
         set_log_append_time(buf, pos, timestamp_ms)
         pos += header.size
+
+
+def stored_codec(compression_type: str) -> Compression | None:
+    """The codec a topic's ``compression.type`` stores batches in; None for ``producer``."""
+    if compression_type == "producer":
+        return None
+    return Compression.NONE if compression_type == "uncompressed" else CODEC_NAMES[compression_type]
+
+
+def recompress(records: Buffer, codec: Compression) -> Buffer:
+    """``records`` with every batch not in ``codec`` re-encoded in it (the others, and a
+    buffer whose batches all match, are returned untouched). Transactional and control
+    batches are stored as sent. A torn or malformed buffer is left to the Log."""
+    positions = list(iter_headers(records))
+    if all(h.compression is codec or h.is_transactional or h.is_control for _, h in positions):
+        return records
+    pieces: list[Buffer] = []
+    end = 0
+    for pos, header in positions:
+        end = pos + header.size
+        if header.compression is codec or header.is_transactional or header.is_control:
+            pieces.append(records[pos:end])
+            continue
+        _, decoded = decode_batch(records, pos)  # checks the CRC and decompresses
+        pieces.append(
+            encode_batch(
+                [Record(r.value, r.key, r.headers, r.timestamp) for r in decoded],
+                base_offset=header.base_offset,
+                compression=codec,
+                timestamp_type=header.timestamp_type,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                partition_leader_epoch=header.partition_leader_epoch,
+            )
+        )
+    pieces.append(records[end:])  # trailing bytes: the Log refuses them
+    return b"".join(pieces)

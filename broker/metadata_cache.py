@@ -66,6 +66,9 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    kafka_host: str | None = None
+    """Host of the broker's Kafka-protocol listener; None when it has none."""
+    kafka_port: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +101,19 @@ class MetadataCache:
 
     # -- updates -------------------------------------------------------------------------
 
-    def register_self(self, host: str, port: int, rack: str | None = None) -> None:
-        """Make this broker visible before any controller speaks (standalone mode)."""
-        self.brokers.setdefault(self.broker_id, BrokerInfo(self.broker_id, host, port, rack))
+    def register_self(
+        self,
+        host: str,
+        port: int,
+        rack: str | None = None,
+        kafka: tuple[str, int] | None = None,
+    ) -> None:
+        """Make this broker visible before any controller speaks (standalone mode);
+        ``kafka`` is its Kafka-protocol listener's advertised address, if any."""
+        kafka_host, kafka_port = kafka if kafka is not None else (None, -1)
+        self.brokers.setdefault(
+            self.broker_id, BrokerInfo(self.broker_id, host, port, rack, kafka_host, kafka_port)
+        )
         self._answers.clear()
 
     def set_cluster_id(self, cluster_id: str | None) -> None:
@@ -116,7 +129,14 @@ class MetadataCache:
         self.controller_id = body["controller_id"]
         self.controller_epoch = body["controller_epoch"]
         self.brokers = {
-            b["id"]: BrokerInfo(b["id"], b["host"], b["port"], b.get("rack"))
+            b["id"]: BrokerInfo(
+                b["id"],
+                b["host"],
+                b["port"],
+                b.get("rack"),
+                b.get("kafka_host"),
+                b.get("kafka_port", -1),
+            )
             for b in body["live_brokers"]
         }
         deleted: list[TopicPartition] = []
@@ -224,8 +244,7 @@ class MetadataCache:
         return {
             "throttle_time_ms": 0,
             "brokers": [
-                {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in sorted(self.brokers.values(), key=lambda b: b.id)
+                _broker_metadata(b) for b in sorted(self.brokers.values(), key=lambda b: b.id)
             ],
             "cluster_id": self.cluster_id,
             "controller_id": self.controller_id,
@@ -279,3 +298,13 @@ class MetadataCache:
             "isr_nodes": list(info.isr),
             "offline_replicas": [r for r in info.replicas if r in offline],
         }
+
+
+def _broker_metadata(b: BrokerInfo) -> dict[str, Any]:
+    """A Metadata broker entry; ``kafka_host`` / ``kafka_port`` (the Kafka-protocol
+    listener, which that listener advertises instead of host/port) only when it has one."""
+    entry: dict[str, Any] = {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+    if b.kafka_host is not None:
+        entry["kafka_host"] = b.kafka_host
+        entry["kafka_port"] = b.kafka_port
+    return entry

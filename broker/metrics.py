@@ -2,8 +2,9 @@
 
 Counters are plain ints bumped on the request path (the Trio thread is their only
 writer) and become Prometheus metric families when scraped; gauges describing the
-partitions are computed at scrape time from the ReplicaManager. Each
-broker has its own CollectorRegistry: several in-process brokers (tests) never mix.
+partitions and the broker's state are computed at scrape time by the collectors in
+broker/metrics_state.py. Each broker has its own CollectorRegistry: several in-process
+brokers (tests) never mix.
 
 ``MetricsServer`` answers ``GET /metrics`` on ``metrics.port`` with a tiny Trio HTTP
 responder: one request per connection, then close - all a scraper needs.
@@ -11,9 +12,7 @@ responder: one request per connection, then close - all a scraper needs.
 Which request-path figures follow Kafka: messages / bytes in count leader appends of
 produced batches only (Kafka's BytesIn leaves replication out); bytes out counts record
 bytes sent to consumers (follower fetches are Kafka's ReplicationBytesOut, not counted
-here); a Fetch is named FetchConsumer or FetchFollower by its replica_id. State gauges
-(under-min-ISR, purgatories, connections, fetcher lag, ISR changes, flushes) are in
-broker/metrics_state.py.
+here); a Fetch is named FetchConsumer or FetchFollower by its replica_id.
 
 ``MINIBROKER_METRICS=off`` in the environment turns the request-path counters into
 no-ops (the registry and endpoint stay): it exists so bench/broker_bench.py can measure
@@ -28,22 +27,18 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
-    GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
 )
 from prometheus_client.registry import Collector
 
 from minibroker.protocol.api import ApiKey
-
-if TYPE_CHECKING:
-    from minibroker.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +117,6 @@ class BrokerMetrics:
         timings[_bucket(REQUEST_TIME_BUCKETS_MS, elapsed_ms)] += 1
         timings[_TOTAL] += elapsed_ms
 
-    def watch(self, replica_manager: ReplicaManager) -> None:
-        """Report partition gauges from ``replica_manager`` at every scrape."""
-        self.registry.register(_PartitionCollector(replica_manager))
-
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -169,38 +160,6 @@ class _CounterCollector(Collector):
             times.add_metric([request], list(zip(bounds, cumulative, strict=True)), timings[_TOTAL])
         yield requests
         yield times
-
-
-class _PartitionCollector(Collector):
-    """Replica-manager gauges (more broker state is in broker/metrics_state.py)."""
-
-    def __init__(self, replica_manager: ReplicaManager) -> None:
-        self.replica_manager = replica_manager
-
-    def collect(self) -> Iterator[Metric]:
-        partitions = list(self.replica_manager.partitions.values())
-        leaders = [p for p in partitions if p.is_leader]
-        under = sum(1 for p in leaders if len(p.isr) < len(p.assigned_replicas))
-        prefix = "kafka_server_replicamanager_"
-        yield GaugeMetricFamily(prefix + "partitioncount", "Partitions here.", len(partitions))
-        yield GaugeMetricFamily(prefix + "leadercount", "Partitions led here.", len(leaders))
-        yield GaugeMetricFamily(
-            prefix + "underreplicatedpartitions", "Led partitions whose ISR < AR.", under
-        )
-        labels = ["topic", "partition"]
-        size = GaugeMetricFamily("kafka_log_log_size", "Log size in bytes.", labels=labels)
-        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=labels)
-        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start.", labels=labels)
-        hw = GaugeMetricFamily(
-            "kafka_cluster_partition_highwatermark", "High watermark.", labels=labels
-        )
-        for p in partitions:
-            key = [p.tp.topic, str(p.tp.partition)]
-            size.add_metric(key, p.log.size)
-            end.add_metric(key, p.log.log_end_offset)
-            start.add_metric(key, p.log.log_start_offset)
-            hw.add_metric(key, p.high_watermark)
-        yield from (size, end, start, hw)
 
 
 class MetricsServer:

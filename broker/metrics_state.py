@@ -31,16 +31,15 @@ exporter writes them by default, so dashboards built on Kafka's exporter match a
 are; Prometheus's lint (``promtool check metrics``) only warns about camelCase label
 names.
 
-Which pieces exist depends on what the broker runs: the ISR counters and fetcher lag
-need the replication components (``replica_manager.isr_manager``, fetch states with a
-``lag``), flush stats need ``log_manager.flush_stats``. A family whose source is missing
-is left out rather than reported as a misleading 0.
+The collectors are given the broker's components when ``Broker.run`` has built them;
+before that the state families are absent. Fetcher lag needs fetch states that record a
+``lag``; without them the family is left out rather than reported as a misleading 0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -51,9 +50,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from minibroker.broker.broker import Broker
-    from minibroker.broker.partition import Partition
+from minibroker.broker.isr import IsrManager
+from minibroker.broker.partition import Partition
+from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.replication_quota import ReplicationQuotas
+from minibroker.broker.server import BrokerServer
+from minibroker.storage.log_manager import LogManager
 
 LISTENER = "PLAINTEXT"
 """Kafka's listener name for minibroker's one plaintext listener."""
@@ -74,10 +76,8 @@ def under_min_isr_count(partitions: Iterable[Partition]) -> int:
     return sum(1 for p in partitions if p.is_leader and len(p.isr) < p.config.min_insync_replicas)
 
 
-def _replication_quotas(quotas: Any) -> Iterator[Metric]:
+def _replication_quotas(quotas: ReplicationQuotas) -> Iterator[Metric]:
     """Kafka's LeaderReplication / FollowerReplication byte-rate, plus a byte count."""
-    if quotas is None:
-        return
     for side, quota in (("leader", quotas.leader), ("follower", quotas.follower)):
         prefix = f"kafka_server_{side}replication_"
         yield GaugeMetricFamily(
@@ -105,14 +105,21 @@ def fetcher_max_lag(fetcher: Any) -> int | None:
 
 
 class BrokerStateCollector(Collector):
-    """Reads ``broker`` at each scrape; safe before ``Broker.run`` has built anything."""
+    """Reads the broker's components at each scrape (a missing one is left out)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        *,
+        replica_manager: ReplicaManager | None,
+        server: BrokerServer | None,
+        log_manager: LogManager | None,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.server = server
+        self.log_manager = log_manager
 
     def collect(self) -> Iterator[Metric]:
-        broker = self.broker
-        manager = broker.replica_manager
+        manager = self.replica_manager
         if manager is not None:
             partitions = list(manager.partitions.values())
             yield GaugeMetricFamily(
@@ -120,7 +127,7 @@ class BrokerStateCollector(Collector):
                 "Led partitions whose ISR is smaller than min.insync.replicas.",
                 under_min_isr_count(partitions),
             )
-            yield from _isr_changes(getattr(manager, "isr_manager", None))
+            yield from _isr_changes(manager.isr_manager)
             purgatory = GaugeMetricFamily(
                 PURGATORY_SIZE,
                 "Requests waiting in a purgatory, by delayed operation.",
@@ -129,7 +136,7 @@ class BrokerStateCollector(Collector):
             purgatory.add_metric(["Produce"], manager.produce_waiters.watched)
             purgatory.add_metric(["Fetch"], manager.fetch_waiters.watched)
             yield purgatory
-            yield from _replication_quotas(getattr(manager, "replication_quotas", None))
+            yield from _replication_quotas(manager.replication_quotas)
             lag = fetcher_max_lag(manager.fetcher)
             if lag is not None:
                 yield _labelled_gauge(
@@ -138,16 +145,16 @@ class BrokerStateCollector(Collector):
                     {"clientId": FETCHER_CLIENT_ID},
                     lag,
                 )
-        if broker.server is not None:
+        if self.server is not None:
             connections = UnknownMetricFamily(
                 CONNECTION_COUNT,
                 "Open client connections.",
                 labels=["listener", "networkProcessor"],
             )
-            connections.add_metric([LISTENER, "0"], broker.server.connections)
+            connections.add_metric([LISTENER, "0"], self.server.connections)
             yield connections
-        stats = getattr(broker.log_manager, "flush_stats", None)
-        if stats is not None:
+        if self.log_manager is not None:
+            stats = self.log_manager.flush_stats
             yield SummaryMetricFamily(
                 LOG_FLUSH,
                 "Log flushes (fsync) and the milliseconds they took.",
@@ -156,9 +163,7 @@ class BrokerStateCollector(Collector):
             )
 
 
-def _isr_changes(isr_manager: Any) -> Iterator[Metric]:
-    if isr_manager is None:
-        return
+def _isr_changes(isr_manager: IsrManager) -> Iterator[Metric]:
     yield CounterMetricFamily(
         REPLICA_MANAGER + "isrshrinks", "ISR shrinks of partitions led here.", isr_manager.shrinks
     )
@@ -175,3 +180,35 @@ def _labelled_gauge(
     family = GaugeMetricFamily(name, documentation, labels=list(labels))
     family.add_metric(list(labels.values()), value)
     return family
+
+
+class PartitionCollector(Collector):
+    """Per-partition gauges and the replica manager's partition counts."""
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+
+    def collect(self) -> Iterator[Metric]:
+        partitions = list(self.replica_manager.partitions.values())
+        leaders = [p for p in partitions if p.is_leader]
+        under = sum(1 for p in leaders if len(p.isr) < len(p.assigned_replicas))
+        prefix = "kafka_server_replicamanager_"
+        yield GaugeMetricFamily(prefix + "partitioncount", "Partitions here.", len(partitions))
+        yield GaugeMetricFamily(prefix + "leadercount", "Partitions led here.", len(leaders))
+        yield GaugeMetricFamily(
+            prefix + "underreplicatedpartitions", "Led partitions whose ISR < AR.", under
+        )
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily("kafka_log_log_size", "Log size in bytes.", labels=labels)
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=labels)
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start.", labels=labels)
+        hw = GaugeMetricFamily(
+            "kafka_cluster_partition_highwatermark", "High watermark.", labels=labels
+        )
+        for p in partitions:
+            key = [p.tp.topic, str(p.tp.partition)]
+            size.add_metric(key, p.log.size)
+            end.add_metric(key, p.log.log_end_offset)
+            start.add_metric(key, p.log.log_start_offset)
+            hw.add_metric(key, p.high_watermark)
+        yield from (size, end, start, hw)

@@ -8,7 +8,7 @@ State, all changed only on the Trio thread (so no locks):
 - ``assigned_replicas`` (AR) and, on the leader, ``isr``. A follower keeps no ISR: the
   leader owns it (Kafka's makeFollower empties it).
 - ``remote_replicas``: the leader's view of each follower (LEO, last caught-up time),
-  fed by followers' fetches - issue 5 fills these in.
+  fed by followers' fetches (broker/isr.py's record_follower_fetch).
 - ``high_watermark``: on the leader, min LEO over the ISR (the local replica included),
   moving only forward; consumers read below it. With a single replica it equals the
   LEO after every append. On a follower it is min(leader HW, own LEO).
@@ -17,7 +17,7 @@ Appends on the leader: check record counts (broker/log_validator.py), copy the e
 once into a writable buffer, stamp LogAppendTime if the topic wants it, and hand it to
 ``Log.append``, which validates every batch before writing anything and patches
 offsets and the leader epoch in place. Then the HW moves and the ReplicaManager wakes
-parked fetches (and, in issue 5, delayed produces).
+parked fetches and delayed produces.
 """
 
 from __future__ import annotations
@@ -26,7 +26,12 @@ import logging
 from dataclasses import dataclass
 
 from minibroker.broker.config import TopicConfig
-from minibroker.broker.log_validator import check_record_counts, stamp_log_append_time
+from minibroker.broker.log_validator import (
+    check_record_counts,
+    recompress,
+    stamp_log_append_time,
+    stored_codec,
+)
 from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -34,6 +39,7 @@ from minibroker.protocol.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
+from minibroker.protocol.records import Buffer
 from minibroker.storage.log import Log, LogAppendInfo
 from minibroker.storage.log_config import Clock
 from minibroker.storage.names import TopicPartition
@@ -182,9 +188,8 @@ class Partition:
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the ISR, never moving back; True if it moved.
 
-        The local LEO always counts; a follower counts once it is in the ISR (issue 5
-        feeds ``remote_replicas`` from follower fetches). A single-replica leader thus
-        has HW = LEO.
+        The local LEO always counts; a follower counts once it is in the ISR (follower
+        fetches feed ``remote_replicas``). A single-replica leader thus has HW = LEO.
         """
         if not self.is_leader:
             return False
@@ -199,7 +204,7 @@ class Partition:
         return False
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
-        """Follower side (issue 5): HW = min(leader HW, own LEO)."""
+        """Follower side: HW = min(leader HW, own LEO)."""
         self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
 
     # -- data path -------------------------------------------------------------------------
@@ -217,7 +222,7 @@ class Partition:
                 f"{self.tp}: request epoch {current_leader_epoch} > {self.leader_epoch}"
             )
 
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> AppendResult:
+    def append_records_to_leader(self, records: Buffer, required_acks: int) -> AppendResult:
         """Validate, assign offsets and append; raises the KafkaError for the partition."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
@@ -228,6 +233,9 @@ class Partition:
                 f"{config.min_insync_replicas}"
             )
         check_record_counts(records)
+        codec = stored_codec(config.compression_type)
+        if codec is not None:
+            records = recompress(records, codec)
         buf = bytearray(records)
         append_time = -1
         if config.log_append_time:

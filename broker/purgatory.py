@@ -12,7 +12,7 @@ re-checks them when an event touches a key. Here the operation itself is a Trio 
 
 ``notify(key)`` wakes every waiter watching that key. The broker keeps two: one notified
 when a partition's log grows (delayed fetch) and one when its high watermark moves
-(delayed produce with acks=all, issue 5).
+(delayed produce with acks=all).
 """
 
 from __future__ import annotations

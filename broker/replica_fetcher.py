@@ -56,7 +56,7 @@ from minibroker.broker.replication_quota import (
     is_listed,
 )
 from minibroker.broker.truncation import decide_truncation
-from minibroker.client.connection import Connection
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     NONE,

@@ -10,7 +10,7 @@ and the leader epoch, and the Partition does the work on its Log.
   state that does not list this broker as a replica (UNKNOWN_TOPIC_OR_PARTITION);
   otherwise creates the log if needed (in the least loaded log dir, LogManager's rule)
   and makes the partition leader or follower. Followers are handed to the replica
-  fetcher hook (issue 5) after their log is truncated there.
+  fetcher after their log is truncated there.
 - ``stop_replicas`` (StopReplica): drops partitions, deleting their logs if asked.
 - ``append_records`` (Produce): acks validation, then per partition
   ``append_records_to_leader``; wakes parked fetches of partitions that grew.
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -81,8 +81,16 @@ THROTTLE_RETRY_MIN_S = 0.005
 """Shortest pause before a parked, throttled follower fetch reads again (no spinning)."""
 
 
+TopicConfigLoader = Callable[[str], Awaitable[Mapping[str, str]]]
+"""A topic's overrides as stored in ZooKeeper (/config/topics/T)."""
+
+LogDirFailureHandler = Callable[[Path], Collection[TopicPartition]]
+"""Takes a failed log dir offline; returns the partitions it held (none if already)."""
+
+
 class FetcherHook(Protocol):
-    """What issue 5's ReplicaFetcherManager offers the ReplicaManager."""
+    """What the ReplicaFetcherManager (broker/replica_fetcher.py) offers the
+    ReplicaManager."""
 
     def add_partitions(self, partitions: Sequence[Partition]) -> None: ...
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
@@ -171,7 +179,16 @@ class ReplicaManager:
         clock: Clock,
         topic_overrides: Callable[[str], Mapping[str, str]] | None = None,
         metrics: BrokerMetrics | None = None,
+        fetcher: FetcherHook | None = None,
+        replication_quotas: ReplicationQuotas | None = None,
+        isr_store: IsrStore | None = None,
+        topic_config_loader: TopicConfigLoader | None = None,
+        on_log_dir_failure: LogDirFailureHandler | None = None,
     ) -> None:
+        """Cluster mode passes ``isr_store`` (ISR changes are written to ZooKeeper) and
+        ``topic_config_loader`` (/config/topics/T); standalone, both stay None.
+        ``on_log_dir_failure`` takes a log dir that failed an I/O offline and returns
+        the partitions that went with it."""
         self.config = config
         self.metrics = metrics or BrokerMetrics()
         self.broker_id = config.broker_id
@@ -179,22 +196,20 @@ class ReplicaManager:
         self.metadata_cache = metadata_cache
         self.clock = clock
         self.topic_overrides = topic_overrides or (lambda topic: {})
-        # Cluster mode: topic overrides come from /config/topics/T through this.
-        self.topic_config_loader: Callable[[str], Awaitable[Mapping[str, str]]] | None = None
+        self.topic_config_loader = topic_config_loader
         self._stored_overrides: dict[str, dict[str, str]] = {}
         self.controller_epoch = -1
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
         self.produce_waiters = DelayedProducePurgatory(self.get_partition)
-        self.fetcher: FetcherHook | None = None
+        self.fetcher = fetcher
         # The replication throttle (broker/replication_quota.py); its rates are set by
         # broker/broker_configs.py, the fetchers share the follower side.
-        self.replication_quotas = ReplicationQuotas.unlimited()
-        self.on_log_dir_failure: Callable[[Path], None] | None = None  # set by the broker
-        self.isr_store: Callable[[], IsrStore | None] = lambda: None  # set in cluster mode
+        self.replication_quotas = replication_quotas or ReplicationQuotas.unlimited()
+        self._on_log_dir_failure = on_log_dir_failure
         self.isr_manager = IsrManager(
             partitions=lambda: self.partitions.values(),
-            store=lambda: self.isr_store(),
+            store=isr_store,
             on_isr_changed=lambda partition, expanded: self._on_isr_changed(partition),
             clock=clock,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
@@ -211,11 +226,23 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
+    def log_dir_failed(self, log_dir: Path) -> None:
+        """An I/O error in ``log_dir``: take it offline now, stop fetching into its
+        partitions and wake the requests waiting on them (they answer with an error)."""
+        if self._on_log_dir_failure is None:
+            return
+        lost = self._on_log_dir_failure(log_dir)
+        if self.fetcher is not None and lost:
+            self.fetcher.remove_partitions(lost)
+        for tp in lost:
+            self.fetch_waiters.notify(tp)
+            self.produce_waiters.notify(tp)
+
     def partition_or_error(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None:
             raise UnknownTopicOrPartitionError(f"broker {self.broker_id} has no replica of {tp}")
-        offline = self.log_manager.offline_log_dirs  # issue 6: a failed log dir
+        offline = self.log_manager.offline_log_dirs  # a failed log dir
         if offline and partition.log.dir.parent in offline:
             raise KafkaStorageError(f"{tp} is in offline log dir {partition.log.dir.parent}")
         return partition
@@ -277,7 +304,7 @@ class ReplicaManager:
                 offline = self.log_manager.offline_log_dirs
                 if current is not None and current.log.dir.parent in offline:
                     # Before the epoch check, as Kafka: the controller resends the same
-                    # state to learn exactly this (issue 6: its log dir failed).
+                    # state to learn exactly this: its log dir failed.
                     errors[tp] = KafkaStorageError.code
                     continue
                 if current is not None and state.leader_epoch <= current.leader_epoch:
@@ -432,8 +459,7 @@ class ReplicaManager:
             except OSError as exc:
                 log.error("append to %s failed: %s", tp, exc)
                 results.append((tp, KafkaStorageError(str(exc))))
-                if self.on_log_dir_failure is not None:  # issue 6: take the dir offline
-                    self.on_log_dir_failure(self.partitions[tp].log.dir.parent)
+                self.log_dir_failed(self.partitions[tp].log.dir.parent)
                 continue
             self.fetch_waiters.notify(tp)
             if result.high_watermark_moved:

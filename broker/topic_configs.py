@@ -15,7 +15,7 @@ How this works (ZooKeeper-era Kafka's AdminManager + DynamicConfigManager, topic
   then the notification ``/config/changes/config_change_<seq>``
   ``{"version":2,"entity_path":"topics/T"}``.
 - Every broker watches /config/changes (``run_change_listener``, started by
-  controller/broker_hooks.py with the session's event channel) and, for each new
+  broker/cluster_member.py with the session's event channel) and, for each new
   notification, re-reads the topic's overrides and applies them to its live partitions
   (TopicConfig) and logs (LogConfig). The active controller watches the same znodes for
   unclean.leader.election.enable (controller.py ``_on_topic_config_change``).
@@ -41,14 +41,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from minibroker.broker.apis import Body, Deferred, HandlerResult, KafkaApis
 from minibroker.broker.assignment import validate_topic_name
 from minibroker.broker.config import BrokerConfig, TopicConfig
+from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replication_quota import (
     FOLLOWER_THROTTLED_REPLICAS,
@@ -56,7 +56,7 @@ from minibroker.broker.replication_quota import (
     AllPartitions,
     throttled_partitions,
 )
-from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     ConfigError,
@@ -147,9 +147,6 @@ def _error(exc: KafkaError) -> Body:
     return {"error_code": exc.code, "error_message": exc.message}
 
 
-ZkDataSource = Callable[[], "KafkaZkClient | None"]
-
-
 class TopicConfigs:
     """The two config APIs and the /config/changes listener of one broker."""
 
@@ -159,22 +156,23 @@ class TopicConfigs:
         replica_manager: ReplicaManager,
         metadata_cache: MetadataCache,
         *,
-        zk_data: ZkDataSource,
+        zk: KafkaZkClient | None,
+        broker_configs: BrokerConfigs | None = None,
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
-        self._zk_data = zk_data
+        self._zk = zk
         # Resource type BROKER (4) and brokers/<id> changes (broker/broker_configs.py).
-        self.broker_configs: BrokerConfigs | None = None
+        self.broker_configs = broker_configs
 
     def validate(self, configs: Mapping[str, str]) -> None:
-        """CreateTopics' check of a new topic's configs (controller/admin.py)."""
+        """CreateTopics' check of a new topic's configs (broker/admin_manager.py)."""
         validate_topic_overrides(self.config, configs)
 
-    def install(self, apis: KafkaApis) -> None:
-        apis.register(ApiKey.DESCRIBE_CONFIGS, self.handle_describe_configs)
-        apis.register(ApiKey.ALTER_CONFIGS, self.handle_alter_configs)
+    def install(self, dispatcher: RequestDispatcher) -> None:
+        dispatcher.register(ApiKey.DESCRIBE_CONFIGS, self.handle_describe_configs)
+        dispatcher.register(ApiKey.ALTER_CONFIGS, self.handle_alter_configs)
 
     # -- DescribeConfigs -------------------------------------------------------------------
 
@@ -213,7 +211,7 @@ class TopicConfigs:
         return result | {"error_code": NONE, "error_message": None}
 
     async def _read_overrides(self, topic: str) -> dict[str, str]:
-        data = self._zk_data()
+        data = self._zk
         if data is None:
             return dict(self.replica_manager.topic_overrides(topic))
         try:
@@ -250,7 +248,7 @@ class TopicConfigs:
             # A null value in a full replacement means "no override" (Kafka drops it too).
             configs = {c["name"]: c["value"] for c in resource["configs"] if c["value"] is not None}
             validate_topic_overrides(self.config, configs)
-            data = self._zk_data()
+            data = self._zk
             if data is None:
                 raise InvalidRequestError("a standalone broker has no ZooKeeper to keep configs")
             if await data.get_assignment(topic) is None:
@@ -307,12 +305,11 @@ class TopicConfigs:
         hosts are re-read whole: a rejoin after losing ZooKeeper may have missed
         notifications (Kafka's DynamicConfigManager re-reads every entity at start-up).
         Partitions created later read their config on LeaderAndIsr."""
-        from minibroker.controller.zk_adapter import ControllerZkAdapter
+        from minibroker.zk.config_changes import config_change_names, topics_changed
         from minibroker.zk.model import CONFIG_CHANGES_PATH
         from minibroker.zk.types import StateChange, WatchEvent, WatchType, ZkState
 
-        changes = ControllerZkAdapter(data)  # its notification readers, nothing fenced
-        last = max(await changes.get_config_changes(watch=True), default="")
+        last = max(await config_change_names(data.zk, watch=True), default="")
         await self._resync(data)
         task_status.started()
         async for event in events:
@@ -324,9 +321,9 @@ class TopicConfigs:
             try:
                 if isinstance(event, StateChange) and event.new_session:
                     await self._resync(data)
-                names = await changes.get_config_changes(watch=True)
+                names = await config_change_names(data.zk, watch=True)
                 fresh = [n for n in names if n > last]
-                for topic in sorted(await changes.read_config_change_topics(fresh)):
+                for topic in sorted(await topics_changed(data.zk, fresh)):
                     await self.apply_topic_config(data, topic)
                 if self.broker_configs is not None:
                     await self.broker_configs.apply_changes(data, fresh)

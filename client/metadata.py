@@ -22,8 +22,8 @@ from typing import Any
 
 import trio
 
-from minibroker.client.connection import Connection
 from minibroker.client.errors import wire_error
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     ConfigError,
@@ -59,6 +59,8 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    kafka: str | None = None
+    """``host:port`` of the broker's Kafka-protocol listener, None when it has none."""
 
     @property
     def address(self) -> str:
@@ -97,7 +99,9 @@ class ClusterMetadata:
     @classmethod
     def from_response(cls, body: dict[str, Any]) -> ClusterMetadata:
         brokers = {
-            b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack"))
+            b["node_id"]: BrokerInfo(
+                b["node_id"], b["host"], b["port"], b.get("rack"), _kafka_address(b)
+            )
             for b in body["brokers"]
         }
         topics = {}
@@ -363,3 +367,11 @@ class ClusterClient:
         info = self.metadata.topics.get(name)
         code = info.error_code if info is not None else 3
         raise wire_error(code or 3, f"topic {name!r}", f"no metadata after {timeout_s:g} s")
+
+
+def _kafka_address(broker: dict[str, Any]) -> str | None:
+    """The ``kafka_host`` / ``kafka_port`` a Metadata broker entry carries, as host:port."""
+    host = broker.get("kafka_host")
+    if host is None:
+        return None
+    return f"[{host}]:{broker['kafka_port']}" if ":" in host else f"{host}:{broker['kafka_port']}"

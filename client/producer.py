@@ -36,6 +36,7 @@ from minibroker.client.errors import with_context
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.partitioner import StickyPartitioner
 from minibroker.client.sender import Sender
+from minibroker.protocol.compression import CODEC_NAMES
 from minibroker.protocol.errors import ConfigError, KafkaError, MinibrokerError
 from minibroker.protocol.heap import keep_freed_memory
 from minibroker.protocol.records import Compression, Header
@@ -55,11 +56,10 @@ def _acks(value: Literal["all", 0, 1, -1] | str | int) -> int:
 
 
 def _compression(value: str | None) -> Compression:
-    if value in (None, "none"):
-        return Compression.NONE
-    if value == "gzip":
-        return Compression.GZIP
-    raise ConfigError(f"compression must be gzip or None, not {value!r}")
+    codec = CODEC_NAMES.get(value or "none")
+    if codec is None:
+        raise ConfigError(f"compression must be one of {', '.join(CODEC_NAMES)}, not {value!r}")
+    return codec
 
 
 class Producer:

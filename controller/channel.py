@@ -13,7 +13,7 @@ An answer with a non-zero top-level ``error_code`` (e.g. STALE_CONTROLLER_EPOCH)
 logged, not retried: resending the same decision cannot change the answer.
 
 Connections come from an injected ``Connector`` so unit tests need no sockets; the
-broker passes one built on client/connection.py.
+broker passes one built on net/connection.py.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any, Protocol
 
 import trio
 
-from minibroker.client.connection import Connection
 from minibroker.controller.context import BrokerAddress
 from minibroker.controller.request_batch import Body, ResponseCallback
+from minibroker.net.connection import Connection
 from minibroker.protocol.errors import KafkaError, error_for_code
 
 log = logging.getLogger("minibroker.controller.channel")
@@ -219,7 +219,7 @@ CONTROLLER_CLIENT_ID = "controller"
 
 
 async def connect_to_broker(broker: BrokerAddress) -> BrokerConnection:
-    """The production Connector: one client/connection.py Connection per broker."""
+    """The production Connector: one net/connection.py Connection per broker."""
     connection = Connection(
         broker.host,
         broker.port,

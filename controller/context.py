@@ -62,8 +62,11 @@ class BrokerAddress(Protocol):
     def rack(self) -> str | None: ...
     @property
     def epoch(self) -> int:
-        """The czxid of its /brokers/ids znode: a re-registered broker has a new one."""
+        """The czxid of its /brokers/ids znode (KIP-380's broker epoch)."""
         ...
+
+    @property
+    def kafka_address(self) -> tuple[str, int] | None: ...
 
 
 @dataclass(frozen=True, slots=True)

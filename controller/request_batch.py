@@ -15,8 +15,11 @@ channel's sender task, so they only queue a controller event.
 Bodies follow protocol/schemas/control.py (Kafka's messages in snake_case, with one flat
 ``partition_states`` list whose entries name their topic, and brokers as
 ``{id, host, port, rack}``). Every body is stamped with ``controller_id`` and
-``controller_epoch``; brokers reject a lower epoch with STALE_CONTROLLER_EPOCH
-(docs/architecture.md, "The controller"). ``broker_epoch`` is always -1 (don't check).
+``controller_epoch``, and with the addressed broker's ``broker_epoch`` (the czxid of its
+/brokers/ids znode as the controller last read it, KIP-380). Brokers obey only the
+controller ZooKeeper names and refuse a request meant for an earlier registration of
+theirs (STALE_CONTROLLER_EPOCH / STALE_BROKER_EPOCH: docs/architecture.md, "The
+controller").
 
 LeaderAndIsr:   partition_states[{topic_name, partition_index, controller_epoch, leader,
                 leader_epoch, isr, zk_version, replicas, adding_replicas,
@@ -33,10 +36,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from minibroker.controller.context import ControllerContext, LeaderAndIsr, TopicPartition
 from minibroker.protocol.api import ApiKey
+from minibroker.protocol.api import Body as Body
 
 LEADER_AND_ISR = ApiKey.LEADER_AND_ISR
 STOP_REPLICA = ApiKey.STOP_REPLICA
@@ -48,7 +52,6 @@ NO_LEADER_EPOCH = -1
 EPOCH_DURING_DELETE = -2
 """StopReplica leader epoch for a topic being deleted: the broker stops whatever epoch."""
 
-Body = dict[str, Any]
 ResponseCallback = Callable[[int, Body], None]
 """Called with (broker_id, response body) when a broker answers."""
 
@@ -170,26 +173,27 @@ class ControllerBrokerRequestBatch:
     def requests(self, controller_epoch: int) -> list[BrokerRequest]:
         """Every request of this round, LeaderAndIsr first, then UpdateMetadata, then
         StopReplica; brokers in ascending id order so the output is deterministic."""
-        header: Body = {
-            "controller_id": self._controller_id,
-            "controller_epoch": controller_epoch,
-            "broker_epoch": NO_BROKER_EPOCH,
-        }
+        live = self._context.live_brokers
+
+        def header(broker_id: int) -> Body:
+            broker = live.get(broker_id)
+            return {
+                "controller_id": self._controller_id,
+                "controller_epoch": controller_epoch,
+                "broker_epoch": NO_BROKER_EPOCH if broker is None else broker.epoch,
+            }
+
         out: list[BrokerRequest] = []
         for broker_id in sorted(self._leader_and_isr):
-            out.append(
-                BrokerRequest(
-                    broker_id, LEADER_AND_ISR, header | self._leader_and_isr_body(broker_id)
-                )
-            )
+            body = header(broker_id) | self._leader_and_isr_body(broker_id)
+            out.append(BrokerRequest(broker_id, LEADER_AND_ISR, body))
         if self._metadata_brokers:
-            metadata = header | self._update_metadata_body()
+            metadata = self._update_metadata_body()
             for broker_id in sorted(self._metadata_brokers):
-                out.append(BrokerRequest(broker_id, UPDATE_METADATA, metadata))
+                out.append(BrokerRequest(broker_id, UPDATE_METADATA, header(broker_id) | metadata))
         for broker_id in sorted(self._stop_replica):
-            out.append(
-                BrokerRequest(broker_id, STOP_REPLICA, header | self._stop_replica_body(broker_id))
-            )
+            body = header(broker_id) | self._stop_replica_body(broker_id)
+            out.append(BrokerRequest(broker_id, STOP_REPLICA, body))
         return out
 
     def send_requests(self, controller_epoch: int) -> None:
@@ -210,7 +214,10 @@ class ControllerBrokerRequestBatch:
         b = self._context.live_brokers.get(broker_id)
         if b is None:
             return None
-        return {"id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+        body: Body = {"id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+        if b.kafka_address is not None:
+            body["kafka_host"], body["kafka_port"] = b.kafka_address
+        return body
 
     def _leader_and_isr_body(self, broker_id: int) -> Body:
         states: list[Body] = []

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import IntEnum
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeAlias
 
 import msgpack
 
@@ -51,6 +51,9 @@ from minibroker.protocol.schemas.packing import Buffer, pack_buffers
 from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
 
 _packb = msgpack.Packer(autoreset=True).pack
+
+Body: TypeAlias = dict[str, Any]
+"""A request or response body: its fields by their snake_case names (protocol/schemas/)."""
 
 
 class ApiKey(IntEnum):

@@ -215,6 +215,20 @@ class UnknownLeaderEpochError(KafkaError):
     retriable = True
 
 
+class ClusterAuthorizationFailedError(KafkaError):
+    """A cluster action (a controller request) where it is not allowed."""
+
+    code = 31
+    name = "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class StaleBrokerEpochError(KafkaError):
+    """A controller request addressed to an earlier registration of this broker."""
+
+    code = 77
+    name = "STALE_BROKER_EPOCH"
+
+
 class PreferredLeaderNotAvailableError(KafkaError):
     code = 80
     name = "PREFERRED_LEADER_NOT_AVAILABLE"

@@ -21,7 +21,7 @@ prefix and, once the whole payload is buffered, returns it as ``bytes``:
 - a prefix split across chunks is re-assembled from the few bytes involved.
 
 Like h11, this module never reads or writes a socket: the Trio code around it owns
-the I/O (``client/connection.py``, the broker's server).
+the I/O (``net/connection.py``, the broker's server).
 """
 
 from __future__ import annotations

@@ -36,11 +36,12 @@ This module is sans-IO: bytes in, values out.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple, TypeAlias
 
+from minibroker.protocol.compression import Compression as Compression  # re-exported
+from minibroker.protocol.compression import compress, decompress
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.errors import CorruptMessageError
 
@@ -71,11 +72,6 @@ _CONTROL_BIT = 0x20
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
 NO_PARTITION_LEADER_EPOCH = -1
-
-
-class Compression(IntEnum):
-    NONE = 0
-    GZIP = 1
 
 
 class TimestampType(IntEnum):
@@ -266,7 +262,7 @@ def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptMessageError(
             f"batch at {pos} has {count} records but lastOffsetDelta {fields[6]}"
         )
-    if fields[5] & _COMPRESSION_MASK > Compression.GZIP:
+    if fields[5] & _COMPRESSION_MASK > Compression.ZSTD:
         raise CorruptMessageError(f"batch at {pos} uses an unsupported compression codec")
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     actual = crc32c(view[pos + _CRC_START : end])
@@ -367,9 +363,7 @@ def _assemble(
     base_sequence: int,
     partition_leader_epoch: int,
 ) -> bytes:
-    if compression is Compression.GZIP:
-        compressor = zlib.compressobj(wbits=31)  # 31: gzip framing, as Kafka's GZIPOutputStream
-        records_section = compressor.compress(records_section) + compressor.flush()
+    records_section = compress(compression, records_section)
     attributes = int(compression) | (
         _TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
     )
@@ -637,11 +631,11 @@ def _records_section(buf: Buffer, pos: int, verify_crc: bool) -> tuple[BatchHead
         if pos + header.size > len(buf):
             raise CorruptMessageError(f"batch at {pos} is cut short")
     section = bytes(buf[pos + BATCH_HEADER_SIZE : pos + header.size])
-    if header.compression is Compression.GZIP:
+    if header.compression is not Compression.NONE:
         try:
-            section = zlib.decompress(section, wbits=47)  # 47: gzip or zlib framing
-        except zlib.error as exc:
-            raise CorruptMessageError(f"batch at {pos}: bad gzip data ({exc})") from exc
+            section = decompress(header.compression, section)
+        except CorruptMessageError as exc:
+            raise CorruptMessageError(f"batch at {pos}: {exc}") from exc
     return header, section
 
 

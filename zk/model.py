@@ -78,6 +78,8 @@ PERSISTENT_PATHS = (
 BROKER_ZNODE_VERSION = 5
 TOPIC_ZNODE_VERSION = 2
 DEFAULT_SECURITY_PROTOCOL = "PLAINTEXT"
+KAFKA_LISTENER = "KAFKA"
+"""Listener name of a broker's Kafka-protocol endpoint (the msgpack one is PLAINTEXT)."""
 
 
 class ZkDataError(MinibrokerError):
@@ -224,6 +226,14 @@ class BrokerInfo:
     @property
     def port(self) -> int:
         return self.endpoints[0].port if self.endpoints else -1
+
+    @property
+    def kafka_address(self) -> tuple[str, int] | None:
+        """(host, port) of the broker's Kafka-protocol listener, if it has one."""
+        for endpoint in self.endpoints:
+            if endpoint.listener == KAFKA_LISTENER:
+                return endpoint.host, endpoint.port
+        return None
 
 
 def encode_broker_info(info: BrokerInfo) -> bytes:

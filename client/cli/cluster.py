@@ -37,7 +37,13 @@ async def _run(args: argparse.Namespace) -> int:
                 "cluster_id": cluster.cluster_id,
                 "controller_id": cluster.controller_id,
                 "brokers": [
-                    {"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    {
+                        "id": b.node_id,
+                        "host": b.host,
+                        "port": b.port,
+                        "rack": b.rack,
+                        "kafka": b.kafka,
+                    }
                     for b in cluster.brokers
                 ],
             }
@@ -47,9 +53,15 @@ async def _run(args: argparse.Namespace) -> int:
     controller = cluster.controller_id if cluster.controller_id >= 0 else "none"
     print(f"Controller: {controller}")
     print_table(
-        ("BROKER", "ADDRESS", "RACK", "CONTROLLER"),
+        ("BROKER", "ADDRESS", "KAFKA", "RACK", "CONTROLLER"),
         [
-            (b.node_id, b.address, b.rack or "-", "*" if b.node_id == cluster.controller_id else "")
+            (
+                b.node_id,
+                b.address,
+                b.kafka or "-",
+                b.rack or "-",
+                "*" if b.node_id == cluster.controller_id else "",
+            )
             for b in cluster.brokers
         ],
     )

@@ -43,6 +43,7 @@ import trio
 from minibroker.client.cli.common import UsageError, add_format, run_async
 from minibroker.client.cli.dev_control import (
     BROKER_READY,
+    KAFKA_READY,
     STOP_TIMEOUT_S,
     broker_argv,
     child_env,
@@ -96,6 +97,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=9308,
         help="metrics port of broker 1 (default 9308; 0 = any)",
+    )
+    up.add_argument(
+        "--kafka-base-port",
+        type=int,
+        default=None,
+        help="also serve Kafka's binary protocol: broker i on base+i-1 (0 = any; "
+        "default: no Kafka listener)",
     )
     up.add_argument(
         "--set",
@@ -153,9 +161,10 @@ def run(args: argparse.Namespace) -> int:
 def _run_up(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 100:
         raise UsageError("--brokers must be 1..100")
-    for flag in ("base_port", "zookeeper_port", "metrics_base_port"):
+    for flag in ("base_port", "zookeeper_port", "metrics_base_port", "kafka_base_port"):
         port = getattr(args, flag)
-        if port != 0 and not 0 < port + (args.brokers if flag != "zookeeper_port" else 1) < 65536:
+        span = args.brokers if flag != "zookeeper_port" else 1
+        if port and not 0 < port + span < 65536:
             raise UsageError(f"--{flag.replace('_', '-')} out of range: {port}")
     if args.data_dir is None:
         args.data_dir = DEFAULT_DATA_DIR
@@ -201,6 +210,8 @@ def check_ports_free(args: argparse.Namespace) -> None:
             wanted.append((args.base_port + i, f"broker {i + 1}"))
         if args.metrics_base_port:
             wanted.append((args.metrics_base_port + i, f"broker {i + 1} metrics"))
+        if args.kafka_base_port:
+            wanted.append((args.kafka_base_port + i, f"broker {i + 1} Kafka listener"))
     for port, who in wanted:
         if not port:
             continue
@@ -285,7 +296,11 @@ class _Supervisor:
         metrics = args.metrics_base_port + broker_id - 1 if args.metrics_base_port else 0
         log = self.data_dir / "logs" / f"{name}.log"
         offset = log.stat().st_size if log.exists() else 0
-        argv = broker_argv(self.data_dir, broker_id, port, metrics, zk_port, self.state.settings)
+        kafka_base = args.kafka_base_port
+        kafka = None if kafka_base is None else (kafka_base + broker_id - 1 if kafka_base else 0)
+        argv = broker_argv(
+            self.data_dir, broker_id, port, metrics, zk_port, self.state.settings, kafka
+        )
         process, _ = await self._spawn(name, argv)
         found = await wait_for_line(name, log, BROKER_READY, offset, process.poll)
         actual = int(found.group(2))
@@ -294,7 +309,13 @@ class _Supervisor:
                 f.seek(offset)
                 exported = METRICS_PORT.search(f.read())
             metrics = int(exported.group(1)) if exported else 0
-        self.state.brokers[broker_id] = ChildInfo(name, process.pid, actual, str(log), metrics)
+        kafka_port = None
+        if kafka is not None:
+            kafka_line = await wait_for_line(name, log, KAFKA_READY, offset, process.poll)
+            kafka_port = int(kafka_line.group(2))
+        self.state.brokers[broker_id] = ChildInfo(
+            name, process.pid, actual, str(log), metrics, kafka_port
+        )
         self.state.save()
         print(f"  broker {broker_id} listening on 127.0.0.1:{actual} (log {log})", flush=True)
 
@@ -303,6 +324,8 @@ class _Supervisor:
         assert zk is not None
         print("\nminibroker dev cluster is up", flush=True)
         print(f"  bootstrap servers   {self.state.bootstrap}")
+        if self.state.kafka_bootstrap:
+            print(f"  Kafka bootstrap     {self.state.kafka_bootstrap}  (kcat, Kafka clients)")
         print(f"  zookeeper.connect   127.0.0.1:{zk.port}")
         for broker_id, b in sorted(self.state.brokers.items()):
             metrics = f"http://127.0.0.1:{b.metrics_port}/metrics" if b.metrics_port else "-"

@@ -44,6 +44,7 @@ from minibroker.client.cli.dev_state import (
 from minibroker.protocol.errors import KafkaError
 
 BROKER_READY = re.compile(rb"broker (\d+) listening on port (\d+)")
+KAFKA_READY = re.compile(rb"broker (\d+) Kafka protocol on \S*:(\d+)")
 START_TIMEOUT_S = 120.0  # ZooKeeper's JVM start plus broker registration on a slow machine
 STOP_TIMEOUT_S = 60.0  # controlled shutdown moves leadership away before a broker exits
 KILL_WAIT_S = 10.0  # a SIGKILLed process is gone as soon as the kernel reaps it
@@ -63,9 +64,16 @@ def child_env() -> dict[str, str]:
 
 
 def broker_argv(
-    data_dir: Path, broker_id: int, port: int, metrics_port: int, zk_port: int, settings: list[str]
+    data_dir: Path,
+    broker_id: int,
+    port: int,
+    metrics_port: int,
+    zk_port: int,
+    settings: list[str],
+    kafka_port: int | None = None,
 ) -> list[str]:
-    """``minibroker broker ...`` for broker ``broker_id`` of the cluster in ``data_dir``."""
+    """``minibroker broker ...`` for broker ``broker_id`` of the cluster in ``data_dir``
+    (with a Kafka listener on ``kafka_port`` unless it is None; 0 = any port)."""
     home = data_dir / f"broker-{broker_id}"
     dirs = [home / "logs-0", home / "logs-1"]
     for d in dirs:
@@ -76,6 +84,8 @@ def broker_argv(
         *("--log-dirs", ",".join(str(d) for d in dirs)),
         *("--zookeeper", f"127.0.0.1:{zk_port}", "--metrics-port", str(metrics_port)),
     )
+    if kafka_port is not None:
+        argv += ["--kafka-listen", f"127.0.0.1:{kafka_port}"]
     for item in settings:
         argv += ["--set", item]
     return argv
@@ -230,7 +240,13 @@ async def start_broker(data_dir: Path, broker_id: int) -> int:
     log = Path(info.log)
     offset = log.stat().st_size if log.exists() else 0
     argv = broker_argv(
-        data_dir.resolve(), broker_id, info.port, info.metrics_port or 0, zk.port, state.settings
+        data_dir.resolve(),
+        broker_id,
+        info.port,
+        info.metrics_port or 0,
+        zk.port,
+        state.settings,
+        info.kafka_port,
     )
     with log.open("ab") as out:
         out.write(log_header(info.name))

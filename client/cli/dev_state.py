@@ -39,6 +39,7 @@ class ChildInfo:
     port: int
     log: str
     metrics_port: int | None = None
+    kafka_port: int | None = None
 
 
 @dataclass
@@ -53,6 +54,13 @@ class DevState:
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Kafka clients' bootstrap.servers ("" when no broker has a Kafka listener)."""
+        return ",".join(
+            f"127.0.0.1:{b.kafka_port}" for b in self.brokers.values() if b.kafka_port is not None
+        )
 
     def save(self) -> None:
         path = Path(self.data_dir) / STATE_FILE

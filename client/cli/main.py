@@ -25,7 +25,7 @@ from minibroker.protocol.errors import KafkaError, MinibrokerError
 COMMANDS: dict[str, str] = {
     "dump-log": "minibroker.storage.dump_log",
     "zookeeper": "minibroker.zk.server_cli",
-    "broker": "minibroker.broker.cli",
+    "broker": "minibroker.node.cli",
     "analyze": "minibroker.analytics.cli",
     "dev": "minibroker.client.cli.dev",
     "topic": "minibroker.client.cli.topic",

@@ -26,6 +26,7 @@ from minibroker.client.cli.common import (
     topic_or_explain,
 )
 from minibroker.client.producer import Producer
+from minibroker.protocol.compression import CODEC_NAMES
 from minibroker.protocol.errors import KafkaError, MinibrokerError
 
 HELP = "produce stdin lines as records"
@@ -58,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition", type=int, help="write every record to this partition")
     parser.add_argument(
         "--compression",
-        choices=("none", "gzip"),
+        choices=tuple(CODEC_NAMES),
         default="none",
         help="batch compression (default none)",
     )

@@ -2,9 +2,11 @@
 and ControlledShutdown (broker to controller).
 
 Every controller request carries ``controller_id``, ``controller_epoch`` (a broker
-rejects an older epoch with STALE_CONTROLLER_EPOCH) and ``broker_epoch`` (the
-recipient's registration as the controller saw it, -1 = don't check; it fences requests
-meant for an earlier incarnation of a restarted broker).
+obeys only the id and epoch of /controller and /controller_epoch, else
+STALE_CONTROLLER_EPOCH) and ``broker_epoch`` (the recipient's registration as the
+controller saw it: the czxid of its /brokers/ids znode; anything else, -1 included, is
+STALE_BROKER_EPOCH, which fences requests meant for an earlier incarnation of a
+restarted broker).
 
 Simplified against Kafka: partition states are one flat list whose entries name their
 ``topic_name`` (Kafka's v0-1 "ungrouped" form), and brokers are ``{id, host, port,
@@ -33,7 +35,10 @@ BROKER = struct(
     Field("host", STRING),
     Field("port", INT32),
     Field("rack", Nullable(STRING), None),
-    doc="A live broker: its id and the one listener clients and replicas connect to.",
+    Field("kafka_host", Nullable(STRING), None),
+    Field("kafka_port", INT32, -1),
+    doc="A live broker: its id, the listener clients and replicas connect to, and its "
+    "Kafka-protocol listener (kafka_host nil when it has none).",
 )
 
 _CONTROLLER_HEADER = (

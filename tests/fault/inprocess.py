@@ -19,6 +19,7 @@ import trio
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.partition import Partition
+from minibroker.node.node import Node
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.records import decode_batch, iter_headers
 from minibroker.storage.names import TopicPartition
@@ -80,12 +81,13 @@ class InProcessCluster:
                 listeners=f"PLAINTEXT://127.0.0.1:{member.port}",
                 **values,
             )
-        broker = Broker(config)
+        node = Node(config)  # in-process brokers in a ZooKeeper cluster run its controller too
+        broker = node.broker
         scope = trio.CancelScope()
 
         async def run(*, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
             with scope:
-                await broker.run(task_status=task_status)
+                await node.run(task_status=task_status)
 
         await self.nursery.start(run)
         member.broker, member.scope, member.port = broker, scope, broker.port

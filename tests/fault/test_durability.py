@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import trio
 
-from minibroker.client.connection import Connection
 from minibroker.controller.context import TopicPartition
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.records import decode_records

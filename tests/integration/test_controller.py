@@ -11,9 +11,12 @@ import pytest
 import trio
 
 from minibroker.broker.broker import Broker
+from minibroker.broker.cluster_member import ClusterMembership
 from minibroker.broker.partition import Partition
 from minibroker.broker.replica_manager import FetcherHook
 from minibroker.controller.context import TopicPartition
+from minibroker.controller.controller import KafkaController
+from minibroker.node.node import Node
 from minibroker.protocol.api import ApiKey
 from minibroker.storage.names import TopicPartition as BrokerTopicPartition
 from minibroker.zk.client import ZkClient
@@ -51,6 +54,7 @@ class Cluster:
         self.props = props
         self.log_dirs = log_dirs
         self.brokers: dict[int, Broker] = {}
+        self.nodes: dict[int, Node] = {}
         self.scopes: dict[int, trio.CancelScope] = {}
 
     def log_dirs_of(self, broker_id: int) -> list[Path]:
@@ -68,10 +72,12 @@ class Cluster:
             **self.props,
         )
         scope = trio.CancelScope()
+        node = Node(config)
+        self.nodes[broker_id] = node
 
         async def run(task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
             with scope:
-                await Broker(config).run(task_status=task_status)
+                await node.run(task_status=task_status)
 
         broker: Broker = await self.nursery.start(run)
         self.brokers[broker_id] = broker
@@ -83,7 +89,7 @@ class Cluster:
         del self.brokers[broker_id]
 
     def controllers(self) -> list[int]:
-        return [b for b, broker in self.brokers.items() if _member(broker).controller.is_active]
+        return [b for b in self.brokers if _controller(self.nodes[b]).is_active]
 
     async def request(
         self, api_key: ApiKey, body: dict[str, Any], broker_id: int | None = None
@@ -93,8 +99,14 @@ class Cluster:
             return await client.request(api_key, body)
 
 
-def _member(broker: Broker) -> Any:
-    return broker.cluster_member
+def _controller(node: Node) -> KafkaController:
+    assert node.controller is not None, "the broker has not joined the cluster"
+    return node.controller
+
+
+def _membership(broker: Broker) -> ClusterMembership:
+    assert broker.membership is not None, "a standalone broker"
+    return broker.membership
 
 
 @asynccontextmanager
@@ -183,12 +195,12 @@ async def test_killing_the_controller_elects_another_with_a_higher_epoch_that_fe
 ) -> None:
     async with cluster(tmp_path, zk_connect) as c:
         (old,) = c.controllers()
-        old_epoch = _member(c.brokers[old]).controller.context.epoch
+        old_epoch = _controller(c.nodes[old]).context.epoch
         c.stop(old)
         await wait_until(lambda: len(c.controllers()) == 1, "a new controller")
         (new,) = c.controllers()
         assert new != old
-        assert _member(c.brokers[new]).controller.context.epoch > old_epoch
+        assert _controller(c.nodes[new]).context.epoch > old_epoch
         await wait_until(
             lambda: all(b.metadata_cache.controller_id == new for b in c.brokers.values()),
             "every broker to hear from the new controller",
@@ -258,7 +270,7 @@ async def test_without_a_live_isr_member_a_partition_stays_offline_unless_unclea
             assert await current_leader() == follower
         else:
             assert await current_leader() == -1
-            controller = _member(c.brokers[controller_id]).controller
+            controller = _controller(c.nodes[controller_id])
             assert tp in controller.context.offline_partitions()
             # Allowing it for this topic afterwards elects the surviving replica.
             await data.set_topic_config("u", {"unclean.leader.election.enable": "true"})
@@ -278,7 +290,7 @@ async def test_controlled_shutdown_moves_every_leadership_off_the_broker_first(
         assert any(
             s.leader == leaving for s in (await partition_states(zk_client, "t", 6)).values()
         )
-        assert await _member(c.brokers[leaving]).controlled_shutdown()
+        assert await _membership(c.brokers[leaving]).controlled_shutdown()
         after = await partition_states(zk_client, "t", 6)
         assert all(s.leader != leaving for s in after.values())
         c.stop(leaving)
@@ -437,15 +449,15 @@ async def test_a_controller_whose_session_expires_resigns_and_another_takes_over
 ) -> None:
     async with cluster(tmp_path, zk_connect) as c:
         (old,) = c.controllers()
-        old_controller = _member(c.brokers[old]).controller
+        old_controller = _controller(c.nodes[old])
         old_epoch = old_controller.context.epoch
-        await zk_session_killer(_member(c.brokers[old]).data.zk)
+        await zk_session_killer(_membership(c.brokers[old]).zk.zk)
         await wait_until(
             lambda: len(c.controllers()) == 1 and c.controllers()[0] != old,
             "another broker to become controller",
         )
         (new,) = c.controllers()
-        assert _member(c.brokers[new]).controller.context.epoch > old_epoch
+        assert _controller(c.nodes[new]).context.epoch > old_epoch
         assert not old_controller.is_active
         data = KafkaZkClient(zk_client)
 

@@ -16,7 +16,7 @@ from minibroker.protocol.errors import RequestTimedOutError
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
 from tests.integration.test_controller import (
-    _member,
+    _controller,
     cluster,
     create_topic_body,
     wait_until,
@@ -52,7 +52,7 @@ async def test_delete_topics_times_out_while_a_replica_broker_is_down_and_comple
 ) -> None:
     async with cluster(tmp_path, zk_connect) as c:
         controller_id = c.controllers()[0]
-        controller = _member(c.brokers[controller_id]).controller
+        controller = _controller(c.nodes[controller_id])
         up, down = sorted(b for b in c.brokers if b != controller_id)
         assignment = [{"partition_index": 0, "broker_ids": [up, down]}]
         body = {"topics": [{"name": "stuck", "assignments": assignment}], "timeout_ms": 10_000}

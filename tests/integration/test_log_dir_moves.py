@@ -15,6 +15,7 @@ from minibroker.broker.broker import Broker
 from minibroker.client.admin import Admin, LogDirDescription
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
+from minibroker.node.node import Node
 from minibroker.protocol.errors import (
     InvalidTopicError,
     LogDirNotFoundError,
@@ -47,7 +48,7 @@ async def one_broker(
         **props,
     )
     async with trio.open_nursery() as nursery:
-        broker: Broker = await nursery.start(Broker(config).run)
+        broker: Broker = await nursery.start(Node(config).run)
         try:
             yield broker, dirs
         finally:

@@ -21,6 +21,7 @@ from minibroker.client.admin import Admin
 from minibroker.client.cli import reassign
 from minibroker.client.producer import Producer
 from minibroker.client.reassignment import PartitionMove, parse_reassignment
+from minibroker.node.node import Node
 from minibroker.storage.names import TopicPartition
 from tests.integration.test_log_dir_moves import read_all, wait_until
 from tests.support.broker import broker_config
@@ -49,7 +50,7 @@ async def cluster(root: Path, zk_connect: str, ids: tuple[int, ...]) -> AsyncIte
                 zookeeper_connect=zk_connect,
                 zookeeper_session_timeout_ms=4000,
             )
-            brokers[broker_id] = await nursery.start(Broker(config).run)
+            brokers[broker_id] = await nursery.start(Node(config).run)
         try:
             yield brokers
         finally:

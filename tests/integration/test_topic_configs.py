@@ -182,7 +182,7 @@ async def test_the_change_listener_resyncs_hosted_topics_then_follows_notificati
         partition = manager.partitions[LocalPartition("t", 0)]
         # Written while "disconnected": no notification, the start-up resync finds it.
         await data.set_topic_config("t", {"retention.ms": "5000"}, notify=False)
-        listener = TopicConfigs(config, manager, MetadataCache(1), zk_data=lambda: data)
+        listener = TopicConfigs(config, manager, MetadataCache(1), zk=data)
         async with trio.open_nursery() as nursery:
             events = zk_client.subscribe()
             await nursery.start(listener.run_change_listener, data, events)

@@ -38,6 +38,8 @@ def broker_config(log_dir: Path, broker_id: int = 1, **properties: Any) -> Broke
         "broker.id": str(broker_id),
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(log_dir),
+        # Standalone brokers obey FakeController; ignored with zookeeper.connect.
+        "standalone.accept.controller.requests": "true",
     }
     values.update({key.replace("_", "."): str(value) for key, value in properties.items()})
     return BrokerConfig.from_properties(None, values)

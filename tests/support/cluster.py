@@ -20,6 +20,9 @@ to the supervisor). ``stop()`` stops the restarted brokers, then the supervisor 
 stops brokers, then ZooKeeper), and afterwards kills, by pid, any child the dev.json
 lists that is still alive, so no process outlives a failed test.
 
+``LocalCluster(..., kafka_listeners=True)`` also gives every broker a Kafka-protocol
+listener; Kafka clients (kcat, kafka-python) then use ``cluster.kafka_bootstrap``.
+
 Fixtures: ``local_cluster`` (a fresh 3-broker LocalCluster per test module, since a
 ZooKeeper JVM plus three brokers take a few seconds to start). Import it into a
 conftest.py or a test module to use it.
@@ -41,7 +44,7 @@ import pytest
 import trio
 
 from minibroker.client.cli.dev import pid_running
-from minibroker.client.connection import Connection
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from tests.support.broker_process import ROOT, STOP_TIMEOUT_S, BrokerProcess, child_env
 from tests.support.cli import cli_command
@@ -183,9 +186,17 @@ class ProcessCluster:
 class LocalCluster:
     """ZooKeeper and N brokers as child processes of one `dev up` supervisor."""
 
-    def __init__(self, data_dir: Path, brokers: int = 3, properties: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        brokers: int = 3,
+        properties: tuple[str, ...] = (),
+        *,
+        kafka_listeners: bool = False,
+    ) -> None:
         self.data_dir = data_dir
         self.brokers = brokers
+        self.kafka_listeners = kafka_listeners  # each broker also speaks Kafka's protocol
         self.properties = LOCAL_PROPERTIES + properties
         self.process: subprocess.Popen[bytes] | None = None
         self.state: dict[str, Any] = {}
@@ -198,6 +209,8 @@ class LocalCluster:
             *("dev", "up", "--brokers", str(self.brokers), "--data-dir", str(self.data_dir)),
             *("--base-port", "0", "--zookeeper-port", "0", "--metrics-base-port", "0"),
         )
+        if self.kafka_listeners:
+            argv += ["--kafka-base-port", "0"]
         for item in self.properties:
             argv += ["--set", item]
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -256,6 +269,12 @@ class LocalCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{b['port']}" for _, b in sorted(self.state["brokers"].items()))
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Kafka clients' bootstrap.servers (the cluster was started with kafka_listeners)."""
+        brokers = sorted(self.state["brokers"].items())
+        return ",".join(f"127.0.0.1:{b['kafka_port']}" for _, b in brokers)
 
     def broker_port(self, broker_id: int) -> int:
         port: int = self.state["brokers"][str(broker_id)]["port"]

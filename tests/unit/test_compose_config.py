@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.cli import overrides_from
 from minibroker.broker.config import BrokerConfig
+from minibroker.node.cli import overrides_from
 from tests.unit.test_compose_entrypoint import broker_parser, entrypoint
 
 REPO = Path(__file__).resolve().parents[2]

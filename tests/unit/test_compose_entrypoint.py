@@ -14,8 +14,8 @@ from types import ModuleType
 
 import pytest
 
-from minibroker.broker import cli as broker_cli
 from minibroker.broker.config import BrokerConfig
+from minibroker.node import cli as broker_cli
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -63,7 +63,7 @@ class FakeMover:
 def test_an_override_sets_the_mover_rate_and_removing_it_restores_the_static_value() -> None:
     config = BrokerConfig(replica_alter_log_dirs_io_max_bytes_per_second=5000)
     mover: Any = FakeMover(5000)
-    configs = BrokerConfigs(config, mover, zk_data=lambda: None)
+    configs = BrokerConfigs(config, mover, zk=None)
     configs.apply_overrides({LOG_DIRS_THROTTLE: "123", LEADER_THROTTLE: "9"})
     assert mover.bucket.rate == 123
     assert configs.overrides == {LOG_DIRS_THROTTLE: 123, LEADER_THROTTLE: 9}
@@ -74,5 +74,5 @@ def test_an_override_sets_the_mover_rate_and_removing_it_restores_the_static_val
 def test_a_bad_stored_override_is_ignored_not_fatal() -> None:
     config = BrokerConfig(replica_alter_log_dirs_io_max_bytes_per_second=5000)
     mover: Any = FakeMover(77)
-    BrokerConfigs(config, mover, zk_data=lambda: None).apply_overrides({LOG_DIRS_THROTTLE: "x"})
+    BrokerConfigs(config, mover, zk=None).apply_overrides({LOG_DIRS_THROTTLE: "x"})
     assert mover.bucket.rate == 5000

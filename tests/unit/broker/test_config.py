@@ -103,3 +103,19 @@ def test_every_key_has_a_doc() -> None:
     for config_type in (BrokerConfig, TopicConfig):
         for name, doc in describe_keys(config_type):
             assert doc, name
+
+
+def test_kafka_listener_is_off_by_default_and_advertises_a_reachable_host() -> None:
+    assert BrokerConfig().kafka_listen_address is None
+    assert BrokerConfig().kafka_advertised_address is None
+    config = BrokerConfig.from_properties(
+        None, {"listeners": "PLAINTEXT://10.0.0.5:9092", "kafka.listeners": ":19092"}
+    )
+    assert config.kafka_listen_address == ("", 19092)
+    assert config.kafka_advertised_address == ("10.0.0.5", 19092)
+    advertised = BrokerConfig.from_properties(
+        None, {"kafka.listeners": ":0", "kafka.advertised.listeners": "kafka.example:29092"}
+    )
+    assert advertised.kafka_advertised_address == ("kafka.example", 29092)
+    with pytest.raises(ConfigError, match=r"kafka\.listeners"):
+        BrokerConfig.from_properties(None, {"kafka.listeners": "no-port"})

@@ -6,7 +6,12 @@ import struct
 
 import pytest
 
-from minibroker.broker.log_validator import check_record_counts, stamp_log_append_time
+from minibroker.broker.log_validator import (
+    check_record_counts,
+    recompress,
+    stamp_log_append_time,
+    stored_codec,
+)
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.errors import CorruptMessageError
 from minibroker.protocol.records import (
@@ -59,3 +64,48 @@ def test_log_append_time_never_repairs_a_corrupt_batch() -> None:
     buf[-1] ^= 1
     with pytest.raises(CorruptMessageError):
         stamp_log_append_time(buf, 99)
+
+
+RECORDS = [
+    Record(b"v%d" % i * 30, key=b"k%d" % i, headers=(("h", b"x"),), timestamp=5000 + i)
+    for i in range(20)
+]
+
+
+def test_compression_type_names_the_stored_codec_and_producer_keeps_what_was_sent() -> None:
+    assert stored_codec("producer") is None
+    assert stored_codec("uncompressed") is Compression.NONE
+    assert stored_codec("zstd") is Compression.ZSTD
+
+
+@pytest.mark.parametrize("target", list(Compression), ids=lambda c: c.name.lower())
+def test_batches_in_another_codec_are_re_encoded_with_the_same_records(target: Compression) -> None:
+    sent = encode_batch(
+        RECORDS[:10], compression=Compression.GZIP, producer_id=7, producer_epoch=1, base_sequence=3
+    )
+    sent += encode_batch(RECORDS[10:], compression=Compression.SNAPPY)
+    stored = recompress(sent, target)
+    pos = 0
+    decoded = []
+    while pos < len(stored):
+        header = validate_batch(stored, pos)
+        assert header.compression is target
+        decoded += decode_batch(stored, pos)[1]
+        pos += header.size
+    assert [(r.key, r.value, r.headers, r.timestamp) for r in decoded] == [
+        (r.key, r.value, r.headers, r.timestamp) for r in RECORDS
+    ]
+    first = validate_batch(stored, 0)
+    assert (first.producer_id, first.producer_epoch, first.base_sequence) == (7, 1, 3)
+
+
+def test_batches_already_in_the_topics_codec_are_not_touched() -> None:
+    sent = encode_batch(RECORDS, compression=Compression.LZ4)
+    assert recompress(sent, Compression.LZ4) is sent
+
+
+def test_a_corrupt_batch_is_refused_rather_than_re_encoded() -> None:
+    bad = bytearray(encode_batch(RECORDS, compression=Compression.GZIP))
+    bad[-3] ^= 0xFF
+    with pytest.raises(CorruptMessageError):
+        recompress(bytes(bad), Compression.NONE)

@@ -100,3 +100,27 @@ def test_a_remembered_answer_is_forgotten_when_the_cache_changes() -> None:
     assert cache.metadata_response(["t"]) is first
     cache.update(update([state(0, 1, [1], [1]), state(1, 1, [1], [1])], [1], epoch=2))
     assert len(cache.metadata_response(["t"])["topics"][0]["partitions"]) == 2
+
+
+def test_brokers_kafka_listeners_from_update_metadata_appear_in_metadata_answers() -> None:
+    cache = MetadataCache(1)
+    body = update([state(0, 1, [1], [1])], [1, 2])
+    body["live_brokers"][0] |= {"kafka_host": "k1", "kafka_port": 19001}
+    cache.update(body)
+    brokers = cache.metadata_response(None)["brokers"]
+    assert brokers[0] == {
+        "node_id": 1,
+        "host": "h1",
+        "port": 9001,
+        "rack": None,
+        "kafka_host": "k1",
+        "kafka_port": 19001,
+    }
+    assert "kafka_host" not in brokers[1]
+
+
+def test_a_standalone_broker_publishes_its_own_kafka_listener() -> None:
+    cache = MetadataCache(4)
+    cache.register_self("h", 9092, None, ("h", 19092))
+    [broker] = cache.metadata_response(None)["brokers"]
+    assert (broker["kafka_host"], broker["kafka_port"]) == ("h", 19092)

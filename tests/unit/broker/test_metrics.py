@@ -18,14 +18,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker import Broker
+from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
 from minibroker.broker.metrics_state import (
     BrokerStateCollector,
+    PartitionCollector,
     fetcher_max_lag,
     under_min_isr_count,
 )
 from minibroker.broker.partition import PartitionState
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.server import BrokerServer
 from minibroker.protocol.api import ApiKey, encode_request, latest_version
 from minibroker.protocol.records import Record, encode_batch
@@ -95,8 +98,12 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
         metrics=broker.metrics,
     )
     broker.replica_manager = manager
-    broker.server = BrokerServer(KafkaApis(manager, broker.metadata_cache))  # never listens
-    broker.metrics.watch(manager)  # what Broker.run does; the state collector is already in
+    broker.server = BrokerServer(MsgpackCodec(broker.dispatcher))  # never listens
+    registry = broker.metrics.registry  # the collectors Broker.run registers
+    registry.register(PartitionCollector(manager))
+    registry.register(
+        BrokerStateCollector(replica_manager=manager, server=broker.server, log_manager=log_manager)
+    )
     try:
         yield broker
     finally:
@@ -153,11 +160,13 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     manager = manager_of(broker)
     await manager.become_leader_or_follower(1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))})
     await produce(broker, b"a", b"b", b"c")
-    apis = KafkaApis(manager, broker.metadata_cache)
+    fence = ControllerFence(None, ME, accept_any=True)
+    KafkaApis(manager, broker.metadata_cache, fence).install(broker.dispatcher)
+    codec = MsgpackCodec(broker.dispatcher)
 
     def fetch(replica_id: int, offset: int) -> None:
         body = fetch_body(TP.topic, {TP.partition: offset}) | {"replica_id": replica_id}
-        apis.handle(encode_request(ApiKey.FETCH, latest_version(ApiKey.FETCH), 1, "t", body))
+        codec.handle(encode_request(ApiKey.FETCH, latest_version(ApiKey.FETCH), 1, "t", body))
 
     registry = broker.metrics.registry
     bytes_out = "kafka_server_brokertopicmetrics_bytesout_total"
@@ -219,7 +228,11 @@ async def test_purgatory_size_counts_requests_parked_per_delayed_operation(
 
 async def test_isr_shrinks_and_expands_are_read_from_the_isr_manager(broker: Broker) -> None:
     collector = CollectorRegistry()
-    collector.register(BrokerStateCollector(broker))
+    collector.register(
+        BrokerStateCollector(
+            replica_manager=broker.replica_manager, server=None, log_manager=broker.log_manager
+        )
+    )
     assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") == 0
     manager = manager_of(broker)
     manager.isr_manager = SimpleNamespace(shrinks=3, expands=2)  # type: ignore[assignment]
@@ -241,11 +254,11 @@ def test_fetcher_max_lag_is_the_largest_lag_over_followed_partitions() -> None:
 
 def test_log_flush_stats_become_a_summary_in_milliseconds() -> None:
     stats = SimpleNamespace(count=4, seconds=0.25)
-    broker = SimpleNamespace(
-        replica_manager=None, server=None, log_manager=SimpleNamespace(flush_stats=stats)
-    )
+    log_manager = SimpleNamespace(flush_stats=stats)
     registry = CollectorRegistry()
-    registry.register(BrokerStateCollector(broker))  # type: ignore[arg-type]
+    registry.register(
+        BrokerStateCollector(replica_manager=None, server=None, log_manager=log_manager)  # type: ignore[arg-type]
+    )
     name = "kafka_log_logflushstats_logflushrateandtimems"
     assert sample(registry, name + "_count") == 4
     assert sample(registry, name + "_sum") == pytest.approx(250.0)
@@ -253,6 +266,5 @@ def test_log_flush_stats_become_a_summary_in_milliseconds() -> None:
 
 def test_state_gauges_are_left_out_before_the_broker_runs(tmp_path: Path) -> None:
     broker = Broker(broker_config(tmp_path))
-    registry = CollectorRegistry()
-    registry.register(BrokerStateCollector(broker))
-    assert list(registry.collect()) == []
+    names = {family.name for family in broker.metrics.registry.collect()}
+    assert not any(name.startswith("kafka_server_replicamanager_") for name in names)

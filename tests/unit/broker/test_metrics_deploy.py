@@ -19,8 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.metrics_state import BrokerStateCollector
+from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
 from minibroker.broker.purgatory import Purgatory
+from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.controller.metrics import ControllerCollector
 from tests.support.prometheus import SCRAPE_CONFIG, scrape_config
 from tests.unit.controller.test_controller import cluster
@@ -46,18 +47,20 @@ def exported_families() -> set[str]:
         produce_waiters=Purgatory("produce"),
         fetch_waiters=Purgatory("fetch"),
         isr_manager=SimpleNamespace(shrinks=0, expands=0),
+        replication_quotas=ReplicationQuotas.unlimited(),
         fetcher=SimpleNamespace(fetchers={}),
     )
-    broker = SimpleNamespace(
-        replica_manager=manager,
-        server=SimpleNamespace(connections=0),
-        log_manager=SimpleNamespace(flush_stats=SimpleNamespace(count=0, seconds=0.0)),
-    )
     metrics = BrokerMetrics()
-    metrics.watch(manager)  # type: ignore[arg-type]
+    metrics.registry.register(PartitionCollector(manager))  # type: ignore[arg-type]
     names = {f.name for f in text_string_to_metric_families(metrics.render().decode())}
     collectors: list[Collector] = [
-        BrokerStateCollector(broker),  # type: ignore[arg-type]
+        BrokerStateCollector(
+            replica_manager=manager,  # type: ignore[arg-type]
+            server=SimpleNamespace(connections=0),  # type: ignore[arg-type]
+            log_manager=SimpleNamespace(  # type: ignore[arg-type]
+                flush_stats=SimpleNamespace(count=0, seconds=0.0)
+            ),
+        ),
         ControllerCollector(cluster()[0]),
     ]
     for collector in collectors:

@@ -133,7 +133,7 @@ async def test_standalone_isr_manager_applies_shrink_and_expand_in_memory(tmp_pa
     changes: list[bool] = []
     manager = IsrManager(
         partitions=lambda: [partition],
-        store=lambda: None,
+        store=None,
         on_isr_changed=lambda p, expanded: changes.append(expanded),
         clock=clock,
         replica_lag_time_max_ms=LAG_MS,
@@ -260,7 +260,7 @@ async def test_isr_change_is_written_conditionally_then_applied_and_reported(
     store = FakeStore(LeaderAndIsr(ME, 0, (ME, F1, F2), 1, zk_version=0))
     manager = IsrManager(
         partitions=lambda: [partition],
-        store=lambda: store,
+        store=store,
         on_isr_changed=lambda p, expanded: None,
         clock=clock,
         replica_lag_time_max_ms=LAG_MS,

@@ -166,7 +166,7 @@ def test_the_lists_are_topic_configs_validated_like_kafka(key: str) -> None:
 
 def test_the_dynamic_rates_set_both_quotas_and_minus_one_or_absent_is_unlimited() -> None:
     quotas = ReplicationQuotas.unlimited()
-    configs = BrokerConfigs(BrokerConfig(), None, zk_data=lambda: None, quotas=quotas)
+    configs = BrokerConfigs(BrokerConfig(), None, zk=None, quotas=quotas)
     configs.apply_overrides({LEADER_THROTTLE: "5000", FOLLOWER_THROTTLE: "7000"})
     assert (quotas.leader.rate, quotas.follower.rate) == (5000, 7000)
     configs.apply_overrides({LEADER_THROTTLE: "-1"})

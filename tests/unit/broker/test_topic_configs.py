@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.apis import Deferred
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.metadata_cache import MetadataCache, PartitionInfo
 from minibroker.broker.partition import PartitionState
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
@@ -212,7 +212,7 @@ async def test_a_standalone_broker_describes_defaults_and_refuses_alter(
     manager = replica_manager(log_manager, tmp_path)
     cache = MetadataCache(1)
     cache.put(TP, PartitionInfo(leader=1, leader_epoch=0, isr=(1,), replicas=(1,)))
-    apis = TopicConfigs(manager.config, manager, cache, zk_data=lambda: None)
+    apis = TopicConfigs(manager.config, manager, cache, zk=None)
     resource = {"resource_type": 2, "resource_name": "t", "configuration_keys": None}
     body = {"resources": [resource], "include_documentation": False}
     [described] = (await call(apis.handle_describe_configs, body))["results"]

@@ -14,7 +14,7 @@ import msgpack
 import pytest
 import trio
 
-from minibroker.client.connection import Connection, ConnectionState, IllegalConnectionTransition
+from minibroker.net.connection import Connection, ConnectionState, IllegalConnectionTransition
 from minibroker.protocol.api import (
     ApiKey,
     RequestHeader,

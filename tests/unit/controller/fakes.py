@@ -29,6 +29,7 @@ class Broker:
     port: int = 9092
     rack: str | None = None
     epoch: int = 0
+    kafka_address: tuple[str, int] | None = None
 
 
 @dataclass

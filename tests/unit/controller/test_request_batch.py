@@ -19,7 +19,7 @@ from minibroker.controller.request_batch import (
     ControllerBrokerRequestBatch,
     StopReplicaCallback,
 )
-from tests.unit.controller.fakes import RecordingSender, make_context
+from tests.unit.controller.fakes import Broker, RecordingSender, make_context
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -170,3 +170,13 @@ def test_stop_replica_for_a_topic_being_deleted_carries_the_delete_epoch() -> No
     batch.add_stop_replica([1], A0, delete=True)
     batch.send_requests(5)
     assert sender.partitions(1, STOP_REPLICA)[A0]["leader_epoch"] == -2
+
+
+def test_update_metadata_carries_a_brokers_kafka_listener_when_it_has_one() -> None:
+    batch, sender, ctx = setup()
+    ctx.add_live_brokers([Broker(2, port=9002, kafka_address=("127.0.0.1", 19002))])
+    batch.add_update_metadata([1], [A1])
+    batch.send_requests(5)
+    brokers = {b["id"]: b for b in sender.to(1, UPDATE_METADATA)[0]["live_brokers"]}
+    assert (brokers[2]["kafka_host"], brokers[2]["kafka_port"]) == ("127.0.0.1", 19002)
+    assert "kafka_host" not in brokers[1]

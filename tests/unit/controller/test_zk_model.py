@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from minibroker.controller.context import LeaderAndIsr, TopicPartition
 from minibroker.zk.model import (
+    KAFKA_LISTENER,
     BrokerInfo,
     EndPoint,
     TopicAssignment,
@@ -193,3 +194,17 @@ def test_any_assignment_round_trips(partitions: dict[int, tuple[int, ...]]) -> N
 )
 def test_any_partition_state_round_trips(state: LeaderAndIsr) -> None:
     assert decode_partition_state(TP, encode_partition_state(state), state.zk_version) == state
+
+
+def test_a_brokers_kafka_listener_is_a_second_endpoint_of_its_znode() -> None:
+    endpoints = (EndPoint("PLAINTEXT", "h", 9092), EndPoint(KAFKA_LISTENER, "h", 19092))
+    value = json.loads(encode_broker_info(BrokerInfo(1, endpoints, timestamp_ms=1)))
+    assert value["endpoints"] == ["PLAINTEXT://h:9092", "KAFKA://h:19092"]
+    assert value["listener_security_protocol_map"] == {
+        "PLAINTEXT": "PLAINTEXT",
+        "KAFKA": "PLAINTEXT",
+    }
+    assert (value["host"], value["port"]) == ("h", 9092)  # the msgpack listener stays first
+    decoded = decode_broker_info(1, encode_broker_info(BrokerInfo(1, endpoints)))
+    assert decoded.kafka_address == ("h", 19092)
+    assert BrokerInfo(2, endpoints[:1]).kafka_address is None

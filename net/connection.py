@@ -4,8 +4,9 @@ How this works: frames and bodies are encoded and decoded by the sans-IO ``proto
 package; this module only moves bytes. Any number of tasks may call ``request`` at once
 (pipelining). Each caller takes the send lock, appends its entry to the pending FIFO and
 writes its frame, so the FIFO order is the order requests hit the wire; the broker
-answers in that order (DESIGN §2) and each response's correlation id is checked against
-the oldest entry, a mismatch meaning the stream can no longer be trusted.
+answers in that order (docs/architecture.md, "Wire formats") and each response's
+correlation id is checked against the oldest entry, a mismatch meaning the stream can no
+longer be trusted.
 
 There is no background reader task (so no nursery to own and no task outliving its
 caller): the waiting callers take turns reading. When nobody is reading, the first

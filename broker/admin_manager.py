@@ -1,13 +1,10 @@
-"""The cluster APIs a broker serves on the controller's behalf.
+"""AdminManager: CreateTopics and DeleteTopics, which any broker answers.
 
-CreateTopics and DeleteTopics work on any broker: they validate, then write ZooKeeper
-(the assignment from Kafka's algorithm in controller/assignment.py, or a deletion mark)
-and the active controller reacts to the watch; each then waits, up to the request's
-``timeout_ms``, for the outcome (the topic in local metadata, the topic's znode gone). ElectLeaders,
-AlterPartitionReassignments, ListPartitionReassignments and ControlledShutdown are
-answered only by the active controller (others say NOT_CONTROLLER, the client asks
-again after refreshing metadata): they become events on the controller's queue and the
-handler waits for the event's reply, up to the request's ``timeout_ms``.
+Kafka's AdminManager duties (topic configs are broker/topic_configs.py): validate, then
+write ZooKeeper (the assignment from Kafka's algorithm in broker/assignment.py, or a
+deletion mark); the active controller reacts to the watch. Each then waits, up to the
+request's ``timeout_ms``, for the outcome: the topic in this broker's metadata, the
+topic's znode gone.
 
 Each method takes a request body (already validated against protocol/schemas) and
 returns the response body; errors are Kafka error codes in the body, never exceptions.
@@ -15,10 +12,9 @@ returns the response body; errors are Kafka error codes in the body, never excep
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import trio
 
@@ -27,32 +23,25 @@ from minibroker.broker.assignment import (
     validate_new_topic,
     validate_topic_name,
 )
-from minibroker.controller import events as ev
-from minibroker.controller.context import TopicPartition
-from minibroker.controller.controller import KafkaController
+from minibroker.broker.dispatcher import Deferred, RequestDispatcher
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     NONE,
-    ElectionNotNeededError,
     InvalidReplicaAssignmentError,
     InvalidRequestError,
     KafkaError,
-    NotControllerError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
 )
-from minibroker.protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
-
-Body = dict[str, Any]
-T = TypeVar("T")
 
 DEFAULT_SETTING = -1
 """num_partitions / replication_factor meaning "use the broker default"."""
 
 
 class AdminZk(Protocol):
-    """The part of the ZooKeeper data layer (zk_data.KafkaZkClient) these APIs use."""
+    """The part of the ZooKeeper data layer (zk/data.py's KafkaZkClient) these APIs use."""
 
     async def get_live_brokers(self, *, watch: bool = ...) -> Mapping[int, Any]: ...
     async def get_topics(self, *, watch: bool = ...) -> set[str]: ...
@@ -64,8 +53,7 @@ class AdminZk(Protocol):
 
 
 ConfigValidator = Callable[[Mapping[str, str]], None]
-"""Raises InvalidConfigError naming the bad key (the broker's topic-config table, which
-this package cannot import: broker/topic_configs.py)."""
+"""Raises InvalidConfigError naming the bad key (broker/topic_configs.py's table)."""
 
 TopicsReady = Callable[[Iterable[str]], Awaitable[None]]
 """Returns once this broker's metadata knows every named topic (CreateTopics waits for it
@@ -80,11 +68,10 @@ def _error(exc: KafkaError) -> Body:
     return {"error_code": exc.code, "error_message": exc.message}
 
 
-class ClusterAdmin:
+class AdminManager:
     def __init__(
         self,
         zk: AdminZk,
-        controller: KafkaController,
         *,
         num_partitions: int = 1,
         default_replication_factor: int = 1,
@@ -94,7 +81,6 @@ class ClusterAdmin:
         validate_config: ConfigValidator | None = None,
     ) -> None:
         self._zk = zk
-        self._controller = controller
         self._num_partitions = num_partitions
         self._replication_factor = default_replication_factor
         self._delete_topic_enable = delete_topic_enable
@@ -102,7 +88,17 @@ class ClusterAdmin:
         self._topics_ready = topics_ready
         self._validate_config = validate_config
 
-    # -- any broker -------------------------------------------------------------------
+    def install(self, dispatcher: RequestDispatcher) -> None:
+        """Serve CreateTopics and DeleteTopics through ``dispatcher``."""
+
+        def create(header: RequestHeader, body: Body) -> Deferred:
+            return Deferred(lambda: self.create_topics(body))
+
+        def delete(header: RequestHeader, body: Body) -> Deferred:
+            return Deferred(lambda: self.delete_topics(body))
+
+        dispatcher.register(ApiKey.CREATE_TOPICS, create)
+        dispatcher.register(ApiKey.DELETE_TOPICS, delete)
 
     async def create_topics(self, body: Body) -> Body:
         live = set(await self._zk.get_live_brokers())
@@ -206,117 +202,3 @@ class ClusterAdmin:
                         )
                     )
         return {"topics": results}
-
-    # -- active controller only ---------------------------------------------------------
-
-    async def _ask_controller(
-        self, event: ev.ControllerEvent, reply: ev.Reply[T], timeout_ms: int
-    ) -> T:
-        if not self._controller.is_active:
-            raise NotControllerError(
-                f"broker {self._controller.config.broker_id} is not the controller"
-            )
-        self._controller.events.put(event)
-        with trio.move_on_after(timeout_ms / 1000 if timeout_ms > 0 else math.inf):
-            return await reply.wait()
-        raise RequestTimedOutError("the controller did not answer in time")
-
-    async def elect_leaders(self, body: Body) -> Body:
-        try:
-            election_type = body["election_type"]
-            if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
-                raise InvalidRequestError(f"unknown election type {election_type}")
-            requested = body["topic_partitions"]
-            partitions = (
-                None
-                if requested is None
-                else frozenset(
-                    TopicPartition(t["topic"], p) for t in requested for p in t["partitions"]
-                )
-            )
-            event: ev.PreferredReplicaElection | ev.UncleanLeaderElection
-            if election_type == ELECTION_UNCLEAN:
-                event = ev.UncleanLeaderElection(partitions)
-            else:
-                event = ev.PreferredReplicaElection(partitions, ev.Reply())
-            assert event.reply is not None
-            results = await self._ask_controller(event, event.reply, body["timeout_ms"])
-        except KafkaError as exc:
-            return {"error_code": exc.code, "replica_election_results": []}
-        by_topic: dict[str, list[Body]] = {}
-        for tp, error in sorted(results.items()):
-            if partitions is None and isinstance(error, ElectionNotNeededError):
-                continue  # "all partitions": leave out the ones already fine
-            by_topic.setdefault(tp.topic, []).append(
-                {"partition_id": tp.partition}
-                | (_error(error) if error else {"error_code": NONE, "error_message": None})
-            )
-        return {
-            "error_code": NONE,
-            "replica_election_results": [
-                {"topic": topic, "partition_result": parts} for topic, parts in by_topic.items()
-            ],
-        }
-
-    async def alter_partition_reassignments(self, body: Body) -> Body:
-        targets: dict[TopicPartition, Sequence[int] | None] = {
-            TopicPartition(t["name"], p["partition_index"]): p["replicas"]
-            for t in body["topics"]
-            for p in t["partitions"]
-        }
-        try:
-            event = ev.ApiPartitionReassignment(targets)
-            results = await self._ask_controller(event, event.reply, body["timeout_ms"])
-        except KafkaError as exc:
-            return _error(exc) | {"topics": []}
-        by_topic: dict[str, list[Body]] = {}
-        for tp, error in sorted(results.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition}
-                | (_error(error) if error else {"error_code": NONE, "error_message": None})
-            )
-        return {
-            "error_code": NONE,
-            "error_message": None,
-            "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
-        }
-
-    async def list_partition_reassignments(self, body: Body) -> Body:
-        wanted = body["topics"]
-        try:
-            event = ev.ListPartitionReassignments()
-            ongoing = await self._ask_controller(event, event.reply, body["timeout_ms"])
-        except KafkaError as exc:
-            return _error(exc) | {"topics": []}
-        if wanted is not None:
-            keep = {TopicPartition(t["name"], p) for t in wanted for p in t["partition_indexes"]}
-            ongoing = {tp: v for tp, v in ongoing.items() if tp in keep}
-        by_topic: dict[str, list[Body]] = {}
-        for tp, (replicas, adding, removing) in sorted(ongoing.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                {
-                    "partition_index": tp.partition,
-                    "replicas": replicas,
-                    "adding_replicas": adding,
-                    "removing_replicas": removing,
-                }
-            )
-        return {
-            "error_code": NONE,
-            "error_message": None,
-            "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
-        }
-
-    async def controlled_shutdown(self, body: Body, *, timeout_ms: int = 30_000) -> Body:
-        try:
-            event = ev.ControlledShutdown(body["broker_id"])
-            remaining = await self._ask_controller(event, event.reply, timeout_ms)
-        except KafkaError as exc:
-            return {"error_code": exc.code, "remaining_partitions": []}
-        return {
-            "error_code": NONE,
-            "remaining_partitions": [
-                {"topic_name": tp.topic, "partition_index": tp.partition}
-                for tp in sorted(remaining)
-            ],
-        }

@@ -1,11 +1,10 @@
-"""The cluster APIs (CreateTopics, DeleteTopics, ElectLeaders, reassignment, controlled
-shutdown) as request body -> response body."""
+"""CreateTopics and DeleteTopics (broker/admin_manager.py) as request body -> response
+body."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,24 +12,26 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.controller.admin import ClusterAdmin
-from minibroker.controller.context import LeaderAndIsr, TopicPartition
-from minibroker.controller.controller import ControllerConfig, KafkaController
-from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
+from minibroker.broker.admin_manager import AdminManager
+from minibroker.zk.model import BrokerInfo, EndPoint
 
-T0 = TopicPartition("t", 0)
+
+def live_broker(broker_id: int) -> BrokerInfo:
+    return BrokerInfo(broker_id, (EndPoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id),))
 
 
 @dataclass
 class AdminZk:
-    live: dict[int, Broker] = field(default_factory=lambda: {b: Broker(b) for b in (1, 2, 3)})
+    live: dict[int, BrokerInfo] = field(
+        default_factory=lambda: {b: live_broker(b) for b in (1, 2, 3)}
+    )
     topics: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     marked: set[str] = field(default_factory=set)
     deleted: trio.Event = field(default_factory=trio.Event)
     """Set by a test when "the controller" has deleted every marked topic."""
 
-    async def get_live_brokers(self, *, watch: bool = False) -> dict[int, Broker]:
+    async def get_live_brokers(self, *, watch: bool = False) -> dict[int, BrokerInfo]:
         return self.live
 
     async def get_topics(self, *, watch: bool = False) -> set[str]:
@@ -55,10 +56,6 @@ class AdminZk:
         self.deleted.set()
 
 
-def idle_controller() -> KafkaController:
-    return KafkaController(ControllerConfig(1), FakeControllerZk(), RecordingChannel())
-
-
 def create(name: str, partitions: int = -1, rf: int = -1, **extra: Any) -> dict[str, Any]:
     topic = {"name": name, "num_partitions": partitions, "replication_factor": rf}
     topic.setdefault("assignments", [])
@@ -69,9 +66,7 @@ def create(name: str, partitions: int = -1, rf: int = -1, **extra: Any) -> dict[
 
 async def test_create_topics_writes_kafkas_assignment_with_defaults() -> None:
     zk = AdminZk()
-    admin = ClusterAdmin(
-        zk, idle_controller(), num_partitions=3, default_replication_factor=2, rng=random.Random(1)
-    )
+    admin = AdminManager(zk, num_partitions=3, default_replication_factor=2, rng=random.Random(1))
     body = create("t", configs=[{"name": "retention.ms", "value": "100"}])
     (result,) = (await admin.create_topics(body))["topics"]
     assert (result["error_code"], result["num_partitions"], result["replication_factor"]) == (
@@ -101,14 +96,14 @@ async def test_bad_create_topics_input_gets_the_kafka_error_code(
     body: dict[str, Any], code: int
 ) -> None:
     zk = AdminZk(topics={"old": {0: [1]}})
-    (result,) = (await ClusterAdmin(zk, idle_controller()).create_topics(body))["topics"]
+    (result,) = (await AdminManager(zk).create_topics(body))["topics"]
     assert result["error_code"] == code
     assert set(zk.topics) == {"old"}
 
 
 async def test_explicit_assignment_and_validate_only() -> None:
     zk = AdminZk()
-    admin = ClusterAdmin(zk, idle_controller())
+    admin = AdminManager(zk)
     body = create("t", assignments=[{"partition_index": 0, "broker_ids": [3, 1]}])
     body["validate_only"] = True
     assert (await admin.create_topics(body))["topics"][0]["error_code"] == 0
@@ -126,7 +121,7 @@ async def test_create_topics_waits_for_the_new_topic_in_local_metadata() -> None
         waited.extend(topics)
         await ready.wait()
 
-    admin = ClusterAdmin(AdminZk(), idle_controller(), topics_ready=topics_ready)
+    admin = AdminManager(AdminZk(), topics_ready=topics_ready)
     body = create("t", 1, 1)
     body["timeout_ms"] = 10_000
     async with trio.open_nursery() as nursery:
@@ -138,19 +133,17 @@ async def test_create_topics_waits_for_the_new_topic_in_local_metadata() -> None
 
 async def test_delete_topics_marks_existing_topics_only() -> None:
     zk = AdminZk(topics={"t": {0: [1]}})
-    response = await ClusterAdmin(zk, idle_controller()).delete_topics(
-        {"topic_names": ["t", "nope"], "timeout_ms": 0}
-    )
+    response = await AdminManager(zk).delete_topics({"topic_names": ["t", "nope"], "timeout_ms": 0})
     assert [r["error_code"] for r in response["topics"]] == [0, 3]
     assert zk.marked == {"t"} and "t" in zk.topics  # timeout 0: answered once marked
-    disabled = ClusterAdmin(zk, idle_controller(), delete_topic_enable=False)
+    disabled = AdminManager(zk, delete_topic_enable=False)
     response = await disabled.delete_topics({"topic_names": ["t"], "timeout_ms": 0})
     assert response["topics"][0]["error_code"] == 73
 
 
 async def test_delete_topics_answers_once_the_controller_has_deleted_the_topic() -> None:
     zk = AdminZk(topics={"t": {0: [1]}})
-    admin = ClusterAdmin(zk, idle_controller())
+    admin = AdminManager(zk)
     answers: list[dict[str, Any]] = []
 
     async def delete() -> None:
@@ -168,85 +161,8 @@ async def test_delete_topics_times_out_while_the_deletion_cannot_finish(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     zk = AdminZk(topics={"t": {0: [1]}, "u": {0: [2]}})
-    admin = ClusterAdmin(zk, idle_controller())
+    admin = AdminManager(zk)
     response = await admin.delete_topics({"topic_names": ["t", "u"], "timeout_ms": 30_000})
     assert [(r["name"], r["error_code"]) for r in response["topics"]] == [("t", 7), ("u", 7)]
     assert "not deleted within 30000 ms" in response["topics"][0]["error_message"]
     assert zk.marked == {"t", "u"}  # still marked: the controller goes on when it can
-
-
-async def test_controller_apis_answer_not_controller_on_other_brokers() -> None:
-    admin = ClusterAdmin(AdminZk(), idle_controller())
-    elect = {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000}
-    assert (await admin.elect_leaders(elect))["error_code"] == 41
-    assert (await admin.list_partition_reassignments({"topics": None, "timeout_ms": 1000}))[
-        "error_code"
-    ] == 41
-    assert (await admin.controlled_shutdown({"broker_id": 2}))["error_code"] == 41
-
-
-@asynccontextmanager
-async def active_admin() -> AsyncIterator[tuple[ClusterAdmin, FakeControllerZk]]:
-    zk = FakeControllerZk()
-    zk.brokers = {b: Broker(b) for b in (1, 2, 3, 4)}
-    zk.add_topic("t", {0: [1, 2, 3]})
-    zk.znodes[T0] = LeaderAndIsr(2, 0, (2, 1, 3), 0, 0)
-    controller = KafkaController(ControllerConfig(1), zk, RecordingChannel())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(controller.run)
-        await controller.events.wait_idle()
-        yield ClusterAdmin(AdminZk(), controller), zk
-        nursery.cancel_scope.cancel()
-
-
-async def test_elect_leaders_runs_a_preferred_election_on_the_controller() -> None:
-    async with active_admin() as (admin, zk):
-        body = {
-            "election_type": 0,
-            "topic_partitions": [{"topic": "t", "partitions": [0, 7]}],
-            "timeout_ms": 5000,
-        }
-        response = await admin.elect_leaders(body)
-        assert response["error_code"] == 0
-        (topic,) = response["replica_election_results"]
-        assert [(r["partition_id"], r["error_code"]) for r in topic["partition_result"]] == [
-            (0, 0),
-            (7, 3),
-        ]
-        assert zk.znodes[T0].leader == 1
-        unknown = {"election_type": 2, "topic_partitions": None, "timeout_ms": 5000}
-        assert (await admin.elect_leaders(unknown))["error_code"] == 42
-
-
-async def test_unclean_elect_leaders_answers_election_not_needed_for_a_live_leader() -> None:
-    async with active_admin() as (admin, zk):
-        named = {
-            "election_type": 1,
-            "topic_partitions": [{"topic": "t", "partitions": [0]}],
-            "timeout_ms": 5000,
-        }
-        response = await admin.elect_leaders(named)
-        (topic,) = response["replica_election_results"]
-        assert [(r["partition_id"], r["error_code"]) for r in topic["partition_result"]] == [
-            (0, 84)
-        ]
-        everything = named | {"topic_partitions": None}
-        assert await admin.elect_leaders(everything) == {
-            "error_code": 0,
-            "replica_election_results": [],
-        }
-        assert zk.znodes[T0].leader == 2
-
-
-async def test_reassignment_apis_and_controlled_shutdown_on_the_controller() -> None:
-    async with active_admin() as (admin, _):
-        alter = {
-            "timeout_ms": 5000,
-            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [2, 4]}]}],
-        }
-        response = await admin.alter_partition_reassignments(alter)
-        assert response["topics"][0]["partitions"][0]["error_code"] == 0
-        listing = await admin.list_partition_reassignments({"topics": None, "timeout_ms": 5000})
-        assert listing["topics"][0]["partitions"][0]["removing_replicas"] == [1, 3]
-        response = await admin.controlled_shutdown({"broker_id": 2})
-        assert response == {"error_code": 0, "remaining_partitions": []}

@@ -1,7 +1,8 @@
 """``minibroker broker``: run one broker until SIGTERM / SIGINT.
 
     minibroker broker --config server.properties [--broker-id N] [--listen HOST:PORT]
-        [--log-dirs A,B] [--zookeeper HOST:PORT[/chroot]] [--metrics-port N]
+        [--kafka-listen HOST:PORT] [--log-dirs A,B] [--zookeeper HOST:PORT[/chroot]]
+        [--metrics-port N]
         [--set key=value ...]
 
 Flags override the file; ``--set`` takes any Kafka property. Without ``--zookeeper``
@@ -46,6 +47,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="Kafka-style .properties file")
     parser.add_argument("--broker-id", type=int, metavar="N", help="broker.id")
     parser.add_argument("--listen", metavar="HOST:PORT", help="listeners (port 0 = any)")
+    parser.add_argument(
+        "--kafka-listen",
+        metavar="HOST:PORT",
+        help="kafka.listeners: also serve Kafka's binary protocol here (port 0 = any)",
+    )
     parser.add_argument("--log-dirs", metavar="A,B", help="log.dirs")
     parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="zookeeper.connect")
     parser.add_argument("--metrics-port", type=int, metavar="N", help="metrics.port")
@@ -75,6 +81,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, str]:
     flags = {
         "broker.id": args.broker_id,
         "listeners": args.listen,
+        "kafka.listeners": args.kafka_listen,
         "log.dirs": args.log_dirs,
         "zookeeper.connect": args.zookeeper,
         "metrics.port": args.metrics_port,
@@ -108,23 +115,27 @@ def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 async def serve_until_signalled(config: BrokerConfig) -> None:
-    """Run a broker; the first SIGTERM or SIGINT stops it cleanly, at any time.
+    """Run a broker and its controller candidate; the first SIGTERM or SIGINT stops them
+    cleanly, at any time.
 
     A signal during start-up (ZooKeeper not answering yet) cancels the start; after it,
     the broker asks the controller to move leadership away, for at most
     ``controlled_shutdown_deadline_s`` (ZooKeeper or the controller may never answer),
     then stops.
     """
-    from minibroker.broker.broker import Broker  # the storage layer loads only when a broker runs
+    from minibroker.node.node import Node  # the storage layer loads only when a broker runs
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            broker = Broker(config)
+            node = Node(config)
             started = trio.Event()
 
             async def start() -> None:
-                await nursery.start(broker.run)
+                broker = await nursery.start(node.run)
                 print(f"broker {config.broker_id} listening on port {broker.port}", flush=True)
+                if broker.kafka_address is not None:
+                    kafka = _joined(broker.kafka_address)
+                    print(f"broker {config.broker_id} Kafka protocol on {kafka}", flush=True)
                 started.set()
 
             nursery.start_soon(start)
@@ -136,7 +147,7 @@ async def serve_until_signalled(config: BrokerConfig) -> None:
                     # A second signal during the controlled shutdown stops at once.
                     with trio.move_on_after(controlled_shutdown_deadline_s(config)) as scope:
                         nursery.start_soon(_cancel_on_next_signal, signals, scope)
-                        await broker.stop()
+                        await node.stop()
                     if scope.cancelled_caught:
                         logging.getLogger(__name__).warning(
                             "controlled shutdown gave up; stopping without it"
@@ -157,3 +168,8 @@ def _setup_logging(level: str, broker_id: int) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+def _joined(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -1,0 +1,162 @@
+"""RequestDispatcher: a decoded request -> the handler for its API key -> a reply.
+
+The request path has three steps (docs/architecture.md, "The request path"):
+
+1. a *codec* turns a frame's bytes into a ``RequestHeader`` and a body (broker/
+   request_codec.py: today's msgpack envelopes), or refuses the frame;
+2. this *dispatcher* finds the handler for the header's API key, calls it, maps what
+   it raises to a Kafka error, runs a ``Deferred`` answer in its own task and records
+   the request's time in the metrics;
+3. the codec encodes the handler's response body (or the error) into buffers.
+
+The dispatcher knows nothing of any wire format: it only sees ``RequestHeader`` (API
+key, version, correlation id, client id) and a ``Body`` (the request's fields by their
+Kafka names in snake_case, as protocol/schemas/ declares them), and hands the answer back
+through the ``ResponseEncoder`` it was called with. A second codec (Kafka's binary
+protocol on its own listener) plugs in by decoding its frames into the same header and
+body, implementing ``ResponseEncoder`` for its bytes, and calling ``dispatch``: the
+dispatcher and every handler are reused unchanged.
+
+Handlers are synchronous and return a body (or None: no response, as Produce with
+acks=0), or a ``Deferred`` when they must wait (a Fetch long poll, acks=all, a
+controller request that touches the disk). A ``KafkaError`` escaping a handler becomes
+that error's answer; any other exception is logged with its traceback and answered
+UNKNOWN_SERVER_ERROR, so a request can never take the broker down. ``CloseConnection``
+passes through to the server. A known API key nobody registered is answered
+UNSUPPORTED_VERSION.
+
+Listeners: each codec serves one named listener. A key registered with ``listener=``
+(the controller's requests, on ``inter.broker.listener.name``) is answered
+CLUSTER_AUTHORIZATION_FAILED on every other listener, before its handler runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, TypeAlias
+
+from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.server import Buffer, CloseConnection, Pending, Reply
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.errors import (
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    UnsupportedVersionError,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Deferred:
+    """A handler's answer that needs awaiting: ``wait()`` returns the body (or None)."""
+
+    __slots__ = ("wait",)
+
+    def __init__(self, wait: Callable[[], Awaitable[Body | None]]) -> None:
+        self.wait = wait
+
+
+HandlerResult: TypeAlias = Body | Deferred | None
+Handler: TypeAlias = Callable[[RequestHeader, Body], HandlerResult]
+
+
+class ResponseEncoder(Protocol):
+    """What a codec offers the dispatcher: its way of writing answers, and the listener
+    the request came in on."""
+
+    listener: str
+    """The name of the listener the codec serves (``PLAINTEXT``, ...)."""
+
+    def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:
+        """The response to ``header`` carrying ``body``, as buffers to send in order."""
+        ...
+
+    def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]:
+        """The response refusing the request of ``header`` as a whole with ``error``."""
+        ...
+
+
+class RequestDispatcher:
+    """The API key -> handler table every codec of this broker dispatches through."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self.metrics = metrics
+        self._handlers: dict[int, Handler] = {}
+        self._listener_of: dict[int, str] = {}
+
+    def register(self, api_key: ApiKey, handler: Handler, *, listener: str | None = None) -> None:
+        """Serve ``api_key`` with ``handler`` (replacing any handler it had); with
+        ``listener``, only on the listener of that name."""
+        self._handlers[int(api_key)] = handler
+        if listener is None:
+            self._listener_of.pop(int(api_key), None)
+        else:
+            self._listener_of[int(api_key)] = listener
+
+    def serves(self, api_key: int) -> bool:
+        return api_key in self._handlers
+
+    def dispatch(self, header: RequestHeader, body: Body, encoder: ResponseEncoder) -> Reply:
+        """Run the handler of ``header.api_key`` and encode its answer with ``encoder``."""
+        handler = self._handlers.get(header.api_key)
+        if handler is None:
+            error = UnsupportedVersionError(f"api key {header.api_key} is not served here")
+            return encoder.encode_error(header, error)
+        if header.api_key in self._listener_of and encoder.listener != (
+            only := self._listener_of[header.api_key]
+        ):
+            refused = ClusterAuthorizationFailedError(
+                f"{describe(header)} is served on listener {only}, not {encoder.listener}"
+            )
+            return encoder.encode_error(header, refused)
+        started = time.perf_counter()
+        try:
+            result = handler(header, body)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            reply: Reply = encoder.encode_error(header, _as_kafka_error(header, exc))
+        else:
+            if isinstance(result, Deferred):
+                return Pending(self._finish_deferred(header, body, result, started, encoder))
+            reply = None if result is None else encoder.encode_response(header, result)
+        self.metrics.record_request(header.api_key, body, started)
+        return reply
+
+    def _finish_deferred(
+        self,
+        header: RequestHeader,
+        request: Body,
+        deferred: Deferred,
+        started: float,
+        encoder: ResponseEncoder,
+    ) -> Callable[[], Awaitable[Sequence[Buffer] | None]]:
+        async def finish() -> Sequence[Buffer] | None:
+            try:
+                body = await deferred.wait()
+            except Exception as exc:
+                return encoder.encode_error(header, _as_kafka_error(header, exc))
+            finally:
+                self.metrics.record_request(header.api_key, request, started)
+            return None if body is None else encoder.encode_response(header, body)
+
+        return finish
+
+
+def _as_kafka_error(header: RequestHeader, exc: Exception) -> KafkaError:
+    """What a failed handler answers: its KafkaError, or (a bug) UNKNOWN_SERVER_ERROR."""
+    if isinstance(exc, KafkaError):
+        return exc
+    log.error("request %s failed", describe(header), exc_info=exc)
+    return KafkaError(f"internal error: {type(exc).__name__}")
+
+
+def describe(header: RequestHeader) -> str:
+    """``METADATA v1 #7 from client-1``: a request named for a log line."""
+    try:
+        name = ApiKey(header.api_key).name
+    except ValueError:
+        name = str(header.api_key)
+    return f"{name} v{header.api_version} #{header.correlation_id} from {header.client_id}"

@@ -1,0 +1,120 @@
+"""KafkaCodec: Kafka's binary frames <-> the dispatcher's header and body.
+
+The Kafka listener's first and last steps of the request path (the middle step,
+broker/dispatcher.py, and every handler are the msgpack listener's). ``handle(frame)``
+is what the server calls for every frame (broker/server.py cuts the same int32-sized
+frames for both protocols):
+
+- a header or body that does not parse -> ``CloseConnection`` (that connection only,
+  as Kafka does);
+- ApiVersions is answered here: the versions are this codec's, not the msgpack ones,
+  for the APIs some handler serves (the controller's arrive once the broker joins);
+  an ApiVersions version it does not know gets a v0 body listing the supported ranges
+  (KIP-511), any other unknown API or version closes the connection;
+- Produce v0-2 (advertised so that librdkafka keeps compressing) is refused with
+  UNSUPPORTED_VERSION on every partition;
+- everything else goes to the dispatcher with an encoder that knows the request, so a
+  request refused as a whole gets the API's full error response (protocol/kafka/
+  answers.py).
+
+Metadata answers advertise each broker's Kafka listener (``kafka_host`` /
+``kafka_port`` in the cache's body) instead of its msgpack one; a broker without a
+Kafka listener is left out, as Kafka leaves out brokers lacking the asked listener.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from minibroker.broker.dispatcher import RequestDispatcher
+from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.server import Buffer, CloseConnection, Reply
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
+from minibroker.protocol.kafka.answers import error_response, normalize_request
+from minibroker.protocol.kafka.codec import (
+    ADVERTISED_VERSIONS,
+    MalformedKafkaRequest,
+    UnsupportedKafkaVersion,
+    api_versions_body,
+    decode_request,
+    encode_response,
+    produce_version_unsupported,
+    unsupported_api_versions,
+)
+from minibroker.zk.model import KAFKA_LISTENER
+
+log = logging.getLogger(__name__)
+_refusals = LogRateLimiter(log)  # a client can send bad requests as fast as it likes
+
+
+class KafkaCodec:
+    """Serves one listener's Kafka frames through ``dispatcher``."""
+
+    def __init__(self, dispatcher: RequestDispatcher, *, listener: str = KAFKA_LISTENER) -> None:
+        self.dispatcher = dispatcher
+        self.listener = listener
+
+    def handle(self, frame: bytes) -> Reply:
+        try:
+            header, body = decode_request(frame)
+        except MalformedKafkaRequest as exc:
+            raise CloseConnection(str(exc)) from exc
+        except UnsupportedKafkaVersion as exc:
+            if exc.header.api_key == ApiKey.API_VERSIONS:
+                return unsupported_api_versions(exc.header, self._served())
+            raise CloseConnection(str(exc)) from exc
+        if header.api_key == ApiKey.API_VERSIONS:
+            return encode_response(header, api_versions_body(self._served()))
+        exchange = _Exchange(self.listener, body)
+        if produce_version_unsupported(header):
+            if body["acks"] == 0:
+                raise CloseConnection(f"Produce v{header.api_version} (acks=0) is not supported")
+            error = UnsupportedVersionError(f"Produce v{header.api_version} is not supported")
+            return exchange.encode_error(header, error)
+        try:
+            body = normalize_request(header.api_key, header.api_version, body)
+        except KafkaError as exc:
+            return exchange.encode_error(header, exc)
+        return self.dispatcher.dispatch(header, body, exchange)
+
+    def _served(self) -> set[int]:
+        """The API keys to advertise: declared here and served by some handler."""
+        served = {key for key in ADVERTISED_VERSIONS if self.dispatcher.serves(key)}
+        return served | {ApiKey.API_VERSIONS}
+
+
+class _Exchange:
+    """The encoder of one request's answer: it keeps the request for error responses."""
+
+    __slots__ = ("listener", "request")
+
+    def __init__(self, listener: str, request: Body) -> None:
+        self.listener = listener
+        self.request = request
+
+    def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:
+        if header.api_key == ApiKey.METADATA:
+            body = _advertise_kafka_listeners(body, "node_id")
+        elif header.api_key == ApiKey.DESCRIBE_CLUSTER:
+            body = _advertise_kafka_listeners(body, "broker_id")
+        return encode_response(header, body)
+
+    def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]:
+        _refusals.info("refused Kafka request api %d: %s", header.api_key, error)
+        return encode_response(header, error_response(header.api_key, self.request, error))
+
+
+def _advertise_kafka_listeners(body: Body, id_key: str) -> Body:
+    brokers = [
+        {
+            id_key: b[id_key],
+            "host": b["kafka_host"],
+            "port": b["kafka_port"],
+            "rack": b.get("rack"),
+        }
+        for b in body["brokers"]
+        if b.get("kafka_host") is not None
+    ]
+    return {**body, "brokers": brokers}

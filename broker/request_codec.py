@@ -1,0 +1,68 @@
+"""MsgpackCodec: minibroker's msgpack frames <-> the dispatcher's header and body.
+
+The first and last steps of the request path (docs/architecture.md, "The request
+path"; the middle step is broker/dispatcher.py). ``handle(frame)`` is what the server
+calls for every frame (broker/server.py):
+
+- the envelope's header does not parse -> ``CloseConnection`` (nobody to answer);
+- unknown API key, unsupported version, body of the wrong shape -> an error body with
+  UNSUPPORTED_VERSION / INVALID_REQUEST and the request's correlation id;
+- otherwise the header and the validated body go to the dispatcher, which answers
+  through ``encode_response`` / ``encode_error``.
+
+Envelopes and bodies are declared in protocol/api.py and protocol/schemas/. Fetch
+responses are *spliced*: record data is sent from segment memory without a copy (see
+protocol/schemas/packing.py); every other response is packed in one msgpack call, which
+is cheaper for the small bodies they carry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from minibroker.broker.dispatcher import RequestDispatcher
+from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.server import Buffer, CloseConnection, Reply
+from minibroker.protocol.api import (
+    ApiKey,
+    Body,
+    MalformedRequest,
+    RejectedRequest,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    error_body,
+)
+from minibroker.protocol.errors import KafkaError
+
+log = logging.getLogger(__name__)
+_rejections = LogRateLimiter(log)  # a client can send bad requests as fast as it likes
+
+SPLICED_RESPONSES = frozenset({ApiKey.FETCH})
+"""Responses that carry record data, sent without copying it."""
+
+
+class MsgpackCodec:
+    """Serves one listener's msgpack frames through ``dispatcher``."""
+
+    def __init__(self, dispatcher: RequestDispatcher, *, listener: str = "PLAINTEXT") -> None:
+        self.dispatcher = dispatcher
+        self.listener = listener
+
+    def handle(self, frame: bytes) -> Reply:
+        try:
+            header, body = decode_request(frame)
+        except MalformedRequest as exc:
+            raise CloseConnection(str(exc)) from exc
+        except RejectedRequest as exc:
+            _rejections.info("rejected request: %s", exc)
+            return self.encode_error(exc.header, exc)
+        return self.dispatcher.dispatch(header, body, self)
+
+    def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:
+        splice = header.api_key in SPLICED_RESPONSES
+        return encode_response(header.correlation_id, body, splice=splice)
+
+    def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]:
+        return encode_response(header.correlation_id, error_body(error), splice=False)

@@ -1,0 +1,95 @@
+"""Node: a Broker plus, in cluster mode, the KafkaController candidate on its session.
+
+Kafka runs both in one KafkaServer; here the broker knows the controller only as a
+*session service* (broker/cluster_member.py): ``Node`` passes ``_run_controller`` to the
+broker, which starts it on every join of the cluster with the broker's ZooKeeper
+client, and ``Node`` serves the controller-only APIs (ElectLeaders, the reassignment
+APIs, ControlledShutdown: controller/apis.py) through the broker's dispatcher.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from minibroker.broker.broker import Broker
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.dispatcher import Deferred, RequestDispatcher
+from minibroker.controller.apis import ControllerApis
+from minibroker.controller.channel import ControllerChannelManager, connect_to_broker
+from minibroker.controller.controller import ControllerConfig, KafkaController
+from minibroker.controller.metrics import ControllerCollector
+from minibroker.controller.zk_adapter import ControllerZkAdapter
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.storage.log_config import Clock, system_clock
+from minibroker.zk.data import KafkaZkClient
+from minibroker.zk.types import ZkEvent
+
+
+class Node:
+    """``await nursery.start(node.run)`` returns the Broker once it serves requests."""
+
+    def __init__(self, config: BrokerConfig, *, clock: Clock = system_clock) -> None:
+        self.config = config
+        self.controller: KafkaController | None = None
+        """This node's controller candidate while the broker is a cluster member."""
+        self.broker = Broker(config, clock=clock, session_services=(self._run_controller,))
+
+    async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.broker.run(task_status=task_status)
+
+    async def stop(self) -> None:
+        """Controlled shutdown, then a clean stop (Broker.stop)."""
+        await self.broker.stop()
+
+    async def _run_controller(
+        self,
+        zk: KafkaZkClient,
+        events: trio.MemoryReceiveChannel[ZkEvent],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        config = self.config
+        controller = KafkaController(
+            ControllerConfig(
+                broker_id=config.broker_id,
+                unclean_leader_election_enable=config.unclean_leader_election_enable,
+                auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+                leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
+                leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+                delete_topic_enable=config.delete_topic_enable,
+            ),
+            ControllerZkAdapter(zk),
+            ControllerChannelManager(connect_to_broker),
+        )
+        registry = self.broker.metrics.registry
+        collector = ControllerCollector(controller)
+        registry.register(collector)
+        self.controller = controller
+        serve_controller_apis(self.broker.dispatcher, ControllerApis(controller))
+        try:
+            await controller.run(zk_events=events, task_status=task_status)
+        finally:
+            registry.unregister(collector)
+
+
+def serve_controller_apis(dispatcher: RequestDispatcher, apis: ControllerApis) -> None:
+    """Route the controller-only API keys to ``apis`` (replacing an earlier candidate's)."""
+    routes: dict[ApiKey, Callable[[Body], Awaitable[Body]]] = {
+        ApiKey.ELECT_LEADERS: apis.elect_leaders,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: apis.alter_partition_reassignments,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: apis.list_partition_reassignments,
+        ApiKey.CONTROLLED_SHUTDOWN: apis.controlled_shutdown,
+    }
+    for api_key, method in routes.items():
+
+        def handler(
+            header: RequestHeader,
+            body: Body,
+            method: Callable[[Body], Awaitable[Body]] = method,
+        ) -> Deferred:
+            return Deferred(functools.partial(method, body))
+
+        dispatcher.register(api_key, handler)

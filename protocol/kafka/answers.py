@@ -1,0 +1,178 @@
+"""Answers the Kafka listener builds itself: whole-request errors and request fix-ups.
+
+``error_response(api_key, request, error)`` is what Kafka's ``getErrorResponse`` gives:
+the API's own response shape with ``error`` on every topic, partition or resource the
+request named (a client reads errors where it expects them, not in a generic body).
+``normalize_request`` turns the few Kafka-only request conventions into what the
+handlers expect (Metadata v0's empty topic list means every topic).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from minibroker.protocol.api import Body
+from minibroker.protocol.errors import CorruptMessageError, KafkaError
+
+
+def _per_partition(
+    request: Body,
+    *,
+    topic_key: str,
+    partition_in: str,
+    partition_out: str,
+    extra: Body,
+    error: KafkaError,
+) -> list[Body]:
+    return [
+        {
+            topic_key: topic[topic_key],
+            "partitions": [
+                {partition_out: p[partition_in], "error_code": error.code, **extra}
+                for p in topic["partitions"]
+            ],
+        }
+        for topic in request.get("topics") or ()
+    ]
+
+
+def _produce(request: Body, error: KafkaError) -> Body:
+    topics = _per_partition(
+        request,
+        topic_key="name",
+        partition_in="index",
+        partition_out="index",
+        extra={"base_offset": -1, "error_message": error.message},
+        error=error,
+    )
+    return {"topics": topics, "throttle_time_ms": 0}
+
+
+def _fetch(request: Body, error: KafkaError) -> Body:
+    topics = _per_partition(
+        request,
+        topic_key="topic",
+        partition_in="partition",
+        partition_out="partition_index",
+        extra={"high_watermark": -1, "records": None},
+        error=error,
+    )
+    return {"error_code": error.code, "topics": topics}
+
+
+def _list_offsets(request: Body, error: KafkaError) -> Body:
+    topics = _per_partition(
+        request,
+        topic_key="name",
+        partition_in="partition_index",
+        partition_out="partition_index",
+        extra={},
+        error=error,
+    )
+    return {"topics": topics}
+
+
+def _offset_for_leader_epoch(request: Body, error: KafkaError) -> Body:
+    topics = _per_partition(
+        request,
+        topic_key="topic",
+        partition_in="partition",
+        partition_out="partition",
+        extra={},
+        error=error,
+    )
+    return {"topics": topics}
+
+
+def _metadata(request: Body, error: KafkaError) -> Body:
+    names = [t["name"] for t in request.get("topics") or ()]
+    return {"topics": [{"error_code": error.code, "name": n} for n in names]}
+
+
+def _create_topics(request: Body, error: KafkaError) -> Body:
+    return {
+        "topics": [
+            {"name": t["name"], "error_code": error.code, "error_message": error.message}
+            for t in request["topics"]
+        ]
+    }
+
+
+def _delete_topics(request: Body, error: KafkaError) -> Body:
+    return {
+        "topics": [
+            {"name": name, "error_code": error.code, "error_message": error.message}
+            for name in request["topic_names"]
+        ]
+    }
+
+
+def _resources(key: str) -> Callable[[Body, KafkaError], Body]:
+    def answer(request: Body, error: KafkaError) -> Body:
+        return {
+            key: [
+                {
+                    "error_code": error.code,
+                    "error_message": error.message,
+                    "resource_type": r["resource_type"],
+                    "resource_name": r["resource_name"],
+                }
+                for r in request["resources"]
+            ]
+        }
+
+    return answer
+
+
+def _alter_replica_log_dirs(request: Body, error: KafkaError) -> Body:
+    return {
+        "results": [
+            {
+                "topic_name": topic["name"],
+                "partitions": [
+                    {"partition_index": p, "error_code": error.code} for p in topic["partitions"]
+                ],
+            }
+            for entry in request["dirs"]
+            for topic in entry["topics"]
+        ]
+    }
+
+
+_ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
+    0: _produce,
+    1: _fetch,
+    2: _list_offsets,
+    3: _metadata,
+    19: _create_topics,
+    20: _delete_topics,
+    23: _offset_for_leader_epoch,
+    32: _resources("results"),
+    33: _resources("responses"),
+    34: _alter_replica_log_dirs,
+}
+
+
+def error_response(api_key: int, request: Body, error: KafkaError) -> Body:
+    """The response refusing ``request`` as a whole; APIs without per-item errors
+    (ApiVersions, DescribeCluster) carry it in their top-level ``error_code``."""
+    build = _ERROR_RESPONSES.get(api_key)
+    if build is None:
+        return {"error_code": error.code, "error_message": error.message}
+    return build(request, error)
+
+
+def normalize_request(api_key: int, api_version: int, body: Body) -> Body:
+    """Kafka-only request conventions in the handlers' terms; raises the KafkaError that
+    refuses the whole request when it has none (Produce with null records)."""
+    if api_key == 3 and api_version == 0 and not body["topics"]:
+        body["topics"] = None  # Metadata v0 asks for every topic with an empty list
+    elif api_key == 0:
+        for topic in body["topics"]:
+            for partition in topic["partitions"]:
+                if partition["records"] is None:
+                    raise CorruptMessageError(
+                        f"null records for {topic['name']}-{partition['index']}"
+                    )
+    return body

@@ -1,0 +1,312 @@
+"""The Kafka wire codec against an independent one (kafka-python's protocol classes):
+every declared (API, version), both directions, byte for byte; plus the header rules,
+the KIP-511 ApiVersions fallback and the refusal of malformed frames."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from minibroker.protocol.api import RequestHeader
+from minibroker.protocol.kafka.codec import (
+    ADVERTISED_VERSIONS,
+    MalformedKafkaRequest,
+    UnsupportedKafkaVersion,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    unsupported_api_versions,
+)
+from minibroker.protocol.kafka.compiler import SPLICE_BYTES
+from minibroker.protocol.kafka.messages import MESSAGES
+from minibroker.protocol.kafka.schema import Array, Field, Message, Primitive, Struct
+
+ORACLE: dict[int, tuple[Any, Any]] = {
+    0: (ProduceRequest, ProduceResponse),
+    1: (FetchRequest, FetchResponse),
+    2: (ListOffsetsRequest, ListOffsetsResponse),
+    3: (MetadataRequest, MetadataResponse),
+    18: (ApiVersionsRequest, ApiVersionsResponse),
+    19: (CreateTopicsRequest, CreateTopicsResponse),
+    20: (DeleteTopicsRequest, DeleteTopicsResponse),
+    23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    32: (DescribeConfigsRequest, DescribeConfigsResponse),
+    33: (AlterConfigsRequest, AlterConfigsResponse),
+    60: (DescribeClusterRequest, DescribeClusterResponse),
+    35: (DescribeLogDirsRequest, DescribeLogDirsResponse),
+    34: (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
+    43: (ElectLeadersRequest, ElectLeadersResponse),
+    45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
+    46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+}
+
+CASES = [
+    (message, version)
+    for message in MESSAGES.values()
+    for version in range(message.valid.low, (message.valid.high or message.valid.low) + 1)
+]
+
+
+def _case_id(case: tuple[Message, int]) -> str:
+    return f"{case[0].name}-v{case[1]}"
+
+
+class _Samples:
+    """Distinct, non-default values for every field, so a misplaced field shows."""
+
+    def __init__(self) -> None:
+        self._n = itertools.count(1)
+
+    def body(self, struct: Struct, version: int) -> dict[str, Any]:
+        return {
+            field.body_key: self.value(field, field.type, version)
+            for field in struct.fields
+            if version in field.versions
+        }
+
+    def value(self, field: Field, type_: Any, version: int) -> Any:
+        n = next(self._n)
+        if isinstance(type_, Struct):
+            return self.body(type_, version)
+        if isinstance(type_, Array):
+            return [self.value(field, type_.of, version) for _ in range(2)]
+        assert isinstance(type_, Primitive)
+        return {
+            "int8": n % 100 + 1,
+            "int16": n + 1,
+            "int32": 1000 + n,
+            "int64": 2**40 + n,
+            "bool": True,
+            "uuid": uuid.UUID(int=n).bytes,
+            "string": f"{field.name}-{n}",
+            "bytes": bytes([n % 256]) * 3,
+            "records": b"batch-%d" % n,
+        }[type_.name]
+
+
+ORACLE_REPRESENTS_DIFFERENTLY = frozenset(
+    {"topic_authorized_operations", "cluster_authorized_operations"}
+)
+"""Fields kafka-python renames and decodes as sets (the bytes are still compared)."""
+
+
+def _assert_same(struct: Struct, version: int, ours: dict[str, Any], theirs: Any) -> None:
+    """Every field present at ``version`` has the same value under Kafka's name."""
+    for field in struct.fields:
+        if version not in field.versions or field.name in ORACLE_REPRESENTS_DIFFERENTLY:
+            continue
+        _assert_value(field.type, ours[field.body_key], getattr(theirs, field.name), field.name)
+
+
+def _assert_value(type_: Any, ours: Any, theirs: Any, where: str) -> None:
+    if isinstance(type_, Struct):
+        _assert_same(type_, _assert_value.version, ours, theirs)  # type: ignore[attr-defined]
+    elif isinstance(type_, Array):
+        assert len(ours) == len(theirs), where
+        for mine, other in zip(ours, theirs, strict=True):
+            _assert_value(type_.of, mine, other, where)
+    elif type_.name == "uuid":
+        assert uuid.UUID(bytes=ours) == theirs, where
+    else:
+        assert ours == theirs, where
+
+
+def _present(type_: Any, value: Any, version: int) -> Any:
+    """``value`` with only the fields present at ``version`` (decoders fill the rest)."""
+    if isinstance(type_, Struct):
+        return {
+            f.body_key: _present(f.type, value[f.body_key], version)
+            for f in type_.fields
+            if version in f.versions
+        }
+    if isinstance(type_, Array) and value is not None:
+        return [_present(type_.of, v, version) for v in value]
+    return value
+
+
+def _request_header(message: Message, version: int) -> RequestHeader:
+    return RequestHeader(message.api_key, version, 12345, "test-client")
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_requests_match_kafka_python_byte_for_byte(case: tuple[Message, int]) -> None:
+    message, version = case
+    body = _Samples().body(message.request, version)
+    ours = encode_request(_request_header(message, version), body)
+
+    theirs = ORACLE[message.api_key][0][version].decode(ours, header=True, framed=True)
+    _assert_value.version = version  # type: ignore[attr-defined]
+    _assert_same(message.request, version, body, theirs)
+    assert theirs.header.correlation_id == 12345
+    assert bytes(theirs.encode(header=True, framed=True)) == ours
+
+    header, decoded = decode_request(ours[4:])
+    assert header == _request_header(message, version)
+    assert _present(message.request, decoded, version) == body
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_responses_match_kafka_python_byte_for_byte(case: tuple[Message, int]) -> None:
+    message, version = case
+    body = _Samples().body(message.response, version)
+    if message.name == "ApiVersions":
+        body["error_code"] = 0  # an error answer is always read as v0 (KIP-511)
+    ours = b"".join(encode_response(_request_header(message, version), body))
+
+    theirs = ORACLE[message.api_key][1][version].decode(ours, header=True, framed=True)
+    _assert_value.version = version  # type: ignore[attr-defined]
+    _assert_same(message.response, version, body, theirs)
+    assert theirs.header.correlation_id == 12345
+    assert bytes(theirs.encode(header=True, framed=True)) == ours
+
+    correlation_id, decoded = decode_response(ours[4:], message.api_key, version)
+    assert correlation_id == 12345
+    assert _present(message.response, decoded, version) == body
+
+
+def test_fields_a_version_lacks_decode_as_their_defaults() -> None:
+    fetch_v4 = {
+        "replica_id": -1,
+        "max_wait_ms": 500,
+        "min_bytes": 1,
+        "max_bytes": 1000,
+        "isolation_level": 0,
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 5}]}],
+    }
+    _, body = decode_request(encode_request(RequestHeader(1, 4, 1, None), fetch_v4)[4:])
+    partition = body["topics"][0]["partitions"][0]
+    assert partition["current_leader_epoch"] == -1
+    assert partition["last_fetched_epoch"] == -1
+    assert partition["log_start_offset"] == -1
+    assert body["session_epoch"] == -1
+
+
+def test_large_fetch_records_are_passed_through_without_a_copy() -> None:
+    records = memoryview(bytes(SPLICE_BYTES))
+    body = {
+        "topics": [
+            {"topic": "t", "partitions": [{"partition_index": 0, "records": records}]},
+        ]
+    }
+    buffers = encode_response(RequestHeader(1, 12, 9, None), body)
+    assert any(buffer is records for buffer in buffers)
+    _, decoded = decode_response(b"".join(buffers)[4:], 1, 12)
+    assert decoded["topics"][0]["partitions"][0]["records"] == bytes(records)
+
+
+def test_api_versions_response_header_has_no_tagged_fields_even_when_flexible() -> None:
+    frame = b"".join(encode_response(RequestHeader(18, 3, 77, None), {"api_keys": []}))
+    # size, correlation id, then the body's error code at once (no tagged-field byte).
+    assert frame[4:8] == (77).to_bytes(4, "big")
+    assert frame[8:10] == b"\x00\x00"
+
+
+def test_unknown_api_versions_version_is_answered_with_a_v0_body_of_supported_ranges() -> None:
+    header = RequestHeader(18, 99, 5, "new-client")
+    frame = b"".join(unsupported_api_versions(header))
+    response = ApiVersionsResponse[0].decode(frame, header=True, framed=True)
+    assert response.header.correlation_id == 5
+    assert response.error_code == 35  # UNSUPPORTED_VERSION
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert ranges == dict(ADVERTISED_VERSIONS)
+    assert ranges[0] == (0, 9) and ranges[18] == (0, 3)
+
+
+def test_unsupported_version_names_the_header_to_answer() -> None:
+    frame = encode_request(RequestHeader(3, 0, 1, "c"), {"topics": []})
+    frame = frame[:4] + b"\x00\x03\x00\x63" + frame[8:]  # Metadata v99
+    with pytest.raises(UnsupportedKafkaVersion) as caught:
+        decode_request(frame[4:])
+    assert caught.value.header.correlation_id == 1
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b"\x00\x03",
+        b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x05ab",  # client_id longer than the frame
+        b"\x00\x03\x00\x01\x00\x00\x00\x01\xff\xff\x7f\xff\xff\xff",  # 2^31 topics
+        b"\x00\x03\x00\x01\x00\x00\x00\x01\xff\xff\x00\x00\x00\x00\x00",  # a byte too many
+    ],
+)
+def test_malformed_requests_are_refused(payload: bytes) -> None:
+    with pytest.raises(MalformedKafkaRequest):
+        decode_request(payload)
+
+
+def test_every_declared_request_is_refused_one_byte_short_at_every_cut() -> None:
+    for message, version in CASES:
+        body = _Samples().body(message.request, version)
+        frame = encode_request(_request_header(message, version), body)[4:]
+        for cut in range(len(frame)):
+            with pytest.raises(MalformedKafkaRequest):
+                decode_request(frame[:cut])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_decode_or_are_refused_never_crash(payload: bytes) -> None:
+    with contextlib.suppress(MalformedKafkaRequest, UnsupportedKafkaVersion):
+        decode_request(payload)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(CASES), st.data())
+def test_damaged_requests_decode_or_are_refused_never_crash(
+    case: tuple[Message, int], data: st.DataObject
+) -> None:
+    message, version = case
+    frame = bytearray(
+        encode_request(
+            _request_header(message, version), _Samples().body(message.request, version)
+        )[4:]
+    )
+    for _ in range(data.draw(st.integers(1, 4))):
+        frame[data.draw(st.integers(0, len(frame) - 1))] = data.draw(st.integers(0, 255))
+    with contextlib.suppress(MalformedKafkaRequest, UnsupportedKafkaVersion):
+        decode_request(bytes(frame))

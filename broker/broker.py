@@ -98,7 +98,6 @@ class Broker:
         self.dispatcher = RequestDispatcher(self.metrics)
         # One budget for every listener's queued request and response bytes.
         self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
-        self.metrics.registry.register(ServerLimitsCollector(self.queued_bytes, self._listeners))
         self.log_dir_mover: LogDirMover | None = None
         self.server: BrokerServer | None = None
         self.kafka_server: BrokerServer | None = None  # with kafka.listeners
@@ -108,6 +107,8 @@ class Broker:
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
+        # Registered last: prometheus_client collects once at registration.
+        self.metrics.registry.register(ServerLimitsCollector(self.queued_bytes, self._listeners))
 
     def _listeners(self) -> list[tuple[str, BrokerServer]]:
         """The servers listening, by listener name (for the metrics)."""

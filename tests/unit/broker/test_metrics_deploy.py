@@ -116,18 +116,21 @@ SCRAPE_LABELS = {"job", "instance", "cluster"}  # added by Prometheus and the sc
 
 
 def exported_labels() -> set[str]:
-    broker = SimpleNamespace(
-        replica_manager=SimpleNamespace(
-            partitions={},
-            produce_waiters=Purgatory("produce"),
-            fetch_waiters=Purgatory("fetch"),
-            fetcher=SimpleNamespace(fetchers={}),
-        ),
-        server=SimpleNamespace(connections=0),
+    manager = SimpleNamespace(
+        partitions={},
+        produce_waiters=Purgatory("produce"),
+        fetch_waiters=Purgatory("fetch"),
+        isr_manager=SimpleNamespace(shrinks=0, expands=0),
+        replication_quotas=ReplicationQuotas.unlimited(),
+        fetcher=SimpleNamespace(fetchers={}),
+    )
+    collector = BrokerStateCollector(
+        replica_manager=manager,  # type: ignore[arg-type]
+        server=SimpleNamespace(connections=0),  # type: ignore[arg-type]
         log_manager=None,
     )
     registry = CollectorRegistry()
-    registry.register(BrokerStateCollector(broker))  # type: ignore[arg-type]
+    registry.register(collector)
     labels = {name for family in registry.collect() for s in family.samples for name in s.labels}
     # The traffic counters' labels, and the bucket bound of their request-time histogram.
     return labels | {"topic", "partition", "request", "le"}

@@ -147,5 +147,9 @@ def test_a_port_in_time_wait_is_free_for_the_next_up() -> None:
 
 def _up_args(zookeeper_port: int) -> argparse.Namespace:
     return argparse.Namespace(
-        zookeeper_port=zookeeper_port, brokers=1, base_port=0, metrics_base_port=0
+        zookeeper_port=zookeeper_port,
+        brokers=1,
+        base_port=0,
+        metrics_base_port=0,
+        kafka_base_port=None,
     )

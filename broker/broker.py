@@ -30,6 +30,7 @@ import trio
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
@@ -60,6 +61,7 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self.apis: KafkaApis | None = None
         self.log_dir_mover: LogDirMover | None = None
+        self.scrubber: Scrubber | None = None
         self.server: BrokerServer | None = None
         self.metrics = BrokerMetrics()
         self.metrics.registry.register(BrokerStateCollector(self))  # reads self at scrape time
@@ -122,6 +124,11 @@ class Broker:
                 replica_manager, zk_data=lambda: getattr(self.cluster_member, "data", None)
             )
             replica_manager.on_log_dir_failure = log_dir_failures.failed
+            corrupt_replicas = CorruptReplicas(
+                replica_manager, zk_data=lambda: getattr(self.cluster_member, "data", None)
+            )
+            replica_manager.corruption = corrupt_replicas
+            self.scrubber = Scrubber(config, replica_manager)
             host, port = config.listen_address
             self.server = BrokerServer(
                 self.apis,
@@ -145,6 +152,8 @@ class Broker:
                 await nursery.start(maintenance.run)
                 await nursery.start(self.log_dir_mover.run)
                 await nursery.start(log_dir_failures.run)
+                await nursery.start(corrupt_replicas.run)
+                await nursery.start(self.scrubber.run)
                 if config.metrics_port >= 0:
                     self.metrics_server = MetricsServer(
                         self.metrics, host=host, port=config.metrics_port

@@ -125,6 +125,7 @@ class BrokerMetrics:
     def watch(self, replica_manager: ReplicaManager) -> None:
         """Report partition gauges from ``replica_manager`` at every scrape."""
         self.registry.register(_PartitionCollector(replica_manager))
+        self.registry.register(_CorruptionCollector(replica_manager))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -201,6 +202,45 @@ class _PartitionCollector(Collector):
             start.add_metric(key, p.log.log_start_offset)
             hw.add_metric(key, p.high_watermark)
         yield from (size, end, start, hw)
+
+
+LOG_CORRUPTION = "kafka_log_logcorruption_"
+
+
+class _CorruptionCollector(Collector):
+    """Corruption found in this broker's logs (storage/corruption.py CorruptionStats):
+
+    kafka_log_logcorruption_corruptbatches_total   {source=recovery|read|scrub}
+    kafka_log_logcorruption_truncatedbytes_total   bytes cut by recovery and repairs
+    kafka_log_logcorruption_repairs_total          corrupt replicas cut for re-fetching
+    """
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+
+    def collect(self) -> Iterator[Metric]:
+        log_manager = getattr(self.replica_manager, "log_manager", None)
+        stats = getattr(log_manager, "corruption_stats", None)
+        if stats is None:
+            return
+        found = CounterMetricFamily(
+            LOG_CORRUPTION + "corruptbatches",
+            "Corrupt batches (or torn tails) found in log segments, by what found them.",
+            labels=["source"],
+        )
+        for source, count in stats.corrupt.items():
+            found.add_metric([source], count)
+        yield found
+        yield CounterMetricFamily(
+            LOG_CORRUPTION + "truncatedbytes",
+            "Bytes cut from logs by recovery and corruption repairs.",
+            stats.truncated_bytes,
+        )
+        yield CounterMetricFamily(
+            LOG_CORRUPTION + "repairs",
+            "Corrupt replicas cut back to re-fetch from the leader.",
+            stats.repairs,
+        )
 
 
 class MetricsServer:

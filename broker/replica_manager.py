@@ -69,6 +69,7 @@ from minibroker.protocol.errors import (
     StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_config import Clock, LogConfig
 from minibroker.storage.log_manager import LogManager
@@ -79,6 +80,14 @@ log = logging.getLogger(__name__)
 VALID_ACKS = frozenset({0, 1, -1})
 THROTTLE_RETRY_MIN_S = 0.005
 """Shortest pause before a parked, throttled follower fetch reads again (no spinning)."""
+
+
+class CorruptionHook(Protocol):
+    """What broker/corruption.py offers: take a corrupt replica out of service, and
+    repair it once the controller has stopped it."""
+
+    def found(self, partition: Partition, error: CorruptRecordError, source: str) -> None: ...
+    def stopped(self, partition: Partition) -> None: ...
 
 
 class FetcherHook(Protocol):
@@ -191,6 +200,7 @@ class ReplicaManager:
         # broker/broker_configs.py, the fetchers share the follower side.
         self.replication_quotas = ReplicationQuotas.unlimited()
         self.on_log_dir_failure: Callable[[Path], None] | None = None  # set by the broker
+        self.corruption: CorruptionHook | None = None  # set by the broker
         self.isr_store: Callable[[], IsrStore | None] = lambda: None  # set in cluster mode
         self.isr_manager = IsrManager(
             partitions=lambda: self.partitions.values(),
@@ -218,6 +228,8 @@ class ReplicaManager:
         offline = self.log_manager.offline_log_dirs  # issue 6: a failed log dir
         if offline and partition.log.dir.parent in offline:
             raise KafkaStorageError(f"{tp} is in offline log dir {partition.log.dir.parent}")
+        if partition.corruption is not None:
+            raise KafkaStorageError(f"{tp}: this replica is corrupt and being repaired")
         return partition
 
     def topic_config(self, topic: str) -> TopicConfig:
@@ -275,9 +287,12 @@ class ReplicaManager:
             for tp, state in states.items():
                 current = self.partitions.get(tp)
                 offline = self.log_manager.offline_log_dirs
-                if current is not None and current.log.dir.parent in offline:
+                if current is not None and (
+                    current.log.dir.parent in offline or current.corruption is not None
+                ):
                     # Before the epoch check, as Kafka: the controller resends the same
-                    # state to learn exactly this (issue 6: its log dir failed).
+                    # state to learn exactly this (its log dir failed, or this replica
+                    # is corrupt: broker/corruption.py).
                     errors[tp] = KafkaStorageError.code
                     continue
                 if current is not None and state.leader_epoch <= current.leader_epoch:
@@ -390,6 +405,8 @@ class ReplicaManager:
                     # Stop serving it: clients must go to the new leader.
                     partition.leader_id = -1
                     self._wake(tp)
+                    if not delete and partition.corruption is not None and self.corruption:
+                        self.corruption.stopped(partition)  # out of service: repair now
                 if delete:
                     self.partitions.pop(tp, None)
                     try:
@@ -498,6 +515,11 @@ class ReplicaManager:
                     current_leader_epoch=request.current_leader_epoch,
                     min_one_message=first_with_data and not held,
                 )
+            except CorruptRecordError as exc:
+                if self.corruption is not None:
+                    self.corruption.found(self.partitions[request.tp], exc, "read")
+                reads.append(PartitionRead(request.tp, None, KafkaStorageError(str(exc))))
+                continue
             except OffsetOutOfRangeError as exc:
                 p = self.partitions[request.tp]
                 reads.append(

@@ -19,6 +19,7 @@ the broker). The broker takes a corrupt replica out of service and repairs it
 from __future__ import annotations
 
 import logging
+import re
 import struct
 import threading
 from typing import NamedTuple
@@ -36,6 +37,8 @@ log = logging.getLogger("minibroker.storage.corruption")
 
 _HEADER_START = struct.Struct(">qiib")  # baseOffset, batchLength, leader epoch, magic
 _LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta, at byte 23
+
+_WHERE = re.compile(r"^batch (header )?at \d+")  # how validate_batch names a batch
 
 SOURCES = ("recovery", "read", "scrub")
 """What found a corrupt batch: load-time recovery, a read, the background scrubber."""
@@ -88,20 +91,25 @@ class BatchCheck(NamedTuple):
     problem: str | None
 
 
-def check_batches(buf: Buffer, expected_base: int | None = None) -> BatchCheck:
+def check_batches(
+    buf: Buffer, expected_base: int | None = None, *, file_position: int = 0
+) -> BatchCheck:
     """Validate every batch of ``buf`` (header, length, CRC-32C) and that each one's
     baseOffset follows the previous one (the first's equals ``expected_base`` when
-    given). Stops at the first that fails."""
+    given). Stops at the first that fails; the problem names the batch by its
+    position in the file, ``buf`` starting at ``file_position``."""
     position = 0
     total = len(buf)
     next_offset = -1 if expected_base is None else expected_base
     while position < total:
+        where = f"batch at position {file_position + position}"
         try:
             header = validate_batch(buf, position)
         except CorruptMessageError as exc:
-            return BatchCheck(position, next_offset, str(exc))
+            detail = _WHERE.sub("", str(exc), count=1)
+            return BatchCheck(position, next_offset, f"{where}{detail}")
         if next_offset >= 0 and header.base_offset != next_offset:
-            problem = f"batch at {position} has baseOffset {header.base_offset}, not {next_offset}"
+            problem = f"{where} has baseOffset {header.base_offset}, not {next_offset}"
             return BatchCheck(position, next_offset, problem)
         next_offset = header.base_offset + header.last_offset_delta + 1
         position += header.size

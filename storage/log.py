@@ -369,17 +369,16 @@ class Log:
             if found is None:
                 continue  # every batch in this segment is below offset: try the next
             metadata = LogOffsetMetadata(offset, segment.base_offset, found.first_batch.position)
-            checked = check_batches(found.records)
+            position = found.first_batch.position
+            checked = check_batches(found.records, file_position=position)
             if checked.problem is None:
                 return FetchDataInfo(metadata, found.records, found.next_offset)
             if checked.valid_bytes:
                 good = found.records[: checked.valid_bytes]
                 return FetchDataInfo(metadata, good, checked.next_offset)
-            position = found.first_batch.position
             self.corruption_stats.record("read", where=(str(segment.log_path), position))
             raise CorruptRecordError(
-                f"{segment.log_path}: corrupt batch at position {position} "
-                f"(reading offset {offset}): {checked.problem}",
+                f"{segment.log_path}: {checked.problem} (reading offset {offset})",
                 path=str(segment.log_path),
                 position=position,
                 offset=offset,

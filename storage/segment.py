@@ -418,7 +418,7 @@ class LogSegment:
             try:
                 header = validate_batch(view, position)
             except CorruptMessageError as exc:
-                self.recovery_problem = str(exc)
+                self.recovery_problem = str(exc)  # names the batch by its file position
                 break
             last = header.base_offset + header.last_offset_delta
             if header.base_offset != next_offset or last - self.base_offset > MAX_RELATIVE_OFFSET:

@@ -64,6 +64,7 @@ ALLOWED_LABELS = {
     "listener",
     "networkprocessor",
     "clientid",
+    "source",  # what found a corrupt batch: recovery, read or scrub
     "le",
     "quantile",
 }

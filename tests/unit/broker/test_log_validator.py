@@ -69,7 +69,7 @@ def test_a_one_record_batch_claiming_2_31_records_is_invalid() -> None:
         check_record_counts(lying)
 
 
-def test_a_record_whose_offset_delta_is_not_its_index_is_invalid() -> None:
+def test_a_last_record_whose_offset_delta_is_not_its_index_is_invalid() -> None:
     honest = encode_batch([Record(b"a"), Record(b"b")])
     # The second record's offsetDelta (zigzag 1 -> byte 2) becomes 5 (byte 10).
     section = bytearray(honest[BATCH_HEADER_SIZE:])

@@ -56,12 +56,22 @@ class CorruptReplicas:
         self.zk_data = zk_data
         self._unreported = trio.Event()
 
-    def found(self, partition: Partition, error: CorruptRecordError, source: str) -> None:
-        """``partition``'s log holds a corrupt batch (found by ``source``)."""
+    def found(
+        self,
+        partition: Partition,
+        error: CorruptRecordError,
+        source: str,
+        *,
+        counted: bool = False,
+    ) -> None:
+        """``partition``'s log holds a corrupt batch (found by ``source``; already
+        ``counted`` in the stats, or not), or lost records below its high watermark
+        when loaded (source "recovery")."""
         if partition.corruption is not None:
             return
-        stats = self.replica_manager.log_manager.corruption_stats
-        stats.record(source, where=(error.path, error.position))
+        if not counted:
+            stats = self.replica_manager.log_manager.corruption_stats
+            stats.record(source, where=(error.path, error.position))
         partition.corruption = error
         role = "leader" if partition.is_leader else "follower"
         log.warning(
@@ -87,7 +97,14 @@ class CorruptReplicas:
         error = partition.corruption
         if error is None:
             return
-        removed = partition.log.repair_corruption(error.offset)
+        size = partition.log.size
+        partition.log.repair_corruption(error.offset)
+        # Nothing from the first offset not known good on stays: a segment that
+        # recovery cut short leaves its later segments behind a hole (their records
+        # come back from the leader).
+        partition.log.truncate_to(error.offset)
+        removed = size - partition.log.size
+        self.replica_manager.log_manager.corruption_stats.record_repair(removed)
         partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
         partition.corruption = None
         replicated = self.zk_data() is not None
@@ -200,7 +217,7 @@ class Scrubber:
             f" (offsets from {scan.next_offset} on)",
             path=str(path),
             position=scan.position,
-            offset=segment.base_offset,
+            offset=scan.next_offset,
         )
         if self.replica_manager.corruption is not None:
             self.replica_manager.corruption.found(partition, error, "scrub")

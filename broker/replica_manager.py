@@ -86,7 +86,9 @@ class CorruptionHook(Protocol):
     """What broker/corruption.py offers: take a corrupt replica out of service, and
     repair it once the controller has stopped it."""
 
-    def found(self, partition: Partition, error: CorruptRecordError, source: str) -> None: ...
+    def found(
+        self, partition: Partition, error: CorruptRecordError, source: str, *, counted: bool = ...
+    ) -> None: ...
     def stopped(self, partition: Partition) -> None: ...
 
 
@@ -323,7 +325,9 @@ class ReplicaManager:
             )
             for tp, state in accepted:
                 partition = self.partitions.get(tp)
-                if partition is not None and errors[tp] == NONE:
+                if partition is not None and partition.corruption is not None:
+                    errors[tp] = KafkaStorageError.code  # lost data when loaded
+                elif partition is not None and errors[tp] == NONE:
                     (leaders if state.leader == self.broker_id else followers).append(
                         (partition, state)
                     )
@@ -376,7 +380,19 @@ class ReplicaManager:
                 clock=self.clock,
                 initial_high_watermark=self._initial_high_watermark(tp),
             )
+            self._check_recovery_cuts(self.partitions[tp])
         return errors
+
+    def _check_recovery_cuts(self, partition: Partition) -> None:
+        """A log that loading cut below the checkpointed high watermark lost committed
+        records: the replica must not lead or count in the ISR until it has them back
+        (broker/corruption.py takes it through the corrupt-replica route)."""
+        cuts = partition.log.recovery_cuts
+        if not cuts or self.corruption is None:
+            return
+        first = min(cuts, key=lambda cut: cut.offset)
+        if first.offset < self._initial_high_watermark(partition.tp):
+            self.corruption.found(partition, first, "recovery", counted=True)
 
     def _initial_high_watermark(self, tp: TopicPartition) -> int:
         """The HW this broker checkpointed for ``tp`` (0 if none): read once, lazily."""
@@ -609,6 +625,11 @@ class ReplicaManager:
         by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
         for tp, partition in self.partitions.items():
             by_dir.setdefault(partition.log.dir.parent, {})[tp] = partition.high_watermark
+        # A log loaded at start-up whose partition no LeaderAndIsr has created yet
+        # keeps the HW checkpointed before: writing without it would forget it.
+        for tp, log_ in self.log_manager.logs.items():
+            if tp not in self.partitions and (hw := self._initial_high_watermark(tp)):
+                by_dir.setdefault(log_.dir.parent, {})[tp] = hw
         for offline in self.log_manager.offline_log_dirs:
             by_dir.pop(offline, None)
         return by_dir

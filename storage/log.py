@@ -134,6 +134,8 @@ class Log:
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._truncations = 0  # lets a flush in another thread notice a truncation
+        self.recovery_cuts: list[CorruptRecordError] = []
+        """What loading had to truncate (storage.log_loader): data this replica lost."""
         directory.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
         self._load(had_clean_shutdown)
@@ -159,6 +161,7 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
             epochs=self.leader_epoch_cache,
             stats=self.corruption_stats,
+            cuts=self.recovery_cuts,
         ):
             self._add_segment(segment)
         if not self._segments:
@@ -540,7 +543,6 @@ class Log:
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-            self.corruption_stats.record_repair(removed)
             return removed
         return 0
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from minibroker.storage.corruption import CorruptionStats
-from minibroker.storage.errors import CorruptIndexError
+from minibroker.storage.errors import CorruptIndexError, CorruptRecordError
 from minibroker.storage.names import DELETED_SUFFIX, LOG_SUFFIX, TMP_SUFFIX, parse_segment_file
 from minibroker.storage.segment import EpochSink, LogSegment
 
@@ -66,8 +66,10 @@ def load_segments(
     max_index_size: int,
     epochs: EpochSink,
     stats: CorruptionStats | None = None,
+    cuts: list[CorruptRecordError] | None = None,
 ) -> list[LogSegment]:
-    """The segments of ``directory``, checked or recovered (see the module doc)."""
+    """The segments of ``directory``, checked or recovered (see the module doc). Each
+    truncation is also appended to ``cuts``: where it was, from which offset on."""
     segments = [open_segment(base) for base in remove_leftovers(directory)]
     recovered: list[LogSegment] = []
     i = 0
@@ -86,6 +88,16 @@ def load_segments(
         recovered.append(segment)
         if truncated:
             report_truncation(segment, truncated, stats)
+            if cuts is not None:
+                cuts.append(
+                    CorruptRecordError(
+                        f"{segment.log_path}: recovery truncated it at position "
+                        f"{segment.size} ({segment.recovery_problem})",
+                        path=str(segment.log_path),
+                        position=segment.size,
+                        offset=segment.next_offset,
+                    )
+                )
         if truncated and unflushed:
             for later in segments[i:]:
                 log.warning(

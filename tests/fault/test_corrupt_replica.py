@@ -107,6 +107,7 @@ def cluster_of_three(root: Path, zk_connect: str, *, scrub: bool) -> ProcessClus
             "log.scrubber.enable": str(scrub).lower(),
             "log.scrubber.interval.ms": 300,
             "log.scrubber.io.max.bytes.per.second": 64 * 1024 * 1024,
+            "replica.high.watermark.checkpoint.interval.ms": 200,
         },
     )
 
@@ -118,9 +119,12 @@ def first_segment(root: Path, broker_id: int) -> Path:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("stop", ["clean", "kill"])
 async def test_a_corrupt_replica_is_repaired_from_the_leader_and_nothing_acked_is_lost(
-    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient, stop: str
 ) -> None:
+    """After a clean stop the scrubber finds the flip (recovery does not look); after
+    kill -9 recovery does, and cuts the log below the high watermark it checkpointed."""
     cluster = cluster_of_three(tmp_path, zk_connect, scrub=True)
     data = KafkaZkClient(zk_client)
     tp = TopicPartition(TOPIC, 0)
@@ -136,8 +140,19 @@ async def test_a_corrupt_replica_is_repaired_from_the_leader_and_nothing_acked_i
         await cluster.create_topic(TOPIC, 1, 3)
         await cluster.wait_until(all_in_sync, "the ISR to fill up")
         await produce_all(cluster)
-        victim = (await cluster.metadata(TOPIC))["partitions"][0]["leader_id"]
-        assert await cluster.terminate(victim) == 0
+        leader = (await cluster.metadata(TOPIC))["partitions"][0]["leader_id"]
+        if stop == "clean":
+            victim = leader  # its leadership moves away in the controlled shutdown
+            assert await cluster.terminate(victim) == 0
+        else:
+            victim = next(b for b in cluster.brokers if b != leader)
+            checkpoint = tmp_path / f"broker-{victim}" / "logs" / "replication-offset-checkpoint"
+
+            async def high_watermark_checkpointed() -> bool:
+                return checkpoint.exists() and f"{TOPIC} 0 {RECORDS}" in checkpoint.read_text()
+
+            await cluster.wait_until(high_watermark_checkpointed, "the follower's HW checkpoint")
+            cluster.kill(victim)
         flip_in_the_middle(first_segment(tmp_path, victim))
 
         broker = cluster.brokers[victim]

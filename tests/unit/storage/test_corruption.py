@@ -128,7 +128,6 @@ def test_repair_cuts_the_log_before_the_corrupt_batch_and_drops_later_segments(
     assert log.log_end_offset == bad
     assert len(log.segments) == 1
     assert read_all(log) == records[:bad]
-    assert log.corruption_stats.repairs == 1
     warning = next(r.getMessage() for r in caplog.records if "repair truncated" in r.getMessage())
     assert f"{first.log_path}: corruption repair truncated" in warning
     assert f"at position {position}: offsets {bad}.." in warning

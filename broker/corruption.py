@@ -98,11 +98,13 @@ class CorruptReplicas:
         if error is None:
             return
         size = partition.log.size
+        # Revalidates from the segment holding the offset and cuts at the first bad
+        # batch: a false alarm (a read racing a segment deletion) cuts nothing.
         partition.log.repair_corruption(error.offset)
-        # Nothing from the first offset not known good on stays: a segment that
-        # recovery cut short leaves its later segments behind a hole (their records
-        # come back from the leader).
-        partition.log.truncate_to(error.offset)
+        if error.lost_from >= 0:
+            # A segment that recovery cut short leaves its later segments behind a
+            # hole: nothing from the cut on stays (it comes back from the leader).
+            partition.log.truncate_to(error.lost_from)
         removed = size - partition.log.size
         self.replica_manager.log_manager.corruption_stats.record_repair(removed)
         partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)

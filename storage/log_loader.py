@@ -96,6 +96,7 @@ def load_segments(
                         path=str(segment.log_path),
                         position=segment.size,
                         offset=segment.next_offset,
+                        lost_from=segment.next_offset,
                     )
                 )
         if truncated and unflushed:

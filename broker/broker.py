@@ -28,6 +28,7 @@ checkpoints and the ``.kafka_cleanshutdown`` marker.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 
@@ -39,13 +40,14 @@ from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.controller_fence import ControllerFence
+from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.metrics import BrokerMetrics, MetricsServer
+from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
 from minibroker.broker.metrics_state import LISTENER, BrokerStateCollector, PartitionCollector
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
@@ -99,6 +101,7 @@ class Broker:
         # One budget for every listener's queued request and response bytes.
         self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
         self.log_dir_mover: LogDirMover | None = None
+        self.scrubber: Scrubber | None = None
         self.server: BrokerServer | None = None
         self.kafka_server: BrokerServer | None = None  # with kafka.listeners
         self.metrics_server: MetricsServer | None = None
@@ -182,7 +185,9 @@ class Broker:
             isr_store=zk,
             topic_config_loader=None if zk is None else zk.get_topic_config,
             on_log_dir_failure=log_dir_failures.failed,
+            corruption=functools.partial(CorruptReplicas, zk=zk),
         )
+        self.scrubber = Scrubber(config, replica_manager)
         self.replica_manager = replica_manager
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
@@ -242,6 +247,7 @@ class Broker:
                 queued_bytes=self.queued_bytes,
             )
         self.metrics.registry.register(PartitionCollector(replica_manager))
+        self.metrics.registry.register(CorruptionCollector(log_manager.corruption_stats))
         self.metrics.registry.register(
             BrokerStateCollector(
                 replica_manager=replica_manager, server=self.server, log_manager=log_manager
@@ -265,6 +271,9 @@ class Broker:
             await nursery.start(maintenance.run)
             await nursery.start(self.log_dir_mover.run)
             await nursery.start(log_dir_failures.run, replica_manager.log_dir_failed)
+            if replica_manager.corruption is not None:
+                await nursery.start(replica_manager.corruption.run)
+            await nursery.start(self.scrubber.run)
             if config.metrics_port >= 0:
                 self.metrics_server = MetricsServer(
                     self.metrics, host=host, port=config.metrics_port

@@ -205,6 +205,25 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = _key(
         "log.retention.check.interval.ms", 300000, "How often retention runs.", at_least(1)
     )
+    log_scrubber_enable: bool = _key(
+        "log.scrubber.enable",
+        True,
+        "Re-check the CRC-32C of every closed segment in the background; a corrupt "
+        "replica found so is taken out of service and repaired from the leader.",
+    )
+    log_scrubber_io_max_bytes_per_second: int = _key(
+        "log.scrubber.io.max.bytes.per.second",
+        4 * 1024 * 1024,
+        "Read rate of the scrubber (bytes/s): small enough to leave the disk to produce "
+        "and fetch, a 1 GiB segment every ~4 minutes.",
+        at_least(1),
+    )
+    log_scrubber_interval_ms: int = _key(
+        "log.scrubber.interval.ms",
+        3600000,
+        "Pause between two scrubber passes over every closed segment.",
+        at_least(1),
+    )
     log_segment_delete_delay_ms: int = _key(
         "log.segment.delete.delay.ms",
         60000,

@@ -41,6 +41,7 @@ from typing import Protocol
 import trio
 
 from minibroker.protocol.records import read_header
+from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.log import Log
 from minibroker.storage.log_manager import LogManager
 from minibroker.storage.names import TopicPartition
@@ -164,7 +165,9 @@ class LogDirMover:
             self.moving = tp
             try:
                 await self.move(tp)
-            except (OSError, ValueError) as exc:  # ValueError: a file closed under us
+            except (OSError, ValueError, CorruptRecordError) as exc:
+                # ValueError: a file closed under us. CorruptRecordError: a corrupt
+                # batch is never copied; reads or the scrubber get the replica repaired.
                 # A failing disk: leave the future dir for the next attempt (or for the
                 # restart that marks the dir offline) and do not spin on it.
                 log.error("moving %s failed: %s", tp, exc)

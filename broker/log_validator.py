@@ -2,15 +2,22 @@
 
 ``storage.Log.append`` already refuses bad batches before writing anything: magic,
 length and CRC-32C of every batch (CORRUPT_MESSAGE, including trailing bytes that are
-not a batch), a batch over ``max.message.bytes`` (MESSAGE_TOO_LARGE), an entry larger
-than a segment (RECORD_LIST_TOO_LARGE); and as leader it patches ``baseOffset`` and
-``partitionLeaderEpoch`` in place. What the leader adds here, before that append:
+not a batch), ``lastOffsetDelta == recordCount - 1``, a batch over
+``max.message.bytes`` (MESSAGE_TOO_LARGE), an entry larger than a segment
+(RECORD_LIST_TOO_LARGE); and as leader it patches ``baseOffset`` and
+``partitionLeaderEpoch`` in place. What the leader adds here, before that append (as
+Kafka's LogValidator does):
 
-- record counts: for an uncompressed batch the records are walked by their length
-  varints - not decoded - and must number ``recordCount`` and end exactly at the batch
-  end (CORRUPT_MESSAGE otherwise). A gzip batch would have to be decompressed, so its
-  count is trusted to the CRC, as is that of a batch with a huge count
-  (``RECORD_COUNT_CHECK_MAX``).
+- produce data holds at least one batch: an empty ``records`` value is INVALID_RECORD
+  (Kafka's ProduceRequest.validateRecords);
+- record counts, for every batch and every codec: the records are walked by their
+  length varints - not decoded - and must number exactly ``recordCount``, end exactly
+  at the batch end, and the last one must carry offsetDelta ``recordCount - 1`` (the
+  header's ``lastOffsetDelta``); INVALID_RECORD otherwise. The walk is bounded by the
+  batch's bytes, never by the count it declares, so a batch claiming 2**31 records
+  costs what its bytes cost. A compressed batch is decompressed first, at most
+  ``MAX_DECOMPRESSED_BATCH_BYTES``: a batch that would inflate beyond is refused
+  (CORRUPT_MESSAGE) before the memory is spent.
 - LogAppendTime topics: each batch's CRC is checked first (so a corrupt batch is never
   "repaired" by the CRC recomputation), then its timestamps are set to the append time.
 - ``compression.type`` other than ``producer``: a batch in another codec is checked (CRC,
@@ -22,9 +29,10 @@ than a segment (RECORD_LIST_TOO_LARGE); and as leader it patches ``baseOffset`` 
 from __future__ import annotations
 
 import struct
+import zlib
 
-from minibroker.protocol.compression import CODEC_NAMES, Compression
-from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.compression import CODEC_NAMES, Compression, decompress
+from minibroker.protocol.errors import CorruptMessageError, InvalidRecordError
 from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -38,10 +46,10 @@ from minibroker.protocol.records import (
     validate_batch,
 )
 
-RECORD_COUNT_CHECK_MAX = 1 << 16
-"""Above this many records a batch's count is trusted to its CRC: walking more varints
-in Python would cost more than the append itself."""
-
+MAX_DECOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
+"""Largest records section a compressed batch may inflate to. Honest batches are far
+smaller (max.message.bytes defaults to 1 MiB compressed); a gzip bomb of that size
+would otherwise expand to a gigabyte in the broker's memory."""
 
 # batchLength (at 8), attributes (at 21) and recordCount (at 57) of a batch header.
 _COUNT_FIELDS = struct.Struct(">8xi9xh34xi")
@@ -49,8 +57,11 @@ _COMPRESSION_MASK = 0x07
 
 
 def check_record_counts(records: Buffer) -> None:
-    """Raise CorruptMessageError if an uncompressed batch's records do not fill it
-    exactly ``recordCount`` times. Torn or malformed batches are left to the Log."""
+    """Raise InvalidRecordError if ``records`` holds no batch, or a batch's records do
+    not number ``recordCount`` with offset deltas 0, 1, ... (see the module doc).
+    Torn or malformed batches are left to the Log, which names the problem."""
+    if not records:  # also a null ``records`` off the wire
+        raise InvalidRecordError("produce data holds no record batch")
     total = len(records)
     pos = 0
     unpack = _COUNT_FIELDS.unpack_from
@@ -59,44 +70,107 @@ def check_record_counts(records: Buffer) -> None:
         size = batch_length + LOG_OVERHEAD
         if size < BATCH_HEADER_SIZE or pos + size > total:
             return  # malformed or torn: Log.append names the problem
-        if not attributes & _COMPRESSION_MASK and count <= RECORD_COUNT_CHECK_MAX:
-            _check_batch(records, pos, size, count)
+        codec = attributes & _COMPRESSION_MASK
+        if codec == Compression.NONE:
+            found = count_records(records, pos + BATCH_HEADER_SIZE, pos + size, pos)
+        elif codec == Compression.GZIP:
+            section = _inflate(records, pos, size)
+            found = count_records(section, 0, len(section), pos)
+        elif codec in _OTHER_CODECS:
+            section = _decompress(Compression(codec), records, pos, size)
+            found = count_records(section, 0, len(section), pos)
+        else:
+            return  # an unknown codec: Log.append refuses it
+        if found != count:
+            raise InvalidRecordError(f"batch at {pos} declares {count} records but holds {found}")
         pos += size
 
 
-def _check_batch(buf: Buffer, pos: int, size: int, count: int) -> None:
-    # The hot loop of produce validation: one- and two-byte varints (records up to
-    # 8 KiB) are decoded inline; longer ones go through read_varint.
-    cursor = pos + BATCH_HEADER_SIZE
-    end = pos + size
+def _inflate(buf: Buffer, pos: int, size: int) -> bytes:
+    """The gzip records section of the batch at ``pos``, at most the bound inflated."""
+    inflater = zlib.decompressobj(wbits=47)  # 47: gzip or zlib framing, as decode does
+    compressed = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + size]
     try:
-        for _ in range(count):
+        section = inflater.decompress(compressed, MAX_DECOMPRESSED_BATCH_BYTES)
+    except zlib.error as exc:
+        raise CorruptMessageError(f"batch at {pos}: bad gzip data ({exc})") from exc
+    if inflater.unconsumed_tail:
+        raise CorruptMessageError(
+            f"batch at {pos} inflates beyond {MAX_DECOMPRESSED_BATCH_BYTES} bytes"
+        )
+    if not inflater.eof:
+        raise CorruptMessageError(f"batch at {pos}: its gzip data ends early")
+    return section
+
+
+_OTHER_CODECS = frozenset({Compression.SNAPPY, Compression.LZ4, Compression.ZSTD})
+
+
+def _decompress(codec: Compression, buf: Buffer, pos: int, size: int) -> bytes:
+    """The records section of a snappy, lz4 or zstd batch. Unlike gzip these are
+    decompressed whole before the bound is checked (the library has no bounded
+    streaming call), so the bound limits what is kept, not the transient peak."""
+    compressed = bytes(memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + size])
+    try:
+        section = decompress(codec, compressed)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"batch at {pos}: {exc}") from exc
+    if len(section) > MAX_DECOMPRESSED_BATCH_BYTES:
+        raise CorruptMessageError(
+            f"batch at {pos} inflates beyond {MAX_DECOMPRESSED_BATCH_BYTES} bytes"
+        )
+    return section
+
+
+def count_records(buf: Buffer, start: int, end: int, where: int) -> int:
+    """How many records fill ``buf[start:end]`` exactly; raises InvalidRecordError
+    when they do not fill it exactly, or when the last one's offsetDelta is not its
+    index (what the header's lastOffsetDelta must match). ``where`` names the batch.
+
+    The hot loop of produce validation walks record lengths only: one- and two-byte
+    varints (records up to 8 KiB) are decoded inline, longer ones by read_varint.
+    Only the last record's offsetDelta is decoded: checking every record's would cost
+    several times the walk (Kafka checks none for uncompressed batches)."""
+    cursor = start
+    found = 0
+    last = -1  # where the last record's fields start
+    try:
+        while cursor < end:
             first = buf[cursor]
             if first < 0x80:
                 raw = first
-                cursor += 1
+                body = cursor + 1
             else:
                 second = buf[cursor + 1]
                 if second < 0x80:
                     raw = (first & 0x7F) | (second << 7)
-                    cursor += 2
+                    body = cursor + 2
                 else:
-                    raw, cursor = _raw_length(buf, cursor)
+                    raw, body = _raw_varint(buf, cursor)
             if raw & 1 or raw == 0:  # zigzag: odd = negative
-                raise CorruptMessageError(f"batch at {pos} has a record of length <= 0")
-            cursor += raw >> 1
-            if cursor > end:
-                break
-    except IndexError:
-        raise CorruptMessageError(f"batch at {pos}: its records run past its end") from None
+                raise InvalidRecordError(f"batch at {where} has a record of length <= 0")
+            cursor = body + (raw >> 1)
+            last = body
+            found += 1
+        if cursor == end and found:
+            # attributes (one byte), timestampDelta, then offsetDelta
+            _, at = read_varint(buf, last + 1)
+            delta, _ = read_varint(buf, at)
+            if delta != found - 1:
+                raise InvalidRecordError(
+                    f"batch at {where}: its last record has offset delta {delta}, not {found - 1}"
+                )
+    except (IndexError, CorruptMessageError):
+        raise InvalidRecordError(f"batch at {where}: its records run past its end") from None
     if cursor != end:
-        raise CorruptMessageError(
-            f"batch at {pos}: {count} records do not fill its {size} bytes exactly"
+        raise InvalidRecordError(
+            f"batch at {where}: {found} records do not fill its records section exactly"
         )
+    return found
 
 
-def _raw_length(buf: Buffer, cursor: int) -> tuple[int, int]:
-    """A long varint, still zigzag-encoded (so the caller's parity test applies)."""
+def _raw_varint(buf: Buffer, cursor: int) -> tuple[int, int]:
+    """A varint, still zigzag-encoded (so the caller's parity tests apply)."""
     value, after = read_varint(buf, cursor)
     return (value << 1) ^ (value >> 63), after
 

@@ -39,6 +39,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from minibroker.protocol.api import ApiKey
+from minibroker.storage.corruption import CorruptionStats
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,42 @@ class _CounterCollector(Collector):
             times.add_metric([request], list(zip(bounds, cumulative, strict=True)), timings[_TOTAL])
         yield requests
         yield times
+
+
+LOG_CORRUPTION = "kafka_log_logcorruption_"
+
+
+class CorruptionCollector(Collector):
+    """Corruption found in this broker's logs (storage/corruption.py CorruptionStats):
+
+    kafka_log_logcorruption_corruptbatches_total   {source=recovery|read|scrub}
+    kafka_log_logcorruption_truncatedbytes_total   bytes cut by recovery and repairs
+    kafka_log_logcorruption_repairs_total          corrupt replicas cut for re-fetching
+    """
+
+    def __init__(self, stats: CorruptionStats) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.stats
+        found = CounterMetricFamily(
+            LOG_CORRUPTION + "corruptbatches",
+            "Corrupt batches (or torn tails) found in log segments, by what found them.",
+            labels=["source"],
+        )
+        for source, count in stats.corrupt.items():
+            found.add_metric([source], count)
+        yield found
+        yield CounterMetricFamily(
+            LOG_CORRUPTION + "truncatedbytes",
+            "Bytes cut from logs by recovery and corruption repairs.",
+            stats.truncated_bytes,
+        )
+        yield CounterMetricFamily(
+            LOG_CORRUPTION + "repairs",
+            "Corrupt replicas cut back to re-fetch from the leader.",
+            stats.repairs,
+        )
 
 
 class MetricsServer:

@@ -40,6 +40,7 @@ from minibroker.protocol.errors import (
     UnknownLeaderEpochError,
 )
 from minibroker.protocol.records import Buffer
+from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.log import Log, LogAppendInfo
 from minibroker.storage.log_config import Clock
 from minibroker.storage.names import TopicPartition
@@ -125,6 +126,9 @@ class Partition:
         self.isr: frozenset[int] = frozenset()
         self.remote_replicas: dict[int, RemoteReplica] = {}
         self.high_watermark = min(max(initial_high_watermark, 0), log.log_end_offset)
+        # Set when this replica's log was found corrupt: it serves nothing until
+        # repaired (broker/corruption.py).
+        self.corruption: CorruptRecordError | None = None
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"

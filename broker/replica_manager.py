@@ -69,6 +69,7 @@ from minibroker.protocol.errors import (
     StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_config import Clock, LogConfig
 from minibroker.storage.log_manager import LogManager
@@ -86,6 +87,19 @@ TopicConfigLoader = Callable[[str], Awaitable[Mapping[str, str]]]
 
 LogDirFailureHandler = Callable[[Path], Collection[TopicPartition]]
 """Takes a failed log dir offline; returns the partitions it held (none if already)."""
+
+
+class CorruptionHook(Protocol):
+    """What broker/corruption.py offers: take a corrupt replica out of service, and
+    repair it once the controller has stopped it."""
+
+    def found(
+        self, partition: Partition, error: CorruptRecordError, source: str, *, counted: bool = ...
+    ) -> None: ...
+    def stopped(self, partition: Partition) -> None: ...
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None:
+        """Reports corrupt replicas to the controller until cancelled."""
+        ...
 
 
 class FetcherHook(Protocol):
@@ -184,11 +198,13 @@ class ReplicaManager:
         isr_store: IsrStore | None = None,
         topic_config_loader: TopicConfigLoader | None = None,
         on_log_dir_failure: LogDirFailureHandler | None = None,
+        corruption: Callable[[ReplicaManager], CorruptionHook] | None = None,
     ) -> None:
         """Cluster mode passes ``isr_store`` (ISR changes are written to ZooKeeper) and
         ``topic_config_loader`` (/config/topics/T); standalone, both stay None.
         ``on_log_dir_failure`` takes a log dir that failed an I/O offline and returns
-        the partitions that went with it."""
+        the partitions that went with it. ``corruption`` builds, for this manager, what
+        takes corrupt replicas out of service and repairs them (broker/corruption.py)."""
         self.config = config
         self.metrics = metrics or BrokerMetrics()
         self.broker_id = config.broker_id
@@ -207,6 +223,7 @@ class ReplicaManager:
         # broker/broker_configs.py, the fetchers share the follower side.
         self.replication_quotas = replication_quotas or ReplicationQuotas.unlimited()
         self._on_log_dir_failure = on_log_dir_failure
+        self.corruption = None if corruption is None else corruption(self)
         self.isr_manager = IsrManager(
             partitions=lambda: self.partitions.values(),
             store=isr_store,
@@ -245,6 +262,8 @@ class ReplicaManager:
         offline = self.log_manager.offline_log_dirs  # a failed log dir
         if offline and partition.log.dir.parent in offline:
             raise KafkaStorageError(f"{tp} is in offline log dir {partition.log.dir.parent}")
+        if partition.corruption is not None:
+            raise KafkaStorageError(f"{tp}: this replica is corrupt and being repaired")
         return partition
 
     def topic_config(self, topic: str) -> TopicConfig:
@@ -302,9 +321,12 @@ class ReplicaManager:
             for tp, state in states.items():
                 current = self.partitions.get(tp)
                 offline = self.log_manager.offline_log_dirs
-                if current is not None and current.log.dir.parent in offline:
+                if current is not None and (
+                    current.log.dir.parent in offline or current.corruption is not None
+                ):
                     # Before the epoch check, as Kafka: the controller resends the same
-                    # state to learn exactly this: its log dir failed.
+                    # state to learn exactly this (its log dir failed, or this replica
+                    # is corrupt: broker/corruption.py).
                     errors[tp] = KafkaStorageError.code
                     continue
                 if current is not None and state.leader_epoch <= current.leader_epoch:
@@ -335,7 +357,9 @@ class ReplicaManager:
             )
             for tp, state in accepted:
                 partition = self.partitions.get(tp)
-                if partition is not None and errors[tp] == NONE:
+                if partition is not None and partition.corruption is not None:
+                    errors[tp] = KafkaStorageError.code  # lost data when loaded
+                elif partition is not None and errors[tp] == NONE:
                     (leaders if state.leader == self.broker_id else followers).append(
                         (partition, state)
                     )
@@ -388,7 +412,19 @@ class ReplicaManager:
                 clock=self.clock,
                 initial_high_watermark=self._initial_high_watermark(tp),
             )
+            self._check_recovery_cuts(self.partitions[tp])
         return errors
+
+    def _check_recovery_cuts(self, partition: Partition) -> None:
+        """A log that loading cut below the checkpointed high watermark lost committed
+        records: the replica must not lead or count in the ISR until it has them back
+        (broker/corruption.py takes it through the corrupt-replica route)."""
+        cuts = partition.log.recovery_cuts
+        if not cuts or self.corruption is None:
+            return
+        first = min(cuts, key=lambda cut: cut.offset)
+        if first.offset < self._initial_high_watermark(partition.tp):
+            self.corruption.found(partition, first, "recovery", counted=True)
 
     def _initial_high_watermark(self, tp: TopicPartition) -> int:
         """The HW this broker checkpointed for ``tp`` (0 if none): read once, lazily."""
@@ -417,6 +453,8 @@ class ReplicaManager:
                     # Stop serving it: clients must go to the new leader.
                     partition.leader_id = -1
                     self._wake(tp)
+                    if not delete and partition.corruption is not None and self.corruption:
+                        self.corruption.stopped(partition)  # out of service: repair now
                 if delete:
                     self.partitions.pop(tp, None)
                     try:
@@ -524,6 +562,11 @@ class ReplicaManager:
                     current_leader_epoch=request.current_leader_epoch,
                     min_one_message=first_with_data and not held,
                 )
+            except CorruptRecordError as exc:
+                if self.corruption is not None:
+                    self.corruption.found(self.partitions[request.tp], exc, "read")
+                reads.append(PartitionRead(request.tp, None, KafkaStorageError(str(exc))))
+                continue
             except OffsetOutOfRangeError as exc:
                 p = self.partitions[request.tp]
                 reads.append(
@@ -613,6 +656,11 @@ class ReplicaManager:
         by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
         for tp, partition in self.partitions.items():
             by_dir.setdefault(partition.log.dir.parent, {})[tp] = partition.high_watermark
+        # A log loaded at start-up whose partition no LeaderAndIsr has created yet
+        # keeps the HW checkpointed before: writing without it would forget it.
+        for tp, log_ in self.log_manager.logs.items():
+            if tp not in self.partitions and (hw := self._initial_high_watermark(tp)):
+                by_dir.setdefault(log_.dir.parent, {})[tp] = hw
         for offline in self.log_manager.offline_log_dirs:
             by_dir.pop(offline, None)
         return by_dir

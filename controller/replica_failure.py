@@ -25,7 +25,9 @@ How this works (Kafka 2.x's log dir failure route, KIP-112):
    (the offline selector sees such a replica as not live for that partition only),
    then the replicas go OfflineReplica (StopReplica without delete, out of the ISR).
 
-The mark is cleared when the broker registers again (it rescans its dirs on start-up).
+The mark is cleared when the broker registers again (it rescans its dirs on start-up),
+or when a later notification's LeaderAndIsr finds the replica healthy: a corrupt replica
+(broker/corruption.py) goes through the same route, and reports again once repaired.
 """
 
 from __future__ import annotations
@@ -107,12 +109,11 @@ class ReplicaFailureHandler:
         if not live:
             return
         log.info("log dir failure reported by brokers %s", live)
+        # Replicas already known to be offline are asked again too: a broker also
+        # reports a corrupt replica it has since repaired (broker/corruption.py), and
+        # a healthy answer brings it back.
         replicas = {
-            r
-            for r in ctx.replicas_on_brokers(live)
-            if r.topic not in ctx.topics_to_be_deleted
-            # Already known to be on a failed dir: asking again would only repeat that.
-            and r.topic_partition not in ctx.replicas_on_offline_dirs.get(r.replica, ())
+            r for r in ctx.replicas_on_brokers(live) if r.topic not in ctx.topics_to_be_deleted
         }
         await self._rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
 
@@ -143,6 +144,10 @@ class ReplicaFailureHandler:
         else:
             ctx.replicas_on_offline_dirs.pop(broker_id, None)
         newly_offline = current - previous
+        if previous - current:
+            # Replicas back from offline (a repaired corrupt replica) may be the only
+            # eligible leader of a partition that has none.
+            await self._psm.trigger_online_partition_state_change()
         if newly_offline:
             log.warning(
                 "replicas on broker %d are on a failed log dir: %s",

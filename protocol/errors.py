@@ -251,6 +251,11 @@ class NoReassignmentInProgressError(KafkaError):
     name = "NO_REASSIGNMENT_IN_PROGRESS"
 
 
+class InvalidRecordError(KafkaError):
+    code = 87
+    name = "INVALID_RECORD"
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in KafkaError.__subclasses__()}
 _BY_CODE[KafkaError.code] = KafkaError
 

@@ -29,3 +29,20 @@ class LogDirError(StorageError):
 
 class DumpLogError(StorageError):
     """``minibroker dump-log`` was given a file it cannot read as a segment or index."""
+
+
+class CorruptRecordError(StorageError):
+    """A batch stored in a segment fails its checks (CRC-32C, header, offsets): the
+    bytes on disk are not what was written. Carries where, so that the owner can log
+    it, refuse to serve it and repair the replica. ``lost_from`` is set when every
+    offset from there on is known lost (a recovery cut): the repair then truncates
+    there even if no bad batch remains to be found."""
+
+    def __init__(
+        self, message: str, *, path: str, position: int, offset: int, lost_from: int = -1
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.position = position
+        self.offset = offset
+        self.lost_from = lost_from

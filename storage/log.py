@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -48,12 +49,16 @@ from minibroker.protocol.records import (
     patch_partition_leader_epoch,
     validate_batch,
 )
+from minibroker.storage.corruption import CorruptionStats, check_batches
+from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_config import Clock, LogConfig, system_clock
-from minibroker.storage.log_loader import load_segments
+from minibroker.storage.log_loader import load_segments, report_truncation
 from minibroker.storage.names import TopicPartition, parse_partition_dir
 from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
 from minibroker.storage.time_index import NO_TIMESTAMP, TimestampOffset
+
+log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 """ListOffsets' "earliest" sentinel: answers the log start offset."""
@@ -114,11 +119,13 @@ class Log:
         had_clean_shutdown: bool = False,
         clock: Clock = system_clock,
         flush_stats: FlushStats | None = None,
+        corruption_stats: CorruptionStats | None = None,
     ) -> None:
         self.dir = directory
         self.config = config
         self.clock = clock
         self.flush_stats = flush_stats or FlushStats()
+        self.corruption_stats = corruption_stats or CorruptionStats()
         parsed = parse_partition_dir(directory.name)
         self.topic_partition: TopicPartition | None = parsed.tp if parsed else None
         self.log_start_offset = log_start_offset
@@ -127,6 +134,8 @@ class Log:
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._truncations = 0  # lets a flush in another thread notice a truncation
+        self.recovery_cuts: list[CorruptRecordError] = []
+        """What loading had to truncate (storage.log_loader): data this replica lost."""
         directory.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
         self._load(had_clean_shutdown)
@@ -151,6 +160,8 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             max_index_size=self.config.segment_index_bytes,
             epochs=self.leader_epoch_cache,
+            stats=self.corruption_stats,
+            cuts=self.recovery_cuts,
         ):
             self._add_segment(segment)
         if not self._segments:
@@ -339,6 +350,11 @@ class Log:
         large), never a batch holding an offset >= ``max_offset`` (e.g. the high
         watermark), and never across a segment boundary. The bytes are one pread of the
         segment file. Raises OffsetOutOfRangeError outside [log start, log end].
+
+        Every batch read is checked (header, CRC-32C, contiguous offsets) before it is
+        returned: the batches before a corrupt one are returned alone, and a read that
+        would start with a corrupt batch raises CorruptRecordError (counted, and
+        logged by whoever repairs the log).
         """
         end = self.log_end_offset
         if offset < self.log_start_offset or offset > end:
@@ -356,7 +372,20 @@ class Log:
             if found is None:
                 continue  # every batch in this segment is below offset: try the next
             metadata = LogOffsetMetadata(offset, segment.base_offset, found.first_batch.position)
-            return FetchDataInfo(metadata, found.records, found.next_offset)
+            position = found.first_batch.position
+            checked = check_batches(found.records, file_position=position)
+            if checked.problem is None:
+                return FetchDataInfo(metadata, found.records, found.next_offset)
+            if checked.valid_bytes:
+                good = found.records[: checked.valid_bytes]
+                return FetchDataInfo(metadata, good, checked.next_offset)
+            self.corruption_stats.record("read", where=(str(segment.log_path), position))
+            raise CorruptRecordError(
+                f"{segment.log_path}: {checked.problem} (reading offset {offset})",
+                path=str(segment.log_path),
+                position=position,
+                offset=offset,
+            )
         return self._empty_read(offset, index)
 
     def _empty_read(self, offset: int, index: int) -> FetchDataInfo:
@@ -483,6 +512,39 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         return True
+
+    def repair_corruption(self, offset: int) -> int:
+        """Revalidate the segments from the one holding ``offset`` (where corruption
+        was found) on; truncate the log at the first bad batch, deleting every later
+        segment. Logs each cut at WARNING; returns the bytes removed (0: every batch
+        checked out). The caller re-fetches what was removed from another replica."""
+        index = self._segment_index_for(offset)
+        for i in range(index, len(self._segments)):
+            segment = self._segments[i]
+            truncated = segment.recover(self.config.segment_index_bytes)
+            if i + 1 < len(self._segments):
+                segment.on_become_inactive()
+            if not truncated:
+                continue
+            report_truncation(segment, truncated, None, why="corruption repair")
+            removed = truncated
+            while len(self._segments) > i + 1:
+                later = self._segments[-1]
+                log.warning(
+                    "%s: deleted with its %d bytes (offsets from %d): it follows a corrupt batch",
+                    later.log_path,
+                    later.size,
+                    later.base_offset,
+                )
+                removed += later.size
+                self._remove_segment(len(self._segments) - 1)
+            self._truncations += 1
+            segment.resize_indexes(self.config.segment_index_bytes)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            return removed
+        return 0
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete everything; the log restarts empty at ``new_offset``."""

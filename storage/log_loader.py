@@ -16,16 +16,24 @@ When an unflushed segment had to be truncated, every later segment is deleted: d
 after a torn or corrupt batch is not part of the log. Recovered segments are fsynced
 so that the caller may put the recovery point at the new log end. Leader epochs found
 in recovered batches are reported to ``epochs`` (the cache may be older than the data).
+
+Every truncation and every deleted later segment is logged at WARNING (file, offsets,
+bytes lost, why) and counted in ``stats`` (storage/corruption.py): data a broker drops
+on start-up is never dropped silently.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from minibroker.storage.errors import CorruptIndexError
+from minibroker.storage.corruption import CorruptionStats
+from minibroker.storage.errors import CorruptIndexError, CorruptRecordError
 from minibroker.storage.names import DELETED_SUFFIX, LOG_SUFFIX, TMP_SUFFIX, parse_segment_file
 from minibroker.storage.segment import EpochSink, LogSegment
+
+log = logging.getLogger(__name__)
 
 
 def remove_leftovers(directory: Path) -> list[int]:
@@ -57,8 +65,11 @@ def load_segments(
     had_clean_shutdown: bool,
     max_index_size: int,
     epochs: EpochSink,
+    stats: CorruptionStats | None = None,
+    cuts: list[CorruptRecordError] | None = None,
 ) -> list[LogSegment]:
-    """The segments of ``directory``, checked or recovered (see the module doc)."""
+    """The segments of ``directory``, checked or recovered (see the module doc). Each
+    truncation is also appended to ``cuts``: where it was, from which offset on."""
     segments = [open_segment(base) for base in remove_leftovers(directory)]
     recovered: list[LogSegment] = []
     i = 0
@@ -75,8 +86,30 @@ def load_segments(
                 pass  # rebuilt below
         truncated = segment.recover(max_index_size, epochs)
         recovered.append(segment)
+        if truncated:
+            report_truncation(segment, truncated, stats)
+            if cuts is not None:
+                cuts.append(
+                    CorruptRecordError(
+                        f"{segment.log_path}: recovery truncated it at position "
+                        f"{segment.size} ({segment.recovery_problem})",
+                        path=str(segment.log_path),
+                        position=segment.size,
+                        offset=segment.next_offset,
+                        lost_from=segment.next_offset,
+                    )
+                )
         if truncated and unflushed:
             for later in segments[i:]:
+                log.warning(
+                    "%s: deleted in recovery with its %d bytes (offsets from %d on are lost):"
+                    " it follows a truncated segment",
+                    later.log_path,
+                    later.size,
+                    later.base_offset,
+                )
+                if stats is not None:
+                    stats.record_lost_bytes(later.size)
                 later.delete()
             del segments[i:]
         if i < len(segments):
@@ -84,3 +117,23 @@ def load_segments(
     for segment in recovered:
         segment.flush()
     return segments
+
+
+def report_truncation(
+    segment: LogSegment, truncated: int, stats: CorruptionStats | None, *, why: str = "recovery"
+) -> None:
+    """Log (and with ``stats`` count) what ``segment.recover()`` just cut off."""
+    first_lost = segment.next_offset
+    lost_until = segment.recovery_lost_until
+    span = f"offsets {first_lost}..{lost_until}" if lost_until >= first_lost else "the tail"
+    log.warning(
+        "%s: %s truncated %d bytes at position %d: %s lost (%s)",
+        segment.log_path,
+        why,
+        truncated,
+        segment.size,
+        span,
+        segment.recovery_problem or "invalid batch",
+    )
+    if stats is not None:
+        stats.record("recovery", truncated_bytes=truncated)

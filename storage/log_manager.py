@@ -59,6 +59,7 @@ from minibroker.storage.checkpoint import (
     fsync_dir,
     write_atomically,
 )
+from minibroker.storage.corruption import CorruptionStats
 from minibroker.storage.errors import CorruptCheckpointError, LogDirError
 from minibroker.storage.log import FlushStats, Log
 from minibroker.storage.log_config import Clock, LogConfig, system_clock
@@ -94,6 +95,7 @@ class LogManager:
         self._topic_config = topic_config or (lambda _topic: default_config)
         self.clock = clock
         self.flush_stats = FlushStats()
+        self.corruption_stats = CorruptionStats()  # recovery, reads, scrubber, repairs
         self._logs: dict[TopicPartition, Log] = {}
         self._future_logs: dict[TopicPartition, Log] = {}
         self._pending_dir_deletes: list[Path] = []
@@ -160,6 +162,7 @@ class LogManager:
                 had_clean_shutdown=clean,
                 clock=self.clock,
                 flush_stats=self.flush_stats,
+                corruption_stats=self.corruption_stats,
             )
         clean_marker.unlink(missing_ok=True)
 
@@ -314,6 +317,7 @@ class LogManager:
             had_clean_shutdown=True,
             clock=self.clock,
             flush_stats=self.flush_stats,
+            corruption_stats=self.corruption_stats,
         )
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -374,6 +378,7 @@ class LogManager:
             had_clean_shutdown=True,
             clock=self.clock,
             flush_stats=self.flush_stats,
+            corruption_stats=self.corruption_stats,
         )
         self._logs[tp] = log
         return log

@@ -47,6 +47,7 @@ from minibroker.protocol.records import (
     decode_batch,
     validate_batch,
 )
+from minibroker.storage.corruption import last_offset_claimed
 from minibroker.storage.errors import CorruptIndexError
 from minibroker.storage.names import (
     DELETED_SUFFIX,
@@ -134,6 +135,10 @@ class LogSegment:
         self._offset_of_max_timestamp = base_offset
         self._next_offset = base_offset
         self._first_batch_timestamp: int | None = None
+        self.recovery_problem: str | None = None
+        """Why the last ``recover()`` truncated (None: it did not)."""
+        self.recovery_lost_until = -1
+        """The last offset the headers cut by the last ``recover()`` claimed (-1: none)."""
         # An existing segment is not usable until sanity_check() or recover() has run:
         # both derive the state above, and neither trusts the other's inputs.
 
@@ -381,6 +386,7 @@ class LogSegment:
         self._first_batch_timestamp = None
         valid = 0
         next_offset = self.base_offset
+        self.recovery_problem, self.recovery_lost_until = None, -1
         if self.size:
             with (
                 mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ) as mm,
@@ -389,6 +395,8 @@ class LogSegment:
                 with contextlib.suppress(OSError, AttributeError):
                     mm.madvise(mmap.MADV_SEQUENTIAL)
                 valid, next_offset = self._revalidate(view, epochs)
+                with view[valid:] as cut:
+                    self.recovery_lost_until = last_offset_claimed(cut)
         truncated = self.size - valid
         if truncated:
             os.ftruncate(self._fd, valid)
@@ -409,11 +417,17 @@ class LogSegment:
         while position < total:
             try:
                 header = validate_batch(view, position)
-            except CorruptMessageError:
+            except CorruptMessageError as exc:
+                self.recovery_problem = str(exc)  # names the batch by its file position
                 break
             last = header.base_offset + header.last_offset_delta
             if header.base_offset != next_offset or last - self.base_offset > MAX_RELATIVE_OFFSET:
-                break  # baseOffset is outside the CRC: contiguity is its only check
+                # baseOffset is outside the CRC: contiguity is its only check
+                self.recovery_problem = (
+                    f"batch at {position} has offsets {header.base_offset}..{last}, "
+                    f"expected to start at {next_offset}"
+                )
+                break
             if header.max_timestamp > self._max_timestamp:
                 self._max_timestamp, self._offset_of_max_timestamp = header.max_timestamp, last
             if self._bytes_since_last_index_entry > interval:

@@ -17,6 +17,7 @@ from minibroker.protocol.api import ApiKey
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.errors import (
     CorruptMessageError,
+    InvalidRecordError,
     InvalidRequestError,
     InvalidRequiredAcksError,
     InvalidTopicError,
@@ -146,7 +147,7 @@ async def test_batch_with_a_bad_crc_is_corrupt_and_nothing_is_appended(broker: B
     await assert_alive(broker)
 
 
-async def test_batch_whose_record_count_lies_is_corrupt(broker: Broker) -> None:
+async def test_batch_whose_record_count_lies_is_invalid_record(broker: Broker) -> None:
     two = encode_batch([Record(b"a"), Record(b"b")])
     one = encode_batch([Record(b"a")])
     # Graft the two records of one batch under the header of a one-record batch: the
@@ -156,7 +157,7 @@ async def test_batch_whose_record_count_lies_is_corrupt(broker: Broker) -> None:
     struct.pack_into(">i", lying, 23, 0)  # lastOffsetDelta
     struct.pack_into(">I", lying, 17, crc32c(memoryview(lying)[21:]))
     assert len(one) < len(lying)
-    assert await produce_error(broker, bytes(lying)) == CorruptMessageError.code
+    assert await produce_error(broker, bytes(lying)) == InvalidRecordError.code
     assert await log_end(broker) == 0
 
 

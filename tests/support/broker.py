@@ -22,7 +22,7 @@ import trio
 from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.broker.replica_manager import CorruptionHook, ReplicaManager, to_log_config
 from minibroker.protocol.api import ApiKey, decode_response, encode_request, latest_version
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 from minibroker.protocol.records import Record, decode_records, encode_batch
@@ -47,13 +47,21 @@ def broker_config(log_dir: Path, broker_id: int = 1, **properties: Any) -> Broke
 
 @contextmanager
 def replica_manager(
-    config: BrokerConfig, clock: Callable[[], int] = lambda: 0
+    config: BrokerConfig,
+    clock: Callable[[], int] = lambda: 0,
+    corruption: Callable[[ReplicaManager], CorruptionHook] | None = None,
 ) -> Iterator[ReplicaManager]:
     """A ReplicaManager over a LogManager of ``config``'s log dirs (no server, no
     network); its logs are closed when the block exits."""
     log_manager = LogManager(config.log_dirs, to_log_config(config.topic_config()), clock=clock)
     try:
-        yield ReplicaManager(config, log_manager, MetadataCache(config.broker_id), clock=clock)
+        yield ReplicaManager(
+            config,
+            log_manager,
+            MetadataCache(config.broker_id),
+            clock=clock,
+            corruption=corruption,
+        )
     finally:
         log_manager.close()
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import struct
+import zlib
 
 import pytest
 
+from minibroker.broker import log_validator
 from minibroker.broker.log_validator import (
     check_record_counts,
     recompress,
@@ -13,12 +15,14 @@ from minibroker.broker.log_validator import (
     stored_codec,
 )
 from minibroker.protocol.crc32c import crc32c
-from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.errors import CorruptMessageError, InvalidRecordError
 from minibroker.protocol.records import (
+    BATCH_HEADER_SIZE,
     Compression,
     Record,
     decode_batch,
     encode_batch,
+    encode_values,
     validate_batch,
 )
 
@@ -32,22 +36,75 @@ def with_count(batch: bytes, count: int) -> bytes:
     return bytes(buf)
 
 
+def with_section(batch: bytes, section: bytes) -> bytes:
+    """``batch``'s header over another records section, length and CRC fixed."""
+    buf = bytearray(batch[:BATCH_HEADER_SIZE] + section)
+    struct.pack_into(">i", buf, 8, len(buf) - 12)
+    struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[21:]))
+    return bytes(buf)
+
+
 @pytest.mark.parametrize("size", [0, 10, 200, 9000, 70_000])
-def test_honest_batches_pass(size: int) -> None:
-    batch = encode_batch([Record(b"v" * size, key=b"k"), Record(None), Record(b"x" * size)])
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
+def test_honest_batches_pass(size: int, compression: Compression) -> None:
+    records = [Record(b"v" * size, key=b"k"), Record(None), Record(b"x" * size)]
+    batch = encode_batch(records, compression=compression)
     check_record_counts(batch + batch)
 
 
-@pytest.mark.parametrize("count", [1, 2, 4, 100])
-def test_a_count_that_does_not_match_the_records_is_corrupt(count: int) -> None:
-    batch = encode_batch([Record(b"a"), Record(b"b"), Record(b"c")])
-    with pytest.raises(CorruptMessageError):
+def test_a_batch_of_more_than_65536_records_passes_when_honest() -> None:
+    batch = encode_values([b"v"] * 70_000, timestamp=1)
+    check_record_counts(batch)
+
+
+@pytest.mark.parametrize("count", [1, 2, 4, 100, 70_000, 2**31 - 1])
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
+def test_a_count_that_does_not_match_the_records_is_invalid(
+    count: int, compression: Compression
+) -> None:
+    batch = encode_batch([Record(b"a"), Record(b"b"), Record(b"c")], compression=compression)
+    with pytest.raises(InvalidRecordError):
         check_record_counts(with_count(batch, count))
 
 
-def test_compressed_batches_are_left_to_their_crc() -> None:
-    batch = encode_batch([Record(b"a"), Record(b"b")], compression=Compression.GZIP)
-    check_record_counts(with_count(batch, 5))
+def test_a_one_record_batch_claiming_2_31_records_is_invalid() -> None:
+    lying = with_count(encode_batch([Record(b"a")]), 2**31 - 1)
+    validate_batch(lying)  # well-formed and its CRC matches: only the count lies
+    with pytest.raises(InvalidRecordError, match="declares 2147483647 records but holds 1"):
+        check_record_counts(lying)
+
+
+def test_a_last_record_whose_offset_delta_is_not_its_index_is_invalid() -> None:
+    honest = encode_batch([Record(b"a"), Record(b"b")])
+    # The second record's offsetDelta (zigzag 1 -> byte 2) becomes 5 (byte 10).
+    section = bytearray(honest[BATCH_HEADER_SIZE:])
+    second = section[0] // 2 + 1
+    assert section[second + 3] == 2  # length, attributes, timestampDelta, offsetDelta
+    section[second + 3] = 10
+    with pytest.raises(InvalidRecordError, match="offset delta 5"):
+        check_record_counts(with_section(honest, bytes(section)))
+
+
+@pytest.mark.parametrize("records", [b"", None])
+def test_empty_produce_data_is_invalid(records: bytes | None) -> None:
+    with pytest.raises(InvalidRecordError):
+        check_record_counts(records)  # type: ignore[arg-type]
+
+
+def test_a_gzip_batch_that_inflates_beyond_the_bound_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(log_validator, "MAX_DECOMPRESSED_BATCH_BYTES", 1000)
+    batch = encode_batch([Record(b"z" * 5000)], compression=Compression.GZIP)
+    with pytest.raises(CorruptMessageError, match="inflates beyond 1000"):
+        check_record_counts(batch)
+
+
+def test_a_gzip_batch_whose_data_ends_early_is_corrupt() -> None:
+    batch = encode_batch([Record(b"z" * 5000)], compression=Compression.GZIP)
+    section = zlib.compress(b"x" * 100, wbits=31)[:-10]
+    with pytest.raises(CorruptMessageError, match="ends early"):
+        check_record_counts(with_section(batch, section))
 
 
 def test_log_append_time_sets_timestamps_and_a_valid_crc() -> None:

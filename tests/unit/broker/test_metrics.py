@@ -66,6 +66,7 @@ ALLOWED_LABELS = {
     "listener",
     "networkProcessor",
     "clientId",
+    "source",  # what found a corrupt batch: recovery, read or scrub
     "le",
     "quantile",
     "reason",  # why the broker closed connections: four values (server.CLOSE_REASONS)

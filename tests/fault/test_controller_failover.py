@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from minibroker.client.connection import Connection
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.records import decode_records

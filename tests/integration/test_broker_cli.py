@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.broker.cli import CONTROLLED_SHUTDOWN_ATTEMPT_S
+from minibroker.node.cli import CONTROLLED_SHUTDOWN_ATTEMPT_S
 from minibroker.protocol.api import ApiKey
 from minibroker.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from minibroker.zk.server import ZooKeeperServer

@@ -33,6 +33,7 @@ class LogConfig:
     retention_bytes: int = -1
     max_message_bytes: int = 1024 * 1024 + 12
     file_delete_delay_ms: int = 60_000
+    producer_id_expiration_ms: int = 86_400_000  # idle producers' state is dropped after
 
     def __post_init__(self) -> None:
         # The smallest values Kafka accepts for the same keys.

@@ -36,6 +36,7 @@ from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, MetricsServer
 from minibroker.broker.metrics_state import BrokerStateCollector
+from minibroker.broker.producer_ids import install_init_producer_id
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.server import BrokerServer, idle_timeout_seconds
@@ -118,6 +119,14 @@ class Broker:
                 quotas=replica_manager.replication_quotas,
             )
             self.topic_configs.install(self.apis)
+            install_init_producer_id(  # idempotent producers' ids (ZooKeeper blocks)
+                self.apis,
+                config.broker_id,
+                config.log_dirs,
+                (lambda: getattr(self.cluster_member, "data", None))
+                if config.zookeeper_connect
+                else None,
+            )
             log_dir_failures = LogDirFailures(
                 replica_manager, zk_data=lambda: getattr(self.cluster_member, "data", None)
             )

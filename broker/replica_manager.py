@@ -439,9 +439,10 @@ class ReplicaManager:
             if result.high_watermark_moved:
                 self.produce_waiters.notify(tp)
             info = result.info
-            self.metrics.record_append(
-                tp.topic, info.last_offset - info.first_offset + 1, len(records)
-            )
+            if not info.duplicate:  # a deduplicated retry wrote nothing
+                self.metrics.record_append(
+                    tp.topic, info.last_offset - info.first_offset + 1, len(records)
+                )
             results.append((tp, result))
         return results
 

@@ -62,11 +62,13 @@ from minibroker.zk.model import (
     LOG_DIR_EVENT_PREFIX,
     PERSISTENT_PATHS,
     PREFERRED_REPLICA_ELECTION_PATH,
+    PRODUCER_ID_BLOCK_PATH,
     REASSIGN_PARTITIONS_PATH,
     TOPICS_PATH,
     BrokerInfo,
     ControllerMovedError,
     LeaderAndIsr,
+    ProducerIdBlock,
     TopicAssignment,
     WriteResult,
     ZkDataError,
@@ -77,6 +79,7 @@ from minibroker.zk.model import (
     decode_log_dir_event,
     decode_partition_list,
     decode_partition_state,
+    decode_producer_id_block,
     decode_reassignment,
     decode_topic_assignment,
     decode_topic_config,
@@ -88,6 +91,7 @@ from minibroker.zk.model import (
     encode_log_dir_event,
     encode_partition_list,
     encode_partition_state,
+    encode_producer_id_block,
     encode_reassignment,
     encode_topic_assignment,
     encode_topic_config,
@@ -582,6 +586,28 @@ class KafkaZkClient:
         await self._delete_if_present(PREFERRED_REPLICA_ELECTION_PATH)
 
     # -- helpers -------------------------------------------------------------------------
+
+    async def allocate_producer_id_block(self, broker_id: int, size: int) -> ProducerIdBlock:
+        """Reserve the next ``size`` producer ids for ``broker_id`` (Kafka's
+        ZkProducerIdManager): read /latest_producer_id_block, write the block after it
+        with a conditional set on the znode version, and retry if another broker won."""
+        while True:
+            try:
+                data, stat = await self.zk.get(PRODUCER_ID_BLOCK_PATH)
+            except NoNode:
+                with contextlib.suppress(NodeExists):
+                    await self.zk.create(PRODUCER_ID_BLOCK_PATH, b"")
+                continue
+            latest = decode_producer_id_block(data)
+            start = 0 if latest is None else latest.end + 1
+            block = ProducerIdBlock(broker_id, start, start + size - 1)
+            try:
+                await self.zk.set(
+                    PRODUCER_ID_BLOCK_PATH, encode_producer_id_block(block), version=stat.version
+                )
+            except BadVersion:
+                continue  # another broker took this block first: take the next one
+            return block
 
     async def _write(self, ops: Sequence[TxnOp], fence: int | None) -> list[Any]:
         """One atomic write, fenced by the controller epoch version when given."""

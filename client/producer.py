@@ -13,6 +13,11 @@ than the network drains: it waits while ``buffer_memory`` worth of batches is
 outstanding and yields to the sender whenever a batch fills. ``flush`` makes every
 batch sendable now and waits until all of them completed. Leaving the ``async with``
 block flushes (unless it is left by an exception, which cancels what is unsent).
+
+Idempotence (``enable_idempotence``, on by default with acks="all" as in Kafka 3): the
+producer takes an id from the cluster and numbers its batches per partition, so a
+retry after a lost answer or a leader change is never written twice and a partition's
+records stay in send order with up to 5 batches in flight (client/idempotence.py).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from minibroker.client.accumulator import (
 )
 from minibroker.client.background import BackgroundTasks
 from minibroker.client.errors import with_context
+from minibroker.client.idempotence import MAX_IN_FLIGHT, IdempotenceState
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.partitioner import StickyPartitioner
 from minibroker.client.sender import Sender
@@ -83,10 +89,21 @@ class Producer:
         max_block_ms: float = MAX_BLOCK_S * 1000,
         preserve_order: bool = True,
         client_id: str = "minibroker-producer",
+        enable_idempotence: bool | None = None,
     ) -> None:
         if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
             raise ConfigError("batch_size and max_in_flight must be > 0, linger_ms >= 0")
         self.acks = _acks(acks)
+        if enable_idempotence is None:  # Kafka 3: on unless the settings forbid it
+            enable_idempotence = self.acks == -1 and max_in_flight <= MAX_IN_FLIGHT and retries > 0
+        elif enable_idempotence and (
+            self.acks != -1 or max_in_flight > MAX_IN_FLIGHT or retries <= 0
+        ):
+            raise ConfigError(
+                "enable_idempotence needs acks='all', max_in_flight <= 5 and retries > 0"
+            )
+        self.enable_idempotence = enable_idempotence
+        self._idempotence = IdempotenceState() if enable_idempotence else None
         keep_freed_memory()  # batches of up to max_request_size: see protocol/heap.py
         self.cluster = ClusterClient(
             bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000
@@ -110,6 +127,7 @@ class Producer:
             max_request_size=max_request_size,
             on_batch_drained=self._batch_closed,
             preserve_order=preserve_order,
+            idempotence=self._idempotence,
         )
         self._max_pending_batches = max(1, buffer_memory // batch_size)
         self._batch_size = batch_size

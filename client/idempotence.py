@@ -24,6 +24,7 @@ and PRODUCER_FENCED are fatal: every pending delivery fails with the error.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ from minibroker.protocol.errors import (
 
 if TYPE_CHECKING:
     from minibroker.client.accumulator import ProducerBatch
+
+log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 5
 """Batches per partition on the wire at once: the broker remembers the last 5 of a
@@ -154,6 +157,7 @@ class IdempotenceState:
             self.fatal = ProducerFencedError("the producer epoch is exhausted")
             return True
         self.epoch += 1
+        log.warning("producer %d: epoch bumped to %d", self.producer_id, self.epoch)
         for state in self.partitions.values():
             sequence = 0
             for batch in state.unresolved:

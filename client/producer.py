@@ -49,6 +49,7 @@ from minibroker.protocol.records import Compression, Header
 __all__ = ["Delivery", "Producer", "RecordMetadata"]
 
 _tuple_new = tuple.__new__  # makes a Delivery in one C call (see accumulator.Delivery)
+METADATA_RETRY_S = 0.1  # between metadata refreshes while a record waits for its partition
 MAX_BLOCK_S = 60.0  # Kafka's max.block.ms: how long a record waits for its topic's metadata
 
 
@@ -195,6 +196,10 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> Delivery:
         """Enqueue one record; the returned Delivery's ``result()`` gives its offset."""
+        if self._waiting and topic in self._waiting:
+            # Earlier records of the topic wait for its metadata: this one queues behind
+            # them, or it would overtake them (send order is partition order).
+            return self._wait_for_topic(topic, value, key, headers, partition, timestamp_ms)
         if key is None and partition is None and headers is None and timestamp_ms is None:
             # The hot path (a value for the topic's sticky partition): append straight to
             # its open batch. Everything else takes the general path below.
@@ -213,6 +218,22 @@ class Producer:
                 if batch.size >= self._batch_size:
                     self._acc.seal(batch)
                 return _tuple_new(Delivery, (batch, index))
+        return self._place(topic, value, key, headers, partition, timestamp_ms, may_wait=True)
+
+    def _place(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: tuple[Header, ...] | list[Header] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        *,
+        may_wait: bool,
+    ) -> Delivery:
+        """``send_nowait`` past its hot path. A partition beyond the ones the metadata
+        lists waits for fresher metadata when ``may_wait`` (a broker that just
+        restarted may list only some), as Kafka's producer does up to max.block.ms."""
         meta = self.cluster.metadata
         info = meta.topics.get(topic)
         if info is None or not info.partitions:
@@ -222,6 +243,8 @@ class Producer:
             partition = self._partitioner.partition(
                 topic, key, count, meta.available_partitions(topic) if key is None else ()
             )
+        elif may_wait and partition >= count and self._tasks.nursery is not None:
+            return self._wait_for_topic(topic, value, key, headers, partition, timestamp_ms)
         elif not 0 <= partition < count:
             raise MinibrokerError(f"{topic}-{partition}: topic {topic!r} has {count} partitions")
         batch, index = self._acc.append(
@@ -294,6 +317,11 @@ class Producer:
             topic, partition, meta.partition_count(topic), meta.available_partitions(topic)
         )
 
+    def _partitions_named(self, topic: str) -> int:
+        """How many partitions the records waiting for ``topic`` need it to have."""
+        named = [w[4] for w in self._waiting.get(topic, ()) if w[4] is not None]
+        return max(named, default=-1) + 1
+
     def _wait_for_topic(
         self,
         topic: str,
@@ -321,8 +349,13 @@ class Producer:
 
     async def _fetch_topic(self, topic: str) -> None:
         error: KafkaError | None = None
+        deadline = trio.current_time() + self._max_block_s
         try:
-            await self.cluster.topic(topic, timeout_s=self._max_block_s)
+            info = await self.cluster.topic(topic, timeout_s=self._max_block_s)
+            with trio.move_on_at(deadline):
+                while len(info.partitions) < self._partitions_named(topic):
+                    await trio.sleep(METADATA_RETRY_S)
+                    info = await self.cluster.topic(topic, timeout_s=self._max_block_s)
         except KafkaError as exc:
             error = exc
         waiting = self._waiting.pop(topic)
@@ -333,7 +366,9 @@ class Producer:
                 pending.resolve(None, with_context(error, f"topic {topic!r}"))
                 continue
             try:
-                placed = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+                placed = self._place(
+                    topic, value, key, headers, partition, timestamp_ms, may_wait=False
+                )
             except MinibrokerError as exc:  # e.g. a partition the topic does not have
                 pending.resolve(None, KafkaError(str(exc)))
             else:

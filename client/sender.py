@@ -31,6 +31,7 @@ pending delivery on the errors that call for it.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -50,6 +51,8 @@ from minibroker.protocol.errors import (
     RequestTimedOutError,
 )
 from minibroker.protocol.records import Compression
+
+log = logging.getLogger(__name__)
 
 RESPONSE_MARGIN_S = 5.0  # beyond the broker's own acks timeout before we give up waiting
 
@@ -251,6 +254,7 @@ class Sender:
                 # The oldest pending batch refused: the leader lost this producer's
                 # earlier batches; a later one: an earlier batch is missing, retry.
                 if idempotence.is_oldest(batch):
+                    log.warning("%s: %s for the oldest pending batch", error, batch.base_sequence)
                     idempotence.request_bump()
                 retriable = True
         if retriable and batch.attempts < self.retries and now < batch.deadline:

@@ -7,6 +7,7 @@ tests pin what the client does in each case: every record once, in send order.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -54,16 +55,17 @@ class FakeLeader(FakeCluster):
         if self.slow_every and number % self.slow_every == 1:
             await trio.sleep(self.slow_s)
         [partition] = body["topics"][0]["partitions"]
+        index = partition["index"]  # every partition shares the one log: tests use one
         for _, header in iter_headers(partition["records"]):
             self.epochs_seen.add(header.producer_epoch)
         try:
             info = self.log.append(bytearray(partition["records"]), leader_epoch=0)
         except KafkaError as exc:
             self.answers[exc.name] += 1
-            answer = {"index": 0, "error_code": exc.code, "error_message": exc.message}
+            answer = {"index": index, "error_code": exc.code, "error_message": exc.message}
         else:
             self.answers["duplicate"] += info.duplicate
-            answer = {"index": 0, "error_code": 0, "base_offset": info.first_offset}
+            answer = {"index": index, "error_code": 0, "base_offset": info.first_offset}
         if self.lose_answer_every and number % self.lose_answer_every == 0:
             raise NetworkError("the answer was lost on the way back")
         return {"topics": [{"name": "t", "partitions": [answer]}]}
@@ -151,3 +153,50 @@ async def test_a_fenced_producer_fails_every_pending_delivery(tmp_path: Path) ->
         with pytest.raises(InvalidProducerEpochError):
             await delivery.result()
     assert [r.value for r in decode_records(leader.log.read(0, 1 << 20).records)] == [b"first"]
+
+
+@pytest.mark.timeout(20)
+async def test_records_waiting_for_metadata_are_not_overtaken_by_later_ones(
+    tmp_path: Path,
+) -> None:
+    leader = FakeLeader(tmp_path / "t-0")
+    known = leader.metadata
+    answered = trio.Event()
+
+    async def slow_topic(name: str, *, timeout_s: float) -> Any:
+        await answered.wait()
+        return known.topics[name]
+
+    leader.topic = slow_topic  # type: ignore[attr-defined]
+    async with producer_for(leader) as producer:
+        leader.metadata = dataclasses.replace(known, topics={})  # a broker that forgot it
+        first = producer.send_nowait("t", b"first")
+        leader.metadata = known  # a later refresh knows it again
+        second = producer.send_nowait("t", b"second")
+        answered.set()
+        await producer.flush()
+        assert [(await d.result()).offset for d in (first, second)] == [0, 1]
+    assert leader.values() == [b"first", b"second"]
+
+
+@pytest.mark.timeout(20)
+async def test_a_partition_missing_from_partial_metadata_waits_for_it(tmp_path: Path) -> None:
+    leader = FakeLeader(tmp_path / "t-0")
+    full = _metadata([1, 1, 1])
+    partial = _metadata([1, 1])  # a broker that just restarted lists only some
+    leader.metadata = partial
+    refreshes = 0
+
+    async def topic(name: str, *, timeout_s: float) -> Any:
+        nonlocal refreshes
+        refreshes += 1
+        if refreshes == 3:
+            leader.metadata = full
+        return leader.metadata.topics[name]
+
+    leader.topic = topic  # type: ignore[attr-defined]
+    async with producer_for(leader) as producer:
+        delivery = producer.send_nowait("t", b"late", partition=2)
+        await producer.flush()
+        assert (await delivery.result()).partition == 2
+    assert refreshes == 3

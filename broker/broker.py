@@ -209,10 +209,13 @@ class Broker:
 
     def _open_log_manager(self) -> LogManager:
         config = self.config
+        expiration = config.producer_id_expiration_ms
         return LogManager(
             config.log_dirs,
-            to_log_config(config.topic_config()),
-            topic_config=lambda topic: to_log_config(config.topic_config()),
+            to_log_config(config.topic_config(), producer_id_expiration_ms=expiration),
+            topic_config=lambda topic: to_log_config(
+                config.topic_config(), producer_id_expiration_ms=expiration
+            ),
             clock=self.clock,
         )
 

@@ -193,6 +193,12 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = _key(
         "log.retention.check.interval.ms", 300000, "How often retention runs.", at_least(1)
     )
+    producer_id_expiration_ms: int = _key(
+        "producer.id.expiration.ms",
+        86400000,
+        "A partition forgets an idempotent producer idle this long (checked with retention).",
+        at_least(1),
+    )
     log_segment_delete_delay_ms: int = _key(
         "log.segment.delete.delay.ms",
         60000,

@@ -73,6 +73,7 @@ from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_config import Clock, LogConfig
 from minibroker.storage.log_manager import LogManager
 from minibroker.storage.names import TopicPartition
+from minibroker.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,9 @@ def write_epoch_checkpoints(caches: Sequence[LeaderEpochCache]) -> None:
             log.warning("cannot write %s yet: %r", cache.path, exc)
 
 
-def to_log_config(topic: TopicConfig) -> LogConfig:
+def to_log_config(
+    topic: TopicConfig, *, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+) -> LogConfig:
     return LogConfig(
         segment_bytes=topic.segment_bytes,
         segment_ms=topic.segment_ms,
@@ -158,6 +161,7 @@ def to_log_config(topic: TopicConfig) -> LogConfig:
         retention_bytes=topic.retention_bytes,
         max_message_bytes=topic.max_message_bytes,
         file_delete_delay_ms=topic.file_delete_delay_ms,
+        producer_id_expiration_ms=producer_id_expiration_ms,
     )
 
 
@@ -249,7 +253,12 @@ class ReplicaManager:
             if partition.tp.topic == topic:
                 partition.config = config
         async with self.log_manager_lock:
-            self.log_manager.update_config(topic, to_log_config(config))
+            self.log_manager.update_config(
+                topic,
+                to_log_config(
+                    config, producer_id_expiration_ms=self.config.producer_id_expiration_ms
+                ),
+            )
 
     # -- controller requests ---------------------------------------------------------------
 
@@ -339,7 +348,11 @@ class ReplicaManager:
         if not tps:
             return {}
         configs = {tp: self.topic_config(tp.topic) for tp in tps}
-        log_configs = {tp: to_log_config(config) for tp, config in configs.items()}
+        expiration = self.config.producer_id_expiration_ms
+        log_configs = {
+            tp: to_log_config(config, producer_id_expiration_ms=expiration)
+            for tp, config in configs.items()
+        }
         try:
             async with self.log_manager_lock:
                 logs, failures = await trio.to_thread.run_sync(

@@ -3,11 +3,12 @@ truncation."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from minibroker.protocol.errors import OutOfOrderSequenceNumberError
+from minibroker.protocol.errors import OutOfOrderSequenceNumberError, UnknownProducerIdError
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.storage.log import Log
 from tests.unit.storage.batches import SMALL, open_log, read_all
@@ -93,4 +94,17 @@ def test_truncation_forgets_the_batches_it_removes(tmp_path: Path) -> None:
     # The producer resends what was cut: new data at the log end, not a duplicate.
     info = log.append(idempotent(40, [b"y"] * 4), leader_epoch=1)
     assert not info.duplicate and info.first_offset == 40
+    log.close()
+
+
+def test_retention_passes_forget_producers_idle_past_their_expiration(tmp_path: Path) -> None:
+    config = dataclasses.replace(SMALL, producer_id_expiration_ms=5_000)
+    log = open_log(tmp_path / "t-0", config)
+    log.append(idempotent(0, [b"a"]), leader_epoch=0)  # its batch's timestamp is 1_000
+    log.delete_old_segments(now_ms=5_999)
+    assert log.producer_state.last_entry(PID) is not None
+    log.delete_old_segments(now_ms=6_000)
+    assert log.producer_state.last_entry(PID) is None
+    with pytest.raises(UnknownProducerIdError):
+        log.append(idempotent(1, [b"b"]), leader_epoch=0)
     log.close()

@@ -11,8 +11,11 @@ max timestamp). A leader checks each appended batch against it (``ProducerAppend
   writes nothing;
 - an epoch older than the producer's -> INVALID_PRODUCER_EPOCH;
 - a newer epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER;
-- the same epoch must continue right after the last sequence, else
-  OUT_OF_ORDER_SEQUENCE_NUMBER (a gap: an earlier batch is missing);
+- the same epoch must continue right after the last sequence; a batch that ends at or
+  before it was written already but is no longer among those kept (a snapshot keeps only
+  the last batch): DUPLICATE_SEQUENCE_NUMBER, which clients take as success with an
+  unknown offset; anything else is OUT_OF_ORDER_SEQUENCE_NUMBER (a gap: an earlier batch
+  is missing);
 - a producer the partition has no state for (never seen, or expired after
   ``producer.id.expiration.ms`` without a batch) may start at sequence 0; any other
   sequence is UNKNOWN_PRODUCER_ID, so the client resets its sequences.
@@ -58,6 +61,7 @@ from pathlib import Path
 
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.errors import (
+    DuplicateSequenceNumberError,
     InvalidProducerEpochError,
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
@@ -93,6 +97,12 @@ def next_sequence(sequence: int, increment: int) -> int:
 
 def _follows(last_sequence: int, first_sequence: int) -> bool:
     return first_sequence == next_sequence(last_sequence, 1)
+
+
+def _at_or_before(sequence: int, reference: int) -> bool:
+    """Is ``sequence`` at or before ``reference``, sequences wrapping at 2**31? A
+    producer's pending sequences lie within a small window, far below half the space."""
+    return (reference - sequence) % (MAX_SEQUENCE + 1) < 2**30
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +173,13 @@ class ProducerStateEntry:
         )
 
 
-def _check(current: ProducerStateEntry | None, epoch: int, first_sequence: int, where: str) -> None:
+def _check(
+    current: ProducerStateEntry | None,
+    epoch: int,
+    first_sequence: int,
+    last_sequence: int,
+    where: str,
+) -> None:
     """Raise the error Kafka answers when a batch does not follow ``current``."""
     if current is None or current.epoch == NO_EPOCH:
         if first_sequence != 0:
@@ -181,6 +197,10 @@ def _check(current: ProducerStateEntry | None, epoch: int, first_sequence: int, 
         return
     last = current.last_sequence
     if last != NO_SEQUENCE and not _follows(last, first_sequence):
+        if _at_or_before(last_sequence, last) and _at_or_before(first_sequence, last_sequence):
+            raise DuplicateSequenceNumberError(
+                f"{where}: sequences {first_sequence}-{last_sequence} were written already"
+            )
         raise OutOfOrderSequenceNumberError(
             f"{where}: sequence {first_sequence} does not follow {last}"
         )
@@ -215,11 +235,17 @@ class ProducerAppend:
                     )
                     if duplicate is not None:
                         return duplicate
-                _check(current, header.producer_epoch, first_sequence, self._manager.name)
+                _check(
+                    current,
+                    header.producer_epoch,
+                    first_sequence,
+                    last_sequence,
+                    self._manager.name,
+                )
             entry = current.copy() if current is not None else ProducerStateEntry(producer_id)
             self._updated[producer_id] = entry
         elif self._validate:
-            _check(entry, header.producer_epoch, first_sequence, self._manager.name)
+            _check(entry, header.producer_epoch, first_sequence, last_sequence, self._manager.name)
         batch = BatchMetadata(
             first_sequence,
             last_sequence,
@@ -250,6 +276,7 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # the state reflects every producer batch below this
+        self._snapshots: set[int] | None = None  # offsets of the snapshot files (lazy)
 
     def append(self, *, validate: bool) -> ProducerAppend:
         return ProducerAppend(self, validate=validate)
@@ -285,31 +312,42 @@ class ProducerStateManager:
         return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
     def snapshot_offsets(self) -> list[int]:
-        """Offsets of the snapshot files present, ascending."""
-        found = []
-        for path in self.dir.iterdir():
-            match = _SNAPSHOT_FILE.match(path.name)
-            if match is not None:
-                found.append(int(match[1]))
-        return sorted(found)
+        """Offsets of the snapshot files present, ascending. Listed from the directory
+        once, then kept up to date by this object (the only writer of the files), so a
+        truncation or retention pass costs no directory listing."""
+        if self._snapshots is None:
+            found = set()
+            for path in self.dir.iterdir():
+                match = _SNAPSHOT_FILE.match(path.name)
+                if match is not None:
+                    found.add(int(match[1]))
+            self._snapshots = found
+        return sorted(self._snapshots)
 
     def take_snapshot(self, offset: int | None = None) -> Path:
         """Write the state as of ``offset`` (default: where it ends) durably."""
         at = self.map_end_offset if offset is None else offset
         path = self.snapshot_path(at)
         write_atomically(path, encode_snapshot(self.producers.values()))
+        if self._snapshots is not None:
+            self._snapshots.add(at)
         return path
+
+    def _delete_snapshot(self, offset: int) -> None:
+        self.snapshot_path(offset).unlink(missing_ok=True)
+        if self._snapshots is not None:
+            self._snapshots.discard(offset)
 
     def delete_snapshots_before(self, offset: int) -> None:
         """Snapshots below the log start describe data that is gone."""
         for at in self.snapshot_offsets():
             if at < offset:
-                self.snapshot_path(at).unlink(missing_ok=True)
+                self._delete_snapshot(at)
 
     def delete_snapshots_after(self, offset: int) -> None:
         for at in self.snapshot_offsets():
             if at > offset:
-                self.snapshot_path(at).unlink(missing_ok=True)
+                self._delete_snapshot(at)
 
     def truncate(
         self,
@@ -349,7 +387,7 @@ class ProducerStateManager:
                 entries = decode_snapshot(path.read_bytes())
             except (OSError, CorruptSnapshotError) as exc:
                 log.warning("%s: ignoring snapshot %s: %s", self.name, path.name, exc)
-                path.unlink(missing_ok=True)
+                self._delete_snapshot(at)
                 continue
             if at < log_start_offset:
                 break  # older than the log: the log itself is the better source

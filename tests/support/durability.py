@@ -122,6 +122,10 @@ class DurabilityChecker:
                     )
                 last_sent[(tp, producer)] = (index, record.value)
         for value, (tp, offset) in self._acks.items():
+            if offset < 0:  # acknowledged without an offset (a deduplicated retry)
+                if not any(where[0] == tp for where in seen.get(value, ())):
+                    violations.append(f"acknowledged {value!r} in {tp} is lost")
+                continue
             found = at_offset.get((tp, offset))
             if found != value:
                 where = seen.get(value)

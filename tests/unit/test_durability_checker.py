@@ -83,3 +83,9 @@ def test_a_producers_values_must_read_back_in_send_order_per_partition() -> None
     swapped = read((0, 0, b"p3"), (0, 1, b"p1"))
     [violation] = checker.check(swapped).violations
     assert "b'p1'" in violation and "sent later" in violation
+
+
+def test_a_value_acknowledged_without_an_offset_only_needs_to_be_there() -> None:
+    checker = checker_with((b"a", 0, -1), (b"b", 0, -1))
+    [violation] = checker.check(read((0, 7, b"a"))).violations
+    assert "b'b'" in violation and "lost" in violation

@@ -9,6 +9,7 @@ import pytest
 
 from minibroker.protocol.crc32c import crc32c_crcmod
 from minibroker.protocol.errors import (
+    DuplicateSequenceNumberError,
     InvalidProducerEpochError,
     OutOfOrderSequenceNumberError,
     UnknownProducerIdError,
@@ -45,7 +46,7 @@ def append(
     return duplicate
 
 
-def test_a_repeated_batch_among_the_last_five_is_a_duplicate_with_its_offsets(
+def test_a_repeated_batch_among_the_last_five_is_a_duplicate_with_its_offsets_older_ones_too(
     tmp_path: Path,
 ) -> None:
     manager = ProducerStateManager(tmp_path)
@@ -55,8 +56,8 @@ def test_a_repeated_batch_among_the_last_five_is_a_duplicate_with_its_offsets(
     found = append(manager, header(4, 2), 999)
     assert found == BatchMetadata(4, 5, 104, 105, 5_000)
     assert append(manager, header(12, 2), 999) == BatchMetadata(12, 13, 112, 113, 5_000)
-    with pytest.raises(OutOfOrderSequenceNumberError):
-        append(manager, header(2, 2), 999)  # too old to be recognised: a gap back
+    with pytest.raises(DuplicateSequenceNumberError):
+        append(manager, header(2, 2), 999)  # written, but older than the five kept
     assert manager.last_entry(PID) is not None
     assert manager.last_entry(PID).last_sequence == 13  # type: ignore[union-attr]
 
@@ -114,7 +115,9 @@ def test_sequences_wrap_from_max_int32_to_zero(tmp_path: Path) -> None:
     entry = manager.last_entry(PID)
     assert entry is not None and entry.last_sequence == 1  # MAX - 1, MAX, 0, 1
     with pytest.raises(OutOfOrderSequenceNumberError):
-        append(manager, header(MAX_SEQUENCE), 4)
+        append(manager, header(3), 4)
+    with pytest.raises(DuplicateSequenceNumberError):
+        append(manager, header(MAX_SEQUENCE), 4)  # before 1 once wrapped: written
     assert append(manager, header(2), 4) is None
     assert append(manager, header(MAX_SEQUENCE - 1, 4), 99) == BatchMetadata(
         MAX_SEQUENCE - 1, 1, 0, 3, 5_000

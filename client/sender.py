@@ -235,7 +235,7 @@ class Sender:
                     self.idempotence.completed(batch)
                 self.acc.finish(
                     batch,
-                    base_offset=part["base_offset"],
+                    base_offset=part.get("base_offset", -1),
                     log_append_time=part.get("log_append_time_ms", -1),
                 )
 

@@ -19,6 +19,7 @@ from minibroker.client.producer import Producer
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     ConfigError,
+    DuplicateSequenceNumberError,
     InvalidProducerEpochError,
     KafkaError,
     NetworkError,
@@ -200,3 +201,19 @@ async def test_a_partition_missing_from_partial_metadata_waits_for_it(tmp_path: 
         await producer.flush()
         assert (await delivery.result()).partition == 2
     assert refreshes == 3
+
+
+@pytest.mark.timeout(20)
+async def test_duplicate_sequence_number_is_a_success_with_an_unknown_offset(
+    tmp_path: Path,
+) -> None:
+    leader = FakeLeader(tmp_path / "t-0")
+
+    async def already_written(node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+        code = DuplicateSequenceNumberError.code
+        return {"topics": [{"name": "t", "partitions": [{"index": 0, "error_code": code}]}]}
+
+    leader.request = already_written  # type: ignore[method-assign]
+    async with producer_for(leader) as producer:
+        metadata = await producer.send("t", b"v")
+    assert metadata.offset == -1

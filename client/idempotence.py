@@ -71,7 +71,8 @@ class PartitionSequences:
 class IdempotenceState:
     """The producer id and epoch, and every partition's sequences."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, explicit: bool = True) -> None:
+        self.explicit = explicit  # asked for by the application, not just a default
         self.producer_id = -1
         self.epoch = -1
         self.partitions: dict[tuple[str, int], PartitionSequences] = {}

@@ -95,6 +95,7 @@ class Producer:
         if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
             raise ConfigError("batch_size and max_in_flight must be > 0, linger_ms >= 0")
         self.acks = _acks(acks)
+        explicit = enable_idempotence is not None
         if enable_idempotence is None:  # Kafka 3: on unless the settings forbid it
             enable_idempotence = self.acks == -1 and max_in_flight <= MAX_IN_FLIGHT and retries > 0
         elif enable_idempotence and (
@@ -103,8 +104,7 @@ class Producer:
             raise ConfigError(
                 "enable_idempotence needs acks='all', max_in_flight <= 5 and retries > 0"
             )
-        self.enable_idempotence = enable_idempotence
-        self._idempotence = IdempotenceState() if enable_idempotence else None
+        self._idempotence = IdempotenceState(explicit=explicit) if enable_idempotence else None
         keep_freed_memory()  # batches of up to max_request_size: see protocol/heap.py
         self.cluster = ClusterClient(
             bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000
@@ -151,6 +151,12 @@ class Producer:
         self._metadata_done = trio.Event()
         self._metadata_done.set()
         self._tasks = BackgroundTasks()
+
+    @property
+    def enable_idempotence(self) -> bool:
+        """Whether batches carry producer ids and sequences (off again when it was only
+        the default and the cluster does not serve InitProducerId)."""
+        return self._sender.idempotence is not None
 
     # --- lifecycle -------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from minibroker.protocol.errors import (
     KafkaError,
     NetworkError,
     RequestTimedOutError,
+    UnsupportedVersionError,
 )
 from minibroker.protocol.records import Compression
 
@@ -113,8 +114,14 @@ class Sender:
         idempotence = self.idempotence
         assert idempotence is not None
         await idempotence.init_producer_id(self.cluster, self.retry_backoff_s)
-        if idempotence.fatal is not None:
-            self.acc.abort_all(idempotence.fatal)
+        fatal = idempotence.fatal
+        if isinstance(fatal, UnsupportedVersionError) and not idempotence.explicit:
+            # A broker without InitProducerId: idempotence was only the default, so the
+            # producer goes on without it (batches not sent yet carry no sequence).
+            log.warning("the cluster does not serve InitProducerId: idempotence is off")
+            self.idempotence = None
+        elif fatal is not None:
+            self.acc.abort_all(fatal)
         self.acc.wakeup.set()
 
     def _drain(self, now: float, nursery: trio.Nursery) -> float:

@@ -23,6 +23,7 @@ from minibroker.protocol.errors import (
     InvalidProducerEpochError,
     KafkaError,
     NetworkError,
+    UnsupportedVersionError,
 )
 from minibroker.protocol.records import decode_records, iter_headers
 from minibroker.storage.log import Log
@@ -217,3 +218,21 @@ async def test_duplicate_sequence_number_is_a_success_with_an_unknown_offset(
     async with producer_for(leader) as producer:
         metadata = await producer.send("t", b"v")
     assert metadata.offset == -1
+
+
+@pytest.mark.timeout(20)
+async def test_without_init_producer_id_a_default_idempotence_turns_itself_off(
+    tmp_path: Path,
+) -> None:
+    leader = FakeLeader(tmp_path / "t-0")
+
+    async def unsupported(api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+        raise UnsupportedVersionError("INIT_PRODUCER_ID: UNSUPPORTED_VERSION")
+
+    leader.request_any = unsupported  # type: ignore[method-assign]
+    async with producer_for(leader) as producer:
+        assert (await producer.send("t", b"v")).offset == 0
+        assert not producer.enable_idempotence
+    async with producer_for(leader, enable_idempotence=True) as producer:
+        with pytest.raises(UnsupportedVersionError):
+            await producer.send("t", b"w")

@@ -56,8 +56,8 @@ import re
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.errors import (
@@ -95,19 +95,15 @@ def next_sequence(sequence: int, increment: int) -> int:
     return (sequence + increment) % (MAX_SEQUENCE + 1)
 
 
-def _follows(last_sequence: int, first_sequence: int) -> bool:
-    return first_sequence == next_sequence(last_sequence, 1)
-
-
 def _at_or_before(sequence: int, reference: int) -> bool:
     """Is ``sequence`` at or before ``reference``, sequences wrapping at 2**31? A
     producer's pending sequences lie within a small window, far below half the space."""
     return (reference - sequence) % (MAX_SEQUENCE + 1) < 2**30
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """What the partition remembers of one producer batch."""
+class BatchMetadata(NamedTuple):
+    """What the partition remembers of one producer batch (a NamedTuple: one is made
+    per appended batch on the leader's hot path)."""
 
     first_sequence: int
     last_sequence: int
@@ -136,9 +132,6 @@ class ProducerStateEntry:
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(batches, maxlen=BATCHES_KEPT)
         self.last_timestamp = last_timestamp
-
-    def copy(self) -> ProducerStateEntry:
-        return ProducerStateEntry(self.producer_id, self.epoch, self.batches, self.last_timestamp)
 
     @property
     def last_sequence(self) -> int:
@@ -174,29 +167,30 @@ class ProducerStateEntry:
 
 
 def _check(
-    current: ProducerStateEntry | None,
+    current_epoch: int,
+    last: int,
     epoch: int,
     first_sequence: int,
     last_sequence: int,
     where: str,
 ) -> None:
-    """Raise the error Kafka answers when a batch does not follow ``current``."""
-    if current is None or current.epoch == NO_EPOCH:
+    """Raise the error Kafka answers when a batch does not follow the producer's
+    ``current_epoch`` (NO_EPOCH: no state) and ``last`` sequence."""
+    if current_epoch == NO_EPOCH:
         if first_sequence != 0:
             raise UnknownProducerIdError(
                 f"{where}: no state for this producer, sequence {first_sequence} is not 0"
             )
         return
-    if epoch < current.epoch:
-        raise InvalidProducerEpochError(f"{where}: epoch {epoch} is older than {current.epoch}")
-    if epoch > current.epoch:
+    if epoch < current_epoch:
+        raise InvalidProducerEpochError(f"{where}: epoch {epoch} is older than {current_epoch}")
+    if epoch > current_epoch:
         if first_sequence != 0:
             raise OutOfOrderSequenceNumberError(
                 f"{where}: new epoch {epoch} must start at sequence 0, not {first_sequence}"
             )
         return
-    last = current.last_sequence
-    if last != NO_SEQUENCE and not _follows(last, first_sequence):
+    if last != NO_SEQUENCE and first_sequence != (last + 1) % (MAX_SEQUENCE + 1):
         if _at_or_before(last_sequence, last) and _at_or_before(first_sequence, last_sequence):
             raise DuplicateSequenceNumberError(
                 f"{where}: sequences {first_sequence}-{last_sequence} were written already"
@@ -214,51 +208,78 @@ class ProducerAppend:
     state; an append that fails in between is simply dropped.
     """
 
-    __slots__ = ("_manager", "_updated", "_validate")
+    __slots__ = ("_manager", "_pending", "_pending_last", "_validate")
 
     def __init__(self, manager: ProducerStateManager, *, validate: bool) -> None:
         self._manager = manager
         self._validate = validate
-        self._updated: dict[int, ProducerStateEntry] = {}
+        self._pending: list[tuple[int, int, BatchMetadata]] = []  # (id, epoch, batch)
+        self._pending_last: dict[int, tuple[int, int]] = {}  # id -> (epoch, last sequence)
 
     def add(self, header: BatchHeader, first_offset: int) -> BatchMetadata | None:
         producer_id = header.producer_id
+        epoch = header.producer_epoch
         first_sequence = header.base_sequence
-        last_sequence = next_sequence(first_sequence, header.last_offset_delta)
-        entry = self._updated.get(producer_id)
-        if entry is None:
-            current = self._manager.producers.get(producer_id)
-            if self._validate:
-                if current is not None:
-                    duplicate = current.find_duplicate(
-                        header.producer_epoch, first_sequence, last_sequence
+        delta = header.last_offset_delta
+        last_sequence = (first_sequence + delta) % (MAX_SEQUENCE + 1)
+        if self._validate:
+            earlier = self._pending_last.get(producer_id)
+            if earlier is not None:  # a second batch of the producer in this append
+                _check(*earlier, epoch, first_sequence, last_sequence, self._manager.name)
+            else:
+                current = self._manager.producers.get(producer_id)
+                if current is None:
+                    _check(
+                        NO_EPOCH,
+                        NO_SEQUENCE,
+                        epoch,
+                        first_sequence,
+                        last_sequence,
+                        self._manager.name,
                     )
+                elif (
+                    epoch == current.epoch
+                    and current.batches
+                    and (
+                        first_sequence
+                        == (current.batches[-1].last_sequence + 1) % (MAX_SEQUENCE + 1)
+                    )
+                ):
+                    pass  # the next batch in sequence, the usual case: nothing to look up
+                else:
+                    duplicate = current.find_duplicate(epoch, first_sequence, last_sequence)
                     if duplicate is not None:
                         return duplicate
-                _check(
-                    current,
-                    header.producer_epoch,
-                    first_sequence,
-                    last_sequence,
-                    self._manager.name,
-                )
-            entry = current.copy() if current is not None else ProducerStateEntry(producer_id)
-            self._updated[producer_id] = entry
-        elif self._validate:
-            _check(entry, header.producer_epoch, first_sequence, last_sequence, self._manager.name)
-        batch = BatchMetadata(
-            first_sequence,
-            last_sequence,
-            first_offset,
-            first_offset + header.last_offset_delta,
-            header.max_timestamp,
+                    _check(
+                        current.epoch,
+                        current.last_sequence,
+                        epoch,
+                        first_sequence,
+                        last_sequence,
+                        self._manager.name,
+                    )
+        batch = tuple.__new__(
+            BatchMetadata,
+            (
+                first_sequence,
+                last_sequence,
+                first_offset,
+                first_offset + delta,
+                header.max_timestamp,
+            ),
         )
-        entry.add_batch(header.producer_epoch, batch)
+        self._pending.append((producer_id, epoch, batch))
+        self._pending_last[producer_id] = (epoch, last_sequence)
         return None
 
     def commit(self, end_offset: int) -> None:
         """The batches are in the log, which now ends at ``end_offset``."""
-        self._manager.producers.update(self._updated)
+        producers = self._manager.producers
+        for producer_id, epoch, batch in self._pending:
+            entry = producers.get(producer_id)
+            if entry is None:
+                entry = producers[producer_id] = ProducerStateEntry(producer_id)
+            entry.add_batch(epoch, batch)
         self._manager.map_end_offset = end_offset
 
 

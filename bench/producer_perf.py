@@ -76,6 +76,7 @@ async def produce(args: argparse.Namespace) -> dict[str, float]:
             linger_ms=args.linger_ms,
             batch_size=args.batch_size,
             max_in_flight=args.max_in_flight,
+            preserve_order=not args.unordered,
             compression=None if args.compression == "none" else args.compression,
             enable_idempotence=None if args.idempotence is None else args.idempotence == "on",
         ) as producer,

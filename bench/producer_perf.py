@@ -4,6 +4,7 @@
         [--throughput -1] [--bootstrap-server H:P] [--acks 1] [--linger-ms 5]
         [--batch-size 262144] [--compression none|gzip|snappy|lz4|zstd] [--partitions 1]
         [--profile FILE]
+        [--idempotence on|off]
 
 Without ``--bootstrap-server`` it starts its own standalone broker (bench/standalone.py)
 and makes it leader of the topic's partitions. Records are one random payload of
@@ -51,6 +52,11 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="preserve_order=False: pipeline batches of one partition too",
     )
+    p.add_argument(
+        "--idempotence",
+        choices=("on", "off"),
+        help="enable_idempotence (default: the producer's own, on exactly with acks=all)",
+    )
     p.add_argument("--partitions", type=int, default=1, help="partitions (standalone mode)")
     p.add_argument("--profile", help="write a cProfile of the client to this file")
     return p.parse_args()
@@ -72,7 +78,9 @@ async def produce(args: argparse.Namespace) -> dict[str, float]:
             linger_ms=args.linger_ms,
             batch_size=args.batch_size,
             max_in_flight=args.max_in_flight,
+            preserve_order=not args.unordered,
             compression=None if args.compression == "none" else args.compression,
+            enable_idempotence=None if args.idempotence is None else args.idempotence == "on",
         ) as producer,
     ):
         await producer.send(args.topic, payload)  # metadata and connection warmed up
@@ -111,6 +119,7 @@ async def produce(args: argparse.Namespace) -> dict[str, float]:
         "acks": args.acks,
         "batch_size": args.batch_size,
         "preserve_order": not args.unordered,
+        "idempotence": producer.enable_idempotence,
         "seconds": round(elapsed, 3),
         "records_per_s": round(args.num_records / elapsed),
         "mb_per_s": round(args.num_records * args.record_size / elapsed / 1e6, 2),

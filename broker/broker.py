@@ -49,6 +49,7 @@ from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
 from minibroker.broker.metrics_state import LISTENER, BrokerStateCollector, PartitionCollector
+from minibroker.broker.producer_ids import install_init_producer_id
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.replication_quota import ReplicationQuotas
@@ -214,6 +215,8 @@ class Broker:
             ),
         )
         self.topic_configs.install(self.dispatcher)
+        # Idempotent producers' ids: blocks from ZooKeeper, or the log dirs standalone.
+        install_init_producer_id(self.dispatcher, config.broker_id, config.log_dirs, zk)
         admin_manager = None
         if zk is not None:
             admin_manager = AdminManager(
@@ -338,10 +341,13 @@ class Broker:
 
     def _open_log_manager(self) -> LogManager:
         config = self.config
+        expiration = config.producer_id_expiration_ms
         return LogManager(
             config.log_dirs,
-            to_log_config(config.topic_config()),
-            topic_config=lambda topic: to_log_config(config.topic_config()),
+            to_log_config(config.topic_config(), producer_id_expiration_ms=expiration),
+            topic_config=lambda topic: to_log_config(
+                config.topic_config(), producer_id_expiration_ms=expiration
+            ),
             clock=self.clock,
         )
 

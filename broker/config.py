@@ -224,6 +224,12 @@ class BrokerConfig:
         "Pause between two scrubber passes over every closed segment.",
         at_least(1),
     )
+    producer_id_expiration_ms: int = _key(
+        "producer.id.expiration.ms",
+        86400000,
+        "A partition forgets an idempotent producer idle this long (checked with retention).",
+        at_least(1),
+    )
     log_segment_delete_delay_ms: int = _key(
         "log.segment.delete.delay.ms",
         60000,

@@ -246,6 +246,11 @@ class Partition:
             append_time = self.clock()
             stamp_log_append_time(buf, append_time)
         info = self.log.append(buf, assign_offsets=True, leader_epoch=self.leader_epoch)
+        if info.duplicate:
+            # A producer's retry of batches already here: answer where they are; acks=all
+            # waits for them under the epoch they were written in.
+            epoch = self.epoch_for_offset(info.last_offset)
+            return AppendResult(info, -1, self.log.log_start_offset, False, epoch)
         moved = self.maybe_increment_high_watermark()
         return AppendResult(info, append_time, self.log.log_start_offset, moved, self.leader_epoch)
 

@@ -74,6 +74,7 @@ from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_config import Clock, LogConfig
 from minibroker.storage.log_manager import LogManager
 from minibroker.storage.names import TopicPartition
+from minibroker.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,9 @@ def write_epoch_checkpoints(caches: Sequence[LeaderEpochCache]) -> None:
             log.warning("cannot write %s yet: %r", cache.path, exc)
 
 
-def to_log_config(topic: TopicConfig) -> LogConfig:
+def to_log_config(
+    topic: TopicConfig, *, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+) -> LogConfig:
     return LogConfig(
         segment_bytes=topic.segment_bytes,
         segment_ms=topic.segment_ms,
@@ -180,6 +183,7 @@ def to_log_config(topic: TopicConfig) -> LogConfig:
         retention_bytes=topic.retention_bytes,
         max_message_bytes=topic.max_message_bytes,
         file_delete_delay_ms=topic.file_delete_delay_ms,
+        producer_id_expiration_ms=producer_id_expiration_ms,
     )
 
 
@@ -295,7 +299,12 @@ class ReplicaManager:
             if partition.tp.topic == topic:
                 partition.config = config
         async with self.log_manager_lock:
-            self.log_manager.update_config(topic, to_log_config(config))
+            self.log_manager.update_config(
+                topic,
+                to_log_config(
+                    config, producer_id_expiration_ms=self.config.producer_id_expiration_ms
+                ),
+            )
 
     # -- controller requests ---------------------------------------------------------------
 
@@ -390,7 +399,11 @@ class ReplicaManager:
         if not tps:
             return {}
         configs = {tp: self.topic_config(tp.topic) for tp in tps}
-        log_configs = {tp: to_log_config(config) for tp, config in configs.items()}
+        expiration = self.config.producer_id_expiration_ms
+        log_configs = {
+            tp: to_log_config(config, producer_id_expiration_ms=expiration)
+            for tp, config in configs.items()
+        }
         try:
             async with self.log_manager_lock:
                 logs, failures = await trio.to_thread.run_sync(
@@ -503,9 +516,10 @@ class ReplicaManager:
             if result.high_watermark_moved:
                 self.produce_waiters.notify(tp)
             info = result.info
-            self.metrics.record_append(
-                tp.topic, info.last_offset - info.first_offset + 1, len(records)
-            )
+            if not info.duplicate:  # a deduplicated retry wrote nothing
+                self.metrics.record_append(
+                    tp.topic, info.last_offset - info.first_offset + 1, len(records)
+                )
             results.append((tp, result))
         return results
 

@@ -52,6 +52,7 @@ class ProducerBatch:
     __slots__ = (
         "attempts",
         "base_offset",
+        "base_sequence",
         "created",
         "deadline",
         "done",
@@ -61,6 +62,8 @@ class ProducerBatch:
         "keys",
         "log_append_time",
         "partition",
+        "producer_epoch",
+        "producer_id",
         "retry_at",
         "sealed",
         "simple",
@@ -91,6 +94,15 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: KafkaError | None = None
+        self.producer_id = -1  # idempotence: set when first drained, kept by retries
+        self.producer_epoch = -1
+        self.base_sequence = -1
+
+    def set_producer(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        """Stamp the idempotent producer's id, epoch and this batch's first sequence."""
+        self.producer_id, self.producer_epoch = producer_id, epoch
+        self.base_sequence = base_sequence
+        self.encoded = None  # the header fields changed: encode again
 
     def __len__(self) -> int:
         return len(self.values)
@@ -102,7 +114,12 @@ class ProducerBatch:
             if self.simple and None not in self.values:
                 values = cast(list[bytes], self.values)
                 self.encoded = encode_values(
-                    values, timestamp=self.timestamp, compression=compression
+                    values,
+                    timestamp=self.timestamp,
+                    compression=compression,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=self.base_sequence,
                 )
             else:
                 self.encoded = self._encode_general(compression)
@@ -117,7 +134,14 @@ class ProducerBatch:
             Record(value=self.values[i], key=keys[i], headers=headers[i], timestamp=stamps[i])
             for i in range(n)
         ]
-        return encode_batch(records, compression=compression, now_ms=self.timestamp)
+        return encode_batch(
+            records,
+            compression=compression,
+            now_ms=self.timestamp,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+        )
 
     def complete(self, base_offset: int, log_append_time: int) -> None:
         self.base_offset = base_offset
@@ -199,6 +223,12 @@ def new_delivery(batch: ProducerBatch | PendingRecord, index: int) -> Delivery:
 
 
 BatchClosed = Callable[[str, int], None]
+
+
+def _sequence_before(first: int, second: int) -> bool:
+    """Does sequence ``first`` come before ``second``? Sequences wrap at 2**31, and the
+    unacknowledged ones of a partition always lie within a small window."""
+    return first != second and (second - first) % 2**31 < 2**30
 
 
 class RecordAccumulator:
@@ -323,7 +353,19 @@ class RecordAccumulator:
         """Put a batch that failed retriably back at the head of its partition."""
         batch.retry_at = retry_at
         batch.sealed = True
-        self._queues[batch.topic][batch.partition].appendleft(batch)
+        queue = self._queues[batch.topic][batch.partition]
+        if batch.base_sequence < 0:
+            queue.appendleft(batch)
+        else:
+            # Idempotence: retries wait at the head in sequence order, before new batches.
+            at = 0
+            while (
+                at < len(queue)
+                and queue[at].base_sequence >= 0
+                and _sequence_before(queue[at].base_sequence, batch.base_sequence)
+            ):
+                at += 1
+            queue.insert(at, batch)
         self.wakeup.set()
 
     def expire(self, now: float) -> list[ProducerBatch]:

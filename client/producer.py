@@ -13,6 +13,11 @@ than the network drains: it waits while ``buffer_memory`` worth of batches is
 outstanding and yields to the sender whenever a batch fills. ``flush`` makes every
 batch sendable now and waits until all of them completed. Leaving the ``async with``
 block flushes (unless it is left by an exception, which cancels what is unsent).
+
+Idempotence (``enable_idempotence``, on by default with acks="all" as in Kafka 3): the
+producer takes an id from the cluster and numbers its batches per partition, so a
+retry after a lost answer or a leader change is never written twice and a partition's
+records stay in send order with up to 5 batches in flight (client/idempotence.py).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from minibroker.client.accumulator import (
 )
 from minibroker.client.background import BackgroundTasks
 from minibroker.client.errors import with_context
+from minibroker.client.idempotence import MAX_IN_FLIGHT, IdempotenceState
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.partitioner import StickyPartitioner
 from minibroker.client.sender import Sender
@@ -44,6 +50,7 @@ from minibroker.protocol.records import Compression, Header
 __all__ = ["Delivery", "Producer", "RecordMetadata"]
 
 _tuple_new = tuple.__new__  # makes a Delivery in one C call (see accumulator.Delivery)
+METADATA_RETRY_S = 0.1  # between metadata refreshes while a record waits for its partition
 MAX_BLOCK_S = 60.0  # Kafka's max.block.ms: how long a record waits for its topic's metadata
 
 
@@ -84,10 +91,21 @@ class Producer:
         preserve_order: bool = True,
         client_id: str = "minibroker-producer",
         allow_auto_create_topics: bool = True,
+        enable_idempotence: bool | None = None,
     ) -> None:
         if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
             raise ConfigError("batch_size and max_in_flight must be > 0, linger_ms >= 0")
         self.acks = _acks(acks)
+        explicit = enable_idempotence is not None
+        if enable_idempotence is None:  # Kafka 3: on unless the settings forbid it
+            enable_idempotence = self.acks == -1 and max_in_flight <= MAX_IN_FLIGHT and retries > 0
+        elif enable_idempotence and (
+            self.acks != -1 or max_in_flight > MAX_IN_FLIGHT or retries <= 0
+        ):
+            raise ConfigError(
+                "enable_idempotence needs acks='all', max_in_flight <= 5 and retries > 0"
+            )
+        self._idempotence = IdempotenceState(explicit=explicit) if enable_idempotence else None
         keep_freed_memory()  # batches of up to max_request_size: see protocol/heap.py
         self.cluster = ClusterClient(
             bootstrap_servers,
@@ -114,6 +132,7 @@ class Producer:
             max_request_size=max_request_size,
             on_batch_drained=self._batch_closed,
             preserve_order=preserve_order,
+            idempotence=self._idempotence,
         )
         self._max_pending_batches = max(1, buffer_memory // batch_size)
         self._batch_size = batch_size
@@ -136,6 +155,12 @@ class Producer:
         self._metadata_done = trio.Event()
         self._metadata_done.set()
         self._tasks = BackgroundTasks()
+
+    @property
+    def enable_idempotence(self) -> bool:
+        """Whether batches carry producer ids and sequences (off again when it was only
+        the default and the cluster does not serve InitProducerId)."""
+        return self._sender.idempotence is not None
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -181,6 +206,10 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> Delivery:
         """Enqueue one record; the returned Delivery's ``result()`` gives its offset."""
+        if self._waiting and topic in self._waiting:
+            # Earlier records of the topic wait for its metadata: this one queues behind
+            # them, or it would overtake them (send order is partition order).
+            return self._wait_for_topic(topic, value, key, headers, partition, timestamp_ms)
         if key is None and partition is None and headers is None and timestamp_ms is None:
             # The hot path (a value for the topic's sticky partition): append straight to
             # its open batch. Everything else takes the general path below.
@@ -199,6 +228,22 @@ class Producer:
                 if batch.size >= self._batch_size:
                     self._acc.seal(batch)
                 return _tuple_new(Delivery, (batch, index))
+        return self._place(topic, value, key, headers, partition, timestamp_ms, may_wait=True)
+
+    def _place(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: tuple[Header, ...] | list[Header] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        *,
+        may_wait: bool,
+    ) -> Delivery:
+        """``send_nowait`` past its hot path. A partition beyond the ones the metadata
+        lists waits for fresher metadata when ``may_wait`` (a broker that just
+        restarted may list only some), as Kafka's producer does up to max.block.ms."""
         meta = self.cluster.metadata
         info = meta.topics.get(topic)
         if info is None or not info.partitions:
@@ -208,6 +253,8 @@ class Producer:
             partition = self._partitioner.partition(
                 topic, key, count, meta.available_partitions(topic) if key is None else ()
             )
+        elif may_wait and partition >= count and self._tasks.nursery is not None:
+            return self._wait_for_topic(topic, value, key, headers, partition, timestamp_ms)
         elif not 0 <= partition < count:
             raise MinibrokerError(f"{topic}-{partition}: topic {topic!r} has {count} partitions")
         batch, index = self._acc.append(
@@ -280,6 +327,11 @@ class Producer:
             topic, partition, meta.partition_count(topic), meta.available_partitions(topic)
         )
 
+    def _partitions_named(self, topic: str) -> int:
+        """How many partitions the records waiting for ``topic`` need it to have."""
+        named = [w[4] for w in self._waiting.get(topic, ()) if w[4] is not None]
+        return max(named, default=-1) + 1
+
     def _wait_for_topic(
         self,
         topic: str,
@@ -307,8 +359,13 @@ class Producer:
 
     async def _fetch_topic(self, topic: str) -> None:
         error: KafkaError | None = None
+        deadline = trio.current_time() + self._max_block_s
         try:
-            await self.cluster.topic(topic, timeout_s=self._max_block_s)
+            info = await self.cluster.topic(topic, timeout_s=self._max_block_s)
+            with trio.move_on_at(deadline):
+                while len(info.partitions) < self._partitions_named(topic):
+                    await trio.sleep(METADATA_RETRY_S)
+                    info = await self.cluster.topic(topic, timeout_s=self._max_block_s)
         except KafkaError as exc:
             error = exc
         waiting = self._waiting.pop(topic)
@@ -319,7 +376,9 @@ class Producer:
                 pending.resolve(None, with_context(error, f"topic {topic!r}"))
                 continue
             try:
-                placed = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+                placed = self._place(
+                    topic, value, key, headers, partition, timestamp_ms, may_wait=False
+                )
             except MinibrokerError as exc:  # e.g. a partition the topic does not have
                 pending.resolve(None, KafkaError(str(exc)))
             else:

@@ -22,10 +22,16 @@ guarantee from max.in.flight=1 or idempotence). Pipelining then happens across
 partitions: up to ``max_in_flight`` requests per broker, each with other partitions'
 batches. Without it a single partition pipelines too, and a retry may reorder it, like
 Kafka's producer without idempotence.
+
+With idempotence (``client/idempotence.py``) a partition pipelines up to 5 batches
+instead, each carrying its sequence; the IdempotenceState decides when a partition's
+head batch may go (retries in order), and the sender bumps the epoch or fails every
+pending delivery on the errors that call for it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -35,10 +41,19 @@ import trio
 
 from minibroker.client.accumulator import ProducerBatch, RecordAccumulator
 from minibroker.client.errors import wire_error, with_context
+from minibroker.client.idempotence import FATAL_ERRORS, RESET_ERRORS, IdempotenceState
 from minibroker.client.metadata import ClusterClient
 from minibroker.protocol.api import ApiKey
-from minibroker.protocol.errors import KafkaError, NetworkError, RequestTimedOutError
+from minibroker.protocol.errors import (
+    DuplicateSequenceNumberError,
+    KafkaError,
+    NetworkError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
 from minibroker.protocol.records import Compression
+
+log = logging.getLogger(__name__)
 
 RESPONSE_MARGIN_S = 5.0  # beyond the broker's own acks timeout before we give up waiting
 
@@ -63,8 +78,10 @@ class Sender:
         max_request_size: int,
         on_batch_drained: Callable[[str, int], None],
         preserve_order: bool = True,
+        idempotence: IdempotenceState | None = None,
     ) -> None:
         self.cluster = cluster
+        self.idempotence = idempotence
         self.acc = accumulator
         self.acks = acks
         self.max_in_flight = max_in_flight
@@ -82,6 +99,8 @@ class Sender:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             task_status.started()
+            if self.idempotence is not None:
+                nursery.start_soon(self._init_producer_id)
             while True:
                 self.acc.wakeup = trio.Event()
                 now = trio.current_time()
@@ -91,8 +110,28 @@ class Sender:
                 with trio.move_on_at(next_at):
                     await self.acc.wakeup.wait()
 
+    async def _init_producer_id(self) -> None:
+        idempotence = self.idempotence
+        assert idempotence is not None
+        await idempotence.init_producer_id(self.cluster, self.retry_backoff_s)
+        fatal = idempotence.fatal
+        if isinstance(fatal, UnsupportedVersionError) and not idempotence.explicit:
+            # A broker without InitProducerId: idempotence was only the default, so the
+            # producer goes on without it (batches not sent yet carry no sequence).
+            log.warning("the cluster does not serve InitProducerId: idempotence is off")
+            self.idempotence = None
+        elif fatal is not None:
+            self.acc.abort_all(fatal)
+        self.acc.wakeup.set()
+
     def _drain(self, now: float, nursery: trio.Nursery) -> float:
         """Start requests for every ready batch that can go; returns the next deadline."""
+        idempotence = self.idempotence
+        if idempotence is not None:
+            if idempotence.fatal is not None:
+                self.acc.abort_all(idempotence.fatal)
+                return math.inf
+            idempotence.maybe_bump()
         meta = self.cluster.metadata
         by_node: dict[int, list[ProducerBatch]] = {}
         bytes_by_node: dict[int, int] = defaultdict(int)
@@ -111,7 +150,10 @@ class Sender:
                 continue
             if self._in_flight[leader] >= self.max_in_flight:
                 continue  # a finishing request sets the wakeup event
-            if (topic, partition) in self._muted:
+            if idempotence is not None:
+                if not idempotence.may_send(batch):
+                    continue  # a request finishing sets the wakeup event
+            elif (topic, partition) in self._muted:
                 continue  # its previous batch is in flight (preserve_order)
             if bytes_by_node[leader] and bytes_by_node[leader] + batch.size > self.max_request_size:
                 next_at = now  # the rest goes in the next request, right away
@@ -122,7 +164,9 @@ class Sender:
             batch.sealed = True
             by_node.setdefault(leader, []).append(batch)
             bytes_by_node[leader] += batch.size
-            if self.preserve_order:
+            if idempotence is not None:
+                idempotence.sending(batch)
+            elif self.preserve_order:
                 self._muted.add((topic, partition))
         if unknown_leader:
             self.cluster.request_update()
@@ -169,6 +213,8 @@ class Sender:
             self._in_flight[node] -= 1
             for batch in batches:
                 self._muted.discard((batch.topic, batch.partition))
+                if self.idempotence is not None:
+                    self.idempotence.answered(batch)
             self.acc.wakeup.set()
         # Not in `finally`: a request cancelled by close() leaves its batches here, and
         # abort_in_flight() fails them.
@@ -186,19 +232,39 @@ class Sender:
                 self._retry_or_fail(batch, NetworkError("the broker did not answer for it"))
                 continue
             code = part.get("error_code", 0)
+            if code == DuplicateSequenceNumberError.code:
+                code = 0  # Kafka's answer to a retry it had already written: a success
             if code:
                 where = f"{batch.topic}-{batch.partition}"
                 self._retry_or_fail(batch, wire_error(code, where, part.get("error_message")))
             else:
+                if self.idempotence is not None:
+                    self.idempotence.completed(batch)
                 self.acc.finish(
                     batch,
-                    base_offset=part["base_offset"],
+                    base_offset=part.get("base_offset", -1),
                     log_append_time=part.get("log_append_time_ms", -1),
                 )
 
     def _retry_or_fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         now = trio.current_time()
-        if error.retriable and batch.attempts < self.retries and now < batch.deadline:
+        retriable = error.retriable
+        idempotence = self.idempotence
+        if idempotence is not None:
+            if idempotence.fatal is not None or isinstance(error, FATAL_ERRORS):
+                if idempotence.fatal is None:
+                    idempotence.fatal = _with_partition(error, batch)
+                self._fail(batch, idempotence.fatal)
+                self.acc.abort_all(idempotence.fatal)
+                return
+            if isinstance(error, RESET_ERRORS):
+                # The oldest pending batch refused: the leader lost this producer's
+                # earlier batches; a later one: an earlier batch is missing, retry.
+                if idempotence.is_oldest(batch):
+                    log.warning("%s: %s for the oldest pending batch", error, batch.base_sequence)
+                    idempotence.request_bump()
+                retriable = True
+        if retriable and batch.attempts < self.retries and now < batch.deadline:
             batch.attempts += 1
             self.cluster.request_update()
             self.acc.reenqueue(batch, now + self.retry_backoff_s)
@@ -213,4 +279,6 @@ class Sender:
         self.in_flight_batches.clear()
 
     def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+        if self.idempotence is not None:
+            self.idempotence.completed(batch)
         self.acc.finish(batch, _with_partition(error, batch))

@@ -6,7 +6,7 @@ Envelopes (docs/architecture.md, "Wire formats"), each one frame's payload (prot
     response = msgpack [correlation_id, body]
 
 ``body`` is a msgpack map with snake_case keys, declared per API in
-``protocol/schemas/`` (data.py, control.py, cluster.py, replicas.py). ``SCHEMAS`` below
+``protocol/schemas/`` (data.py, control.py, cluster.py, replicas.py, producer.py). ``SCHEMAS`` below
 is the one registry from API key to schema; ``SUPPORTED_VERSIONS`` and the ApiVersions
 response derive from it.
 
@@ -46,7 +46,7 @@ import msgpack
 
 from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError, frame_prefix
-from minibroker.protocol.schemas import cluster, control, data, replicas
+from minibroker.protocol.schemas import cluster, control, data, producer, replicas
 from minibroker.protocol.schemas.packing import Buffer, pack_buffers
 from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
 
@@ -70,6 +70,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -93,6 +94,7 @@ SCHEMAS: Final[Mapping[ApiKey, Api]] = {
     ApiKey.API_VERSIONS: cluster.API_VERSIONS,
     ApiKey.CREATE_TOPICS: cluster.CREATE_TOPICS,
     ApiKey.DELETE_TOPICS: cluster.DELETE_TOPICS,
+    ApiKey.INIT_PRODUCER_ID: producer.INIT_PRODUCER_ID,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: data.OFFSET_FOR_LEADER_EPOCH,
     ApiKey.DESCRIBE_CONFIGS: cluster.DESCRIBE_CONFIGS,
     ApiKey.ALTER_CONFIGS: cluster.ALTER_CONFIGS,

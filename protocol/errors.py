@@ -109,6 +109,14 @@ class NetworkError(KafkaError):
     retriable = True
 
 
+class CoordinatorNotAvailableError(KafkaError):
+    """InitProducerId could not allocate a producer id now (ZooKeeper unreachable)."""
+
+    code = 15
+    name = "COORDINATOR_NOT_AVAILABLE"
+    retriable = True
+
+
 class InvalidTopicError(KafkaError):
     code = 17
     name = "INVALID_TOPIC_EXCEPTION"
@@ -182,6 +190,25 @@ class InvalidRequestError(KafkaError):
     name = "INVALID_REQUEST"
 
 
+class OutOfOrderSequenceNumberError(KafkaError):
+    """The broker received a producer sequence number that does not follow its last."""
+
+    code = 45
+    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequenceNumberError(KafkaError):
+    code = 46
+    name = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A produce carries an epoch older than the one the partition last saw."""
+
+    code = 47
+    name = "INVALID_PRODUCER_EPOCH"
+
+
 class KafkaStorageError(KafkaError):
     code = 56
     name = "KAFKA_STORAGE_ERROR"
@@ -191,6 +218,13 @@ class KafkaStorageError(KafkaError):
 class LogDirNotFoundError(KafkaError):
     code = 57
     name = "LOG_DIR_NOT_FOUND"
+
+
+class UnknownProducerIdError(KafkaError):
+    """The partition has no state for the producer (expired) and the sequence is not 0."""
+
+    code = 59
+    name = "UNKNOWN_PRODUCER_ID"
 
 
 class ReassignmentInProgressError(KafkaError):
@@ -254,6 +288,13 @@ class NoReassignmentInProgressError(KafkaError):
 class InvalidRecordError(KafkaError):
     code = 87
     name = "INVALID_RECORD"
+
+
+class ProducerFencedError(KafkaError):
+    """A newer producer with the same id took over (InitProducerId with an old epoch)."""
+
+    code = 90
+    name = "PRODUCER_FENCED"
 
 
 _BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in KafkaError.__subclasses__()}

@@ -433,6 +433,9 @@ def encode_values(
     timestamp: int,
     base_offset: int = 0,
     compression: Compression = Compression.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
 ) -> bytes:
     """Fast path: one batch of values with null keys, no headers and one timestamp.
 
@@ -470,9 +473,9 @@ def encode_values(
         max_timestamp=timestamp,
         compression=compression,
         timestamp_type=TimestampType.CREATE_TIME,
-        producer_id=NO_PRODUCER_ID,
-        producer_epoch=-1,
-        base_sequence=-1,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
         partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
     )
 

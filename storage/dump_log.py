@@ -6,6 +6,9 @@ compresscodec, crc, isvalid), with ``--print-data-log`` one ``| offset: ...`` li
 record (keySize, valueSize, headerKeys, key and payload as UTF-8). Bytes after the last
 whole batch are reported as invalid bytes at the end.
 
+For a producer state ``.snapshot``: one line per producer (id, epoch, its last batch's
+sequences, offsets and timestamp), as kafka-dump-log prints them.
+
 For a ``.index`` / ``.timeindex``: one line per entry, each checked against the
 ``.log`` of the same segment; mismatches are listed after the entries. With
 ``--verify-index-only`` only the mismatches are printed.
@@ -37,13 +40,20 @@ from minibroker.protocol.records import (
 from minibroker.storage.errors import DumpLogError
 from minibroker.storage.names import INDEX_SUFFIX, LOG_SUFFIX, parse_segment_file
 from minibroker.storage.offset_index import OffsetIndex
+from minibroker.storage.producer_state import (
+    SNAPSHOT_SUFFIX,
+    CorruptSnapshotError,
+    decode_snapshot,
+)
 from minibroker.storage.time_index import TimeIndex
 
 HELP = "print the batches, records and index entries of segment files, like kafka-dump-log"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help=".log, .index or .timeindex")
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help=".log, .index, .timeindex or .snapshot"
+    )
     parser.add_argument(
         "--print-data-log", action="store_true", help="also print every record of each batch"
     )
@@ -58,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
     ok = True
     for name in args.files:
         path = Path(name)
+        if path.name.endswith(SNAPSHOT_SUFFIX):
+            print(f"Dumping {path}")
+            ok &= dump_snapshot(path)
+            continue
         base_offset, suffix = _segment_name(path)
         print(f"Dumping {path}")
         if suffix == LOG_SUFFIX:
@@ -67,6 +81,29 @@ def run(args: argparse.Namespace) -> int:
         else:
             ok &= dump_time_index(path, base_offset, verify_only=args.verify_index_only)
     return 0 if ok else 1
+
+
+def dump_snapshot(path: Path) -> bool:
+    """One line per producer of a snapshot file; False if the file fails its checks."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DumpLogError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        entries = decode_snapshot(data)
+    except CorruptSnapshotError as exc:
+        print(f"invalid snapshot: {exc}")
+        return False
+    for entry in entries:
+        last = entry.batches[-1]
+        print(
+            f"producerId: {entry.producer_id} producerEpoch: {entry.epoch} "
+            f"coordinatorEpoch: -1 currentTxnFirstOffset: None "
+            f"lastTimestamp: {entry.last_timestamp} firstSequence: {last.first_sequence} "
+            f"lastSequence: {last.last_sequence} lastOffset: {last.last_offset} "
+            f"offsetDelta: {last.offset_delta} timestamp: {last.max_timestamp}"
+        )
+    return True
 
 
 def _segment_name(path: Path) -> tuple[int, str]:

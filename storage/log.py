@@ -13,6 +13,13 @@ decoded. Append as follower: offsets are kept; they must not go back and must be
 contiguous within one append; a gap before the first batch starts a new segment, so
 offsets inside every segment stay contiguous (which recovery relies on).
 
+Idempotent producers (``storage.producer_state``): batches with a producer id update
+the partition's producer state. On the leader each is checked first: a retried batch
+already in the log answers its original offsets (``duplicate``) and nothing is written;
+a sequence gap or a stale epoch raises. A follower applies them without checks.
+Loading and truncation rebuild the state from the newest snapshot at or below the log
+end plus the batches after it; a roll and ``close`` write a snapshot.
+
 Roll: a new active segment starts when the append would push the active one past
 ``segment_bytes``, when ``segment_ms`` passed since its first batch, when one of its
 indexes is full, or when the offsets would not fit its 32-bit relative index.
@@ -33,7 +40,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -45,6 +52,7 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.records import (
     LOG_OVERHEAD,
+    BatchHeader,
     patch_base_offset,
     patch_partition_leader_epoch,
     validate_batch,
@@ -55,6 +63,7 @@ from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_config import Clock, LogConfig, system_clock
 from minibroker.storage.log_loader import load_segments, report_truncation
 from minibroker.storage.names import TopicPartition, parse_partition_dir
+from minibroker.storage.producer_state import ProducerStateManager, iter_segment_headers
 from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
 from minibroker.storage.time_index import NO_TIMESTAMP, TimestampOffset
 
@@ -91,6 +100,7 @@ class LogAppendInfo(NamedTuple):
     offset_of_max_timestamp: int
     num_batches: int
     valid_bytes: int
+    duplicate: bool = False  # a producer's retry of batches already in the log: not written
 
 
 class FlushStats:
@@ -138,6 +148,9 @@ class Log:
         """What loading had to truncate (storage.log_loader): data this replica lost."""
         directory.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
+        self.producer_state = ProducerStateManager(
+            directory, producer_id_expiration_ms=config.producer_id_expiration_ms
+        )
         self._load(had_clean_shutdown)
 
     # --- loading ---------------------------------------------------------------------
@@ -174,6 +187,28 @@ class Log:
         self.recovery_point = self.log_end_offset  # load_segments fsynced what it recovered
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        self.producer_state.load(
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+            headers_from=self._batch_headers_from,
+        )
+
+    def _batch_headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of every batch from the one holding ``offset`` to the log end."""
+        index = self._segment_index_for(offset)
+        for segment in self._segments[index:]:
+            start = 0
+            if segment.base_offset < offset:
+                found = segment.translate_offset(offset)
+                if found is None:
+                    continue
+                start = found.position
+            for header in iter_segment_headers(segment.read_at, start, segment.size):
+                if header.base_offset >= offset:
+                    yield header
 
     def _add_segment(self, segment: LogSegment) -> None:
         self._segments.append(segment)
@@ -238,6 +273,7 @@ class Log:
         first_offset = -1
         max_timestamp, offset_of_max = NO_TIMESTAMP, -1
         epochs: list[tuple[int, int]] = []
+        producers = None
         latest_epoch = self.leader_epoch_cache.latest_epoch
         max_batch = self.config.max_message_bytes
         position = 0
@@ -258,6 +294,20 @@ class Log:
                     )
             if not count:
                 first_offset = base
+            if header.producer_id >= 0:
+                if producers is None:
+                    producers = self.producer_state.append(validate=assign_offsets)
+                duplicate = producers.add(header, base)
+                if duplicate is not None:
+                    return LogAppendInfo(
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                        NO_TIMESTAMP,
+                        -1,
+                        1,
+                        0,
+                        True,
+                    )
             epoch = header.partition_leader_epoch
             if leader_epoch is not None:
                 patch_partition_leader_epoch(view, position, leader_epoch)
@@ -281,9 +331,11 @@ class Log:
         segment.append(next_offset - 1, max_timestamp, offset_of_max, view)
         for epoch, start in epochs:
             self.leader_epoch_cache.assign(epoch, start)
+        if producers is not None:
+            producers.commit(next_offset)
         # _make skips the generated __new__: measurable at 100k appends/s.
         return LogAppendInfo._make(
-            (first_offset, next_offset - 1, max_timestamp, offset_of_max, count, total)
+            (first_offset, next_offset - 1, max_timestamp, offset_of_max, count, total, False)
         )
 
     def append_as_follower(self, records: bytearray | memoryview | bytes) -> LogAppendInfo:
@@ -332,6 +384,8 @@ class Log:
         active.on_become_inactive()
         segment = self._new_segment(new_base, create=True)
         self._add_segment(segment)
+        # The state as of the new segment's base: recovery then replays from here.
+        self.producer_state.take_snapshot(new_base)
         return segment
 
     # --- read ------------------------------------------------------------------------
@@ -438,6 +492,7 @@ class Log:
         deleted += self._delete_prefix(
             lambda _seg, following: following.base_offset <= self.log_start_offset
         )
+        self.producer_state.remove_expired(now)
         return deleted
 
     @staticmethod
@@ -455,6 +510,7 @@ class Log:
         if count:
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
         return count
 
     def _remove_segment(self, index: int) -> None:
@@ -511,6 +567,11 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.producer_state.truncate(  # batches above the new end leave the state
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+            headers_from=self._batch_headers_from,
+        )
         return True
 
     def repair_corruption(self, offset: int) -> int:
@@ -558,6 +619,8 @@ class Log:
         self.log_start_offset = new_offset
         self.recovery_point = new_offset
         self.leader_epoch_cache.clear()
+        self.producer_state.delete_snapshots_after(-1)
+        self.producer_state.clear(new_offset)
 
     # --- durability and lifecycle ----------------------------------------------------
 
@@ -599,6 +662,10 @@ class Log:
             self.recovery_point = max(self.recovery_point, target)
 
     def close(self) -> None:
+        try:
+            self.producer_state.take_snapshot(self.log_end_offset)
+        except OSError as exc:  # an offline dir: recovery rebuilds the state from the log
+            log.warning("%s: cannot write a producer state snapshot: %r", self.dir.name, exc)
         for segment in self._segments:
             segment.close()
 

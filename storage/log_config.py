@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from minibroker.protocol.errors import ConfigError
+from minibroker.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 Clock = Callable[[], int]
 """Wall-clock milliseconds since the epoch; injected so tests control time."""
@@ -33,6 +34,7 @@ class LogConfig:
     retention_bytes: int = -1
     max_message_bytes: int = 1024 * 1024 + 12
     file_delete_delay_ms: int = 60_000
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # idle producers forgotten
 
     def __post_init__(self) -> None:
         # The smallest values Kafka accepts for the same keys.

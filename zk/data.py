@@ -28,12 +28,15 @@ from minibroker.zk.broker_registration import BrokerZnodes
 from minibroker.zk.controller_election import ControllerElectionZnodes
 from minibroker.zk.model import PERSISTENT_PATHS
 from minibroker.zk.notifications import NotificationZnodes
+from minibroker.zk.producer_ids import ProducerIdZnodes
 from minibroker.zk.topic_znodes import TopicZnodes
 from minibroker.zk.znodes import Clock as Clock
 from minibroker.zk.znodes import wall_clock_ms as wall_clock_ms
 
 
-class KafkaZkClient(BrokerZnodes, TopicZnodes, ControllerElectionZnodes, NotificationZnodes):
+class KafkaZkClient(
+    BrokerZnodes, TopicZnodes, ControllerElectionZnodes, NotificationZnodes, ProducerIdZnodes
+):
     """Kafka's znodes as typed async calls. ``clock`` gives wall-clock ms (injectable)."""
 
     async def create_top_level_paths(self) -> None:

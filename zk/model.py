@@ -28,6 +28,9 @@ and Kafka's own tools read our znodes and we read theirs.
     /log_dir_event_notification/log_dir_event_<seq>
                                     {"version":1,"broker":1,"event":1}
                                     (a broker's log dir failed; event 1 = LogDirFailure)
+    /latest_producer_id_block       {"version":1,"broker":1,"block_start":"0","block_end":"999"}
+                                    (the last block of producer ids handed to a broker;
+                                     taken with a conditional set on the znode version)
 
 Decoders accept the older versions Kafka still reads (a broker znode without endpoints,
 a topic znode without adding/removing replicas) and raise ``ZkDataError`` on anything
@@ -46,6 +49,7 @@ from minibroker.protocol.topic_partition import TopicPartition
 
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 BROKERS_PATH = "/brokers"
 BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
@@ -182,6 +186,42 @@ def decode_controller_epoch(data: bytes) -> int:
         return int(data.decode().strip())
     except (UnicodeDecodeError, ValueError) as exc:
         raise ZkDataError(f"{CONTROLLER_EPOCH_PATH}: not an integer: {data[:40]!r}") from exc
+
+
+# -- /latest_producer_id_block ------------------------------------------------------
+
+PRODUCER_ID_BLOCK_VERSION = 1
+
+
+class ProducerIdBlock(NamedTuple):
+    """Producer ids [start, end] reserved for one broker."""
+
+    broker: int
+    start: int
+    end: int
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
+    # Kafka writes the bounds as decimal strings (a JSON number would lose int64 range).
+    return _dumps(
+        {
+            "version": PRODUCER_ID_BLOCK_VERSION,
+            "broker": block.broker,
+            "block_start": str(block.start),
+            "block_end": str(block.end),
+        }
+    )
+
+
+def decode_producer_id_block(data: bytes) -> ProducerIdBlock | None:
+    """The block in the znode; None for the empty znode no broker has written yet."""
+    if not data.strip():
+        return None
+    obj = _loads(data, PRODUCER_ID_BLOCK_PATH)
+    try:
+        return ProducerIdBlock(int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkDataError(f"{PRODUCER_ID_BLOCK_PATH}: bad producer id block {obj!r}") from exc
 
 
 # -- /brokers/ids/N -----------------------------------------------------------------

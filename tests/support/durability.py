@@ -12,6 +12,12 @@ checker then states the promises of an acks=all, min.insync.replicas >= 2 cluste
 4. offsets only grow: within a partition the log reads back in strictly increasing
    offset order.
 
+With idempotent producers (``DurabilityChecker(idempotent=True)``) two more:
+
+5. no value appears twice, retried or not;
+6. each producer's values read back, within a partition, in the order it sent them
+   (``attempted(value, producer=name)`` records that order).
+
 Violations are collected, not raised one by one, so a failing run shows all of them.
 """
 
@@ -55,15 +61,21 @@ class DurabilityReport:
 class DurabilityChecker:
     """Collects what producers saw, then checks what a consumer read back."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, idempotent: bool = False) -> None:
+        self.idempotent = idempotent
         self._acks: dict[bytes, tuple[TopicPartition, int]] = {}
         self._retried: set[bytes] = set()
         self._attempted: set[bytes] = set()
+        self._send_index: dict[bytes, tuple[str, int]] = {}  # value -> (producer, nth send)
+        self._sent_by: dict[str, int] = defaultdict(int)
 
-    def attempted(self, value: bytes) -> None:
+    def attempted(self, value: bytes, producer: str | None = None) -> None:
         if value in self._attempted:
             raise ValueError(f"value {value!r} was sent before: fault tests need unique values")
         self._attempted.add(value)
+        if producer is not None:
+            self._send_index[value] = (producer, self._sent_by[producer])
+            self._sent_by[producer] += 1
 
     def retried(self, value: bytes) -> None:
         self._retried.add(value)
@@ -80,6 +92,7 @@ class DurabilityChecker:
         at_offset: dict[tuple[TopicPartition, int], bytes] = {}
         seen: dict[bytes, list[tuple[TopicPartition, int]]] = defaultdict(list)
         last_offset: dict[TopicPartition, int] = {}
+        last_sent: dict[tuple[TopicPartition, str], tuple[int, bytes]] = {}
         count = 0
         for record in read:
             count += 1
@@ -98,7 +111,21 @@ class DurabilityChecker:
                 )
             last_offset[tp] = record.offset
             seen[record.value].append(key)
+            sent = self._send_index.get(record.value)
+            if sent is not None:
+                producer, index = sent
+                before = last_sent.get((tp, producer))
+                if before is not None and index <= before[0]:
+                    violations.append(
+                        f"{tp} offset {record.offset}: {producer}'s {record.value!r} reads "
+                        f"after {before[1]!r}, which it sent later"
+                    )
+                last_sent[(tp, producer)] = (index, record.value)
         for value, (tp, offset) in self._acks.items():
+            if offset < 0:  # acknowledged without an offset (a deduplicated retry)
+                if not any(where[0] == tp for where in seen.get(value, ())):
+                    violations.append(f"acknowledged {value!r} in {tp} is lost")
+                continue
             found = at_offset.get((tp, offset))
             if found != value:
                 where = seen.get(value)
@@ -108,7 +135,9 @@ class DurabilityChecker:
                     f"that offset holds {found!r})"
                 )
         for value, places in seen.items():
-            if len(places) > 1 and value not in self._retried:
+            if len(places) > 1 and self.idempotent:
+                violations.append(f"{value!r} appears {len(places)} times: {places}")
+            elif len(places) > 1 and value not in self._retried:
                 violations.append(
                     f"{value!r} appears {len(places)} times without a retry: {places}"
                 )

@@ -63,3 +63,29 @@ def test_values_must_be_unique_per_run() -> None:
     checker.attempted(b"a")
     with pytest.raises(ValueError):
         checker.attempted(b"a")
+
+
+def test_with_idempotent_producers_even_a_retried_value_must_appear_once() -> None:
+    checker = DurabilityChecker(idempotent=True)
+    checker.attempted(b"a")
+    checker.retried(b"a")
+    report = checker.check(read((0, 0, b"a"), (0, 1, b"a")))
+    assert any("appears 2 times" in v for v in report.violations)
+
+
+def test_a_producers_values_must_read_back_in_send_order_per_partition() -> None:
+    checker = DurabilityChecker(idempotent=True)
+    for value in (b"p1", b"p2", b"p3"):
+        checker.attempted(value, producer="p")
+    checker.attempted(b"q1", producer="q")
+    in_order = read((0, 0, b"p1"), (0, 1, b"q1"), (1, 0, b"p2"), (0, 2, b"p3"))
+    assert checker.check(in_order).ok
+    swapped = read((0, 0, b"p3"), (0, 1, b"p1"))
+    [violation] = checker.check(swapped).violations
+    assert "b'p1'" in violation and "sent later" in violation
+
+
+def test_a_value_acknowledged_without_an_offset_only_needs_to_be_there() -> None:
+    checker = checker_with((b"a", 0, -1), (b"b", 0, -1))
+    [violation] = checker.check(read((0, 7, b"a"))).violations
+    assert "b'b'" in violation and "lost" in violation

@@ -1,4 +1,4 @@
-"""``minibroker dump-log``: Kafka-like listings of .log, .index and .timeindex files,
+"""``minibroker dump-log``: Kafka-like listings of .log, .index, .timeindex and .snapshot files,
 index verification, and one-line errors for files it cannot read."""
 
 from __future__ import annotations
@@ -136,3 +136,26 @@ def test_indexes_of_a_live_segment_stop_at_the_preallocated_tail(
         assert len(lines) == 2 + 2 * 9  # nine entries in each index
     finally:
         log.close()
+
+
+def test_a_producer_state_snapshot_lists_each_producers_last_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = open_log(tmp_path / "t-0")
+    records = [Record(b"x", timestamp=7_000)] * 3
+    log.append(
+        bytearray(encode_batch(records, producer_id=42, producer_epoch=2, base_sequence=0)),
+        leader_epoch=0,
+    )
+    log.close()  # a clean close writes the snapshot at the log end
+    snapshot = tmp_path / "t-0" / "00000000000000000003.snapshot"
+    code, lines = dump(capsys, str(snapshot))
+    assert code == 0
+    assert lines[1] == (
+        "producerId: 42 producerEpoch: 2 coordinatorEpoch: -1 currentTxnFirstOffset: None "
+        "lastTimestamp: 7000 firstSequence: 0 lastSequence: 2 lastOffset: 2 offsetDelta: 2 "
+        "timestamp: 7000"
+    )
+    snapshot.write_bytes(snapshot.read_bytes()[:-1])
+    code, lines = dump(capsys, str(snapshot))
+    assert code == 1 and lines[1].startswith("invalid snapshot")

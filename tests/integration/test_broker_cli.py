@@ -93,12 +93,12 @@ async def test_a_signal_stops_a_broker_whose_zookeeper_never_answers(
         *("--zookeeper", f"127.0.0.1:{_port_nobody_listens_on()}"),
     )
     try:
-        # The listener binds (and logs so) before ZooKeeper is asked: the broker is
-        # mid-start from then on, and stays so (ZooKeeper never answers). The log line,
-        # not a connection attempt: connecting to a free local port can connect to itself.
+        # The broker opens its ZooKeeper session before anything else, and stays mid-start
+        # from its first connection attempt on (ZooKeeper never answers). Its log line,
+        # not a connection of ours: connecting to a free local port can connect to itself.
         assert proc.stderr is not None
         with trio.fail_after(30):
-            while "minibroker.broker.server: listening on" not in (
+            while "kazoo.client: Connecting to" not in (
                 line := await trio.to_thread.run_sync(proc.stderr.readline)
             ):
                 assert line, "the broker exited before listening"

@@ -90,6 +90,14 @@ async def replicas_of(admin: Admin, topic: str) -> tuple[int, ...]:
     return tuple(described.partitions[0].replicas)
 
 
+async def until_replicas(admin: Admin, topic: str, replicas: tuple[int, ...]) -> None:
+    """Metadata follows the controller's UpdateMetadata, which may trail the cancel's
+    answer: ask again until it shows ``replicas`` (bounded)."""
+    with trio.fail_after(15):
+        while await replicas_of(admin, topic) != replicas:
+            await trio.sleep(0.05)
+
+
 async def overrides(admin: Admin, topic: str) -> dict[str, str | None]:
     return {e.name: e.value for e in await admin.describe_topic_config(topic) if e.is_override}
 
@@ -245,7 +253,7 @@ async def test_cancelling_a_throttled_reassignment_removes_the_throttle_unless_p
                 assert await reassign._cancel(cli_args("--cancel", *common, *flags), moves) == 0
                 out, _err = capsys.readouterr()
                 assert "Reassignment of held-0 cancelled" in out
-                assert await replicas_of(admin, "held") == (1,)
+                await until_replicas(admin, "held", (1,))
                 kept = await overrides(admin, "held")
                 rates = {
                     e.name

@@ -41,6 +41,7 @@ from minibroker.broker.fetch_reader import FetchPartition as FetchPartition
 from minibroker.broker.fetch_reader import FetchReader
 from minibroker.broker.fetch_reader import FetchRequest as FetchRequest
 from minibroker.broker.fetch_reader import PartitionRead as PartitionRead
+from minibroker.broker.hw_checkpoint import HighWatermarkCheckpoint
 from minibroker.broker.isr import IsrManager, IsrStore, record_follower_fetch
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
@@ -192,7 +193,7 @@ class ReplicaManager:
         # creation and deletion here, retention and checkpoints in log maintenance)
         # holds this lock, so no two threads - or a thread and the loop - use it at once.
         self.log_manager_lock = trio.Lock()
-        self._checkpointed_hw: dict[TopicPartition, int] | None = None
+        self.hw_checkpoint = HighWatermarkCheckpoint(log_manager)
 
     @property
     def replication_quotas(self) -> ReplicationQuotas:
@@ -385,7 +386,7 @@ class ReplicaManager:
                 log=log_,
                 config=configs[tp],
                 clock=self.clock,
-                initial_high_watermark=self._initial_high_watermark(tp),
+                initial_high_watermark=self.hw_checkpoint.initial(tp),
             )
             self._check_recovery_cuts(self.partitions[tp])
         return errors
@@ -398,20 +399,8 @@ class ReplicaManager:
         if not cuts or self.corruption is None:
             return
         first = min(cuts, key=lambda cut: cut.offset)
-        if first.offset < self._initial_high_watermark(partition.tp):
+        if first.offset < self.hw_checkpoint.initial(partition.tp):
             self.corruption.found(partition, first, "recovery", counted=True)
-
-    def _initial_high_watermark(self, tp: TopicPartition) -> int:
-        """The HW this broker checkpointed for ``tp`` (0 if none): read once, lazily."""
-        if self._checkpointed_hw is None:
-            hws: dict[TopicPartition, int] = {}
-            for log_dir in self.log_manager.log_dirs:
-                try:
-                    hws.update(self.log_manager.read_replication_offsets(log_dir))
-                except MinibrokerError as exc:
-                    log.warning("ignoring %s: %s", log_dir, exc)
-            self._checkpointed_hw = hws
-        return self._checkpointed_hw.get(tp, 0)
 
     async def stop_replicas(
         self, controller_epoch: int, stops: Sequence[tuple[TopicPartition, bool]]
@@ -541,28 +530,12 @@ class ReplicaManager:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def high_watermarks(self) -> dict[Path, dict[TopicPartition, int]]:
-        """Each log dir's partitions and their HWs (what replication-offset-checkpoint holds)."""
-        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
-        for tp, partition in self.partitions.items():
-            by_dir.setdefault(partition.log.dir.parent, {})[tp] = partition.high_watermark
-        # A log loaded at start-up whose partition no LeaderAndIsr has created yet
-        # keeps the HW checkpointed before: writing without it would forget it.
-        for tp, log_ in self.log_manager.logs.items():
-            if tp not in self.partitions and (hw := self._initial_high_watermark(tp)):
-                by_dir.setdefault(log_.dir.parent, {})[tp] = hw
-        for offline in self.log_manager.offline_log_dirs:
-            by_dir.pop(offline, None)
-        return by_dir
+        """Each log dir's partitions and their HWs (broker/hw_checkpoint.py)."""
+        return self.hw_checkpoint.by_log_dir(self.partitions)
 
     async def checkpoint_high_watermarks(self) -> None:
         """Write replication-offset-checkpoint in every log dir (fsync in a thread)."""
-        by_dir = self.high_watermarks()
-
-        def write() -> None:
-            for log_dir, hws in by_dir.items():
-                self.log_manager.write_replication_offsets(log_dir, hws)
-
-        await trio.to_thread.run_sync(write)
+        await self.hw_checkpoint.write(self.partitions)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Periodic work: the HW checkpoint; ISR expiry and propagation (broker/isr.py)."""

@@ -14,10 +14,9 @@ and the leader epoch, and the Partition does the work on its Log.
 - ``stop_replicas`` (StopReplica): drops partitions, deleting their logs if asked.
 - ``append_records`` (Produce): acks validation, then per partition
   ``append_records_to_leader``; wakes parked fetches of partitions that grew.
-- ``fetch_messages`` / ``wait_for_fetch`` (Fetch): per partition reads bounded by the
-  response's ``max_bytes`` (the first partition with data may exceed it by one batch so
-  a consumer always progresses); a fetch short of ``min_bytes`` parks in
-  ``fetch_waiters`` until appends satisfy it or ``max_wait_ms`` passes.
+- ``fetch_messages`` / ``wait_for_fetch`` (Fetch): delegated to the FetchReader
+  (broker/fetch_reader.py); a follower's fetch comes back here to move its LEO, the HW
+  and the ISR.
 - Two purgatories keyed by partition: ``fetch_waiters`` (woken on append and HW move)
   and ``produce_waiters`` (HW, ISR or leadership changes: acks=all, offset-ordered -
   broker/delayed_produce.py).
@@ -29,9 +28,7 @@ replicaStateChangeLock); data-path calls are synchronous and never wait on it.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,23 +37,22 @@ import trio
 from minibroker.broker.assignment import validate_topic_name
 from minibroker.broker.config import BrokerConfig, TopicConfig
 from minibroker.broker.delayed_produce import DelayedProducePurgatory, PendingAck, await_replication
+from minibroker.broker.fetch_reader import FetchPartition as FetchPartition
+from minibroker.broker.fetch_reader import FetchReader
+from minibroker.broker.fetch_reader import FetchRequest as FetchRequest
+from minibroker.broker.fetch_reader import PartitionRead as PartitionRead
+from minibroker.broker.hw_checkpoint import HighWatermarkCheckpoint
 from minibroker.broker.isr import IsrManager, IsrStore, record_follower_fetch
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import (
-    NO_EPOCH,
     AppendResult,
     Partition,
     PartitionState,
     ReadResult,
 )
 from minibroker.broker.purgatory import Purgatory
-from minibroker.broker.replication_quota import (
-    FetchBudget,
-    ReplicationQuotas,
-    is_listed,
-    is_throttled_copy,
-)
+from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.protocol.errors import (
     NONE,
     ConfigError,
@@ -65,7 +61,6 @@ from minibroker.protocol.errors import (
     KafkaError,
     KafkaStorageError,
     MinibrokerError,
-    OffsetOutOfRangeError,
     StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
@@ -79,8 +74,6 @@ from minibroker.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 log = logging.getLogger(__name__)
 
 VALID_ACKS = frozenset({0, 1, -1})
-THROTTLE_RETRY_MIN_S = 0.005
-"""Shortest pause before a parked, throttled follower fetch reads again (no spinning)."""
 
 
 TopicConfigLoader = Callable[[str], Awaitable[Mapping[str, str]]]
@@ -110,54 +103,6 @@ class FetcherHook(Protocol):
     def add_partitions(self, partitions: Sequence[Partition]) -> None: ...
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
     def shutdown(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class FetchPartition:
-    """One partition of a Fetch request."""
-
-    tp: TopicPartition
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = NO_EPOCH
-
-
-@dataclass(frozen=True, slots=True)
-class FetchRequest:
-    """A Fetch request's parameters (replica_id -1: a consumer, else a follower)."""
-
-    replica_id: int
-    max_bytes: int
-    min_bytes: int
-    max_wait_ms: int
-    partitions: Sequence[FetchPartition]
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRead:
-    """One partition of a Fetch answer: a result or the error that replaced it."""
-
-    tp: TopicPartition
-    result: ReadResult | None
-    error: KafkaError | None
-    # With OFFSET_OUT_OF_RANGE the leader still tells where its log starts and ends,
-    # so a consumer can reset without another round trip.
-    high_watermark: int = -1
-    log_start_offset: int = -1
-
-    @property
-    def size(self) -> int:
-        return 0 if self.result is None else len(self.result.records)
-
-
-def fetch_satisfied(reads: Sequence[PartitionRead], fetch: FetchRequest) -> bool:
-    """A fetch is answered once it has min_bytes, or as soon as any partition fails."""
-    total = 0
-    for read in reads:
-        if read.error is not None:
-            return True
-        total += read.size
-    return total >= fetch.min_bytes
 
 
 def write_epoch_checkpoints(caches: Sequence[LeaderEpochCache]) -> None:
@@ -223,9 +168,17 @@ class ReplicaManager:
         self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
         self.produce_waiters = DelayedProducePurgatory(self.get_partition)
         self.fetcher = fetcher
-        # The replication throttle (broker/replication_quota.py); its rates are set by
-        # broker/broker_configs.py, the fetchers share the follower side.
-        self.replication_quotas = replication_quotas or ReplicationQuotas.unlimited()
+        # The replication throttle (broker/replication_quota.py) lives with the reads it
+        # limits; ``replication_quotas`` below reaches it.
+        self.fetch_reader = FetchReader(
+            broker_id=self.broker_id,
+            partitions=self.partitions,
+            partition_or_error=self.partition_or_error,
+            fetch_waiters=self.fetch_waiters,
+            replication_quotas=replication_quotas or ReplicationQuotas.unlimited(),
+            on_corrupt_read=self._corrupt_read,
+            on_follower_fetch=self._record_follower_fetch,
+        )
         self._on_log_dir_failure = on_log_dir_failure
         self.corruption = None if corruption is None else corruption(self)
         self.isr_manager = IsrManager(
@@ -240,7 +193,17 @@ class ReplicaManager:
         # creation and deletion here, retention and checkpoints in log maintenance)
         # holds this lock, so no two threads - or a thread and the loop - use it at once.
         self.log_manager_lock = trio.Lock()
-        self._checkpointed_hw: dict[TopicPartition, int] | None = None
+        self.hw_checkpoint = HighWatermarkCheckpoint(log_manager)
+
+    @property
+    def replication_quotas(self) -> ReplicationQuotas:
+        """The replication throttle: its rates are set by broker/broker_configs.py, the
+        leader side limits reads here, the fetchers share the follower side."""
+        return self.fetch_reader.replication_quotas
+
+    @replication_quotas.setter
+    def replication_quotas(self, quotas: ReplicationQuotas) -> None:
+        self.fetch_reader.replication_quotas = quotas
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -423,7 +386,7 @@ class ReplicaManager:
                 log=log_,
                 config=configs[tp],
                 clock=self.clock,
-                initial_high_watermark=self._initial_high_watermark(tp),
+                initial_high_watermark=self.hw_checkpoint.initial(tp),
             )
             self._check_recovery_cuts(self.partitions[tp])
         return errors
@@ -436,20 +399,8 @@ class ReplicaManager:
         if not cuts or self.corruption is None:
             return
         first = min(cuts, key=lambda cut: cut.offset)
-        if first.offset < self._initial_high_watermark(partition.tp):
+        if first.offset < self.hw_checkpoint.initial(partition.tp):
             self.corruption.found(partition, first, "recovery", counted=True)
-
-    def _initial_high_watermark(self, tp: TopicPartition) -> int:
-        """The HW this broker checkpointed for ``tp`` (0 if none): read once, lazily."""
-        if self._checkpointed_hw is None:
-            hws: dict[TopicPartition, int] = {}
-            for log_dir in self.log_manager.log_dirs:
-                try:
-                    hws.update(self.log_manager.read_replication_offsets(log_dir))
-                except MinibrokerError as exc:
-                    log.warning("ignoring %s: %s", log_dir, exc)
-            self._checkpointed_hw = hws
-        return self._checkpointed_hw.get(tp, 0)
 
     async def stop_replicas(
         self, controller_epoch: int, stops: Sequence[tuple[TopicPartition, bool]]
@@ -527,109 +478,22 @@ class ReplicaManager:
 
     def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | None:
         """Kafka's fetchMessages, first half: the answer now, or None if the fetch must
-        wait (``wait_for_fetch``) - it asked to wait, found fewer than ``min_bytes``
-        and no partition failed."""
-        reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
-        if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
-            return self._record_throttled(fetch.replica_id, reads)
-        return None
+        wait (``wait_for_fetch``); broker/fetch_reader.py."""
+        return self.fetch_reader.fetch_messages(fetch)
 
     async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
-        """The delayed fetch: parked on its partitions, re-read on every append or HW
-        move there, answered once satisfied or at ``max_wait_ms``."""
-        deadline = trio.current_time() + fetch.max_wait_ms / 1000
-        keys = [p.tp for p in fetch.partitions]
-        while True:
-            with self.fetch_waiters.watch(keys) as waiter:
-                reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
-                if fetch_satisfied(reads, fetch):
-                    return self._record_throttled(fetch.replica_id, reads)
-                wake = min(deadline, self._throttle_retry_at(fetch.replica_id))
-                if not await waiter.wait_until(wake) and wake >= deadline:
-                    reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
-                    return self._record_throttled(fetch.replica_id, reads)
+        """The delayed fetch, answered once satisfied or at ``max_wait_ms``."""
+        return await self.fetch_reader.wait_for_fetch(fetch)
 
     def read(
         self, replica_id: int, max_bytes: int, partitions: Sequence[FetchPartition]
     ) -> list[PartitionRead]:
         """Read every requested partition, sharing ``max_bytes`` between them."""
-        from_follower = replica_id >= 0
-        remaining = max_bytes
-        first_with_data = True
-        reads: list[PartitionRead] = []
-        budget: FetchBudget | None = None  # made on first need: most fetches never do
-        for request in partitions:
-            try:
-                partition = self.partition_or_error(request.tp)
-                max_bytes = min(request.max_bytes, remaining)
-                held = False
-                if from_follower and self._leader_throttles(partition, replica_id):
-                    # A throttled copy gets at most the quota's allowance; with none, no
-                    # records now but its HW and offsets as usual.
-                    budget = budget or FetchBudget(self.replication_quotas.leader)
-                    max_bytes = budget.take(max_bytes)
-                    held = max_bytes == 0
-                result = partition.read(
-                    request.fetch_offset,
-                    max_bytes,
-                    from_follower=from_follower,
-                    current_leader_epoch=request.current_leader_epoch,
-                    min_one_message=first_with_data and not held,
-                )
-            except CorruptRecordError as exc:
-                if self.corruption is not None:
-                    self.corruption.found(self.partitions[request.tp], exc, "read")
-                reads.append(PartitionRead(request.tp, None, KafkaStorageError(str(exc))))
-                continue
-            except OffsetOutOfRangeError as exc:
-                p = self.partitions[request.tp]
-                reads.append(
-                    PartitionRead(request.tp, None, exc, p.high_watermark, p.log_start_offset)
-                )
-                continue
-            except KafkaError as exc:
-                reads.append(PartitionRead(request.tp, None, exc))
-                continue
-            size = len(result.records)
-            if size:
-                first_with_data = False
-                remaining = max(0, remaining - size)
-            reads.append(PartitionRead(request.tp, result, None))
-            if from_follower:
-                self._record_follower_fetch(partition, replica_id, request.fetch_offset, result)
-        return reads
+        return self.fetch_reader.read(replica_id, max_bytes, partitions)
 
-    def _leader_throttles(self, partition: Partition, replica_id: int) -> bool:
-        """Is ``partition``'s copy to follower ``replica_id`` throttled here? (Listed for
-        this leader and the follower not in the ISR: in-sync followers never are.)"""
-        return is_throttled_copy(
-            partition.config.leader_replication_throttled_replicas,
-            self.broker_id,
-            partition.tp.partition,
-            replica_id in partition.isr,
-        )
-
-    def _throttle_retry_at(self, replica_id: int) -> float:
-        """When a parked follower fetch should read again because the leader quota
-        frees up (a throttled copy would otherwise idle until max_wait_ms)."""
-        quota = self.replication_quotas.leader
-        if replica_id < 0 or not quota.is_exceeded():
-            return math.inf
-        return trio.current_time() + max(quota.throttle_time_s(), THROTTLE_RETRY_MIN_S)
-
-    def _record_throttled(self, replica_id: int, reads: list[PartitionRead]) -> list[PartitionRead]:
-        """Count the bytes a follower's answer carries for partitions throttled on this
-        leader (in-sync followers' too, as Kafka), then return ``reads`` unchanged."""
-        if replica_id < 0:
-            return reads
-        for read in reads:
-            partition = self.partitions.get(read.tp)
-            if not read.size or partition is None:
-                continue
-            listed = partition.config.leader_replication_throttled_replicas
-            if is_listed(listed, self.broker_id, read.tp.partition):
-                self.replication_quotas.leader.record(read.size)
-        return reads
+    def _corrupt_read(self, partition: Partition, error: CorruptRecordError) -> None:
+        if self.corruption is not None:
+            self.corruption.found(partition, error, "read")
 
     def _record_follower_fetch(
         self, partition: Partition, replica_id: int, fetch_offset: int, result: ReadResult
@@ -666,28 +530,12 @@ class ReplicaManager:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def high_watermarks(self) -> dict[Path, dict[TopicPartition, int]]:
-        """Each log dir's partitions and their HWs (what replication-offset-checkpoint holds)."""
-        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
-        for tp, partition in self.partitions.items():
-            by_dir.setdefault(partition.log.dir.parent, {})[tp] = partition.high_watermark
-        # A log loaded at start-up whose partition no LeaderAndIsr has created yet
-        # keeps the HW checkpointed before: writing without it would forget it.
-        for tp, log_ in self.log_manager.logs.items():
-            if tp not in self.partitions and (hw := self._initial_high_watermark(tp)):
-                by_dir.setdefault(log_.dir.parent, {})[tp] = hw
-        for offline in self.log_manager.offline_log_dirs:
-            by_dir.pop(offline, None)
-        return by_dir
+        """Each log dir's partitions and their HWs (broker/hw_checkpoint.py)."""
+        return self.hw_checkpoint.by_log_dir(self.partitions)
 
     async def checkpoint_high_watermarks(self) -> None:
         """Write replication-offset-checkpoint in every log dir (fsync in a thread)."""
-        by_dir = self.high_watermarks()
-
-        def write() -> None:
-            for log_dir, hws in by_dir.items():
-                self.log_manager.write_replication_offsets(log_dir, hws)
-
-        await trio.to_thread.run_sync(write)
+        await self.hw_checkpoint.write(self.partitions)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Periodic work: the HW checkpoint; ISR expiry and propagation (broker/isr.py)."""

@@ -8,10 +8,10 @@ first segment after retention by offset or ``truncate_fully_and_start_at``);
 
 Append (leader): every batch is validated (header walk + CRC-32C, sizes), its
 baseOffset patched in place to the next offsets (and partitionLeaderEpoch when given),
-then the whole buffer goes to the active segment in one write. Records are never
-decoded. Append as follower: offsets are kept; they must not go back and must be
-contiguous within one append; a gap before the first batch starts a new segment, so
-offsets inside every segment stay contiguous (which recovery relies on).
+all in ``storage.log_append``; then the whole buffer goes to the active segment in one
+write. Records are never decoded. Append as follower: offsets are kept; they must not
+go back and must be contiguous within one append; a gap before the first batch starts a
+new segment, so offsets inside every segment stay contiguous (which recovery relies on).
 
 Idempotent producers (``storage.producer_state``): batches with a producer id update
 the partition's producer state. On the leader each is checked first: a retried batch
@@ -44,22 +44,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from minibroker.protocol.errors import (
-    CorruptMessageError,
-    MessageTooLargeError,
-    OffsetOutOfRangeError,
-    RecordListTooLargeError,
-)
-from minibroker.protocol.records import (
-    LOG_OVERHEAD,
-    BatchHeader,
-    patch_base_offset,
-    patch_partition_leader_epoch,
-    validate_batch,
-)
+from minibroker.protocol.errors import OffsetOutOfRangeError, RecordListTooLargeError
+from minibroker.protocol.records import BatchHeader
 from minibroker.storage.corruption import CorruptionStats, check_batches
 from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.leader_epoch import LeaderEpochCache
+from minibroker.storage.log_append import LogAppendInfo as LogAppendInfo
+from minibroker.storage.log_append import validate_and_assign
 from minibroker.storage.log_config import Clock, LogConfig, system_clock
 from minibroker.storage.log_loader import load_segments, report_truncation
 from minibroker.storage.names import TopicPartition, parse_partition_dir
@@ -91,16 +82,6 @@ class FetchDataInfo(NamedTuple):
     offset_metadata: LogOffsetMetadata
     records: memoryview
     next_offset: int
-
-
-class LogAppendInfo(NamedTuple):
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    num_batches: int
-    valid_bytes: int
-    duplicate: bool = False  # a producer's retry of batches already in the log: not written
 
 
 class FlushStats:
@@ -269,57 +250,18 @@ class Log:
             view = memoryview(bytearray(view))  # patching needs writable bytes: one copy
         total = view.nbytes
         segment = self._segments[-1]
-        next_offset = segment.next_offset
-        first_offset = -1
-        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-        epochs: list[tuple[int, int]] = []
-        producers = None
-        latest_epoch = self.leader_epoch_cache.latest_epoch
-        max_batch = self.config.max_message_bytes
-        position = 0
-        count = 0
-        while position < total:
-            header = validate_batch(view, position)
-            size = header.batch_length + LOG_OVERHEAD
-            if size > max_batch:
-                raise MessageTooLargeError(f"batch of {size} bytes exceeds {max_batch}")
-            if assign_offsets:
-                base = next_offset
-                patch_base_offset(view, position, base)
-            else:
-                base = header.base_offset
-                if base < next_offset or (count and base != next_offset):
-                    raise CorruptMessageError(
-                        f"batch offset {base} does not follow {next_offset - 1}"
-                    )
-            if not count:
-                first_offset = base
-            if header.producer_id >= 0:
-                if producers is None:
-                    producers = self.producer_state.append(validate=assign_offsets)
-                duplicate = producers.add(header, base)
-                if duplicate is not None:
-                    return LogAppendInfo(
-                        duplicate.first_offset,
-                        duplicate.last_offset,
-                        NO_TIMESTAMP,
-                        -1,
-                        1,
-                        0,
-                        True,
-                    )
-            epoch = header.partition_leader_epoch
-            if leader_epoch is not None:
-                patch_partition_leader_epoch(view, position, leader_epoch)
-                epoch = leader_epoch
-            if epoch > latest_epoch:
-                latest_epoch = epoch
-                epochs.append((epoch, base))
-            next_offset = base + header.last_offset_delta + 1
-            if header.max_timestamp > max_timestamp:
-                max_timestamp, offset_of_max = header.max_timestamp, next_offset - 1
-            position += size
-            count += 1
+        found = validate_and_assign(
+            view,
+            next_offset=segment.next_offset,
+            assign_offsets=assign_offsets,
+            leader_epoch=leader_epoch,
+            latest_epoch=self.leader_epoch_cache.latest_epoch,
+            max_message_bytes=self.config.max_message_bytes,
+            producer_state=self.producer_state,
+        )
+        if isinstance(found, LogAppendInfo):
+            return found  # a producer's retry: its original offsets, nothing written
+        first_offset, next_offset, max_timestamp, offset_of_max, count, epochs, producers = found
         if not count:
             return LogAppendInfo(next_offset, next_offset - 1, NO_TIMESTAMP, -1, 0, 0)
         if total > self.config.segment_bytes:

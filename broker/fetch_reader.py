@@ -1,0 +1,216 @@
+"""The Fetch path: reading the requested partitions for a consumer or a follower.
+
+Kafka's fetchMessages and readFromLocalLog, split out of the ReplicaManager, which
+owns one FetchReader and delegates ``fetch_messages``, ``wait_for_fetch`` and ``read``
+to it. Per partition a read is bounded by the response's ``max_bytes`` (the first
+partition with data may exceed it by one batch so a consumer always progresses); a
+fetch short of ``min_bytes`` parks in the ``fetch_waiters`` purgatory until appends or
+HW moves satisfy it or ``max_wait_ms`` passes. Followers' reads of throttled copies
+take from the leader's replication quota (broker/replication_quota.py).
+
+The reader holds no state of its own: it is given the manager's partitions, their
+lookup, the purgatory and what to do when a read meets a corrupt replica or a follower
+fetches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import trio
+
+from minibroker.broker.partition import NO_EPOCH, Partition, ReadResult
+from minibroker.broker.purgatory import Purgatory
+from minibroker.broker.replication_quota import (
+    FetchBudget,
+    ReplicationQuotas,
+    is_listed,
+    is_throttled_copy,
+)
+from minibroker.protocol.errors import KafkaError, KafkaStorageError, OffsetOutOfRangeError
+from minibroker.storage.errors import CorruptRecordError
+from minibroker.storage.names import TopicPartition
+
+THROTTLE_RETRY_MIN_S = 0.005
+"""Shortest pause before a parked, throttled follower fetch reads again (no spinning)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    """One partition of a Fetch request."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = NO_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A Fetch request's parameters (replica_id -1: a consumer, else a follower)."""
+
+    replica_id: int
+    max_bytes: int
+    min_bytes: int
+    max_wait_ms: int
+    partitions: Sequence[FetchPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRead:
+    """One partition of a Fetch answer: a result or the error that replaced it."""
+
+    tp: TopicPartition
+    result: ReadResult | None
+    error: KafkaError | None
+    # With OFFSET_OUT_OF_RANGE the leader still tells where its log starts and ends,
+    # so a consumer can reset without another round trip.
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+    @property
+    def size(self) -> int:
+        return 0 if self.result is None else len(self.result.records)
+
+
+def fetch_satisfied(reads: Sequence[PartitionRead], fetch: FetchRequest) -> bool:
+    """A fetch is answered once it has min_bytes, or as soon as any partition fails."""
+    total = 0
+    for read in reads:
+        if read.error is not None:
+            return True
+        total += read.size
+    return total >= fetch.min_bytes
+
+
+class FetchReader:
+    """Answers Fetch requests from the partitions this broker holds."""
+
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        partitions: Mapping[TopicPartition, Partition],
+        partition_or_error: Callable[[TopicPartition], Partition],
+        fetch_waiters: Purgatory[TopicPartition],
+        replication_quotas: ReplicationQuotas,
+        on_corrupt_read: Callable[[Partition, CorruptRecordError], None],
+        on_follower_fetch: Callable[[Partition, int, int, ReadResult], None],
+    ) -> None:
+        """``partitions`` is the manager's live mapping; ``partition_or_error`` raises
+        the error to answer for a partition that cannot be read. ``on_follower_fetch``
+        takes (partition, follower id, fetch offset, result) after a follower's read."""
+        self.broker_id = broker_id
+        self.partitions = partitions
+        self.partition_or_error = partition_or_error
+        self.fetch_waiters = fetch_waiters
+        self.replication_quotas = replication_quotas
+        self._on_corrupt_read = on_corrupt_read
+        self._on_follower_fetch = on_follower_fetch
+
+    def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | None:
+        """Kafka's fetchMessages, first half: the answer now, or None if the fetch must
+        wait (``wait_for_fetch``) - it asked to wait, found fewer than ``min_bytes``
+        and no partition failed."""
+        reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+        if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
+            return self._record_throttled(fetch.replica_id, reads)
+        return None
+
+    async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
+        """The delayed fetch: parked on its partitions, re-read on every append or HW
+        move there, answered once satisfied or at ``max_wait_ms``."""
+        deadline = trio.current_time() + fetch.max_wait_ms / 1000
+        keys = [p.tp for p in fetch.partitions]
+        while True:
+            with self.fetch_waiters.watch(keys) as waiter:
+                reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                if fetch_satisfied(reads, fetch):
+                    return self._record_throttled(fetch.replica_id, reads)
+                wake = min(deadline, self._throttle_retry_at(fetch.replica_id))
+                if not await waiter.wait_until(wake) and wake >= deadline:
+                    reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                    return self._record_throttled(fetch.replica_id, reads)
+
+    def read(
+        self, replica_id: int, max_bytes: int, partitions: Sequence[FetchPartition]
+    ) -> list[PartitionRead]:
+        """Read every requested partition, sharing ``max_bytes`` between them."""
+        from_follower = replica_id >= 0
+        remaining = max_bytes
+        first_with_data = True
+        reads: list[PartitionRead] = []
+        budget: FetchBudget | None = None  # made on first need: most fetches never do
+        for request in partitions:
+            try:
+                partition = self.partition_or_error(request.tp)
+                max_bytes = min(request.max_bytes, remaining)
+                held = False
+                if from_follower and self._leader_throttles(partition, replica_id):
+                    # A throttled copy gets at most the quota's allowance; with none, no
+                    # records now but its HW and offsets as usual.
+                    budget = budget or FetchBudget(self.replication_quotas.leader)
+                    max_bytes = budget.take(max_bytes)
+                    held = max_bytes == 0
+                result = partition.read(
+                    request.fetch_offset,
+                    max_bytes,
+                    from_follower=from_follower,
+                    current_leader_epoch=request.current_leader_epoch,
+                    min_one_message=first_with_data and not held,
+                )
+            except CorruptRecordError as exc:
+                self._on_corrupt_read(self.partitions[request.tp], exc)
+                reads.append(PartitionRead(request.tp, None, KafkaStorageError(str(exc))))
+                continue
+            except OffsetOutOfRangeError as exc:
+                p = self.partitions[request.tp]
+                reads.append(
+                    PartitionRead(request.tp, None, exc, p.high_watermark, p.log_start_offset)
+                )
+                continue
+            except KafkaError as exc:
+                reads.append(PartitionRead(request.tp, None, exc))
+                continue
+            size = len(result.records)
+            if size:
+                first_with_data = False
+                remaining = max(0, remaining - size)
+            reads.append(PartitionRead(request.tp, result, None))
+            if from_follower:
+                self._on_follower_fetch(partition, replica_id, request.fetch_offset, result)
+        return reads
+
+    def _leader_throttles(self, partition: Partition, replica_id: int) -> bool:
+        """Is ``partition``'s copy to follower ``replica_id`` throttled here? (Listed for
+        this leader and the follower not in the ISR: in-sync followers never are.)"""
+        return is_throttled_copy(
+            partition.config.leader_replication_throttled_replicas,
+            self.broker_id,
+            partition.tp.partition,
+            replica_id in partition.isr,
+        )
+
+    def _throttle_retry_at(self, replica_id: int) -> float:
+        """When a parked follower fetch should read again because the leader quota
+        frees up (a throttled copy would otherwise idle until max_wait_ms)."""
+        quota = self.replication_quotas.leader
+        if replica_id < 0 or not quota.is_exceeded():
+            return math.inf
+        return trio.current_time() + max(quota.throttle_time_s(), THROTTLE_RETRY_MIN_S)
+
+    def _record_throttled(self, replica_id: int, reads: list[PartitionRead]) -> list[PartitionRead]:
+        """Count the bytes a follower's answer carries for partitions throttled on this
+        leader (in-sync followers' too, as Kafka), then return ``reads`` unchanged."""
+        if replica_id < 0:
+            return reads
+        for read in reads:
+            partition = self.partitions.get(read.tp)
+            if not read.size or partition is None:
+                continue
+            listed = partition.config.leader_replication_throttled_replicas
+            if is_listed(listed, self.broker_id, read.tp.partition):
+                self.replication_quotas.leader.record(read.size)
+        return reads

@@ -1,0 +1,258 @@
+"""The RecordBatch v2 header, byte for byte as Kafka writes it (magic 2, KIP-98).
+
+A batch is a 61-byte big-endian header followed by its records::
+
+    offset  size  field
+         0     8  baseOffset              first offset of the batch (assigned by the leader)
+         8     4  batchLength             bytes after this field (so batch size = 12 + it)
+        12     4  partitionLeaderEpoch    stamped by the leader; outside the CRC
+        16     1  magic                   always 2 here
+        17     4  crc                     CRC-32C of bytes 21 .. end of batch (unsigned)
+        21     2  attributes              bits 0-2 compression, 3 timestamp type,
+                                          4 transactional, 5 control
+        23     4  lastOffsetDelta         offset of the last record minus baseOffset
+        27     8  baseTimestamp
+        35     8  maxTimestamp
+        43     8  producerId
+        51     2  producerEpoch
+        53     4  baseSequence
+        57     4  recordCount
+        61        records (compressed as a whole when the batch uses a codec)
+
+Because baseOffset and partitionLeaderEpoch lie outside the CRC, a broker can assign
+offsets and stamp epochs by patching those bytes in place; it never needs to decode or
+re-encode records to append or to serve them (``read_header``, ``validate_batch``,
+``patch_*``). Setting LogAppendTime changes fields inside the CRC, so that one patch
+recomputes it. ``assemble_batch`` writes a header in front of an encoded records
+section; the records themselves are ``encode.py``'s and ``decode.py``'s.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from minibroker.protocol.compression import Compression, compress
+from minibroker.protocol.crc32c import crc32c
+from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records.types import Buffer, TimestampType
+
+MAGIC = 2
+BATCH_HEADER_SIZE = 61
+LOG_OVERHEAD = 12
+"""baseOffset + batchLength: the bytes of a batch not counted by batchLength."""
+MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC_START = 21  # attributes: first byte the CRC covers
+_CRC_OFFSET = 17
+_ATTRIBUTES = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_MAX_TIMESTAMP_OFFSET = 35
+_PARTITION_LEADER_EPOCH_OFFSET = 12
+
+_COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+"""Attributes bit 3: set when the batch's timestamps are LogAppendTime."""
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+
+class BatchHeader(NamedTuple):
+    """The 61-byte batch header, decoded. ``size`` is the whole batch in bytes."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & _COMPRESSION_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType(1 if self.attributes & TIMESTAMP_TYPE_BIT else 0)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+
+# --- reading and validating ----------------------------------------------------------
+
+
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Decode the batch header at ``pos`` without checking the CRC.
+
+    Raises CorruptMessageError when fewer than 61 bytes remain, the magic is not 2 or the
+    batch length cannot hold a header. It does not check that the whole batch is present:
+    compare ``pos + header.size`` with the buffer's length.
+    """
+    if len(buf) - pos < BATCH_HEADER_SIZE:
+        raise CorruptMessageError(f"batch header at {pos} is cut short")
+    header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    if header.magic != MAGIC:
+        raise CorruptMessageError(f"batch at {pos} has magic {header.magic}, expected 2")
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptMessageError(f"batch at {pos} has length {header.batch_length}")
+    return header
+
+
+def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Check the batch at ``pos`` is whole, well-formed and matches its CRC-32C.
+
+    On the append and recovery paths, once per batch: the header is unpacked once and
+    checked field by field before the BatchHeader is built.
+    """
+    if len(buf) - pos < BATCH_HEADER_SIZE:
+        raise CorruptMessageError(f"batch header at {pos} is cut short")
+    fields = _HEADER.unpack_from(buf, pos)
+    # fields: 1 batchLength, 3 magic, 4 crc, 5 attributes, 6 lastOffsetDelta, 12 count
+    batch_length = fields[1]
+    end = pos + batch_length + LOG_OVERHEAD
+    if fields[3] != MAGIC or batch_length < MIN_BATCH_LENGTH:
+        read_header(buf, pos)  # raises with the precise reason
+    if end > len(buf):
+        raise CorruptMessageError(f"batch at {pos} is cut short ({len(buf) - pos} bytes)")
+    count = fields[12]
+    if count < 1 or fields[6] != count - 1:
+        raise CorruptMessageError(
+            f"batch at {pos} has {count} records but lastOffsetDelta {fields[6]}"
+        )
+    if fields[5] & _COMPRESSION_MASK > Compression.ZSTD:
+        raise CorruptMessageError(f"batch at {pos} uses an unsupported compression codec")
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    actual = crc32c(view[pos + _CRC_START : end])
+    if actual != fields[4]:
+        raise CorruptMessageError(
+            f"batch at {pos} has CRC {fields[4]:#010x}, computed {actual:#010x}"
+        )
+    return BatchHeader._make(fields)
+
+
+def iter_headers(
+    buf: Buffer, pos: int = 0, end: int | None = None
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) of each whole batch in ``buf[pos:end]``; no CRC check.
+
+    Stops silently before a torn last batch: a caller that must account for every byte
+    compares the end of the last batch yielded with ``end``. A malformed header raises.
+    """
+    stop = len(buf) if end is None else end
+    unpack = _HEADER.unpack_from
+    make = BatchHeader._make
+    while stop - pos >= BATCH_HEADER_SIZE:
+        header = make(unpack(buf, pos))
+        if header.magic != MAGIC or header.batch_length < MIN_BATCH_LENGTH:
+            read_header(buf, pos)  # raises with the precise reason
+        size = header.batch_length + LOG_OVERHEAD
+        if pos + size > stop:
+            return
+        yield pos, header
+        pos += size
+
+
+# --- patches (in place) --------------------------------------------------------------
+
+
+def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Set baseOffset of the batch at ``pos``. It is outside the CRC."""
+    _I64.pack_into(buf, pos, base_offset)
+
+
+def patch_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Set partitionLeaderEpoch of the batch at ``pos``. It is outside the CRC."""
+    _I32.pack_into(buf, pos + _PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:
+    """Mark the batch at ``pos`` as LogAppendTime with ``timestamp_ms`` and fix its CRC.
+
+    As in Kafka, maxTimestamp carries the append time and every record of the batch
+    reads back with it; the records themselves are not touched.
+    """
+    header = read_header(buf, pos)
+    _ATTRIBUTES.pack_into(buf, pos + _CRC_START, header.attributes | TIMESTAMP_TYPE_BIT)
+    _I64.pack_into(buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    with memoryview(buf) as view:
+        crc = crc32c(view[pos + _CRC_START : pos + header.size])
+    _U32.pack_into(buf, pos + _CRC_OFFSET, crc)
+
+
+# --- writing -------------------------------------------------------------------------
+
+
+def assemble_batch(
+    records_section: bytes,
+    *,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    compression: Compression,
+    timestamp_type: TimestampType,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+) -> bytes:
+    """The batch: a header describing ``records_section`` (``count`` encoded records,
+    compressed here with ``compression``), its CRC computed, then the section."""
+    records_section = compress(compression, records_section)
+    attributes = int(compression) | (
+        TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
+    )
+    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records_section)
+    header = bytearray(
+        _HEADER.pack(
+            base_offset,
+            batch_length,
+            partition_leader_epoch,
+            MAGIC,
+            0,
+            attributes,
+            count - 1,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+    )
+    crc = crc32c(records_section, crc32c(memoryview(header)[_CRC_START:]))
+    _U32.pack_into(header, _CRC_OFFSET, crc)
+    return bytes(header) + records_section

@@ -2,7 +2,7 @@
 
 Runs a real ZooKeeper and three ``minibroker broker`` processes
 (``zookeeper.session.timeout.ms=6000``), creates a topic of PARTITIONS partitions with
-replication factor 3, then measures (issue 4's targets in brackets):
+replication factor 3, then measures (the targets in brackets):
 
 ``leader_kill_to_produce_s``  SIGKILL of partition 0's leader (not the controller) until
     a new leader accepts a produce to partition 0 [<= 7 s]; includes the session
@@ -112,7 +112,7 @@ async def leaders(data: KafkaZkClient, topic: str, partitions: int) -> dict[int,
 
 
 async def measure(zk_connect: str, root: Path, partitions: int) -> dict[str, Any]:
-    """Each scenario gets a fresh topic: without replication (issue 5) a replica that
+    """Each scenario gets a fresh topic: without replication a replica that
     left the ISR never rejoins it, so a fresh topic is the only full ISR."""
     procs = {b: start_broker(b, root, zk_connect) for b in BROKERS}
     try:

@@ -13,7 +13,7 @@ time of the same; the box is shared, so CPU says what the code costs).
 
 Everything after that runs without fsync: it measures the code path and the page
 cache, not the disk, so os.fsync and index msync are replaced by no-ops. Targets
-(issue 2, 2-core box): append 1 MiB batches >= 1000 MB/s, append 1 KiB batches >= 100,000 batches/s,
+(2-core box): append 1 MiB batches >= 1000 MB/s, append 1 KiB batches >= 100,000 batches/s,
 sequential read >= 2000 MB/s, offset lookup <= 20 us, recovery of 1 GiB of 16 KiB
 batches <= 2 s.
 """

@@ -1,4 +1,4 @@
-"""A single in-process broker driven by a test playing the controller (issue 3)."""
+"""A single in-process broker driven by a test playing the controller."""
 
 from __future__ import annotations
 

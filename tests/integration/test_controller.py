@@ -1,4 +1,4 @@
-"""The controller with a real ZooKeeper and real in-process brokers (issue 4)."""
+"""The controller with a real ZooKeeper and real in-process brokers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A failed log dir moves leadership, not the broker (issue 6), with a real ZooKeeper and
+"""A failed log dir moves leadership, not the broker, with a real ZooKeeper and
 three real in-process brokers with two log dirs each: the broker takes the dir offline
 and writes a log dir event notification; the controller resends LeaderAndIsr, reads
 KAFKA_STORAGE_ERROR for the replica in that dir and elects another leader from the ISR,

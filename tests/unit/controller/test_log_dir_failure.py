@@ -1,4 +1,4 @@
-"""A failed log dir on a live broker, as the controller handles it (issue 6): the
+"""A failed log dir on a live broker, as the controller handles it: the
 broker's log dir event notification makes the controller resend LeaderAndIsr for that
 broker's replicas, and KAFKA_STORAGE_ERROR answers take exactly those replicas offline.
 

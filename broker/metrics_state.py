@@ -39,7 +39,6 @@ before that the state families are absent. Fetcher lag needs fetch states that r
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -88,22 +87,6 @@ def _replication_quotas(quotas: ReplicationQuotas) -> Iterator[Metric]:
         )
 
 
-def fetcher_max_lag(fetcher: Any) -> int | None:
-    """The largest follower lag (leader HW minus the next fetch offset) over every
-    partition this broker fetches; None without a fetcher manager that records lag."""
-    fetchers = getattr(fetcher, "fetchers", None)
-    if not isinstance(fetchers, dict):
-        return None
-    lag = 0
-    for replica_fetcher in fetchers.values():
-        for state in getattr(replica_fetcher, "states", {}).values():
-            state_lag = getattr(state, "lag", None)
-            if state_lag is None:
-                return None  # fetch states that do not record lag: no figure at all
-            lag = max(lag, int(state_lag))
-    return lag
-
-
 class BrokerStateCollector(Collector):
     """Reads the broker's components at each scrape (a missing one is left out)."""
 
@@ -137,13 +120,12 @@ class BrokerStateCollector(Collector):
             purgatory.add_metric(["Fetch"], manager.fetch_waiters.watched)
             yield purgatory
             yield from _replication_quotas(manager.replication_quotas)
-            lag = fetcher_max_lag(manager.fetcher)
-            if lag is not None:
+            if manager.fetcher is not None:  # no replication: no figure, not a false 0
                 yield _labelled_gauge(
                     FETCHER_MAX_LAG,
                     "Largest lag, in messages, of a partition this broker follows.",
                     {"clientId": FETCHER_CLIENT_ID},
-                    lag,
+                    manager.fetcher.max_lag(),
                 )
         if self.server is not None:
             connections = UnknownMetricFamily(

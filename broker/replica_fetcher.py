@@ -460,6 +460,14 @@ class ReplicaFetcherManager:
         self._nursery: trio.Nursery | None = None
         self._waiting: list[ReplicaFetcher] = []
 
+    def max_lag(self) -> int:
+        """The largest lag (leader HW minus our LEO at its last answer) over every
+        partition this broker follows; 0 when it follows none."""
+        return max(
+            (state.lag for fetcher in self.fetchers.values() for state in fetcher.states.values()),
+            default=0,
+        )
+
     def add_partitions(self, partitions: Sequence[Partition]) -> None:
         for partition in partitions:
             if partition.is_leader or partition.leader_id < 0:

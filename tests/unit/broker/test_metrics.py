@@ -18,15 +18,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker import Broker
+from minibroker.broker.config import BrokerConfig
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
 from minibroker.broker.metrics_state import (
     BrokerStateCollector,
     PartitionCollector,
-    fetcher_max_lag,
     under_min_isr_count,
 )
 from minibroker.broker.partition import PartitionState
+from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.server import BrokerServer
@@ -241,16 +242,15 @@ async def test_isr_shrinks_and_expands_are_read_from_the_isr_manager(broker: Bro
     assert sample(collector, "kafka_server_replicamanager_isrexpands_total") == 2
 
 
-def test_fetcher_max_lag_is_the_largest_lag_over_followed_partitions() -> None:
+def test_fetcher_max_lag_is_the_largest_lag_over_followed_partitions(tmp_path: Path) -> None:
     def fetcher(*lags: int) -> SimpleNamespace:
         return SimpleNamespace(states={i: SimpleNamespace(lag=lag) for i, lag in enumerate(lags)})
 
-    manager = SimpleNamespace(fetchers={(2, 0): fetcher(5, 40), (3, 0): fetcher(7)})
-    assert fetcher_max_lag(manager) == 40
-    assert fetcher_max_lag(SimpleNamespace(fetchers={})) == 0
-    assert fetcher_max_lag(None) is None  # no replication: no figure, not a false 0
-    no_lag = SimpleNamespace(fetchers={(2, 0): SimpleNamespace(states={0: SimpleNamespace()})})
-    assert fetcher_max_lag(no_lag) is None
+    config = BrokerConfig.from_properties(None, {"broker.id": "1", "log.dirs": str(tmp_path)})
+    manager = ReplicaFetcherManager(config, address_of=lambda broker: None)
+    assert manager.max_lag() == 0  # following nothing
+    manager.fetchers = {(2, 0): fetcher(5, 40), (3, 0): fetcher(7)}  # type: ignore[dict-item]
+    assert manager.max_lag() == 40
 
 
 def test_log_flush_stats_become_a_summary_in_milliseconds() -> None:

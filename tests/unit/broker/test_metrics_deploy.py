@@ -48,7 +48,7 @@ def exported_families() -> set[str]:
         fetch_waiters=Purgatory("fetch"),
         isr_manager=SimpleNamespace(shrinks=0, expands=0),
         replication_quotas=ReplicationQuotas.unlimited(),
-        fetcher=SimpleNamespace(fetchers={}),
+        fetcher=SimpleNamespace(max_lag=lambda: 0),
     )
     metrics = BrokerMetrics()
     metrics.registry.register(PartitionCollector(manager))  # type: ignore[arg-type]
@@ -122,7 +122,7 @@ def exported_labels() -> set[str]:
         fetch_waiters=Purgatory("fetch"),
         isr_manager=SimpleNamespace(shrinks=0, expands=0),
         replication_quotas=ReplicationQuotas.unlimited(),
-        fetcher=SimpleNamespace(fetchers={}),
+        fetcher=SimpleNamespace(max_lag=lambda: 0),
     )
     collector = BrokerStateCollector(
         replica_manager=manager,  # type: ignore[arg-type]

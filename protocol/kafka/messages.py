@@ -1,5 +1,5 @@
 """The Kafka messages this broker speaks, one declaration per API (see schema.py),
-in three modules as protocol/schemas/ has them: data.py, cluster.py, replicas.py.
+in the modules protocol/schemas/ has: data.py, cluster.py, replicas.py, producer.py.
 
 Field names are Kafka's, in snake_case; ``key=`` gives the name the broker's handlers
 use where it differs (protocol/schemas/ call every per-topic collection ``topics`` and
@@ -21,6 +21,7 @@ from minibroker.protocol.kafka.cluster import (
     METADATA,
 )
 from minibroker.protocol.kafka.data import FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, PRODUCE
+from minibroker.protocol.kafka.producer import INIT_PRODUCER_ID
 from minibroker.protocol.kafka.replicas import (
     ALTER_PARTITION_REASSIGNMENTS,
     ALTER_REPLICA_LOG_DIRS,
@@ -39,6 +40,7 @@ MESSAGES: Final[dict[int, Message]] = {
         FETCH,
         LIST_OFFSETS,
         OFFSET_FOR_LEADER_EPOCH,
+        INIT_PRODUCER_ID,
         CREATE_TOPICS,
         DELETE_TOPICS,
         DESCRIBE_CONFIGS,

@@ -1,14 +1,16 @@
 """Kafka's own clients against a 3-broker cluster's Kafka listeners (`dev up
 --kafka-base-port`): kcat (librdkafka) and kafka-python produce and consume with keys
 and headers, see every broker and partition, and interoperate byte for byte with the
-bundled msgpack client. kafka-python 3 turns idempotence on by default, which needs
-InitProducerId (not served yet): its producers here pass ``enable_idempotence=False``.
+bundled msgpack client. kafka-python 3 producers run with their default settings
+(idempotent: InitProducerId, then sequence-numbered batches), one round trip also with
+idempotence off.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import subprocess
 import time
@@ -137,9 +139,54 @@ async def test_kafka_python_producer_and_consumer_round_trip(cluster: LocalClust
         assert offsets == sorted(offsets) == list(range(len(offsets)))
 
 
+def producer_ids_stored(cluster: LocalCluster, topic: str, partition: int) -> set[int]:
+    """The producer ids of every batch of ``topic``-``partition`` on every replica."""
+    segments = (cluster.data_dir).glob(f"broker-*/logs-*/{topic}-{partition}/*.log")
+    found: set[int] = set()
+    for segment in segments:
+        dumped = cluster.cli("dump-log", str(segment), bootstrap=False)
+        assert dumped.returncode == 0, dumped.stderr
+        found |= {int(n) for n in re.findall(rb"producerId: (-?\d+)", dumped.stdout)}
+    return found
+
+
+async def test_kafka_python_producer_with_default_settings_is_idempotent(
+    cluster: LocalCluster,
+) -> None:
+    await create_topic(cluster, "kafka-python-default", 3)
+    producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        futures = [
+            producer.send(
+                "kafka-python-default",
+                key=b"k%d" % i,
+                value=b"v%d" % i,
+                headers=[("n", b"%d" % i)],
+                partition=i % 3,
+            )
+            for i in range(90)
+        ]
+        producer.flush(timeout=30)
+        sent = [(f.get(timeout=30), i) for i, f in enumerate(futures)]
+        producer_id = producer._transaction_manager.producer_id_and_epoch.producer_id
+    finally:
+        producer.close()
+
+    assert producer_id >= 0  # it asked for an id: idempotence is on by default
+    found = consume_with_kafka_python(cluster, "kafka-python-default", 3, len(sent))
+    assert sorted(found) == sorted(
+        (meta.partition, meta.offset, b"k%d" % i, b"v%d" % i, [("n", b"%d" % i)])
+        for meta, i in sent
+    )
+    for partition in range(3):  # once each, in send order, at offsets 0..n-1
+        mine = [(offset, value) for p, offset, _, value, _ in sorted(found) if p == partition]
+        assert mine == [(n, b"v%d" % i) for n, i in enumerate(range(partition, 90, 3))]
+        assert producer_ids_stored(cluster, "kafka-python-default", partition) == {producer_id}
+
+
 async def test_kafka_python_finds_offsets_by_timestamp(cluster: LocalCluster) -> None:
     await create_topic(cluster, "by-time", 1)
-    producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap)
     try:
         for i in range(10):
             producer.send("by-time", value=b"%d" % i, timestamp_ms=1_000_000 + i * 1000)

@@ -17,13 +17,16 @@ from minibroker.broker.broker import Broker
 from minibroker.protocol.api import ApiKey, RequestHeader
 from minibroker.protocol.errors import (
     CorruptMessageError,
+    InvalidProducerEpochError,
     InvalidRequiredAcksError,
     MessageTooLargeError,
     NotLeaderOrFollowerError,
+    OutOfOrderSequenceNumberError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
 from minibroker.protocol.kafka.codec import decode_response, encode_request
+from minibroker.protocol.records import Record, encode_batch
 from tests.support.broker import (
     FakeController,
     WireClient,
@@ -210,3 +213,48 @@ async def test_a_good_produce_is_read_back_by_fetch(broker: Broker) -> None:
     [partition] = response["topics"][0]["partitions"]
     assert (partition["error_code"], partition["high_watermark"]) == (0, 2)
     assert partition["records"] == batch(b"a", b"b")[:12] + partition["records"][12:]
+
+
+def idempotent_batch(producer_id: int, epoch: int, sequence: int, *values: bytes) -> bytes:
+    records = [Record(v, timestamp=1_000) for v in values]
+    return encode_batch(
+        records, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence
+    )
+
+
+async def produce_answer(client: KafkaClient, records: bytes) -> tuple[int, int]:
+    body = produce_body("t", 0, records, acks=-1)
+    response = await client.kafka_request(ApiKey.PRODUCE, PRODUCE_VERSION, body)
+    [partition] = response["topics"][0]["partitions"]
+    return partition["error_code"], partition["base_offset"]
+
+
+async def test_idempotent_produce_on_the_kafka_wire_dedups_and_refuses_gaps_and_old_epochs(
+    broker: Broker,
+) -> None:
+    async with await connect(broker) as client:
+        versions = await client.kafka_request(ApiKey.API_VERSIONS, 3, {})
+        advertised = {
+            k["api_key"]: (k["min_version"], k["max_version"]) for k in versions["api_keys"]
+        }
+        assert advertised[ApiKey.INIT_PRODUCER_ID] == (0, 4)
+
+        new = {"transactional_id": None, "transaction_timeout_ms": 60_000}
+        first = await client.kafka_request(ApiKey.INIT_PRODUCER_ID, 4, new)
+        assert first["error_code"] == 0 and first["producer_id"] >= 0
+        pid, epoch = first["producer_id"], first["producer_epoch"]
+
+        assert await produce_answer(client, idempotent_batch(pid, epoch, 0, b"a", b"b")) == (0, 0)
+        # the retry of a Produce whose answer was lost: the original offset, nothing appended
+        assert await produce_answer(client, idempotent_batch(pid, epoch, 0, b"a", b"b")) == (0, 0)
+        assert await produce_answer(client, idempotent_batch(pid, epoch, 2, b"c")) == (0, 2)
+        gap = await produce_answer(client, idempotent_batch(pid, epoch, 9, b"z"))
+        assert gap[0] == OutOfOrderSequenceNumberError.code
+
+        bump = {**new, "producer_id": pid, "producer_epoch": epoch}
+        bumped = await client.kafka_request(ApiKey.INIT_PRODUCER_ID, 3, bump)
+        assert (bumped["producer_id"], bumped["producer_epoch"]) == (pid, epoch + 1)
+        assert await produce_answer(client, idempotent_batch(pid, epoch + 1, 0, b"d")) == (0, 3)
+        stale = await produce_answer(client, idempotent_batch(pid, epoch, 3, b"y"))
+        assert stale[0] == InvalidProducerEpochError.code
+    assert await log_end(broker) == 4

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import uuid
+from struct import pack
 from typing import Any
 
 import pytest
@@ -48,7 +49,12 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.kafka.codec import (
@@ -73,6 +79,7 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     18: (ApiVersionsRequest, ApiVersionsResponse),
     19: (CreateTopicsRequest, CreateTopicsResponse),
     20: (DeleteTopicsRequest, DeleteTopicsResponse),
+    22: (InitProducerIdRequest, InitProducerIdResponse),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
@@ -262,6 +269,43 @@ def test_unsupported_version_names_the_header_to_answer() -> None:
     with pytest.raises(UnsupportedKafkaVersion) as caught:
         decode_request(frame[4:])
     assert caught.value.header.correlation_id == 1
+
+
+def test_init_producer_id_matches_an_independent_struct_encoding() -> None:
+    """InitProducerId's bytes written out by hand: v0 (classic nullable string), v3
+    (flexible, compact nullable string, the KIP-360 id and epoch) and the v4 answer."""
+    v0 = encode_request(
+        RequestHeader(22, 0, 7, "c"), {"transactional_id": None, "transaction_timeout_ms": 60_000}
+    )
+    body_v0 = pack(">hhih", 22, 0, 7, 1) + b"c" + pack(">hi", -1, 60_000)
+    assert v0 == pack(">i", len(body_v0)) + body_v0
+    assert decode_request(v0[4:])[1] == {
+        "transactional_id": None,
+        "transaction_timeout_ms": 60_000,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+
+    bump = {
+        "transactional_id": None,
+        "transaction_timeout_ms": 1000,
+        "producer_id": 4001,
+        "producer_epoch": 3,
+    }
+    body_v3 = (
+        pack(">hhih", 22, 3, 8, 1)
+        + b"c"
+        + b"\x00"  # header v2: no tagged fields
+        + b"\x00"  # compact nullable string: null
+        + pack(">iqh", 1000, 4001, 3)
+        + b"\x00"
+    )
+    assert encode_request(RequestHeader(22, 3, 8, "c"), bump)[4:] == body_v3
+    assert decode_request(body_v3)[1] == bump
+
+    answer = {"throttle_time_ms": 0, "error_code": 0, "producer_id": 4001, "producer_epoch": 4}
+    expected = pack(">i", 9) + b"\x00" + pack(">ihqh", 0, 0, 4001, 4) + b"\x00"
+    assert b"".join(encode_response(RequestHeader(22, 4, 9, "c"), answer))[4:] == expected
 
 
 @pytest.mark.parametrize(

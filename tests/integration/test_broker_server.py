@@ -10,7 +10,8 @@ import trio
 import trio.testing
 
 from minibroker.broker.server import BrokerServer, Buffer, CloseConnection, Pending, Reply
-from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from minibroker.protocol.frames import encode_frame
+from tests.support.broker import read_frames
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -47,21 +48,6 @@ async def server() -> AsyncIterator[tuple[BrokerServer, ScriptedHandler]]:
         await nursery.start(server.run)
         yield server, handler
         nursery.cancel_scope.cancel()
-
-
-async def read_frames(stream: trio.SocketStream, count: int) -> list[bytes]:
-    decoder = FrameDecoder()
-    frames: list[bytes] = []
-    while len(frames) < count:
-        frame = decoder.next_frame()
-        if frame is NEED_DATA:
-            data = await stream.receive_some(65536)
-            assert data, "connection closed early"
-            decoder.feed(data)
-        else:
-            assert isinstance(frame, bytes)
-            frames.append(frame)
-    return frames
 
 
 async def test_answers_leave_in_request_order_even_when_finished_in_reverse(

@@ -20,7 +20,8 @@ from minibroker.broker.server import (
     Pending,
     Reply,
 )
-from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from minibroker.protocol.frames import encode_frame
+from tests.support.broker import read_frames
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -68,24 +69,9 @@ async def connect(port: int, *, receive_buffer: int | None = None) -> trio.Socke
     return trio.SocketStream(sock)
 
 
-async def answers(stream: trio.SocketStream, count: int) -> list[bytes]:
-    decoder = FrameDecoder()
-    frames: list[bytes] = []
-    while len(frames) < count:
-        frame = decoder.next_frame()
-        if frame is NEED_DATA:
-            data = await stream.receive_some(65536)
-            assert data, "connection closed instead of answering"
-            decoder.feed(data)
-        else:
-            assert isinstance(frame, bytes)
-            frames.append(frame)
-    return frames
-
-
 async def answer(stream: trio.SocketStream) -> bytes:
     """The one answer a stream is waiting for."""
-    (frame,) = await answers(stream, 1)
+    (frame,) = await read_frames(stream, 1)
     return frame
 
 
@@ -191,5 +177,5 @@ async def test_replies_of_unknown_size_are_limited_in_number_per_connection() ->
         await trio.testing.wait_all_tasks_blocked(cushion=0.1)
         assert handler.handled == MAX_PENDING
         handler.release.set()
-        assert await answers(client, count) == [b"released"] * count
+        assert await read_frames(client, count) == [b"released"] * count
         assert handler.handled == count

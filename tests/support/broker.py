@@ -77,6 +77,22 @@ async def running_broker(config: BrokerConfig) -> AsyncIterator[Broker]:
             nursery.cancel_scope.cancel()
 
 
+async def read_frames(stream: trio.abc.ReceiveStream, count: int) -> list[bytes]:
+    """The next ``count`` frames ``stream`` carries; fails if it closes first."""
+    decoder = FrameDecoder()
+    frames: list[bytes] = []
+    while len(frames) < count:
+        frame = decoder.next_frame()
+        if frame is NEED_DATA:
+            data = await stream.receive_some(65536)
+            assert data, "connection closed before the expected frames"
+            decoder.feed(data)
+        else:
+            assert isinstance(frame, bytes)
+            frames.append(frame)
+    return frames
+
+
 class WireClient:
     """A frame-level client on one connection (requests answered one at a time)."""
 

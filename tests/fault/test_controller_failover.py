@@ -12,7 +12,6 @@ out of the ISR, when it starts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -24,7 +23,7 @@ from minibroker.protocol.records import decode_records
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.types import WatchEvent, ZkEvent
-from tests.support.broker import batch
+from tests.support.broker import batch, fetch_body
 from tests.support.cluster import ProcessCluster
 from tests.support.durability import DurabilityChecker, ReadRecord
 
@@ -129,24 +128,9 @@ async def read_partition(cluster: ProcessCluster, partition: int) -> list[ReadRe
     records: list[ReadRecord] = []
     offset = 0
     for _ in range(100_000):  # a round reads at least one batch or ends
-        body: dict[str, Any] = {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 0,
-            "max_bytes": 8 << 20,
-            "topics": [
-                {
-                    "topic": TOPIC,
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "fetch_offset": offset,
-                            "partition_max_bytes": 8 << 20,
-                        }
-                    ],
-                }
-            ],
-        }
+        body = fetch_body(
+            TOPIC, {partition: offset}, min_bytes=0, max_bytes=8 << 20, partition_max_bytes=8 << 20
+        )
         response = await cluster.request(state["leader_id"], ApiKey.FETCH, body)
         answer = response["topics"][0]["partitions"][0]
         assert answer["error_code"] == 0, answer

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -29,7 +28,7 @@ from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.records import decode_records
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
-from tests.support.broker import batch
+from tests.support.broker import batch, fetch_body
 from tests.support.cluster import ProcessCluster
 from tests.support.durability import DurabilityChecker, ReadRecord
 
@@ -241,24 +240,9 @@ async def read_partition(cluster: ProcessCluster, partition: int) -> list[ReadRe
         if leader < 0:  # a broker just restarted has not had UpdateMetadata yet: ask again
             await trio.sleep(0.2)
             continue
-        body: dict[str, Any] = {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 0,
-            "max_bytes": 8 << 20,
-            "topics": [
-                {
-                    "topic": TOPIC,
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "fetch_offset": offset,
-                            "partition_max_bytes": 8 << 20,
-                        }
-                    ],
-                }
-            ],
-        }
+        body = fetch_body(
+            TOPIC, {partition: offset}, min_bytes=0, max_bytes=8 << 20, partition_max_bytes=8 << 20
+        )
         try:
             response = await cluster.request(leader, ApiKey.FETCH, body)
         except KafkaError:  # metadata named a leader that is just moving: ask again

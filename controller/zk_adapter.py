@@ -14,18 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from minibroker.controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
 from minibroker.controller.controller_zk import ControllerZk
+from minibroker.zk.config_changes import config_change_names, topics_changed
 from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.model import (
-    CONFIG_CHANGE_PREFIX,
-    CONFIG_CHANGES_PATH,
     BrokerInfo,
     TopicAssignment,
     WriteResult,
-    ZkDataError,
-    decode_config_change,
     partition_state_path,
 )
-from minibroker.zk.types import ZkError
 
 UNCLEAN_LEADER_ELECTION_KEY = "unclean.leader.election.enable"
 TOPIC_ENTITY_PREFIX = "topics/"
@@ -119,22 +115,10 @@ class ControllerZkAdapter:
         return None if value is None else value.strip().lower() == "true"
 
     async def get_config_changes(self, *, watch: bool) -> list[str]:
-        names = await self.data.zk.get_children(CONFIG_CHANGES_PATH, watch=watch)
-        return sorted(n for n in names if n.startswith(CONFIG_CHANGE_PREFIX))
+        return await config_change_names(self.data.zk, watch=watch)
 
     async def read_config_change_topics(self, names: Iterable[str]) -> set[str]:
-        paths = [f"{CONFIG_CHANGES_PATH}/{name}" for name in names]
-        topics: set[str] = set()
-        for path, result in zip(paths, await self.data.zk.get_many(paths), strict=True):
-            if isinstance(result, ZkError):
-                continue  # removed by a broker's cleanup meanwhile
-            try:
-                entity = decode_config_change(result[0], path)
-            except ZkDataError:
-                continue  # not a notification we know: nothing to act on
-            if entity.startswith(TOPIC_ENTITY_PREFIX):
-                topics.add(entity[len(TOPIC_ENTITY_PREFIX) :])
-        return topics
+        return await topics_changed(self.data.zk, names)
 
     # -- deletion ---------------------------------------------------------------------
 

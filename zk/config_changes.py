@@ -8,24 +8,26 @@ and re-read the entities named by the notifications they have not seen yet.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from minibroker.zk.client import ZkClient
-from minibroker.zk.model import CONFIG_CHANGE_PREFIX, CONFIG_CHANGES_PATH
+from minibroker.zk.model import (
+    CONFIG_CHANGE_PREFIX,
+    CONFIG_CHANGES_PATH,
+    ZkDataError,
+    decode_config_change,
+)
 from minibroker.zk.types import ZkError
 
 TOPIC_ENTITY_PREFIX = "topics/"
 
 
-def config_change_entity(data: bytes) -> str | None:
+def config_change_entity(data: bytes, path: str) -> str | None:
     """``entity_path`` of a notification's data; None for anything else."""
     try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    entity = value.get("entity_path") if isinstance(value, dict) else None
-    return entity if isinstance(entity, str) else None
+        return decode_config_change(data, path)
+    except ZkDataError:
+        return None  # not a notification we know: nothing to act on
 
 
 async def config_change_names(zk: ZkClient, *, watch: bool) -> list[str]:
@@ -38,10 +40,10 @@ async def topics_changed(zk: ZkClient, names: Iterable[str]) -> set[str]:
     """The topics the named notifications announce (a purged one is skipped)."""
     paths = [f"{CONFIG_CHANGES_PATH}/{name}" for name in names]
     topics: set[str] = set()
-    for result in await zk.get_many(paths):
+    for path, result in zip(paths, await zk.get_many(paths), strict=True):
         if isinstance(result, ZkError):
             continue  # removed by a broker's cleanup meanwhile
-        entity = config_change_entity(result[0])
+        entity = config_change_entity(result[0], path)
         if entity is not None and entity.startswith(TOPIC_ENTITY_PREFIX):
             topics.add(entity[len(TOPIC_ENTITY_PREFIX) :])
     return topics

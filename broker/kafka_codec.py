@@ -43,6 +43,7 @@ from minibroker.protocol.kafka.codec import (
     produce_version_unsupported,
     unsupported_api_versions,
 )
+from minibroker.protocol.session import UNKNOWN_SESSION, Session
 from minibroker.zk.model import KAFKA_LISTENER
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,9 @@ class KafkaCodec:
         self.dispatcher = dispatcher
         self.listener = listener
 
-    def handle(self, frame: bytes) -> Reply:
+    def handle(self, frame: bytes, session: Session = UNKNOWN_SESSION) -> Reply:
         try:
-            header, body = decode_request(frame)
+            header, body = decode_request(frame, session)
         except MalformedKafkaRequest as exc:
             raise CloseConnection(str(exc)) from exc
         except UnsupportedKafkaVersion as exc:

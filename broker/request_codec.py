@@ -35,6 +35,7 @@ from minibroker.protocol.api import (
     error_body,
 )
 from minibroker.protocol.errors import KafkaError
+from minibroker.protocol.session import UNKNOWN_SESSION, Session
 
 log = logging.getLogger(__name__)
 _rejections = LogRateLimiter(log)  # a client can send bad requests as fast as it likes
@@ -50,9 +51,9 @@ class MsgpackCodec:
         self.dispatcher = dispatcher
         self.listener = listener
 
-    def handle(self, frame: bytes) -> Reply:
+    def handle(self, frame: bytes, session: Session = UNKNOWN_SESSION) -> Reply:
         try:
-            header, body = decode_request(frame)
+            header, body = decode_request(frame, session)
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from exc
         except RejectedRequest as exc:

@@ -68,6 +68,7 @@ import trio
 from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.protocol.errors import MinibrokerError
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
+from minibroker.protocol.session import ANONYMOUS, Session
 
 log = logging.getLogger(__name__)
 _refusal_log = LogRateLimiter(log)  # closes a client can trigger at will
@@ -195,8 +196,12 @@ class CloseConnection(Exception):
 
 
 class RequestHandler(Protocol):
-    def handle(self, frame: bytes) -> Reply:
-        """Answer one request frame; raise CloseConnection if it is unparseable."""
+    listener: str
+    """The name of the listener this handler serves (it names the connections' sessions)."""
+
+    def handle(self, frame: bytes, session: Session) -> Reply:
+        """Answer one request frame sent by ``session``; raise CloseConnection if it is
+        unparseable."""
         ...
 
 
@@ -319,6 +324,8 @@ class _Connection:
         self.server = server
         self.stream = stream
         self.peer = _peer_name(stream)
+        self.session = Session(ANONYMOUS, _peer_host(stream), server.handler.listener)
+        """Who this connection speaks for; authentication replaces it."""
         self.queue: deque[_Slot] = deque()
         self.writing = 0  # replies taken off the queue and being written
         self.reading_done = False
@@ -441,7 +448,7 @@ class _Connection:
                 frame_started = trio.current_time() if decoder.buffered else math.inf
                 slot = _Slot()
                 try:
-                    reply = handle(frame)
+                    reply = handle(frame, self.session)
                 except CloseConnection as exc:
                     self._refuse("bad_frame", str(exc))
                     return
@@ -611,6 +618,16 @@ def _peer_name(stream: trio.abc.Stream) -> str:
     except OSError:
         return "?"
     return f"{host}:{port}"
+
+
+def _peer_host(stream: trio.abc.Stream) -> str:
+    sock = getattr(stream, "socket", None)
+    if sock is None:
+        return ""
+    try:
+        return str(sock.getpeername()[0])
+    except OSError:
+        return ""
 
 
 def idle_timeout_seconds(ms: int) -> float:

@@ -49,6 +49,7 @@ from minibroker.protocol.frames import FrameError, frame_prefix
 from minibroker.protocol.schemas import cluster, control, data, producer, replicas
 from minibroker.protocol.schemas.packing import Buffer, pack_buffers
 from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
+from minibroker.protocol.session import UNKNOWN_SESSION, Session
 
 _packb = msgpack.Packer(autoreset=True).pack
 
@@ -136,12 +137,14 @@ for _key, _api in SCHEMAS.items():
 
 
 class RequestHeader(NamedTuple):
-    """The first four elements of a request envelope."""
+    """The first four elements of a request envelope, and who sent it."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
+    session: Session = UNKNOWN_SESSION
+    """The sender's session (protocol/session.py), set by the codec from its connection."""
 
 
 class MalformedRequest(FrameError):
@@ -168,7 +171,7 @@ class UnsupportedRequestVersion(RejectedRequest, UnsupportedVersionError):
     """Unknown API key or a version outside SUPPORTED_VERSIONS: UNSUPPORTED_VERSION."""
 
 
-def _header_of(envelope: Any) -> RequestHeader:
+def _header_of(envelope: Any, session: Session = UNKNOWN_SESSION) -> RequestHeader:
     """The header of an unpacked request envelope, or MalformedRequest."""
     if type(envelope) is not list or len(envelope) != 5:
         raise MalformedRequest("request is not a 5-element msgpack array")
@@ -181,7 +184,7 @@ def _header_of(envelope: Any) -> RequestHeader:
         or not (client_id is None or type(client_id) is str)
     ):
         raise MalformedRequest("request header has wrong types")
-    return RequestHeader(api_key, api_version, correlation_id, client_id)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, session)
 
 
 _HEADER_BYTES: Final = MAX_STRING_BYTES + 64
@@ -239,8 +242,11 @@ class _ElementBudget:
         return items
 
 
-def decode_request(payload: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
-    """Parse and validate one request frame payload: (header, body with defaults)."""
+def decode_request(
+    payload: bytes | bytearray | memoryview, session: Session = UNKNOWN_SESSION
+) -> tuple[RequestHeader, Any]:
+    """Parse and validate one request frame payload: (header, body with defaults); the
+    header carries ``session``."""
     try:
         envelope = msgpack.unpackb(
             payload,
@@ -257,7 +263,7 @@ def decode_request(payload: bytes | bytearray | memoryview) -> tuple[RequestHead
         if isinstance(exc, _TooManyElements) or "exceeds max_" in str(exc):
             raise InvalidRequestBody(f"request too large to decode: {exc}", header) from exc
         raise InvalidRequestBody(f"unparseable request body: {exc}", header) from exc
-    header = _header_of(envelope)
+    header = _header_of(envelope, session)
     validate = _validator_for(header)
     body = envelope[4]
     try:

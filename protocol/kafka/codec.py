@@ -42,6 +42,7 @@ from minibroker.protocol.kafka.compiler import (
 from minibroker.protocol.kafka.data import PRODUCE
 from minibroker.protocol.kafka.messages import MESSAGES
 from minibroker.protocol.kafka.schema import Message
+from minibroker.protocol.session import UNKNOWN_SESSION, Session
 
 ADVERTISED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
     key: (message.valid.low, message.valid.high or message.valid.low)
@@ -119,7 +120,9 @@ def _skip_tagged_fields(frame: bytes, pos: int) -> int:
     return pos
 
 
-def decode_request_header(frame: bytes) -> tuple[RequestHeader, int]:
+def decode_request_header(
+    frame: bytes, session: Session = UNKNOWN_SESSION
+) -> tuple[RequestHeader, int]:
     """The v1 part of a request header and where it ends (before any tagged fields)."""
     try:
         api_key, api_version, correlation_id, n = _HEADER.unpack_from(frame, 0)
@@ -132,12 +135,13 @@ def decode_request_header(frame: bytes) -> tuple[RequestHeader, int]:
             pos += n
     except _DECODE_ERRORS as exc:
         raise MalformedKafkaRequest(f"unreadable Kafka request header: {exc}") from exc
-    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+    return RequestHeader(api_key, api_version, correlation_id, client_id, session), pos
 
 
-def decode_request(frame: bytes) -> tuple[RequestHeader, Body]:
-    """A request frame's header and body; see the module docstring for the errors."""
-    header, pos = decode_request_header(frame)
+def decode_request(frame: bytes, session: Session = UNKNOWN_SESSION) -> tuple[RequestHeader, Body]:
+    """A request frame's header (carrying ``session``) and body; see the module
+    docstring for the errors."""
+    header, pos = decode_request_header(frame, session)
     message = message_for(header.api_key, header.api_version)
     if message is None:
         raise UnsupportedKafkaVersion(_unsupported(header), header)

@@ -11,6 +11,7 @@ import trio.testing
 
 from minibroker.broker.server import BrokerServer, Buffer, CloseConnection, Pending, Reply
 from minibroker.protocol.frames import encode_frame
+from minibroker.protocol.session import Session
 from tests.support.broker import read_frames
 
 pytestmark = pytest.mark.timeout(30)
@@ -20,10 +21,14 @@ class ScriptedHandler:
     """Frames are ASCII commands: 'now:X' answers X at once, 'later:X' parks until
     released (released in any order), 'close' is unparseable, 'quiet' has no answer."""
 
+    listener = "PLAINTEXT"
+
     def __init__(self) -> None:
         self.gates: dict[str, trio.Event] = {}
+        self.sessions: list[Session] = []
 
-    def handle(self, frame: bytes) -> Reply:
+    def handle(self, frame: bytes, session: Session) -> Reply:
+        self.sessions.append(session)
         command, _, arg = frame.decode().partition(":")
         if command == "close":
             raise CloseConnection("scripted close")
@@ -62,6 +67,16 @@ async def test_answers_leave_in_request_order_even_when_finished_in_reverse(
         await trio.testing.wait_all_tasks_blocked()
         handler.gates["a"].set()
         assert await read_frames(stream, 4) == [b"a", b"b", b"c", b"d"]
+
+
+async def test_every_request_carries_its_connections_anonymous_session(
+    server: tuple[BrokerServer, ScriptedHandler],
+) -> None:
+    srv, handler = server
+    async with await trio.open_tcp_stream("127.0.0.1", srv.port) as stream:
+        await stream.send_all(encode_frame(b"now:a") + encode_frame(b"now:b"))
+        assert await read_frames(stream, 2) == [b"a", b"b"]
+    assert handler.sessions == [Session("User:ANONYMOUS", "127.0.0.1", "PLAINTEXT")] * 2
 
 
 async def test_an_unparseable_frame_closes_after_earlier_answers_are_written(

@@ -21,6 +21,7 @@ from minibroker.broker.server import (
     Reply,
 )
 from minibroker.protocol.frames import encode_frame
+from minibroker.protocol.session import Session
 from tests.support.broker import read_frames
 
 pytestmark = pytest.mark.timeout(30)
@@ -37,7 +38,9 @@ class SizedHandler:
         self.handled = 0
         self.release = trio.Event()
 
-    def handle(self, frame: bytes) -> Reply:
+    listener = "PLAINTEXT"
+
+    def handle(self, frame: bytes, session: Session) -> Reply:
         self.handled += 1
         if frame == b"big":
             return [encode_frame(bytes(RESPONSE))]

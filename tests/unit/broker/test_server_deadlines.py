@@ -12,13 +12,16 @@ import trio.testing
 
 from minibroker.broker.server import BrokerServer, Reply
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from minibroker.protocol.session import Session
 
 DEADLINE_S = 10.0
 IDLE_S = 600.0
 
 
 class Echo:
-    def handle(self, frame: bytes) -> Reply:
+    listener = "PLAINTEXT"
+
+    def handle(self, frame: bytes, session: Session) -> Reply:
         return [encode_frame(frame)]
 
 

@@ -7,10 +7,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from minibroker.broker.server import BrokerServer, QueuedBytes, Reply
 from minibroker.broker.server_metrics import ServerLimitsCollector
+from minibroker.protocol.session import Session
 
 
 class Silent:
-    def handle(self, frame: bytes) -> Reply:
+    listener = "PLAINTEXT"
+
+    def handle(self, frame: bytes, session: Session) -> Reply:
         return None
 
 

@@ -28,6 +28,7 @@ from minibroker.coordinator.group import Answer, Group
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     NONE,
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     InvalidRequestError,
     KafkaError,
@@ -323,7 +324,10 @@ class CoordinatorApis:
             for g in self.coordinator.list_groups()
             if not wanted or g.state.value.lower() in wanted
         ]
-        return {"throttle_time_ms": 0, "error_code": NONE, "groups": groups}
+        # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while any of its partitions loads:
+        # the list would miss that partition's groups.
+        code = CoordinatorLoadInProgressError.code if self.coordinator.manager.loading else NONE
+        return {"throttle_time_ms": 0, "error_code": code, "groups": groups}
 
     def handle_delete_groups(self, header: RequestHeader, body: Body) -> HandlerResult:
         answer = self.coordinator.delete_groups(body["groups_names"])

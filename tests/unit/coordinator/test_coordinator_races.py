@@ -365,3 +365,26 @@ async def test_losing_leadership_answers_parked_joins_not_coordinator() -> None:
         c.manager.resigned(0)
         assert answered(join_b)["error_code"] == NotCoordinatorError.code
         assert heartbeat_code(c, 1, a) == NotCoordinatorError.code
+
+
+async def test_the_initial_rebalance_delay_waits_again_while_members_keep_arriving(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    c = make_coordinator(initial_delay_ms=3000)
+    async with running(c):
+        a = await member_id_for(c)
+        join_a = c.join_group(join_request(a))
+        await settle()
+        mock_clock.jump(2)
+        await settle()
+        assert join_a.get() is None  # everyone known has joined, still the delay runs
+        b = await member_id_for(c)
+        join_b = c.join_group(join_request(b))
+        await settle()
+        mock_clock.jump(1.1)  # the first delay is over, but b arrived during it
+        await settle()
+        assert join_a.get() is None
+        mock_clock.jump(3)
+        await settle()
+        assert answered(join_a)["generation_id"] == answered(join_b)["generation_id"] == 1
+        assert len(answered(join_a)["members"]) == 2

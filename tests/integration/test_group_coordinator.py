@@ -2,11 +2,14 @@
 3-broker cluster: two members join one generation, sync their assignments, heartbeat,
 commit and fetch offsets; then the coordinator's broker is SIGKILLed and the group's
 new coordinator (the new leader of its ``__consumer_offsets`` partition) still has
-every committed offset.
+every committed offset. The coordinating broker's /metrics reports the group by state,
+its committed offsets and its lag behind the high watermark.
 """
 
 from __future__ import annotations
 
+import re
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from minibroker.protocol.errors import (
     MemberIdRequiredError,
     NotCoordinatorError,
 )
+from tests.support.broker import batch
 from tests.support.cluster import ProcessCluster
 
 GROUP = "orders-readers"
@@ -101,6 +105,25 @@ def commit_body(generation: int, member_id: str, offsets: dict[int, int]) -> dic
     }
 
 
+async def scrape(cluster: ProcessCluster, broker_id: int) -> str:
+    (port,) = re.findall(r"metrics on port (\d+)", cluster.output(broker_id))[-1:]
+
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text: str = r.read().decode()
+            return text
+
+    return await trio.to_thread.run_sync(get)
+
+
+async def wait_for_metric(cluster: ProcessCluster, broker_id: int, line: str) -> None:
+    """Scrape until ``line`` appears (the high watermark reaches the coordinator's
+    replica a fetch after the write)."""
+    with trio.fail_after(20):
+        while line not in (await scrape(cluster, broker_id)).splitlines():
+            await trio.sleep(0.2)
+
+
 def fetched(answer: dict[str, Any]) -> dict[int, tuple[int, str | None]]:
     (group,) = answer["groups"]
     assert group["error_code"] == NONE, answer
@@ -117,8 +140,11 @@ async def test_two_members_share_a_generation_and_committed_offsets_survive_the_
     tmp_path: Path, zk_connect: str
 ) -> None:
     cluster = ProcessCluster(tmp_path, zk_connect, size=3, properties=PROPERTIES)
+    for broker in cluster.brokers.values():
+        broker.metrics_port = 0
     try:
         await cluster.start_all()
+        await cluster.create_topic(TOPIC, 6, 3)
         coordinator = await find_coordinator(cluster)
         port = cluster.brokers[coordinator].port
         async with (
@@ -218,6 +244,25 @@ async def test_two_members_share_a_generation_and_committed_offsets_survive_the_
                 )
             )
             assert before == {0: (42, "m0"), 1: (7, "m1"), 3: (99, "m3")}
+
+        leader = (await cluster.metadata(TOPIC))["partitions"][0]["leader_id"]
+        produced = await cluster.request(
+            leader,
+            ApiKey.PRODUCE,
+            {
+                "acks": -1,
+                "timeout_ms": 10_000,
+                "topics": [
+                    {"name": TOPIC, "partitions": [{"index": 0, "records": batch(*[b"r"] * 50)}]}
+                ],
+            },
+        )
+        assert produced["topics"][0]["partitions"][0]["error_code"] == NONE
+        labels = f'consumergroup="{GROUP}",partition="0",topic="{TOPIC}"'
+        await wait_for_metric(cluster, coordinator, f"kafka_consumergroup_lag{{{labels}}} 8.0")
+        text = (await scrape(cluster, coordinator)).splitlines()
+        assert f"kafka_consumergroup_current_offset{{{labels}}} 42.0" in text
+        assert "kafka_coordinator_group_groupmetadatamanager_numgroupsstable 1.0" in text
 
         cluster.kill(coordinator)
         successor = await find_coordinator(cluster, avoid=coordinator)

@@ -22,7 +22,7 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, OffsetCommitValue, partition_for
 from minibroker.storage.names import TopicPartition
-from tests.unit.coordinator.harness import GROUP, make_coordinator, running, settle
+from tests.unit.coordinator.harness import GROUP, join_request, make_coordinator, running, settle
 from tests.unit.coordinator.test_coordinator_races import stable_group
 
 HEADER = RequestHeader(0, 0, 1, "test-client")
@@ -197,3 +197,27 @@ async def test_leave_group_with_one_member_id_answers_its_error_at_the_top() -> 
     assert batch["members"] == [
         {"member_id": member, "group_instance_id": None, "error_code": NONE}
     ]
+
+
+async def test_describe_groups_shows_protocol_and_assignments_only_once_stable() -> None:
+    c = make_coordinator()
+    async with running(c), trio.open_nursery() as nursery:
+        apis = apis_for(c, cluster_cache(1, 1), nursery)
+        body = validated(ApiKey.DESCRIBE_GROUPS, {"groups": [GROUP, "unknown"]})
+        (member,) = await stable_group(c, 1)
+        stable, unknown = (await answer_of(apis.handle_describe_groups(HEADER, body)))["groups"]
+        c.join_group(join_request(member))  # the leader rejoins: a rebalance starts
+        await settle()
+        (rebalancing, _) = (await answer_of(apis.handle_describe_groups(HEADER, body)))["groups"]
+        nursery.cancel_scope.cancel()
+    assert (stable["group_state"], stable["protocol_type"], stable["protocol_data"]) == (
+        "Stable",
+        "consumer",
+        "range",
+    )
+    assert stable["members"][0]["member_assignment"] == member.encode()
+    assert stable["members"][0]["member_metadata"] == b"meta"
+    assert (unknown["error_code"], unknown["group_state"], unknown["members"]) == (NONE, "Dead", [])
+    assert rebalancing["group_state"] == "CompletingRebalance"
+    assert rebalancing["protocol_data"] == ""
+    assert rebalancing["members"][0]["member_assignment"] == b""

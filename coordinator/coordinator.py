@@ -33,7 +33,6 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import trio
 
@@ -41,6 +40,7 @@ from minibroker.broker.purgatory import Purgatory
 from minibroker.coordinator.group import Answer, Group, GroupState, Member
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
 from minibroker.coordinator.offset_operations import GroupOffsetOperations
+from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -59,8 +59,6 @@ from minibroker.protocol.errors import (
 from minibroker.storage.log_config import Clock
 
 log = logging.getLogger(__name__)
-
-Body = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ never change a group's membership.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from minibroker.coordinator.group import Answer, Group, GroupState, Member
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
+from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -31,8 +31,6 @@ from minibroker.protocol.errors import (
 from minibroker.protocol.offsets_topic import OffsetCommitValue
 from minibroker.storage.log_config import Clock
 from minibroker.storage.names import TopicPartition
-
-Body = dict[str, Any]
 
 
 class GroupOffsetOperations:

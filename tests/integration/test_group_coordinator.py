@@ -27,6 +27,7 @@ from minibroker.protocol.errors import (
 )
 from tests.support.broker import batch
 from tests.support.cluster import ProcessCluster
+from tests.support.prometheus import promtool_problems
 
 GROUP = "orders-readers"
 TOPIC = "orders"
@@ -260,7 +261,9 @@ async def test_two_members_share_a_generation_and_committed_offsets_survive_the_
         assert produced["topics"][0]["partitions"][0]["error_code"] == NONE
         labels = f'consumergroup="{GROUP}",partition="0",topic="{TOPIC}"'
         await wait_for_metric(cluster, coordinator, f"kafka_consumergroup_lag{{{labels}}} 8.0")
-        text = (await scrape(cluster, coordinator)).splitlines()
+        exposition = await scrape(cluster, coordinator)
+        assert promtool_problems(exposition.encode()) == []
+        text = exposition.splitlines()
         assert f"kafka_consumergroup_current_offset{{{labels}}} 42.0" in text
         assert "kafka_coordinator_group_groupmetadatamanager_numgroupsstable 1.0" in text
 

@@ -120,6 +120,13 @@ class GroupCoordinator(GroupOffsetOperations):
         self._spawn(run)
         return answer
 
+    def _check_group(self, group_id: str) -> None:
+        """The membership APIs need a group id (the offset APIs accept "", as Kafka's
+        do for old clients) coordinated here."""
+        if not group_id:
+            raise InvalidGroupIdError("group id must not be empty")
+        self.manager.check_owner(group_id)
+
     # -- JoinGroup -----------------------------------------------------------------------------
 
     def join_group(self, request: JoinRequest) -> Answer:
@@ -133,9 +140,7 @@ class GroupCoordinator(GroupOffsetOperations):
         return answer
 
     def _join(self, req: JoinRequest, answer: Answer) -> None:
-        if not req.group_id:
-            raise InvalidGroupIdError("group id must not be empty")
-        self.manager.check_owner(req.group_id)
+        self._check_group(req.group_id)
         if not (
             self.config.min_session_timeout_ms
             <= req.session_timeout_ms
@@ -424,7 +429,7 @@ class GroupCoordinator(GroupOffsetOperations):
     ) -> Answer:
         answer = Answer()
         try:
-            self.manager.check_owner(group_id)
+            self._check_group(group_id)
             group = self.manager.group(group_id)
             if group is None:
                 raise UnknownMemberIdError(f"group {group_id!r} does not exist")
@@ -501,7 +506,7 @@ class GroupCoordinator(GroupOffsetOperations):
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> None:
         """Raises the error a Heartbeat answers; returns when it answers NONE."""
-        self.manager.check_owner(group_id)
+        self._check_group(group_id)
         group = self.manager.group(group_id)
         if group is None:
             raise UnknownMemberIdError(f"group {group_id!r} does not exist")
@@ -564,7 +569,7 @@ class GroupCoordinator(GroupOffsetOperations):
     def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[Body]:
         """Remove members; per member {member_id, group_instance_id, error_code}. Raises
         what the whole request answers."""
-        self.manager.check_owner(group_id)
+        self._check_group(group_id)
         group = self.manager.group(group_id)
         results = []
         for member_id, instance_id in leaving:

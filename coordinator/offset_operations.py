@@ -21,7 +21,6 @@ from minibroker.protocol.errors import (
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
     IllegalGenerationError,
-    InvalidGroupIdError,
     KafkaError,
     NonEmptyGroupError,
     OffsetMetadataTooLargeError,
@@ -78,8 +77,6 @@ class GroupOffsetOperations:
     def _group_for_commit(
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
     ) -> Group:
-        if not group_id:
-            raise InvalidGroupIdError("group id must not be empty")
         self.manager.check_owner(group_id)
         group = self.manager.group(group_id)
         if group is None:

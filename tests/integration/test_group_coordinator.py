@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+from minibroker.client.cli.main import main
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -25,6 +26,7 @@ from minibroker.protocol.errors import (
     MemberIdRequiredError,
     NotCoordinatorError,
 )
+from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, partition_for
 from tests.support.broker import batch
 from tests.support.cluster import ProcessCluster
 from tests.support.prometheus import promtool_problems
@@ -283,5 +285,70 @@ async def test_two_members_share_a_generation_and_committed_offsets_survive_the_
                 {"group_id": GROUP, "generation_id": generation, "member_id": ids[0]},
             )
             assert beat["error_code"] == NONE
+    finally:
+        cluster.close()
+
+
+@pytest.mark.timeout(180)
+async def test_a_group_is_listed_by_its_coordinator_deleted_once_empty_and_dump_log_shows_it(
+    tmp_path: Path, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = ProcessCluster(tmp_path, zk_connect, size=3, properties=PROPERTIES)
+    try:
+        await cluster.start_all()
+        coordinator = await find_coordinator(cluster)
+        async with Connection("127.0.0.1", cluster.brokers[coordinator].port) as conn:
+            member = (await retrying(conn, ApiKey.JOIN_GROUP, join_body("", b"s")))["member_id"]
+            joined = await conn.request(ApiKey.JOIN_GROUP, join_body(member, b"s"), timeout=20)
+            sync = {
+                "group_id": GROUP,
+                "generation_id": joined["generation_id"],
+                "member_id": member,
+                "assignments": [{"member_id": member, "assignment": b"all"}],
+            }
+            assert (await conn.request(ApiKey.SYNC_GROUP, sync))["error_code"] == NONE
+            commit = commit_body(joined["generation_id"], member, {0: 5})
+            assert (await conn.request(ApiKey.OFFSET_COMMIT, commit))["topics"][0]["partitions"][0][
+                "error_code"
+            ] == NONE
+
+            listed = {
+                broker_id: [
+                    (g["group_id"], g["group_state"])
+                    for g in (await cluster.request(broker_id, ApiKey.LIST_GROUPS, {}))["groups"]
+                ]
+                for broker_id in cluster.live
+            }
+            assert listed[coordinator] == [(GROUP, "Stable")]
+            assert all(groups == [] for b, groups in listed.items() if b != coordinator)
+
+            refused = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": [GROUP]})
+            assert refused["results"][0]["error_code"] == 68  # NON_EMPTY_GROUP
+            left = await conn.request(
+                ApiKey.LEAVE_GROUP, {"group_id": GROUP, "members": [{"member_id": member}]}
+            )
+            assert left["members"][0]["error_code"] == NONE
+            deleted = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": [GROUP]})
+            assert deleted["results"] == [{"group_id": GROUP, "error_code": NONE}]
+            after = await conn.request(
+                ApiKey.OFFSET_FETCH, {"groups": [{"group_id": GROUP, "topics": None}]}
+            )
+            assert after["groups"][0]["topics"] == []
+
+        offsets_partition = partition_for(GROUP, PROPERTIES["offsets.topic.num.partitions"])
+        segment = (
+            tmp_path
+            / f"broker-{coordinator}"
+            / "logs"
+            / f"{OFFSETS_TOPIC}-{offsets_partition}"
+            / "00000000000000000000.log"
+        )
+        capsys.readouterr()
+        main(["dump-log", "--print-data-log", str(segment)])
+        printed = capsys.readouterr().out
+        assert f"offset_commit::group={GROUP} topic={TOPIC} partition=0 offset=5" in printed
+        assert f"group_metadata::group={GROUP} protocol_type=consumer generation=1" in printed
+        assert f"offset_commit::group={GROUP} topic={TOPIC} partition=0 <DELETE>" in printed
+        assert f"group_metadata::group={GROUP} <DELETE>" in printed
     finally:
         cluster.close()

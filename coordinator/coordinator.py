@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import trio
 
 from minibroker.broker.purgatory import Purgatory
+from minibroker.coordinator.answers import join_answer, join_error, sync_answer, sync_error
 from minibroker.coordinator.group import Answer, Group, GroupState, Member
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
 from minibroker.coordinator.offset_operations import GroupOffsetOperations
@@ -136,7 +137,7 @@ class GroupCoordinator(GroupOffsetOperations):
         try:
             self._join(request, answer)
         except KafkaError as exc:
-            answer.set(self._join_error(exc, request.member_id))
+            answer.set(join_error(exc, request.member_id))
         return answer
 
     def _join(self, req: JoinRequest, answer: Answer) -> None:
@@ -185,7 +186,7 @@ class GroupCoordinator(GroupOffsetOperations):
             self._spawn(self._expire_pending_member, group, new_id, req.session_timeout_ms)
             answer.set(
                 {
-                    **self._join_error(MemberIdRequiredError(), new_id),
+                    **join_error(MemberIdRequiredError(), new_id),
                     "member_id": new_id,
                 }
             )
@@ -209,14 +210,14 @@ class GroupCoordinator(GroupOffsetOperations):
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             if member.matches(req.protocols):
                 # A retry of a join whose answer was lost: answer the same generation.
-                answer.set(self._join_answer(group, member))
+                answer.set(join_answer(group, member))
             else:
                 self._update_member_and_rebalance(group, member, req, answer)
         elif group.is_(GroupState.STABLE):
             if member.member_id == group.leader_id or not member.matches(req.protocols):
                 self._update_member_and_rebalance(group, member, req, answer)
             else:
-                answer.set(self._join_answer(group, member))
+                answer.set(join_answer(group, member))
 
     def _replace_static_member(
         self, group: Group, req: JoinRequest, old_id: str, new_id: str, answer: Answer
@@ -224,10 +225,10 @@ class GroupCoordinator(GroupOffsetOperations):
         old = group.members[old_id]
         # The old incarnation's parked requests learn they are fenced.
         if old.awaiting_join is not None:
-            old.awaiting_join.set(self._join_error(FencedInstanceIdError(), old_id))
+            old.awaiting_join.set(join_error(FencedInstanceIdError(), old_id))
             old.awaiting_join = None
         if old.awaiting_sync is not None:
-            old.awaiting_sync.set(_sync_error(FencedInstanceIdError()))
+            old.awaiting_sync.set(sync_error(FencedInstanceIdError()))
             old.awaiting_sync = None
         same_protocols = old.matches(req.protocols)
         member = group.replace_static_member(req.group_instance_id or "", old_id, new_id)
@@ -238,7 +239,7 @@ class GroupCoordinator(GroupOffsetOperations):
         if group.is_(GroupState.STABLE) and same_protocols:
             # Nothing changed for the group: the member gets its old assignment back
             # through SyncGroup, no rebalance (KIP-345).
-            answer.set(self._join_answer(group, member))
+            answer.set(join_answer(group, member))
             return
         member.protocols = list(req.protocols)
         member.awaiting_join = answer
@@ -273,7 +274,7 @@ class GroupCoordinator(GroupOffsetOperations):
     ) -> None:
         if member.awaiting_join is not None and member.awaiting_join is not answer:
             # The client gave up on its earlier join and sent another: answer that one.
-            member.awaiting_join.set(self._join_error(RebalanceInProgressError(), member.member_id))
+            member.awaiting_join.set(join_error(RebalanceInProgressError(), member.member_id))
         member.protocols = list(req.protocols)
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
@@ -357,7 +358,7 @@ class GroupCoordinator(GroupOffsetOperations):
         group.transition_to(GroupState.COMPLETING_REBALANCE, now)
         for member in group.members.values():
             if member.awaiting_join is not None:
-                member.awaiting_join.set(self._join_answer(group, member))
+                member.awaiting_join.set(join_answer(group, member))
                 member.awaiting_join = None
                 member.is_new = False
                 self._heartbeat(member)
@@ -378,42 +379,6 @@ class GroupCoordinator(GroupOffsetOperations):
                 generation,
                 error,
             )
-
-    def _join_answer(self, group: Group, member: Member) -> Body:
-        protocol = group.protocol_name
-        members = []
-        if member.member_id == group.leader_id and protocol is not None:
-            members = [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "metadata": m.metadata_for(protocol),
-                }
-                for m in group.members.values()
-            ]
-        return {
-            "throttle_time_ms": 0,
-            "error_code": NONE,
-            "generation_id": group.generation_id,
-            "protocol_type": group.protocol_type,
-            "protocol_name": protocol,
-            "leader": group.leader_id or "",
-            "member_id": member.member_id,
-            "members": members,
-        }
-
-    @staticmethod
-    def _join_error(error: KafkaError, member_id: str) -> Body:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": error.code,
-            "generation_id": -1,
-            "protocol_type": None,
-            "protocol_name": None,
-            "leader": "",
-            "member_id": member_id,
-            "members": [],
-        }
 
     # -- SyncGroup -----------------------------------------------------------------------------
 
@@ -449,17 +414,17 @@ class GroupCoordinator(GroupOffsetOperations):
             if group.is_(GroupState.PREPARING_REBALANCE):
                 raise RebalanceInProgressError(f"group {group_id!r} is rebalancing")
             if group.is_(GroupState.STABLE):
-                answer.set(self._sync_answer(group, member.assignment))
+                answer.set(sync_answer(group, member.assignment))
                 return answer
             # CompletingRebalance: park until the leader's assignment is stored.
             if member.awaiting_sync is not None:
-                member.awaiting_sync.set(_sync_error(RebalanceInProgressError()))
+                member.awaiting_sync.set(sync_error(RebalanceInProgressError()))
             member.awaiting_sync = answer
             self._heartbeat(member)
             if member_id == group.leader_id:
                 self._spawn(self._store_assignment, group, group.generation_id, assignments)
         except KafkaError as exc:
-            answer.set(_sync_error(exc))
+            answer.set(sync_error(exc))
         return answer
 
     async def _store_assignment(
@@ -477,7 +442,7 @@ class GroupCoordinator(GroupOffsetOperations):
         for member_id, member in group.members.items():
             member.assignment = full.get(member_id, b"")
             if member.awaiting_sync is not None:
-                member.awaiting_sync.set(self._sync_answer(group, member.assignment))
+                member.awaiting_sync.set(sync_answer(group, member.assignment))
                 member.awaiting_sync = None
                 self._heartbeat(member)
         group.transition_to(GroupState.STABLE, self.clock())
@@ -487,18 +452,8 @@ class GroupCoordinator(GroupOffsetOperations):
         for member in group.members.values():
             member.assignment = b""
             if member.awaiting_sync is not None:
-                member.awaiting_sync.set(_sync_error(error))
+                member.awaiting_sync.set(sync_error(error))
                 member.awaiting_sync = None
-
-    @staticmethod
-    def _sync_answer(group: Group, assignment: bytes) -> Body:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": NONE,
-            "protocol_type": group.protocol_type,
-            "protocol_name": group.protocol_name,
-            "assignment": assignment,
-        }
 
     # -- Heartbeat -----------------------------------------------------------------------------
 
@@ -553,10 +508,10 @@ class GroupCoordinator(GroupOffsetOperations):
 
     def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
         if member.awaiting_join is not None:
-            member.awaiting_join.set(self._join_error(UnknownMemberIdError(), member.member_id))
+            member.awaiting_join.set(join_error(UnknownMemberIdError(), member.member_id))
             member.awaiting_join = None
         if member.awaiting_sync is not None:
-            member.awaiting_sync.set(_sync_error(UnknownMemberIdError()))
+            member.awaiting_sync.set(sync_error(UnknownMemberIdError()))
             member.awaiting_sync = None
         group.remove(member.member_id)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -622,19 +577,9 @@ class GroupCoordinator(GroupOffsetOperations):
         group.rebalance_token += 1
         for member in group.members.values():
             if member.awaiting_join is not None:
-                member.awaiting_join.set(self._join_error(NotCoordinatorError(), member.member_id))
+                member.awaiting_join.set(join_error(NotCoordinatorError(), member.member_id))
                 member.awaiting_join = None
             if member.awaiting_sync is not None:
-                member.awaiting_sync.set(_sync_error(NotCoordinatorError()))
+                member.awaiting_sync.set(sync_error(NotCoordinatorError()))
                 member.awaiting_sync = None
         self.join_purgatory.notify(group.group_id)
-
-
-def _sync_error(error: KafkaError) -> Body:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error.code,
-        "protocol_type": None,
-        "protocol_name": None,
-        "assignment": b"",
-    }

@@ -13,7 +13,10 @@ Start-up order (Kafka's KafkaServer.startup):
 4. start the periodic work: HW checkpoints (replica manager), retention and the
    recovery-point / log-start checkpoints (broker/log_maintenance.py), and the
    Prometheus endpoint when ``metrics.port`` is set (broker/metrics.py);
-5. in cluster mode, join the cluster (broker/cluster_member.py): register in ZooKeeper
+5. (before the listeners serve) start the broker services it was given (node/ passes
+   the group coordinator): they register their handlers with the dispatcher and see
+   every LeaderAndIsr the replica manager applies;
+6. in cluster mode, join the cluster (broker/cluster_member.py): register in ZooKeeper
    and start the session services the broker was given (node/ passes the controller
    candidate).
 
@@ -31,6 +34,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Protocol
 
 import trio
 
@@ -75,6 +79,16 @@ TOPICS_READY_POLL_S = 0.02
 topic's UpdateMetadata; the cache has no change notification to wait on."""
 
 
+class BrokerService(Protocol):
+    """A component that lives as long as the broker serves, built on its parts (node/
+    passes the group coordinator, which broker/ must not import): started before the
+    listeners serve and the broker joins the cluster, after the replica manager exists."""
+
+    async def __call__(
+        self, broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None: ...
+
+
 class Broker:
     """One broker; ``await nursery.start(broker.run)`` returns once it serves requests.
 
@@ -88,12 +102,15 @@ class Broker:
         *,
         clock: Clock = system_clock,
         session_services: Sequence[SessionService] = (),
+        services: Sequence[BrokerService] = (),
     ) -> None:
         """``session_services`` run on the ZooKeeper session while the broker is a
-        cluster member (ignored standalone)."""
+        cluster member (ignored standalone); ``services`` while the broker serves."""
         self.config = config
         self.clock = clock
         self.session_services = session_services
+        self.services = services
+        self.admin_manager: AdminManager | None = None  # cluster mode: CreateTopics
         self.metadata_cache = MetadataCache(config.broker_id)
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -228,6 +245,7 @@ class Broker:
                 validate_config=self.topic_configs.validate,
             )
             admin_manager.install(self.dispatcher)
+        self.admin_manager = admin_manager
         host, port = config.listen_address
         self.server = BrokerServer(
             MsgpackCodec(self.dispatcher),
@@ -261,6 +279,8 @@ class Broker:
             await self.kafka_server.listen()
         async with trio.open_nursery() as nursery:
             self._cancel_scope = nursery.cancel_scope
+            for service in self.services:  # their handlers are in place before anyone asks
+                await nursery.start(service, self)
             await nursery.start(self.server.run)
             if self.kafka_server is not None:
                 await nursery.start(self.kafka_server.run)

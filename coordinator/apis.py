@@ -198,7 +198,7 @@ class CoordinatorApis:
             member_id=body["member_id"],
             group_instance_id=body["group_instance_id"],
             client_id=header.client_id or "",
-            client_host="",
+            client_host=_kafka_client_host(header.session.client_host),
             session_timeout_ms=session,
             rebalance_timeout_ms=session if rebalance < 0 else rebalance,
             protocol_type=body["protocol_type"],
@@ -443,3 +443,8 @@ def _described(group_id: str, group: Group | None, code: int) -> Body:
         ],
         "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
+
+
+def _kafka_client_host(host: str) -> str:
+    """The member's address as Kafka reports it (Java's InetAddress text: "/10.0.0.7")."""
+    return f"/{host}" if host else ""

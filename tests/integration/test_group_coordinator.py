@@ -221,6 +221,7 @@ async def test_two_members_share_a_generation_and_committed_offsets_survive_the_
             (group,) = described["groups"]
             assert group["group_state"] == "Stable"
             assert {m["member_id"] for m in group["members"]} == set(ids)
+            assert {m["client_host"] for m in group["members"]} == {"/127.0.0.1"}
 
             committed = await alice.request(
                 ApiKey.OFFSET_COMMIT, commit_body(generation, ids[0], {0: 42, 1: 7})

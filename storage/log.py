@@ -10,8 +10,8 @@ Append (leader): every batch is validated (header walk + CRC-32C, sizes), its
 baseOffset patched in place to the next offsets (and partitionLeaderEpoch when given),
 all in ``storage.log_append``; then the whole buffer goes to the active segment in one
 write. Records are never decoded. Append as follower: offsets are kept; they must not
-go back and must be contiguous within one append; a gap before the first batch starts a
-new segment, so offsets inside every segment stay contiguous (which recovery relies on).
+go back. They may skip: a compacted leader's log has gaps where the cleaner removed
+records (storage/cleaner), so a segment's offsets grow but need not be contiguous.
 
 Idempotent producers (``storage.producer_state``): batches with a producer id update
 the partition's producer state. On the leader each is checked first: a retried batch
@@ -292,8 +292,6 @@ class Log:
         first_offset: int,
         last_offset: int,
     ) -> bool:
-        if first_offset != segment.next_offset:
-            return True  # a follower gap: offsets inside a segment are contiguous
         segment_size = segment.size
         if segment_size == 0:
             return False

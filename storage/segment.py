@@ -15,13 +15,14 @@ offset-index entry (its LAST offset -> its START position) and the time index ge
 (max timestamp so far, offset of that max) if the max grew. The first batch of a
 segment therefore never has an entry.
 
-Offsets inside a segment are contiguous: its first batch starts at the base offset and
-each batch starts right after the previous one (the Log starts a new segment at any gap
-a follower copies). baseOffset lies outside the CRC, so this is what catches a corrupt
-one.
+Offsets inside a segment only grow: each batch starts after the previous one's last
+offset, the first at or after the base offset. They are contiguous until the log
+cleaner removes records (storage/cleaner): a cleaned batch keeps its baseOffset and
+lastOffsetDelta but whole batches may go. baseOffset lies outside the CRC, so an
+offset going backwards is what catches a corrupt one.
 
 After a crash: ``recover()`` re-reads the log from position 0, validating every batch
-(header, length, CRC-32C, contiguous offsets in range), truncates the file at the
+(header, length, CRC-32C, growing offsets in range), truncates the file at the
 first batch that fails (a torn write, flipped bits, zeros from a preallocated tail) and
 rebuilds both indexes from what remains. ``sanity_check()`` is the cheaper test for a
 segment written before the recovery point or after a clean shutdown; when it fails the
@@ -421,11 +422,11 @@ class LogSegment:
                 self.recovery_problem = str(exc)  # names the batch by its file position
                 break
             last = header.base_offset + header.last_offset_delta
-            if header.base_offset != next_offset or last - self.base_offset > MAX_RELATIVE_OFFSET:
-                # baseOffset is outside the CRC: contiguity is its only check
+            if header.base_offset < next_offset or last - self.base_offset > MAX_RELATIVE_OFFSET:
+                # baseOffset is outside the CRC: growing offsets are its only check
                 self.recovery_problem = (
                     f"batch at {position} has offsets {header.base_offset}..{last}, "
-                    f"expected to start at {next_offset}"
+                    f"expected to start at or after {next_offset}"
                 )
                 break
             if header.max_timestamp > self._max_timestamp:

@@ -1,9 +1,8 @@
 """Corrupt batches in segments: how they are recognised and what they cost.
 
 How this works. A batch on disk is corrupt when its header is malformed, its bytes fail
-their CRC-32C, or its baseOffset (outside the CRC) is not past the last offset of the
-batch before it (offsets may skip: the log cleaner removes whole batches). Three
-paths look for that, all through ``check_batches``:
+their CRC-32C, or its baseOffset (outside the CRC) does not follow the batch before
+it. Three paths look for that, all through ``check_batches``:
 
 - recovery at load (``storage.log_loader``) after an unclean stop, or when an index
   fails its sanity check: the segment is truncated at the first bad batch;
@@ -104,10 +103,9 @@ def check_batches(
     buf: Buffer, expected_base: int | None = None, *, file_position: int = 0
 ) -> BatchCheck:
     """Validate every batch of ``buf`` (header, length, CRC-32C) and that each one's
-    baseOffset lies past the previous one's last offset (the first's at or past
-    ``expected_base`` when given; a cleaned log skips offsets). Stops at the first
-    that fails; the problem names the batch by its position in the file, ``buf``
-    starting at ``file_position``.
+    baseOffset follows the previous one (the first's equals ``expected_base`` when
+    given). Stops at the first that fails; the problem names the batch by its
+    position in the file, ``buf`` starting at ``file_position``.
 
     Every read runs this, so a good batch costs one unpack and one CRC call; only a
     bad one goes through ``validate_batch`` for its precise reason."""
@@ -128,9 +126,9 @@ def check_batches(
                 and 0 <= count <= delta + 1
                 and crc32c(view[position + _CRC_START : end]) == crc
             ):
-                if next_offset >= 0 and base < next_offset:
+                if next_offset >= 0 and base != next_offset:
                     where = f"batch at position {file_position + position}"
-                    problem = f"{where} has baseOffset {base}, below {next_offset}"
+                    problem = f"{where} has baseOffset {base}, not {next_offset}"
                     return BatchCheck(position, next_offset, problem)
                 next_offset = base + delta + 1
                 position = end

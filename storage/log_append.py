@@ -3,7 +3,7 @@ analyzeAndValidateRecords and offset assignment, for ``Log.append``.
 
 Each batch is validated (header walk + CRC-32C, size against ``max.message.bytes``).
 On the leader its baseOffset is patched in place to the next free offsets; as follower
-its offsets are kept but must not go back (a compacted leader's log skips offsets).
+its offsets are kept but must not go back and must be contiguous within the append.
 Producers' batches (on the leader) must hold every offset of their range:
 ``recordCount == lastOffsetDelta + 1``.
 ``partitionLeaderEpoch`` is stamped when a leader epoch is given, and each epoch newer
@@ -90,7 +90,7 @@ def validate_and_assign(
             patch_base_offset(view, position, base)
         else:
             base = header.base_offset
-            if base < next_offset:
+            if base < next_offset or (count and base != next_offset):
                 raise CorruptMessageError(f"batch offset {base} does not follow {next_offset - 1}")
         if not count:
             first_offset = base

@@ -3,8 +3,8 @@
 How this works. ``SegmentScan`` is given the file's bytes in order, in chunks of any
 size (the caller reads them at a throttled rate, broker/corruption.py). It keeps the
 tail of a chunk that ends inside a batch and checks each whole batch as
-``check_batches`` does: header, length, CRC-32C, and a baseOffset past the previous
-batch's last offset, the first one at or past the segment's base offset. A batch whose length
+``check_batches`` does: header, length, CRC-32C, and a baseOffset that follows the
+previous batch, the first one equal to the segment's base offset. A batch whose length
 runs past the file's end is corrupt as soon as its header is read, so the tail kept
 never exceeds one real batch. It does no I/O.
 """
@@ -25,7 +25,7 @@ class SegmentScan:
         self.position = 0
         """Bytes of whole valid batches checked so far (the file position of the tail)."""
         self.next_offset = base_offset
-        """The offset the next batch must start at or after."""
+        """The offset the next batch must start with."""
         self.problem: str | None = None
         self._tail = b""
 

@@ -59,9 +59,9 @@ def test_a_base_offset_that_does_not_follow_is_found() -> None:
     assert scanner.position == positions[5]
 
 
-def test_a_first_batch_below_the_base_offset_is_found() -> None:
+def test_a_first_batch_not_at_the_base_offset_is_found() -> None:
     data, _ = segment_bytes(base=100)
-    scanner = scan(data, 4096, base=110)
+    scanner = scan(data, 4096, base=90)
     assert scanner.problem is not None and scanner.position == 0
 
 

@@ -48,7 +48,6 @@ from typing import NamedTuple
 
 from minibroker.protocol.errors import OffsetOutOfRangeError, RecordListTooLargeError
 from minibroker.protocol.records import BatchHeader
-from minibroker.storage.cleaner.swap import CLEANED_SUFFIX, SWAP_SUFFIX, delete_cleaned_files
 from minibroker.storage.corruption import CorruptionStats, check_batches
 from minibroker.storage.errors import CorruptIndexError, CorruptRecordError
 from minibroker.storage.leader_epoch import LeaderEpochCache
@@ -59,6 +58,7 @@ from minibroker.storage.log_loader import load_segments, report_truncation
 from minibroker.storage.names import TopicPartition, parse_partition_dir
 from minibroker.storage.producer_state import ProducerStateManager, iter_segment_headers
 from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from minibroker.storage.segment_swap import CLEANED_SUFFIX, SWAP_SUFFIX, delete_cleaned_files
 from minibroker.storage.time_index import NO_TIMESTAMP, TimestampOffset
 
 log = logging.getLogger(__name__)
@@ -423,7 +423,7 @@ class Log:
         on_step: Callable[[str], None] = lambda _step: None,
     ) -> LogSegment | None:
         """Swap the cleaned segment ``<base_offset>.*.cleaned`` in for the consecutive
-        segments ``old`` (storage/cleaner/swap.py gives the steps and what a crash
+        segments ``old`` (storage/segment_swap.py gives the steps and what a crash
         between them leaves). None, and the cleaned files deleted, when ``old`` are not
         all still in the log or the log was truncated since ``truncations``.
         ``on_step`` is called after each step (tests stop there)."""

@@ -1,7 +1,7 @@
 """Opening the segments of a partition dir: clean-up, sanity checks and recovery.
 
 How this works. A cleaned segment whose swap a crash interrupted is swapped in or
-discarded first (``storage.cleaner.swap``). Leftovers of a crash are removed next:
+discarded first (``storage.segment_swap``). Leftovers of a crash are removed next:
 ``.tmp`` files (half-written checkpoints), ``.deleted`` segment files (deletion was
 already decided) and index files whose ``.log`` is gone. Every ``.log`` then becomes
 a LogSegment, oldest first.
@@ -30,11 +30,11 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from minibroker.storage.cleaner.swap import complete_swaps
 from minibroker.storage.corruption import CorruptionStats
 from minibroker.storage.errors import CorruptIndexError, CorruptRecordError
 from minibroker.storage.names import DELETED_SUFFIX, LOG_SUFFIX, TMP_SUFFIX, parse_segment_file
 from minibroker.storage.segment import EpochSink, LogSegment
+from minibroker.storage.segment_swap import complete_swaps
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def load_segments(
     """The segments of ``directory``, checked or recovered (see the module doc). Each
     truncation is also appended to ``cuts``: where it was, from which offset on.
     ``open_swap(base)`` opens the ``.swap`` files a cleaning interrupted by a crash
-    left (storage/cleaner/swap.py completes that swap first)."""
+    left (storage/segment_swap.py completes that swap first)."""
     if open_swap is not None:
         complete_swaps(directory, open_swap, max_index_size)
     segments = [open_segment(base) for base in remove_leftovers(directory)]

@@ -34,7 +34,7 @@ younger than ``min.compaction.lag.ms`` never are), by path, and the first dirty 
 The worker never touches the live Log: it reads the old segment files through its own
 descriptors (opened by path; a segment deleted before that makes the job fail, and it
 is retried) and leaves ``.cleaned`` files; the owner swaps them in
-(``storage.cleaner.swap``). Reads are throttled to ``io_bytes_per_second``.
+(``storage.segment_swap``). Reads are throttled to ``io_bytes_per_second``.
 """
 
 from __future__ import annotations

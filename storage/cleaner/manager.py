@@ -13,7 +13,7 @@ over those plus the clean segments before.
 its ``min.cleanable.dirty.ratio``, or one whose first dirty segment began more than
 ``max.compaction.lag.ms`` ago (those go first). ``job_for`` describes it for a worker
 (storage/cleaner/clean.py); ``finish`` swaps the cleaned groups in, in order
-(storage/cleaner/swap.py), and moves the checkpoint.
+(storage/segment_swap.py), and moves the checkpoint.
 
 Threads: every method runs on the thread that owns the Logs (the broker's event
 loop), except ``write_checkpoints``, which only reads a dict copy and writes files.
@@ -29,11 +29,11 @@ from pathlib import Path
 
 from minibroker.storage.checkpoint import OffsetCheckpointFile
 from minibroker.storage.cleaner.clean import CleanJob, CleanResult, SegmentFile
-from minibroker.storage.cleaner.swap import delete_cleaned_files
 from minibroker.storage.errors import CorruptCheckpointError
 from minibroker.storage.log import Log
 from minibroker.storage.names import TopicPartition
 from minibroker.storage.segment import LogSegment
+from minibroker.storage.segment_swap import delete_cleaned_files
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from minibroker.protocol.crc32c import crc32c
 from minibroker.storage.cleaner.clean import clean_log
 from minibroker.storage.cleaner.offset_map import OffsetMap
 from minibroker.storage.cleaner.records import CONTROL_BIT, HEADER
-from minibroker.storage.cleaner.swap import SWAP_STEPS
 from minibroker.storage.log import Log
+from minibroker.storage.segment_swap import SWAP_STEPS
 from tests.unit.storage.cleaning import (
     COMPACT,
     age_segments,

@@ -1,0 +1,87 @@
+"""Compacted topics on a real broker process: what producers and consumers see."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
+from minibroker.protocol.errors import InvalidRecordError
+from tests.support.cluster import ProcessCluster
+from tests.support.compaction import (
+    CLEANER,
+    COMPACTED,
+    TOPIC,
+    bootstrap,
+    partition_dir,
+    read_all,
+    write_rounds,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+KEYS = 30
+
+
+async def cleaned(cluster: ProcessCluster) -> None:
+    """Wait until the cleaner has written its checkpoint for the partition."""
+    checkpoint = partition_dir(cluster).parent / "cleaner-offset-checkpoint"
+    with trio.fail_after(60):
+        while not (checkpoint.exists() and f"{TOPIC} 0 " in checkpoint.read_text()):
+            await trio.sleep(0.1)
+
+
+async def test_a_compacted_topic_keeps_each_keys_latest_value_and_its_tombstones(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    cluster = ProcessCluster(tmp_path, zk_connect, size=1, properties=CLEANER)
+    try:
+        await cluster.start_all()
+        await cluster.create_topic(TOPIC, 1, 1, COMPACTED)
+        latest = await write_rounds(cluster, range(8), KEYS)
+        async with Producer(bootstrap(cluster), acks="all") as producer:
+            gone = await producer.send(TOPIC, None, key=b"k7", partition=0)
+            latest[b"k7"] = (gone.offset, None)
+            with pytest.raises(InvalidRecordError):
+                await producer.send(TOPIC, b"no key", partition=0)
+        end = gone.offset + 1
+        await cleaned(cluster)
+        records = await read_all(cluster, end)
+        assert {r.key: (r.offset, r.value) for r in records} == latest
+        assert [r for r in records if r.key == b"k7"][-1].value is None
+        assert len(records) < 8 * KEYS
+        offsets = [r.offset for r in records]
+        assert offsets == sorted(set(offsets))
+    finally:
+        cluster.close()
+
+
+async def test_a_consumer_reading_while_the_cleaner_runs_sees_no_older_values(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    cluster = ProcessCluster(tmp_path, zk_connect, size=1, properties=CLEANER)
+    try:
+        await cluster.start_all()
+        await cluster.create_topic(TOPIC, 1, 1, {**COMPACTED, "min.compaction.lag.ms": "3000"})
+        at_start = await write_rounds(cluster, range(10), KEYS)
+        end = max(offset for offset, _ in at_start.values()) + 1
+        seen: list[tuple[int, bytes | None, bytes | None]] = []
+        checkpoint = partition_dir(cluster).parent / "cleaner-offset-checkpoint"
+        async with Consumer(bootstrap(cluster), auto_offset_reset="earliest") as consumer:
+            consumer.assign([(TOPIC, 0)])
+            with trio.fail_after(60):
+                while not seen or seen[-1][0] < end - 1:
+                    # a few records at a time, so the cleaning happens mid-read
+                    for r in await consumer.poll(timeout_ms=500, max_records=5):
+                        seen.append((r.offset, r.key, r.value))
+                    if not checkpoint.exists():
+                        await trio.sleep(0.05)
+        offsets = [o for o, _, _ in seen]
+        assert offsets == sorted(set(offsets))
+        last_seen = {key: (offset, value) for offset, key, value in seen}
+        assert last_seen == at_start  # every key ends at its value from the start, no older
+    finally:
+        cluster.close()

@@ -59,10 +59,10 @@ from minibroker.storage.cleaner.records import (
     HEADER,
     empty_batch,
     gap_batch,
+    kept_records,
+    map_keys,
     rebuild_batch,
     records_section,
-    walk_keys,
-    walk_records,
 )
 from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
 
@@ -124,6 +124,8 @@ class CleanResult:
     map_keys: int = 0
     map_collisions: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    """CPU time of the worker for this job (what the job costs on an idle core)."""
 
 
 class Throttle:
@@ -194,8 +196,10 @@ def build_offset_map(job: CleanJob, offset_map: OffsetMap, throttle: Throttle) -
                 if base >= job.first_uncleanable:
                     return end_offset
                 if not fields[F_ATTRIBUTES] & CONTROL_BIT and fields[F_COUNT]:
-                    section = records_section(chunk, at, fields)
-                    keys, offsets = walk_keys(section, fields[F_COUNT], base)
+                    section, start, end = records_section(chunk, at, fields)
+                    keys: list[bytes] = []
+                    offsets: list[int] = []
+                    map_keys(section, start, end, base, keys, offsets)
                     offset_map.put_all(keys, offsets)
                 end_offset = last + 1
                 if offset_map.is_full:
@@ -230,7 +234,7 @@ def group_segments(job: CleanJob, end_offset: int) -> list[list[SegmentFile]]:
 
 def clean_log(job: CleanJob, offset_map: OffsetMap | None = None) -> CleanResult:
     """Run one cleaning (see the module doc): ``.cleaned`` files are left for the swap."""
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     result = CleanResult()
     throttle = Throttle(job.io_bytes_per_second, job.parent_pid)
     omap = offset_map if offset_map is not None else OffsetMap(job.map_bytes)
@@ -243,6 +247,7 @@ def clean_log(job: CleanJob, offset_map: OffsetMap | None = None) -> CleanResult
         if cleaned is not None:
             result.groups.append(cleaned)
     result.seconds = time.monotonic() - started
+    result.cpu_seconds = time.process_time() - cpu_started
     return result
 
 
@@ -319,23 +324,13 @@ def _filter_batch(
     size = fields[1] + LOG_OVERHEAD
     base = fields[F_BASE]
     count = fields[F_COUNT]
-    kept: list[tuple[int, int, bytes | None, int, int, bool]] = []
-    section = b""
     if fields[F_ATTRIBUTES] & CONTROL_BIT:
         if keep_deletes:
             return memoryview(chunk)[at : at + size]
     elif count:
-        section = records_section(chunk, at, fields)
-        get = omap.get
-        spans = walk_records(section, count)
-        kept = [
-            span
-            for span in spans
-            if span[2] is not None
-            and base + span[3] >= get(span[2])
-            and (keep_deletes or not span[5])
-        ]
-        if len(kept) == count:
+        section, start, end = records_section(chunk, at, fields)
+        kept, found = kept_records(section, start, end, base, omap.lookup, keep_deletes)
+        if len(kept) == found:
             return memoryview(chunk)[at : at + size]
         if kept:
             return rebuild_batch(fields, section, kept)

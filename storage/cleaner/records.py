@@ -15,6 +15,7 @@ and CRC), as Kafka's cleaner does; ``empty_batch`` keeps only the header.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from minibroker.protocol.compression import Compression, compress, decompress
 from minibroker.protocol.crc32c import crc32c
@@ -38,22 +39,24 @@ Span = tuple[int, int, bytes | None, int, int, bool]
 """(start, end, key, offset delta, timestamp delta, value is null) of one record."""
 
 
-def records_section(buf: bytes, pos: int, fields: tuple[int, ...]) -> bytes:
-    """The records section of the batch at ``pos``, decompressed."""
+def records_section(buf: bytes, pos: int, fields: tuple[int, ...]) -> tuple[bytes, int, int]:
+    """Where the records of the batch at ``pos`` lie: (buffer, start, end). For an
+    uncompressed batch that is ``buf`` itself (no copy); else the decompressed section."""
     end = pos + fields[F_LENGTH] + LOG_OVERHEAD
     codec = fields[F_ATTRIBUTES] & _COMPRESSION_MASK
     if codec == Compression.NONE:
-        return buf[pos + BATCH_HEADER_SIZE : end]
-    return decompress(Compression(codec), buf[pos + BATCH_HEADER_SIZE : end])
+        return buf, pos + BATCH_HEADER_SIZE, end
+    section = decompress(Compression(codec), buf[pos + BATCH_HEADER_SIZE : end])
+    return section, 0, len(section)
 
 
-def walk_records(section: bytes, count: int) -> list[Span]:
-    """The Span of each of the ``count`` records of an uncompressed section."""
+def walk_records(section: bytes, count: int, start: int = 0, end: int | None = None) -> list[Span]:
+    """The Span of each of the ``count`` records in ``section[start:end]``."""
     spans: list[Span] = []
     append = spans.append
-    pos = 0
+    pos = start
     for _ in range(count):
-        start = pos
+        first = pos
         n = section[pos]  # length
         if n < 0x80:
             pos += 1
@@ -62,7 +65,7 @@ def walk_records(section: bytes, count: int) -> list[Span]:
             pos += 2
         else:
             n, pos = raw_varint(section, pos)
-        end = pos + ((n >> 1) ^ -(n & 1))
+        record_end = pos + ((n >> 1) ^ -(n & 1))
         n = section[pos + 1]  # attributes (one byte), then timestampDelta
         if n < 0x80:
             pos += 2
@@ -92,23 +95,126 @@ def walk_records(section: bytes, count: int) -> list[Span]:
             key = section[pos:key_end]
             pos = key_end
         null_value = section[pos] == 1  # valueLength -1 is the single byte 1
-        append((start, end, key, offset_delta, timestamp_delta, null_value))
-        pos = end
-    if pos != len(section):
-        raise ValueError(f"{count} records end at {pos}, the section at {len(section)}")
+        append((first, record_end, key, offset_delta, timestamp_delta, null_value))
+        pos = record_end
+    limit = len(section) if end is None else end
+    if pos != limit:
+        raise ValueError(f"{count} records end at {pos}, the section at {limit}")
     return spans
 
 
-def walk_keys(section: bytes, count: int, base_offset: int) -> tuple[list[bytes], list[int]]:
-    """Keys and offsets of the keyed records of an uncompressed section (the map pass:
-    no span tuples)."""
-    keys: list[bytes] = []
-    offsets: list[int] = []
-    for _, _, key, offset_delta, _, _ in walk_records(section, count):
-        if key is not None:
-            keys.append(key)
-            offsets.append(base_offset + offset_delta)
-    return keys, offsets
+def map_keys(
+    section: bytes,
+    start: int,
+    end: int,
+    base_offset: int,
+    keys: list[bytes],
+    offsets: list[int],
+) -> None:
+    """Append the key and offset of each keyed record in ``section[start:end]`` (the
+    map pass: ``walk_records`` without the tuples, the fields it does not need skipped).
+    Records are walked by their lengths; only one- and two-byte varints are inline."""
+    add_key, add_offset = keys.append, offsets.append
+    pos = start
+    while pos < end:
+        n = section[pos]  # length
+        if n < 0x80:
+            pos += 1
+        elif section[pos + 1] < 0x80:
+            n = (n & 0x7F) | (section[pos + 1] << 7)
+            pos += 2
+        else:
+            n, pos = raw_varint(section, pos)
+        record_end = pos + (n >> 1)
+        if section[pos + 1] < 0x80:  # attributes, then timestampDelta (skipped)
+            pos += 2
+        else:
+            pos = raw_varint(section, pos + 1)[1]
+        n = section[pos]  # offsetDelta
+        if n < 0x80:
+            pos += 1
+        elif section[pos + 1] < 0x80:
+            n = (n & 0x7F) | (section[pos + 1] << 7)
+            pos += 2
+        else:
+            n, pos = raw_varint(section, pos)
+        offset = base_offset + ((n >> 1) ^ -(n & 1))
+        n = section[pos]  # keyLength
+        if n < 0x80:
+            pos += 1
+        elif section[pos + 1] < 0x80:
+            n = (n & 0x7F) | (section[pos + 1] << 7)
+            pos += 2
+        else:
+            n, pos = raw_varint(section, pos)
+        if n != 1:
+            add_key(section[pos : pos + (n >> 1)])
+            add_offset(offset)
+        pos = record_end
+
+
+Kept = tuple[int, int, int]
+"""(start, end, timestamp delta) of a record the cleaner keeps."""
+
+
+def kept_records(
+    section: bytes,
+    start: int,
+    end: int,
+    base_offset: int,
+    latest: Callable[[bytes, int], int],
+    keep_deletes: bool,
+) -> tuple[list[Kept], int]:
+    """The records of ``section[start:end]`` to keep, and how many there were: keyed,
+    at or past their key's latest offset (``latest(key, -1)``), and not tombstones
+    unless ``keep_deletes`` (the copy pass's hot loop, inlined like ``map_keys``)."""
+    kept: list[Kept] = []
+    keep = kept.append
+    pos = start
+    count = 0
+    while pos < end:
+        first = pos
+        count += 1
+        n = section[pos]  # length
+        if n < 0x80:
+            pos += 1
+        elif section[pos + 1] < 0x80:
+            n = (n & 0x7F) | (section[pos + 1] << 7)
+            pos += 2
+        else:
+            n, pos = raw_varint(section, pos)
+        record_end = pos + (n >> 1)
+        n = section[pos + 1]  # attributes, then timestampDelta
+        if n < 0x80:
+            pos += 2
+        else:
+            n, pos = raw_varint(section, pos + 1)
+        timestamp_delta = (n >> 1) ^ -(n & 1)
+        n = section[pos]  # offsetDelta
+        if n < 0x80:
+            pos += 1
+        elif section[pos + 1] < 0x80:
+            n = (n & 0x7F) | (section[pos + 1] << 7)
+            pos += 2
+        else:
+            n, pos = raw_varint(section, pos)
+        offset = base_offset + ((n >> 1) ^ -(n & 1))
+        n = section[pos]  # keyLength
+        if n < 0x80:
+            pos += 1
+        elif section[pos + 1] < 0x80:
+            n = (n & 0x7F) | (section[pos + 1] << 7)
+            pos += 2
+        else:
+            n, pos = raw_varint(section, pos)
+        if n != 1:  # a keyless record is never kept (Kafka counts it invalid)
+            key_end = pos + (n >> 1)
+            if offset >= latest(section[pos:key_end], -1) and (
+                keep_deletes or section[key_end] != 1  # valueLength -1: a tombstone
+            ):
+                keep((first, record_end, timestamp_delta))
+        pos = record_end
+    return kept, count
 
 
 def _finish(fields: list[int], section: bytes) -> bytes:
@@ -123,13 +229,13 @@ def _finish(fields: list[int], section: bytes) -> bytes:
     return bytes(header) + section
 
 
-def rebuild_batch(fields: tuple[int, ...], section: bytes, kept: list[Span]) -> bytes:
+def rebuild_batch(fields: tuple[int, ...], section: bytes, kept: list[Kept]) -> bytes:
     """The batch holding only the ``kept`` records of ``section`` (see the module doc)."""
     new = list(fields)
     new[F_COUNT] = len(kept)
     if not fields[F_ATTRIBUTES] & _TIMESTAMP_TYPE_BIT:
-        new[F_MAX_TS] = fields[F_BASE_TS] + max(span[4] for span in kept)
-    return _finish(new, b"".join([section[span[0] : span[1]] for span in kept]))
+        new[F_MAX_TS] = fields[F_BASE_TS] + max(k[2] for k in kept)
+    return _finish(new, b"".join([section[k[0] : k[1]] for k in kept]))
 
 
 def gap_batch(first: int, last: int, leader_epoch: int, timestamp: int) -> bytes:

@@ -10,6 +10,8 @@ import trio
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
 from minibroker.protocol.errors import InvalidRecordError
+from minibroker.storage.log import Log
+from minibroker.storage.log_config import LogConfig
 from tests.support.cluster import ProcessCluster
 from tests.support.compaction import (
     CLEANER,
@@ -20,6 +22,7 @@ from tests.support.compaction import (
     read_all,
     write_rounds,
 )
+from tests.unit.storage.cleaning import contents
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -83,5 +86,34 @@ async def test_a_consumer_reading_while_the_cleaner_runs_sees_no_older_values(
         assert offsets == sorted(set(offsets))
         last_seen = {key: (offset, value) for offset, key, value in seen}
         assert last_seen == at_start  # every key ends at its value from the start, no older
+    finally:
+        cluster.close()
+
+
+@pytest.mark.timeout(180)
+async def test_followers_compact_on_their_own_and_keep_the_same_latest_values(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    cluster = ProcessCluster(tmp_path, zk_connect, size=3, properties=CLEANER)
+    try:
+        await cluster.start_all()
+        await cluster.create_topic(TOPIC, 1, 3, COMPACTED)
+        latest = await write_rounds(cluster, range(8), KEYS)
+        end = max(offset for offset, _ in latest.values()) + 1
+        for broker_id in (1, 2, 3):  # every replica cleaned its own copy
+            checkpoint = partition_dir(cluster, broker_id).parent / "cleaner-offset-checkpoint"
+            with trio.fail_after(60):
+                while not (checkpoint.exists() and f"{TOPIC} 0 " in checkpoint.read_text()):
+                    await trio.sleep(0.1)
+        for broker_id in (1, 2, 3):
+            assert await cluster.terminate(broker_id) == 0
+        for broker_id in (1, 2, 3):
+            log = Log(partition_dir(cluster, broker_id), LogConfig(), had_clean_shutdown=True)
+            try:
+                records = contents(log)
+            finally:
+                log.close()
+            assert {key: (o, v) for o, key, v in records} == latest, f"broker {broker_id}"
+            assert len(records) < end, f"broker {broker_id} did not compact"
     finally:
         cluster.close()

@@ -207,7 +207,9 @@ class Broker:
             replica_manager,
             rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
         )
-        LogDirApis(replica_manager, self.log_dir_mover).install(self.dispatcher)
+        LogDirApis(
+            replica_manager, self.log_dir_mover, dirty_ratio=self.log_cleaner.dirty_ratio
+        ).install(self.dispatcher)
         self.topic_configs = TopicConfigs(  # DescribeConfigs / AlterConfigs
             config,
             replica_manager,

@@ -86,6 +86,12 @@ class LogCleaner:
             if p.log.dir.parent not in offline and p.corruption is None
         }
 
+    def dirty_ratio(self, tp: TopicPartition, log_: Log) -> float:
+        """The share of ``log_`` not cleaned yet (0..1); -1 when it is not compacted."""
+        if not log_.config.compact:
+            return -1.0
+        return self.manager.dirty_stats(tp, log_, self.replica_manager.clock()).dirty_ratio
+
     def wake(self) -> None:
         """Look for work now (a test or a config change), not after the backoff."""
         self._wakeup.set()

@@ -110,6 +110,9 @@ class CleanerManager:
         self.in_progress: set[TopicPartition] = set()
         self.stats = CleanerStats()
         self.checkpoints: dict[TopicPartition, int] = {}
+        self._seen: dict[TopicPartition, Log] = {}
+        """The Log each checkpoint entry is about: a partition deleted and created again
+        (a new Log) starts clean from its log start, not at the old checkpoint."""
         self.dirty: dict[TopicPartition, DirtyStats] = {}
         """The last ``choose`` pass's view of every compacted log (for metrics, CLI)."""
         for log_dir in log_dirs:
@@ -159,6 +162,9 @@ class CleanerManager:
         for tp, log_ in logs.items():
             if not log_.config.compact:
                 continue
+            if self._seen.setdefault(tp, log_) is not log_:
+                self.checkpoints.pop(tp, None)
+                self._seen[tp] = log_
             stats = self.dirty_stats(tp, log_, now)
             self.dirty[tp] = stats
             if tp in self.in_progress or stats.cleanable_bytes == 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from minibroker.client.producer import Producer
 from minibroker.protocol.errors import InvalidRecordError
 from minibroker.storage.log import Log
 from minibroker.storage.log_config import LogConfig
+from tests.support.cli import run_cli
 from tests.support.cluster import ProcessCluster
 from tests.support.compaction import (
     CLEANER,
@@ -115,5 +117,35 @@ async def test_followers_compact_on_their_own_and_keep_the_same_latest_values(
                 log.close()
             assert {key: (o, v) for o, key, v in records} == latest, f"broker {broker_id}"
             assert len(records) < end, f"broker {broker_id} did not compact"
+    finally:
+        cluster.close()
+
+
+async def test_the_cli_writes_tombstones_and_shows_the_policy_and_dirty_ratios(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    cluster = ProcessCluster(tmp_path, zk_connect, size=1, properties=CLEANER)
+    try:
+        await cluster.start_all()
+        await cluster.create_topic(TOPIC, 1, 1, COMPACTED)
+        server = bootstrap(cluster)
+        lines = "".join(f"k{i % 5}:value-{i}\n" for i in range(50))
+        produced = await run_cli(
+            "produce", TOPIC, "--key-separator", ":", bootstrap=server, stdin=lines
+        )
+        assert produced.returncode == 0, produced.stderr
+        gone = await run_cli("produce", TOPIC, "--null-value", bootstrap=server, stdin="k1\nk2\n")
+        assert gone.returncode == 0, gone.stderr
+        refused = await run_cli("produce", TOPIC, bootstrap=server, stdin="no key\n")
+        assert refused.returncode == 1 and "INVALID_RECORD" in refused.stderr.upper()
+        records = await read_all(cluster, 52)
+        assert {r.key: r.value for r in records}[b"k2"] is None
+        described = await run_cli("topic", "describe", TOPIC, "--format", "json", bootstrap=server)
+        [topic] = json.loads(described.stdout)
+        assert topic["configs"]["cleanup.policy"] == "compact"
+        dirs = await run_cli("log-dirs", "describe", bootstrap=server)
+        [partition] = json.loads(dirs.stdout)["brokers"][0]["logDirs"][0]["partitions"]
+        assert partition["partition"] == f"{TOPIC}-0" and 0.0 <= partition["dirtyRatio"] <= 1.0
+        assert {"size", "offsetLag", "isFuture"} <= partition.keys()
     finally:
         cluster.close()

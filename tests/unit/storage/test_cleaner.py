@@ -271,3 +271,36 @@ def test_idempotent_producer_state_survives_cleaning_and_reload(tmp_path: Path) 
     )
     assert not nxt.duplicate
     reopened.close()
+
+
+def test_segments_younger_than_min_compaction_lag_stay_dirty(tmp_path: Path) -> None:
+    now = 10**13  # the manager's clock in these tests
+    config = COMPACT.__class__(**{**_fields(COMPACT), "min_compaction_lag_ms": 3_600_000})
+    log = Log(tmp_path / "t-0", config)
+    for r in range(6):
+        for k in range(10):
+            log.append(keyed([(b"k%d" % k, b"v%d" % r)], timestamp=now - 60_000))
+    assert clean_once(new_manager(log), log) is None  # a minute old: not yet
+    log.close()
+    old = Log(tmp_path / "u-0", config)
+    fill(old, rounds=6, keys=10)  # timestamps from 1970
+    assert clean_once(new_manager(old), old) is not None
+    old.close()
+
+
+def test_a_log_below_its_dirty_ratio_waits_unless_past_max_compaction_lag(tmp_path: Path) -> None:
+    lazy = COMPACT.__class__(**{**_fields(COMPACT), "min_cleanable_dirty_ratio": 0.99})
+    log = Log(tmp_path / "t-0", lazy)
+    fill(log, rounds=4, keys=10)
+    manager = new_manager(log)
+    clean_once(manager, log)  # the first cleaning: everything was dirty (ratio 1.0)
+    fill(log, rounds=4, keys=10)
+    assert log.topic_partition is not None
+    assert manager.choose({log.topic_partition: log}) is None
+    stats = manager.dirty[log.topic_partition]
+    assert 0 < stats.dirty_ratio <= 0.99 and manager.stats.max_dirty_percent > 0
+    log.config = lazy.__class__(**{**_fields(lazy), "max_compaction_lag_ms": 1})
+    pending = manager.choose({log.topic_partition: log})  # records are older than 1 ms
+    assert pending is not None
+    manager.finish(pending, None)
+    log.close()

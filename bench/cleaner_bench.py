@@ -4,22 +4,24 @@ Builds a compacted partition log of ``--size`` MiB of 1 KiB records (16 per batc
 a producer's 16 KiB batches) whose keys are drawn at random from ``--distinct`` of the
 record count (10%: most batches lose some records and are rebuilt), then per run:
 
-1. appends alone: batches appended to the log's active segment for ``--append-seconds``
-   (the baseline append rate);
-2. cleaning: the real cleaner job (storage/cleaner/clean.py) in a spawned worker
-   process, as the broker runs it, while this process keeps appending to the same
-   partition; then the swap. Cleaning speed is input bytes over the job's own time;
-   the append rate while it ran is compared with the baseline.
+1. cleaning: the real cleaner job (storage/cleaner/clean.py) in a spawned worker
+   process, as the broker runs it (``--throttle`` MB/s is log.cleaner.io.max.bytes.per.
+   second), while this process appends batches to the same partition as fast as it
+   can; then the swap. Cleaning speed is input bytes over the job's wall time, and
+   over its CPU time (what it does on a core of its own);
+2. appends alone, for as long as the cleaning took (page-cache writeback then weighs
+   on both alike): the baseline the append rate while cleaning is compared with.
 
 Prints one JSON line per run and a summary (ranges over the runs, load average).
 
-    python3 bench/cleaner_bench.py [--size 1024] [--runs 3] [--append-seconds 3]
+    python3 bench/cleaner_bench.py [--size 1024] [--runs 3] [--throttle MB/s]
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -29,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -66,7 +69,7 @@ def append_for(
     log: Log,
     batches: list[bytearray],
     seconds: float,
-    stop: concurrent.futures.Future[object] | None = None,
+    stop: concurrent.futures.Future[Any] | None = None,
 ) -> tuple[int, float]:
     """Append batches (cycling) for ``seconds`` or until ``stop`` is done; bytes, secs."""
     done = 0
@@ -108,7 +111,8 @@ def run_once(
     pending = manager.choose({log.topic_partition: log})  # the built log, not what follows
     assert pending is not None
     appends = make_batches(64, 1_000_000, rng)
-    base_bytes, base_s = append_for(log, appends, args.append_seconds)
+    if args.throttle:
+        pending.job = dataclasses.replace(pending.job, io_bytes_per_second=args.throttle * 1e6)
     input_bytes = sum(s.size for s in pending.job.segments)
     future = pool.submit(clean_log, pending.job)
     during_bytes, during_s = append_for(log, appends, 0, stop=future)
@@ -116,6 +120,7 @@ def run_once(
     swap_started = time.perf_counter()
     assert manager.finish(pending, result)
     swap_s = time.perf_counter() - swap_started
+    base_bytes, base_s = append_for(log, appends, during_s)
     log.delete_expired_files(now_ms=2**62)
     log.close()
     shutil.rmtree(directory.parent)
@@ -140,7 +145,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024, help="MiB of records to clean")
     parser.add_argument("--distinct", type=float, default=0.10, help="distinct keys / records")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--append-seconds", type=float, default=3.0)
+    parser.add_argument(
+        "--throttle", type=float, default=0.0, help="cleaner read cap, MB/s (0: none)"
+    )
     parser.add_argument("--dir", help="where to build the logs (default: a temp dir)")
     args = parser.parse_args()
     runs = []

@@ -65,8 +65,8 @@ from minibroker.storage.cleaner.records import (
     records_section,
 )
 from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from minibroker.storage.segment_swap import CLEANED_SUFFIX
 
-CLEANED_SUFFIX = ".cleaned"
 READ_CHUNK_BYTES = 4 << 20
 """One pread of a segment being cleaned: large enough that syscalls do not show."""
 WRITE_BUFFER_BYTES = 1 << 20

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 import pytest
 
 from minibroker.protocol.crc32c import crc32c
-from minibroker.storage.cleaner.clean import clean_log
+from minibroker.protocol.records import decode_records
+from minibroker.storage.cleaner.clean import Throttle, clean_log
 from minibroker.storage.cleaner.offset_map import OffsetMap
 from minibroker.storage.cleaner.records import CONTROL_BIT, HEADER
 from minibroker.storage.log import Log
@@ -304,3 +306,46 @@ def test_a_log_below_its_dirty_ratio_waits_unless_past_max_compaction_lag(tmp_pa
     assert pending is not None
     manager.finish(pending, None)
     log.close()
+
+
+def test_the_cleaner_checkpoint_survives_a_restart_of_the_manager(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", COMPACT)
+    fill(log, rounds=5, keys=10)
+    manager = new_manager(log)
+    result = clean_once(manager, log)
+    assert result is not None and log.topic_partition is not None
+    manager.write_checkpoints(manager.checkpoint_snapshot({log.topic_partition: log}))
+    text = (tmp_path / "cleaner-offset-checkpoint").read_text()
+    assert text == f"0\n1\nt 0 {result.end_offset}\n"
+    again = new_manager(log)
+    assert again.dirty_stats(log.topic_partition, log, 0).first_dirty == result.end_offset
+    log.close()
+
+
+def test_reading_a_cleaned_log_by_next_offset_reaches_its_end(tmp_path: Path) -> None:
+    """A cleaned batch may end past its last record and a run of removed batches is
+    one empty batch: a reader continues at ``FetchDataInfo.next_offset`` (the batch's
+    end, as Kafka's readers do), never at its last record's offset + 1."""
+    log = Log(tmp_path / "t-0", COMPACT)
+    fill(log, rounds=6, keys=10)
+    log.roll()  # the active segment is empty: the log ends in cleaned batches
+    clean_once(new_manager(log), log)
+    offset, reads, past_last_record = log.log_start_offset, 0, 0
+    while offset < log.log_end_offset:
+        found = log.read(offset, 1 << 20)
+        assert found.next_offset > offset
+        records = decode_records(found.records)
+        last_record = max((r.offset for r in records), default=offset - 1)
+        past_last_record += found.next_offset > last_record + 1
+        offset, reads = found.next_offset, reads + 1
+    assert offset == log.log_end_offset == 60 and reads <= len(log.segments)
+    assert past_last_record  # where "last record + 1" would have read the same batch again
+    log.close()
+
+
+def test_the_cleaner_reads_no_faster_than_its_throttle() -> None:
+    throttle = Throttle(bytes_per_second=10e6, parent_pid=0)
+    started = time.monotonic()
+    for _ in range(4):
+        throttle.account(500_000)  # 2 MB at 10 MB/s: 0.2 s
+    assert time.monotonic() - started >= 0.19

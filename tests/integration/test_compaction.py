@@ -70,7 +70,7 @@ async def test_a_consumer_reading_while_the_cleaner_runs_sees_no_older_values(
     cluster = ProcessCluster(tmp_path, zk_connect, size=1, properties=CLEANER)
     try:
         await cluster.start_all()
-        await cluster.create_topic(TOPIC, 1, 1, {**COMPACTED, "min.compaction.lag.ms": "3000"})
+        await cluster.create_topic(TOPIC, 1, 1, {**COMPACTED, "min.compaction.lag.ms": "6000"})
         at_start = await write_rounds(cluster, range(10), KEYS)
         end = max(offset for offset, _ in at_start.values()) + 1
         seen: list[tuple[int, bytes | None, bytes | None]] = []
@@ -78,12 +78,15 @@ async def test_a_consumer_reading_while_the_cleaner_runs_sees_no_older_values(
         async with Consumer(bootstrap(cluster), auto_offset_reset="earliest") as consumer:
             consumer.assign([(TOPIC, 0)])
             with trio.fail_after(60):
-                while not seen or seen[-1][0] < end - 1:
-                    # a few records at a time, so the cleaning happens mid-read
-                    for r in await consumer.poll(timeout_ms=500, max_records=5):
+                while len(seen) < 50:  # a prefix, read before anything is cleanable
+                    for r in await consumer.poll(timeout_ms=500, max_records=50 - len(seen)):
                         seen.append((r.offset, r.key, r.value))
-                    if not checkpoint.exists():
-                        await trio.sleep(0.05)
+                assert not checkpoint.exists(), "cleaned before the read began: raise the lag"
+                while not checkpoint.exists():  # the cleaning runs under the open read
+                    await trio.sleep(0.05)
+                while seen[-1][0] < end - 1:
+                    for r in await consumer.poll(timeout_ms=500, max_records=1000):
+                        seen.append((r.offset, r.key, r.value))
         offsets = [o for o, _, _ in seen]
         assert offsets == sorted(set(offsets))
         last_seen = {key: (offset, value) for offset, key, value in seen}

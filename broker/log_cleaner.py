@@ -139,9 +139,15 @@ class LogCleaner:
             if self.replica_manager.log_manager.get_log(pending.tp) is not pending.log:
                 self.manager.finish(pending, None)  # deleted or moved meanwhile
                 return True
-            self.manager.finish(pending, result, self._step(pending.log.dir.parent))
-            snapshot = self.manager.checkpoint_snapshot(self.replica_manager.log_manager.logs)
-            await trio.to_thread.run_sync(self.manager.write_checkpoints, snapshot)
+            log_dir = pending.log.dir.parent
+            try:
+                self.manager.finish(pending, result, self._step(log_dir))
+                logs = self.replica_manager.log_manager.logs
+                entries = self.manager.checkpoint_snapshot(logs).get(log_dir, {})
+                await trio.to_thread.run_sync(self.manager.write_checkpoints, {log_dir: entries})
+            except OSError as exc:  # a failing disk: the log dir goes offline as for appends
+                log.error("%s: swapping cleaned segments failed: %s", pending.tp, exc)
+                self.replica_manager.log_dir_failed(log_dir)
         return True
 
     def _run_job(self, job: CleanJob) -> CleanResult:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from minibroker.protocol.crc32c import crc32c
-from minibroker.protocol.records import decode_records
+from minibroker.protocol.records import Compression, Record, decode_records, encode_batch
 from minibroker.storage.cleaner.clean import Throttle, clean_log
 from minibroker.storage.cleaner.offset_map import OffsetMap
 from minibroker.storage.cleaner.records import CONTROL_BIT, HEADER
@@ -349,3 +349,41 @@ def test_the_cleaner_reads_no_faster_than_its_throttle() -> None:
     for _ in range(4):
         throttle.account(500_000)  # 2 MB at 10 MB/s: 0.2 s
     assert time.monotonic() - started >= 0.19
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP, Compression.ZSTD])
+def test_batches_losing_some_records_are_rebuilt_with_their_offsets_and_timestamps(
+    tmp_path: Path, codec: Compression
+) -> None:
+    log = Log(tmp_path / "t-0", COMPACT)
+    for r in range(8):  # each batch: every key once, one timestamp per record
+        records = [
+            Record(b"v%d-%d" % (k, r), b"k%d" % k, timestamp=5_000 + 10 * r + k) for k in range(6)
+        ]
+        log.append(bytearray(encode_batch(records, compression=codec)))
+    log.append(
+        bytearray(encode_batch([Record(b"last", b"k0", timestamp=9_000)], compression=codec))
+    )
+    log.roll()
+    before = {r.offset: r for r in decode_records(_all_bytes(log))}
+    clean_once(new_manager(log), log)
+    after = list(decode_records(_all_bytes(log)))
+    assert [r.offset for r in after] == [43, 44, 45, 46, 47, 48]  # k1..k5 of round 7, then k0
+    for record in after:  # each kept record exactly as written
+        kept = before[record.offset]
+        assert (record.key, record.value, record.timestamp) == (
+            kept.key,
+            kept.value,
+            kept.timestamp,
+        )
+    log.close()
+
+
+def _all_bytes(log: Log) -> bytes:
+    out = b""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        found = log.read(offset, 1 << 20)
+        out += bytes(found.records)
+        offset = found.next_offset
+    return out

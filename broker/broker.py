@@ -47,6 +47,7 @@ from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.kafka_codec import KafkaCodec
+from minibroker.broker.log_cleaner import CleanerCollector, LogCleaner
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
@@ -120,6 +121,7 @@ class Broker:
         self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
         self.log_dir_mover: LogDirMover | None = None
         self.scrubber: Scrubber | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.server: BrokerServer | None = None
         self.kafka_server: BrokerServer | None = None  # with kafka.listeners
         self.metrics_server: MetricsServer | None = None
@@ -206,6 +208,7 @@ class Broker:
             corruption=functools.partial(CorruptReplicas, zk=zk),
         )
         self.scrubber = Scrubber(config, replica_manager)
+        self.log_cleaner = LogCleaner(config, replica_manager)
         self.replica_manager = replica_manager
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
@@ -221,7 +224,9 @@ class Broker:
             replica_manager,
             rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
         )
-        LogDirApis(replica_manager, self.log_dir_mover).install(self.dispatcher)
+        LogDirApis(
+            replica_manager, self.log_dir_mover, dirty_ratio=self.log_cleaner.dirty_ratio
+        ).install(self.dispatcher)
         self.topic_configs = TopicConfigs(  # DescribeConfigs / AlterConfigs
             config,
             replica_manager,
@@ -269,6 +274,7 @@ class Broker:
             )
         self.metrics.registry.register(PartitionCollector(replica_manager))
         self.metrics.registry.register(CorruptionCollector(log_manager.corruption_stats))
+        self.metrics.registry.register(CleanerCollector(self.log_cleaner))
         self.metrics.registry.register(
             BrokerStateCollector(
                 replica_manager=replica_manager, server=self.server, log_manager=log_manager
@@ -297,6 +303,8 @@ class Broker:
             if replica_manager.corruption is not None:
                 await nursery.start(replica_manager.corruption.run)
             await nursery.start(self.scrubber.run)
+            if config.log_cleaner_enable:
+                await nursery.start(self.log_cleaner.run)
             if config.metrics_port >= 0:
                 self.metrics_server = MetricsServer(
                     self.metrics, host=host, port=config.metrics_port

@@ -37,7 +37,7 @@ LONG_MAX = 2**63 - 1
 """Kafka's Long.MAX_VALUE, its spelling of "no limit" for several byte and count keys."""
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-CLEANUP_POLICIES = ("delete",)  # compaction is not implemented
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -47,6 +47,10 @@ def at_least(low: int) -> Validator:
 
 def between(low: int, high: int) -> Validator:
     return lambda v: None if v is None or low <= v <= high else f"must be in [{low}, {high}]"
+
+
+def fraction(v: Any) -> str | None:
+    return None if 0.0 <= v <= 1.0 else "must be in [0, 1]"
 
 
 def one_of(*choices: str) -> Validator:
@@ -319,7 +323,49 @@ class BrokerConfig:
         one_of(*TIMESTAMP_TYPES),
     )
     log_cleanup_policy: str = _key(
-        "log.cleanup.policy", "delete", "Only delete is supported.", one_of(*CLEANUP_POLICIES)
+        "log.cleanup.policy",
+        "delete",
+        "delete (retention), compact (keep each key's latest record) or compact,delete.",
+        one_of(*CLEANUP_POLICIES),
+    )
+    log_cleaner_enable: bool = _key(
+        "log.cleaner.enable", True, "Run the log cleaner (compacted topics need it)."
+    )
+    log_cleaner_threads: int = _key(
+        "log.cleaner.threads", 1, "Logs cleaned at once (each in a worker process).", at_least(1)
+    )
+    log_cleaner_dedupe_buffer_size: int = _key(
+        "log.cleaner.dedupe.buffer.size",
+        134217728,
+        "Memory for the cleaners' offset maps (bytes, split over the threads).",
+        at_least(1024),
+    )
+    log_cleaner_io_max_bytes_per_second: float = _key(
+        "log.cleaner.io.max.bytes.per.second",
+        1.7976931348623157e308,
+        "Read rate cap of the cleaners together (bytes/s).",
+        lambda v: None if v > 0 else "must be > 0",
+    )
+    log_cleaner_backoff_ms: int = _key(
+        "log.cleaner.backoff.ms", 15000, "Pause when no log needs cleaning.", at_least(0)
+    )
+    log_cleaner_min_cleanable_ratio: float = _key(
+        "log.cleaner.min.cleanable.ratio",
+        0.5,
+        "Default min.cleanable.dirty.ratio.",
+        fraction,
+    )
+    log_cleaner_min_compaction_lag_ms: int = _key(
+        "log.cleaner.min.compaction.lag.ms", 0, "Default min.compaction.lag.ms.", at_least(0)
+    )
+    log_cleaner_max_compaction_lag_ms: int = _key(
+        "log.cleaner.max.compaction.lag.ms",
+        LONG_MAX,
+        "Default max.compaction.lag.ms.",
+        at_least(1),
+    )
+    log_cleaner_delete_retention_ms: int = _key(
+        "log.cleaner.delete.retention.ms", 86400000, "Default delete.retention.ms.", at_least(0)
     )
     compression_type: str = _key(
         "compression.type",
@@ -547,7 +593,39 @@ class TopicConfig:
         "max.message.bytes", 1048588, "Largest batch.", at_least(0), "message_max_bytes"
     )
     cleanup_policy: str = _key(
-        "cleanup.policy", "delete", "Only delete.", one_of(*CLEANUP_POLICIES), "log_cleanup_policy"
+        "cleanup.policy",
+        "delete",
+        "delete, compact or compact,delete.",
+        one_of(*CLEANUP_POLICIES),
+        "log_cleanup_policy",
+    )
+    min_cleanable_dirty_ratio: float = _key(
+        "min.cleanable.dirty.ratio",
+        0.5,
+        "Clean once this share of the log is dirty.",
+        fraction,
+        "log_cleaner_min_cleanable_ratio",
+    )
+    min_compaction_lag_ms: int = _key(
+        "min.compaction.lag.ms",
+        0,
+        "Records stay uncompacted at least this long.",
+        at_least(0),
+        "log_cleaner_min_compaction_lag_ms",
+    )
+    max_compaction_lag_ms: int = _key(
+        "max.compaction.lag.ms",
+        LONG_MAX,
+        "Records are compacted within about this long.",
+        at_least(1),
+        "log_cleaner_max_compaction_lag_ms",
+    )
+    delete_retention_ms: int = _key(
+        "delete.retention.ms",
+        86400000,
+        "How long tombstones survive cleaning.",
+        at_least(0),
+        "log_cleaner_delete_retention_ms",
     )
     compression_type: str = _key(
         "compression.type",
@@ -629,6 +707,8 @@ def _parse_value(text: str, kind: Any, key: str) -> Any:
             return lowered == "true"
         if kind is int:
             return int(text)
+        if kind is float:
+            return float(text)
         if kind is str:
             return text
         if typing.get_origin(kind) is list:
@@ -639,7 +719,8 @@ def _parse_value(text: str, kind: Any, key: str) -> Any:
 
 
 def _kind_name(kind: Any) -> str:
-    return {bool: "true or false", int: "an integer", str: "a string"}.get(kind, "a list")
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    return names.get(kind, "a list")
 
 
 _C = TypeVar("_C", BrokerConfig, TopicConfig)

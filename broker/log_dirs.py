@@ -70,9 +70,16 @@ def future_name_too_long(tp: TopicPartition) -> bool:
 
 
 class LogDirApis:
-    def __init__(self, replica_manager: ReplicaManager, mover: LogDirMover) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        mover: LogDirMover,
+        dirty_ratio: Callable[[TopicPartition, Log], float] = lambda _tp, _log: -1.0,
+    ) -> None:
+        """``dirty_ratio``: the cleaner's view of a compacted log (-1: not one)."""
         self.replica_manager = replica_manager
         self.mover = mover
+        self.dirty_ratio = dirty_ratio
         self._alter_lock = trio.Lock()
 
     def install(self, dispatcher: RequestDispatcher) -> None:
@@ -155,7 +162,9 @@ class LogDirApis:
                 continue
             entries: list[tuple[TopicPartition, Body]] = []
             for tp, log_ in _in_dir(current.items(), log_dir, wanted):
-                entries.append((tp, _replica(tp, log_, lag=0, is_future=False)))
+                entry = _replica(tp, log_, lag=0, is_future=False)
+                entry["dirty_ratio"] = self.dirty_ratio(tp, log_)
+                entries.append((tp, entry))
             for tp, log_ in _in_dir(futures.items(), log_dir, wanted):
                 source = current.get(tp)
                 lag = 0 if source is None else source.log_end_offset - log_.log_end_offset

@@ -18,6 +18,9 @@ Kafka's LogValidator does):
   costs what its bytes cost. A compressed batch is decompressed first, at most
   ``MAX_DECOMPRESSED_BATCH_BYTES``: a batch that would inflate beyond is refused
   (CORRUPT_MESSAGE) before the memory is spent.
+- compacted topics (``cleanup.policy`` with ``compact``): every record needs a key, as
+  the cleaner keeps the latest record per key; a keyless one is INVALID_RECORD (Kafka's
+  "Compacted topic cannot accept message without key").
 - LogAppendTime topics: each batch's CRC is checked first (so a corrupt batch is never
   "repaired" by the CRC recomputation), then its timestamps are set to the append time.
 - ``compression.type`` other than ``producer``: a batch in another codec is checked (CRC,
@@ -45,6 +48,7 @@ from minibroker.protocol.records import (
     set_log_append_time,
     validate_batch,
 )
+from minibroker.storage.cleaner.records import walk_records
 
 MAX_DECOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
 """Largest records section a compressed batch may inflate to. Honest batches are far
@@ -84,6 +88,32 @@ def check_record_counts(records: Buffer) -> None:
         if found != count:
             raise InvalidRecordError(f"batch at {pos} declares {count} records but holds {found}")
         pos += size
+
+
+def check_keys(records: Buffer) -> None:
+    """Raise InvalidRecordError if a record of ``records`` has no key (a compacted
+    topic). Run after ``check_record_counts``: the batches are whole and counted."""
+    view = memoryview(records)
+    pos = 0
+    for pos, header in iter_headers(view):
+        if header.is_control or not header.record_count:
+            continue
+        size = header.size
+        codec = header.compression
+        if codec == Compression.NONE:
+            section = bytes(view[pos + BATCH_HEADER_SIZE : pos + size])
+        elif codec == Compression.GZIP:
+            section = _inflate(view, pos, size)
+        else:
+            section = _decompress(codec, view, pos, size)
+        try:
+            spans = walk_records(section, header.record_count)
+        except (ValueError, IndexError, CorruptMessageError):
+            raise InvalidRecordError(f"batch at {pos}: its records run past its end") from None
+        if any(span[2] is None for span in spans):
+            raise InvalidRecordError(
+                f"batch at {pos}: a compacted topic cannot accept a record without a key"
+            )
 
 
 def _inflate(buf: Buffer, pos: int, size: int) -> bytes:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from minibroker.broker.config import TopicConfig
 from minibroker.broker.log_validator import (
+    check_keys,
     check_record_counts,
     recompress,
     stamp_log_append_time,
@@ -237,6 +238,8 @@ class Partition:
                 f"{config.min_insync_replicas}"
             )
         check_record_counts(records)
+        if "compact" in config.cleanup_policy:
+            check_keys(records)
         codec = stored_codec(config.compression_type)
         if codec is not None:
             records = recompress(records, codec)

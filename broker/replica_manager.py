@@ -120,9 +120,13 @@ def write_epoch_checkpoints(caches: Sequence[LeaderEpochCache]) -> None:
 def to_log_config(
     topic: TopicConfig, *, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
 ) -> LogConfig:
+    compact = "compact" in topic.cleanup_policy
     return LogConfig(
         segment_bytes=topic.segment_bytes,
-        segment_ms=topic.segment_ms,
+        # A compacted log's records must reach a closed segment within max.compaction.lag.ms
+        segment_ms=min(topic.segment_ms, topic.max_compaction_lag_ms)
+        if compact
+        else topic.segment_ms,
         index_interval_bytes=topic.index_interval_bytes,
         segment_index_bytes=topic.segment_index_bytes,
         retention_ms=topic.retention_ms,
@@ -130,6 +134,11 @@ def to_log_config(
         max_message_bytes=topic.max_message_bytes,
         file_delete_delay_ms=topic.file_delete_delay_ms,
         producer_id_expiration_ms=producer_id_expiration_ms,
+        cleanup_policy=topic.cleanup_policy,
+        min_cleanable_dirty_ratio=topic.min_cleanable_dirty_ratio,
+        min_compaction_lag_ms=topic.min_compaction_lag_ms,
+        max_compaction_lag_ms=topic.max_compaction_lag_ms,
+        delete_retention_ms=topic.delete_retention_ms,
     )
 
 

@@ -79,6 +79,8 @@ class ReplicaLogDir:
     size: int
     offset_lag: int
     is_future: bool
+    dirty_ratio: float = -1.0
+    """Share of a compacted log not cleaned yet (0..1); -1 for other logs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,6 +435,7 @@ class Admin:
                         p.get("partition_size", 0),
                         p.get("offset_lag", 0),
                         p.get("is_future", False),
+                        p.get("dirty_ratio", -1.0),
                     )
                     for t in d.get("topics", ())
                     for p in t["partitions"]

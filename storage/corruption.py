@@ -123,8 +123,7 @@ def check_batches(
                 and length >= _MIN_LENGTH
                 and end <= total
                 and attributes & _COMPRESSION_MASK <= _LAST_CODEC
-                and count >= 1
-                and delta == count - 1
+                and 0 <= count <= delta + 1
                 and crc32c(view[position + _CRC_START : end]) == crc
             ):
                 if next_offset >= 0 and base != next_offset:

@@ -12,6 +12,8 @@ all in ``storage.log_append``; then the whole buffer goes to the active segment 
 write. Records are never decoded. Append as follower: offsets are kept; they must not
 go back and must be contiguous within one append; a gap before the first batch starts a
 new segment, so offsets inside every segment stay contiguous (which recovery relies on).
+A compacted log keeps them contiguous too (storage/cleaner fills what it removes with
+empty batches).
 
 Idempotent producers (``storage.producer_state``): batches with a producer id update
 the partition's producer state. On the leader each is checked first: a retried batch
@@ -47,7 +49,7 @@ from typing import NamedTuple
 from minibroker.protocol.errors import OffsetOutOfRangeError, RecordListTooLargeError
 from minibroker.protocol.records import BatchHeader
 from minibroker.storage.corruption import CorruptionStats, check_batches
-from minibroker.storage.errors import CorruptRecordError
+from minibroker.storage.errors import CorruptIndexError, CorruptRecordError
 from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_append import LogAppendInfo as LogAppendInfo
 from minibroker.storage.log_append import validate_and_assign
@@ -56,6 +58,7 @@ from minibroker.storage.log_loader import load_segments, report_truncation
 from minibroker.storage.names import TopicPartition, parse_partition_dir
 from minibroker.storage.producer_state import ProducerStateManager, iter_segment_headers
 from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from minibroker.storage.segment_swap import CLEANED_SUFFIX, SWAP_SUFFIX, delete_cleaned_files
 from minibroker.storage.time_index import NO_TIMESTAMP, TimestampOffset
 
 log = logging.getLogger(__name__)
@@ -136,7 +139,7 @@ class Log:
 
     # --- loading ---------------------------------------------------------------------
 
-    def _new_segment(self, base_offset: int, *, create: bool) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, create: bool, file_suffix: str = "") -> LogSegment:
         return LogSegment(
             self.dir,
             base_offset,
@@ -144,6 +147,7 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
             created_ms=self.clock(),
             create=create,
+            file_suffix=file_suffix,
         )
 
     def _load(self, had_clean_shutdown: bool) -> None:
@@ -156,6 +160,7 @@ class Log:
             epochs=self.leader_epoch_cache,
             stats=self.corruption_stats,
             cuts=self.recovery_cuts,
+            open_swap=lambda base: self._new_segment(base, create=False, file_suffix=SWAP_SUFFIX),
         ):
             self._add_segment(segment)
         if not self._segments:
@@ -408,13 +413,56 @@ class Log:
                 return found
         return None
 
+    # --- compaction ------------------------------------------------------------------
+
+    def replace_segments(
+        self,
+        old: list[LogSegment],
+        base_offset: int,
+        truncations: int,
+        on_step: Callable[[str], None] = lambda _step: None,
+    ) -> LogSegment | None:
+        """Swap the cleaned segment ``<base_offset>.*.cleaned`` in for the consecutive
+        segments ``old`` (storage/segment_swap.py gives the steps and what a crash
+        between them leaves). None, and the cleaned files deleted, when ``old`` are not
+        all still in the log or the log was truncated since ``truncations``.
+        ``on_step`` is called after each step (tests stop there)."""
+        start = next((i for i, s in enumerate(self._segments) if s is old[0]), -1)
+        if (
+            start < 0
+            or self._truncations != truncations
+            or self._segments[start : start + len(old)] != old
+            or start + len(old) >= len(self._segments)  # never the active segment
+        ):
+            delete_cleaned_files(self.dir, base_offset)
+            return None
+        new = self._new_segment(base_offset, create=False, file_suffix=CLEANED_SUFFIX)
+        try:
+            new.sanity_check()
+        except CorruptIndexError:
+            new.recover(self.config.segment_index_bytes)
+        on_step("cleaned")
+        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        on_step("swap")
+        for segment in old:
+            self._dispose(segment)
+        on_step("deleted")
+        new.change_file_suffixes(SWAP_SUFFIX, "")
+        on_step("renamed")
+        segments = [*self._segments[:start], new, *self._segments[start + len(old) :]]
+        self._segments, self._bases = segments, [s.base_offset for s in segments]
+        return new
+
     # --- retention -------------------------------------------------------------------
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Apply retention.ms, retention.bytes and the log start offset; delete whole
-        segments from the oldest, never the active one. Returns how many went."""
+        """Apply retention.ms, retention.bytes (with cleanup.policy delete) and the log
+        start offset; delete whole segments from the oldest, never the active one.
+        Returns how many went."""
         now = self.clock() if now_ms is None else now_ms
         retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+        if not self.config.delete:
+            retention_ms = retention_bytes = -1  # compact only: the cleaner removes records
         deleted = 0
         if retention_ms >= 0:
             deleted += self._delete_prefix(

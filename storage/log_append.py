@@ -4,6 +4,8 @@ analyzeAndValidateRecords and offset assignment, for ``Log.append``.
 Each batch is validated (header walk + CRC-32C, size against ``max.message.bytes``).
 On the leader its baseOffset is patched in place to the next free offsets; as follower
 its offsets are kept but must not go back and must be contiguous within the append.
+Producers' batches (on the leader) must hold every offset of their range:
+``recordCount == lastOffsetDelta + 1``.
 ``partitionLeaderEpoch`` is stamped when a leader epoch is given, and each epoch newer
 than the latest known is collected with its start offset. Batches with a producer id
 go through ``storage.producer_state``: on the leader a retried batch already in the log
@@ -79,6 +81,11 @@ def validate_and_assign(
         if size > max_message_bytes:
             raise MessageTooLargeError(f"batch of {size} bytes exceeds {max_message_bytes}")
         if assign_offsets:
+            if header.record_count != header.last_offset_delta + 1:
+                raise CorruptMessageError(
+                    f"batch at {position} has {header.record_count} records but "
+                    f"lastOffsetDelta {header.last_offset_delta}"
+                )
             base = next_offset
             patch_base_offset(view, position, base)
         else:

@@ -35,6 +35,19 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     file_delete_delay_ms: int = 60_000
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # idle producers forgotten
+    cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1
+    delete_retention_ms: int = 86_400_000  # how long tombstones survive cleaning
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
 
     def __post_init__(self) -> None:
         # The smallest values Kafka accepts for the same keys.

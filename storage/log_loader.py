@@ -1,8 +1,10 @@
 """Opening the segments of a partition dir: clean-up, sanity checks and recovery.
 
-How this works. Leftovers of a crash are removed first: ``.tmp`` files (half-written
-checkpoints), ``.deleted`` segment files (deletion was already decided) and index files
-whose ``.log`` is gone. Every ``.log`` then becomes a LogSegment, oldest first.
+How this works. A cleaned segment whose swap a crash interrupted is swapped in or
+discarded first (``storage.segment_swap``). Leftovers of a crash are removed next:
+``.tmp`` files (half-written checkpoints), ``.deleted`` segment files (deletion was
+already decided) and index files whose ``.log`` is gone. Every ``.log`` then becomes
+a LogSegment, oldest first.
 
 Which segments are revalidated (``LogSegment.recover``: every batch's length, CRC and
 offsets, truncation at the first bad one, indexes rebuilt):
@@ -32,6 +34,7 @@ from minibroker.storage.corruption import CorruptionStats
 from minibroker.storage.errors import CorruptIndexError, CorruptRecordError
 from minibroker.storage.names import DELETED_SUFFIX, LOG_SUFFIX, TMP_SUFFIX, parse_segment_file
 from minibroker.storage.segment import EpochSink, LogSegment
+from minibroker.storage.segment_swap import complete_swaps
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +70,14 @@ def load_segments(
     epochs: EpochSink,
     stats: CorruptionStats | None = None,
     cuts: list[CorruptRecordError] | None = None,
+    open_swap: Callable[[int], LogSegment] | None = None,
 ) -> list[LogSegment]:
     """The segments of ``directory``, checked or recovered (see the module doc). Each
-    truncation is also appended to ``cuts``: where it was, from which offset on."""
+    truncation is also appended to ``cuts``: where it was, from which offset on.
+    ``open_swap(base)`` opens the ``.swap`` files a cleaning interrupted by a crash
+    left (storage/segment_swap.py completes that swap first)."""
+    if open_swap is not None:
+        complete_swaps(directory, open_swap, max_index_size)
     segments = [open_segment(base) for base in remove_leftovers(directory)]
     recovered: list[LogSegment] = []
     i = 0

@@ -7,6 +7,7 @@ Each log dir holds partition dirs and, at its root, the per-dir files::
     recovery-point-offset-checkpoint    topic partition recoveryPoint
     log-start-offset-checkpoint         topic partition logStartOffset
     replication-offset-checkpoint       topic partition highWatermark (the broker's)
+    cleaner-offset-checkpoint           topic partition firstDirtyOffset (storage/cleaner)
 
 Start-up: every ``<topic>-<partition>`` dir is loaded as a Log; if the dir had no
 ``.kafka_cleanshutdown`` each log revalidates everything after its checkpointed

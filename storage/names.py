@@ -7,7 +7,9 @@
   this log dir). Kafka's uuid is a random UUID without dashes.
 - Segment files: ``<base offset, 20 digits, zero padded>`` + ``.log`` / ``.index`` /
   ``.timeindex``; ``.deleted`` is appended to a segment file awaiting deletion and
-  ``.tmp`` marks a half-written file (both are removed on load).
+  ``.tmp`` marks a half-written file (both are removed on load); the log cleaner writes a
+  new segment's files with ``.cleaned`` then ``.swap`` appended (storage/segment_swap.py
+  says what loading does with them).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ segment therefore never has an entry.
 Offsets inside a segment are contiguous: its first batch starts at the base offset and
 each batch starts right after the previous one (the Log starts a new segment at any gap
 a follower copies). baseOffset lies outside the CRC, so this is what catches a corrupt
-one.
+one. The log cleaner keeps that: a batch that loses records keeps its offset range,
+and a run of removed batches becomes one empty batch (no records) over their offsets.
 
 After a crash: ``recover()`` re-reads the log from position 0, validating every batch
 (header, length, CRC-32C, contiguous offsets in range), truncates the file at the
@@ -110,22 +111,25 @@ class LogSegment:
         created_ms: int,
         create: bool,
         writable: bool = True,
+        file_suffix: str = "",
     ) -> None:
+        """``file_suffix`` follows each file name (the cleaner writes a segment as
+        ``.cleaned`` files, see ``change_file_suffixes``)."""
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
-        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX + file_suffix)
         if create:
             # A file left by a crash in the middle of an earlier roll is stale.
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
+                segment_path(directory, base_offset, suffix + file_suffix).unlink(missing_ok=True)
         # O_APPEND: every write lands at the end, also right after a truncation, and
         # os.write is cheaper than pwrite for the small appends that dominate.
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND if writable else os.O_RDONLY
         self._fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self._fd).st_size
-        index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
-        time_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
+        index_path = segment_path(directory, base_offset, INDEX_SUFFIX + file_suffix)
+        time_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX + file_suffix)
         # A missing index is created empty and must be rebuilt (sanity_check says so).
         self.index_missing = not create and not (index_path.exists() and time_path.exists())
         self.offset_index = OffsetIndex(index_path, base_offset, max_index_size, writable=writable)
@@ -511,6 +515,18 @@ class LogSegment:
 
     def files(self) -> list[Path]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename the three files from ``<name><old>`` to ``<name><new>``, indexes
+        first and the ``.log`` last (crash recovery keys on the ``.log`` name). Open
+        descriptors and mmaps follow the files."""
+        for index in (self.offset_index, self.time_index):
+            name = index.path.name.removesuffix(old) if old else index.path.name
+            index.rename(index.path.with_name(name + new))
+        name = self.log_path.name.removesuffix(old) if old else self.log_path.name
+        target = self.log_path.with_name(name + new)
+        os.rename(self.log_path, target)
+        self.log_path = target
 
     def rename_to_deleted(self) -> list[Path]:
         """Close and rename the files with ``.deleted`` (removed later); new paths."""

@@ -7,6 +7,8 @@ Like kafka-log-dirs.sh --describe: ``--broker-list 1,2`` (default: every broker)
       "partitions":[{"partition":"t-0","size":123,"offsetLag":0,"isFuture":false}]}]}]}
 
 ``error`` is the Kafka error name of an offline dir (KAFKA_STORAGE_ERROR), else null.
+A partition of a compacted topic also has ``dirtyRatio``: the share of its log the
+cleaner has not cleaned yet (0..1), what ``min.cleanable.dirty.ratio`` is compared to.
 The two progress lines Kafka's tool prints go to stderr, so stdout is pure JSON.
 """
 
@@ -69,6 +71,7 @@ def log_dirs_json(described: list[LogDirDescription], topics: set[str] | None) -
                 "offsetLag": r.offset_lag,
                 "isFuture": r.is_future,
             }
+            | ({"dirtyRatio": round(r.dirty_ratio, 4)} if r.dirty_ratio >= 0 else {})
             for r in d.replicas
             if topics is None or r.topic in topics
         ]

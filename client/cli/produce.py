@@ -2,7 +2,9 @@
 
 Like kafka-console-producer.sh: ``--key-separator SEP`` splits each line into key and
 value at the first SEP; ``--header k=v`` adds headers to every record; ``--acks``,
-``--partition``, ``--compression``, ``--linger-ms``. Lines are sent as they arrive
+``--partition``, ``--compression``, ``--linger-ms``. ``--null-value`` writes tombstones
+(records with a null value, what deletes a key of a compacted topic): each line is
+then the key. Lines are sent as they arrive
 (interactive use works) and everything is flushed at end of input; the exit code is 1
 if any record failed, with the first failure on stderr.
 """
@@ -57,6 +59,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="acknowledgements to wait for (default all)",
     )
     parser.add_argument("--partition", type=int, help="write every record to this partition")
+    parser.add_argument(
+        "--null-value",
+        action="store_true",
+        help="write tombstones: each line is a key, the value is null (compacted topics)",
+    )
     parser.add_argument(
         "--compression",
         choices=tuple(CODEC_NAMES),
@@ -125,16 +132,18 @@ async def _run(args: argparse.Namespace, stream: BinaryIO) -> int:
                     if line.endswith(b"\r"):
                         line = line[:-1]
                     key = None
-                    if separator is not None:
+                    value: bytes | None = line
+                    if args.null_value:
+                        key, value = line, None
+                    elif separator is not None:
                         key, found, value = line.partition(separator)
                         if not found:
                             raise MinibrokerError(
                                 f"line {sent + 1}: no key separator {args.key_separator!r}"
                             )
-                        line = value
                     deliveries.append(
                         await producer.enqueue(
-                            args.topic, line, key=key, headers=headers, partition=args.partition
+                            args.topic, value, key=key, headers=headers, partition=args.partition
                         )
                     )
                     sent += 1

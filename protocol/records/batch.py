@@ -134,6 +134,12 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
 def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Check the batch at ``pos`` is whole, well-formed and matches its CRC-32C.
 
+    A batch may hold fewer records than its offset range (0 <= recordCount <=
+    lastOffsetDelta + 1): the log cleaner keeps a batch's baseOffset and
+    lastOffsetDelta when it removes records, and keeps an empty batch (no records)
+    where a producer's last sequence must survive, as Kafka does. Producers always
+    send full batches; the leader's append checks that.
+
     On the append and recovery paths, once per batch: the header is unpacked once and
     checked field by field before the BatchHeader is built.
     """
@@ -148,7 +154,7 @@ def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
     if end > len(buf):
         raise CorruptMessageError(f"batch at {pos} is cut short ({len(buf) - pos} bytes)")
     count = fields[12]
-    if count < 1 or fields[6] != count - 1:
+    if count < 0 or count > fields[6] + 1 or fields[6] < 0:
         raise CorruptMessageError(
             f"batch at {pos} has {count} records but lastOffsetDelta {fields[6]}"
         )

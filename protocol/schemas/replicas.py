@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from minibroker.protocol.schemas.types import (
     BOOL,
+    FLOAT64,
     INT8,
     INT16,
     INT32,
@@ -173,7 +174,9 @@ DESCRIBE_LOG_DIRS = Api(
     Response: ``error_code``, ``results[]`` of {error_code (KAFKA_STORAGE_ERROR for an
     offline dir), log_dir, topics[] of {name, partitions[] of {partition_index,
     partition_size (bytes), offset_lag (how far behind the current log a -future log
-    is, or the follower's lag; 0 when caught up), is_future}}, total_bytes and
+    is, or the follower's lag; 0 when caught up), is_future, dirty_ratio (share of a
+    compacted log the cleaner has not cleaned yet, 0..1; -1 for other logs; not in
+    Kafka's schema)}}, total_bytes and
     usable_bytes of the file system (-1 unknown)}.
     """,
     request=struct(
@@ -197,6 +200,7 @@ DESCRIBE_LOG_DIRS = Api(
                         Field("partition_size", INT64, 0),
                         Field("offset_lag", INT64, 0),
                         Field("is_future", BOOL, False),
+                        Field("dirty_ratio", FLOAT64, -1.0),
                         default=[],
                     ),
                     Field("total_bytes", INT64, -1),

@@ -230,13 +230,16 @@ class FakeController:
         self, states: Iterable[dict[str, Any]], *, controller_epoch: int | None = None
     ) -> Any:
         host, port = self.broker.address
+        me: dict[str, Any] = {"id": self.broker.config.broker_id, "host": host, "port": port}
+        if self.broker.kafka_address is not None:  # Kafka clients find the broker too
+            me["kafka_host"], me["kafka_port"] = self.broker.kafka_address
         body = {
             **self._header(controller_epoch),
             "partition_states": [
                 {k: v for k, v in s.items() if k != "is_new"} | {"offline_replicas": []}
                 for s in states
             ],
-            "live_brokers": [{"id": self.broker.config.broker_id, "host": host, "port": port}],
+            "live_brokers": [me],
         }
         return await self._send(ApiKey.UPDATE_METADATA, body)
 

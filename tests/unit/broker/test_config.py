@@ -119,3 +119,15 @@ def test_kafka_listener_is_off_by_default_and_advertises_a_reachable_host() -> N
     assert advertised.kafka_advertised_address == ("kafka.example", 29092)
     with pytest.raises(ConfigError, match=r"kafka\.listeners"):
         BrokerConfig.from_properties(None, {"kafka.listeners": "no-port"})
+
+
+def test_compaction_keys_parse_and_topics_inherit_the_cleaner_defaults() -> None:
+    config = BrokerConfig.from_properties(
+        None,
+        {"log.cleaner.min.cleanable.ratio": "0.25", "log.cleaner.delete.retention.ms": "5"},
+    )
+    topic = config.topic_config({"cleanup.policy": "compact,delete"})
+    assert (topic.cleanup_policy, topic.min_cleanable_dirty_ratio) == ("compact,delete", 0.25)
+    assert topic.delete_retention_ms == 5
+    with pytest.raises(ConfigError, match=r"min\.cleanable\.dirty\.ratio"):
+        config.topic_config({"min.cleanable.dirty.ratio": "1.5"})

@@ -166,3 +166,12 @@ def test_a_corrupt_batch_is_refused_rather_than_re_encoded() -> None:
     bad[-3] ^= 0xFF
     with pytest.raises(CorruptMessageError):
         recompress(bytes(bad), Compression.NONE)
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP])
+def test_compacted_topics_refuse_a_record_without_a_key(codec: Compression) -> None:
+    keyed = encode_batch([Record(b"v", b"k"), Record(None, b"gone")], compression=codec)
+    log_validator.check_keys(keyed)  # keyed records and tombstones are fine
+    keyless = encode_batch([Record(b"v", b"k"), Record(b"no key")], compression=codec)
+    with pytest.raises(InvalidRecordError, match="without a key"):
+        log_validator.check_keys(keyed + keyless)

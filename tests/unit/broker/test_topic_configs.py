@@ -64,7 +64,7 @@ def test_an_unknown_key_is_invalid_config_naming_the_key() -> None:
         ("unclean.leader.election.enable", "maybe"),
         ("message.timestamp.type", "WallClock"),
         ("segment.bytes", "13"),
-        ("cleanup.policy", "compact"),
+        ("cleanup.policy", "compress"),
     ],
 )
 def test_a_bad_value_is_invalid_config_naming_the_key(key: str, value: str) -> None:

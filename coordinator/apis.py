@@ -11,8 +11,10 @@ that finds it missing starts the creation and answers COORDINATOR_NOT_AVAILABLE,
 clients retry. Its replication factor is ``offsets.topic.replication.factor`` capped by
 the brokers alive at that moment: Kafka refuses to create the topic until enough
 brokers are up, which leaves a one-broker dev cluster with no group coordinator at all.
-Until log compaction exists the topic keeps everything (``retention.ms=-1``): deleting
-old segments by time would lose the last commit of a quiet group.
+The topic is compacted (``cleanup.policy=compact``), as Kafka's: the log cleaner keeps
+each group's latest metadata and each partition's latest commit, and removes what a
+tombstone deleted; nothing is ever deleted by age, which would lose the last commit of
+a quiet group.
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ class CoordinatorApis:
                     "replication_factor": min(self.replication_factor, live),
                     "assignments": [],
                     "configs": [
-                        {"name": "retention.ms", "value": "-1"},
+                        {"name": "cleanup.policy", "value": "compact"},
                         {"name": "segment.bytes", "value": str(OFFSETS_TOPIC_SEGMENT_BYTES)},
                     ],
                 }

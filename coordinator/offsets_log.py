@@ -29,6 +29,7 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
 from minibroker.protocol.records import decode_records, encode_batch
+from minibroker.protocol.records.batch import iter_headers
 from minibroker.protocol.records.types import DecodedRecord, Record
 from minibroker.storage.log_config import Clock
 from minibroker.storage.names import TopicPartition
@@ -90,12 +91,20 @@ class ReplicaOffsetsLog:
                 return
             if not read.records:
                 return
-            for record in decode_records(bytes(read.records)):
+            chunk = bytes(read.records)
+            start = position
+            for record in decode_records(chunk):
                 if record.offset >= end:
                     return
                 if record.offset >= position:
                     yield record
                 position = record.offset + 1
+            # A cleaned log has batches whose last records were removed and empty
+            # batches: continue after the last batch, not after the last record.
+            for _, batch in iter_headers(chunk):
+                position = max(position, batch.base_offset + batch.last_offset_delta + 1)
+            if position <= start:
+                return
             yield None
 
     def high_watermark(self, topic: str, partition: int) -> int | None:

@@ -96,7 +96,7 @@ async def test_the_first_find_coordinator_creates_the_offsets_topic_capped_by_li
         50,
         1,
     )
-    assert {"name": "retention.ms", "value": "-1"} in topic["configs"]
+    assert {"name": "cleanup.policy", "value": "compact"} in topic["configs"]
 
 
 async def test_find_coordinator_names_the_leader_of_the_groups_partition_in_both_shapes() -> None:

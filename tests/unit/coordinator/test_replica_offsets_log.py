@@ -4,17 +4,20 @@ acks=all, and a manager that becomes leader again reads them back."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from minibroker.broker.partition import Partition, PartitionState
+from minibroker.broker.partition import Partition, PartitionState, ReadResult
 from minibroker.coordinator.group import Group
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig
 from minibroker.coordinator.offsets_log import ReplicaOffsetsLog
 from minibroker.protocol.errors import NotCoordinatorError
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, OffsetCommitValue
+from minibroker.protocol.records import Record, encode_batch
+from minibroker.storage.cleaner.records import gap_batch
 from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
@@ -65,3 +68,34 @@ async def test_leadership_changes_reach_the_listeners_and_commits_survive_a_relo
 
         await manager.stop_replicas(1, [(OFFSETS_0, False)])
         assert changes[-1] == ([], [OFFSETS_0])
+
+
+class _CleanedPartition:
+    """An offsets partition as the log cleaner leaves it: two records, then an empty
+    batch over offsets 2-9 whose records were all removed; the log ends at 10."""
+
+    log_start_offset = 0
+    log_end_offset = 10
+
+    def __init__(self) -> None:
+        records = encode_batch([Record(b"v0", b"k0"), Record(b"v1", b"k1")])
+        self.chunk = bytes(records) + gap_batch(2, 9, leader_epoch=0, timestamp=1)
+
+    def read(self, offset: int, max_bytes: int, *, from_follower: bool) -> ReadResult:
+        return ReadResult(self.chunk, high_watermark=10, log_start_offset=0, log_end_offset=10)
+
+
+class _OneCleanedPartition:
+    def get_partition(self, tp: TopicPartition) -> _CleanedPartition:
+        return _CleanedPartition()
+
+
+def test_loading_a_cleaned_offsets_partition_continues_past_batches_without_records() -> None:
+    offsets_log = ReplicaOffsetsLog(
+        _OneCleanedPartition(),  # type: ignore[arg-type]
+        timeout_ms=1000,
+        clock=lambda: 5,
+    )
+    read = list(itertools.islice(offsets_log.read_all(0), 10))
+    assert [r.offset for r in read if r is not None] == [0, 1]
+    assert len(read) == 3  # the two records and one end-of-chunk marker, then done

@@ -21,7 +21,7 @@ writes ``cleaner-stopped-at-<step>`` in the log dir at that step of a swap and f
 there, for a crash test to kill -9 it.
 
 Metrics (Kafka's LogCleaner gauges): ``kafka_log_logcleaner_max_dirty_percent``,
-``kafka_log_logcleaner_time_since_last_run_ms``,
+``kafka_log_logcleaner_time_since_last_run_seconds``,
 ``kafka_log_logcleaner_cleaner_recopy_percent``.
 """
 
@@ -201,9 +201,10 @@ class CleanerCollector(Collector):
         )
         last = stats.last_run_end if stats.last_run_end is not None else self.cleaner.started
         yield GaugeMetricFamily(
-            LOG_CLEANER + "time_since_last_run_ms",
-            "Milliseconds since the last cleaning finished (or the cleaner started).",
-            (time.monotonic() - last) * 1000,
+            LOG_CLEANER + "time_since_last_run_seconds",
+            "Seconds since the last cleaning finished (or the cleaner started); Kafka's "
+            "time-since-last-run-ms in Prometheus' base unit.",
+            time.monotonic() - last,
         )
         yield GaugeMetricFamily(
             LOG_CLEANER + "cleaner_recopy_percent",

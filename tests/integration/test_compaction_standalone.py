@@ -88,7 +88,7 @@ async def test_tombstones_from_the_producer_reach_consumers_as_none_after_cleani
     assert seen[b"k2"] is None
     assert offsets == sorted(set(offsets)) and len(offsets) < 10 * KEYS
     metrics = broker.metrics.render().decode()
-    for name in ("max_dirty_percent", "time_since_last_run_ms", "cleaner_recopy_percent"):
+    for name in ("max_dirty_percent", "time_since_last_run_seconds", "cleaner_recopy_percent"):
         assert f"kafka_log_logcleaner_{name} " in metrics
 
 

@@ -151,11 +151,24 @@ def split_items(
 ) -> tuple[Body, Completion | None]:
     """Keep the items of ``body[key]`` that are ``allowed``; the others are answered
     ``refuse(item)`` in the answer's ``answer_key`` list (default: ``key``)."""
-    items = body[key]
-    kept = [item for item in items if allowed(item)]
-    if len(kept) == len(items):
+    verdicts = [allowed(item) for item in body[key]]
+    return narrow(body, key, verdicts, refuse, answer_key=answer_key)
+
+
+def narrow(
+    body: Body,
+    key: str,
+    verdicts: list[bool],
+    refuse: Callable[[Any], Body],
+    *,
+    answer_key: str | None = None,
+) -> tuple[Body, Completion | None]:
+    """``split_items`` with each item's verdict already known."""
+    if all(verdicts):  # the usual case: the request goes through untouched
         return body, None
-    refused = [refuse(item) for item in items if not allowed(item)]
+    items = body[key]
+    kept = [item for item, ok in zip(items, verdicts, strict=True) if ok]
+    refused = [refuse(item) for item, ok in zip(items, verdicts, strict=True) if not ok]
     out = answer_key or key
 
     def complete(answer: Body) -> Body:
@@ -178,16 +191,16 @@ def per_topic(
     out = partition_out or partition_in
     fields = {"error_code": error.code, **(extra or {})}
 
+    def refuse(topic: Body) -> Body:
+        return {
+            name: topic[name],
+            "partitions": [{out: p[partition_in], **fields} for p in topic["partitions"]],
+        }
+
     def rule(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
-        return split_items(
-            body,
-            "topics",
-            lambda topic: asker.may(operation, TOPIC, topic[name]),
-            lambda topic: {
-                name: topic[name],
-                "partitions": [{out: p[partition_in], **fields} for p in topic["partitions"]],
-            },
-        )
+        may = asker.may
+        verdicts = [may(operation, TOPIC, topic[name]) for topic in body["topics"]]
+        return narrow(body, "topics", verdicts, refuse)
 
     return rule
 

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import kafka.admin as kafka_admin
 import pytest
 import trio
 
@@ -96,10 +97,13 @@ async def seed_broker_acls(zk: ZkClient) -> None:
 
 
 class Cluster:
-    def __init__(self, nursery: trio.Nursery, root: Path, zk_connect: str) -> None:
+    def __init__(
+        self, nursery: trio.Nursery, root: Path, zk_connect: str, properties: dict[str, Any]
+    ) -> None:
         self.nursery = nursery
         self.root = root
         self.zk_connect = zk_connect
+        self.properties = properties
         self.brokers: dict[int, Broker] = {}
 
     async def start(self, broker_id: int) -> None:
@@ -109,6 +113,7 @@ class Cluster:
             zookeeper_connect=self.zk_connect,
             zookeeper_session_timeout_ms=4000,
             **AUTHORIZER,
+            **self.properties,
         )
         self.brokers[broker_id] = await self.nursery.start(Node(config).run)
 
@@ -162,11 +167,11 @@ class Cluster:
 
 @asynccontextmanager
 async def acl_cluster(
-    root: Path, zk_connect: str, zk_client: ZkClient, size: int
+    root: Path, zk_connect: str, zk_client: ZkClient, size: int, **properties: Any
 ) -> AsyncIterator[Cluster]:
     await seed_broker_acls(zk_client)
     async with trio.open_nursery() as nursery:
-        cluster = Cluster(nursery, root, zk_connect)
+        cluster = Cluster(nursery, root, zk_connect, properties)
         for broker_id in range(1, size + 1):
             await cluster.start(broker_id)
         try:
@@ -525,3 +530,67 @@ async def test_acl_cli_adds_lists_and_removes_with_kafka_acls_options(
         usage = await run_cli("acl", "add", "--topic", "t", bootstrap=bootstrap)
         assert usage.returncode == 2
         assert "principal" in usage.stderr
+
+
+async def test_kafka_python_admin_manages_acls_over_the_kafka_listener(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    async with acl_cluster(
+        tmp_path, zk_connect, zk_client, size=1, kafka_listeners="127.0.0.1:0"
+    ) as cluster:
+        address = cluster.brokers[1].kafka_address
+        assert address is not None
+        carol = kafka_admin.ACLFilter(
+            "User:carol",
+            None,
+            kafka_admin.ACLOperation.ANY,
+            kafka_admin.ACLPermissionType.ANY,
+            kafka_admin.ResourcePatternFilter(
+                kafka_admin.ResourceType.ANY, None, kafka_admin.ACLResourcePatternType.ANY
+            ),
+        )
+
+        def create_then_describe() -> list[Any]:
+            admin = kafka_admin.KafkaAdminClient(bootstrap_servers=f"{address[0]}:{address[1]}")
+            try:
+                acl = kafka_admin.ACL(
+                    "User:carol",
+                    "*",
+                    kafka_admin.ACLOperation.READ,
+                    kafka_admin.ACLPermissionType.ALLOW,
+                    kafka_admin.ResourcePattern(
+                        kafka_admin.ResourceType.TOPIC,
+                        "audit-",
+                        kafka_admin.ACLResourcePatternType.PREFIXED,
+                    ),
+                )
+                created = admin.create_acls([acl])
+                assert created["failed"] == [], created
+                found, error = admin.describe_acls(carol)
+                assert error.errno == 0, error
+                return list(found)
+            finally:
+                admin.close()
+
+        found = await trio.to_thread.run_sync(create_then_describe)
+        assert [(a.resource_pattern.resource_name, a.operation.name) for a in found] == [
+            ("audit-", "READ")
+        ]
+        # Stored where Kafka stores it; the msgpack listener sees the same ACL.
+        data, _ = await zk_client.get("/kafka-acl-extended/prefixed/Topic/audit-")
+        assert json.loads(data)["acls"] == [
+            {"principal": "User:carol", "permissionType": "Allow", "operation": "Read", "host": "*"}
+        ]
+
+        def delete() -> Any:
+            admin = kafka_admin.KafkaAdminClient(bootstrap_servers=f"{address[0]}:{address[1]}")
+            try:
+                return admin.delete_acls([carol])
+            finally:
+                admin.close()
+
+        deleted = await trio.to_thread.run_sync(delete)
+        assert [len(acls) for _, acls, _ in deleted] == [1]
+        mine = {"resource_type_filter": 1, "pattern_type_filter": 1, "principal_filter":
+                "User:carol", "operation": 1, "permission_type": 1}  # fmt: skip
+        assert (await cluster.admin(ApiKey.DESCRIBE_ACLS, mine))["resources"] == []

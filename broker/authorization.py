@@ -85,8 +85,6 @@ Rule: TypeAlias = Callable[[Asker, Body], "tuple[Body, Completion | None]"]
 """(asker, request body) -> (the body the handler gets, what completes its answer);
 raises the KafkaError refusing the request as a whole."""
 
-UNCHANGED: Final[tuple[None, None]] = (None, None)
-
 
 class RequestAuthorization:
     """Runs a request's handler under its API key's rule (the module docstring)."""
@@ -383,10 +381,36 @@ OFFSET_COMMIT_TOPICS: Final = per_topic(Operation.READ)
 
 
 def offset_fetch(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
+    """DESCRIBE on the group(s); of the topics, those the principal may not describe
+    are refused (named) or left out (all topics), as Kafka does."""
     asker.require_group(Operation.DESCRIBE, body.get("group_id"))
     for group in body.get("groups") or ():
         asker.require_group(Operation.DESCRIBE, group["group_id"])
-    return body, None
+    if body.get("group_id") is None:
+        return body, None
+    may = asker.may
+    if body.get("topics") is None:
+
+        def hide(answer: Body) -> Body:
+            topics = [
+                t for t in answer.get("topics", ()) if may(Operation.DESCRIBE, TOPIC, t["name"])
+            ]
+            return {**answer, "topics": topics}
+
+        return body, hide
+    error = TopicAuthorizationFailedError()
+    return split_items(
+        body,
+        "topics",
+        lambda topic: may(Operation.DESCRIBE, TOPIC, topic["name"]),
+        lambda topic: {
+            "name": topic["name"],
+            "partitions": [
+                {"partition_index": p, "committed_offset": -1, "error_code": error.code}
+                for p in topic["partition_indexes"]
+            ],
+        },
+    )
 
 
 def offset_delete(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
@@ -397,7 +421,11 @@ def offset_delete(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
 OFFSET_DELETE_TOPICS: Final = per_topic(Operation.READ)
 
 
-def per_group(operation: Operation, key: str, answer_key: str) -> Rule:
+def per_group(
+    operation: Operation, key: str, answer_key: str, extra: Mapping[str, Any] | None = None
+) -> Rule:
+    """Each group named in ``body[key]`` needs ``operation``; refused ones are answered
+    GROUP_AUTHORIZATION_FAILED (with ``extra``'s empty fields) in ``answer_key``."""
     error = GroupAuthorizationFailedError()
 
     def rule(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
@@ -405,11 +433,20 @@ def per_group(operation: Operation, key: str, answer_key: str) -> Rule:
             body,
             key,
             lambda group: asker.may(operation, GROUP, group),
-            lambda group: {"group_id": group, "error_code": error.code},
+            lambda group: {"group_id": group, "error_code": error.code, **(extra or {})},
             answer_key=answer_key,
         )
 
     return rule
+
+
+DESCRIBE_GROUPS_EMPTY: Final = {
+    "group_state": "",
+    "protocol_type": "",
+    "protocol_data": "",
+    "members": [],
+}
+"""The fields of a DescribeGroups answer for a group that is not described."""
 
 
 def list_groups(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
@@ -463,7 +500,7 @@ RULES: Final[dict[int, Rule]] = {
     12: on_group(Operation.READ),  # Heartbeat
     13: on_group(Operation.READ),  # LeaveGroup
     14: on_group(Operation.READ),  # SyncGroup
-    15: per_group(Operation.DESCRIBE, "groups", "groups"),  # DescribeGroups
+    15: per_group(Operation.DESCRIBE, "groups", "groups", DESCRIBE_GROUPS_EMPTY),  # DescribeGroups
     16: list_groups,  # ListGroups
     42: per_group(Operation.DELETE, "groups_names", "results"),  # DeleteGroups
     47: offset_delete,  # OffsetDelete

@@ -136,3 +136,74 @@ def test_the_table_names_kafkas_operations_for_configs() -> None:
     assert isinstance(answer, dict)
     assert [r["error_code"] for r in answer["results"]] == [ClusterAuthorizationFailedError.code]
     assert ApiKey.DESCRIBE_CONFIGS in RULES
+
+
+def test_offset_commit_needs_read_on_the_group_and_on_each_topic() -> None:
+    auth = authorization(
+        (ResourcePattern(ResourceType.GROUP, "g"), Operation.READ),
+        (ResourcePattern(ResourceType.TOPIC, "mine"), Operation.READ),
+    )
+    body = {
+        "group_id": "g",
+        "topics": [
+            {"name": "mine", "partitions": [{"partition_index": 0}]},
+            {"name": "theirs", "partitions": [{"partition_index": 1}]},
+        ],
+    }
+    answer = auth.run(
+        header(8), body, lambda h, b: {"topics": [{"name": t["name"]} for t in b["topics"]]}
+    )
+    assert isinstance(answer, dict)
+    assert answer["topics"] == [
+        {"name": "mine"},
+        {
+            "name": "theirs",
+            "partitions": [
+                {"partition_index": 1, "error_code": TopicAuthorizationFailedError.code}
+            ],
+        },
+    ]
+    with pytest.raises(GroupAuthorizationFailedError):
+        auth.run(header(8), {**body, "group_id": "other"}, lambda h, b: {})
+
+
+def test_offset_fetch_of_every_topic_leaves_out_the_undescribable() -> None:
+    auth = authorization(
+        (ResourcePattern(ResourceType.GROUP, "g"), Operation.DESCRIBE),
+        (ResourcePattern(ResourceType.TOPIC, "mine"), Operation.READ),
+    )
+    answer = auth.run(
+        header(9),
+        {"group_id": "g", "topics": None},
+        lambda h, b: {"topics": [{"name": "mine"}, {"name": "theirs"}]},
+    )
+    assert answer == {"topics": [{"name": "mine"}]}
+
+
+def test_describe_groups_answers_each_refused_group_in_the_answer_shape() -> None:
+    auth = authorization((ResourcePattern(ResourceType.GROUP, "g"), Operation.DESCRIBE))
+    answer = auth.run(
+        header(15),
+        {"groups": ["g", "h"]},
+        lambda h, b: {"groups": [{"group_id": g, "error_code": 0} for g in b["groups"]]},
+    )
+    assert isinstance(answer, dict)
+    refused = answer["groups"][1]
+    assert refused["group_id"] == "h"
+    assert refused["error_code"] == GroupAuthorizationFailedError.code
+    assert refused["members"] == []
+
+
+def test_list_groups_shows_only_describable_groups_without_describe_on_the_cluster() -> None:
+    auth = authorization((ResourcePattern(ResourceType.GROUP, "g"), Operation.DESCRIBE))
+    answer = auth.run(
+        header(16), {}, lambda h, b: {"groups": [{"group_id": "g"}, {"group_id": "h"}]}
+    )
+    assert answer == {"groups": [{"group_id": "g"}]}
+
+
+def test_find_coordinator_of_a_group_needs_describe_on_it() -> None:
+    auth = authorization((ResourcePattern(ResourceType.GROUP, "g"), Operation.READ))
+    assert auth.run(header(10), {"key": "g", "key_type": 0}, lambda h, b: {"ok": 1}) == {"ok": 1}
+    with pytest.raises(GroupAuthorizationFailedError):
+        auth.run(header(10), {"key": "h", "key_type": 0}, lambda h, b: {"ok": 1})

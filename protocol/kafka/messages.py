@@ -30,6 +30,7 @@ from minibroker.protocol.kafka.replicas import (
     LIST_PARTITION_REASSIGNMENTS,
 )
 from minibroker.protocol.kafka.schema import Message
+from minibroker.protocol.kafka.security import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 MESSAGES: Final[dict[int, Message]] = {
     m.api_key: m
@@ -51,6 +52,8 @@ MESSAGES: Final[dict[int, Message]] = {
         ELECT_LEADERS,
         ALTER_PARTITION_REASSIGNMENTS,
         LIST_PARTITION_REASSIGNMENTS,
+        SASL_HANDSHAKE,
+        SASL_AUTHENTICATE,
     )
 }
 """Every declared message by API key."""

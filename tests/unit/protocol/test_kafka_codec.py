@@ -55,6 +55,12 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.kafka.codec import (
@@ -89,6 +95,8 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     43: (ElectLeadersRequest, ElectLeadersResponse),
     45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
     46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+    17: (SaslHandshakeRequest, SaslHandshakeResponse),
+    36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 CASES = [

@@ -61,7 +61,7 @@ import functools
 import logging
 import math
 import ssl
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeAlias
 
@@ -211,7 +211,12 @@ class CloseConnection(Exception):
 
 
 class Authenticator(Protocol):
-    """A SASL listener's source of per-connection logins (broker/sasl_gate.py)."""
+    """A SASL listener's source of per-connection logins (broker/sasl_gate.py), with
+    its counters by mechanism (a metric)."""
+
+    mechanisms: list[str]
+    failed: Counter[str]
+    succeeded: Counter[str]
 
     def exchange(self, peer: str, on_authenticated: Callable[[str], None]) -> object:
         """The login state of a new connection from ``peer``; it calls

@@ -35,8 +35,12 @@ from typing import Any
 
 import trio
 
+from minibroker.broker.acl_apis import AclApis
+from minibroker.broker.acl_sync import AclSync
 from minibroker.broker.admin_manager import AdminManager
 from minibroker.broker.apis import KafkaApis
+from minibroker.broker.authorization import RequestAuthorization
+from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, parse_super_users
 from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
@@ -122,6 +126,7 @@ class Broker:
         self.metrics_server: MetricsServer | None = None
         self.membership: ClusterMembership | None = None
         self.topic_configs: TopicConfigs | None = None
+        self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
@@ -232,6 +237,7 @@ class Broker:
         self.topic_configs.install(self.dispatcher)
         # Idempotent producers' ids: blocks from ZooKeeper, or the log dirs standalone.
         install_init_producer_id(self.dispatcher, config.broker_id, config.log_dirs, zk)
+        acl_sync = await self._install_authorizer(zk)
         admin_manager = None
         if zk is not None:
             admin_manager = AdminManager(
@@ -294,6 +300,8 @@ class Broker:
             if replica_manager.corruption is not None:
                 await nursery.start(replica_manager.corruption.run)
             await nursery.start(self.scrubber.run)
+            if acl_sync is not None:
+                await nursery.start(acl_sync.run)
             if config.metrics_port >= 0:
                 metrics_host = (
                     host if config.metrics_bind_address is None else config.metrics_bind_address
@@ -340,6 +348,28 @@ class Broker:
             "ssl_handshake_timeout_s": security.handshake_timeout_s,
             "sasl": sasl,
         }
+
+    async def _install_authorizer(self, zk: KafkaZkClient | None) -> AclSync | None:
+        """With ``authorizer.class.name``: every request goes through the ACL table
+        (broker/authorization.py), with the ACLs loaded from ZooKeeper before any
+        listener opens; returns what keeps them current. The ACL APIs are served either
+        way (SECURITY_DISABLED without an authorizer)."""
+        config = self.config
+        authorizer = None
+        if config.authorizer_class_name:
+            authorizer = AclAuthorizer(
+                super_users=parse_super_users(config.super_users),
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
+            self.authorizer = authorizer
+            self.dispatcher.authorization = RequestAuthorization(authorizer, self.metadata_cache)
+            self.metrics.registry.register(AuthorizerCollector(authorizer))
+        AclApis(authorizer, None if zk is None else zk.zk).install(self.dispatcher)
+        if authorizer is None or zk is None:
+            return None
+        sync = AclSync(authorizer, zk.zk, clock_ms=self.clock)
+        await sync.load()
+        return sync
 
     async def stop(self) -> None:
         """Controlled shutdown (cluster mode, if enabled), then stop ``run`` cleanly."""

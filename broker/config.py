@@ -442,6 +442,24 @@ class BrokerConfig:
         "UpdateMetadata from any sender, for tests and benches that play the controller "
         "on a broker nobody else reaches. Ignored with zookeeper.connect.",
     )
+    authorizer_class_name: str = _key(
+        "authorizer.class.name",
+        "",
+        "Empty: no authorization. Any other value turns on minibroker's ACL authorizer "
+        "(Kafka's names kafka.security.authorizer.AclAuthorizer or "
+        "kafka.security.auth.SimpleAclAuthorizer are the usual ones); ACLs live in "
+        "ZooKeeper under /kafka-acl.",
+    )
+    super_users: str = _key(
+        "super.users",
+        "",
+        "Principals allowed everything, separated by semicolons (User:admin;User:broker).",
+    )
+    allow_everyone_if_no_acl_found: bool = _key(
+        "allow.everyone.if.no.acl.found",
+        False,
+        "With an authorizer: whether a resource no ACL names is open to everyone.",
+    )
 
     # -- derived values ------------------------------------------------------------------
 

@@ -46,7 +46,15 @@ import msgpack
 
 from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError, frame_prefix
-from minibroker.protocol.schemas import cluster, control, data, producer, replicas, security
+from minibroker.protocol.schemas import (
+    acls,
+    cluster,
+    control,
+    data,
+    producer,
+    replicas,
+    security,
+)
 from minibroker.protocol.schemas.packing import Buffer, pack_buffers
 from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
@@ -74,6 +82,9 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -100,6 +111,9 @@ SCHEMAS: Final[Mapping[ApiKey, Api]] = {
     ApiKey.DELETE_TOPICS: cluster.DELETE_TOPICS,
     ApiKey.INIT_PRODUCER_ID: producer.INIT_PRODUCER_ID,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: data.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.DESCRIBE_ACLS: acls.DESCRIBE_ACLS,
+    ApiKey.CREATE_ACLS: acls.CREATE_ACLS,
+    ApiKey.DELETE_ACLS: acls.DELETE_ACLS,
     ApiKey.DESCRIBE_CONFIGS: cluster.DESCRIBE_CONFIGS,
     ApiKey.ALTER_CONFIGS: cluster.ALTER_CONFIGS,
     ApiKey.ALTER_REPLICA_LOG_DIRS: replicas.ALTER_REPLICA_LOG_DIRS,

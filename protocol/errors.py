@@ -249,6 +249,27 @@ class UnknownLeaderEpochError(KafkaError):
     retriable = True
 
 
+class TopicAuthorizationFailedError(KafkaError):
+    """The principal may not do the operation on the topic (ACLs)."""
+
+    code = 29
+    name = "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    """The principal may not do the operation on the group (ACLs)."""
+
+    code = 30
+    name = "GROUP_AUTHORIZATION_FAILED"
+
+
+class SecurityDisabledError(KafkaError):
+    """An ACL request to a broker without an authorizer."""
+
+    code = 54
+    name = "SECURITY_DISABLED"
+
+
 class ClusterAuthorizationFailedError(KafkaError):
     """A cluster action (a controller request) where it is not allowed."""
 

@@ -1,0 +1,240 @@
+"""``minibroker acl add|list|remove``: ACLs with kafka-acls' options, through the brokers.
+
+::
+
+    minibroker acl add --allow-principal User:alice --operation Read --operation Describe \\
+        --topic orders --resource-pattern-type prefixed
+    minibroker acl list [--topic T] [--principal User:alice] --format json
+    minibroker acl remove --allow-principal User:alice --operation Read --topic orders
+
+As in kafka-acls: ``add`` stores one binding per (resource, principal, host, operation)
+- hosts default to ``*``, operations to All; ``--cluster`` names the cluster resource
+(``kafka-cluster``). ``list`` without a resource lists every ACL; with one, the pattern
+type defaults to literal (``match`` lists every ACL that applies to the named resource,
+``any`` both literal and prefixed). ``remove`` without principals removes every ACL of
+the resource (restricted to ``--operation`` when given). Changing ACLs needs Alter on
+the cluster, listing them Describe.
+
+``list --format json`` prints one list of bindings::
+
+    [{"resource_type": "Topic", "resource_name": "orders", "pattern_type": "LITERAL",
+      "principal": "User:alice", "host": "*", "operation": "Read",
+      "permission_type": "Allow"}]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from typing import Any
+
+from minibroker.client.acls import create_acls, delete_acls, describe_acls
+from minibroker.client.admin import Admin
+from minibroker.client.cli.common import (
+    UsageError,
+    add_bootstrap,
+    add_format,
+    print_json,
+    run_async,
+)
+from minibroker.protocol.acls import (
+    CLUSTER_NAME,
+    WILDCARD,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourcePattern,
+    ResourceType,
+    binding_problem,
+    parse_operation,
+    parse_pattern_type,
+)
+
+HELP = "add, list or remove ACLs (kafka-acls options)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("add", "list", "remove"), help="what to do")
+    for flag, metavar, doc in (
+        ("--allow-principal", "TYPE:NAME", "principal allowed (User:alice)"),
+        ("--deny-principal", "TYPE:NAME", "principal denied"),
+        ("--allow-host", "HOST", "host the allow applies to (default *)"),
+        ("--deny-host", "HOST", "host the deny applies to (default *)"),
+        ("--operation", "OP", "read, write, create, delete, alter, describe, ..., all"),
+        ("--topic", "NAME", "a topic"),
+        ("--group", "NAME", "a consumer group"),
+    ):
+        parser.add_argument(flag, metavar=metavar, action="append", default=[], help=doc)
+    parser.add_argument("--cluster", action="store_true", help="the cluster resource")
+    parser.add_argument(
+        "--resource-pattern-type",
+        choices=("literal", "prefixed", "match", "any"),
+        default=None,
+        help="how resource names match (default literal)",
+    )
+    parser.add_argument("--principal", metavar="TYPE:NAME", help="list: only this principal")
+    parser.add_argument("--force", action="store_true", help="accepted for kafka-acls; no prompt")
+    add_bootstrap(parser)
+    add_format(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    pattern_type = parse_pattern_type(args.resource_pattern_type or "literal")
+    resources = [(ResourceType.TOPIC, t) for t in args.topic]
+    resources += [(ResourceType.GROUP, g) for g in args.group]
+    if args.cluster:
+        resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
+    try:
+        operations = [parse_operation(op) for op in args.operation]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.action == "add":
+        bindings = add_bindings(args, resources, pattern_type, operations)
+        return run_async(_add, args.bootstrap_server, bindings)
+    if args.action == "list":
+        selectors = list_filters(args, resources, pattern_type)
+        return run_async(_list, args.bootstrap_server, selectors, args.format)
+    return run_async(
+        _remove, args.bootstrap_server, remove_filters(args, resources, pattern_type, operations)
+    )
+
+
+def _entries(args: argparse.Namespace, operations: list[Operation]) -> list[AccessControlEntry]:
+    entries = []
+    for permission, principals, hosts in (
+        (Permission.ALLOW, args.allow_principal, args.allow_host),
+        (Permission.DENY, args.deny_principal, args.deny_host),
+    ):
+        for principal, host, operation in itertools.product(
+            principals, hosts or [WILDCARD], operations or [Operation.ALL]
+        ):
+            entries.append(AccessControlEntry(principal, host, operation, permission))
+    return entries
+
+
+def add_bindings(
+    args: argparse.Namespace,
+    resources: list[tuple[ResourceType, str]],
+    pattern_type: PatternType,
+    operations: list[Operation],
+) -> list[AclBinding]:
+    if not resources:
+        raise UsageError("name a resource: --topic, --group or --cluster")
+    if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise UsageError("add takes --resource-pattern-type literal or prefixed")
+    entries = _entries(args, operations)
+    if not entries:
+        raise UsageError("name a principal: --allow-principal or --deny-principal")
+    bindings = [
+        AclBinding(ResourcePattern(kind, name, pattern_type), entry)
+        for kind, name in resources
+        for entry in entries
+    ]
+    for binding in bindings:
+        problem = binding_problem(binding)
+        if problem is not None:
+            raise UsageError(problem)
+    return bindings
+
+
+def list_filters(
+    args: argparse.Namespace,
+    resources: list[tuple[ResourceType, str]],
+    pattern_type: PatternType,
+) -> list[AclBindingFilter]:
+    if not resources:
+        return [AclBindingFilter(principal=args.principal)]
+    return [
+        AclBindingFilter(kind, name, pattern_type, principal=args.principal)
+        for kind, name in resources
+    ]
+
+
+def remove_filters(
+    args: argparse.Namespace,
+    resources: list[tuple[ResourceType, str]],
+    pattern_type: PatternType,
+    operations: list[Operation],
+) -> list[AclBindingFilter]:
+    if not resources:
+        raise UsageError("name a resource: --topic, --group or --cluster")
+    entries = _entries(args, operations)
+    if entries:
+        return [
+            AclBindingFilter(
+                kind, name, pattern_type, e.principal, e.host, e.operation, e.permission
+            )
+            for kind, name in resources
+            for e in entries
+        ]
+    return [
+        AclBindingFilter(kind, name, pattern_type, operation=operation)
+        for kind, name in resources
+        for operation in operations or [Operation.ANY]
+    ]
+
+
+async def _add(bootstrap: str, bindings: list[AclBinding]) -> int:
+    async with Admin(bootstrap) as admin:
+        await create_acls(admin.cluster, bindings)
+    for binding in bindings:
+        print(f"Added ACL {describe(binding)}")
+    return 0
+
+
+async def _list(bootstrap: str, selectors: list[AclBindingFilter], fmt: str) -> int:
+    found: list[AclBinding] = []
+    async with Admin(bootstrap) as admin:
+        for selector in selectors:
+            found += [b for b in await describe_acls(admin.cluster, selector) if b not in found]
+    if fmt == "json":
+        print_json([binding_json(b) for b in found])
+        return 0
+    for pattern, group in itertools.groupby(found, key=lambda b: b.pattern):
+        print(f"Current ACLs for resource `{pattern_text(pattern)}`:")
+        for binding in group:
+            print(f"\t{entry_text(binding.entry)}")
+        print()
+    return 0
+
+
+async def _remove(bootstrap: str, selectors: list[AclBindingFilter]) -> int:
+    async with Admin(bootstrap) as admin:
+        removed = await delete_acls(admin.cluster, selectors)
+    for binding in removed:
+        print(f"Removed ACL {describe(binding)}")
+    return 0
+
+
+def binding_json(binding: AclBinding) -> dict[str, Any]:
+    pattern, entry = binding.pattern, binding.entry
+    return {
+        "resource_type": pattern.resource_type.title,
+        "resource_name": pattern.name,
+        "pattern_type": pattern.pattern_type.name,
+        "principal": entry.principal,
+        "host": entry.host,
+        "operation": entry.operation.title,
+        "permission_type": entry.permission.title,
+    }
+
+
+def pattern_text(pattern: ResourcePattern) -> str:
+    return (
+        f"ResourcePattern(resourceType={pattern.resource_type.name}, name={pattern.name},"
+        f" patternType={pattern.pattern_type.name})"
+    )
+
+
+def entry_text(entry: AccessControlEntry) -> str:
+    return (
+        f"(principal={entry.principal}, host={entry.host}, operation={entry.operation.name},"
+        f" permissionType={entry.permission.name})"
+    )
+
+
+def describe(binding: AclBinding) -> str:
+    return f"{entry_text(binding.entry)} on `{pattern_text(binding.pattern)}`"

@@ -31,6 +31,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
 
 import trio
 
@@ -45,6 +46,7 @@ from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
+from minibroker.broker.credentials import CredentialCache
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.log_dir_mover import LogDirMover
@@ -52,12 +54,14 @@ from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
-from minibroker.broker.metrics_state import LISTENER, BrokerStateCollector, PartitionCollector
+from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
 from minibroker.broker.producer_ids import install_init_producer_id
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.broker.request_codec import MsgpackCodec
+from minibroker.broker.sasl_gate import SaslListener, install_sasl_after_login
+from minibroker.broker.security import ListenerSecurity, listener_security
 from minibroker.broker.server import (
     BrokerServer,
     QueuedBytes,
@@ -97,6 +101,16 @@ class Broker:
         cluster member (ignored standalone)."""
         self.config = config
         self.clock = clock
+        self.credentials = CredentialCache()
+        """SCRAM users (from ZooKeeper) that SASL listeners check logins against."""
+        self.listener_security = listener_security(config, config.listener_name)
+        self.kafka_listener_security = (
+            listener_security(config, KAFKA_LISTENER) if config.kafka_listeners else None
+        )
+        if self.listener_security.uses_sasl or (
+            self.kafka_listener_security is not None and self.kafka_listener_security.uses_sasl
+        ):
+            session_services = (self.credentials.run, *session_services)
         self.session_services = session_services
         self.metadata_cache = MetadataCache(config.broker_id)
         self.log_manager: LogManager | None = None
@@ -121,7 +135,7 @@ class Broker:
 
     def _listeners(self) -> list[tuple[str, BrokerServer]]:
         """The servers listening, by listener name (for the metrics)."""
-        named = [(LISTENER, self.server), (KAFKA_LISTENER, self.kafka_server)]
+        named = [(self.config.listener_name, self.server), (KAFKA_LISTENER, self.kafka_server)]
         return [(name, server) for name, server in named if server is not None]
 
     @property
@@ -202,9 +216,10 @@ class Broker:
             replica_manager,
             self.metadata_cache,
             fence,
-            controller_listener=config.inter_broker_listener_name,
+            controller_listener=config.inter_broker_listener,
         )
         apis.install(self.dispatcher)
+        install_sasl_after_login(self.dispatcher)
         self.log_dir_mover = LogDirMover(  # moves between this broker's dirs
             replica_manager,
             rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
@@ -236,13 +251,14 @@ class Broker:
             admin_manager.install(self.dispatcher)
         host, port = config.listen_address
         self.server = BrokerServer(
-            MsgpackCodec(self.dispatcher),
+            MsgpackCodec(self.dispatcher, listener=config.listener_name),
             host=host,
             port=port,
             max_frame_bytes=config.socket_request_max_bytes,
             idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
             request_receive_timeout_s=config.request_receive_timeout_ms / 1000,
             queued_bytes=self.queued_bytes,
+            **self._security_of(self.listener_security),
         )
         kafka_listen = config.kafka_listen_address
         if kafka_listen is not None:
@@ -254,6 +270,7 @@ class Broker:
                 idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
                 request_receive_timeout_s=config.request_receive_timeout_ms / 1000,
                 queued_bytes=self.queued_bytes,
+                **self._security_of(self.kafka_listener_security, raw_tokens=True),
             )
         self.metrics.registry.register(PartitionCollector(replica_manager))
         self.metrics.registry.register(CorruptionCollector(log_manager.corruption_stats))
@@ -286,8 +303,11 @@ class Broker:
             if acl_sync is not None:
                 await nursery.start(acl_sync.run)
             if config.metrics_port >= 0:
+                metrics_host = (
+                    host if config.metrics_bind_address is None else config.metrics_bind_address
+                )
                 self.metrics_server = MetricsServer(
-                    self.metrics, host=host, port=config.metrics_port
+                    self.metrics, host=metrics_host, port=config.metrics_port
                 )
                 await nursery.start(self.metrics_server.run)
             if zk is not None:
@@ -311,6 +331,23 @@ class Broker:
                 ",".join(config.log_dirs),
             )
             task_status.started(self)
+
+    def _security_of(
+        self, security: ListenerSecurity | None, *, raw_tokens: bool = False
+    ) -> dict[str, Any]:
+        """BrokerServer's TLS and SASL arguments for a listener of ``security``."""
+        if security is None:
+            return {}
+        sasl = None
+        if security.uses_sasl:
+            sasl = SaslListener(
+                security.name, security.mechanisms, self.credentials.lookup, raw_tokens=raw_tokens
+            )
+        return {
+            "ssl_context": security.ssl_context,
+            "ssl_handshake_timeout_s": security.handshake_timeout_s,
+            "sasl": sasl,
+        }
 
     async def _install_authorizer(self, zk: KafkaZkClient | None) -> AclSync | None:
         """With ``authorizer.class.name``: every request goes through the ACL table

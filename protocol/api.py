@@ -46,7 +46,15 @@ import msgpack
 
 from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError, frame_prefix
-from minibroker.protocol.schemas import acls, cluster, control, data, producer, replicas
+from minibroker.protocol.schemas import (
+    acls,
+    cluster,
+    control,
+    data,
+    producer,
+    replicas,
+    security,
+)
 from minibroker.protocol.schemas.packing import Buffer, pack_buffers
 from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
@@ -68,6 +76,7 @@ class ApiKey(IntEnum):
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -80,6 +89,7 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
@@ -95,6 +105,7 @@ SCHEMAS: Final[Mapping[ApiKey, Api]] = {
     ApiKey.STOP_REPLICA: control.STOP_REPLICA,
     ApiKey.UPDATE_METADATA: control.UPDATE_METADATA,
     ApiKey.CONTROLLED_SHUTDOWN: control.CONTROLLED_SHUTDOWN,
+    ApiKey.SASL_HANDSHAKE: security.SASL_HANDSHAKE,
     ApiKey.API_VERSIONS: cluster.API_VERSIONS,
     ApiKey.CREATE_TOPICS: cluster.CREATE_TOPICS,
     ApiKey.DELETE_TOPICS: cluster.DELETE_TOPICS,
@@ -107,6 +118,7 @@ SCHEMAS: Final[Mapping[ApiKey, Api]] = {
     ApiKey.ALTER_CONFIGS: cluster.ALTER_CONFIGS,
     ApiKey.ALTER_REPLICA_LOG_DIRS: replicas.ALTER_REPLICA_LOG_DIRS,
     ApiKey.DESCRIBE_LOG_DIRS: replicas.DESCRIBE_LOG_DIRS,
+    ApiKey.SASL_AUTHENTICATE: security.SASL_AUTHENTICATE,
     ApiKey.ELECT_LEADERS: replicas.ELECT_LEADERS,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: replicas.ALTER_PARTITION_REASSIGNMENTS,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: replicas.LIST_PARTITION_REASSIGNMENTS,

@@ -318,6 +318,28 @@ class ProducerFencedError(KafkaError):
     name = "PRODUCER_FENCED"
 
 
+class UnsupportedSaslMechanismError(KafkaError):
+    """SaslHandshake named a mechanism the listener does not enable."""
+
+    code = 33
+    name = "UNSUPPORTED_SASL_MECHANISM"
+
+
+class IllegalSaslStateError(KafkaError):
+    """A request out of order for the connection's SASL exchange (any request before
+    authentication, a second handshake)."""
+
+    code = 34
+    name = "ILLEGAL_SASL_STATE"
+
+
+class SaslAuthenticationFailedError(KafkaError):
+    """Wrong credentials or a broken SASL exchange (never says which)."""
+
+    code = 58
+    name = "SASL_AUTHENTICATION_FAILED"
+
+
 _BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in KafkaError.__subclasses__()}
 _BY_CODE[KafkaError.code] = KafkaError
 

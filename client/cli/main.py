@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "reassign": "minibroker.client.cli.reassign",
     "log-dirs": "minibroker.client.cli.log_dirs",
     "acl": "minibroker.client.cli.acl",
+    "users": "minibroker.client.cli.users",
 }
 
 EXIT_OK = 0

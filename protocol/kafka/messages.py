@@ -31,6 +31,7 @@ from minibroker.protocol.kafka.replicas import (
     LIST_PARTITION_REASSIGNMENTS,
 )
 from minibroker.protocol.kafka.schema import Message
+from minibroker.protocol.kafka.security import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 MESSAGES: Final[dict[int, Message]] = {
     m.api_key: m
@@ -55,6 +56,8 @@ MESSAGES: Final[dict[int, Message]] = {
         DESCRIBE_ACLS,
         CREATE_ACLS,
         DELETE_ACLS,
+        SASL_HANDSHAKE,
+        SASL_AUTHENTICATE,
     )
 }
 """Every declared message by API key."""

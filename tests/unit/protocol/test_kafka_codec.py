@@ -61,6 +61,12 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.kafka.codec import (
@@ -98,6 +104,8 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     29: (DescribeAclsRequest, DescribeAclsResponse),
     30: (CreateAclsRequest, CreateAclsResponse),
     31: (DeleteAclsRequest, DeleteAclsResponse),
+    17: (SaslHandshakeRequest, SaslHandshakeResponse),
+    36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 CASES = [

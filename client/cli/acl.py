@@ -34,9 +34,11 @@ from minibroker.client.cli.common import (
     UsageError,
     add_bootstrap,
     add_format,
+    command_security,
     print_json,
     run_async,
 )
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.acls import (
     CLUSTER_NAME,
     WILDCARD,
@@ -93,13 +95,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.action == "add":
         bindings = add_bindings(args, resources, pattern_type, operations)
-        return run_async(_add, args.bootstrap_server, bindings)
+        return run_async(_add, args.bootstrap_server, command_security(args), bindings)
     if args.action == "list":
         selectors = list_filters(args, resources, pattern_type)
-        return run_async(_list, args.bootstrap_server, selectors, args.format)
-    return run_async(
-        _remove, args.bootstrap_server, remove_filters(args, resources, pattern_type, operations)
-    )
+        return run_async(
+            _list, args.bootstrap_server, command_security(args), selectors, args.format
+        )
+    selectors = remove_filters(args, resources, pattern_type, operations)
+    return run_async(_remove, args.bootstrap_server, command_security(args), selectors)
 
 
 def _entries(args: argparse.Namespace, operations: list[Operation]) -> list[AccessControlEntry]:
@@ -177,17 +180,19 @@ def remove_filters(
     ]
 
 
-async def _add(bootstrap: str, bindings: list[AclBinding]) -> int:
-    async with Admin(bootstrap) as admin:
+async def _add(bootstrap: str, security: ClientSecurity | None, bindings: list[AclBinding]) -> int:
+    async with Admin(bootstrap, config=security) as admin:
         await create_acls(admin.cluster, bindings)
     for binding in bindings:
         print(f"Added ACL {describe(binding)}")
     return 0
 
 
-async def _list(bootstrap: str, selectors: list[AclBindingFilter], fmt: str) -> int:
+async def _list(
+    bootstrap: str, security: ClientSecurity | None, selectors: list[AclBindingFilter], fmt: str
+) -> int:
     found: list[AclBinding] = []
-    async with Admin(bootstrap) as admin:
+    async with Admin(bootstrap, config=security) as admin:
         for selector in selectors:
             found += [b for b in await describe_acls(admin.cluster, selector) if b not in found]
     if fmt == "json":
@@ -201,8 +206,10 @@ async def _list(bootstrap: str, selectors: list[AclBindingFilter], fmt: str) -> 
     return 0
 
 
-async def _remove(bootstrap: str, selectors: list[AclBindingFilter]) -> int:
-    async with Admin(bootstrap) as admin:
+async def _remove(
+    bootstrap: str, security: ClientSecurity | None, selectors: list[AclBindingFilter]
+) -> int:
+    async with Admin(bootstrap, config=security) as admin:
         removed = await delete_acls(admin.cluster, selectors)
     for binding in removed:
         print(f"Removed ACL {describe(binding)}")

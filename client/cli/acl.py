@@ -13,7 +13,8 @@ As in kafka-acls: ``add`` stores one binding per (resource, principal, host, ope
 type defaults to literal (``match`` lists every ACL that applies to the named resource,
 ``any`` both literal and prefixed). ``remove`` without principals removes every ACL of
 the resource (restricted to ``--operation`` when given). Changing ACLs needs Alter on
-the cluster, listing them Describe.
+the cluster, listing them Describe: log in with ``--command-config FILE`` (Kafka's
+client properties) as a principal that has them.
 
 ``list --format json`` prints one list of bindings::
 

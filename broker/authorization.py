@@ -54,11 +54,11 @@ Completion: TypeAlias = Callable[[Body], Body]
 class Asker:
     """The session of one request, asking the authorizer about itself."""
 
-    __slots__ = ("authorizer", "cache", "host", "principal")
+    __slots__ = ("authorizer", "context", "host", "principal")
 
-    def __init__(self, authorizer: AclAuthorizer, cache: MetadataCache, header: RequestHeader):
-        self.authorizer = authorizer
-        self.cache = cache
+    def __init__(self, context: RequestAuthorization, header: RequestHeader):
+        self.context = context
+        self.authorizer = context.authorizer
         self.principal = header.session.principal
         self.host = header.session.client_host
 
@@ -89,15 +89,24 @@ raises the KafkaError refusing the request as a whole."""
 class RequestAuthorization:
     """Runs a request's handler under its API key's rule (the module docstring)."""
 
-    def __init__(self, authorizer: AclAuthorizer, metadata_cache: MetadataCache) -> None:
+    def __init__(
+        self,
+        authorizer: AclAuthorizer,
+        metadata_cache: MetadataCache,
+        *,
+        auto_create_topics: bool = True,
+    ) -> None:
+        """``auto_create_topics``: the broker's auto.create.topics.enable (Metadata asks
+        for CREATE on a missing topic only when it would be created)."""
         self.authorizer = authorizer
         self.metadata_cache = metadata_cache
+        self.auto_create_topics = auto_create_topics
 
     def run(self, header: RequestHeader, body: Body, handler: Handler) -> HandlerResult:
         rule = RULES.get(header.api_key)
         if rule is None:
             return handler(header, body)
-        allowed, complete = rule(Asker(self.authorizer, self.metadata_cache, header), body)
+        allowed, complete = rule(Asker(self, header), body)
         result = handler(header, allowed)
         if complete is None:
             return result
@@ -265,7 +274,8 @@ def metadata(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
 
         return body, hide
 
-    cache = asker.cache
+    cache = asker.context.metadata_cache
+    auto_create = body["allow_auto_topic_creation"] and asker.context.auto_create_topics
     may_create_all: bool | None = None
 
     def allowed(topic: Body) -> bool:
@@ -273,7 +283,7 @@ def metadata(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
         name = topic["name"]
         if not asker.may(Operation.DESCRIBE, TOPIC, name):
             return False
-        if not body["allow_auto_topic_creation"] or cache.contains(name):
+        if not auto_create or cache.contains(name):
             return True
         if may_create_all is None:
             may_create_all = asker.may_on_cluster(Operation.CREATE)

@@ -207,3 +207,24 @@ def test_find_coordinator_of_a_group_needs_describe_on_it() -> None:
     assert auth.run(header(10), {"key": "g", "key_type": 0}, lambda h, b: {"ok": 1}) == {"ok": 1}
     with pytest.raises(GroupAuthorizationFailedError):
         auth.run(header(10), {"key": "h", "key_type": 0}, lambda h, b: {"ok": 1})
+
+
+@pytest.mark.parametrize(("auto_create", "refused"), [(True, True), (False, False)])
+def test_a_missing_topic_needs_create_only_where_it_would_be_auto_created(
+    auto_create: bool, refused: bool
+) -> None:
+    authorizer = AclAuthorizer()
+    entry = AccessControlEntry(ALICE, "*", Operation.DESCRIBE, Permission.ALLOW)
+    authorizer.set_acls(ResourcePattern(ResourceType.TOPIC, "new"), [entry])
+    auth = RequestAuthorization(authorizer, MetadataCache(0), auto_create_topics=auto_create)
+    seen: list[list[str]] = []
+
+    def handler(h: RequestHeader, b: dict[str, Any]) -> dict[str, Any]:
+        seen.append([t["name"] for t in b["topics"]])
+        return {"topics": []}
+
+    body = {"topics": [{"name": "new"}], "allow_auto_topic_creation": True}
+    answer = auth.run(header(ApiKey.METADATA), body, handler)
+    assert isinstance(answer, dict)
+    assert seen == [[] if refused else ["new"]]
+    assert bool(answer["topics"]) is refused

@@ -10,6 +10,7 @@ from minibroker.broker.authorization import RULES, RequestAuthorization, rules_m
 from minibroker.broker.authorizer import AclAuthorizer
 from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.server import CloseConnection
 from minibroker.protocol.acls import (
     AccessControlEntry,
     Operation,
@@ -228,3 +229,12 @@ def test_a_missing_topic_needs_create_only_where_it_would_be_auto_created(
     assert isinstance(answer, dict)
     assert seen == [[] if refused else ["new"]]
     assert bool(answer["topics"]) is refused
+
+
+def test_an_acks_0_produce_to_a_refused_topic_closes_the_connection() -> None:
+    auth = authorization()
+    body = {"acks": 0, "topics": [{"name": "no", "partitions": [{"index": 0, "records": b""}]}]}
+    ran: list[int] = []
+    with pytest.raises(CloseConnection):
+        auth.run(header(ApiKey.PRODUCE), body, lambda h, b: ran.append(1))  # type: ignore[func-returns-value]
+    assert ran == []

@@ -238,3 +238,13 @@ def test_an_acks_0_produce_to_a_refused_topic_closes_the_connection() -> None:
     with pytest.raises(CloseConnection):
         auth.run(header(ApiKey.PRODUCE), body, lambda h, b: ran.append(1))  # type: ignore[func-returns-value]
     assert ran == []
+
+
+def test_an_api_missing_from_the_table_is_for_brokers_only() -> None:
+    auth = authorization((ResourcePattern(ResourceType.TOPIC, "*"), Operation.ALL))
+    with pytest.raises(ClusterAuthorizationFailedError):
+        auth.run(header(9999), {}, lambda h, b: {"error_code": 0})
+    broker = authorization(
+        (ResourcePattern(ResourceType.CLUSTER, "kafka-cluster"), Operation.CLUSTER_ACTION)
+    )
+    assert broker.run(header(9999), {}, lambda h, b: {"error_code": 0}) == {"error_code": 0}

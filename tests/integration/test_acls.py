@@ -10,6 +10,7 @@ and may only do what each test grants ``User:ANONYMOUS`` on that host.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +20,8 @@ import kafka.admin as kafka_admin
 import pytest
 import trio
 
+from minibroker.broker.acl_sync import CHANGE_EXPIRATION_MS, AclSync
+from minibroker.broker.authorizer import AclAuthorizer
 from minibroker.broker.broker import Broker
 from minibroker.node.node import Node
 from minibroker.protocol.acls import (
@@ -40,7 +43,7 @@ from minibroker.protocol.errors import (
     TopicAuthorizationFailedError,
 )
 from minibroker.protocol.session import ANONYMOUS
-from minibroker.zk.acls import update_acls
+from minibroker.zk.acls import EXTENDED_CHANGES_PATH, change_names, update_acls
 from minibroker.zk.client import ZkClient
 from tests.support.broker import (
     WireClient,
@@ -594,3 +597,23 @@ async def test_kafka_python_admin_manages_acls_over_the_kafka_listener(
         mine = {"resource_type_filter": 1, "pattern_type_filter": 1, "principal_filter":
                 "User:carol", "operation": 1, "permission_type": 1}  # fmt: skip
         assert (await cluster.admin(ApiKey.DESCRIBE_ACLS, mine))["resources"] == []
+
+
+async def test_acl_sync_applies_each_notification_once_and_purges_expired_ones(
+    zk_client: ZkClient,
+) -> None:
+    authorizer = AclAuthorizer()
+    now_ms = [time.time_ns() // 1_000_000]
+    sync = AclSync(authorizer, zk_client, clock_ms=lambda: now_ms[0])
+    await sync.load()
+    pattern = ResourcePattern(ResourceType.GROUP, "billing-", PatternType.PREFIXED)
+    entry = AccessControlEntry("User:alice", "*", Operation.READ, Permission.ALLOW)
+    await update_acls(zk_client, pattern, lambda before: before | {entry})
+    await sync.apply_changes(EXTENDED_CHANGES_PATH)
+    assert authorizer.acls(pattern) == {entry}
+    assert len(await change_names(zk_client, EXTENDED_CHANGES_PATH, watch=False)) == 1
+
+    now_ms[0] += CHANGE_EXPIRATION_MS + 60_000
+    await sync.apply_changes(EXTENDED_CHANGES_PATH)
+    assert await change_names(zk_client, EXTENDED_CHANGES_PATH, watch=False) == []
+    assert authorizer.acls(pattern) == {entry}

@@ -107,9 +107,10 @@ class Broker:
         self.kafka_listener_security = (
             listener_security(config, KAFKA_LISTENER) if config.kafka_listeners else None
         )
-        if self.listener_security.uses_sasl or (
+        self.uses_sasl = self.listener_security.uses_sasl or (
             self.kafka_listener_security is not None and self.kafka_listener_security.uses_sasl
-        ):
+        )
+        if self.uses_sasl:
             session_services = (self.credentials.run, *session_services)
         self.session_services = session_services
         self.metadata_cache = MetadataCache(config.broker_id)
@@ -279,6 +280,8 @@ class Broker:
                 replica_manager=replica_manager, server=self.server, log_manager=log_manager
             )
         )
+        if zk is not None and self.uses_sasl:
+            await self.credentials.load(zk)  # SASL listeners: users known before they open
         await self.server.listen()  # before the nursery: a bind error stays one error
         if self.kafka_server is not None:
             await self.kafka_server.listen()

@@ -44,6 +44,12 @@ class CredentialCache:
         credentials = self.users.get(user)
         return None if credentials is None else credentials.get(mechanism)
 
+    async def load(self, zk: KafkaZkClient) -> None:
+        """Read every user now (before the listeners open: a login must not race the
+        first read)."""
+        self.users = await read_all_credentials(zk.zk)
+        self._applied()
+
     def _applied(self) -> None:
         self.changed.set()
         self.changed = trio.Event()

@@ -48,6 +48,13 @@ arriving must be complete within ``request_receive_timeout_s``
 (``request.receive.timeout.ms``), or the connection is closed: a client trickling one
 byte a second cannot keep a connection and its buffers forever.
 
+Security (docs/architecture.md, "Authentication"): with ``ssl_context`` each accepted
+connection's TLS handshake runs first, in that connection's task and within
+``ssl_handshake_timeout_s``; with ``sasl`` each connection gets its login state
+(``sasl.exchange``), passed to the handler as ``auth`` with every frame, and the
+handler's ``CloseConnection(reply=...)`` sends a refusal before closing. A plaintext
+listener's connections take neither path.
+
 A frame that cannot be parsed (bad length, header not decodable) closes that connection
 after the replies already queued are written; the handler is responsible for answering
 every request whose header parses. The log lines a client can cause this way are rate

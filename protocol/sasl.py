@@ -46,6 +46,10 @@ DEFAULT_ITERATIONS: Final = 4096
 MAX_ITERATIONS: Final = 16384
 """Kafka's upper bound: a credential costs the client this many HMACs per login."""
 
+SERVER_NONCE_BYTES: Final = 18
+"""Random bytes of the broker's nonce (24 characters): as long as Kafka's. Some clients
+(librdkafka before 2.1) cannot take the 64-character nonce scramp makes by default."""
+
 _HASHES: Final = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
 
 FAILED: Final = "Authentication failed: invalid credentials"
@@ -179,14 +183,17 @@ class SaslServer:
             return self._fail("SCRAM token is not UTF-8")
         try:
             if self._scram is None:
-                self._scram = scramp.ScramMechanism(self.mechanism).make_server(self._auth_info)
+                self._scram = scramp.ScramMechanism(self.mechanism).make_server(
+                    self._auth_info, s_nonce=secrets.token_urlsafe(SERVER_NONCE_BYTES)
+                )
                 self._scram.set_client_first(text)
                 answer: str = self._scram.get_server_first()
                 return answer.encode()
+            _accept_prefixed_nonce(self._scram, text)
             self._scram.set_client_final(text)
             answer = self._scram.get_server_final()
-        except scramp.ScramException as exc:
-            return self._fail(f"SCRAM exchange of {self._claimed!r} failed: {exc}")
+        except Exception as exc:  # hostile input: scramp's parsers raise more than its own
+            return self._fail(f"SCRAM exchange of {self._claimed!r} failed: {exc!r}")
         if self._claimed_is_fake:
             return self._fail(f"SCRAM user {self._claimed!r} unknown")
         self.user = self._claimed
@@ -201,6 +208,17 @@ class SaslServer:
             self._claimed_is_fake = True
             credential = _fake_credential(self.mechanism, user)
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
+
+
+def _accept_prefixed_nonce(server: scramp.core.ScramServer, client_final: str) -> None:
+    """Kafka checks that the client-final nonce *ends with* the nonce of its server-first
+    message, and some clients (librdkafka 2.0) send the client nonce again in front of
+    it; scramp wants them equal. Such a nonce still holds the broker's fresh part, so a
+    replayed exchange still fails, and the proof is checked over the message as sent."""
+    sent = next((part[2:] for part in client_final.split(",") if part.startswith("r=")), None)
+    expected = str(server.nonce)
+    if sent is not None and sent != expected and sent.endswith(expected):
+        server.nonce = scramp.core.Nonce(sent)
 
 
 def _stored_key(mechanism: str, password: str, credential: ScramCredential) -> bytes:

@@ -19,6 +19,8 @@ from typing import Any
 import kafka.admin as kafka_admin
 import pytest
 import trio
+from kafka import KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError as KafkaTopicAuthorizationFailedError
 
 from minibroker.broker.acl_sync import CHANGE_EXPIRATION_MS, AclSync
 from minibroker.broker.authorizer import AclAuthorizer
@@ -91,11 +93,11 @@ def grant(
     )
 
 
-async def seed_broker_acls(zk: ZkClient) -> None:
+async def seed_broker_acls(zk: ZkClient, grants: list[ResourcePattern] = BROKER_GRANTS) -> None:
     """ACLs the brokers need before they start (as an operator writes them with
     kafka-acls --authorizer-properties zookeeper.connect=...)."""
     entry = AccessControlEntry(ANONYMOUS, ADMIN_HOST, Operation.ALL, Permission.ALLOW)
-    for pattern in BROKER_GRANTS:
+    for pattern in grants:
         await update_acls(zk, pattern, lambda before: before | {entry})
 
 
@@ -170,9 +172,16 @@ class Cluster:
 
 @asynccontextmanager
 async def acl_cluster(
-    root: Path, zk_connect: str, zk_client: ZkClient, size: int, **properties: Any
+    root: Path,
+    zk_connect: str,
+    zk_client: ZkClient,
+    size: int,
+    grants: list[ResourcePattern] = BROKER_GRANTS,
+    **properties: Any,
 ) -> AsyncIterator[Cluster]:
-    await seed_broker_acls(zk_client)
+    """``size`` brokers with the authorizer on; ANONYMOUS from 127.0.0.1 holds All on
+    ``grants`` (by default the cluster, every topic and every group)."""
+    await seed_broker_acls(zk_client, grants)
     async with trio.open_nursery() as nursery:
         cluster = Cluster(nursery, root, zk_connect, properties)
         for broker_id in range(1, size + 1):
@@ -624,3 +633,39 @@ async def test_acl_sync_applies_each_notification_once_and_purges_expired_ones(
     await sync.apply_changes(EXTENDED_CHANGES_PATH)
     assert await change_names(zk_client, EXTENDED_CHANGES_PATH, watch=False) == []
     assert authorizer.acls(pattern) == {entry}
+
+
+async def test_kafka_python_producer_gets_topic_authorization_failed_where_it_may_not_write(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    # Here 127.0.0.1 (kafka-python, the broker itself) holds All on the cluster only;
+    # topics are granted one by one.
+    cluster_only = [ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME)]
+    async with acl_cluster(
+        tmp_path, zk_connect, zk_client, 1, cluster_only, kafka_listeners="127.0.0.1:0"
+    ) as cluster:
+        for name in ("open", "closed"):
+            await cluster.create_topic(name)
+        await cluster.create_acls(
+            grant(ResourceType.TOPIC, "open", Operation.WRITE, host=ADMIN_HOST),
+            grant(ResourceType.TOPIC, "closed", Operation.READ, host="10.9.9.9"),
+        )
+        address = cluster.brokers[1].kafka_address
+        assert address is not None
+
+        def produce() -> tuple[int, str]:
+            producer = KafkaProducer(
+                bootstrap_servers=f"{address[0]}:{address[1]}", acks=1, max_block_ms=10_000
+            )
+            try:
+                offset = producer.send("open", b"allowed").get(timeout=30).offset
+                with pytest.raises(KafkaTopicAuthorizationFailedError) as refused:
+                    producer.send("closed", b"refused").get(timeout=30)
+                return offset, type(refused.value).__name__
+            finally:
+                producer.close(timeout=5)
+
+        offset, error = await trio.to_thread.run_sync(produce)
+        assert (offset, error) == (0, "TopicAuthorizationFailedError")
+        read = fetched(await cluster.admin(ApiKey.FETCH, fetch_body("closed", {0: 0})))
+        assert read["error_code"] == TOPIC_AUTH  # the admin host may not read it either

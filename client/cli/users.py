@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     actions.required = True
     add = actions.add_parser("add", help="add a user or change its password")
-    add.add_argument("name")
+    add.add_argument("name", help="the user name (the principal is User:NAME)")
     add.add_argument(
         "--mechanism",
         action="append",
@@ -48,7 +48,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     listing = actions.add_parser("list", help="users and their mechanisms")
     add_format(listing)
     delete = actions.add_parser("delete", help="remove every SCRAM credential of a user")
-    delete.add_argument("name")
+    delete.add_argument("name", help="the user to remove")
     for sub in (add, listing, delete):
         sub.add_argument(
             "--zookeeper",

@@ -14,6 +14,7 @@ from minibroker.protocol.acls import (
     ResourcePattern,
     ResourceType,
 )
+from tests.support.prometheus import promtool_problems
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
@@ -200,4 +201,5 @@ def test_refusals_and_the_acl_count_are_prometheus_metrics() -> None:
         'kafka_server_authorizer_metrics_authorization_denied_total{operation="Write",'
         'resource_type="Topic"} 1.0' in text
     )
-    assert "kafka_server_authorizer_metrics_acls_total_count 1.0" in text
+    assert "kafka_server_authorizer_metrics_acl_entries 1.0" in text
+    assert promtool_problems(text.encode()) == []

@@ -24,6 +24,7 @@ from typing import Any
 import trio
 
 from minibroker.net.connection import Connection
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,8 +35,9 @@ _LISTENING = re.compile(r"listening on port (\d+)")
 
 
 @contextlib.contextmanager
-def standalone_broker(*properties: str) -> Iterator[str]:
-    """Run a broker process on a free port with a temporary log dir; yields host:port."""
+def standalone_broker(*properties: str, listen: str = "127.0.0.1:0") -> Iterator[str]:
+    """Run a broker process on a free port with a temporary log dir; yields host:port.
+    ``listen`` may name the listener (``SSL://127.0.0.1:0``)."""
     with tempfile.TemporaryDirectory(prefix="minibroker-bench-") as tmp:
         argv = [
             sys.executable,
@@ -45,7 +47,7 @@ def standalone_broker(*properties: str) -> Iterator[str]:
             "--broker-id",
             str(BROKER_ID),
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--log-dirs",
             str(Path(tmp) / "logs"),
             "--metrics-port",
@@ -81,9 +83,16 @@ def standalone_broker(*properties: str) -> Iterator[str]:
                 process.wait()
 
 
-async def lead(bootstrap: str, topic: str, partitions: int, kafka: str | None = None) -> None:
+async def lead(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    kafka: str | None = None,
+    security: ClientSecurity | None = None,
+) -> None:
     """Make the standalone broker leader of ``topic``'s partitions (as a controller would);
-    ``kafka`` is its Kafka listener's host:port, if it has one."""
+    ``kafka`` is its Kafka listener's host:port, if it has one; ``security`` how to
+    reach a TLS / SASL listener."""
     host, _, port_text = bootstrap.rpartition(":")
     port = int(port_text)
     states: list[dict[str, Any]] = [
@@ -104,7 +113,7 @@ async def lead(bootstrap: str, topic: str, partitions: int, kafka: str | None = 
         kafka_host, _, kafka_port = kafka.rpartition(":")
         me |= {"kafka_host": kafka_host, "kafka_port": int(kafka_port)}
     header = {"controller_id": CONTROLLER_ID, "controller_epoch": 1, "broker_epoch": -1}
-    async with Connection(host, port) as conn:
+    async with Connection(host, port, security=security) as conn:
         body = {
             **header,
             "partition_states": [s | {"is_new": True} for s in states],

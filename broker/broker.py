@@ -34,17 +34,22 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 
+from minibroker.broker.acl_apis import AclApis
+from minibroker.broker.acl_sync import AclSync
 from minibroker.broker.admin_manager import AdminManager
 from minibroker.broker.apis import KafkaApis
+from minibroker.broker.authorization import RequestAuthorization
+from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, parse_super_users
 from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
+from minibroker.broker.credentials import CredentialCache
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.log_cleaner import CleanerCollector, LogCleaner
@@ -53,12 +58,14 @@ from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
 from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
-from minibroker.broker.metrics_state import LISTENER, BrokerStateCollector, PartitionCollector
+from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
 from minibroker.broker.producer_ids import install_init_producer_id
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.broker.request_codec import MsgpackCodec
+from minibroker.broker.sasl_gate import SaslListener, install_sasl_after_login
+from minibroker.broker.security import ListenerSecurity, listener_security
 from minibroker.broker.server import (
     BrokerServer,
     QueuedBytes,
@@ -109,6 +116,17 @@ class Broker:
         cluster member (ignored standalone); ``services`` while the broker serves."""
         self.config = config
         self.clock = clock
+        self.credentials = CredentialCache()
+        """SCRAM users (from ZooKeeper) that SASL listeners check logins against."""
+        self.listener_security = listener_security(config, config.listener_name)
+        self.kafka_listener_security = (
+            listener_security(config, KAFKA_LISTENER) if config.kafka_listeners else None
+        )
+        self.uses_sasl = self.listener_security.uses_sasl or (
+            self.kafka_listener_security is not None and self.kafka_listener_security.uses_sasl
+        )
+        if self.uses_sasl:
+            session_services = (self.credentials.run, *session_services)
         self.session_services = session_services
         self.services = services
         self.admin_manager: AdminManager | None = None  # cluster mode: CreateTopics
@@ -127,6 +145,7 @@ class Broker:
         self.metrics_server: MetricsServer | None = None
         self.membership: ClusterMembership | None = None
         self.topic_configs: TopicConfigs | None = None
+        self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
@@ -135,7 +154,7 @@ class Broker:
 
     def _listeners(self) -> list[tuple[str, BrokerServer]]:
         """The servers listening, by listener name (for the metrics)."""
-        named = [(LISTENER, self.server), (KAFKA_LISTENER, self.kafka_server)]
+        named = [(self.config.listener_name, self.server), (KAFKA_LISTENER, self.kafka_server)]
         return [(name, server) for name, server in named if server is not None]
 
     @property
@@ -217,9 +236,10 @@ class Broker:
             replica_manager,
             self.metadata_cache,
             fence,
-            controller_listener=config.inter_broker_listener_name,
+            controller_listener=config.inter_broker_listener,
         )
         apis.install(self.dispatcher)
+        install_sasl_after_login(self.dispatcher)
         self.log_dir_mover = LogDirMover(  # moves between this broker's dirs
             replica_manager,
             rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
@@ -239,6 +259,7 @@ class Broker:
         self.topic_configs.install(self.dispatcher)
         # Idempotent producers' ids: blocks from ZooKeeper, or the log dirs standalone.
         install_init_producer_id(self.dispatcher, config.broker_id, config.log_dirs, zk)
+        acl_sync = await self._install_authorizer(zk)
         admin_manager = None
         if zk is not None:
             admin_manager = AdminManager(
@@ -253,13 +274,14 @@ class Broker:
         self.admin_manager = admin_manager
         host, port = config.listen_address
         self.server = BrokerServer(
-            MsgpackCodec(self.dispatcher),
+            MsgpackCodec(self.dispatcher, listener=config.listener_name),
             host=host,
             port=port,
             max_frame_bytes=config.socket_request_max_bytes,
             idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
             request_receive_timeout_s=config.request_receive_timeout_ms / 1000,
             queued_bytes=self.queued_bytes,
+            **self._security_of(self.listener_security),
         )
         kafka_listen = config.kafka_listen_address
         if kafka_listen is not None:
@@ -271,6 +293,7 @@ class Broker:
                 idle_timeout_s=idle_timeout_seconds(config.connections_max_idle_ms),
                 request_receive_timeout_s=config.request_receive_timeout_ms / 1000,
                 queued_bytes=self.queued_bytes,
+                **self._security_of(self.kafka_listener_security, raw_tokens=True),
             )
         self.metrics.registry.register(PartitionCollector(replica_manager))
         self.metrics.registry.register(CorruptionCollector(log_manager.corruption_stats))
@@ -280,6 +303,8 @@ class Broker:
                 replica_manager=replica_manager, server=self.server, log_manager=log_manager
             )
         )
+        if zk is not None and self.uses_sasl:
+            await self.credentials.load(zk)  # SASL listeners: users known before they open
         await self.server.listen()  # before the nursery: a bind error stays one error
         if self.kafka_server is not None:
             await self.kafka_server.listen()
@@ -305,9 +330,14 @@ class Broker:
             await nursery.start(self.scrubber.run)
             if config.log_cleaner_enable:
                 await nursery.start(self.log_cleaner.run)
+            if acl_sync is not None:
+                await nursery.start(acl_sync.run)
             if config.metrics_port >= 0:
+                metrics_host = (
+                    host if config.metrics_bind_address is None else config.metrics_bind_address
+                )
                 self.metrics_server = MetricsServer(
-                    self.metrics, host=host, port=config.metrics_port
+                    self.metrics, host=metrics_host, port=config.metrics_port
                 )
                 await nursery.start(self.metrics_server.run)
             if zk is not None:
@@ -331,6 +361,49 @@ class Broker:
                 ",".join(config.log_dirs),
             )
             task_status.started(self)
+
+    def _security_of(
+        self, security: ListenerSecurity | None, *, raw_tokens: bool = False
+    ) -> dict[str, Any]:
+        """BrokerServer's TLS and SASL arguments for a listener of ``security``."""
+        if security is None:
+            return {}
+        sasl = None
+        if security.uses_sasl:
+            sasl = SaslListener(
+                security.name, security.mechanisms, self.credentials.lookup, raw_tokens=raw_tokens
+            )
+        return {
+            "ssl_context": security.ssl_context,
+            "ssl_handshake_timeout_s": security.handshake_timeout_s,
+            "sasl": sasl,
+        }
+
+    async def _install_authorizer(self, zk: KafkaZkClient | None) -> AclSync | None:
+        """With ``authorizer.class.name``: every request goes through the ACL table
+        (broker/authorization.py), with the ACLs loaded from ZooKeeper before any
+        listener opens; returns what keeps them current. The ACL APIs are served either
+        way (SECURITY_DISABLED without an authorizer)."""
+        config = self.config
+        authorizer = None
+        if config.authorizer_class_name:
+            authorizer = AclAuthorizer(
+                super_users=parse_super_users(config.super_users),
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
+            self.authorizer = authorizer
+            self.dispatcher.authorization = RequestAuthorization(
+                authorizer,
+                self.metadata_cache,
+                auto_create_topics=config.auto_create_topics_enable,
+            )
+            self.metrics.registry.register(AuthorizerCollector(authorizer))
+        AclApis(authorizer, None if zk is None else zk.zk).install(self.dispatcher)
+        if authorizer is None or zk is None:
+            return None
+        sync = AclSync(authorizer, zk.zk, clock_ms=self.clock)
+        await sync.load()
+        return sync
 
     async def stop(self) -> None:
         """Controlled shutdown (cluster mode, if enabled), then stop ``run`` cleanly."""

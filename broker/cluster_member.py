@@ -49,6 +49,7 @@ import trio
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.security import inter_broker_security
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey, Body
@@ -98,7 +99,7 @@ class ClusterMembership:
         self.metadata_cache = metadata_cache
         self.topic_configs = topic_configs
         self.fence = fence
-        endpoints = [EndPoint("PLAINTEXT", *address)]
+        endpoints = [EndPoint(config.listener_name, *address)]
         if kafka_address is not None:
             endpoints.append(EndPoint(KAFKA_LISTENER, *kafka_address))
         self.info = BrokerInfo(config.broker_id, tuple(endpoints), rack=config.broker_rack)
@@ -221,7 +222,12 @@ class ClusterMembership:
         if controller_id is None or controller_id not in brokers:
             return None
         target = brokers[controller_id]
-        async with Connection(target.host, target.port, client_id="controlled-shutdown") as conn:
+        async with Connection(
+            target.host,
+            target.port,
+            client_id="controlled-shutdown",
+            security=inter_broker_security(self.config),
+        ) as conn:
             response = await conn.request(
                 ApiKey.CONTROLLED_SHUTDOWN, {"broker_id": self.config.broker_id}
             )

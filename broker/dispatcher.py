@@ -28,6 +28,11 @@ UNSUPPORTED_VERSION.
 Listeners: each codec serves one named listener. A key registered with ``listener=``
 (the controller's requests, on ``inter.broker.listener.name``) is answered
 CLUSTER_AUTHORIZATION_FAILED on every other listener, before its handler runs.
+
+Authorization: with an authorizer configured, ``authorization`` is set and every handler
+runs through it (broker/authorization.py: the table of which operation each API
+needs); it may refuse the request as a whole by raising, or narrow the request and
+complete the answer. Without one, handlers are called directly.
 """
 
 from __future__ import annotations
@@ -78,11 +83,21 @@ class ResponseEncoder(Protocol):
         ...
 
 
+class Authorization(Protocol):
+    """What the dispatcher runs handlers through when ACLs are on."""
+
+    def run(self, header: RequestHeader, body: Body, handler: Handler) -> HandlerResult:
+        """``handler``'s answer to the request as the sender may have it (or raises
+        the KafkaError refusing it)."""
+        ...
+
+
 class RequestDispatcher:
     """The API key -> handler table every codec of this broker dispatches through."""
 
     def __init__(self, metrics: BrokerMetrics) -> None:
         self.metrics = metrics
+        self.authorization: Authorization | None = None
         self._handlers: dict[int, Handler] = {}
         self._listener_of: dict[int, str] = {}
 
@@ -113,7 +128,8 @@ class RequestDispatcher:
             return encoder.encode_error(header, refused)
         started = time.perf_counter()
         try:
-            result = handler(header, body)
+            guard = self.authorization
+            result = handler(header, body) if guard is None else guard.run(header, body, handler)
         except CloseConnection:
             raise
         except Exception as exc:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.sasl_gate import SaslExchange
 from minibroker.broker.server import Buffer, CloseConnection, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
@@ -64,7 +65,13 @@ class KafkaCodec:
         self.dispatcher = dispatcher
         self.listener = listener
 
-    def handle(self, frame: bytes, session: Session = UNKNOWN_SESSION) -> Reply:
+    def handle(
+        self, frame: bytes, session: Session = UNKNOWN_SESSION, auth: SaslExchange | None = None
+    ) -> Reply:
+        """``auth``: the connection's login on a SASL listener (broker/sasl_gate.py);
+        until it is done, requests other than ApiVersions go to it."""
+        if auth is not None and auth.raw_tokens:
+            return auth.raw_token(frame)  # after SaslHandshake v0: no request header
         try:
             header, body = decode_request(frame, session)
         except MalformedKafkaRequest as exc:
@@ -76,6 +83,8 @@ class KafkaCodec:
         if header.api_key == ApiKey.API_VERSIONS:
             return encode_response(header, api_versions_body(self._served()))
         exchange = _Exchange(self.listener, body)
+        if auth is not None and not auth.done:
+            return auth.handle(header, body, exchange)
         if produce_version_unsupported(header):
             if body["acks"] == 0:
                 raise CloseConnection(f"Produce v{header.api_version} (acks=0) is not supported")

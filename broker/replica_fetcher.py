@@ -55,6 +55,7 @@ from minibroker.broker.replication_quota import (
     ReplicationQuota,
     is_listed,
 )
+from minibroker.broker.security import inter_broker_security
 from minibroker.broker.truncation import decide_truncation
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
@@ -187,7 +188,10 @@ class ReplicaFetcher:
         if address is None:
             raise NetworkError(f"no address known for broker {self.source_id}")
         conn = Connection(
-            address[0], address[1], client_id=f"replica-fetcher-{self.manager.broker_id}"
+            address[0],
+            address[1],
+            client_id=f"replica-fetcher-{self.manager.broker_id}",
+            security=self.manager.security,
         )
         await conn.connect()
         self._conn = conn
@@ -454,6 +458,8 @@ class ReplicaFetcherManager:
         # The follower side of the replication throttle (rate set by broker_configs.py).
         self.quota = quota if quota is not None else ReplicationQuota()
         self.broker_id: int = config.broker_id
+        self.security = inter_broker_security(config)
+        """TLS / SASL of the connections to leaders (the inter-broker listener's)."""
         self.address_of = address_of
         self.on_follower_append = on_follower_append
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.sasl_gate import SaslExchange
 from minibroker.broker.server import Buffer, CloseConnection, Reply
 from minibroker.protocol.api import (
     ApiKey,
@@ -51,14 +52,22 @@ class MsgpackCodec:
         self.dispatcher = dispatcher
         self.listener = listener
 
-    def handle(self, frame: bytes, session: Session = UNKNOWN_SESSION) -> Reply:
+    def handle(
+        self, frame: bytes, session: Session = UNKNOWN_SESSION, auth: SaslExchange | None = None
+    ) -> Reply:
+        """``auth``: the connection's login on a SASL listener (broker/sasl_gate.py);
+        until it is done, requests other than ApiVersions go to it."""
         try:
             header, body = decode_request(frame, session)
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from exc
         except RejectedRequest as exc:
             _rejections.info("rejected request: %s", exc)
+            if auth is not None and not auth.done:
+                raise CloseConnection(str(exc), reply=self.encode_error(exc.header, exc)) from exc
             return self.encode_error(exc.header, exc)
+        if auth is not None and not auth.done and header.api_key != ApiKey.API_VERSIONS:
+            return auth.handle(header, body, self)
         return self.dispatcher.dispatch(header, body, self)
 
     def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:

@@ -48,6 +48,13 @@ arriving must be complete within ``request_receive_timeout_s``
 (``request.receive.timeout.ms``), or the connection is closed: a client trickling one
 byte a second cannot keep a connection and its buffers forever.
 
+Security (docs/architecture.md, "Authentication"): with ``ssl_context`` each accepted
+connection's TLS handshake runs first, in that connection's task and within
+``ssl_handshake_timeout_s``; with ``sasl`` each connection gets its login state
+(``sasl.exchange``), passed to the handler as ``auth`` with every frame, and the
+handler's ``CloseConnection(reply=...)`` sends a refusal before closing. A plaintext
+listener's connections take neither path.
+
 A frame that cannot be parsed (bad length, header not decodable) closes that connection
 after the replies already queued are written; the handler is responsible for answering
 every request whose header parses. The log lines a client can cause this way are rate
@@ -57,11 +64,13 @@ limited (broker/log_limiter.py).
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import math
-from collections import deque
+import ssl
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import trio
 
@@ -111,6 +120,10 @@ DEFAULT_QUEUED_MAX_BYTES = 512 * 1024 * 1024
 """Default broker-wide bound on queued request and response bytes: well above what
 normal traffic queues, well below a small host's memory (Kafka's -1, unbounded, is what
 let non-reading clients take 13 GB)."""
+
+DEFAULT_SSL_HANDSHAKE_TIMEOUT_S = 10.0
+"""How long a TLS handshake may take (ssl.handshake.timeout.ms): a peer that opens a
+TLS port and says nothing holds a task and a socket, never the accept loop."""
 
 DEFAULT_REQUEST_RECEIVE_TIMEOUT_S = 30.0
 """How long a started request frame may take to arrive whole (Kafka's request.timeout.ms
@@ -192,16 +205,40 @@ class ListenError(MinibrokerError):
 
 
 class CloseConnection(Exception):
-    """Raised by a handler for a frame it cannot answer (its header does not parse)."""
+    """Raised by a handler for a frame it cannot answer (its header does not parse), or
+    after which the connection must end (a failed login): ``reply``, if any, is sent
+    first; ``reason`` is one of CLOSE_REASONS."""
+
+    def __init__(
+        self, message: str, *, reply: Sequence[Buffer] | None = None, reason: str = "bad_frame"
+    ) -> None:
+        super().__init__(message)
+        self.reply = reply
+        self.reason = reason
+
+
+class Authenticator(Protocol):
+    """A SASL listener's source of per-connection logins (broker/sasl_gate.py), with
+    its counters by mechanism (a metric)."""
+
+    mechanisms: list[str]
+    failed: Counter[str]
+    succeeded: Counter[str]
+
+    def exchange(self, peer: str, on_authenticated: Callable[[str], None]) -> object:
+        """The login state of a new connection from ``peer``; it calls
+        ``on_authenticated(principal)`` when the login succeeds."""
+        ...
 
 
 class RequestHandler(Protocol):
     listener: str
     """The name of the listener this handler serves (it names the connections' sessions)."""
 
-    def handle(self, frame: bytes, session: Session) -> Reply:
+    def handle(self, frame: bytes, session: Session, auth: Any = None) -> Reply:
         """Answer one request frame sent by ``session``; raise CloseConnection if it is
-        unparseable."""
+        unparseable. ``auth``: on a SASL listener, the connection's login state (given
+        by ``BrokerServer``'s ``sasl``), until and after it is done."""
         ...
 
 
@@ -247,8 +284,17 @@ class BrokerServer:
         request_receive_timeout_s: float = DEFAULT_REQUEST_RECEIVE_TIMEOUT_S,
         max_unsent_bytes: int = MAX_UNSENT_BYTES,
         queued_bytes: QueuedBytes | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        ssl_handshake_timeout_s: float = DEFAULT_SSL_HANDSHAKE_TIMEOUT_S,
+        sasl: Authenticator | None = None,
     ) -> None:
+        """``ssl_context``: serve TLS (each handshake in its connection's own task, within
+        ``ssl_handshake_timeout_s``); ``sasl``: require a SASL login first (the handler
+        gets each connection's login state as ``auth``)."""
         self.handler = handler
+        self.ssl_context = ssl_context
+        self.ssl_handshake_timeout_s = ssl_handshake_timeout_s
+        self.sasl = sasl
         self.host = host
         self.port = port
         self.max_frame_bytes = max_frame_bytes
@@ -289,9 +335,17 @@ class BrokerServer:
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection (any byte stream: tests use memory streams)."""
+        peer, host, principal = _peer_name(stream), _peer_host(stream), ANONYMOUS
+        if self.ssl_context is not None:
+            tls = await self._tls_handshake(stream, peer)
+            if tls is None:
+                return
+            stream, principal = tls, _certificate_principal(tls)
         self.connections += 1
         self.queued_bytes.opened()
-        connection = _Connection(self, stream)
+        connection = _Connection(
+            self, stream, peer, Session(principal, host, self.handler.listener)
+        )
         try:
             await connection.serve()
         except* Exception as group:
@@ -303,8 +357,35 @@ class BrokerServer:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
 
+    async def _tls_handshake(
+        self, stream: trio.abc.Stream, peer: str
+    ) -> trio.SSLStream[Any] | None:
+        """The TLS stream once its handshake is done; None (the stream closed) if it
+        fails or takes longer than the handshake timeout."""
+        assert self.ssl_context is not None
+        tls = trio.SSLStream(stream, self.ssl_context, server_side=True)
+        why = f"no TLS handshake within {self.ssl_handshake_timeout_s:g} s"
+        with trio.move_on_after(self.ssl_handshake_timeout_s):
+            try:
+                await tls.do_handshake()
+                return tls
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                why = f"TLS handshake failed: {_tls_failure(exc)}"
+        self.closed["tls_handshake"] += 1
+        _refusal_log.warning("closing connection from %s: %s", peer, why)
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
+        return None
 
-CLOSE_REASONS = ("bad_frame", "incomplete_request", "stalled_response", "idle")
+
+CLOSE_REASONS = (
+    "bad_frame",
+    "incomplete_request",
+    "stalled_response",
+    "idle",
+    "tls_handshake",
+    "authentication",
+)
 """Why the broker closes a connection, as the ``closed`` counters name it."""
 
 
@@ -320,12 +401,18 @@ class _Connection:
     queued and not yet written; both are part of the server's ``QueuedBytes``.
     """
 
-    def __init__(self, server: BrokerServer, stream: trio.abc.Stream) -> None:
+    def __init__(
+        self, server: BrokerServer, stream: trio.abc.Stream, peer: str, session: Session
+    ) -> None:
         self.server = server
         self.stream = stream
-        self.peer = _peer_name(stream)
-        self.session = Session(ANONYMOUS, _peer_host(stream), server.handler.listener)
-        """Who this connection speaks for; authentication replaces it."""
+        self.peer = peer
+        self.session = session
+        """Who this connection speaks for; a SASL login replaces it."""
+        self.handle: Callable[[bytes, Session], Reply] = server.handler.handle
+        if server.sasl is not None:
+            auth = server.sasl.exchange(peer, self._authenticated)
+            self.handle = functools.partial(server.handler.handle, auth=auth)
         self.queue: deque[_Slot] = deque()
         self.writing = 0  # replies taken off the queue and being written
         self.reading_done = False
@@ -334,6 +421,9 @@ class _Connection:
         self.request_bytes = 0
         self.unsent_bytes = 0
         self.pending = 0  # replies still being worked out
+
+    def _authenticated(self, principal: str) -> None:
+        self.session = Session(principal, self.session.client_host, self.session.listener)
 
     @property
     def in_flight(self) -> int:
@@ -407,7 +497,7 @@ class _Connection:
     async def _read_requests(self, nursery: trio.Nursery) -> None:
         server = self.server
         decoder = FrameDecoder(server.max_frame_bytes)
-        handle = server.handler.handle
+        handle = self.handle
         queue = self.queue
         handled = 0
         frame_started = math.inf  # when the first bytes of the frame in progress came
@@ -450,7 +540,11 @@ class _Connection:
                 try:
                     reply = handle(frame, self.session)
                 except CloseConnection as exc:
-                    self._refuse("bad_frame", str(exc))
+                    if exc.reply is not None:  # the refusal goes out before the close
+                        slot.finish(exc.reply)
+                        self._queued(slot)
+                        queue.append(slot)
+                    self._refuse(exc.reason, str(exc))
                     return
                 if isinstance(reply, Pending):
                     self.pending += 1
@@ -628,6 +722,23 @@ def _peer_host(stream: trio.abc.Stream) -> str:
         return str(sock.getpeername()[0])
     except OSError:
         return ""
+
+
+def _certificate_principal(tls: trio.SSLStream[Any]) -> str:
+    """``User:<subject>`` of the client's certificate as Kafka writes it (RFC 2253
+    order: CN first), or User:ANONYMOUS without one."""
+    der = tls.getpeercert(binary_form=True)
+    if not der:
+        return ANONYMOUS
+    from cryptography import x509  # only TLS listeners with client certificates need it
+
+    return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
+
+
+def _tls_failure(exc: BaseException) -> str:
+    """The SSL library's reason for a failed handshake (its cause), for the log."""
+    cause = exc.__cause__ or exc
+    return getattr(cause, "reason", None) or type(cause).__name__
 
 
 def idle_timeout_seconds(ms: int) -> float:

@@ -9,6 +9,11 @@
                                                                server.CLOSE_REASONS
     minibroker_network_paused_reads_total              counter times a connection's reading
                                                                paused on the full budget
+    kafka_server_socket_server_metrics_failed_authentication_total
+                                                       counter {listener, mechanism}: SASL
+                                                               logins refused
+    kafka_server_socket_server_metrics_successful_authentication_total
+                                                       counter {listener, mechanism}
 
 The two gauges keep the JMX exporter's names of Kafka's SocketServer MemoryPoolUsed /
 MemoryPoolAvailable (Kafka's pool holds requests only; this one holds responses too).
@@ -59,7 +64,25 @@ class ServerLimitsCollector(Collector):
             "Connections the broker closed, by reason.",
             labels=["listener", "reason"],
         )
+        failed = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_failed_authentication",
+            "SASL logins refused, by listener and mechanism.",
+            labels=["listener", "mechanism"],
+        )
+        succeeded = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_successful_authentication",
+            "SASL logins accepted, by listener and mechanism.",
+            labels=["listener", "mechanism"],
+        )
         for listener, server in self.servers():
             for reason in CLOSE_REASONS:
                 closed.add_metric([listener, reason], server.closed[reason])
+            logins = server.sasl
+            if logins is None:
+                continue
+            for mechanism in logins.mechanisms:
+                failed.add_metric([listener, mechanism], logins.failed[mechanism])
+                succeeded.add_metric([listener, mechanism], logins.succeeded[mechanism])
         yield closed
+        yield failed
+        yield succeeded

@@ -15,13 +15,15 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 import trio
 
 from minibroker.client.background import BackgroundTasks
 from minibroker.client.errors import raise_if_error, wire_error
 from minibroker.client.metadata import BrokerInfo, ClusterClient, ClusterMetadata, PartitionInfo
+from minibroker.client.security import SecurityOptions, client_security
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, MinibrokerError, error_for_code
 from minibroker.protocol.schemas.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
@@ -102,10 +104,17 @@ class Admin:
         *,
         request_timeout_ms: float = 30_000,
         client_id: str = "minibroker-admin",
+        config: Mapping[str, str] | ClientSecurity | None = None,
+        **security: Unpack[SecurityOptions],
     ) -> None:
+        """``config`` / ``security``: TLS and SASL, as Kafka's client properties
+        (client/security.py)."""
         self.request_timeout_ms = int(request_timeout_ms)
         self.cluster = ClusterClient(
-            bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_ms / 1000
+            bootstrap_servers,
+            security=client_security(config, **security),
+            client_id=client_id,
+            request_timeout_s=request_timeout_ms / 1000,
         )
         self._tasks = BackgroundTasks()
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 import trio
 
@@ -35,6 +35,8 @@ from minibroker.client.background import BackgroundTasks
 from minibroker.client.errors import wire_error, with_context
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.offsets import list_offsets
+from minibroker.client.security import SecurityOptions, client_security
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     CorruptMessageError,
@@ -85,7 +87,11 @@ class Consumer:
         request_timeout_ms: float = 30_000,
         check_crcs: bool = True,
         client_id: str = "minibroker-consumer",
+        config: Mapping[str, str] | ClientSecurity | None = None,
+        **security: Unpack[SecurityOptions],
     ) -> None:
+        """``config`` / ``security``: TLS and SASL, as Kafka's client properties
+        (client/security.py)."""
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise MinibrokerError("auto_offset_reset must be earliest, latest or none")
         self.auto_offset_reset = auto_offset_reset
@@ -96,7 +102,10 @@ class Consumer:
         keep_freed_memory()  # multi-MB fetch responses: see protocol/heap.py
         self.request_timeout_s = request_timeout_ms / 1000
         self.cluster = ClusterClient(
-            bootstrap_servers, client_id=client_id, request_timeout_s=self.request_timeout_s
+            bootstrap_servers,
+            security=client_security(config, **security),
+            client_id=client_id,
+            request_timeout_s=self.request_timeout_s,
         )
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._ready: deque[tuple[TopicPartition, list[ConsumerRecord]]] = deque()

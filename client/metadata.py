@@ -24,6 +24,7 @@ import trio
 
 from minibroker.client.errors import wire_error
 from minibroker.net.connection import Connection
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     ConfigError,
@@ -169,8 +170,10 @@ class ClusterClient:
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         allow_auto_topic_creation: bool = False,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security  # TLS / SASL of every connection (net/security.py)
         # Kafka's allow.auto.create.topics: producers ask brokers to create the unknown
         # topics they name (when auto.create.topics.enable lets them); consumers do not.
         self.allow_auto_topic_creation = allow_auto_topic_creation
@@ -239,6 +242,7 @@ class ClusterClient:
                 client_id=self.client_id,
                 connect_timeout=self.connect_timeout_s,
                 request_timeout=self.request_timeout_s,
+                security=self.security,
             )
             try:
                 await conn.connect()

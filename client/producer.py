@@ -22,8 +22,9 @@ records stay in send order with up to 5 batches in flight (client/idempotence.py
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Unpack
 
 import trio
 
@@ -41,7 +42,9 @@ from minibroker.client.errors import with_context
 from minibroker.client.idempotence import MAX_IN_FLIGHT, IdempotenceState
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.partitioner import StickyPartitioner
+from minibroker.client.security import SecurityOptions, client_security
 from minibroker.client.sender import Sender
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.compression import CODEC_NAMES
 from minibroker.protocol.errors import ConfigError, KafkaError, MinibrokerError
 from minibroker.protocol.heap import keep_freed_memory
@@ -92,7 +95,11 @@ class Producer:
         client_id: str = "minibroker-producer",
         allow_auto_create_topics: bool = True,
         enable_idempotence: bool | None = None,
+        config: Mapping[str, str] | ClientSecurity | None = None,
+        **security: Unpack[SecurityOptions],
     ) -> None:
+        """``config`` / ``security``: TLS and SASL, as Kafka's client properties
+        (client/security.py)."""
         if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
             raise ConfigError("batch_size and max_in_flight must be > 0, linger_ms >= 0")
         self.acks = _acks(acks)
@@ -109,6 +116,7 @@ class Producer:
         keep_freed_memory()  # batches of up to max_request_size: see protocol/heap.py
         self.cluster = ClusterClient(
             bootstrap_servers,
+            security=client_security(config, **security),
             client_id=client_id,
             request_timeout_s=request_timeout_ms / 1000,
             allow_auto_topic_creation=allow_auto_create_topics,

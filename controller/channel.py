@@ -29,6 +29,7 @@ import trio
 from minibroker.controller.context import BrokerAddress
 from minibroker.controller.request_batch import Body, ResponseCallback
 from minibroker.net.connection import Connection
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.errors import KafkaError, error_for_code
 
 log = logging.getLogger("minibroker.controller.channel")
@@ -218,14 +219,18 @@ async def _close_quietly(connection: BrokerConnection) -> None:
 CONTROLLER_CLIENT_ID = "controller"
 
 
-async def connect_to_broker(broker: BrokerAddress) -> BrokerConnection:
-    """The production Connector: one net/connection.py Connection per broker."""
+async def connect_to_broker(
+    broker: BrokerAddress, *, security: ClientSecurity | None = None
+) -> BrokerConnection:
+    """The production Connector: one net/connection.py Connection per broker, secured as
+    the inter-broker listener asks (``security``, given by node/)."""
     connection = Connection(
         broker.host,
         broker.port,
         client_id=CONTROLLER_CLIENT_ID,
         connect_timeout=CONNECT_TIMEOUT_S,
         request_timeout=REQUEST_TIMEOUT_S,
+        security=security,
     )
     await connection.connect()
     return connection

@@ -55,6 +55,7 @@ from typing import Any, Final
 
 import trio
 
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import (
     ApiKey,
     MalformedResponse,
@@ -62,8 +63,15 @@ from minibroker.protocol.api import (
     encode_request_buffers,
     latest_version,
 )
-from minibroker.protocol.errors import NetworkError, RequestTimedOutError
+from minibroker.protocol.errors import (
+    KafkaError,
+    NetworkError,
+    RequestTimedOutError,
+    SaslAuthenticationFailedError,
+    error_for_code,
+)
 from minibroker.protocol.frames import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, FrameError
+from minibroker.protocol.sasl import SaslClient
 from minibroker.protocol.schemas.packing import Buffer
 
 CONNECT_TIMEOUT_S: Final = 10.0
@@ -176,14 +184,18 @@ class Connection:
         connect_timeout: float = CONNECT_TIMEOUT_S,
         request_timeout: float = REQUEST_TIMEOUT_S,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: TLS and a SASL login done by ``connect`` (net/security.py);
+        None is plaintext."""
         self.host = host
         self.port = port
         self.client_id = client_id
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self._decoder = FrameDecoder(max_frame_bytes)
-        self._stream: trio.SocketStream | None = None
+        self.security = security
+        self._stream: trio.abc.Stream | None = None
         self._send_lock = trio.Lock()
         self._pending: deque[_Pending] = deque()
         self._reader: _Pending | None = None
@@ -232,15 +244,51 @@ class Connection:
             self._raise_if_unusable()
         self._stream = stream
         self._move(ConnectionState.OPEN)
+        security = self.security
+        if security is not None and security.mechanism is not None:
+            try:
+                await self._authenticate(security)
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await self.aclose()
+                raise
 
-    async def _open_stream(self) -> trio.SocketStream:
+    async def _open_stream(self) -> trio.abc.Stream:
         boundary = _network_errors("connect to", self.host, self.port)
+        context = None if self.security is None else self.security.ssl_context
         try:
             with boundary, trio.fail_after(self.connect_timeout):
-                return await trio.open_tcp_stream(self.host, self.port)
+                tcp = await trio.open_tcp_stream(self.host, self.port)
+                if context is None:
+                    return tcp
+                tls = trio.SSLStream(tcp, context, server_hostname=self.host)
+                try:
+                    await tls.do_handshake()
+                except BaseException:
+                    await trio.aclose_forcefully(tcp)
+                    raise
+                return tls
         except trio.TooSlowError as exc:
             where = f"connect to {self.host}:{self.port}"
             raise NetworkError(f"{where}: nothing within {self.connect_timeout}s") from exc
+
+    async def _authenticate(self, security: ClientSecurity) -> None:
+        """SaslHandshake, then SaslAuthenticate rounds until the mechanism is done.
+        SaslAuthenticationFailedError (not retriable) if the broker refuses the login."""
+        assert security.mechanism is not None
+        timeout = self.connect_timeout
+        handshake = await self.request(
+            ApiKey.SASL_HANDSHAKE, {"mechanism": security.mechanism}, timeout=timeout
+        )
+        _raise_sasl_error(handshake)
+        client = SaslClient(security.mechanism, security.username, security.password)
+        token: bytes | None = client.first()
+        while token is not None:
+            answer = await self.request(
+                ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, timeout=timeout
+            )
+            _raise_sasl_error(answer)
+            token = client.step(answer["auth_bytes"])
 
     async def __aenter__(self) -> Connection:
         await self.connect()
@@ -431,6 +479,15 @@ class Connection:
         if not pending.abandoned:
             pending.body = body
             pending.finish()
+
+
+def _raise_sasl_error(body: Any) -> None:
+    code = body.get("error_code", 0)
+    if code:
+        error: type[KafkaError] = error_for_code(code)
+        if error is KafkaError:
+            error = SaslAuthenticationFailedError
+        raise error(body.get("error_message") or error.name)
 
 
 def _coalesce(buffers: list[Buffer]) -> Iterator[Buffer]:

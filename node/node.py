@@ -18,6 +18,7 @@ import trio
 from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.dispatcher import Deferred, RequestDispatcher
+from minibroker.broker.security import inter_broker_security
 from minibroker.controller.apis import ControllerApis
 from minibroker.controller.channel import ControllerChannelManager, connect_to_broker
 from minibroker.controller.controller import ControllerConfig, KafkaController
@@ -69,7 +70,9 @@ class Node:
                 delete_topic_enable=config.delete_topic_enable,
             ),
             ControllerZkAdapter(zk),
-            ControllerChannelManager(connect_to_broker),
+            ControllerChannelManager(
+                functools.partial(connect_to_broker, security=inter_broker_security(config))
+            ),
         )
         registry = self.broker.metrics.registry
         collector = ControllerCollector(controller)

@@ -46,7 +46,16 @@ import msgpack
 
 from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError, frame_prefix
-from minibroker.protocol.schemas import cluster, control, data, groups, producer, replicas
+from minibroker.protocol.schemas import (
+    acls,
+    cluster,
+    control,
+    data,
+    groups,
+    producer,
+    replicas,
+    security,
+)
 from minibroker.protocol.schemas.packing import Buffer, pack_buffers
 from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
@@ -77,15 +86,20 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
@@ -103,15 +117,20 @@ SCHEMAS: Final[Mapping[ApiKey, Api]] = {
     ApiKey.STOP_REPLICA: control.STOP_REPLICA,
     ApiKey.UPDATE_METADATA: control.UPDATE_METADATA,
     ApiKey.CONTROLLED_SHUTDOWN: control.CONTROLLED_SHUTDOWN,
+    ApiKey.SASL_HANDSHAKE: security.SASL_HANDSHAKE,
     ApiKey.API_VERSIONS: cluster.API_VERSIONS,
     ApiKey.CREATE_TOPICS: cluster.CREATE_TOPICS,
     ApiKey.DELETE_TOPICS: cluster.DELETE_TOPICS,
     ApiKey.INIT_PRODUCER_ID: producer.INIT_PRODUCER_ID,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: data.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.DESCRIBE_ACLS: acls.DESCRIBE_ACLS,
+    ApiKey.CREATE_ACLS: acls.CREATE_ACLS,
+    ApiKey.DELETE_ACLS: acls.DELETE_ACLS,
     ApiKey.DESCRIBE_CONFIGS: cluster.DESCRIBE_CONFIGS,
     ApiKey.ALTER_CONFIGS: cluster.ALTER_CONFIGS,
     ApiKey.ALTER_REPLICA_LOG_DIRS: replicas.ALTER_REPLICA_LOG_DIRS,
     ApiKey.DESCRIBE_LOG_DIRS: replicas.DESCRIBE_LOG_DIRS,
+    ApiKey.SASL_AUTHENTICATE: security.SASL_AUTHENTICATE,
     ApiKey.ELECT_LEADERS: replicas.ELECT_LEADERS,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: replicas.ALTER_PARTITION_REASSIGNMENTS,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: replicas.LIST_PARTITION_REASSIGNMENTS,

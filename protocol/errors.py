@@ -251,6 +251,27 @@ class UnknownLeaderEpochError(KafkaError):
     retriable = True
 
 
+class TopicAuthorizationFailedError(KafkaError):
+    """The principal may not do the operation on the topic (ACLs)."""
+
+    code = 29
+    name = "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailedError(KafkaError):
+    """The principal may not do the operation on the group (ACLs)."""
+
+    code = 30
+    name = "GROUP_AUTHORIZATION_FAILED"
+
+
+class SecurityDisabledError(KafkaError):
+    """An ACL request to a broker without an authorizer."""
+
+    code = 54
+    name = "SECURITY_DISABLED"
+
+
 class ClusterAuthorizationFailedError(KafkaError):
     """A cluster action (a controller request) where it is not allowed."""
 
@@ -414,6 +435,28 @@ class UnstableOffsetCommitError(KafkaError):
     code = 88
     name = "UNSTABLE_OFFSET_COMMIT"
     retriable = True
+
+
+class UnsupportedSaslMechanismError(KafkaError):
+    """SaslHandshake named a mechanism the listener does not enable."""
+
+    code = 33
+    name = "UNSUPPORTED_SASL_MECHANISM"
+
+
+class IllegalSaslStateError(KafkaError):
+    """A request out of order for the connection's SASL exchange (any request before
+    authentication, a second handshake)."""
+
+    code = 34
+    name = "ILLEGAL_SASL_STATE"
+
+
+class SaslAuthenticationFailedError(KafkaError):
+    """Wrong credentials or a broken SASL exchange (never says which)."""
+
+    code = 58
+    name = "SASL_AUTHENTICATION_FAILED"
 
 
 _BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in KafkaError.__subclasses__()}

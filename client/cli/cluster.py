@@ -8,6 +8,7 @@ from minibroker.client.admin import Admin
 from minibroker.client.cli.common import (
     add_bootstrap,
     add_format,
+    command_security,
     print_json,
     print_table,
     run_async,
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, config=command_security(args)) as admin:
         cluster = await admin.describe_cluster()
     if args.format == "json":
         print_json(

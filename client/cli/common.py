@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import trio
 
 from minibroker.client.metadata import ClusterClient, TopicInfo, parse_bootstrap
+from minibroker.client.security import client_security, read_command_config
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.errors import ConfigError, MinibrokerError, UnknownTopicOrPartitionError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -48,6 +50,18 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT...]",
         help=f"brokers to bootstrap from (default {DEFAULT_BOOTSTRAP})",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties with Kafka's names (security.protocol, sasl.mechanism,"
+        " sasl.username, sasl.password, ssl.ca.location, ...)",
+    )
+
+
+def command_security(args: argparse.Namespace) -> ClientSecurity | None:
+    """The TLS / SASL settings of ``--command-config`` (None: plaintext)."""
+    path = getattr(args, "command_config", None)
+    return None if path is None else client_security(read_command_config(path))
 
 
 def add_format(parser: argparse.ArgumentParser) -> None:

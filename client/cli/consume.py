@@ -19,7 +19,13 @@ import re
 import sys
 from collections.abc import Callable
 
-from minibroker.client.cli.common import UsageError, add_bootstrap, run_async, topic_or_explain
+from minibroker.client.cli.common import (
+    UsageError,
+    add_bootstrap,
+    command_security,
+    run_async,
+    topic_or_explain,
+)
 from minibroker.client.consumer import Consumer, ConsumerRecord
 from minibroker.protocol.errors import MinibrokerError
 
@@ -143,7 +149,10 @@ async def _run(args: argparse.Namespace, render: Callable[[ConsumerRecord], str]
     count = 0
     out = sys.stdout
     async with Consumer(
-        args.bootstrap_server, auto_offset_reset="latest", client_id="minibroker-cli-consumer"
+        args.bootstrap_server,
+        auto_offset_reset="latest",
+        client_id="minibroker-cli-consumer",
+        config=command_security(args),
     ) as consumer:
         info = await topic_or_explain(
             consumer.cluster, args.topic, "consumers do not create topics"

@@ -40,6 +40,7 @@ from typing import Any
 
 import trio
 
+from minibroker.client.cli import dev_secure
 from minibroker.client.cli.common import UsageError, add_format, run_async
 from minibroker.client.cli.dev_control import (
     BROKER_READY,
@@ -50,6 +51,7 @@ from minibroker.client.cli.dev_control import (
     cli_argv,
     down,
     log_header,
+    security_of,
     start_broker,
     status,
     stop_broker,
@@ -104,6 +106,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="also serve Kafka's binary protocol: broker i on base+i-1 (0 = any; "
         "default: no Kafka listener)",
+    )
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL listeners, a local CA, SCRAM users and ACLs; writes "
+        "<data-dir>/client.properties for clients",
     )
     up.add_argument(
         "--set",
@@ -270,13 +278,22 @@ class _Supervisor:
         found = await wait_for_line("zookeeper", zk_log, ZOOKEEPER_READY, offset, zk.poll)
         zk_port = int(found.group(2))
         self.state.zookeeper = ChildInfo("zookeeper", zk.pid, zk_port, str(zk_log))
+        if args.secure:
+            secure = dev_secure.prepare(self.data_dir)
+            await dev_secure.create_users(f"127.0.0.1:{zk_port}", secure)
+            self.state.settings = [*secure.settings, *self.state.settings]
+            self.state.client_config = str(secure.client_properties)
         self.state.save()
         record_location(self.data_dir)
         for i in range(1, args.brokers + 1):
             await self._start_broker(i, zk_port)
         print(f"waiting for a controller and {args.brokers} registered brokers", flush=True)
         await wait_for_registered(
-            self.state.bootstrap, set(self.state.brokers), self._check_alive, self.data_dir / "logs"
+            self.state.bootstrap,
+            set(self.state.brokers),
+            self._check_alive,
+            self.data_dir / "logs",
+            security_of(self.state.client_config),
         )
         self.state.ready = True
         self.state.save()
@@ -299,7 +316,14 @@ class _Supervisor:
         kafka_base = args.kafka_base_port
         kafka = None if kafka_base is None else (kafka_base + broker_id - 1 if kafka_base else 0)
         argv = broker_argv(
-            self.data_dir, broker_id, port, metrics, zk_port, self.state.settings, kafka
+            self.data_dir,
+            broker_id,
+            port,
+            metrics,
+            zk_port,
+            self.state.settings,
+            kafka,
+            secure=self.state.client_config is not None,
         )
         process, _ = await self._spawn(name, argv)
         found = await wait_for_line(name, log, BROKER_READY, offset, process.poll)
@@ -331,6 +355,9 @@ class _Supervisor:
             metrics = f"http://127.0.0.1:{b.metrics_port}/metrics" if b.metrics_port else "-"
             label = f"broker {broker_id}"
             print(f"  {label:<20}127.0.0.1:{b.port}  metrics {metrics}")
+        if self.state.client_config:
+            print(f"  client config       {self.state.client_config}  (SASL_SSL, user admin;")
+            print("                      --command-config for minibroker, -F for kcat)")
         print(f"  data dir            {self.data_dir}")
         print(f"  logs                {self.data_dir / 'logs'}")
         print(

@@ -32,6 +32,7 @@ import trio
 
 from minibroker.client.admin import Admin
 from minibroker.client.cli.common import print_json, print_table
+from minibroker.client.cli.dev_secure import listen_scheme
 from minibroker.client.cli.dev_state import (
     STATE_FILE,
     ChildInfo,
@@ -41,6 +42,8 @@ from minibroker.client.cli.dev_state import (
     load_state,
     pid_running,
 )
+from minibroker.client.security import client_security, read_command_config
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.errors import KafkaError
 
 BROKER_READY = re.compile(rb"broker (\d+) listening on port (\d+)")
@@ -71,6 +74,8 @@ def broker_argv(
     zk_port: int,
     settings: list[str],
     kafka_port: int | None = None,
+    *,
+    secure: bool = False,
 ) -> list[str]:
     """``minibroker broker ...`` for broker ``broker_id`` of the cluster in ``data_dir``
     (with a Kafka listener on ``kafka_port`` unless it is None; 0 = any port)."""
@@ -80,7 +85,7 @@ def broker_argv(
         d.mkdir(parents=True, exist_ok=True)
     argv = cli_argv(
         "broker",
-        *("--broker-id", str(broker_id), "--listen", f"127.0.0.1:{port}"),
+        *("--broker-id", str(broker_id), "--listen", f"{listen_scheme(secure)}127.0.0.1:{port}"),
         *("--log-dirs", ",".join(str(d) for d in dirs)),
         *("--zookeeper", f"127.0.0.1:{zk_port}", "--metrics-port", str(metrics_port)),
     )
@@ -118,8 +123,17 @@ async def wait_for_line(
     raise DevError(f"{name} did not start within {START_TIMEOUT_S:g} s; see {log}")
 
 
+def security_of(client_config: str | None) -> ClientSecurity | None:
+    """The login of a secure dev cluster's client.properties (None: plaintext)."""
+    return None if client_config is None else client_security(read_command_config(client_config))
+
+
 async def wait_for_registered(
-    bootstrap: str, wanted: set[int], check_alive: Callable[[], None], logs: Path
+    bootstrap: str,
+    wanted: set[int],
+    check_alive: Callable[[], None],
+    logs: Path,
+    security: ClientSecurity | None = None,
 ) -> None:
     """Return once a controller is active and every broker in ``wanted`` is registered;
     ``check_alive()`` raises if a process died meanwhile. Progress goes to stdout."""
@@ -129,7 +143,7 @@ async def wait_for_registered(
             check_alive()
             try:
                 with trio.fail_after(5):
-                    async with Admin(bootstrap, request_timeout_ms=3000) as admin:
+                    async with Admin(bootstrap, request_timeout_ms=3000, config=security) as admin:
                         cluster = await admin.describe_cluster()
                 registered = {b.node_id for b in cluster.brokers}
                 if cluster.controller_id >= 0 and wanted <= registered:
@@ -247,6 +261,7 @@ async def start_broker(data_dir: Path, broker_id: int) -> int:
         zk.port,
         state.settings,
         info.kafka_port,
+        secure=state.client_config is not None,
     )
     with log.open("ab") as out:
         out.write(log_header(info.name))
@@ -268,7 +283,9 @@ async def start_broker(data_dir: Path, broker_id: int) -> int:
         if process.poll() is not None:
             raise DevError(f"{info.name} exited with code {process.returncode}; see {log}")
 
-    await wait_for_registered(state.bootstrap, {broker_id}, check_alive, log)
+    await wait_for_registered(
+        state.bootstrap, {broker_id}, check_alive, log, security_of(state.client_config)
+    )
     print(f"broker {broker_id} is up on 127.0.0.1:{info.port}", flush=True)
     return 0
 

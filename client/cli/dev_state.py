@@ -50,6 +50,8 @@ class DevState:
     brokers: dict[int, ChildInfo] = field(default_factory=dict)
     ready: bool = False
     settings: list[str] = field(default_factory=list)  # every broker's --set KEY=VALUE
+    client_config: str | None = None
+    """``dev up --secure``: the client.properties clients log in with (None: plaintext)."""
 
     @property
     def bootstrap(self) -> str:
@@ -83,6 +85,7 @@ class DevState:
             brokers,
             raw.get("ready", False),
             list(raw.get("settings", [])),
+            raw.get("client_config"),
         )
 
 

@@ -13,6 +13,7 @@ from minibroker.client.cli.common import (
     UsageError,
     add_bootstrap,
     add_format,
+    command_security,
     print_json,
     print_table,
     run_async,
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, config=command_security(args)) as admin:
         partitions = None
         if args.topic:
             if args.partition:

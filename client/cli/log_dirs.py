@@ -19,8 +19,15 @@ import sys
 from typing import Any
 
 from minibroker.client.admin import Admin, LogDirDescription
-from minibroker.client.cli.common import UsageError, add_bootstrap, print_json, run_async
+from minibroker.client.cli.common import (
+    UsageError,
+    add_bootstrap,
+    command_security,
+    print_json,
+    run_async,
+)
 from minibroker.client.reassignment import ReassignmentInputError, parse_broker_list
+from minibroker.net.security import ClientSecurity
 
 HELP = "describe the log dirs of brokers and the replicas in them"
 
@@ -42,12 +49,17 @@ def run(args: argparse.Namespace) -> int:
     topics = None
     if args.topic_list is not None:
         topics = {t for t in args.topic_list.split(",") if t}
-    return run_async(_describe, args.bootstrap_server, brokers, topics)
+    return run_async(_describe, args.bootstrap_server, brokers, topics, command_security(args))
 
 
-async def _describe(bootstrap: str, brokers: list[int] | None, topics: set[str] | None) -> int:
+async def _describe(
+    bootstrap: str,
+    brokers: list[int] | None,
+    topics: set[str] | None,
+    security: ClientSecurity | None,
+) -> int:
     print("Querying brokers for log directories information", file=sys.stderr)
-    async with Admin(bootstrap) as admin:
+    async with Admin(bootstrap, config=security) as admin:
         if brokers is not None:
             known = {b.node_id for b in (await admin.describe_cluster()).brokers}
             unknown = sorted(set(brokers) - known)

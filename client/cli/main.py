@@ -35,6 +35,8 @@ COMMANDS: dict[str, str] = {
     "elect-leaders": "minibroker.client.cli.elect_leaders",
     "reassign": "minibroker.client.cli.reassign",
     "log-dirs": "minibroker.client.cli.log_dirs",
+    "acl": "minibroker.client.cli.acl",
+    "users": "minibroker.client.cli.users",
 }
 
 EXIT_OK = 0

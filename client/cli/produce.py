@@ -21,6 +21,7 @@ from minibroker.client.accumulator import Delivery
 from minibroker.client.cli.common import (
     UsageError,
     add_bootstrap,
+    command_security,
     key_value,
     progress,
     progress_done,
@@ -119,6 +120,7 @@ async def _run(args: argparse.Namespace, stream: BinaryIO) -> int:
             batch_size=args.batch_size,
             compression=None if args.compression == "none" else args.compression,
             client_id="minibroker-cli-producer",
+            config=command_security(args),
         ) as producer:
             # Fail fast on a topic that does not exist (instead of max_block_ms per record).
             await topic_or_explain(

@@ -45,7 +45,7 @@ from pathlib import Path
 import trio
 
 from minibroker.client.admin import DYNAMIC_BROKER_CONFIG_SOURCE, Admin
-from minibroker.client.cli.common import UsageError, add_bootstrap, run_async
+from minibroker.client.cli.common import UsageError, add_bootstrap, command_security, run_async
 from minibroker.client.reassignment import (
     PartitionMove,
     assignment_json,
@@ -174,7 +174,7 @@ async def _generate(args: argparse.Namespace, topics: list[str], brokers: list[i
     from minibroker.broker.assignment import assign_replicas_to_brokers
 
     rng = random.Random()
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, config=command_security(args)) as admin:
         current, _live = await _current(admin)
     proposed = propose(
         current, topics, brokers, lambda b, n, rf: assign_replicas_to_brokers(b, n, rf, rng)
@@ -205,7 +205,7 @@ async def _alter_dirs(admin: Admin, moves: DirMoves) -> set[tuple[str, int, int]
 
 async def _execute(args: argparse.Namespace, moves: list[PartitionMove]) -> int:
     timeout_s = (args.timeout if args.timeout is not None else DEFAULT_TIMEOUT_MS) / 1000
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, config=command_security(args)) as admin:
         current, live = await _current(admin)
         counts: dict[str, int] = {}
         for topic, _partition in current:
@@ -403,7 +403,7 @@ async def _clear_throttles(admin: Admin, moves: Sequence[PartitionMove]) -> None
 
 async def _verify(args: argparse.Namespace, moves: list[PartitionMove]) -> int:
     deadline = trio.current_time() + (args.timeout / 1000 if args.timeout is not None else 1e9)
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, config=command_security(args)) as admin:
         while True:
             lines, complete, failed = await _verify_once(admin, moves)
             print("Status of partition reassignment:")
@@ -419,7 +419,7 @@ async def _verify(args: argparse.Namespace, moves: list[PartitionMove]) -> int:
 
 
 async def _cancel(args: argparse.Namespace, moves: list[PartitionMove]) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, config=command_security(args)) as admin:
         ongoing = {(r.topic, r.partition) for r in await admin.list_partition_reassignments()}
         targets: dict[tuple[str, int], list[int] | None] = {
             m.tp: None for m in moves if m.tp in ongoing

@@ -16,6 +16,7 @@ from minibroker.client.cli.common import (
     UsageError,
     add_bootstrap,
     add_format,
+    command_security,
     key_value,
     print_json,
     print_table,
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    async with Admin(args.bootstrap_server) as admin:
+    async with Admin(args.bootstrap_server, config=command_security(args)) as admin:
         if args.action == "create":
             return await _create(admin, args)
         if args.action == "list":

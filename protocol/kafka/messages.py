@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from minibroker.protocol.kafka.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from minibroker.protocol.kafka.cluster import (
     ALTER_CONFIGS,
     API_VERSIONS,
@@ -30,6 +31,7 @@ from minibroker.protocol.kafka.replicas import (
     LIST_PARTITION_REASSIGNMENTS,
 )
 from minibroker.protocol.kafka.schema import Message
+from minibroker.protocol.kafka.security import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 MESSAGES: Final[dict[int, Message]] = {
     m.api_key: m
@@ -51,6 +53,11 @@ MESSAGES: Final[dict[int, Message]] = {
         ELECT_LEADERS,
         ALTER_PARTITION_REASSIGNMENTS,
         LIST_PARTITION_REASSIGNMENTS,
+        DESCRIBE_ACLS,
+        CREATE_ACLS,
+        DELETE_ACLS,
+        SASL_HANDSHAKE,
+        SASL_AUTHENTICATE,
     )
 }
 """Every declared message by API key."""

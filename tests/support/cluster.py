@@ -193,8 +193,11 @@ class LocalCluster:
         properties: tuple[str, ...] = (),
         *,
         kafka_listeners: bool = False,
+        secure: bool = False,
     ) -> None:
+        """``secure``: `dev up --secure` (SASL_SSL, ACLs; ``client_properties`` logs in)."""
         self.data_dir = data_dir
+        self.secure = secure
         self.brokers = brokers
         self.kafka_listeners = kafka_listeners  # each broker also speaks Kafka's protocol
         self.properties = LOCAL_PROPERTIES + properties
@@ -211,6 +214,8 @@ class LocalCluster:
         )
         if self.kafka_listeners:
             argv += ["--kafka-base-port", "0"]
+        if self.secure:
+            argv += ["--secure"]
         for item in self.properties:
             argv += ["--set", item]
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -275,6 +280,13 @@ class LocalCluster:
         """Kafka clients' bootstrap.servers (the cluster was started with kafka_listeners)."""
         brokers = sorted(self.state["brokers"].items())
         return ",".join(f"127.0.0.1:{b['kafka_port']}" for _, b in brokers)
+
+    @property
+    def client_properties(self) -> dict[str, str]:
+        """The admin login `dev up --secure` wrote (Kafka's client property names)."""
+        from minibroker.client.security import read_command_config
+
+        return read_command_config(self.state["client_config"])
 
     def broker_port(self, broker_id: int) -> int:
         port: int = self.state["brokers"][str(broker_id)]["port"]

@@ -62,7 +62,7 @@ def test_file_then_overrides_later_wins(tmp_path: Path) -> None:
         ("broker.id", "-5"),
         ("unclean.leader.election.enable", "yes"),
         ("log.message.timestamp.type", "Whenever"),
-        ("listeners", "SSL://host:1"),
+        ("listeners", "NOSUCH://host:1"),  # a listener name with no security protocol
         ("listeners", "nocolon"),
         ("log.dirs", ""),
     ],

@@ -20,10 +20,16 @@ from kafka.protocol.admin import (
     AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -54,6 +60,12 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from minibroker.protocol.api import RequestHeader
@@ -89,6 +101,11 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     43: (ElectLeadersRequest, ElectLeadersResponse),
     45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
     46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+    29: (DescribeAclsRequest, DescribeAclsResponse),
+    30: (CreateAclsRequest, CreateAclsResponse),
+    31: (DeleteAclsRequest, DeleteAclsResponse),
+    17: (SaslHandshakeRequest, SaslHandshakeResponse),
+    36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 CASES = [

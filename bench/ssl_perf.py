@@ -1,0 +1,133 @@
+"""Produce and fetch throughput over TLS vs plaintext on one standalone broker.
+
+    python3 bench/ssl_perf.py [--runs 3] [--megabytes 128] [--record-size 16384]
+
+Each run starts a fresh standalone broker (bench/standalone.py) twice - once with a
+PLAINTEXT listener, once with an SSL one (a throwaway CA and certificate made with
+client/cli/dev_certs.py) - alternating, so both see the same machine load. Against
+each it produces ``--megabytes`` MiB in 1 MiB batches (acks=1, one partition), then
+fetches all of it back from the start with the bundled Consumer. The figures are MiB/s
+per run; the last line of stdout is one JSON object with per-protocol min / median /
+max and the SSL / PLAINTEXT ratio of the medians (the target is >= 0.7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.standalone import lead, standalone_broker
+from minibroker.client.cli.dev_certs import issue, make_ca
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
+from minibroker.net.security import ClientSecurity, client_ssl_context
+
+TOPIC = "ssl-perf"
+BATCH_BYTES = 1024 * 1024  # the batches the target is stated for
+BROKER_PROPERTIES = ("message.max.bytes=2097152", "log.segment.bytes=268435456")
+
+
+async def produce(
+    bootstrap: str, security: ClientSecurity | None, args: argparse.Namespace
+) -> float:
+    payload = os.urandom(args.record_size)
+    count = args.megabytes * 1024 * 1024 // args.record_size
+    async with Producer(
+        bootstrap,
+        acks=1,
+        batch_size=BATCH_BYTES,
+        max_request_size=2 * BATCH_BYTES,
+        linger_ms=5,
+        config=security,
+    ) as producer:
+        started = time.perf_counter()
+        for i in range(count):
+            producer.send_nowait(TOPIC, payload, partition=0)
+            if i % 64 == 0:
+                await trio.lowlevel.checkpoint()
+        await producer.flush()
+        elapsed = time.perf_counter() - started
+    return count * args.record_size / elapsed / 2**20
+
+
+async def fetch(bootstrap: str, security: ClientSecurity | None, args: argparse.Namespace) -> float:
+    count = args.megabytes * 1024 * 1024 // args.record_size
+    seen = 0
+    async with Consumer(
+        bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=4 * BATCH_BYTES,
+        config=security,
+    ) as consumer:  # fmt: skip
+        consumer.assign([(TOPIC, 0)])
+        await consumer.seek_to_beginning()
+        started = time.perf_counter()
+        while seen < count:
+            seen += len(await consumer.poll(timeout_ms=1000, max_records=100_000))
+        elapsed = time.perf_counter() - started
+    return seen * args.record_size / elapsed / 2**20
+
+
+def one_run(protocol: str, pki: Path, args: argparse.Namespace) -> dict[str, float]:
+    properties = [*BROKER_PROPERTIES]
+    security = None
+    if protocol == "SSL":
+        properties += [
+            f"ssl.certificate.location={pki / 'broker.pem'}",
+            f"ssl.key.location={pki / 'broker-key.pem'}",
+        ]
+        security = ClientSecurity("SSL", client_ssl_context(ca_location=str(pki / "ca.pem")))
+    with standalone_broker(*properties, listen=f"{protocol}://127.0.0.1:0") as bootstrap:
+        trio.run(lead, bootstrap, TOPIC, 1, None, security)
+        produced = trio.run(produce, bootstrap, security, args)
+        fetched = trio.run(fetch, bootstrap, security, args)
+    return {"produce_mib_s": produced, "fetch_mib_s": fetched}
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "min": round(min(values), 1),
+        "median": round(statistics.median(values), 1),
+        "max": round(max(values), 1),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--megabytes", type=int, default=128)
+    p.add_argument("--record-size", type=int, default=16384)
+    args = p.parse_args()
+    results: dict[str, list[dict[str, float]]] = {"PLAINTEXT": [], "SSL": []}
+    with tempfile.TemporaryDirectory(prefix="ssl-perf-") as tmp:
+        pki = Path(tmp)
+        issue(make_ca(pki), pki, "broker")
+        for run in range(args.runs):
+            for protocol in ("PLAINTEXT", "SSL"):
+                figures = one_run(protocol, pki, args)
+                results[protocol].append(figures)
+                load = os.getloadavg()[0]
+                print(f"run {run + 1} {protocol}: {figures} (load {load:.2f})", file=sys.stderr)
+    report: dict[str, object] = {"megabytes": args.megabytes, "record_size": args.record_size}
+    for what in ("produce_mib_s", "fetch_mib_s"):
+        plain = summary([r[what] for r in results["PLAINTEXT"]])
+        tls = summary([r[what] for r in results["SSL"]])
+        report[what] = {
+            "PLAINTEXT": plain,
+            "SSL": tls,
+            "ratio": round(tls["median"] / plain["median"], 2),
+        }
+    report["load_average"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""The SASL login of one connection on a SASL_PLAINTEXT / SASL_SSL listener.
+
+How this works. The server (broker/server.py) makes one ``SaslExchange`` per connection
+of a SASL listener and hands it to the codec with every frame; a plaintext listener has
+none and its codec never looks further. Until the exchange is ``done`` the codec gives
+it every decoded request instead of dispatching it (ApiVersions excepted: a client asks
+it first). The states, one table (``_ALLOWED``):
+
+    HANDSHAKE --SaslHandshake(mechanism enabled)--> AUTHENTICATE
+    AUTHENTICATE --SaslAuthenticate(token)--> AUTHENTICATE (SCRAM's first round)
+                                          \\-> DONE (the mechanism completed)
+
+Anything else - another API, a second handshake, a token before the handshake - is
+answered ILLEGAL_SASL_STATE and the connection closed; an unknown mechanism
+UNSUPPORTED_SASL_MECHANISM (with the enabled ones) and closed; a failed login
+SASL_AUTHENTICATION_FAILED with one fixed message, the connection closed, a log line
+naming the peer and the mechanism only, and the listener's failure counter
+(``kafka_server_socket_server_metrics_failed_authentication_total``) bumped. On success
+the connection's session becomes ``User:<name>`` (``on_authenticated``), and from the
+next frame on requests go to the dispatcher with that principal; a later SaslHandshake
+or SaslAuthenticate reaches the dispatcher, which answers ILLEGAL_SASL_STATE.
+
+Kafka's SaslHandshake v0 (Kafka listener only) is followed by raw tokens, each a frame
+of its own with no request header; ``raw_tokens`` tells the codec to hand frames over
+unparsed (``raw_token``) until the mechanism completes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import struct
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol
+
+from minibroker.broker.dispatcher import RequestDispatcher
+from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.server import Buffer, CloseConnection, Reply
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.errors import (
+    IllegalSaslStateError,
+    KafkaError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
+from minibroker.protocol.sasl import FAILED, CredentialLookup, SaslServer
+
+log = logging.getLogger(__name__)
+_failures = LogRateLimiter(log)  # a client can fail logins as fast as it likes
+
+
+class Encoder(Protocol):
+    def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]: ...
+
+    def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]: ...
+
+
+class SaslState(enum.Enum):
+    HANDSHAKE = "handshake"
+    AUTHENTICATE = "authenticate"
+    DONE = "done"
+
+
+_ALLOWED: Final = {
+    SaslState.HANDSHAKE: ApiKey.SASL_HANDSHAKE,
+    SaslState.AUTHENTICATE: ApiKey.SASL_AUTHENTICATE,
+}
+"""The one request each state accepts."""
+
+
+class SaslListener:
+    """What a listener's exchanges share: the mechanisms, the credentials and the
+    counters (by mechanism) the metrics read."""
+
+    def __init__(
+        self,
+        listener: str,
+        mechanisms: Sequence[str],
+        lookup: CredentialLookup,
+        *,
+        raw_tokens: bool = False,
+    ) -> None:
+        """``raw_tokens``: accept Kafka's SaslHandshake v0 (the Kafka listener)."""
+        self.listener = listener
+        self.mechanisms = list(mechanisms)
+        self.lookup = lookup
+        self.raw_tokens_allowed = raw_tokens
+        self.failed: Counter[str] = Counter()
+        self.succeeded: Counter[str] = Counter()
+
+    def exchange(self, peer: str, on_authenticated: Callable[[str], None]) -> SaslExchange:
+        return SaslExchange(self, peer, on_authenticated)
+
+
+class SaslExchange:
+    """One connection's login; see the module docstring."""
+
+    __slots__ = ("done", "listener", "on_authenticated", "peer", "raw_tokens", "sasl", "state")
+
+    def __init__(
+        self, listener: SaslListener, peer: str, on_authenticated: Callable[[str], None]
+    ) -> None:
+        self.listener = listener
+        self.peer = peer
+        self.on_authenticated = on_authenticated
+        """Called with the principal (``User:<name>``) once the login succeeds."""
+        self.state = SaslState.HANDSHAKE
+        self.done = False
+        self.raw_tokens = False
+        self.sasl: SaslServer | None = None
+
+    def handle(self, header: RequestHeader, body: Body, encoder: Encoder) -> Reply:
+        """Answer a request that arrived before the login completed."""
+        if _ALLOWED.get(self.state) != header.api_key:
+            refused = IllegalSaslStateError(
+                f"api key {header.api_key} is not allowed in SASL state {self.state.value}"
+            )
+            raise CloseConnection(
+                "a request before authentication",
+                reply=encoder.encode_error(header, refused),
+                reason="authentication",
+            )
+        if header.api_key == ApiKey.SASL_HANDSHAKE:
+            return self._handshake(header, body, encoder)
+        try:
+            token = self._step(body["auth_bytes"])
+        except SaslAuthenticationFailedError as exc:
+            answer = {"error_code": exc.code, "error_message": FAILED, "auth_bytes": b""}
+            raise CloseConnection(
+                "authentication failed",
+                reply=encoder.encode_response(header, answer),
+                reason="authentication",
+            ) from exc
+        answer = {"error_code": 0, "error_message": None, "auth_bytes": token}
+        return encoder.encode_response(header, {**answer, "session_lifetime_ms": 0})
+
+    def raw_token(self, frame: bytes) -> Reply:
+        """A raw SASL token (after SaslHandshake v0): the answer is a raw token too."""
+        try:
+            token = self._step(frame)
+        except SaslAuthenticationFailedError as exc:
+            raise CloseConnection("authentication failed", reason="authentication") from exc
+        return [struct.pack(">i", len(token)) + token]
+
+    def _handshake(self, header: RequestHeader, body: Body, encoder: Encoder) -> Reply:
+        listener = self.listener
+        mechanism = body["mechanism"]
+        answer = {"error_code": 0, "mechanisms": listener.mechanisms}
+        if mechanism not in listener.mechanisms:
+            answer["error_code"] = UnsupportedSaslMechanismError.code
+            raise CloseConnection(
+                f"SASL mechanism {mechanism!r} is not enabled",
+                reply=encoder.encode_response(header, answer),
+                reason="authentication",
+            )
+        self.sasl = SaslServer(mechanism, listener.lookup)
+        self.state = SaslState.AUTHENTICATE
+        self.raw_tokens = header.api_version == 0 and listener.raw_tokens_allowed
+        return encoder.encode_response(header, answer)
+
+    def _step(self, token: bytes) -> bytes:
+        sasl = self.sasl
+        assert sasl is not None
+        try:
+            answer = sasl.step(token)
+        except SaslAuthenticationFailedError:
+            self.listener.failed[sasl.mechanism] += 1
+            _failures.warning(
+                "failed authentication with %s from %s on listener %s",
+                sasl.mechanism,
+                self.peer,
+                self.listener.listener,
+            )
+            log.debug("authentication from %s failed: %s", self.peer, sasl.failure)
+            raise
+        if sasl.complete:
+            self.listener.succeeded[sasl.mechanism] += 1
+            self.state = SaslState.DONE
+            self.done = True
+            self.raw_tokens = False
+            self.on_authenticated(f"User:{sasl.user}")
+        return answer
+
+
+def install_sasl_after_login(dispatcher: RequestDispatcher) -> None:
+    """SaslHandshake / SaslAuthenticate that reach the dispatcher come after the login
+    (or on a listener without SASL): ILLEGAL_SASL_STATE, as Kafka answers them."""
+
+    def refuse(header: RequestHeader, body: Body) -> Body:
+        raise IllegalSaslStateError("no SASL exchange expected on this connection now")
+
+    dispatcher.register(ApiKey.SASL_HANDSHAKE, refuse)
+    dispatcher.register(ApiKey.SASL_AUTHENTICATE, refuse)

@@ -1,0 +1,116 @@
+"""``minibroker users add|list|delete``: SCRAM users in ZooKeeper (/config/users/<name>).
+
+As with ZooKeeper-era Kafka's ``kafka-configs --zookeeper ... --entity-type users``, the
+credentials are written to ZooKeeper directly: that is how the first users (the brokers'
+own, the first admin) exist before any broker can authenticate anyone. Every broker
+applies a change at once through the /config/changes notification the write leaves
+(broker/credentials.py). Only the salted credential is stored; the password is read
+from ``--password-file`` (its first line), else from stdin (prompted without echo on
+a terminal), and never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+
+from minibroker.client.cli.common import UsageError, add_format, print_json, print_table, run_async
+from minibroker.protocol.sasl import (
+    DEFAULT_ITERATIONS,
+    SCRAM_MECHANISMS,
+    format_scram_credential,
+    make_scram_credential,
+)
+from minibroker.zk.client import open_zk_client
+from minibroker.zk.scram_users import delete_scram_user, list_scram_users, set_scram_credential
+
+HELP = "manage SCRAM users (add, list, delete)"
+DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
+    actions.required = True
+    add = actions.add_parser("add", help="add a user or change its password")
+    add.add_argument("name", help="the user name (the principal is User:NAME)")
+    add.add_argument(
+        "--mechanism",
+        action="append",
+        choices=SCRAM_MECHANISMS,
+        help="SCRAM mechanism to store a credential for (repeatable; default both)",
+    )
+    add.add_argument("--password-file", type=Path, help="file whose first line is the password")
+    add.add_argument(
+        "--iterations", type=int, default=DEFAULT_ITERATIONS, help="PBKDF2 iterations (4096)"
+    )
+    listing = actions.add_parser("list", help="users and their mechanisms")
+    add_format(listing)
+    delete = actions.add_parser("delete", help="remove every SCRAM credential of a user")
+    delete.add_argument("name", help="the user to remove")
+    for sub in (add, listing, delete):
+        sub.add_argument(
+            "--zookeeper",
+            default=DEFAULT_ZOOKEEPER,
+            metavar="HOST:PORT[/chroot]",
+            help=f"the cluster's ZooKeeper (default {DEFAULT_ZOOKEEPER})",
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "add":
+        password = _read_password(args.password_file)
+        mechanisms = args.mechanism or list(SCRAM_MECHANISMS)
+        try:
+            credentials = {
+                m: format_scram_credential(
+                    make_scram_credential(m, password, iterations=args.iterations)
+                )
+                for m in mechanisms
+            }
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        return run_async(_add, args, credentials)
+    return run_async(_list if args.action == "list" else _delete, args)
+
+
+def _read_password(path: Path | None) -> str:
+    if path is not None:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        password = lines[0] if lines else ""
+    elif sys.stdin.isatty():
+        password = getpass.getpass("Password: ")
+    else:
+        password = sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise UsageError("the password is empty")
+    return password
+
+
+async def _add(args: argparse.Namespace, credentials: dict[str, str]) -> int:
+    async with open_zk_client(args.zookeeper) as zk:
+        for mechanism, credential in credentials.items():
+            await set_scram_credential(zk, args.name, mechanism, credential)
+    print(f"User {args.name}: {', '.join(credentials)} credentials set")
+    return 0
+
+
+async def _list(args: argparse.Namespace) -> int:
+    async with open_zk_client(args.zookeeper) as zk:
+        users = await list_scram_users(zk)
+    if args.format == "json":
+        print_json([{"name": name, "mechanisms": m} for name, m in sorted(users.items())])
+    else:
+        print_table(("USER", "MECHANISMS"), [(n, ",".join(m)) for n, m in sorted(users.items())])
+    return 0
+
+
+async def _delete(args: argparse.Namespace) -> int:
+    async with open_zk_client(args.zookeeper) as zk:
+        deleted = await delete_scram_user(zk, args.name)
+    if not deleted:
+        print(f"minibroker users: error: no SCRAM user {args.name!r}", file=sys.stderr)
+        return 1
+    print(f"User {args.name} deleted")
+    return 0

@@ -1,0 +1,120 @@
+"""Kafka's own clients against `dev up --secure` (SASL_SSL Kafka listeners, ACLs on):
+kafka-python and confluent-kafka log in with SCRAM-SHA-512 over TLS, produce and
+consume, and read what the bundled client wrote with client.properties; a login with
+a wrong password is refused."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import confluent_kafka
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from minibroker.client.admin import Admin
+from minibroker.client.producer import Producer
+from tests.support.cluster import LocalCluster
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+RECORDS = 50
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        tmp_path_factory.mktemp("secure"), brokers=2, kafka_listeners=True, secure=True
+    ) as running:
+        yield running
+
+
+def kafka_python_login(cluster: LocalCluster, password: str | None = None) -> dict[str, str]:
+    props = cluster.client_properties
+    return {
+        "bootstrap_servers": cluster.kafka_bootstrap,
+        "security_protocol": props["security.protocol"],
+        "sasl_mechanism": props["sasl.mechanism"],
+        "sasl_plain_username": props["sasl.username"],
+        "sasl_plain_password": password or props["sasl.password"],
+        "ssl_cafile": props["ssl.ca.location"],
+    }
+
+
+async def topic_from_the_bundled_client(cluster: LocalCluster, name: str) -> None:
+    async with Admin(cluster.bootstrap, config=cluster.client_properties) as admin:
+        await admin.create_topic(name, 2, 2)
+    async with Producer(cluster.bootstrap, config=cluster.client_properties) as producer:
+        for i in range(RECORDS):
+            await producer.send(name, b"bundled-%d" % i, key=b"k", partition=0)
+
+
+async def test_the_cluster_runs_sasl_ssl_with_scram_sha_512(cluster: LocalCluster) -> None:
+    props = cluster.client_properties
+    assert (props["security.protocol"], props["sasl.mechanism"]) == ("SASL_SSL", "SCRAM-SHA-512")
+
+
+async def test_kafka_python_produces_and_consumes_over_sasl_ssl(cluster: LocalCluster) -> None:
+    await topic_from_the_bundled_client(cluster, "kp-secure")
+    producer = KafkaProducer(acks="all", **kafka_python_login(cluster))
+    try:
+        for i in range(RECORDS):
+            producer.send("kp-secure", value=b"kafka-python-%d" % i, partition=1)
+        producer.flush(timeout=60)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=1000,
+        **kafka_python_login(cluster),
+    )
+    try:
+        consumer.assign([TopicPartition("kp-secure", 0), TopicPartition("kp-secure", 1)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < 2 * RECORDS and time.monotonic() < deadline:
+            values += [m.value for m in consumer]
+    finally:
+        consumer.close()
+    assert sorted(values) == sorted(
+        [b"bundled-%d" % i for i in range(RECORDS)]
+        + [b"kafka-python-%d" % i for i in range(RECORDS)]
+    )
+
+
+async def test_confluent_kafka_produces_and_consumes_over_sasl_ssl(cluster: LocalCluster) -> None:
+    await topic_from_the_bundled_client(cluster, "ck-secure")
+    login = {"bootstrap.servers": cluster.kafka_bootstrap, **cluster.client_properties}
+    producer = confluent_kafka.Producer(login)
+    for i in range(RECORDS):
+        producer.produce("ck-secure", value=b"confluent-%d" % i, partition=1)
+    assert producer.flush(60) == 0
+    consumer = confluent_kafka.Consumer(
+        {**login, "group.id": "unused", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition("ck-secure", p, 0) for p in (0, 1)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < 2 * RECORDS and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+    finally:
+        consumer.close()
+    assert sorted(values) == sorted(
+        [b"bundled-%d" % i for i in range(RECORDS)] + [b"confluent-%d" % i for i in range(RECORDS)]
+    )
+
+
+async def test_a_kafka_client_with_a_wrong_password_is_refused(cluster: LocalCluster) -> None:
+    login = {"bootstrap.servers": cluster.kafka_bootstrap, **cluster.client_properties}
+    errors: list[confluent_kafka.KafkaError] = []
+    producer = confluent_kafka.Producer(
+        {**login, "sasl.password": "wrong", "error_cb": errors.append}
+    )
+    deadline = time.monotonic() + 30
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert errors and errors[0].code() == confluent_kafka.KafkaError._AUTHENTICATION

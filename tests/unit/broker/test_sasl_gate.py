@@ -1,0 +1,123 @@
+"""broker/sasl_gate.py: one connection's login as a state machine - what each state
+accepts, what a refusal sends before the close, the principal handed over on success,
+and Kafka's SaslHandshake v0 with raw tokens."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from minibroker.broker.sasl_gate import SaslListener, SaslState
+from minibroker.broker.server import Buffer, CloseConnection
+from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.errors import KafkaError
+from minibroker.protocol.sasl import SaslClient, ScramCredential, make_scram_credential
+
+CREDENTIAL = make_scram_credential("SCRAM-SHA-512", "pw")
+
+
+def lookup(mechanism: str, user: str) -> ScramCredential | None:
+    return CREDENTIAL if (mechanism, user) == ("SCRAM-SHA-512", "alice") else None
+
+
+class Recorder:
+    """An encoder that keeps what it was asked to encode."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.errors: list[KafkaError] = []
+
+    def encode_response(self, header: RequestHeader, body: dict[str, Any]) -> Sequence[Buffer]:
+        self.bodies.append(body)
+        return [b"response"]
+
+    def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]:
+        self.errors.append(error)
+        return [b"error"]
+
+
+def header(api_key: int, version: int = 1) -> RequestHeader:
+    return RequestHeader(api_key, version, 1, "c")
+
+
+@pytest.fixture
+def listener() -> SaslListener:
+    return SaslListener("SASL_SSL", ["PLAIN", "SCRAM-SHA-512"], lookup, raw_tokens=True)
+
+
+def test_a_scram_login_moves_through_the_states_and_names_the_principal(
+    listener: SaslListener,
+) -> None:
+    principals: list[str] = []
+    exchange = listener.exchange("1.2.3.4:5", principals.append)
+    encoder = Recorder()
+    exchange.handle(header(ApiKey.SASL_HANDSHAKE), {"mechanism": "SCRAM-SHA-512"}, encoder)
+    assert exchange.state is SaslState.AUTHENTICATE and not exchange.raw_tokens
+    client = SaslClient("SCRAM-SHA-512", "alice", "pw")
+    token = client.first()
+    while not exchange.done:
+        exchange.handle(header(ApiKey.SASL_AUTHENTICATE), {"auth_bytes": token}, encoder)
+        token = client.step(encoder.bodies[-1]["auth_bytes"]) or b""
+    assert client.complete
+    assert principals == ["User:alice"]
+    assert listener.succeeded["SCRAM-SHA-512"] == 1
+
+
+@pytest.mark.parametrize(
+    ("api_key", "body"),
+    [(ApiKey.METADATA, {"topics": []}), (ApiKey.SASL_AUTHENTICATE, {"auth_bytes": b"x"})],
+)
+def test_anything_but_the_handshake_first_is_illegal_and_closes(
+    listener: SaslListener, api_key: int, body: dict[str, Any]
+) -> None:
+    exchange = listener.exchange("peer", lambda principal: None)
+    encoder = Recorder()
+    with pytest.raises(CloseConnection) as closed:
+        exchange.handle(header(api_key), body, encoder)
+    assert closed.value.reply == [b"error"]
+    assert [e.name for e in encoder.errors] == ["ILLEGAL_SASL_STATE"]
+
+
+def test_an_unknown_mechanism_is_answered_with_the_enabled_ones_and_closed(
+    listener: SaslListener,
+) -> None:
+    encoder = Recorder()
+    with pytest.raises(CloseConnection):
+        listener.exchange("peer", lambda p: None).handle(
+            header(ApiKey.SASL_HANDSHAKE), {"mechanism": "GSSAPI"}, encoder
+        )
+    assert encoder.bodies == [{"error_code": 33, "mechanisms": ["PLAIN", "SCRAM-SHA-512"]}]
+
+
+def test_a_failed_login_is_answered_counted_and_closed(listener: SaslListener) -> None:
+    principals: list[str] = []
+    exchange = listener.exchange("peer", principals.append)
+    encoder = Recorder()
+    exchange.handle(header(ApiKey.SASL_HANDSHAKE), {"mechanism": "PLAIN"}, encoder)
+    with pytest.raises(CloseConnection) as closed:
+        exchange.handle(
+            header(ApiKey.SASL_AUTHENTICATE), {"auth_bytes": b"\x00alice\x00bad"}, encoder
+        )
+    assert closed.value.reason == "authentication"
+    assert encoder.bodies[-1]["error_code"] == 58
+    assert principals == [] and listener.failed["PLAIN"] == 1
+
+
+def test_handshake_v0_switches_to_raw_tokens_until_the_login_completes(
+    listener: SaslListener,
+) -> None:
+    principals: list[str] = []
+    exchange = listener.exchange("peer", principals.append)
+    exchange.handle(header(ApiKey.SASL_HANDSHAKE, 0), {"mechanism": "SCRAM-SHA-512"}, Recorder())
+    assert exchange.raw_tokens
+    client = SaslClient("SCRAM-SHA-512", "alice", "pw")
+    token: bytes | None = client.first()
+    while token is not None:
+        [framed] = exchange.raw_token(token)
+        (size,) = struct.unpack_from(">i", framed)
+        token = client.step(bytes(framed)[4 : 4 + size])
+    assert exchange.done and not exchange.raw_tokens
+    assert principals == ["User:alice"]

@@ -22,30 +22,52 @@ from kafka.protocol.admin import (
     AlterReplicaLogDirsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -76,6 +98,15 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     1: (FetchRequest, FetchResponse),
     2: (ListOffsetsRequest, ListOffsetsResponse),
     3: (MetadataRequest, MetadataResponse),
+    8: (OffsetCommitRequest, OffsetCommitResponse),
+    9: (OffsetFetchRequest, OffsetFetchResponse),
+    10: (FindCoordinatorRequest, FindCoordinatorResponse),
+    11: (JoinGroupRequest, JoinGroupResponse),
+    12: (HeartbeatRequest, HeartbeatResponse),
+    13: (LeaveGroupRequest, LeaveGroupResponse),
+    14: (SyncGroupRequest, SyncGroupResponse),
+    15: (DescribeGroupsRequest, DescribeGroupsResponse),
+    16: (ListGroupsRequest, ListGroupsResponse),
     18: (ApiVersionsRequest, ApiVersionsResponse),
     19: (CreateTopicsRequest, CreateTopicsResponse),
     20: (DeleteTopicsRequest, DeleteTopicsResponse),
@@ -89,6 +120,8 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     43: (ElectLeadersRequest, ElectLeadersResponse),
     45: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
     46: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+    42: (DeleteGroupsRequest, DeleteGroupsResponse),
+    47: (OffsetDeleteRequest, OffsetDeleteResponse),
 }
 
 CASES = [
@@ -136,7 +169,7 @@ class _Samples:
 
 
 ORACLE_REPRESENTS_DIFFERENTLY = frozenset(
-    {"topic_authorized_operations", "cluster_authorized_operations"}
+    {"topic_authorized_operations", "cluster_authorized_operations", "authorized_operations"}
 )
 """Fields kafka-python renames and decodes as sets (the bytes are still compared)."""
 

@@ -6,9 +6,9 @@ Envelopes (docs/architecture.md, "Wire formats"), each one frame's payload (prot
     response = msgpack [correlation_id, body]
 
 ``body`` is a msgpack map with snake_case keys, declared per API in
-``protocol/schemas/`` (data.py, control.py, cluster.py, replicas.py, producer.py). ``SCHEMAS`` below
-is the one registry from API key to schema; ``SUPPORTED_VERSIONS`` and the ApiVersions
-response derive from it.
+``protocol/schemas/`` (data.py, control.py, cluster.py, replicas.py, producer.py,
+groups.py). ``SCHEMAS`` below is the one registry from API key to schema;
+``SUPPORTED_VERSIONS`` and the ApiVersions response derive from it.
 
 What a receiver does with a bad request (docs/architecture.md, "Bad input"):
 
@@ -46,7 +46,7 @@ import msgpack
 
 from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError, frame_prefix
-from minibroker.protocol.schemas import cluster, control, data, producer, replicas
+from minibroker.protocol.schemas import cluster, control, data, groups, producer, replicas
 from minibroker.protocol.schemas.packing import Buffer, pack_buffers
 from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
 
@@ -67,6 +67,15 @@ class ApiKey(IntEnum):
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -76,9 +85,11 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
+    DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
 
@@ -104,6 +115,17 @@ SCHEMAS: Final[Mapping[ApiKey, Api]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: replicas.ALTER_PARTITION_REASSIGNMENTS,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: replicas.LIST_PARTITION_REASSIGNMENTS,
     ApiKey.DESCRIBE_CLUSTER: cluster.DESCRIBE_CLUSTER,
+    ApiKey.OFFSET_COMMIT: groups.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH: groups.OFFSET_FETCH,
+    ApiKey.FIND_COORDINATOR: groups.FIND_COORDINATOR,
+    ApiKey.JOIN_GROUP: groups.JOIN_GROUP,
+    ApiKey.HEARTBEAT: groups.HEARTBEAT,
+    ApiKey.LEAVE_GROUP: groups.LEAVE_GROUP,
+    ApiKey.SYNC_GROUP: groups.SYNC_GROUP,
+    ApiKey.DESCRIBE_GROUPS: groups.DESCRIBE_GROUPS,
+    ApiKey.LIST_GROUPS: groups.LIST_GROUPS,
+    ApiKey.DELETE_GROUPS: groups.DELETE_GROUPS,
+    ApiKey.OFFSET_DELETE: groups.OFFSET_DELETE,
 }
 
 MAX_REQUEST_ELEMENTS: Final = 100_000

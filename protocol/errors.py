@@ -110,7 +110,9 @@ class NetworkError(KafkaError):
 
 
 class CoordinatorNotAvailableError(KafkaError):
-    """InitProducerId could not allocate a producer id now (ZooKeeper unreachable)."""
+    """InitProducerId could not allocate a producer id now (ZooKeeper unreachable), or
+    a group's coordinator partition has no leader (or ``__consumer_offsets`` is being
+    created)."""
 
     code = 15
     name = "COORDINATOR_NOT_AVAILABLE"
@@ -295,6 +297,123 @@ class ProducerFencedError(KafkaError):
 
     code = 90
     name = "PRODUCER_FENCED"
+
+
+# -- the group coordinator's errors (coordinator/) -------------------------------------------
+
+
+class OffsetMetadataTooLargeError(KafkaError):
+    """A commit's metadata string is longer than ``offset.metadata.max.bytes``."""
+
+    code = 12
+    name = "OFFSET_METADATA_TOO_LARGE"
+
+
+class CoordinatorLoadInProgressError(KafkaError):
+    """This broker just became the group's coordinator and is still reading its
+    ``__consumer_offsets`` partition."""
+
+    code = 14
+    name = "COORDINATOR_LOAD_IN_PROGRESS"
+    retriable = True
+
+
+class NotCoordinatorError(KafkaError):
+    """This broker does not lead the group's ``__consumer_offsets`` partition (any more)."""
+
+    code = 16
+    name = "NOT_COORDINATOR"
+    retriable = True
+
+
+class IllegalGenerationError(KafkaError):
+    """The request names a group generation that is not the current one."""
+
+    code = 22
+    name = "ILLEGAL_GENERATION"
+
+
+class InconsistentGroupProtocolError(KafkaError):
+    """The member's protocol type or protocols share nothing with the group's."""
+
+    code = 23
+    name = "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class InvalidGroupIdError(KafkaError):
+    code = 24
+    name = "INVALID_GROUP_ID"
+
+
+class UnknownMemberIdError(KafkaError):
+    """The member id is not (or no longer) a member of the group: rejoin with ""."""
+
+    code = 25
+    name = "UNKNOWN_MEMBER_ID"
+
+
+class InvalidSessionTimeoutError(KafkaError):
+    """The session timeout is outside group.min/max.session.timeout.ms."""
+
+    code = 26
+    name = "INVALID_SESSION_TIMEOUT"
+
+
+class RebalanceInProgressError(KafkaError):
+    """The group is rebalancing: the member must rejoin."""
+
+    code = 27
+    name = "REBALANCE_IN_PROGRESS"
+
+
+class InvalidCommitOffsetSizeError(KafkaError):
+    code = 28
+    name = "INVALID_COMMIT_OFFSET_SIZE"
+
+
+class NonEmptyGroupError(KafkaError):
+    """DeleteGroups of a group that still has members."""
+
+    code = 68
+    name = "NON_EMPTY_GROUP"
+
+
+class GroupIdNotFoundError(KafkaError):
+    code = 69
+    name = "GROUP_ID_NOT_FOUND"
+
+
+class MemberIdRequiredError(KafkaError):
+    """The first JoinGroup of a dynamic member: the answer carries the member id to
+    join with (so a client that dies mid-join leaves no member behind)."""
+
+    code = 79
+    name = "MEMBER_ID_REQUIRED"
+
+
+class GroupMaxSizeReachedError(KafkaError):
+    code = 81
+    name = "GROUP_MAX_SIZE_REACHED"
+
+
+class FencedInstanceIdError(KafkaError):
+    """A newer member took over this static member's ``group.instance.id``."""
+
+    code = 82
+    name = "FENCED_INSTANCE_ID"
+
+
+class GroupSubscribedToTopicError(KafkaError):
+    """OffsetDelete of a topic a member of the group still consumes."""
+
+    code = 86
+    name = "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
+class UnstableOffsetCommitError(KafkaError):
+    code = 88
+    name = "UNSTABLE_OFFSET_COMMIT"
+    retriable = True
 
 
 _BY_CODE: dict[int, type[KafkaError]] = {cls.code: cls for cls in KafkaError.__subclasses__()}

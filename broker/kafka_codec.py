@@ -21,6 +21,8 @@ frames for both protocols):
 Metadata answers advertise each broker's Kafka listener (``kafka_host`` /
 ``kafka_port`` in the cache's body) instead of its msgpack one; a broker without a
 Kafka listener is left out, as Kafka leaves out brokers lacking the asked listener.
+FindCoordinator answers the coordinator's Kafka listener the same way (its
+``kafka_host`` / ``kafka_port``), COORDINATOR_NOT_AVAILABLE when it has none.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.broker.server import Buffer, CloseConnection, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
-from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
+from minibroker.protocol.errors import (
+    CoordinatorNotAvailableError,
+    KafkaError,
+    UnsupportedVersionError,
+)
 from minibroker.protocol.kafka.answers import error_response, normalize_request
 from minibroker.protocol.kafka.codec import (
     ADVERTISED_VERSIONS,
@@ -102,6 +108,8 @@ class _Exchange:
             body = _advertise_kafka_listeners(body, "node_id")
         elif header.api_key == ApiKey.DESCRIBE_CLUSTER:
             body = _advertise_kafka_listeners(body, "broker_id")
+        elif header.api_key == ApiKey.FIND_COORDINATOR:
+            body = _coordinators_on_kafka_listeners(body)
         body = response_from_newest(header.api_key, header.api_version, self.request, body)
         return encode_response(header, body)
 
@@ -124,3 +132,27 @@ def _advertise_kafka_listeners(body: Body, id_key: str) -> Body:
         if b.get("kafka_host") is not None
     ]
     return {**body, "brokers": brokers}
+
+
+def _coordinators_on_kafka_listeners(body: Body) -> Body:
+    """FindCoordinator's answer with each coordinator's Kafka listener address; a
+    coordinator without one cannot be reached from this listener, so it is not
+    available (the client asks again, as after a coordinator move)."""
+    coordinators = []
+    for c in body.get("coordinators") or ():
+        if c.get("error_code"):
+            coordinators.append(c)
+        elif c.get("kafka_host") is None:
+            coordinators.append(
+                {
+                    "key": c["key"],
+                    "node_id": -1,
+                    "host": "",
+                    "port": -1,
+                    "error_code": CoordinatorNotAvailableError.code,
+                    "error_message": f"broker {c['node_id']} has no Kafka listener",
+                }
+            )
+        else:
+            coordinators.append({**c, "host": c["kafka_host"], "port": c["kafka_port"]})
+    return {**body, "coordinators": coordinators}

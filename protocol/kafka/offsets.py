@@ -2,7 +2,9 @@
 protocol/kafka/schema.py for the declaration form, protocol/kafka/groups.py for the
 membership messages).
 
-Field names are Kafka's, in snake_case, as the coordinator's handlers read them.
+Field names are Kafka's, in snake_case, as the coordinator's handlers read them, except
+OffsetCommit's ``generation_id_or_member_epoch`` (so named since consumer-protocol
+members have epochs), which classic-group handlers read as ``generation_id``.
 OffsetFetch before v8 asks for one group at top level (``group_id``, ``topics``) and
 answers at top level; v8 batches groups (``groups``). Both are declared as they are on
 the wire; protocol/kafka/reshape.py makes the handlers see only v8's shape.
@@ -35,7 +37,7 @@ OFFSET_COMMIT: Final = Message(
     flexible=versions("8+"),
     request=struct(
         f("group_id", STRING),
-        f("generation_id_or_member_epoch", INT32, "1+", default=-1),
+        f("generation_id_or_member_epoch", INT32, "1+", default=-1, key="generation_id"),
         f("member_id", STRING, "1+"),
         f("group_instance_id", STRING, "7+", null="7+"),
         f("retention_time_ms", INT64, "2-4", default=-1),

@@ -13,8 +13,12 @@ version is on the wire, and this module converts:
                       topics, error_code (v2+)           and error_code per group)
 
 ``request_to_newest`` runs after decoding, ``response_from_newest`` before encoding
-(with the request in the newest shape, which some old answers are built from). Every
-other API passes through unchanged.
+(with the request in the newest shape, which some old answers are built from). The
+old-shape request keys stay in the body at the values the msgpack schemas
+(protocol/schemas/groups.py) give them when absent (``key`` "", ``member_id`` "",
+OffsetFetch's top-level ``group_id`` and ``topics`` None), so a handler sees the same
+body from both listeners. JoinGroup gains ``require_known_member_id``, which Kafka
+derives from the version. Every other API passes through unchanged.
 
 How old answers carry what the newest shape says per item, as Kafka's broker does:
 a FindCoordinator v0-3 answer is the one coordinator asked for; a LeaveGroup v0-2
@@ -28,17 +32,26 @@ from collections.abc import Callable
 from typing import Final
 
 from minibroker.protocol.api import Body
-from minibroker.protocol.kafka.groups import FIND_COORDINATOR, LEAVE_GROUP
+from minibroker.protocol.kafka.groups import FIND_COORDINATOR, JOIN_GROUP, LEAVE_GROUP
 from minibroker.protocol.kafka.offsets import OFFSET_FETCH
+
+FIND_COORDINATOR_BATCHED: Final = 4
+LEAVE_GROUP_BATCHED: Final = 3
+OFFSET_FETCH_BATCHED: Final = 8
+"""The first versions of FindCoordinator, LeaveGroup and OffsetFetch in the newest shape."""
 
 OFFSET_FETCH_GROUP_ERRORS: Final = 2
 """OffsetFetch versions below this have no group-level error code."""
 
+JOIN_GROUP_MEMBER_ID_REQUIRED: Final = 4
+"""JoinGroup versions from this one on get MEMBER_ID_REQUIRED on a first join (KIP-394):
+older clients do not know the error, they are given a member id at once."""
 
-def _find_coordinator_request(old: bool, body: Body) -> Body:
-    key = body.pop("key")
-    if old:
-        body["coordinator_keys"] = [key]
+
+def _find_coordinator_request(version: int, body: Body) -> Body:
+    if version < FIND_COORDINATOR_BATCHED:
+        body["coordinator_keys"] = [body["key"]]
+    body["key"] = ""
     return body
 
 
@@ -55,10 +68,10 @@ def _find_coordinator_response(version: int, request: Body, body: Body) -> Body:
     }
 
 
-def _leave_group_request(old: bool, body: Body) -> Body:
-    member_id = body.pop("member_id")
-    if old:
-        body["members"] = [{"member_id": member_id, "group_instance_id": None}]
+def _leave_group_request(version: int, body: Body) -> Body:
+    if version < LEAVE_GROUP_BATCHED:
+        body["members"] = [{"member_id": body["member_id"], "group_instance_id": None}]
+    body["member_id"] = ""
     return body
 
 
@@ -70,10 +83,15 @@ def _leave_group_response(version: int, request: Body, body: Body) -> Body:
     return {"throttle_time_ms": body.get("throttle_time_ms", 0), "error_code": error_code}
 
 
-def _offset_fetch_request(old: bool, body: Body) -> Body:
-    group = {"group_id": body.pop("group_id"), "topics": body.pop("topics")}
-    if old:
-        body["groups"] = [group]
+def _offset_fetch_request(version: int, body: Body) -> Body:
+    if version < OFFSET_FETCH_BATCHED:
+        body["groups"] = [{"group_id": body["group_id"], "topics": body["topics"]}]
+    body["group_id"] = body["topics"] = None
+    return body
+
+
+def _join_group_request(version: int, body: Body) -> Body:
+    body["require_known_member_id"] = version >= JOIN_GROUP_MEMBER_ID_REQUIRED
     return body
 
 
@@ -101,30 +119,32 @@ def _offset_fetch_response(version: int, request: Body, body: Body) -> Body:
     }
 
 
-_RESHAPED: Final[
-    dict[int, tuple[int, Callable[[bool, Body], Body], Callable[[int, Body, Body], Body]]]
-] = {
-    FIND_COORDINATOR.api_key: (4, _find_coordinator_request, _find_coordinator_response),
-    LEAVE_GROUP.api_key: (3, _leave_group_request, _leave_group_response),
-    OFFSET_FETCH.api_key: (8, _offset_fetch_request, _offset_fetch_response),
+_REQUESTS: Final[dict[int, Callable[[int, Body], Body]]] = {
+    FIND_COORDINATOR.api_key: _find_coordinator_request,
+    JOIN_GROUP.api_key: _join_group_request,
+    LEAVE_GROUP.api_key: _leave_group_request,
+    OFFSET_FETCH.api_key: _offset_fetch_request,
 }
-"""Per reshaped API key: the first version in the newest shape, and the conversions of
-older versions' requests and responses."""
+
+_RESPONSES: Final[dict[int, tuple[int, Callable[[int, Body, Body], Body]]]] = {
+    FIND_COORDINATOR.api_key: (FIND_COORDINATOR_BATCHED, _find_coordinator_response),
+    LEAVE_GROUP.api_key: (LEAVE_GROUP_BATCHED, _leave_group_response),
+    OFFSET_FETCH.api_key: (OFFSET_FETCH_BATCHED, _offset_fetch_response),
+}
+"""Per reshaped API key: the first version answered in the newest shape, and how older
+versions are answered."""
 
 
 def request_to_newest(api_key: int, version: int, body: Body) -> Body:
-    """A decoded request of ``version`` in the shape of the newest version (without the
-    keys the decoder filled in for the older versions' fields)."""
-    reshaped = _RESHAPED.get(api_key)
-    if reshaped is None:
-        return body
-    return reshaped[1](version < reshaped[0], body)
+    """A decoded request of ``version`` in the shape of the newest version."""
+    reshape = _REQUESTS.get(api_key)
+    return body if reshape is None else reshape(version, body)
 
 
 def response_from_newest(api_key: int, version: int, request: Body, body: Body) -> Body:
     """A response body in the newest shape as ``version`` carries it; ``request`` is
     the request it answers, in the newest shape."""
-    reshaped = _RESHAPED.get(api_key)
+    reshaped = _RESPONSES.get(api_key)
     if reshaped is None or version >= reshaped[0]:
         return body
-    return reshaped[2](version, request, body)
+    return reshaped[1](version, request, body)

@@ -16,14 +16,34 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from minibroker.broker.dispatcher import Handler, RequestDispatcher
 from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.metrics import BrokerMetrics
-from minibroker.protocol.api import Body
-from minibroker.protocol.errors import CoordinatorNotAvailableError, KafkaError
+from minibroker.protocol.api import ApiKey, Body
+from minibroker.protocol.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+)
 from tests.unit.broker.test_kafka_codec import answer, frame_of
 
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
-API_VERSIONS = 18
+OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
+OFFSET_FETCH = ApiKey.OFFSET_FETCH
+FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+JOIN_GROUP = ApiKey.JOIN_GROUP
+LEAVE_GROUP = ApiKey.LEAVE_GROUP
+DESCRIBE_GROUPS = ApiKey.DESCRIBE_GROUPS
+DELETE_GROUPS = ApiKey.DELETE_GROUPS
+GROUP_APIS = [
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.FIND_COORDINATOR,
+    ApiKey.JOIN_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.LEAVE_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.DESCRIBE_GROUPS,
+    ApiKey.LIST_GROUPS,
+    ApiKey.DELETE_GROUPS,
+    ApiKey.OFFSET_DELETE,
+]
 
 UNKNOWN_MEMBER_ID = 25
 COORDINATOR_NOT_AVAILABLE = 15
@@ -31,18 +51,10 @@ NOT_COORDINATOR = 16
 COORDINATOR_LOAD_IN_PROGRESS = 14
 
 
-class NotCoordinatorError(KafkaError):
-    code = NOT_COORDINATOR
-
-
-class CoordinatorLoadInProgressError(KafkaError):
-    code = COORDINATOR_LOAD_IN_PROGRESS
-
-
 def codec_serving(handlers: dict[int, Handler]) -> KafkaCodec:
     dispatcher = RequestDispatcher(BrokerMetrics())
     for api_key, handler in handlers.items():
-        dispatcher.register(api_key, handler)  # type: ignore[arg-type]
+        dispatcher.register(ApiKey(api_key), handler)
     return KafkaCodec(dispatcher)
 
 
@@ -68,10 +80,12 @@ def refusing(error: Exception) -> Handler:
 COORDINATOR = {
     "key": "g1",
     "node_id": 2,
-    "host": "127.0.0.1",
-    "port": 19093,
+    "host": "msgpack-host",
+    "port": 9093,
     "error_code": 0,
     "error_message": None,
+    "kafka_host": "127.0.0.1",
+    "kafka_port": 19093,
 }
 
 
@@ -84,7 +98,7 @@ def test_find_coordinator_before_v4_reaches_the_handler_as_one_coordinator_key(
     reply = codec.handle(frame_of(FIND_COORDINATOR, version, {"key": "g1", "key_type": 0}))
 
     [seen] = handler.seen
-    assert seen == {"key_type": 0, "coordinator_keys": ["g1"]}
+    assert seen == {"key": "", "key_type": 0, "coordinator_keys": ["g1"]}
     response = FindCoordinatorResponse[version].decode(answer(reply), header=True, framed=True)
     assert (response.error_code, response.node_id, response.host, response.port) == (
         0,
@@ -95,18 +109,50 @@ def test_find_coordinator_before_v4_reaches_the_handler_as_one_coordinator_key(
 
 
 def test_find_coordinator_v4_passes_every_key_and_every_coordinator_through() -> None:
-    other = {**COORDINATOR, "key": "g2", "node_id": 3, "port": 19094}
+    other = {**COORDINATOR, "key": "g2", "node_id": 3, "kafka_port": 19094}
     handler = Recorder({"coordinators": [COORDINATOR, other]})
     codec = codec_serving({FIND_COORDINATOR: handler})
     request = {"key_type": 0, "coordinator_keys": ["g1", "g2"]}
     reply = codec.handle(frame_of(FIND_COORDINATOR, 4, request))
 
-    assert handler.seen == [request]
+    assert handler.seen == [{**request, "key": ""}]
     response = FindCoordinatorResponse[4].decode(answer(reply), header=True, framed=True)
     assert [(c.key, c.node_id, c.port) for c in response.coordinators] == [
         ("g1", 2, 19093),
         ("g2", 3, 19094),
     ]
+
+
+@pytest.mark.parametrize("version", [1, 4])
+def test_a_coordinator_without_a_kafka_listener_is_not_available_on_it(version: int) -> None:
+    unreachable = {**COORDINATOR, "kafka_host": None, "kafka_port": None}
+    codec = codec_serving({FIND_COORDINATOR: Recorder({"coordinators": [unreachable]})})
+    request = {"key": "g1", "coordinator_keys": ["g1"]}
+    reply = codec.handle(frame_of(FIND_COORDINATOR, version, request))
+
+    response = FindCoordinatorResponse[version].decode(answer(reply), header=True, framed=True)
+    found = response if version < 4 else response.coordinators[0]
+    assert (found.error_code, found.node_id, found.host) == (COORDINATOR_NOT_AVAILABLE, -1, "")
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, 7])
+def test_join_group_asks_for_the_member_id_round_trip_from_v4_on(version: int) -> None:
+    """v0 has no rebalance timeout: -1 tells the coordinator to use the session's."""
+    handler = Recorder({"error_code": 0, "member_id": "m-1", "generation_id": 1})
+    codec = codec_serving({JOIN_GROUP: handler})
+    request = {
+        "group_id": "g",
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 30_000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"subscription"}],
+    }
+    codec.handle(frame_of(JOIN_GROUP, version, request))
+
+    [seen] = handler.seen
+    assert seen["require_known_member_id"] is (version >= 4)
+    assert seen["rebalance_timeout_ms"] == (-1 if version == 0 else 30_000)
 
 
 @pytest.mark.parametrize("version", [0, 2, 4])
@@ -137,7 +183,11 @@ def test_leave_group_before_v3_is_one_member_and_answers_that_members_error(
     reply = codec.handle(frame_of(LEAVE_GROUP, version, {"group_id": "g", "member_id": "m-1"}))
 
     assert handler.seen == [
-        {"group_id": "g", "members": [{"member_id": "m-1", "group_instance_id": None}]}
+        {
+            "group_id": "g",
+            "member_id": "",
+            "members": [{"member_id": "m-1", "group_instance_id": None}],
+        }
     ]
     response = LeaveGroupResponse[version].decode(answer(reply), header=True, framed=True)
     assert response.error_code == UNKNOWN_MEMBER_ID
@@ -159,7 +209,7 @@ def test_leave_group_v3_passes_static_members_through_with_their_own_errors() ->
     }
     reply = codec.handle(frame_of(LEAVE_GROUP, 4, request))
 
-    assert handler.seen == [request]
+    assert handler.seen == [{**request, "member_id": ""}]
     response = LeaveGroupResponse[4].decode(answer(reply), header=True, framed=True)
     assert response.error_code == 0
     assert [(m.group_instance_id, m.error_code) for m in response.members] == [
@@ -201,7 +251,12 @@ def test_offset_fetch_before_v8_is_one_group_and_answers_its_offsets_at_top_leve
     )
 
     assert handler.seen == [
-        {"groups": [{"group_id": "g", "topics": asked}], "require_stable": version >= 7}
+        {
+            "group_id": None,
+            "topics": None,
+            "groups": [{"group_id": "g", "topics": asked}],
+            "require_stable": version >= 7,
+        }
     ]
     response = OffsetFetchResponse[version].decode(answer(reply), header=True, framed=True)
     [topic] = response.topics
@@ -309,39 +364,26 @@ def test_describe_and_delete_groups_refused_as_a_whole_answer_each_group() -> No
 
 
 def test_api_versions_advertises_the_group_apis_once_a_handler_serves_them() -> None:
-    group_apis = [
-        OFFSET_COMMIT,
-        OFFSET_FETCH,
-        FIND_COORDINATOR,
-        JOIN_GROUP,
-        HEARTBEAT,
-        LEAVE_GROUP,
-        SYNC_GROUP,
-        DESCRIBE_GROUPS,
-        LIST_GROUPS,
-        DELETE_GROUPS,
-        OFFSET_DELETE,
-    ]
     before = codec_serving({})
-    after = codec_serving({api: Recorder({}) for api in group_apis})
+    after = codec_serving({api: Recorder({}) for api in GROUP_APIS})
 
     def advertised(codec: KafkaCodec) -> dict[int, tuple[int, int]]:
-        reply = codec.handle(frame_of(API_VERSIONS, 3, {}))
+        reply = codec.handle(frame_of(ApiKey.API_VERSIONS, 3, {}))
         response = ApiVersionsResponse[3].decode(answer(reply), header=True, framed=True)
         return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
-    assert set(advertised(before)) == {API_VERSIONS}
+    assert set(advertised(before)) == {ApiKey.API_VERSIONS}
     assert advertised(after) == {
-        OFFSET_COMMIT: (2, 8),
-        OFFSET_FETCH: (1, 8),
-        FIND_COORDINATOR: (0, 4),
-        JOIN_GROUP: (0, 7),
-        HEARTBEAT: (0, 4),
-        LEAVE_GROUP: (0, 4),
-        SYNC_GROUP: (0, 5),
-        DESCRIBE_GROUPS: (0, 5),
-        LIST_GROUPS: (0, 4),
-        DELETE_GROUPS: (0, 2),
-        OFFSET_DELETE: (0, 0),
-        API_VERSIONS: (0, 3),
+        ApiKey.OFFSET_COMMIT: (2, 8),
+        ApiKey.OFFSET_FETCH: (1, 8),
+        ApiKey.FIND_COORDINATOR: (0, 4),
+        ApiKey.JOIN_GROUP: (0, 7),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 4),
+        ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.LIST_GROUPS: (0, 4),
+        ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.OFFSET_DELETE: (0, 0),
+        ApiKey.API_VERSIONS: (0, 3),
     }

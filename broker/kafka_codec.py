@@ -21,8 +21,8 @@ frames for both protocols):
 Metadata answers advertise each broker's Kafka listener (``kafka_host`` /
 ``kafka_port`` in the cache's body) instead of its msgpack one; a broker without a
 Kafka listener is left out, as Kafka leaves out brokers lacking the asked listener.
-FindCoordinator answers the coordinator's Kafka listener the same way (its
-``kafka_host`` / ``kafka_port``), COORDINATOR_NOT_AVAILABLE when it has none.
+FindCoordinator answers the coordinator's Kafka listener the same way (a coordinator
+without one: COORDINATOR_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.broker.server import Buffer, CloseConnection, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
+    NONE,
     CoordinatorNotAvailableError,
     KafkaError,
     UnsupportedVersionError,
@@ -109,7 +110,7 @@ class _Exchange:
         elif header.api_key == ApiKey.DESCRIBE_CLUSTER:
             body = _advertise_kafka_listeners(body, "broker_id")
         elif header.api_key == ApiKey.FIND_COORDINATOR:
-            body = _coordinators_on_kafka_listeners(body)
+            body = advertise_kafka_coordinators(body)
         body = response_from_newest(header.api_key, header.api_version, self.request, body)
         return encode_response(header, body)
 
@@ -134,18 +135,16 @@ def _advertise_kafka_listeners(body: Body, id_key: str) -> Body:
     return {**body, "brokers": brokers}
 
 
-def _coordinators_on_kafka_listeners(body: Body) -> Body:
-    """FindCoordinator's answer with each coordinator's Kafka listener address; a
-    coordinator without one cannot be reached from this listener, so it is not
-    available (the client asks again, as after a coordinator move)."""
+def advertise_kafka_coordinators(body: Body) -> Body:
+    """A FindCoordinator answer naming each coordinator's Kafka listener."""
     coordinators = []
-    for c in body.get("coordinators") or ():
-        if c.get("error_code"):
+    for c in body["coordinators"]:
+        if c["error_code"] != NONE:
             coordinators.append(c)
         elif c.get("kafka_host") is None:
             coordinators.append(
                 {
-                    "key": c["key"],
+                    **c,
                     "node_id": -1,
                     "host": "",
                     "port": -1,
@@ -155,4 +154,8 @@ def _coordinators_on_kafka_listeners(body: Body) -> Body:
             )
         else:
             coordinators.append({**c, "host": c["kafka_host"], "port": c["kafka_port"]})
-    return {**body, "coordinators": coordinators}
+    if not coordinators:
+        return body
+    first = coordinators[0]
+    top = {k: first[k] for k in ("error_code", "error_message", "node_id", "host", "port")}
+    return {**body, **top, "coordinators": coordinators}

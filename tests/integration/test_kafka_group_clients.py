@@ -1,0 +1,428 @@
+"""Kafka's own group consumers against a 3-broker cluster's Kafka listeners: kafka-python
+``KafkaConsumer(group_id=...)``, aiokafka ``AIOKafkaConsumer(group_id=...)``,
+confluent-kafka ``Consumer({"group.id": ...})`` and ``kcat -G`` each join a group,
+consume and commit; the three libraries share one group's partitions, each record
+consumed by exactly one of them; a consumer restarted in its group resumes from the
+committed offsets. Committed offsets are read back with another client than the one
+that wrote them (kafka-python's admin client: OffsetFetch, DescribeGroups).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import aiokafka
+import confluent_kafka
+import pytest
+import trio
+from aiokafka.coordinator.assignors.roundrobin import (
+    RoundRobinPartitionAssignor as AioRoundRobin,
+)
+from kafka import KafkaConsumer
+from kafka.admin import KafkaAdminClient
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+from minibroker.client.admin import Admin
+from minibroker.client.producer import Producer
+from tests.support.cluster import LocalCluster
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+KCAT_TIMEOUT_S = 60
+CONSUME_TIMEOUT_S = 90
+SESSION_TIMEOUT_MS = 10_000
+"""Long enough that a client starved of CPU on a loaded machine keeps its membership."""
+
+Record = tuple[int, int, bytes]
+"""(partition, offset, value) of a consumed record."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("cluster"), kafka_listeners=True) as running:
+        yield running
+
+
+def create_topic(cluster: LocalCluster, topic: str, partitions: int) -> None:
+    async def run() -> None:
+        async with Admin(cluster.bootstrap) as admin:
+            await admin.create_topic(topic, partitions, 3)
+
+    trio.run(run)
+
+
+def produce(
+    cluster: LocalCluster, topic: str, partitions: int, count: int, *, tag: bytes = b"r"
+) -> list[Record]:
+    """``count`` records spread round the partitions, as (partition, offset, value)."""
+
+    async def run() -> list[Record]:
+        async with Producer(cluster.bootstrap, acks="all") as producer:
+            sent = []
+            for i in range(count):
+                value = b"%s-%s-%d" % (topic.encode(), tag, i)
+                meta = await producer.send(topic, value, partition=i % partitions)
+                sent.append((meta.partition, meta.offset, value))
+            return sent
+
+    return trio.run(run)
+
+
+def committed_offsets(cluster: LocalCluster, group: str) -> dict[int, int]:
+    """The group's committed offset per partition, read with kafka-python's admin
+    client (OffsetFetch from a client other than the committing one)."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        offsets = admin.list_group_offsets({group: None})[group]
+    finally:
+        admin.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items()}
+
+
+def group_state(cluster: LocalCluster, group: str) -> tuple[str, str, int]:
+    """(state, protocol type, member count) of ``group``, by kafka-python's admin client
+    (DescribeGroups)."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        described = admin.describe_groups([group])[group]
+    finally:
+        admin.close()
+    return described["group_state"], described["protocol_type"], len(described["members"])
+
+
+def log_ends(records: list[Record]) -> dict[int, int]:
+    ends: dict[int, int] = {}
+    for partition, offset, _ in records:
+        ends[partition] = max(ends.get(partition, 0), offset + 1)
+    return ends
+
+
+# -- one client at a time ----------------------------------------------------------------
+
+
+def kafka_python_consumes(
+    cluster: LocalCluster, topic: str, group: str, count: int
+) -> list[Record]:
+    """``count`` records read by a kafka-python group consumer, which then commits and
+    leaves."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=cluster.kafka_bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    try:
+        found: list[Record] = []
+        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        while len(found) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                found += [(r.partition, r.offset, r.value) for r in records]
+        consumer.commit()
+        return found
+    finally:
+        consumer.close()
+
+
+def aiokafka_consumes(cluster: LocalCluster, topic: str, group: str, count: int) -> list[Record]:
+    async def consume() -> list[Record]:
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.kafka_bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        try:
+            found: list[Record] = []
+            while len(found) < count:
+                batches = await consumer.getmany(timeout_ms=500)
+                found += [(r.partition, r.offset, r.value) for b in batches.values() for r in b]
+            await consumer.commit()
+            return found
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(asyncio.wait_for(consume(), CONSUME_TIMEOUT_S))
+
+
+def confluent_consumes(cluster: LocalCluster, topic: str, group: str, count: int) -> list[Record]:
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        found: list[Record] = []
+        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        while len(found) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            found.append((message.partition(), message.offset(), message.value()))
+        consumer.commit(asynchronous=False)
+        return found
+    finally:
+        consumer.close()
+
+
+CONSUMERS = {
+    "kafka-python": kafka_python_consumes,
+    "aiokafka": aiokafka_consumes,
+    "confluent-kafka": confluent_consumes,
+}
+
+
+@pytest.mark.parametrize("library", list(CONSUMERS))
+def test_a_group_consumer_consumes_every_partition_and_commits(
+    cluster: LocalCluster, library: str
+) -> None:
+    topic = group = f"alone-{library}"
+    create_topic(cluster, topic, 3)
+    sent = produce(cluster, topic, 3, 90)
+    found = CONSUMERS[library](cluster, topic, group, len(sent))
+    assert sorted(found) == sorted(sent)
+    assert committed_offsets(cluster, group) == log_ends(sent)
+    assert group_state(cluster, group) == ("Empty", "consumer", 0)  # it left on close
+
+
+def kcat(cluster: LocalCluster, *argv: str) -> bytes:
+    done = subprocess.run(
+        ["kcat", "-b", cluster.kafka_bootstrap, *argv],
+        capture_output=True,
+        timeout=KCAT_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+def test_kcat_balanced_consumer_consumes_and_commits(cluster: LocalCluster) -> None:
+    create_topic(cluster, "kcat-group", 3)
+    sent = produce(cluster, "kcat-group", 3, 60)
+    out = kcat(
+        cluster,
+        "-G",
+        "kc",
+        "-X",
+        "auto.offset.reset=earliest",
+        "-e",
+        "-q",
+        "-f",
+        "%p %o %s\n",
+        "kcat-group",
+    )
+    found = [
+        (int(partition), int(offset), value)
+        for partition, offset, value in (line.split(b" ", 2) for line in out.splitlines())
+    ]
+    assert sorted(found) == sorted(sent)
+    assert committed_offsets(cluster, "kc") == log_ends(sent)
+
+
+# -- several libraries in one group -------------------------------------------------------
+
+
+class Member:
+    """One group consumer running in its own thread: what it consumed and which
+    partitions it holds, published under ``changed`` (shared by the group's members)
+    whenever its poll loop goes round."""
+
+    def __init__(self, name: str, changed: threading.Condition) -> None:
+        self.name = name
+        self.changed = changed
+        self.consumed: list[Record] = []
+        self.assigned: frozenset[int] = frozenset()
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, run: Callable[[Member], None]) -> None:
+        def guarded() -> None:
+            try:
+                run(self)
+            except BaseException as exc:  # reported by the test, not lost in the thread
+                with self.changed:
+                    self.error = exc
+                    self.changed.notify_all()
+
+        self._thread = threading.Thread(target=guarded, name=self.name, daemon=True)
+        self._thread.start()
+
+    def polled(self, records: list[Record], assigned: frozenset[int]) -> None:
+        with self.changed:
+            self.consumed += records
+            self.assigned = assigned
+            self.changed.notify_all()
+
+    def join(self) -> None:
+        assert self._thread is not None
+        self._thread.join(60)
+        assert not self._thread.is_alive(), f"{self.name} did not stop"
+        if self.error is not None:
+            raise AssertionError(f"{self.name} failed") from self.error
+
+
+def kafka_python_member(bootstrap: str, group: str, topic: str) -> Callable[[Member], None]:
+    def run(member: Member) -> None:
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=member.name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            partition_assignment_strategy=[RoundRobinPartitionAssignor],
+        )
+        try:
+            while not member.stop.is_set():
+                batches = consumer.poll(timeout_ms=200)
+                if batches:
+                    consumer.commit()
+                records = [(r.partition, r.offset, r.value) for b in batches.values() for r in b]
+                member.polled(records, frozenset(tp.partition for tp in consumer.assignment()))
+        finally:
+            consumer.close()
+
+    return run
+
+
+def aiokafka_member(bootstrap: str, group: str, topic: str) -> Callable[[Member], None]:
+    async def consume(member: Member) -> None:
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=member.name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            partition_assignment_strategy=(AioRoundRobin,),
+        )
+        await consumer.start()
+        try:
+            while not member.stop.is_set():
+                batches = await consumer.getmany(timeout_ms=200)
+                if batches:
+                    await consumer.commit()
+                records = [(r.partition, r.offset, r.value) for b in batches.values() for r in b]
+                member.polled(records, frozenset(tp.partition for tp in consumer.assignment()))
+        finally:
+            await consumer.stop()
+
+    return lambda member: asyncio.run(consume(member))
+
+
+def confluent_member(bootstrap: str, group: str, topic: str) -> Callable[[Member], None]:
+    def run(member: Member) -> None:
+        consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": member.name,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": SESSION_TIMEOUT_MS,
+                "partition.assignment.strategy": "roundrobin",
+            }
+        )
+        try:
+            consumer.subscribe([topic])
+            while not member.stop.is_set():
+                message = consumer.poll(0.2)
+                records = []
+                if message is not None:
+                    assert message.error() is None, message.error()
+                    consumer.commit(message=message, asynchronous=False)
+                    records.append((message.partition(), message.offset(), message.value()))
+                member.polled(records, frozenset(tp.partition for tp in consumer.assignment()))
+        finally:
+            consumer.close()
+
+    return run
+
+
+def wait_for(condition: Callable[[], bool], what: str, members: list[Member]) -> None:
+    """Until ``condition`` holds over the members' published state (or one fails)."""
+    changed = members[0].changed
+    with changed:
+        met = changed.wait_for(
+            lambda: condition() or any(m.error is not None for m in members), CONSUME_TIMEOUT_S
+        )
+        state = {m.name: (sorted(m.assigned), len(m.consumed)) for m in members}
+    for member in members:
+        if member.error is not None:
+            raise AssertionError(f"{member.name} failed") from member.error
+    if not met:
+        pytest.fail(f"timed out waiting for {what}: {state}")
+
+
+def test_three_libraries_share_one_groups_partitions_each_record_consumed_once(
+    cluster: LocalCluster,
+) -> None:
+    topic, group, partitions = "shared", "mixed", 6
+    create_topic(cluster, topic, partitions)
+    changed = threading.Condition()
+    members = [Member(name, changed) for name in ("kafka-python", "aiokafka", "confluent")]
+    runners = [kafka_python_member, aiokafka_member, confluent_member]
+    for member, runner in zip(members, runners, strict=True):
+        member.start(runner(cluster.kafka_bootstrap, group, topic))
+    try:
+
+        def shared_out() -> bool:
+            held = [m.assigned for m in members]
+            return all(held) and sum(map(len, held)) == partitions == len(frozenset().union(*held))
+
+        wait_for(shared_out, "every member to hold its own partitions", members)
+        held = {m.name: m.assigned for m in members}
+        assert group_state(cluster, group) == ("Stable", "consumer", 3)
+        sent = produce(cluster, topic, partitions, 300)
+        wait_for(
+            lambda: sum(len(m.consumed) for m in members) >= len(sent),
+            "every record to be consumed",
+            members,
+        )
+    finally:
+        for member in members:
+            member.stop.set()
+        for member in members:
+            member.join()
+
+    everything = [record for m in members for record in m.consumed]
+    assert sorted(everything) == sorted(sent)  # each record once, none lost
+    for member in members:
+        assert member.consumed, f"{member.name} consumed nothing"
+        assert {p for p, _, _ in member.consumed} <= held[member.name]
+    assert committed_offsets(cluster, group) == log_ends(sent)
+
+
+# -- restarts --------------------------------------------------------------------------
+
+
+def test_restarted_group_consumers_resume_from_the_committed_offsets(
+    cluster: LocalCluster,
+) -> None:
+    """Each consumer reads what was produced since the last one committed and left:
+    kafka-python twice (a restart), then aiokafka, then confluent-kafka."""
+    topic, group = "resume", "resumer"
+    create_topic(cluster, topic, 2)
+    everything: list[Record] = []
+    for step, consume in enumerate(
+        [kafka_python_consumes, kafka_python_consumes, aiokafka_consumes, confluent_consumes]
+    ):
+        sent = produce(cluster, topic, 2, 40, tag=b"step-%d" % step)
+        everything += sent
+        found = consume(cluster, topic, group, len(sent))
+        assert sorted(found) == sorted(sent), f"step {step}"
+        assert committed_offsets(cluster, group) == log_ends(everything)

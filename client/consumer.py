@@ -233,6 +233,15 @@ class Consumer:
         if not started and nursery is not None:
             nursery.start_soon(group.run)
 
+    async def wait_for_assignment(self) -> None:
+        """Return once the group has given this consumer its partitions (after each
+        rebalance the member is stable again); raises a fatal group error."""
+        group = self._need_group("wait_for_assignment")
+        while not group.member.is_stable:
+            self._raise_partition_error()
+            with trio.move_on_after(RETRY_BACKOFF_S):
+                await group.member.wait_stable()
+
     def subscription(self) -> list[str]:
         """The topics subscribed to (a pattern's current matches)."""
         return list(self._group.topics) if self._group is not None else []

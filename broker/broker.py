@@ -13,7 +13,9 @@ Start-up order (Kafka's KafkaServer.startup):
 4. start the periodic work: HW checkpoints (replica manager), retention and the
    recovery-point / log-start checkpoints (broker/log_maintenance.py), and the
    Prometheus endpoint when ``metrics.port`` is set (broker/metrics.py);
-5. in cluster mode, join the cluster (broker/cluster_member.py): register in ZooKeeper
+5. start the broker services it was given (node/ passes the group coordinator): they
+   see the replica manager, the dispatcher and every LeaderAndIsr from here on;
+6. in cluster mode, join the cluster (broker/cluster_member.py): register in ZooKeeper
    and start the session services the broker was given (node/ passes the controller
    candidate).
 
@@ -31,6 +33,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Protocol
 
 import trio
 
@@ -75,6 +78,16 @@ TOPICS_READY_POLL_S = 0.02
 topic's UpdateMetadata; the cache has no change notification to wait on."""
 
 
+class BrokerService(Protocol):
+    """A component that lives as long as the broker serves, built on its parts (node/
+    passes the group coordinator, which broker/ must not import): started once the
+    replica manager runs and before the broker joins the cluster."""
+
+    async def __call__(
+        self, broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None: ...
+
+
 class Broker:
     """One broker; ``await nursery.start(broker.run)`` returns once it serves requests.
 
@@ -88,12 +101,15 @@ class Broker:
         *,
         clock: Clock = system_clock,
         session_services: Sequence[SessionService] = (),
+        services: Sequence[BrokerService] = (),
     ) -> None:
         """``session_services`` run on the ZooKeeper session while the broker is a
-        cluster member (ignored standalone)."""
+        cluster member (ignored standalone); ``services`` while the broker serves."""
         self.config = config
         self.clock = clock
         self.session_services = session_services
+        self.services = services
+        self.admin_manager: AdminManager | None = None  # cluster mode: CreateTopics
         self.metadata_cache = MetadataCache(config.broker_id)
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -228,6 +244,7 @@ class Broker:
                 validate_config=self.topic_configs.validate,
             )
             admin_manager.install(self.dispatcher)
+        self.admin_manager = admin_manager
         host, port = config.listen_address
         self.server = BrokerServer(
             MsgpackCodec(self.dispatcher),
@@ -269,6 +286,8 @@ class Broker:
                 adv_host, adv_port or self.server.port, config.broker_rack, self.kafka_address
             )
             await nursery.start(replica_manager.run)
+            for service in self.services:
+                await nursery.start(service, self)
             await nursery.start(fetchers.run)
             maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
             await nursery.start(maintenance.run)

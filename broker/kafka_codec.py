@@ -20,6 +20,8 @@ frames for both protocols):
 Metadata answers advertise each broker's Kafka listener (``kafka_host`` /
 ``kafka_port`` in the cache's body) instead of its msgpack one; a broker without a
 Kafka listener is left out, as Kafka leaves out brokers lacking the asked listener.
+FindCoordinator answers the coordinator's Kafka listener the same way (a coordinator
+without one: COORDINATOR_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -31,7 +33,12 @@ from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.broker.server import Buffer, CloseConnection, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
-from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
+from minibroker.protocol.errors import (
+    NONE,
+    CoordinatorNotAvailableError,
+    KafkaError,
+    UnsupportedVersionError,
+)
 from minibroker.protocol.kafka.answers import error_response, normalize_request
 from minibroker.protocol.kafka.codec import (
     ADVERTISED_VERSIONS,
@@ -99,6 +106,8 @@ class _Exchange:
             body = _advertise_kafka_listeners(body, "node_id")
         elif header.api_key == ApiKey.DESCRIBE_CLUSTER:
             body = _advertise_kafka_listeners(body, "broker_id")
+        elif header.api_key == ApiKey.FIND_COORDINATOR:
+            body = advertise_kafka_coordinators(body)
         return encode_response(header, body)
 
     def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]:
@@ -118,3 +127,29 @@ def _advertise_kafka_listeners(body: Body, id_key: str) -> Body:
         if b.get("kafka_host") is not None
     ]
     return {**body, "brokers": brokers}
+
+
+def advertise_kafka_coordinators(body: Body) -> Body:
+    """A FindCoordinator answer naming each coordinator's Kafka listener."""
+    coordinators = []
+    for c in body["coordinators"]:
+        if c["error_code"] != NONE:
+            coordinators.append(c)
+        elif c.get("kafka_host") is None:
+            coordinators.append(
+                {
+                    **c,
+                    "node_id": -1,
+                    "host": "",
+                    "port": -1,
+                    "error_code": CoordinatorNotAvailableError.code,
+                    "error_message": f"broker {c['node_id']} has no Kafka listener",
+                }
+            )
+        else:
+            coordinators.append({**c, "host": c["kafka_host"], "port": c["kafka_port"]})
+    if not coordinators:
+        return body
+    first = coordinators[0]
+    top = {k: first[k] for k in ("error_code", "error_message", "node_id", "host", "port")}
+    return {**body, **top, "coordinators": coordinators}

@@ -133,6 +133,10 @@ def to_log_config(
     )
 
 
+LeadershipListener = Callable[[Sequence[Partition], Sequence[TopicPartition]], None]
+"""Called with the partitions this broker became leader of and those it stopped leading."""
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -195,6 +199,10 @@ class ReplicaManager:
         # holds this lock, so no two threads - or a thread and the loop - use it at once.
         self.log_manager_lock = trio.Lock()
         self.hw_checkpoint = HighWatermarkCheckpoint(log_manager)
+        self.leadership_listeners: list[LeadershipListener] = []
+        """Told after every LeaderAndIsr / StopReplica which partitions this broker now
+        leads and which it stopped leading (the group coordinator loads and drops
+        ``__consumer_offsets`` partitions this way, as Kafka's onLeadershipChange)."""
 
     @property
     def replication_quotas(self) -> ReplicationQuotas:
@@ -348,6 +356,9 @@ class ReplicaManager:
             if changed and self.fetcher is not None:
                 self.fetcher.remove_partitions(p.tp for p in changed)
                 self.fetcher.add_partitions(changed)
+            self._leadership_changed(
+                [p for p, _ in leaders], [p.tp for p, _ in followers if not p.is_leader]
+            )
             if leaders:
                 # After the whole state change, off the event loop: ~1-10 ms of file
                 # writes per partition there stalled every request (a controlled
@@ -430,7 +441,13 @@ class ReplicaManager:
                         log.error("cannot delete the log of %s: %s", tp, exc)
                         continue
                 errors[tp] = NONE
+            self._leadership_changed([], [tp for tp, _ in stops])
             return errors
+
+    def _leadership_changed(self, leaders: list[Partition], resigned: list[TopicPartition]) -> None:
+        if leaders or resigned:
+            for listener in self.leadership_listeners:
+                listener(leaders, resigned)
 
     def _delete_log(self, tp: TopicPartition) -> None:
         """Rename to -delete and remove the files (blocking: runs in a thread)."""

@@ -1,4 +1,5 @@
-"""Node: a Broker plus, in cluster mode, the KafkaController candidate on its session.
+"""Node: a Broker plus, in cluster mode, the KafkaController candidate on its session,
+and the group coordinator (coordinator/service.py) as a broker service.
 
 Kafka runs both in one KafkaServer; here the broker knows the controller only as a
 *session service* (broker/cluster_member.py): ``Node`` passes ``_run_controller`` to the
@@ -22,6 +23,7 @@ from minibroker.controller.channel import ControllerChannelManager, connect_to_b
 from minibroker.controller.controller import ControllerConfig, KafkaController
 from minibroker.controller.metrics import ControllerCollector
 from minibroker.controller.zk_adapter import ControllerZkAdapter
+from minibroker.coordinator.service import run_group_coordinator
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.zk.data import KafkaZkClient
@@ -35,7 +37,12 @@ class Node:
         self.config = config
         self.controller: KafkaController | None = None
         """This node's controller candidate while the broker is a cluster member."""
-        self.broker = Broker(config, clock=clock, session_services=(self._run_controller,))
+        self.broker = Broker(
+            config,
+            clock=clock,
+            session_services=(self._run_controller,),
+            services=(run_group_coordinator,),
+        )
 
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         await self.broker.run(task_status=task_status)

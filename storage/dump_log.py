@@ -4,7 +4,10 @@ For a ``.log``: one line per batch (baseOffset, lastOffset, count, sequences, pr
 partitionLeaderEpoch, flags, position, CreateTime/LogAppendTime, size, magic,
 compresscodec, crc, isvalid), with ``--print-data-log`` one ``| offset: ...`` line per
 record (keySize, valueSize, headerKeys, key and payload as UTF-8). Bytes after the last
-whole batch are reported as invalid bytes at the end.
+whole batch are reported as invalid bytes at the end. Records of ``__consumer_offsets``
+(a segment in a ``__consumer_offsets-N`` directory, or any with ``--offsets-decoder``)
+are printed decoded: offset commits and group metadata, as kafka-dump-log's
+``--offsets-decoder`` prints them (protocol/offsets_topic.py).
 
 For a producer state ``.snapshot``: one line per producer (id, epoch, its last batch's
 sequences, offsets and timestamp), as kafka-dump-log prints them.
@@ -29,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, describe_record
 from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -62,6 +66,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="for index files, print only entries that disagree with the log",
     )
+    parser.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode records as __consumer_offsets keys and values (implied for that topic)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
         base_offset, suffix = _segment_name(path)
         print(f"Dumping {path}")
         if suffix == LOG_SUFFIX:
-            ok &= dump_log(path, base_offset, print_data=args.print_data_log)
+            offsets = args.offsets_decoder or path.parent.name.startswith(f"{OFFSETS_TOPIC}-")
+            ok &= dump_log(
+                path, base_offset, print_data=args.print_data_log, offsets_decoder=offsets
+            )
         elif suffix == INDEX_SUFFIX:
             ok &= dump_offset_index(path, base_offset, verify_only=args.verify_index_only)
         else:
@@ -156,7 +168,9 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def dump_log(path: Path, base_offset: int, *, print_data: bool) -> bool:
+def dump_log(
+    path: Path, base_offset: int, *, print_data: bool, offsets_decoder: bool = False
+) -> bool:
     print(f"Log starting offset: {base_offset}")
     ok = True
     end = 0
@@ -186,7 +200,8 @@ def dump_log(path: Path, base_offset: int, *, print_data: bool) -> bool:
                 f"isvalid: {_bool(valid)}"
             )
             if print_data:
-                _print_records(view[position : position + h.size], time_type, h)
+                batch = view[position : position + h.size]
+                _print_records(batch, time_type, h, offsets_decoder=offsets_decoder)
             end = position + h.size
         if end < len(view):
             ok = False
@@ -194,7 +209,9 @@ def dump_log(path: Path, base_offset: int, *, print_data: bool) -> bool:
     return ok
 
 
-def _print_records(batch: memoryview, time_type: str, header: BatchHeader) -> None:
+def _print_records(
+    batch: memoryview, time_type: str, header: BatchHeader, *, offsets_decoder: bool
+) -> None:
     try:
         _, records = decode_batch(batch, verify_crc=False)
     except CorruptMessageError as exc:
@@ -209,9 +226,11 @@ def _print_records(batch: memoryview, time_type: str, header: BatchHeader) -> No
             f"| offset: {record.offset} {time_type}: {record.timestamp} keySize: {key_size} "
             f"valueSize: {value_size} sequence: {sequence} headerKeys: [{header_keys}]"
         )
-        if record.key is not None:
+        if offsets_decoder:
+            line += f" {describe_record(record.key, record.value)}"
+        elif record.key is not None:
             line += f" key: {record.key.decode(errors='replace')}"
-        if record.value is not None:
+        if record.value is not None and not offsets_decoder:
             line += f" payload: {record.value.decode(errors='replace')}"
         print(line)
 

@@ -18,7 +18,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-GENERIC_NAMES = ["analytics", "broker", "client", "controller", "protocol", "storage", "zk"]
+GENERIC_NAMES = [
+    "analytics",
+    "broker",
+    "client",
+    "controller",
+    "coordinator",
+    "protocol",
+    "storage",
+    "zk",
+]
 
 PROBE = """
 import importlib.util, json, sys

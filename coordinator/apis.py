@@ -1,0 +1,435 @@
+"""CoordinatorApis: the group APIs' handlers, request bodies in, response bodies out.
+
+Bodies are protocol/schemas/groups.py's (Kafka's field names); ``install`` registers
+the handlers with the broker's RequestDispatcher, which serves them on both listeners.
+Requests that wait (JoinGroup until the rebalance completes, SyncGroup until the
+assignment is stored, commits and deletions until written with acks=all) answer a
+``Deferred``.
+
+FindCoordinator creates ``__consumer_offsets`` on first use, as Kafka does: the call
+that finds it missing starts the creation and answers COORDINATOR_NOT_AVAILABLE, which
+clients retry. Its replication factor is ``offsets.topic.replication.factor`` capped by
+the brokers alive at that moment: Kafka refuses to create the topic until enough
+brokers are up, which leaves a one-broker dev cluster with no group coordinator at all.
+Until log compaction exists the topic keeps everything (``retention.ms=-1``): deleting
+old segments by time would lose the last commit of a quiet group.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.coordinator.coordinator import GroupCoordinator, JoinRequest
+from minibroker.coordinator.group import Answer, Group
+from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.errors import (
+    NONE,
+    CoordinatorNotAvailableError,
+    InvalidRequestError,
+    KafkaError,
+    TopicAlreadyExistsError,
+)
+from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, OffsetCommitValue, partition_for
+from minibroker.protocol.schemas.groups import KEY_TYPE_GROUP
+from minibroker.storage.log_config import Clock
+from minibroker.storage.names import TopicPartition
+
+log = logging.getLogger(__name__)
+
+CreateTopics = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""A CreateTopics handler (broker/admin_manager.py): request body -> response body."""
+
+OFFSETS_TOPIC_SEGMENT_BYTES = 104857600
+"""Kafka's offsets.topic.segment.bytes: smaller than log segments, so that compaction
+(once it exists) and loading have less to read."""
+
+
+class CoordinatorApis:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        metadata_cache: MetadataCache,
+        *,
+        clock: Clock,
+        num_partitions: int,
+        replication_factor: int,
+        create_topics: CreateTopics | None,
+        spawn: Callable[[Callable[[], Awaitable[None]]], None],
+    ) -> None:
+        """``create_topics`` is None standalone (no ZooKeeper: no offsets topic, so no
+        coordinator); ``spawn`` runs the offsets topic's creation in the background."""
+        self.coordinator = coordinator
+        self.metadata_cache = metadata_cache
+        self.clock = clock
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.create_topics = create_topics
+        self.spawn = spawn
+        self._creating = False
+
+    def install(self, dispatcher: RequestDispatcher) -> None:
+        handlers = {
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.JOIN_GROUP: self.handle_join_group,
+            ApiKey.SYNC_GROUP: self.handle_sync_group,
+            ApiKey.HEARTBEAT: self.handle_heartbeat,
+            ApiKey.LEAVE_GROUP: self.handle_leave_group,
+            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
+            ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
+            ApiKey.LIST_GROUPS: self.handle_list_groups,
+            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+            ApiKey.OFFSET_DELETE: self.handle_offset_delete,
+        }
+        for key, handler in handlers.items():
+            dispatcher.register(key, handler)
+
+    # -- FindCoordinator -----------------------------------------------------------------------
+
+    def handle_find_coordinator(self, header: RequestHeader, body: Body) -> HandlerResult:
+        keys = body["coordinator_keys"] or [body["key"]]
+        coordinators = [self._coordinator_for(key, body["key_type"]) for key in keys]
+        first = coordinators[0]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": first["error_code"],
+            "error_message": first["error_message"],
+            "node_id": first["node_id"],
+            "host": first["host"],
+            "port": first["port"],
+            "coordinators": coordinators,
+        }
+
+    def _coordinator_for(self, key: str, key_type: int) -> Body:
+        try:
+            if key_type != KEY_TYPE_GROUP:
+                raise InvalidRequestError(f"key type {key_type}: only groups (0) are served")
+            count = self._offsets_partition_count()
+            if count == 0:
+                self._create_offsets_topic()
+                raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC} is being created")
+            info = self.metadata_cache.partition(
+                TopicPartition(OFFSETS_TOPIC, partition_for(key, count))
+            )
+            broker = None if info is None else self.metadata_cache.brokers.get(info.leader)
+            if broker is None:
+                raise CoordinatorNotAvailableError(f"the coordinator of {key!r} has no leader")
+        except KafkaError as exc:
+            return {
+                "key": key,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+                "error_code": exc.code,
+                "error_message": exc.message,
+                "kafka_host": None,
+                "kafka_port": None,
+            }
+        return {
+            "key": key,
+            "node_id": broker.id,
+            "host": broker.host,
+            "port": broker.port,
+            "error_code": NONE,
+            "error_message": None,
+            "kafka_host": broker.kafka_host,
+            "kafka_port": broker.kafka_port if broker.kafka_host is not None else None,
+        }
+
+    def _offsets_partition_count(self) -> int:
+        if not self.metadata_cache.contains(OFFSETS_TOPIC):
+            return 0
+        topic = self.metadata_cache.metadata_response([OFFSETS_TOPIC])["topics"][0]
+        return len(topic["partitions"])
+
+    def _create_offsets_topic(self) -> None:
+        create = self.create_topics
+        if create is None or self._creating:
+            return
+        self._creating = True
+        live = max(len(self.metadata_cache.brokers), 1)
+        body = {
+            "topics": [
+                {
+                    "name": OFFSETS_TOPIC,
+                    "num_partitions": self.num_partitions,
+                    "replication_factor": min(self.replication_factor, live),
+                    "assignments": [],
+                    "configs": [
+                        {"name": "retention.ms", "value": "-1"},
+                        {"name": "segment.bytes", "value": str(OFFSETS_TOPIC_SEGMENT_BYTES)},
+                    ],
+                }
+            ],
+            "timeout_ms": 0,
+            "validate_only": False,
+        }
+
+        async def create_topic() -> None:
+            try:
+                response = await create(body)
+                code = response["topics"][0]["error_code"]
+                if code not in (NONE, TopicAlreadyExistsError.code):
+                    log.warning("creating %s failed with error %d", OFFSETS_TOPIC, code)
+                else:
+                    log.info("created %s", OFFSETS_TOPIC)
+            except Exception:  # ZooKeeper trouble: the next FindCoordinator tries again
+                log.exception("creating %s failed", OFFSETS_TOPIC)
+            finally:
+                self._creating = False
+
+        self.spawn(create_topic)
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def handle_join_group(self, header: RequestHeader, body: Body) -> HandlerResult:
+        session = body["session_timeout_ms"]
+        rebalance = body["rebalance_timeout_ms"]
+        request = JoinRequest(
+            group_id=body["group_id"],
+            member_id=body["member_id"],
+            group_instance_id=body["group_instance_id"],
+            client_id=header.client_id or "",
+            client_host="",
+            session_timeout_ms=session,
+            rebalance_timeout_ms=session if rebalance < 0 else rebalance,
+            protocol_type=body["protocol_type"],
+            protocols=[(p["name"], p["metadata"]) for p in body["protocols"]],
+            require_known_member_id=body["require_known_member_id"],
+        )
+        return _deferred(self.coordinator.join_group(request))
+
+    def handle_sync_group(self, header: RequestHeader, body: Body) -> HandlerResult:
+        answer = self.coordinator.sync_group(
+            body["group_id"],
+            body["generation_id"],
+            body["member_id"],
+            body["group_instance_id"],
+            body["protocol_type"],
+            body["protocol_name"],
+            {a["member_id"]: a["assignment"] for a in body["assignments"]},
+        )
+        return _deferred(answer)
+
+    def handle_heartbeat(self, header: RequestHeader, body: Body) -> HandlerResult:
+        try:
+            self.coordinator.heartbeat(
+                body["group_id"],
+                body["generation_id"],
+                body["member_id"],
+                body["group_instance_id"],
+            )
+        except KafkaError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code}
+        return {"throttle_time_ms": 0, "error_code": NONE}
+
+    def handle_leave_group(self, header: RequestHeader, body: Body) -> HandlerResult:
+        leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
+        if not leaving:
+            leaving = [(body["member_id"], None)]
+        try:
+            members = self.coordinator.leave_group(body["group_id"], leaving)
+        except KafkaError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "members": []}
+        # Kafka v0-2 (one member) answer that member's error at the top.
+        top = members[0]["error_code"] if not body["members"] else NONE
+        return {"throttle_time_ms": 0, "error_code": top, "members": members}
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def handle_offset_commit(self, header: RequestHeader, body: Body) -> HandlerResult:
+        now = self.clock()
+        retention = body["retention_time_ms"]
+        offsets = {
+            TopicPartition(t["name"], p["partition_index"]): OffsetCommitValue(
+                offset=p["committed_offset"],
+                metadata=p["committed_metadata"] or "",
+                commit_timestamp=now,
+                leader_epoch=p["committed_leader_epoch"],
+                expire_timestamp=now + retention if retention >= 0 else -1,
+            )
+            for t in body["topics"]
+            for p in t["partitions"]
+        }
+        answer = self.coordinator.commit_offsets(
+            body["group_id"],
+            body["generation_id"],
+            body["member_id"],
+            body["group_instance_id"],
+            offsets,
+        )
+
+        async def wait() -> Body:
+            errors: dict[TopicPartition, int] = (await _outcome(answer))["errors"]
+            return {"throttle_time_ms": 0, "topics": _per_topic(errors)}
+
+        return Deferred(wait)
+
+    def handle_offset_fetch(self, header: RequestHeader, body: Body) -> HandlerResult:
+        if body["groups"] is not None:
+            asked = [(g["group_id"], g["topics"]) for g in body["groups"]]
+        elif body["group_id"] is not None:
+            asked = [(body["group_id"], body["topics"])]
+        else:
+            raise InvalidRequestError("OffsetFetch names no group")
+        groups = [self._fetch_group(group_id, topics) for group_id, topics in asked]
+        answer: Body = {"throttle_time_ms": 0, "error_code": NONE, "topics": [], "groups": groups}
+        if body["groups"] is None:
+            answer["error_code"] = groups[0]["error_code"]
+            answer["topics"] = groups[0]["topics"]
+        return answer
+
+    def _fetch_group(self, group_id: str, topics: list[Body] | None) -> Body:
+        tps = (
+            None
+            if topics is None
+            else [TopicPartition(t["name"], i) for t in topics for i in t["partition_indexes"]]
+        )
+        try:
+            committed = self.coordinator.fetch_offsets(group_id, tps)
+        except KafkaError as exc:
+            failed = [_fetched(tp, None, exc.code) for tp in (tps or [])]
+            return {"group_id": group_id, "topics": _grouped(failed), "error_code": exc.code}
+        partitions = [_fetched(tp, value, NONE) for tp, value in committed.items()]
+        return {"group_id": group_id, "topics": _grouped(partitions), "error_code": NONE}
+
+    # -- administration ------------------------------------------------------------------------
+
+    def handle_describe_groups(self, header: RequestHeader, body: Body) -> HandlerResult:
+        return {
+            "throttle_time_ms": 0,
+            "groups": [self._describe(group_id) for group_id in body["groups"]],
+        }
+
+    def _describe(self, group_id: str) -> Body:
+        try:
+            group = self.coordinator.describe_group(group_id)
+        except KafkaError as exc:
+            return _described(group_id, None, exc.code)
+        return _described(group_id, group, NONE)
+
+    def handle_list_groups(self, header: RequestHeader, body: Body) -> HandlerResult:
+        wanted = {s.lower() for s in body["states_filter"]}
+        groups = [
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type or "",
+                "group_state": g.state.value,
+            }
+            for g in self.coordinator.list_groups()
+            if not wanted or g.state.value.lower() in wanted
+        ]
+        return {"throttle_time_ms": 0, "error_code": NONE, "groups": groups}
+
+    def handle_delete_groups(self, header: RequestHeader, body: Body) -> HandlerResult:
+        answer = self.coordinator.delete_groups(body["groups_names"])
+
+        async def wait() -> Body:
+            errors: dict[str, int] = (await _outcome(answer))["errors"]
+            return {
+                "throttle_time_ms": 0,
+                "results": [{"group_id": g, "error_code": c} for g, c in errors.items()],
+            }
+
+        return Deferred(wait)
+
+    def handle_offset_delete(self, header: RequestHeader, body: Body) -> HandlerResult:
+        tps = [
+            TopicPartition(t["name"], p["partition_index"])
+            for t in body["topics"]
+            for p in t["partitions"]
+        ]
+        try:
+            answer = self.coordinator.delete_offsets(body["group_id"], tps)
+        except KafkaError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "topics": []}
+
+        async def wait() -> Body:
+            errors: dict[TopicPartition, int] = (await _outcome(answer))["errors"]
+            return {"throttle_time_ms": 0, "error_code": NONE, "topics": _per_topic(errors)}
+
+        return Deferred(wait)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _deferred(answer: Answer) -> HandlerResult:
+    """An answer already set is returned now; else the request waits for it."""
+    ready = answer.get()
+    return ready if ready is not None else Deferred(answer.wait)
+
+
+async def _outcome(answer: Answer) -> Body:
+    """The body of a detached write (GroupCoordinator.detached); its error re-raised."""
+    body = await answer.wait()
+    error = body.get("_error")
+    if isinstance(error, KafkaError):
+        raise error
+    return body
+
+
+def _per_topic(errors: dict[TopicPartition, int]) -> list[Body]:
+    topics: dict[str, list[Body]] = {}
+    for tp, code in errors.items():
+        topics.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "error_code": code}
+        )
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def _fetched(tp: TopicPartition, value: OffsetCommitValue | None, code: int) -> tuple[str, Body]:
+    return tp.topic, {
+        "partition_index": tp.partition,
+        "committed_offset": -1 if value is None else value.offset,
+        "committed_leader_epoch": -1 if value is None else value.leader_epoch,
+        "metadata": None if value is None else value.metadata,
+        "error_code": code,
+    }
+
+
+def _grouped(partitions: list[tuple[str, Body]]) -> list[Body]:
+    topics: dict[str, list[Body]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def _described(group_id: str, group: Group | None, code: int) -> Body:
+    if group is None:
+        state = "Dead"
+        return {
+            "error_code": code,
+            "group_id": group_id,
+            "group_state": state,
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": -2147483648,
+        }
+    protocol = group.protocol_name
+    return {
+        "error_code": code,
+        "group_id": group_id,
+        "group_state": group.state.value,
+        "protocol_type": group.protocol_type or "",
+        "protocol_data": protocol or "",
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": next(
+                    (meta for name, meta in m.protocols if name == protocol), b""
+                ),
+                "member_assignment": m.assignment,
+            }
+            for m in group.members.values()
+        ],
+        "authorized_operations": -2147483648,
+    }

@@ -1,0 +1,773 @@
+"""GroupCoordinator: Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup) and the offset APIs' group checks, over coordinator/group.py's state.
+
+How a rebalance runs. A JoinGroup from a new member first gets MEMBER_ID_REQUIRED and
+an id (KIP-394: a client that dies now leaves only a *pending* id, dropped after its
+session timeout); with that id it joins. A join moves the group to PreparingRebalance
+and parks the request: its answer is an ``Answer`` the rebalance fills. The rebalance
+completes (a *delayed join*, parked in the join purgatory keyed by group id) when every
+known member has rejoined, or when the longest rebalance timeout passes, when members
+that did not rejoin are dropped. An Empty group's first rebalance waits
+``group.initial.rebalance.delay.ms`` more, extended while members keep arriving, so a
+starting application's consumers land in one generation. Completion bumps the
+generation, picks the protocol every member supports (by vote), answers every parked
+join (the leader gets the members' metadata) and moves to CompletingRebalance. The
+leader's SyncGroup carries the assignments: they are written to ``__consumer_offsets``
+(acks=all), then every parked SyncGroup is answered and the group is Stable.
+
+Members stay alive by heartbeating within their session timeout; a member parked in a
+join or sync counts as alive. A heartbeat answers REBALANCE_IN_PROGRESS while the group
+rebalances, telling the member to rejoin. A static member (``group.instance.id``) that
+rejoins with a new member id takes over its old one (the old id is then fenced:
+FENCED_INSTANCE_ID) and, when the group is Stable and its protocols are unchanged, gets
+its old assignment back without a rebalance.
+
+Work that writes to the log (the leader's assignment, commits, deletions) runs in the
+coordinator's own nursery, not in the request's task, so a client closing its
+connection mid-write cannot leave memory and log disagreeing.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from minibroker.broker.purgatory import Purgatory
+from minibroker.coordinator.group import Answer, Group, GroupState, Member
+from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
+from minibroker.protocol.errors import (
+    NONE,
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    GroupIdNotFoundError,
+    GroupMaxSizeReachedError,
+    GroupSubscribedToTopicError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    InvalidGroupIdError,
+    InvalidSessionTimeoutError,
+    KafkaError,
+    MemberIdRequiredError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    OffsetMetadataTooLargeError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from minibroker.protocol.offsets_topic import OffsetCommitValue
+from minibroker.storage.log_config import Clock
+from minibroker.storage.names import TopicPartition
+
+log = logging.getLogger(__name__)
+
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool = True
+
+
+class GroupCoordinator:
+    def __init__(self, manager: GroupMetadataManager, config: GroupConfig, *, clock: Clock) -> None:
+        self.manager = manager
+        self.config = config
+        self.clock = clock
+        self.join_purgatory: Purgatory[str] = Purgatory("Rebalance")
+        self._nursery: trio.Nursery | None = None
+        manager.on_unload = self._on_group_unloaded
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the timers and background writes until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        if self._nursery is None:
+            raise CoordinatorNotAvailableError("the group coordinator is not running")
+        self._nursery.start_soon(fn, *args)
+
+    def detached(self, fn: Callable[[], Awaitable[Body]]) -> Answer:
+        """Run ``fn`` in the coordinator's nursery; its body lands in the Answer."""
+        answer = Answer()
+
+        async def run() -> None:
+            try:
+                answer.set(await fn())
+            except KafkaError as exc:
+                answer.set({"error_code": exc.code, "_error": exc})
+            except Exception as exc:
+                log.exception("group coordinator task failed")
+                answer.set({"error_code": KafkaError.code, "_error": KafkaError(repr(exc))})
+
+        self._spawn(run)
+        return answer
+
+    # -- JoinGroup -----------------------------------------------------------------------------
+
+    def join_group(self, request: JoinRequest) -> Answer:
+        """Handle a JoinGroup: its Answer is filled now (errors, MEMBER_ID_REQUIRED) or
+        when the rebalance completes."""
+        answer = Answer()
+        try:
+            self._join(request, answer)
+        except KafkaError as exc:
+            answer.set(self._join_error(exc, request.member_id))
+        return answer
+
+    def _join(self, req: JoinRequest, answer: Answer) -> None:
+        if not req.group_id:
+            raise InvalidGroupIdError("group id must not be empty")
+        self.manager.check_owner(req.group_id)
+        if not (
+            self.config.min_session_timeout_ms
+            <= req.session_timeout_ms
+            <= self.config.max_session_timeout_ms
+        ):
+            raise InvalidSessionTimeoutError(
+                f"session timeout {req.session_timeout_ms} ms is outside "
+                f"[{self.config.min_session_timeout_ms}, {self.config.max_session_timeout_ms}]"
+            )
+        group = self.manager.group(req.group_id)
+        if group is None:
+            if req.member_id:
+                raise UnknownMemberIdError(f"group {req.group_id!r} has no member {req.member_id}")
+            group = self.manager.add_group(
+                Group(req.group_id, current_state_timestamp=self.clock())
+            )
+        if group.is_(GroupState.DEAD):
+            # Deleted or moved meanwhile: the client finds the coordinator again.
+            raise CoordinatorNotAvailableError(f"group {req.group_id!r} is being removed")
+        if not group.supports_protocols(req.protocol_type, (name for name, _ in req.protocols)):
+            raise InconsistentGroupProtocolError(
+                f"protocols of type {req.protocol_type!r} do not match group {req.group_id!r}"
+            )
+        if not req.member_id:
+            self._join_unknown_member(group, req, answer)
+        else:
+            self._join_known_member(group, req, answer)
+
+    def _join_unknown_member(self, group: Group, req: JoinRequest, answer: Answer) -> None:
+        new_id = f"{req.client_id or 'member'}-{uuid.uuid4()}"
+        if req.group_instance_id is not None:
+            old_id = group.static_member_id(req.group_instance_id)
+            if old_id is not None:
+                self._replace_static_member(group, req, old_id, new_id, answer)
+                return
+            self._add_member_and_rebalance(group, req, new_id, answer)
+            return
+        if req.require_known_member_id:
+            if len(group.members) + len(group.pending_members) >= self.config.max_size:
+                raise GroupMaxSizeReachedError(f"group {group.group_id!r} is full")
+            group.pending_members.add(new_id)
+            self._spawn(self._expire_pending_member, group, new_id, req.session_timeout_ms)
+            answer.set(
+                {
+                    **self._join_error(MemberIdRequiredError(), new_id),
+                    "member_id": new_id,
+                }
+            )
+            return
+        self._add_member_and_rebalance(group, req, new_id, answer)
+
+    def _join_known_member(self, group: Group, req: JoinRequest, answer: Answer) -> None:
+        if req.member_id in group.pending_members:
+            group.pending_members.discard(req.member_id)
+            self._add_member_and_rebalance(group, req, req.member_id, answer)
+            return
+        if group.is_static_member_fenced(req.member_id, req.group_instance_id):
+            raise FencedInstanceIdError(
+                f"instance {req.group_instance_id!r} is held by another member id"
+            )
+        member = group.members.get(req.member_id)
+        if member is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
+            raise UnknownMemberIdError(f"{req.member_id} is not a member of {group.group_id!r}")
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._update_member_and_rebalance(group, member, req, answer)
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            if member.matches(req.protocols):
+                # A retry of a join whose answer was lost: answer the same generation.
+                answer.set(self._join_answer(group, member))
+            else:
+                self._update_member_and_rebalance(group, member, req, answer)
+        elif group.is_(GroupState.STABLE):
+            if member.member_id == group.leader_id or not member.matches(req.protocols):
+                self._update_member_and_rebalance(group, member, req, answer)
+            else:
+                answer.set(self._join_answer(group, member))
+
+    def _replace_static_member(
+        self, group: Group, req: JoinRequest, old_id: str, new_id: str, answer: Answer
+    ) -> None:
+        old = group.members[old_id]
+        # The old incarnation's parked requests learn they are fenced.
+        if old.awaiting_join is not None:
+            old.awaiting_join.set(self._join_error(FencedInstanceIdError(), old_id))
+            old.awaiting_join = None
+        if old.awaiting_sync is not None:
+            old.awaiting_sync.set(_sync_error(FencedInstanceIdError()))
+            old.awaiting_sync = None
+        same_protocols = old.matches(req.protocols)
+        member = group.replace_static_member(req.group_instance_id or "", old_id, new_id)
+        member.client_id, member.client_host = req.client_id, req.client_host
+        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        self._heartbeat(member)  # its session task keeps watching the same Member
+        if group.is_(GroupState.STABLE) and same_protocols:
+            # Nothing changed for the group: the member gets its old assignment back
+            # through SyncGroup, no rebalance (KIP-345).
+            answer.set(self._join_answer(group, member))
+            return
+        member.protocols = list(req.protocols)
+        member.awaiting_join = answer
+        self._maybe_prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
+        self.join_purgatory.notify(group.group_id)
+
+    def _add_member_and_rebalance(
+        self, group: Group, req: JoinRequest, member_id: str, answer: Answer
+    ) -> None:
+        if len(group.members) >= self.config.max_size:
+            raise GroupMaxSizeReachedError(f"group {group.group_id!r} is full")
+        member = Member(
+            member_id=member_id,
+            group_instance_id=req.group_instance_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            session_timeout_ms=req.session_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=list(req.protocols),
+            awaiting_join=answer,
+        )
+        group.add(member)
+        group.new_member_added = True
+        self._heartbeat(member)
+        self._spawn(self._watch_session, group, member)
+        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
+        self.join_purgatory.notify(group.group_id)
+
+    def _update_member_and_rebalance(
+        self, group: Group, member: Member, req: JoinRequest, answer: Answer
+    ) -> None:
+        if member.awaiting_join is not None and member.awaiting_join is not answer:
+            # The client gave up on its earlier join and sent another: answer that one.
+            member.awaiting_join.set(self._join_error(RebalanceInProgressError(), member.member_id))
+        member.protocols = list(req.protocols)
+        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.awaiting_join = answer
+        self._heartbeat(member)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self.join_purgatory.notify(group.group_id)
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            self._reset_assignments(group, RebalanceInProgressError())
+        initial = group.is_(GroupState.EMPTY)
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.clock())
+        group.rebalance_token += 1
+        log.info(
+            "group %r preparing rebalance after generation %d: %s",
+            group.group_id,
+            group.generation_id,
+            reason,
+        )
+        self._spawn(self._delayed_join, group, group.rebalance_token, initial)
+
+    async def _delayed_join(self, group: Group, token: int, initial: bool) -> None:
+        def stale() -> bool:
+            return group.rebalance_token != token or not group.is_(GroupState.PREPARING_REBALANCE)
+
+        rebalance_s = group.max_rebalance_timeout_ms() / 1000
+        if initial and self.config.initial_rebalance_delay_ms > 0:
+            # Kafka's InitialDelayedJoin: wait the delay; while members keep arriving,
+            # wait again (never past the rebalance timeout in all).
+            delay = self.config.initial_rebalance_delay_ms / 1000
+            remaining = max(rebalance_s - delay, 0.0)
+            while True:
+                group.new_member_added = False
+                await trio.sleep(delay)
+                if stale():
+                    return
+                if group.new_member_added and remaining > 0:
+                    delay = min(delay, remaining)
+                    remaining -= delay
+                    continue
+                break
+        else:
+            deadline = trio.current_time() + rebalance_s
+            while True:
+                with self.join_purgatory.watch([group.group_id]) as waiter:
+                    if stale():
+                        return
+                    if group.all_members_joined():
+                        break
+                    if not await waiter.wait_until(deadline):
+                        break
+        if not stale():
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        for member in group.not_yet_rejoined():
+            if member.group_instance_id is None:
+                log.info(
+                    "group %r: member %s did not rejoin in time", group.group_id, member.member_id
+                )
+                group.remove(member.member_id)
+        if group.leader_id is not None and group.members[group.leader_id].awaiting_join is None:
+            rejoined = [m.member_id for m in group.members.values() if m.awaiting_join is not None]
+            if rejoined:
+                group.leader_id = rejoined[0]
+        now = self.clock()
+        group.generation_id += 1
+        group.rebalance_token += 1
+        if not group.members:
+            group.protocol_name = None
+            group.transition_to(GroupState.EMPTY, now)
+            self._spawn(self._store_empty_group, group, group.generation_id)
+            log.info("group %r is empty at generation %d", group.group_id, group.generation_id)
+            return
+        group.protocol_name = group.select_protocol()
+        group.transition_to(GroupState.COMPLETING_REBALANCE, now)
+        for member in group.members.values():
+            if member.awaiting_join is not None:
+                member.awaiting_join.set(self._join_answer(group, member))
+                member.awaiting_join = None
+                member.is_new = False
+                self._heartbeat(member)
+        log.info(
+            "group %r completing rebalance: generation %d, %d members, protocol %s",
+            group.group_id,
+            group.generation_id,
+            len(group.members),
+            group.protocol_name,
+        )
+
+    async def _store_empty_group(self, group: Group, generation: int) -> None:
+        error = await self.manager.store_group(group, {})
+        if error is not None:
+            log.warning(
+                "cannot store empty group %r at generation %d: %s",
+                group.group_id,
+                generation,
+                error,
+            )
+
+    def _join_answer(self, group: Group, member: Member) -> Body:
+        protocol = group.protocol_name
+        members = []
+        if member.member_id == group.leader_id and protocol is not None:
+            members = [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata_for(protocol),
+                }
+                for m in group.members.values()
+            ]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "generation_id": group.generation_id,
+            "protocol_type": group.protocol_type,
+            "protocol_name": protocol,
+            "leader": group.leader_id or "",
+            "member_id": member.member_id,
+            "members": members,
+        }
+
+    @staticmethod
+    def _join_error(error: KafkaError, member_id: str) -> Body:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error.code,
+            "generation_id": -1,
+            "protocol_type": None,
+            "protocol_name": None,
+            "leader": "",
+            "member_id": member_id,
+            "members": [],
+        }
+
+    # -- SyncGroup -----------------------------------------------------------------------------
+
+    def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> Answer:
+        answer = Answer()
+        try:
+            self.manager.check_owner(group_id)
+            group = self.manager.group(group_id)
+            if group is None:
+                raise UnknownMemberIdError(f"group {group_id!r} does not exist")
+            if group.is_static_member_fenced(member_id, group_instance_id):
+                raise FencedInstanceIdError(f"instance {group_instance_id!r} is held by another")
+            member = group.members.get(member_id)
+            if member is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
+                raise UnknownMemberIdError(f"{member_id} is not a member of {group_id!r}")
+            if generation_id != group.generation_id:
+                raise IllegalGenerationError(
+                    f"generation {generation_id} is not the group's {group.generation_id}"
+                )
+            if (protocol_type is not None and protocol_type != group.protocol_type) or (
+                protocol_name is not None and protocol_name != group.protocol_name
+            ):
+                raise InconsistentGroupProtocolError("protocol does not match the group's")
+            if group.is_(GroupState.PREPARING_REBALANCE):
+                raise RebalanceInProgressError(f"group {group_id!r} is rebalancing")
+            if group.is_(GroupState.STABLE):
+                answer.set(self._sync_answer(group, member.assignment))
+                return answer
+            # CompletingRebalance: park until the leader's assignment is stored.
+            if member.awaiting_sync is not None:
+                member.awaiting_sync.set(_sync_error(RebalanceInProgressError()))
+            member.awaiting_sync = answer
+            self._heartbeat(member)
+            if member_id == group.leader_id:
+                self._spawn(self._store_assignment, group, group.generation_id, assignments)
+        except KafkaError as exc:
+            answer.set(_sync_error(exc))
+        return answer
+
+    async def _store_assignment(
+        self, group: Group, generation: int, assignments: dict[str, bytes]
+    ) -> None:
+        full = {member_id: assignments.get(member_id, b"") for member_id in group.members}
+        error = await self.manager.store_group(group, full)
+        if group.generation_id != generation or not group.is_(GroupState.COMPLETING_REBALANCE):
+            return  # a member joined or left meanwhile: that rebalance answers everyone
+        if error is not None:
+            log.warning("cannot store the assignment of group %r: %s", group.group_id, error)
+            self._reset_assignments(group, error)
+            self._prepare_rebalance(group, f"storing the assignment failed: {error.name}")
+            return
+        for member_id, member in group.members.items():
+            member.assignment = full.get(member_id, b"")
+            if member.awaiting_sync is not None:
+                member.awaiting_sync.set(self._sync_answer(group, member.assignment))
+                member.awaiting_sync = None
+                self._heartbeat(member)
+        group.transition_to(GroupState.STABLE, self.clock())
+        log.info("group %r stable at generation %d", group.group_id, generation)
+
+    def _reset_assignments(self, group: Group, error: KafkaError) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            if member.awaiting_sync is not None:
+                member.awaiting_sync.set(_sync_error(error))
+                member.awaiting_sync = None
+
+    @staticmethod
+    def _sync_answer(group: Group, assignment: bytes) -> Body:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "assignment": assignment,
+        }
+
+    # -- Heartbeat -----------------------------------------------------------------------------
+
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> None:
+        """Raises the error a Heartbeat answers; returns when it answers NONE."""
+        self.manager.check_owner(group_id)
+        group = self.manager.group(group_id)
+        if group is None:
+            raise UnknownMemberIdError(f"group {group_id!r} does not exist")
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            raise FencedInstanceIdError(f"instance {group_instance_id!r} is held by another")
+        if group.is_(GroupState.DEAD):
+            raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
+        member = group.members.get(member_id)
+        if member is None or group.is_(GroupState.EMPTY):
+            raise UnknownMemberIdError(f"{member_id} is not a member of {group_id!r}")
+        if generation_id != group.generation_id:
+            raise IllegalGenerationError(
+                f"generation {generation_id} is not the group's {group.generation_id}"
+            )
+        self._heartbeat(member)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            raise RebalanceInProgressError(f"group {group_id!r} is rebalancing: rejoin")
+
+    def _heartbeat(self, member: Member) -> None:
+        member.heartbeat_deadline = trio.current_time() + member.session_timeout_ms / 1000
+
+    async def _watch_session(self, group: Group, member: Member) -> None:
+        """Expire ``member`` once a session timeout passes without a sign of life."""
+        while True:
+            await trio.sleep_until(member.heartbeat_deadline)
+            if group.members.get(member.member_id) is not member or group.is_(GroupState.DEAD):
+                return
+            if trio.current_time() < member.heartbeat_deadline:
+                continue
+            if member.awaiting_join is not None or member.awaiting_sync is not None:
+                self._heartbeat(member)  # parked in the protocol: alive by definition
+                continue
+            log.info(
+                "group %r: member %s missed its session timeout", group.group_id, member.member_id
+            )
+            self._remove_member_and_update_group(group, member)
+            return
+
+    async def _expire_pending_member(self, group: Group, member_id: str, session_ms: int) -> None:
+        await trio.sleep(session_ms / 1000)
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self.join_purgatory.notify(group.group_id)
+
+    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
+        if member.awaiting_join is not None:
+            member.awaiting_join.set(self._join_error(UnknownMemberIdError(), member.member_id))
+            member.awaiting_join = None
+        if member.awaiting_sync is not None:
+            member.awaiting_sync.set(_sync_error(UnknownMemberIdError()))
+            member.awaiting_sync = None
+        group.remove(member.member_id)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"member {member.member_id} left")
+        elif group.is_(GroupState.PREPARING_REBALANCE):
+            self.join_purgatory.notify(group.group_id)
+
+    # -- LeaveGroup ----------------------------------------------------------------------------
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[Body]:
+        """Remove members; per member {member_id, group_instance_id, error_code}. Raises
+        what the whole request answers."""
+        self.manager.check_owner(group_id)
+        group = self.manager.group(group_id)
+        results = []
+        for member_id, instance_id in leaving:
+            code = NONE
+            if group is None:
+                code = UnknownMemberIdError.code
+            elif group.is_(GroupState.DEAD):
+                raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
+            else:
+                code = self._leave_one(group, member_id, instance_id)
+            results.append(
+                {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
+            )
+        return results
+
+    def _leave_one(self, group: Group, member_id: str, instance_id: str | None) -> int:
+        if instance_id is not None:
+            holder = group.static_member_id(instance_id)
+            if holder is None:
+                return UnknownMemberIdError.code
+            if member_id and member_id != holder:
+                return FencedInstanceIdError.code
+            member_id = holder
+        elif member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self.join_purgatory.notify(group.group_id)
+            return NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return UnknownMemberIdError.code
+        log.info("group %r: member %s left", group.group_id, member_id)
+        self._remove_member_and_update_group(group, member)
+        return NONE
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetCommitValue],
+    ) -> Answer:
+        """Answer: ``{"errors": {tp: code}}`` once the commit is written (or refused)."""
+        answer = Answer()
+        try:
+            group = self._group_for_commit(group_id, generation_id, member_id, group_instance_id)
+        except KafkaError as exc:
+            answer.set({"errors": dict.fromkeys(offsets, exc.code)})
+            return answer
+        errors: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetCommitValue] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata.encode()) > self.manager.config.metadata_max_bytes:
+                errors[tp] = OffsetMetadataTooLargeError.code
+            else:
+                valid[tp] = value
+
+        async def write() -> Body:
+            error = await self.manager.store_offsets(group, valid)
+            code = NONE if error is None else error.code
+            return {"errors": {**errors, **dict.fromkeys(valid, code)}}
+
+        return self.detached(write)
+
+    def _group_for_commit(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+    ) -> Group:
+        if not group_id:
+            raise InvalidGroupIdError("group id must not be empty")
+        self.manager.check_owner(group_id)
+        group = self.manager.group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                raise IllegalGenerationError(f"group {group_id!r} has no generation")
+            # A consumer outside the group protocol (assign(), not subscribe()).
+            return self.manager.add_group(Group(group_id, current_state_timestamp=self.clock()))
+        if group.is_(GroupState.DEAD):
+            raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
+        if group.is_static_member_fenced(member_id, instance_id):
+            raise FencedInstanceIdError(f"instance {instance_id!r} is held by another")
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return group
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
+        member = group.members.get(member_id)
+        if member is None:
+            raise UnknownMemberIdError(f"{member_id} is not a member of {group_id!r}")
+        if generation_id != group.generation_id:
+            raise IllegalGenerationError(
+                f"generation {generation_id} is not the group's {group.generation_id}"
+            )
+        self._heartbeat(member)
+        return group
+
+    def fetch_offsets(
+        self, group_id: str, tps: list[TopicPartition] | None
+    ) -> dict[TopicPartition, OffsetCommitValue | None]:
+        """Committed offsets (None: no commit); ``tps`` None asks for all."""
+        self.manager.check_owner(group_id)
+        group = self.manager.group(group_id)
+        committed = {} if group is None else group.offsets
+        if tps is None:
+            return dict(committed)
+        return {tp: committed.get(tp) for tp in tps}
+
+    # -- administration ------------------------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> Group | None:
+        self.manager.check_owner(group_id)
+        return self.manager.group(group_id)
+
+    def list_groups(self) -> list[Group]:
+        return self.manager.owned_groups()
+
+    def delete_groups(self, group_ids: list[str]) -> Answer:
+        """Answer: ``{"errors": {group_id: code}}``."""
+        errors: dict[str, int] = {}
+        deletable: list[Group] = []
+        for group_id in group_ids:
+            try:
+                self.manager.check_owner(group_id)
+                group = self.manager.group(group_id)
+                if group is None or group.is_(GroupState.DEAD):
+                    raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
+                if not group.is_(GroupState.EMPTY):
+                    raise NonEmptyGroupError(f"group {group_id!r} has members")
+            except KafkaError as exc:
+                errors[group_id] = exc.code
+            else:
+                deletable.append(group)
+
+        async def delete() -> Body:
+            for group in deletable:
+                error = await self.manager.delete_group(group)
+                errors[group.group_id] = NONE if error is None else error.code
+            return {"errors": errors}
+
+        return self.detached(delete)
+
+    def delete_offsets(self, group_id: str, tps: list[TopicPartition]) -> Answer:
+        """Answer: ``{"errors": {tp: code}}``; raises what the whole request answers."""
+        self.manager.check_owner(group_id)
+        group = self.manager.group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
+        if group.state not in (GroupState.EMPTY, GroupState.STABLE) and group.members:
+            raise NonEmptyGroupError(f"group {group_id!r} is rebalancing")
+        subscribed = group.subscribed_topics() if group.members else set()
+        errors: dict[TopicPartition, int] = {}
+        deletable = []
+        for tp in tps:
+            if subscribed is None or tp.topic in subscribed:
+                errors[tp] = GroupSubscribedToTopicError.code
+            else:
+                deletable.append(tp)
+
+        async def delete() -> Body:
+            error = await self.manager.delete_offsets(group, deletable)
+            code = NONE if error is None else error.code
+            return {"errors": {**errors, **dict.fromkeys(deletable, code)}}
+
+        return self.detached(delete)
+
+    # -- leadership ----------------------------------------------------------------------------
+
+    async def partition_led(self, partition: int, epoch: int) -> None:
+        """This broker leads ``partition`` at ``epoch``: load it, then watch the loaded
+        members' sessions (they must heartbeat the new coordinator in time)."""
+        await self.manager.became_leader(partition, epoch)
+        for group in self.manager.owned_groups():
+            if self.manager.partition_of(group.group_id) != partition:
+                continue
+            for member in group.members.values():
+                if member.heartbeat_deadline == 0.0:
+                    self._heartbeat(member)
+                    self._spawn(self._watch_session, group, member)
+
+    def _on_group_unloaded(self, group: Group) -> None:
+        group.rebalance_token += 1
+        for member in group.members.values():
+            if member.awaiting_join is not None:
+                member.awaiting_join.set(self._join_error(NotCoordinatorError(), member.member_id))
+                member.awaiting_join = None
+            if member.awaiting_sync is not None:
+                member.awaiting_sync.set(_sync_error(NotCoordinatorError()))
+                member.awaiting_sync = None
+        self.join_purgatory.notify(group.group_id)
+
+
+def _sync_error(error: KafkaError) -> Body:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error.code,
+        "protocol_type": None,
+        "protocol_name": None,
+        "assignment": b"",
+    }

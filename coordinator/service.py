@@ -1,0 +1,125 @@
+"""The group coordinator as a broker service: built on a running Broker's parts.
+
+``run_group_coordinator(broker)`` (a ``BrokerService``, started by node/) assembles the
+GroupMetadataManager over the broker's ReplicaManager, the GroupCoordinator and its
+API handlers, registers the handlers with the broker's dispatcher and the metrics with
+its registry, listens to the ReplicaManager's leadership changes (load an offsets
+partition on becoming its leader, drop it on losing it), and runs the offsets expiry
+until the broker stops.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+import trio
+
+from minibroker.broker.broker import Broker
+from minibroker.broker.partition import Partition
+from minibroker.coordinator.apis import CoordinatorApis
+from minibroker.coordinator.coordinator import GroupConfig, GroupCoordinator
+from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig
+from minibroker.coordinator.metrics import CoordinatorCollector
+from minibroker.coordinator.offsets_log import ReplicaOffsetsLog
+from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
+from minibroker.storage.names import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+async def run_group_coordinator(
+    broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    config = broker.config
+    replica_manager = broker.replica_manager
+    assert replica_manager is not None, "the broker starts its services after its replicas"
+    cache = broker.metadata_cache
+
+    def partition_count() -> int:
+        if cache.contains(OFFSETS_TOPIC):
+            return len(cache.metadata_response([OFFSETS_TOPIC])["topics"][0]["partitions"])
+        return config.offsets_topic_num_partitions
+
+    offsets_log = ReplicaOffsetsLog(
+        replica_manager, timeout_ms=config.offsets_commit_timeout_ms, clock=broker.clock
+    )
+    manager = GroupMetadataManager(
+        offsets_log,
+        OffsetsConfig(
+            num_partitions=config.offsets_topic_num_partitions,
+            retention_ms=config.offsets_retention_minutes * 60_000,
+            metadata_max_bytes=config.offset_metadata_max_bytes,
+        ),
+        clock=broker.clock,
+        num_partitions=partition_count,
+    )
+    coordinator = GroupCoordinator(
+        manager,
+        GroupConfig(
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            max_size=config.group_max_size,
+        ),
+        clock=broker.clock,
+    )
+    collector = CoordinatorCollector(manager, offsets_log)
+    registry = broker.metrics.registry
+    async with trio.open_nursery() as nursery:
+
+        def spawn(fn: Callable[[], Awaitable[None]]) -> None:
+            nursery.start_soon(fn)
+
+        admin = broker.admin_manager
+        apis = CoordinatorApis(
+            coordinator,
+            cache,
+            clock=broker.clock,
+            num_partitions=config.offsets_topic_num_partitions,
+            replication_factor=config.offsets_topic_replication_factor,
+            create_topics=None if admin is None else admin.create_topics,
+            spawn=spawn,
+        )
+        await nursery.start(coordinator.run)
+
+        def leadership_changed(
+            leaders: Sequence[Partition], resigned: Sequence[TopicPartition]
+        ) -> None:
+            for tp in resigned:
+                if tp.topic == OFFSETS_TOPIC:
+                    manager.resigned(tp.partition)
+            for partition in leaders:
+                if partition.tp.topic == OFFSETS_TOPIC:
+                    nursery.start_soon(
+                        coordinator.partition_led, partition.tp.partition, partition.leader_epoch
+                    )
+
+        replica_manager.leadership_listeners.append(leadership_changed)
+        already_led = [
+            p
+            for tp, p in replica_manager.partitions.items()
+            if p.is_leader and tp.topic == OFFSETS_TOPIC
+        ]
+        leadership_changed(already_led, [])
+        apis.install(broker.dispatcher)
+        registry.register(collector)
+        try:
+            nursery.start_soon(_expire_offsets, manager, config.offsets_retention_check_interval_ms)
+            task_status.started()
+            await trio.sleep_forever()
+        finally:
+            replica_manager.leadership_listeners.remove(leadership_changed)
+            registry.unregister(collector)
+
+
+async def _expire_offsets(manager: GroupMetadataManager, interval_ms: int) -> None:
+    while True:
+        await trio.sleep(interval_ms / 1000)
+        try:
+            removed = await manager.expire_offsets()
+        except Exception:
+            log.exception("offsets expiry failed")
+            continue
+        if removed:
+            log.info("expired %d committed offsets", removed)

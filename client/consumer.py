@@ -454,6 +454,7 @@ class Consumer:
                 await self._wakeup.wait()
 
     async def _reset_positions(self, tps: list[TopicPartition]) -> None:
+        tps = [tp for tp in tps if tp in self._states]  # a rebalance may have removed some
         if self.auto_offset_reset == "none":
             for tp in tps:
                 self._states[tp].error = OffsetOutOfRangeError(
@@ -480,6 +481,12 @@ class Consumer:
         self._wakeup.set()
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        # A rebalance may have taken partitions away since this fetch was planned.
+        tps = [tp for tp in tps if tp in self._states]
+        if not tps:
+            self._in_flight.discard(node)
+            self._wakeup.set()
+            return
         generations = {tp: self._states[tp].generation for tp in tps}
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:

@@ -29,6 +29,7 @@ from minibroker.client.cli.common import (
     run_async,
 )
 from minibroker.client.cli.groups_reset import INACTIVE_STATES, parse_topic_spec, resolve, target_of
+from minibroker.protocol.errors import MinibrokerError
 
 HELP = "list, describe, reset the offsets of and delete consumer groups"
 
@@ -278,7 +279,7 @@ async def _reset(admin: Admin, group: str, args: argparse.Namespace) -> None:
     state, committed, new = await resolve(admin, group, args, target_of(args))
     if args.execute:
         if state not in INACTIVE_STATES:
-            raise UsageError(
+            raise MinibrokerError(
                 f"assignments can only be reset if the group '{group}' is inactive, but the "
                 f"current state is {state}"
             )

@@ -18,20 +18,27 @@ leader epoch, an unknown partition or a lost connection ask for fresh metadata a
 partition is fetched from its new leader; nothing is returned twice or skipped because
 the position only moves when ``poll`` hands records out. OFFSET_OUT_OF_RANGE resets the
 position as ``auto_offset_reset`` says ("earliest", "latest", or "none" to raise).
+
+With a ``group_id``, ``subscribe`` makes the consumer a member of a consumer group
+instead: the group's coordinator and its leader decide which partitions it reads
+(client/consumer_group.py), positions start at the group's committed offsets, and
+``commit`` (or auto-commit) stores them.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import trio
 
 from minibroker.client.background import BackgroundTasks
+from minibroker.client.consumer_group import Callback, ConsumerGroup, GroupOptions, listener_from
 from minibroker.client.errors import wire_error, with_context
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.offsets import list_offsets
@@ -85,6 +92,15 @@ class Consumer:
         request_timeout_ms: float = 30_000,
         check_crcs: bool = True,
         client_id: str = "minibroker-consumer",
+        group_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        partition_assignment_strategy: str | Sequence[str] = ("range", "cooperative-sticky"),
+        group_instance_id: str | None = None,
+        metadata_max_age_ms: int = 300_000,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise MinibrokerError("auto_offset_reset must be earliest, latest or none")
@@ -106,6 +122,27 @@ class Consumer:
         self._wakeup = trio.Event()  # fetch manager: something changed
         self._data = trio.Event()  # poll: data (or an error) arrived
         self._tasks = BackgroundTasks()
+        self._group: ConsumerGroup | None = None
+        if group_id is not None:
+            strategies = (
+                (partition_assignment_strategy,)
+                if isinstance(partition_assignment_strategy, str)
+                else tuple(partition_assignment_strategy)
+            )
+            options = GroupOptions(
+                group_id=group_id,
+                enable_auto_commit=enable_auto_commit,
+                auto_commit_interval_ms=auto_commit_interval_ms,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                max_poll_interval_ms=max_poll_interval_ms,
+                partition_assignment_strategy=strategies,
+                group_instance_id=group_instance_id,
+                metadata_max_age_ms=metadata_max_age_ms,
+                request_timeout_s=self.request_timeout_s,
+            )
+            self._group = ConsumerGroup(options, self.cluster, self)
+            self._group.member.on_fatal = self._data_arrived
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -117,6 +154,8 @@ class Consumer:
             await self._tasks.close()
             raise
         nursery.start_soon(self._fetch_manager, nursery)
+        if self._group is not None and self._group.subscribed:
+            await nursery.start(self._group.run)
         return self
 
     async def __aexit__(
@@ -125,13 +164,24 @@ class Consumer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        await self._tasks.close()
+        try:
+            if self._group is not None and self._group.subscribed and self._tasks.nursery:
+                with trio.CancelScope(shield=True):
+                    await self._group.stop()
+        finally:
+            await self._tasks.close()
         return None
 
     # --- assignment and positions ----------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions (replaces the previous assignment)."""
+        if self._group is not None and self._group.subscribed:
+            raise MinibrokerError("assign() and subscribe() exclude each other")
+        self.set_assignment(partitions)
+
+    def set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        """``assign`` without the check: how the group side applies a rebalance."""
         wanted = [(t, int(p)) for t, p in partitions]
         self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
         self._ready = deque((tp, recs) for tp, recs in self._ready if tp in self._states)
@@ -142,6 +192,88 @@ class Consumer:
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._states)
+
+    # --- consumer groups ---------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: object | None = None,
+        on_partitions_revoked: Callback | None = None,
+        on_partitions_assigned: Callback | None = None,
+        on_partitions_lost: Callback | None = None,
+    ) -> None:
+        """Read the partitions the group gives this consumer, of ``topics`` or of every
+        topic whose whole name matches ``pattern``; replaces an earlier subscription.
+
+        The callbacks (or ``listener``'s methods of those names) get the partitions
+        this consumer gives up or starts reading at each rebalance."""
+        group = self._group
+        if group is None:
+            raise MinibrokerError("subscribe() needs a group_id (or use assign())")
+        if isinstance(topics, str):
+            topics = [topics]
+        names = list(topics)
+        if bool(names) == (pattern is not None):
+            raise MinibrokerError("subscribe() takes topics or a pattern (exactly one)")
+        if not group.subscribed and self._states:
+            raise MinibrokerError("assign() and subscribe() exclude each other")
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        callbacks = listener_from(
+            listener,
+            on_partitions_revoked=on_partitions_revoked,
+            on_partitions_assigned=on_partitions_assigned,
+            on_partitions_lost=on_partitions_lost,
+        )
+        started = group.subscribed
+        group.subscribe(names, compiled, callbacks)
+        nursery = self._tasks.nursery
+        if not started and nursery is not None:
+            nursery.start_soon(group.run)
+
+    async def wait_for_assignment(self) -> None:
+        """Return once the group has given this consumer its partitions (after each
+        rebalance the member is stable again); raises a fatal group error."""
+        group = self._need_group("wait_for_assignment")
+        while not group.member.is_stable:
+            self._raise_partition_error()
+            with trio.move_on_after(RETRY_BACKOFF_S):
+                await group.member.wait_stable()
+
+    def subscription(self) -> list[str]:
+        """The topics subscribed to (a pattern's current matches)."""
+        return list(self._group.topics) if self._group is not None else []
+
+    async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Store the group's offsets: by default every assigned partition's position
+        (the next record poll would return). Raises CommitFailedError when the group
+        rebalanced meanwhile."""
+        group = self._need_group("commit")
+        await group.commit(offsets if offsets is not None else group.positions(self._states))
+
+    async def committed(
+        self, partitions: TopicPartition | Iterable[TopicPartition] | None = None
+    ) -> Any:
+        """The group's committed offset of one partition (None if it has none), or a
+        dict of them for several (default: the assigned ones)."""
+        group = self._need_group("committed")
+        if isinstance(partitions, tuple) and len(partitions) == 2 and type(partitions[0]) is str:
+            single: TopicPartition = partitions
+            return (await group.committed([single]))[single]
+        wanted = list(self._states)
+        if partitions is not None:
+            wanted = list(cast(Iterable[TopicPartition], partitions))
+        return await group.committed(wanted)
+
+    def _need_group(self, what: str) -> ConsumerGroup:
+        if self._group is None:
+            raise MinibrokerError(f"{what}() needs a group_id")
+        return self._group
+
+    def _data_arrived(self) -> None:
+        self._data.set()
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """The next record returned for the partition is the one at ``offset``."""
@@ -226,6 +358,8 @@ class Consumer:
         return self._iter_buffer.popleft()
 
     def _raise_partition_error(self) -> None:
+        if self._group is not None and self._group.member.fatal is not None:
+            raise self._group.member.fatal
         for (topic, partition), state in self._states.items():
             if state.error is not None:
                 error, state.error = state.error, None
@@ -320,6 +454,7 @@ class Consumer:
                 await self._wakeup.wait()
 
     async def _reset_positions(self, tps: list[TopicPartition]) -> None:
+        tps = [tp for tp in tps if tp in self._states]  # a rebalance may have removed some
         if self.auto_offset_reset == "none":
             for tp in tps:
                 self._states[tp].error = OffsetOutOfRangeError(
@@ -346,6 +481,12 @@ class Consumer:
         self._wakeup.set()
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        # A rebalance may have taken partitions away since this fetch was planned.
+        tps = [tp for tp in tps if tp in self._states]
+        if not tps:
+            self._in_flight.discard(node)
+            self._wakeup.set()
+            return
         generations = {tp: self._states[tp].generation for tp in tps}
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:

@@ -1,8 +1,9 @@
 """Kafka's own group consumers against a 3-broker cluster's Kafka listeners: kafka-python
 ``KafkaConsumer(group_id=...)``, aiokafka ``AIOKafkaConsumer(group_id=...)``,
 confluent-kafka ``Consumer({"group.id": ...})`` and ``kcat -G`` each join a group,
-consume and commit; the three libraries share one group's partitions, each record
-consumed by exactly one of them; a consumer restarted in its group resumes from the
+consume and commit; the three libraries (and the bundled Consumer, on the msgpack
+listener) share one group's partitions, each record consumed by exactly one of them; a
+consumer restarted in its group resumes from the
 committed offsets. Committed offsets are read back with another client than the one
 that wrote them (kafka-python's admin client: OffsetFetch, DescribeGroups).
 """
@@ -27,6 +28,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
 from minibroker.client.admin import Admin
+from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
 from tests.support.cluster import LocalCluster
 
@@ -353,6 +355,30 @@ def confluent_member(bootstrap: str, group: str, topic: str) -> Callable[[Member
     return run
 
 
+def bundled_member(bootstrap: str, group: str, topic: str) -> Callable[[Member], None]:
+    """The bundled Consumer, on the msgpack listener (``bootstrap``)."""
+
+    async def consume(member: Member) -> None:
+        async with Consumer(
+            bootstrap,
+            group_id=group,
+            client_id=member.name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            partition_assignment_strategy="roundrobin",
+        ) as consumer:
+            consumer.subscribe([topic])
+            while not member.stop.is_set():
+                polled = await consumer.poll(200)
+                if polled:
+                    await consumer.commit()
+                records = [(r.partition, r.offset, r.value) for r in polled]
+                member.polled(records, frozenset(p for _, p in consumer.assignment()))
+
+    return lambda member: trio.run(consume, member)
+
+
 def wait_for(condition: Callable[[], bool], what: str, members: list[Member]) -> None:
     """Until ``condition`` holds over the members' published state (or one fails)."""
     changed = members[0].changed
@@ -368,16 +394,33 @@ def wait_for(condition: Callable[[], bool], what: str, members: list[Member]) ->
         pytest.fail(f"timed out waiting for {what}: {state}")
 
 
-def test_three_libraries_share_one_groups_partitions_each_record_consumed_once(
-    cluster: LocalCluster,
+KAFKA_LIBRARIES = {
+    "kafka-python": kafka_python_member,
+    "aiokafka": aiokafka_member,
+    "confluent": confluent_member,
+}
+
+
+@pytest.mark.parametrize(
+    "with_bundled", [False, True], ids=["three-libraries", "three-libraries-and-bundled"]
+)
+def test_several_libraries_share_one_groups_partitions_each_record_consumed_once(
+    cluster: LocalCluster, with_bundled: bool
 ) -> None:
-    topic, group, partitions = "shared", "mixed", 6
+    """kafka-python, aiokafka and confluent-kafka (and the bundled Consumer, on the
+    msgpack listener) in one group, all with the round-robin assignor they share."""
+    group = topic = "mixed-with-bundled" if with_bundled else "mixed"
+    partitions = 8 if with_bundled else 6
     create_topic(cluster, topic, partitions)
     changed = threading.Condition()
-    members = [Member(name, changed) for name in ("kafka-python", "aiokafka", "confluent")]
-    runners = [kafka_python_member, aiokafka_member, confluent_member]
-    for member, runner in zip(members, runners, strict=True):
-        member.start(runner(cluster.kafka_bootstrap, group, topic))
+    runners = [
+        (name, run(cluster.kafka_bootstrap, group, topic)) for name, run in KAFKA_LIBRARIES.items()
+    ]
+    if with_bundled:
+        runners.append(("bundled", bundled_member(cluster.bootstrap, group, topic)))
+    members = [Member(name, changed) for name, _ in runners]
+    for member, (_, run) in zip(members, runners, strict=True):
+        member.start(run)
     try:
 
         def shared_out() -> bool:
@@ -386,8 +429,8 @@ def test_three_libraries_share_one_groups_partitions_each_record_consumed_once(
 
         wait_for(shared_out, "every member to hold its own partitions", members)
         held = {m.name: m.assigned for m in members}
-        assert group_state(cluster, group) == ("Stable", "consumer", 3)
-        sent = produce(cluster, topic, partitions, 300)
+        assert group_state(cluster, group) == ("Stable", "consumer", len(members))
+        sent = produce(cluster, topic, partitions, 400)
         wait_for(
             lambda: sum(len(m.consumed) for m in members) >= len(sent),
             "every record to be consumed",

@@ -18,14 +18,16 @@ from collections.abc import Callable, Iterator
 
 import aiokafka
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 import trio
 from aiokafka.coordinator.assignors.roundrobin import (
     RoundRobinPartitionAssignor as AioRoundRobin,
 )
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.structs import OffsetAndMetadata
 
 from minibroker.client.admin import Admin
 from minibroker.client.consumer import Consumer
@@ -448,6 +450,53 @@ def test_several_libraries_share_one_groups_partitions_each_record_consumed_once
         assert member.consumed, f"{member.name} consumed nothing"
         assert {p for p, _, _ in member.consumed} <= held[member.name]
     assert committed_offsets(cluster, group) == log_ends(sent)
+
+
+# -- administration -------------------------------------------------------------------
+
+
+def test_kafka_admin_clients_list_rewind_and_delete_groups_and_their_offsets(
+    cluster: LocalCluster,
+) -> None:
+    """ListGroups with a state filter, OffsetCommit from outside the group, OffsetDelete
+    and DeleteGroups, from kafka-python's and confluent-kafka's admin clients."""
+    topic = group = "administered"
+    create_topic(cluster, topic, 2)
+    sent = produce(cluster, topic, 2, 20)
+    kafka_python_consumes(cluster, topic, group, len(sent))  # commits 10 and 10, leaves
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        empty = {g["group_id"] for g in admin.list_groups(states_filter=["Empty"])}
+        stable = {g["group_id"] for g in admin.list_groups(states_filter=["Stable"])}
+        assert group in empty and group not in stable
+        rewound = admin.alter_group_offsets(
+            group, {TopicPartition(topic, 0): OffsetAndMetadata(3, "rewound", -1)}
+        )
+        assert [error.errno for error in rewound.values()] == [0]
+        assert committed_offsets(cluster, group) == {0: 3, 1: 10}
+        dropped = admin.delete_group_offsets(group, [TopicPartition(topic, 1)])
+        assert [error.errno for error in dropped.values()] == [0]
+        assert committed_offsets(cluster, group) == {0: 3}
+    finally:
+        admin.close()
+
+    # partition 0 from the rewound offset, partition 1 (no offset left) from the start
+    found = confluent_consumes(cluster, topic, group, 17)
+    assert sorted(found) == sorted(r for r in sent if r[0] == 1 or r[1] >= 3)
+
+    confluent_admin = confluent_kafka.admin.AdminClient(
+        {"bootstrap.servers": cluster.kafka_bootstrap}
+    )
+    listed = confluent_admin.list_consumer_groups().result(timeout=KCAT_TIMEOUT_S)
+    assert group in {g.group_id for g in listed.valid}
+    deletions = confluent_admin.delete_consumer_groups([group], request_timeout=30)
+    deletions[group].result(timeout=KCAT_TIMEOUT_S)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        assert group not in {g["group_id"] for g in admin.list_groups()}
+    finally:
+        admin.close()
 
 
 # -- restarts --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import asyncio
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import aiokafka
 import confluent_kafka
@@ -34,6 +34,7 @@ from tests.support.kafka_groups import (
     bundled_member,
     committed_offsets,
     create_topic,
+    described_group,
     group_state,
     log_ends,
     produce,
@@ -298,3 +299,84 @@ def test_restarted_group_consumers_resume_from_the_committed_offsets(
         found = consume(cluster, topic, group, len(sent))
         assert sorted(found) == sorted(sent), f"step {step}"
         assert committed_offsets(cluster, group) == log_ends(everything)
+
+
+# -- static membership ------------------------------------------------------------------
+
+
+class StaticMember:
+    """A confluent-kafka consumer with a ``group.instance.id``, polled by the test: it
+    records every assignment and revocation the group gives it."""
+
+    def __init__(self, cluster: LocalCluster, group: str, topic: str, instance: str) -> None:
+        self.events: list[tuple[str, frozenset[int]]] = []
+        self.consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": cluster.kafka_bootstrap,
+                "group.id": group,
+                "group.instance.id": instance,
+                "session.timeout.ms": STATIC_SESSION_TIMEOUT_MS,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        self.consumer.subscribe(
+            [topic],
+            on_assign=lambda _, tps: self.events.append(("assigned", partitions_of(tps))),
+            on_revoke=lambda _, tps: self.events.append(("revoked", partitions_of(tps))),
+        )
+
+    def held(self) -> frozenset[int]:
+        return partitions_of(self.consumer.assignment())
+
+
+STATIC_SESSION_TIMEOUT_MS = 30_000
+"""Far longer than a restart takes: the coordinator keeps the static member's place."""
+
+
+def partitions_of(tps: list[confluent_kafka.TopicPartition]) -> frozenset[int]:
+    return frozenset(tp.partition for tp in tps)
+
+
+def static_instances(cluster: LocalCluster, group: str) -> set[str]:
+    """The ``group.instance.id`` of every member, as DescribeGroups shows them."""
+    return {member["group_instance_id"] for member in described_group(cluster, group)["members"]}
+
+
+def poll_until(members: list[StaticMember], condition: Callable[[], bool], what: str) -> None:
+    """Poll every member (their group protocol runs in poll) until ``condition``."""
+    deadline = time.monotonic() + CONSUME_TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}: {[m.events for m in members]}")
+        for member in members:
+            message = member.consumer.poll(0.1)
+            assert message is None or message.error() is None, message.error()
+
+
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
+    cluster: LocalCluster,
+) -> None:
+    topic = group = "static"
+    create_topic(cluster, topic, 4)
+    first, other = (StaticMember(cluster, group, topic, f"instance-{i}") for i in (1, 2))
+    try:
+        poll_until(
+            [first, other],
+            lambda: bool(first.held()) and bool(other.held()),
+            "both members to hold partitions",
+        )
+        held, others = first.held(), other.held()
+        assert held | others == {0, 1, 2, 3}
+        other_events = len(other.events)
+        first.consumer.close()  # a static member leaves no LeaveGroup behind
+
+        again = StaticMember(cluster, group, topic, "instance-1")
+        poll_until([again, other], lambda: bool(again.held()), "the restarted member")
+        assert again.held() == held
+        assert other.held() == others
+        assert other.events[other_events:] == []  # no rebalance reached the other member
+        assert static_instances(cluster, group) == {"instance-1", "instance-2"}
+        again.consumer.close()
+    finally:
+        other.consumer.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import aiokafka
 import aiokafka.errors
@@ -73,14 +74,19 @@ def committed_offsets(cluster: LocalCluster, group: str) -> dict[int, int]:
     return {tp.partition: meta.offset for tp, meta in offsets.items()}
 
 
-def group_state(cluster: LocalCluster, group: str) -> tuple[str, str, int]:
-    """(state, protocol type, member count) of ``group``, by kafka-python's admin client
-    (DescribeGroups)."""
+def described_group(cluster: LocalCluster, group: str) -> dict[str, Any]:
+    """``group`` as kafka-python's admin client describes it (DescribeGroups)."""
     admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
     try:
-        described = admin.describe_groups([group])[group]
+        described: dict[str, Any] = admin.describe_groups([group])[group]
     finally:
         admin.close()
+    return described
+
+
+def group_state(cluster: LocalCluster, group: str) -> tuple[str, str, int]:
+    """(state, protocol type, member count) of ``group``."""
+    described = described_group(cluster, group)
     return described["group_state"], described["protocol_type"], len(described["members"])
 
 

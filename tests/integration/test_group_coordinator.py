@@ -2,17 +2,21 @@
 3-broker cluster: two members join one generation, sync their assignments, heartbeat,
 commit and fetch offsets; then the coordinator's broker is SIGKILLed and the group's
 new coordinator (the new leader of its ``__consumer_offsets`` partition) still has
-every committed offset.
+every committed offset. The coordinating broker's /metrics reports the group by state,
+its committed offsets and its lag behind the high watermark.
 """
 
 from __future__ import annotations
 
+import re
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from minibroker.client.cli.main import main
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -22,7 +26,10 @@ from minibroker.protocol.errors import (
     MemberIdRequiredError,
     NotCoordinatorError,
 )
+from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, partition_for
+from tests.support.broker import batch
 from tests.support.cluster import ProcessCluster
+from tests.support.prometheus import promtool_problems
 
 GROUP = "orders-readers"
 TOPIC = "orders"
@@ -101,6 +108,25 @@ def commit_body(generation: int, member_id: str, offsets: dict[int, int]) -> dic
     }
 
 
+async def scrape(cluster: ProcessCluster, broker_id: int) -> str:
+    (port,) = re.findall(r"metrics on port (\d+)", cluster.output(broker_id))[-1:]
+
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text: str = r.read().decode()
+            return text
+
+    return await trio.to_thread.run_sync(get)
+
+
+async def wait_for_metric(cluster: ProcessCluster, broker_id: int, line: str) -> None:
+    """Scrape until ``line`` appears (the high watermark reaches the coordinator's
+    replica a fetch after the write)."""
+    with trio.fail_after(20):
+        while line not in (await scrape(cluster, broker_id)).splitlines():
+            await trio.sleep(0.2)
+
+
 def fetched(answer: dict[str, Any]) -> dict[int, tuple[int, str | None]]:
     (group,) = answer["groups"]
     assert group["error_code"] == NONE, answer
@@ -117,8 +143,11 @@ async def test_two_members_share_a_generation_and_committed_offsets_survive_the_
     tmp_path: Path, zk_connect: str
 ) -> None:
     cluster = ProcessCluster(tmp_path, zk_connect, size=3, properties=PROPERTIES)
+    for broker in cluster.brokers.values():
+        broker.metrics_port = 0
     try:
         await cluster.start_all()
+        await cluster.create_topic(TOPIC, 6, 3)
         coordinator = await find_coordinator(cluster)
         port = cluster.brokers[coordinator].port
         async with (
@@ -219,6 +248,27 @@ async def test_two_members_share_a_generation_and_committed_offsets_survive_the_
             )
             assert before == {0: (42, "m0"), 1: (7, "m1"), 3: (99, "m3")}
 
+        leader = (await cluster.metadata(TOPIC))["partitions"][0]["leader_id"]
+        produced = await cluster.request(
+            leader,
+            ApiKey.PRODUCE,
+            {
+                "acks": -1,
+                "timeout_ms": 10_000,
+                "topics": [
+                    {"name": TOPIC, "partitions": [{"index": 0, "records": batch(*[b"r"] * 50)}]}
+                ],
+            },
+        )
+        assert produced["topics"][0]["partitions"][0]["error_code"] == NONE
+        labels = f'consumergroup="{GROUP}",partition="0",topic="{TOPIC}"'
+        await wait_for_metric(cluster, coordinator, f"kafka_consumergroup_lag{{{labels}}} 8.0")
+        exposition = await scrape(cluster, coordinator)
+        assert promtool_problems(exposition.encode()) == []
+        text = exposition.splitlines()
+        assert f"kafka_consumergroup_current_offset{{{labels}}} 42.0" in text
+        assert "kafka_coordinator_group_groupmetadatamanager_numgroupsstable 1.0" in text
+
         cluster.kill(coordinator)
         successor = await find_coordinator(cluster, avoid=coordinator)
         port = cluster.brokers[successor].port
@@ -235,5 +285,70 @@ async def test_two_members_share_a_generation_and_committed_offsets_survive_the_
                 {"group_id": GROUP, "generation_id": generation, "member_id": ids[0]},
             )
             assert beat["error_code"] == NONE
+    finally:
+        cluster.close()
+
+
+@pytest.mark.timeout(180)
+async def test_a_group_is_listed_by_its_coordinator_deleted_once_empty_and_dump_log_shows_it(
+    tmp_path: Path, zk_connect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = ProcessCluster(tmp_path, zk_connect, size=3, properties=PROPERTIES)
+    try:
+        await cluster.start_all()
+        coordinator = await find_coordinator(cluster)
+        async with Connection("127.0.0.1", cluster.brokers[coordinator].port) as conn:
+            member = (await retrying(conn, ApiKey.JOIN_GROUP, join_body("", b"s")))["member_id"]
+            joined = await conn.request(ApiKey.JOIN_GROUP, join_body(member, b"s"), timeout=20)
+            sync = {
+                "group_id": GROUP,
+                "generation_id": joined["generation_id"],
+                "member_id": member,
+                "assignments": [{"member_id": member, "assignment": b"all"}],
+            }
+            assert (await conn.request(ApiKey.SYNC_GROUP, sync))["error_code"] == NONE
+            commit = commit_body(joined["generation_id"], member, {0: 5})
+            assert (await conn.request(ApiKey.OFFSET_COMMIT, commit))["topics"][0]["partitions"][0][
+                "error_code"
+            ] == NONE
+
+            listed = {
+                broker_id: [
+                    (g["group_id"], g["group_state"])
+                    for g in (await cluster.request(broker_id, ApiKey.LIST_GROUPS, {}))["groups"]
+                ]
+                for broker_id in cluster.live
+            }
+            assert listed[coordinator] == [(GROUP, "Stable")]
+            assert all(groups == [] for b, groups in listed.items() if b != coordinator)
+
+            refused = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": [GROUP]})
+            assert refused["results"][0]["error_code"] == 68  # NON_EMPTY_GROUP
+            left = await conn.request(
+                ApiKey.LEAVE_GROUP, {"group_id": GROUP, "members": [{"member_id": member}]}
+            )
+            assert left["members"][0]["error_code"] == NONE
+            deleted = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": [GROUP]})
+            assert deleted["results"] == [{"group_id": GROUP, "error_code": NONE}]
+            after = await conn.request(
+                ApiKey.OFFSET_FETCH, {"groups": [{"group_id": GROUP, "topics": None}]}
+            )
+            assert after["groups"][0]["topics"] == []
+
+        offsets_partition = partition_for(GROUP, PROPERTIES["offsets.topic.num.partitions"])
+        segment = (
+            tmp_path
+            / f"broker-{coordinator}"
+            / "logs"
+            / f"{OFFSETS_TOPIC}-{offsets_partition}"
+            / "00000000000000000000.log"
+        )
+        capsys.readouterr()
+        main(["dump-log", "--print-data-log", str(segment)])
+        printed = capsys.readouterr().out
+        assert f"offset_commit::group={GROUP} topic={TOPIC} partition=0 offset=5" in printed
+        assert f"group_metadata::group={GROUP} protocol_type=consumer generation=1" in printed
+        assert f"offset_commit::group={GROUP} topic={TOPIC} partition=0 <DELETE>" in printed
+        assert f"group_metadata::group={GROUP} <DELETE>" in printed
     finally:
         cluster.close()

@@ -4,6 +4,9 @@ test jumps it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 import trio
 import trio.testing
 
@@ -15,6 +18,7 @@ from minibroker.protocol.errors import (
     FencedInstanceIdError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
+    InvalidGroupIdError,
     InvalidSessionTimeoutError,
     KafkaError,
     MemberIdRequiredError,
@@ -23,6 +27,8 @@ from minibroker.protocol.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from minibroker.protocol.offsets_topic import OffsetCommitValue
+from minibroker.storage.names import TopicPartition
 from tests.unit.coordinator.harness import (
     GROUP,
     REBALANCE_MS,
@@ -365,3 +371,42 @@ async def test_losing_leadership_answers_parked_joins_not_coordinator() -> None:
         c.manager.resigned(0)
         assert answered(join_b)["error_code"] == NotCoordinatorError.code
         assert heartbeat_code(c, 1, a) == NotCoordinatorError.code
+
+
+async def test_the_initial_rebalance_delay_waits_again_while_members_keep_arriving(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    c = make_coordinator(initial_delay_ms=3000)
+    async with running(c):
+        a = await member_id_for(c)
+        join_a = c.join_group(join_request(a))
+        await settle()
+        mock_clock.jump(2)
+        await settle()
+        assert join_a.get() is None  # everyone known has joined, still the delay runs
+        b = await member_id_for(c)
+        join_b = c.join_group(join_request(b))
+        await settle()
+        mock_clock.jump(1.1)  # the first delay is over, but b arrived during it
+        await settle()
+        assert join_a.get() is None
+        mock_clock.jump(3)
+        await settle()
+        assert answered(join_a)["generation_id"] == answered(join_b)["generation_id"] == 1
+        assert len(answered(join_a)["members"]) == 2
+
+
+async def test_membership_apis_refuse_an_empty_group_id_the_offset_apis_accept_it() -> None:
+    c = make_coordinator()
+    async with running(c):
+        join = c.join_group(replace(join_request(), group_id=""))
+        assert answered(join)["error_code"] == InvalidGroupIdError.code
+        sync = c.sync_group("", 1, "m", None, None, None, {})
+        assert answered(sync)["error_code"] == InvalidGroupIdError.code
+        with pytest.raises(InvalidGroupIdError):
+            c.heartbeat("", 1, "m", None)
+        commit = c.commit_offsets(
+            "", -1, "", None, {TopicPartition("t", 0): OffsetCommitValue(1, "", 0)}
+        )
+        await settle()
+        assert answered(commit)["errors"] == {TopicPartition("t", 0): NONE}

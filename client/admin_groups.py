@@ -9,7 +9,8 @@ which the coordinator accepts only while the group has no members, as in Kafka.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,15 @@ class GroupAdmin:
     def _timeout_s(self) -> float:
         return self.request_timeout_ms / 1000
 
+    @contextlib.asynccontextmanager
+    async def _link(self, group_id: str) -> AsyncIterator[CoordinatorLink]:
+        link = CoordinatorLink(self.cluster, group_id)
+        try:
+            yield link
+        finally:
+            with trio.CancelScope(shield=True):
+                await link.aclose()
+
     async def list_groups(self) -> list[GroupListing]:
         """Every group of every broker, sorted by id."""
         meta = await self.cluster.refresh()
@@ -100,21 +110,21 @@ class GroupAdmin:
     ) -> tuple[dict[str, Any], int]:
         """One request to the group's coordinator, retried while it moves or loads:
         the response and the node id of the coordinator that answered."""
-        link = CoordinatorLink(self.cluster, group_id)
-        with trio.fail_after(self._timeout_s):
-            while True:
-                try:
-                    response = await link.request(api_key, body)
-                except (NetworkError, RequestTimedOutError):
-                    await trio.sleep(RETRY_BACKOFF_S)
-                    continue
-                entries = response.get("groups") or response.get("results") or [response]
-                code = max((e.get("error_code", 0) for e in entries), default=0)
-                if code and (link.moved(code) or code in RETRY_LATER):
-                    await trio.sleep(RETRY_BACKOFF_S)
-                    continue
-                assert link.coordinator is not None
-                return response, link.coordinator.node_id
+        async with self._link(group_id) as link:
+            with trio.fail_after(self._timeout_s):
+                while True:
+                    try:
+                        response = await link.request(api_key, body)
+                    except (NetworkError, RequestTimedOutError):
+                        await trio.sleep(RETRY_BACKOFF_S)
+                        continue
+                    entries = response.get("groups") or response.get("results") or [response]
+                    code = max((e.get("error_code", 0) for e in entries), default=0)
+                    if code and (link.moved(code) or code in RETRY_LATER):
+                        await trio.sleep(RETRY_BACKOFF_S)
+                        continue
+                    assert link.coordinator is not None
+                    return response, link.coordinator.node_id
 
     async def describe_group(self, group_id: str) -> GroupDescription:
         """State and members (with their assignments) of a group; an unknown group is
@@ -146,13 +156,13 @@ class GroupAdmin:
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, int | None]:
         """Committed offsets (all the group has, or of ``partitions``: None if none)."""
-        link = CoordinatorLink(self.cluster, group_id)
-        return await fetch_committed(link, partitions, timeout_s=self._timeout_s)
+        async with self._link(group_id) as link:
+            return await fetch_committed(link, partitions, timeout_s=self._timeout_s)
 
     async def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         """Set committed offsets; the group must have no members (else UNKNOWN_MEMBER_ID)."""
-        link = CoordinatorLink(self.cluster, group_id)
-        await commit_offsets(link, offsets, timeout_s=self._timeout_s)
+        async with self._link(group_id) as link:
+            await commit_offsets(link, offsets, timeout_s=self._timeout_s)
 
     async def delete_group_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition]

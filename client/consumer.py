@@ -165,7 +165,7 @@ class Consumer:
         tb: TracebackType | None,
     ) -> bool | None:
         try:
-            if self._group is not None and self._group.subscribed and self._tasks.nursery:
+            if self._group is not None and self._tasks.nursery:
                 with trio.CancelScope(shield=True):
                     await self._group.stop()
         finally:

@@ -193,7 +193,7 @@ class ConsumerGroup:
                 if self.pattern is not None and await self._rematch():
                     self.member.request_rejoin(f"the pattern now matches {list(self.topics)}")
                 elif self.member.is_leader:
-                    counts = await self.partition_counts(self.member.assigned_counts)
+                    counts = await self.partition_counts(self.member.assigned_counts, fresh=True)
                     if counts != self.member.assigned_counts:
                         self.member.request_rejoin("subscribed topics changed partitions")
             except KafkaError as exc:
@@ -209,10 +209,12 @@ class ConsumerGroup:
         """Close the membership: commit (auto-commit), revoke callbacks, LeaveGroup."""
         if self._scope is not None:
             self._scope.cancel()
-        owned = self.owned_partitions()
-        if owned and self.member.generation_id != NO_GENERATION:
-            await self.revoke_partitions(owned, lost=False)
-        await self.member.leave(timeout_s=LEAVE_TIMEOUT_S)
+        if self.subscribed:
+            owned = self.owned_partitions()
+            if owned and self.member.generation_id != NO_GENERATION:
+                await self.revoke_partitions(owned, lost=False)
+            await self.member.leave(timeout_s=LEAVE_TIMEOUT_S)
+        await self.link.aclose()
 
     # --- GroupHost --------------------------------------------------------------------
 
@@ -247,9 +249,17 @@ class ConsumerGroup:
                 self._last_committed[tp] = offset
         await _call(self.listener.on_partitions_assigned, partitions)
 
-    async def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+    async def partition_counts(
+        self, topics: Iterable[str], *, fresh: bool = False
+    ) -> dict[str, int]:
+        """Partition counts from the metadata cache when it knows every topic (the
+        metadata watch refreshes it), else from a Metadata request: that request shares
+        the broker connection with fetches and may wait behind a long poll."""
         wanted = sorted(set(topics))
-        meta = await self.cluster.refresh(wanted)
+        meta = self.cluster.metadata
+        known = [meta.topics.get(t) for t in wanted]
+        if fresh or not all(i is not None and i.error_code == 0 and i.partitions for i in known):
+            meta = await self.cluster.refresh(wanted)
         counts = {}
         for topic in wanted:
             info = meta.topics.get(topic)

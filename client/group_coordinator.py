@@ -23,6 +23,7 @@ import trio
 
 from minibroker.client.errors import wire_error
 from minibroker.client.metadata import ClusterClient
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     CoordinatorLoadInProgressError,
@@ -89,15 +90,45 @@ class Coordinator:
 
 
 class CoordinatorLink:
-    """The coordinator of one group, found on demand and forgotten when it moves."""
+    """The coordinator of one group, found on demand and forgotten when it moves.
+
+    Group requests travel on a connection of their own, as Kafka's clients do: on the
+    broker connection they would queue behind a consumer's long-polling Fetch (answers
+    leave a connection in request order), so a heartbeat or a JoinGroup could wait up
+    to fetch.max.wait.ms for nothing. ``aclose`` closes that connection."""
 
     def __init__(self, cluster: ClusterClient, group_id: str) -> None:
         self.cluster = cluster
         self.group_id = group_id
         self.coordinator: Coordinator | None = None
+        self._connection: Connection | None = None
+        self._connecting = trio.Lock()
 
     def mark_unknown(self) -> None:
         self.coordinator = None
+
+    async def aclose(self) -> None:
+        conn, self._connection = self._connection, None
+        if conn is not None:
+            await conn.aclose()
+
+    async def _connect(self, coordinator: Coordinator) -> Connection:
+        async with self._connecting:
+            conn = self._connection
+            address = (coordinator.host, coordinator.port)
+            if conn is not None and conn.is_usable and (conn.host, conn.port) == address:
+                return conn
+            await self.aclose()
+            conn = Connection(
+                coordinator.host,
+                coordinator.port,
+                client_id=self.cluster.client_id,
+                connect_timeout=self.cluster.connect_timeout_s,
+                request_timeout=self.cluster.request_timeout_s,
+            )
+            await conn.connect()
+            self._connection = conn
+            return conn
 
     async def find(self) -> Coordinator:
         """The coordinator, asking FindCoordinator until a broker names one."""
@@ -131,11 +162,11 @@ class CoordinatorLink:
         response are the caller's to read (``moved`` says which ones mean "ask again")."""
         coordinator = await self.find()
         try:
-            conn = await self.cluster.connection_to(coordinator.host, coordinator.port)
+            conn = await self._connect(coordinator)
             response: dict[str, Any] = await conn.request(api_key, body, timeout=timeout)
         except (NetworkError, RequestTimedOutError):
-            self.cluster.drop_connection(coordinator.host, coordinator.port)
             self.mark_unknown()
+            await self.aclose()
             raise
         return response
 

@@ -352,8 +352,8 @@ class GroupMember:
         revoked = sorted(owned - new)
         if revoked:  # cooperative: give up what moves, then rejoin to hand it over
             await self.host.revoke_partitions(revoked, lost=False)
-        self._move(MemberState.STABLE)
         await self.host.add_partitions(sorted(new - owned))
+        self._move(MemberState.STABLE)
         if revoked:
             self.request_rejoin(f"{len(revoked)} partitions revoked for other members")
         log.info(

@@ -3,7 +3,9 @@
 confluent-kafka ``Consumer({"group.id": ...})`` and ``kcat -G`` each join a group,
 consume and commit; the three libraries (and the bundled Consumer, on the msgpack
 listener) share one group's partitions, each record consumed by exactly one of them; a
-consumer restarted in its group resumes from the committed offsets; admin clients list,
+consumer restarted in its group resumes from the committed offsets; cooperative-sticky
+members (confluent-kafka, the bundled Consumer) give up only the partitions that move; a
+restarted static member gets its partitions back without a rebalance; admin clients list,
 rewind and delete groups and offsets. Committed offsets are read back with another
 client than the one that wrote them (kafka-python's admin client: OffsetFetch,
 DescribeGroups); tests/support/kafka_groups.py runs the group members.
@@ -15,6 +17,7 @@ import asyncio
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import aiokafka
@@ -33,6 +36,7 @@ from tests.support.kafka_groups import (
     Record,
     bundled_member,
     committed_offsets,
+    confluent_member,
     create_topic,
     described_group,
     group_state,
@@ -230,6 +234,68 @@ def test_several_libraries_share_one_groups_partitions_each_record_consumed_once
     for member in members:
         assert member.consumed, f"{member.name} consumed nothing"
         assert {p for p, _, _ in member.consumed} <= held[member.name]
+    assert committed_offsets(cluster, group) == log_ends(sent)
+
+
+def test_cooperative_members_of_both_listeners_keep_their_partitions_while_one_joins(
+    cluster: LocalCluster,
+) -> None:
+    """confluent-kafka and the bundled Consumer with the cooperative-sticky assignor
+    (KIP-429): when a second confluent-kafka member joins, the first two only give up
+    the partitions that move, and keep consuming the others throughout."""
+    topic = group = "cooperative"
+    partitions = 6
+    create_topic(cluster, topic, partitions)
+    changed = threading.Condition()
+    bootstrap, kafka_bootstrap = cluster.bootstrap, cluster.kafka_bootstrap
+    runners = {
+        "confluent-1": confluent_member(kafka_bootstrap, group, topic, "cooperative-sticky"),
+        "bundled": bundled_member(bootstrap, group, topic, "cooperative-sticky"),
+        "confluent-2": confluent_member(kafka_bootstrap, group, topic, "cooperative-sticky"),
+    }
+    members = {name: Member(name, changed) for name in runners}
+    first, bundled, joining = members.values()
+
+    def shared_by(group_members: list[Member]) -> Callable[[], bool]:
+        def shared() -> bool:
+            held = [m.assigned for m in group_members]
+            return all(held) and sum(map(len, held)) == partitions == len(frozenset().union(*held))
+
+        return shared
+
+    for member in (first, bundled):
+        member.start(runners[member.name])
+    try:
+        wait_for(
+            shared_by([first, bundled]), "two members to share the partitions", [first, bundled]
+        )
+        before = {m.name: m.assigned for m in (first, bundled)}
+        revocations_before = len(first.revoked)
+        sent = produce(cluster, topic, partitions, 120, tag=b"two")
+        everyone = list(members.values())
+        joining.start(runners[joining.name])
+        wait_for(shared_by(everyone), "three members to share the partitions", everyone)
+        sent += produce(cluster, topic, partitions, 120, tag=b"three")
+        wait_for(
+            lambda: sum(len(m.consumed) for m in everyone) >= len(sent),
+            "every record to be consumed",
+            everyone,
+        )
+        after = {m.name: m.assigned for m in (first, bundled)}
+        revoked = first.revoked[revocations_before:]  # closing revokes everything: not that
+    finally:
+        for member in members.values():
+            member.stop.set()
+        for member in members.values():
+            member.join()
+
+    for member in (first, bundled):
+        assert after[member.name] < before[member.name]  # gave some up, kept the rest
+    assert frozenset().union(*revoked) == before[first.name] - after[first.name]
+    consumed = Counter(record for m in members.values() for record in m.consumed)
+    assert set(consumed) == set(sent)  # none lost
+    moved = joining.assigned  # a record read twice was read just before its partition moved
+    assert {p for (p, _, _), times in consumed.items() if times > 1} <= moved
     assert committed_offsets(cluster, group) == log_ends(sent)
 
 

@@ -109,6 +109,7 @@ class Member:
         self.assigned: frozenset[int] = frozenset()
         self.error: BaseException | None = None
         self.noted: list[object] = []  # errors the client recovers from (a failed commit)
+        self.revoked: list[frozenset[int]] = []  # what each revocation took (confluent)
         self.stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -195,7 +196,13 @@ def aiokafka_member(bootstrap: str, group: str, topic: str) -> Callable[[Member]
     return lambda member: asyncio.run(consume(member))
 
 
-def confluent_member(bootstrap: str, group: str, topic: str) -> Callable[[Member], None]:
+def confluent_member(
+    bootstrap: str, group: str, topic: str, strategy: str = "roundrobin"
+) -> Callable[[Member], None]:
+    def revoked(member: Member, partitions: list[confluent_kafka.TopicPartition]) -> None:
+        with member.changed:
+            member.revoked.append(frozenset(tp.partition for tp in partitions))
+
     def run(member: Member) -> None:
         consumer = confluent_kafka.Consumer(
             {
@@ -205,11 +212,11 @@ def confluent_member(bootstrap: str, group: str, topic: str) -> Callable[[Member
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "session.timeout.ms": SESSION_TIMEOUT_MS,
-                "partition.assignment.strategy": "roundrobin",
+                "partition.assignment.strategy": strategy,
             }
         )
         try:
-            consumer.subscribe([topic])
+            consumer.subscribe([topic], on_revoke=lambda _, tps: revoked(member, tps))
             while not member.stop.is_set():
                 message = consumer.poll(0.2)
                 records = []
@@ -230,7 +237,9 @@ def confluent_member(bootstrap: str, group: str, topic: str) -> Callable[[Member
     return run
 
 
-def bundled_member(bootstrap: str, group: str, topic: str) -> Callable[[Member], None]:
+def bundled_member(
+    bootstrap: str, group: str, topic: str, strategy: str = "roundrobin"
+) -> Callable[[Member], None]:
     """The bundled Consumer, on the msgpack listener (``bootstrap``)."""
 
     async def consume(member: Member) -> None:
@@ -241,7 +250,7 @@ def bundled_member(bootstrap: str, group: str, topic: str) -> Callable[[Member],
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             session_timeout_ms=SESSION_TIMEOUT_MS,
-            partition_assignment_strategy="roundrobin",
+            partition_assignment_strategy=strategy,
         ) as consumer:
             consumer.subscribe([topic])
             while not member.stop.is_set():

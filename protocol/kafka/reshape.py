@@ -68,6 +68,11 @@ def _find_coordinator_response(version: int, request: Body, body: Body) -> Body:
     }
 
 
+def _join_group_request(version: int, body: Body) -> Body:
+    body["require_known_member_id"] = version >= JOIN_GROUP_MEMBER_ID_REQUIRED
+    return body
+
+
 def _leave_group_request(version: int, body: Body) -> Body:
     if version < LEAVE_GROUP_BATCHED:
         body["members"] = [{"member_id": body["member_id"], "group_instance_id": None}]
@@ -87,11 +92,6 @@ def _offset_fetch_request(version: int, body: Body) -> Body:
     if version < OFFSET_FETCH_BATCHED:
         body["groups"] = [{"group_id": body["group_id"], "topics": body["topics"]}]
     body["group_id"] = body["topics"] = None
-    return body
-
-
-def _join_group_request(version: int, body: Body) -> Body:
-    body["require_known_member_id"] = version >= JOIN_GROUP_MEMBER_ID_REQUIRED
     return body
 
 

@@ -24,14 +24,19 @@ import aiokafka
 import confluent_kafka
 import confluent_kafka.admin
 import pytest
+import trio
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
 
+from minibroker.client.admin import Admin
+from minibroker.protocol.api import ApiKey
+from tests.support.broker import KafkaWireClient
 from tests.support.cluster import LocalCluster
 from tests.support.kafka_groups import (
     CONSUME_TIMEOUT_S,
     KAFKA_LIBRARIES,
+    SESSION_TIMEOUT_MS,
     Member,
     Record,
     bundled_member,
@@ -446,3 +451,120 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
         again.consumer.close()
     finally:
         other.consumer.close()
+
+
+# -- the oldest versions ----------------------------------------------------------------
+
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+UNKNOWN_MEMBER_ID = 25
+
+
+async def find_coordinator_v0(cluster: LocalCluster, group: str) -> tuple[int, int]:
+    """(node id, Kafka port) of ``group``'s coordinator, asked with FindCoordinator v0
+    (one key, one answer at top level) until the offsets topic has a leader there."""
+    port = int(cluster.kafka_bootstrap.split(",")[0].rsplit(":", 1)[1])
+    async with KafkaWireClient(await trio.open_tcp_stream("127.0.0.1", port)) as client:
+        with trio.fail_after(CONSUME_TIMEOUT_S):
+            while True:
+                found = await client.kafka_request(ApiKey.FIND_COORDINATOR, 0, {"key": group})
+                if found["error_code"] != COORDINATOR_NOT_AVAILABLE:
+                    break
+                await trio.sleep(0.2)  # the offsets topic is being created
+    assert found["error_code"] == 0, found
+    return found["node_id"], found["port"]
+
+
+async def test_a_group_lives_and_dies_through_the_oldest_version_of_every_group_api(
+    cluster: LocalCluster,
+) -> None:
+    """v0 of the membership APIs, OffsetCommit v2 and OffsetFetch v1, as clients from
+    before KIP-394 / KIP-345 / KIP-709 speak them: no member-id round trip, one key, one
+    leaving member, one group, and per-partition errors where v1 has no group error."""
+    group = topic = "oldest-versions"
+    async with Admin(cluster.bootstrap) as admin:
+        await admin.create_topic(topic, 2, 3)
+    node_id, port = await find_coordinator_v0(cluster, group)
+    async with KafkaWireClient(await trio.open_tcp_stream("127.0.0.1", port)) as client:
+        joined = await client.kafka_request(
+            ApiKey.JOIN_GROUP,
+            0,
+            {
+                "group_id": group,
+                "session_timeout_ms": SESSION_TIMEOUT_MS,
+                "member_id": "",
+                "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b"subscription"}],
+            },
+        )
+        assert joined["error_code"] == 0, joined  # v0: a member id at once
+        member, generation = joined["member_id"], joined["generation_id"]
+        assert member and joined["leader"] == member
+        assert [m["member_id"] for m in joined["members"]] == [member]
+        synced = await client.kafka_request(
+            ApiKey.SYNC_GROUP,
+            0,
+            {
+                "group_id": group,
+                "generation_id": generation,
+                "member_id": member,
+                "assignments": [{"member_id": member, "assignment": b"partitions 0 and 1"}],
+            },
+        )
+        assert (synced["error_code"], synced["assignment"]) == (0, b"partitions 0 and 1")
+        beat = {"group_id": group, "generation_id": generation, "member_id": member}
+        assert (await client.kafka_request(ApiKey.HEARTBEAT, 0, beat))["error_code"] == 0
+
+        committed = await client.kafka_request(
+            ApiKey.OFFSET_COMMIT,
+            2,
+            {
+                **beat,
+                "retention_time_ms": -1,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": 0, "committed_offset": 7, "committed_metadata": "m"}
+                        ],
+                    }
+                ],
+            },
+        )
+        assert committed["topics"][0]["partitions"] == [{"partition_index": 0, "error_code": 0}]
+        asked = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1]}]}
+        fetched = await client.kafka_request(ApiKey.OFFSET_FETCH, 1, asked)
+        partitions = fetched["topics"][0]["partitions"]
+        assert [
+            (p["partition_index"], p["committed_offset"], p["error_code"]) for p in partitions
+        ] == [(0, 7, 0), (1, -1, 0)]
+        assert partitions[0]["metadata"] == "m"
+
+        described = await client.kafka_request(ApiKey.DESCRIBE_GROUPS, 0, {"groups": [group]})
+        [state] = described["groups"]
+        assert (state["group_state"], state["protocol_data"]) == ("Stable", "range")
+        assert [m["member_assignment"] for m in state["members"]] == [b"partitions 0 and 1"]
+        listed = await client.kafka_request(ApiKey.LIST_GROUPS, 0, {})
+        assert group in {g["group_id"] for g in listed["groups"]}
+
+        left = await client.kafka_request(
+            ApiKey.LEAVE_GROUP, 0, {"group_id": group, "member_id": member}
+        )
+        assert left["error_code"] == 0
+        again = await client.kafka_request(
+            ApiKey.LEAVE_GROUP, 0, {"group_id": group, "member_id": member}
+        )
+        assert again["error_code"] == UNKNOWN_MEMBER_ID  # the one member's error, at top level
+        described = await client.kafka_request(ApiKey.DESCRIBE_GROUPS, 0, {"groups": [group]})
+        assert described["groups"][0]["group_state"] == "Empty"
+
+    other = next(b["kafka_port"] for i, b in cluster.state["brokers"].items() if int(i) != node_id)
+    async with KafkaWireClient(await trio.open_tcp_stream("127.0.0.1", other)) as elsewhere:
+        refused = await elsewhere.kafka_request(ApiKey.OFFSET_FETCH, 1, asked)
+        assert [
+            (p["partition_index"], p["error_code"]) for p in refused["topics"][0]["partitions"]
+        ] == [(0, NOT_COORDINATOR), (1, NOT_COORDINATOR)]
+
+    async with KafkaWireClient(await trio.open_tcp_stream("127.0.0.1", port)) as client:
+        deleted = await client.kafka_request(ApiKey.DELETE_GROUPS, 0, {"groups_names": [group]})
+        assert deleted["results"] == [{"group_id": group, "error_code": 0}]

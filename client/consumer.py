@@ -27,6 +27,7 @@ instead: the group's coordinator and its leader decide which partitions it reads
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import deque
@@ -117,6 +118,7 @@ class Consumer:
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._ready: deque[tuple[TopicPartition, list[ConsumerRecord]]] = deque()
         self._iter_buffer: deque[ConsumerRecord] = deque()
+        self._generations = itertools.count(1)  # see _PartitionState.generation
         self._in_flight: set[int] = set()
         self._turn = 0  # round-robin start of _decode_next
         self._wakeup = trio.Event()  # fetch manager: something changed
@@ -183,9 +185,16 @@ class Consumer:
     def set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
         """``assign`` without the check: how the group side applies a rebalance."""
         wanted = [(t, int(p)) for t, p in partitions]
-        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
+        # A partition assigned again gets a generation never used before, so the answer
+        # to a fetch sent before it was taken away is not mistaken for a current one.
+        self._states = {
+            tp: self._states.get(tp) or _PartitionState(generation=next(self._generations))
+            for tp in wanted
+        }
         self._ready = deque((tp, recs) for tp, recs in self._ready if tp in self._states)
-        self._iter_buffer.clear()
+        self._iter_buffer = deque(
+            r for r in self._iter_buffer if (r.topic, r.partition) in self._states
+        )
         self.cluster.topics.update(t for t, _ in wanted)
         self.cluster.request_update()
         self._wakeup.set()
@@ -279,7 +288,7 @@ class Consumer:
         """The next record returned for the partition is the one at ``offset``."""
         state = self._state((topic, partition))
         state.position = state.fetch_offset = offset
-        state.generation += 1
+        state.generation = next(self._generations)
         state.buffered.clear()
         state.buffered_bytes = 0
         state.error = None
@@ -290,8 +299,12 @@ class Consumer:
         self._wakeup.set()
 
     def position(self, topic: str, partition: int) -> int | None:
-        """The offset of the next record poll returns (None until it is known)."""
+        """The offset of the next record the application gets, from ``poll`` or ``async
+        for`` (None until it is known): what a commit stores."""
         position = self._state((topic, partition)).position
+        for record in self._iter_buffer:  # taken from the buffers, not yet handed out
+            if record.partition == partition and record.topic == topic:
+                return record.offset
         return None if position == RESETTING else position
 
     def high_watermark(self, topic: str, partition: int) -> int:
@@ -354,7 +367,8 @@ class Consumer:
 
     async def __anext__(self) -> ConsumerRecord:
         while not self._iter_buffer:
-            self._iter_buffer.extend(await self.poll(math.inf, 10_000))
+            records = await self.poll(math.inf, 10_000)
+            self._iter_buffer.extend(records)  # after the await: seek may replace the deque
         return self._iter_buffer.popleft()
 
     def _raise_partition_error(self) -> None:
@@ -554,7 +568,7 @@ class Consumer:
             state.position = state.fetch_offset = None  # the manager resets it
             state.buffered.clear()
             state.buffered_bytes = 0
-            state.generation += 1
+            state.generation = next(self._generations)
         elif error.retriable:
             self.cluster.request_update()
         else:

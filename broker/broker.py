@@ -13,8 +13,9 @@ Start-up order (Kafka's KafkaServer.startup):
 4. start the periodic work: HW checkpoints (replica manager), retention and the
    recovery-point / log-start checkpoints (broker/log_maintenance.py), and the
    Prometheus endpoint when ``metrics.port`` is set (broker/metrics.py);
-5. start the broker services it was given (node/ passes the group coordinator): they
-   see the replica manager, the dispatcher and every LeaderAndIsr from here on;
+5. (before the listeners serve) start the broker services it was given (node/ passes
+   the group coordinator): they register their handlers with the dispatcher and see
+   every LeaderAndIsr the replica manager applies;
 6. in cluster mode, join the cluster (broker/cluster_member.py): register in ZooKeeper
    and start the session services the broker was given (node/ passes the controller
    candidate).
@@ -80,8 +81,8 @@ topic's UpdateMetadata; the cache has no change notification to wait on."""
 
 class BrokerService(Protocol):
     """A component that lives as long as the broker serves, built on its parts (node/
-    passes the group coordinator, which broker/ must not import): started once the
-    replica manager runs and before the broker joins the cluster."""
+    passes the group coordinator, which broker/ must not import): started before the
+    listeners serve and the broker joins the cluster, after the replica manager exists."""
 
     async def __call__(
         self, broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -278,6 +279,8 @@ class Broker:
             await self.kafka_server.listen()
         async with trio.open_nursery() as nursery:
             self._cancel_scope = nursery.cancel_scope
+            for service in self.services:  # their handlers are in place before anyone asks
+                await nursery.start(service, self)
             await nursery.start(self.server.run)
             if self.kafka_server is not None:
                 await nursery.start(self.kafka_server.run)
@@ -286,8 +289,6 @@ class Broker:
                 adv_host, adv_port or self.server.port, config.broker_rack, self.kafka_address
             )
             await nursery.start(replica_manager.run)
-            for service in self.services:
-                await nursery.start(service, self)
             await nursery.start(fetchers.run)
             maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
             await nursery.start(maintenance.run)

@@ -24,10 +24,11 @@ from typing import Any
 from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.coordinator.coordinator import GroupCoordinator, JoinRequest
-from minibroker.coordinator.group import Answer, Group
+from minibroker.coordinator.group import Answer, Group, GroupState
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     NONE,
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     InvalidRequestError,
     KafkaError,
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 
 CreateTopics = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 """A CreateTopics handler (broker/admin_manager.py): request body -> response body."""
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+"""Kafka's "not asked for" value of DescribeGroups' authorized_operations."""
 
 OFFSETS_TOPIC_SEGMENT_BYTES = 104857600
 """Kafka's offsets.topic.segment.bytes: smaller than log segments, so that compaction
@@ -323,7 +327,10 @@ class CoordinatorApis:
             for g in self.coordinator.list_groups()
             if not wanted or g.state.value.lower() in wanted
         ]
-        return {"throttle_time_ms": 0, "error_code": NONE, "groups": groups}
+        # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while any of its partitions loads:
+        # the list would miss that partition's groups.
+        code = CoordinatorLoadInProgressError.code if self.coordinator.manager.loading else NONE
+        return {"throttle_time_ms": 0, "error_code": code, "groups": groups}
 
     def handle_delete_groups(self, header: RequestHeader, body: Body) -> HandlerResult:
         answer = self.coordinator.delete_groups(body["groups_names"])
@@ -400,18 +407,21 @@ def _grouped(partitions: list[tuple[str, Body]]) -> list[Body]:
 
 
 def _described(group_id: str, group: Group | None, code: int) -> Body:
+    """A DescribeGroups entry. As Kafka's GroupMetadata.summary: members' metadata,
+    assignments and the protocol only while the group is Stable (otherwise they are
+    about to change); an unknown group is Dead with no members."""
     if group is None:
-        state = "Dead"
         return {
             "error_code": code,
             "group_id": group_id,
-            "group_state": state,
+            "group_state": GroupState.DEAD.value,
             "protocol_type": "",
             "protocol_data": "",
             "members": [],
-            "authorized_operations": -2147483648,
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         }
-    protocol = group.protocol_name
+    stable = group.state is GroupState.STABLE
+    protocol = group.protocol_name if stable else None
     return {
         "error_code": code,
         "group_id": group_id,
@@ -427,9 +437,9 @@ def _described(group_id: str, group: Group | None, code: int) -> Body:
                 "member_metadata": next(
                     (meta for name, meta in m.protocols if name == protocol), b""
                 ),
-                "member_assignment": m.assignment,
+                "member_assignment": m.assignment if stable else b"",
             }
             for m in group.members.values()
         ],
-        "authorized_operations": -2147483648,
+        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }

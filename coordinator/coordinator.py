@@ -33,39 +33,33 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import trio
 
 from minibroker.broker.purgatory import Purgatory
+from minibroker.coordinator.answers import join_answer, join_error, sync_answer, sync_error
 from minibroker.coordinator.group import Answer, Group, GroupState, Member
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
+from minibroker.coordinator.offset_operations import GroupOffsetOperations
+from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
-    GroupIdNotFoundError,
     GroupMaxSizeReachedError,
-    GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
     KafkaError,
     MemberIdRequiredError,
-    NonEmptyGroupError,
     NotCoordinatorError,
-    OffsetMetadataTooLargeError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from minibroker.protocol.offsets_topic import OffsetCommitValue
 from minibroker.storage.log_config import Clock
-from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
-
-Body = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +84,7 @@ class JoinRequest:
     require_known_member_id: bool = True
 
 
-class GroupCoordinator:
+class GroupCoordinator(GroupOffsetOperations):
     def __init__(self, manager: GroupMetadataManager, config: GroupConfig, *, clock: Clock) -> None:
         self.manager = manager
         self.config = config
@@ -127,6 +121,13 @@ class GroupCoordinator:
         self._spawn(run)
         return answer
 
+    def _check_group(self, group_id: str) -> None:
+        """The membership APIs need a group id (the offset APIs accept "", as Kafka's
+        do for old clients) coordinated here."""
+        if not group_id:
+            raise InvalidGroupIdError("group id must not be empty")
+        self.manager.check_owner(group_id)
+
     # -- JoinGroup -----------------------------------------------------------------------------
 
     def join_group(self, request: JoinRequest) -> Answer:
@@ -136,13 +137,11 @@ class GroupCoordinator:
         try:
             self._join(request, answer)
         except KafkaError as exc:
-            answer.set(self._join_error(exc, request.member_id))
+            answer.set(join_error(exc, request.member_id))
         return answer
 
     def _join(self, req: JoinRequest, answer: Answer) -> None:
-        if not req.group_id:
-            raise InvalidGroupIdError("group id must not be empty")
-        self.manager.check_owner(req.group_id)
+        self._check_group(req.group_id)
         if not (
             self.config.min_session_timeout_ms
             <= req.session_timeout_ms
@@ -187,7 +186,7 @@ class GroupCoordinator:
             self._spawn(self._expire_pending_member, group, new_id, req.session_timeout_ms)
             answer.set(
                 {
-                    **self._join_error(MemberIdRequiredError(), new_id),
+                    **join_error(MemberIdRequiredError(), new_id),
                     "member_id": new_id,
                 }
             )
@@ -211,14 +210,14 @@ class GroupCoordinator:
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             if member.matches(req.protocols):
                 # A retry of a join whose answer was lost: answer the same generation.
-                answer.set(self._join_answer(group, member))
+                answer.set(join_answer(group, member))
             else:
                 self._update_member_and_rebalance(group, member, req, answer)
         elif group.is_(GroupState.STABLE):
             if member.member_id == group.leader_id or not member.matches(req.protocols):
                 self._update_member_and_rebalance(group, member, req, answer)
             else:
-                answer.set(self._join_answer(group, member))
+                answer.set(join_answer(group, member))
 
     def _replace_static_member(
         self, group: Group, req: JoinRequest, old_id: str, new_id: str, answer: Answer
@@ -226,10 +225,10 @@ class GroupCoordinator:
         old = group.members[old_id]
         # The old incarnation's parked requests learn they are fenced.
         if old.awaiting_join is not None:
-            old.awaiting_join.set(self._join_error(FencedInstanceIdError(), old_id))
+            old.awaiting_join.set(join_error(FencedInstanceIdError(), old_id))
             old.awaiting_join = None
         if old.awaiting_sync is not None:
-            old.awaiting_sync.set(_sync_error(FencedInstanceIdError()))
+            old.awaiting_sync.set(sync_error(FencedInstanceIdError()))
             old.awaiting_sync = None
         same_protocols = old.matches(req.protocols)
         member = group.replace_static_member(req.group_instance_id or "", old_id, new_id)
@@ -240,7 +239,7 @@ class GroupCoordinator:
         if group.is_(GroupState.STABLE) and same_protocols:
             # Nothing changed for the group: the member gets its old assignment back
             # through SyncGroup, no rebalance (KIP-345).
-            answer.set(self._join_answer(group, member))
+            answer.set(join_answer(group, member))
             return
         member.protocols = list(req.protocols)
         member.awaiting_join = answer
@@ -275,7 +274,7 @@ class GroupCoordinator:
     ) -> None:
         if member.awaiting_join is not None and member.awaiting_join is not answer:
             # The client gave up on its earlier join and sent another: answer that one.
-            member.awaiting_join.set(self._join_error(RebalanceInProgressError(), member.member_id))
+            member.awaiting_join.set(join_error(RebalanceInProgressError(), member.member_id))
         member.protocols = list(req.protocols)
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
@@ -359,7 +358,7 @@ class GroupCoordinator:
         group.transition_to(GroupState.COMPLETING_REBALANCE, now)
         for member in group.members.values():
             if member.awaiting_join is not None:
-                member.awaiting_join.set(self._join_answer(group, member))
+                member.awaiting_join.set(join_answer(group, member))
                 member.awaiting_join = None
                 member.is_new = False
                 self._heartbeat(member)
@@ -381,42 +380,6 @@ class GroupCoordinator:
                 error,
             )
 
-    def _join_answer(self, group: Group, member: Member) -> Body:
-        protocol = group.protocol_name
-        members = []
-        if member.member_id == group.leader_id and protocol is not None:
-            members = [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "metadata": m.metadata_for(protocol),
-                }
-                for m in group.members.values()
-            ]
-        return {
-            "throttle_time_ms": 0,
-            "error_code": NONE,
-            "generation_id": group.generation_id,
-            "protocol_type": group.protocol_type,
-            "protocol_name": protocol,
-            "leader": group.leader_id or "",
-            "member_id": member.member_id,
-            "members": members,
-        }
-
-    @staticmethod
-    def _join_error(error: KafkaError, member_id: str) -> Body:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": error.code,
-            "generation_id": -1,
-            "protocol_type": None,
-            "protocol_name": None,
-            "leader": "",
-            "member_id": member_id,
-            "members": [],
-        }
-
     # -- SyncGroup -----------------------------------------------------------------------------
 
     def sync_group(
@@ -431,7 +394,7 @@ class GroupCoordinator:
     ) -> Answer:
         answer = Answer()
         try:
-            self.manager.check_owner(group_id)
+            self._check_group(group_id)
             group = self.manager.group(group_id)
             if group is None:
                 raise UnknownMemberIdError(f"group {group_id!r} does not exist")
@@ -451,17 +414,17 @@ class GroupCoordinator:
             if group.is_(GroupState.PREPARING_REBALANCE):
                 raise RebalanceInProgressError(f"group {group_id!r} is rebalancing")
             if group.is_(GroupState.STABLE):
-                answer.set(self._sync_answer(group, member.assignment))
+                answer.set(sync_answer(group, member.assignment))
                 return answer
             # CompletingRebalance: park until the leader's assignment is stored.
             if member.awaiting_sync is not None:
-                member.awaiting_sync.set(_sync_error(RebalanceInProgressError()))
+                member.awaiting_sync.set(sync_error(RebalanceInProgressError()))
             member.awaiting_sync = answer
             self._heartbeat(member)
             if member_id == group.leader_id:
                 self._spawn(self._store_assignment, group, group.generation_id, assignments)
         except KafkaError as exc:
-            answer.set(_sync_error(exc))
+            answer.set(sync_error(exc))
         return answer
 
     async def _store_assignment(
@@ -479,7 +442,7 @@ class GroupCoordinator:
         for member_id, member in group.members.items():
             member.assignment = full.get(member_id, b"")
             if member.awaiting_sync is not None:
-                member.awaiting_sync.set(self._sync_answer(group, member.assignment))
+                member.awaiting_sync.set(sync_answer(group, member.assignment))
                 member.awaiting_sync = None
                 self._heartbeat(member)
         group.transition_to(GroupState.STABLE, self.clock())
@@ -489,18 +452,8 @@ class GroupCoordinator:
         for member in group.members.values():
             member.assignment = b""
             if member.awaiting_sync is not None:
-                member.awaiting_sync.set(_sync_error(error))
+                member.awaiting_sync.set(sync_error(error))
                 member.awaiting_sync = None
-
-    @staticmethod
-    def _sync_answer(group: Group, assignment: bytes) -> Body:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": NONE,
-            "protocol_type": group.protocol_type,
-            "protocol_name": group.protocol_name,
-            "assignment": assignment,
-        }
 
     # -- Heartbeat -----------------------------------------------------------------------------
 
@@ -508,7 +461,7 @@ class GroupCoordinator:
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> None:
         """Raises the error a Heartbeat answers; returns when it answers NONE."""
-        self.manager.check_owner(group_id)
+        self._check_group(group_id)
         group = self.manager.group(group_id)
         if group is None:
             raise UnknownMemberIdError(f"group {group_id!r} does not exist")
@@ -555,10 +508,10 @@ class GroupCoordinator:
 
     def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
         if member.awaiting_join is not None:
-            member.awaiting_join.set(self._join_error(UnknownMemberIdError(), member.member_id))
+            member.awaiting_join.set(join_error(UnknownMemberIdError(), member.member_id))
             member.awaiting_join = None
         if member.awaiting_sync is not None:
-            member.awaiting_sync.set(_sync_error(UnknownMemberIdError()))
+            member.awaiting_sync.set(sync_error(UnknownMemberIdError()))
             member.awaiting_sync = None
         group.remove(member.member_id)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -571,7 +524,7 @@ class GroupCoordinator:
     def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[Body]:
         """Remove members; per member {member_id, group_instance_id, error_code}. Raises
         what the whole request answers."""
-        self.manager.check_owner(group_id)
+        self._check_group(group_id)
         group = self.manager.group(group_id)
         results = []
         for member_id, instance_id in leaving:
@@ -606,137 +559,6 @@ class GroupCoordinator:
         self._remove_member_and_update_group(group, member)
         return NONE
 
-    # -- offsets -------------------------------------------------------------------------------
-
-    def commit_offsets(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        offsets: dict[TopicPartition, OffsetCommitValue],
-    ) -> Answer:
-        """Answer: ``{"errors": {tp: code}}`` once the commit is written (or refused)."""
-        answer = Answer()
-        try:
-            group = self._group_for_commit(group_id, generation_id, member_id, group_instance_id)
-        except KafkaError as exc:
-            answer.set({"errors": dict.fromkeys(offsets, exc.code)})
-            return answer
-        errors: dict[TopicPartition, int] = {}
-        valid: dict[TopicPartition, OffsetCommitValue] = {}
-        for tp, value in offsets.items():
-            if len(value.metadata.encode()) > self.manager.config.metadata_max_bytes:
-                errors[tp] = OffsetMetadataTooLargeError.code
-            else:
-                valid[tp] = value
-
-        async def write() -> Body:
-            error = await self.manager.store_offsets(group, valid)
-            code = NONE if error is None else error.code
-            return {"errors": {**errors, **dict.fromkeys(valid, code)}}
-
-        return self.detached(write)
-
-    def _group_for_commit(
-        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
-    ) -> Group:
-        if not group_id:
-            raise InvalidGroupIdError("group id must not be empty")
-        self.manager.check_owner(group_id)
-        group = self.manager.group(group_id)
-        if group is None:
-            if generation_id >= 0:
-                raise IllegalGenerationError(f"group {group_id!r} has no generation")
-            # A consumer outside the group protocol (assign(), not subscribe()).
-            return self.manager.add_group(Group(group_id, current_state_timestamp=self.clock()))
-        if group.is_(GroupState.DEAD):
-            raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
-        if group.is_static_member_fenced(member_id, instance_id):
-            raise FencedInstanceIdError(f"instance {instance_id!r} is held by another")
-        if generation_id < 0 and group.is_(GroupState.EMPTY):
-            return group
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
-        member = group.members.get(member_id)
-        if member is None:
-            raise UnknownMemberIdError(f"{member_id} is not a member of {group_id!r}")
-        if generation_id != group.generation_id:
-            raise IllegalGenerationError(
-                f"generation {generation_id} is not the group's {group.generation_id}"
-            )
-        self._heartbeat(member)
-        return group
-
-    def fetch_offsets(
-        self, group_id: str, tps: list[TopicPartition] | None
-    ) -> dict[TopicPartition, OffsetCommitValue | None]:
-        """Committed offsets (None: no commit); ``tps`` None asks for all."""
-        self.manager.check_owner(group_id)
-        group = self.manager.group(group_id)
-        committed = {} if group is None else group.offsets
-        if tps is None:
-            return dict(committed)
-        return {tp: committed.get(tp) for tp in tps}
-
-    # -- administration ------------------------------------------------------------------------
-
-    def describe_group(self, group_id: str) -> Group | None:
-        self.manager.check_owner(group_id)
-        return self.manager.group(group_id)
-
-    def list_groups(self) -> list[Group]:
-        return self.manager.owned_groups()
-
-    def delete_groups(self, group_ids: list[str]) -> Answer:
-        """Answer: ``{"errors": {group_id: code}}``."""
-        errors: dict[str, int] = {}
-        deletable: list[Group] = []
-        for group_id in group_ids:
-            try:
-                self.manager.check_owner(group_id)
-                group = self.manager.group(group_id)
-                if group is None or group.is_(GroupState.DEAD):
-                    raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
-                if not group.is_(GroupState.EMPTY):
-                    raise NonEmptyGroupError(f"group {group_id!r} has members")
-            except KafkaError as exc:
-                errors[group_id] = exc.code
-            else:
-                deletable.append(group)
-
-        async def delete() -> Body:
-            for group in deletable:
-                error = await self.manager.delete_group(group)
-                errors[group.group_id] = NONE if error is None else error.code
-            return {"errors": errors}
-
-        return self.detached(delete)
-
-    def delete_offsets(self, group_id: str, tps: list[TopicPartition]) -> Answer:
-        """Answer: ``{"errors": {tp: code}}``; raises what the whole request answers."""
-        self.manager.check_owner(group_id)
-        group = self.manager.group(group_id)
-        if group is None or group.is_(GroupState.DEAD):
-            raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
-        if group.state not in (GroupState.EMPTY, GroupState.STABLE) and group.members:
-            raise NonEmptyGroupError(f"group {group_id!r} is rebalancing")
-        subscribed = group.subscribed_topics() if group.members else set()
-        errors: dict[TopicPartition, int] = {}
-        deletable = []
-        for tp in tps:
-            if subscribed is None or tp.topic in subscribed:
-                errors[tp] = GroupSubscribedToTopicError.code
-            else:
-                deletable.append(tp)
-
-        async def delete() -> Body:
-            error = await self.manager.delete_offsets(group, deletable)
-            code = NONE if error is None else error.code
-            return {"errors": {**errors, **dict.fromkeys(deletable, code)}}
-
-        return self.detached(delete)
-
     # -- leadership ----------------------------------------------------------------------------
 
     async def partition_led(self, partition: int, epoch: int) -> None:
@@ -755,19 +577,9 @@ class GroupCoordinator:
         group.rebalance_token += 1
         for member in group.members.values():
             if member.awaiting_join is not None:
-                member.awaiting_join.set(self._join_error(NotCoordinatorError(), member.member_id))
+                member.awaiting_join.set(join_error(NotCoordinatorError(), member.member_id))
                 member.awaiting_join = None
             if member.awaiting_sync is not None:
-                member.awaiting_sync.set(_sync_error(NotCoordinatorError()))
+                member.awaiting_sync.set(sync_error(NotCoordinatorError()))
                 member.awaiting_sync = None
         self.join_purgatory.notify(group.group_id)
-
-
-def _sync_error(error: KafkaError) -> Body:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error.code,
-        "protocol_type": None,
-        "protocol_name": None,
-        "assignment": b"",
-    }

@@ -33,6 +33,7 @@ from minibroker.coordinator.offsets_log import OffsetsLog, commit_error
 from minibroker.protocol.errors import (
     CoordinatorLoadInProgressError,
     CorruptMessageError,
+    InvalidCommitOffsetSizeError,
     KafkaError,
     NotCoordinatorError,
 )
@@ -208,7 +209,16 @@ class GroupMetadataManager:
             timestamp=self.clock(),
         )
         error = await self.log.append(self.partition_of(group.group_id), [record])
-        return None if error is None else commit_error(error)
+        if error is None:
+            return None
+        mapped = commit_error(error)
+        # Kafka answers a group write too large for the log UNKNOWN_SERVER_ERROR (the
+        # offsets' INVALID_COMMIT_OFFSET_SIZE would mean nothing to a SyncGroup).
+        return (
+            KafkaError(error.message)
+            if isinstance(mapped, InvalidCommitOffsetSizeError)
+            else mapped
+        )
 
     async def store_offsets(
         self,

@@ -8,6 +8,16 @@ from pathlib import Path
 import pytest
 
 from minibroker.client.cli.main import main
+from minibroker.protocol.offsets_topic import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
 from minibroker.protocol.records import Record, encode_batch
 from tests.unit.storage.batches import batch, open_log
 
@@ -159,3 +169,32 @@ def test_a_producer_state_snapshot_lists_each_producers_last_batch(
     snapshot.write_bytes(snapshot.read_bytes()[:-1])
     code, lines = dump(capsys, str(snapshot))
     assert code == 1 and lines[1].startswith("invalid snapshot")
+
+
+def test_records_of_the_offsets_topic_are_printed_decoded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commit_key = encode_offset_commit_key(OffsetCommitKey("g", "orders", 2))
+    group_key = encode_group_metadata_key(GroupMetadataKey("g"))
+    records = [
+        Record(encode_offset_commit_value(OffsetCommitValue(41, "meta", 5)), key=commit_key),
+        Record(
+            encode_group_metadata_value(GroupMetadataValue("consumer", 3, "range", "m", 7, ())),
+            key=group_key,
+        ),
+        Record(None, key=commit_key),
+    ]
+    log = open_log(tmp_path / "__consumer_offsets-7")
+    log.append(bytearray(encode_batch(records, now_ms=1_000)))
+    log.close()
+    _, lines = dump(
+        capsys,
+        "--print-data-log",
+        str(tmp_path / "__consumer_offsets-7" / "00000000000000000000.log"),
+    )
+    data = [line for line in lines if line.startswith("| offset:")]
+    assert "offset_commit::group=g topic=orders partition=2 offset=41" in data[0]
+    assert "metadata='meta' commit_timestamp=5" in data[0]
+    assert "group_metadata::group=g protocol_type=consumer generation=3 protocol=range" in data[1]
+    assert data[2].endswith("offset_commit::group=g topic=orders partition=2 <DELETE>")
+    assert not [line for line in data if "payload:" in line]

@@ -1,0 +1,177 @@
+"""The offset and administration APIs' side of the GroupCoordinator: OffsetCommit's
+group checks (Kafka's handleCommitOffsets), OffsetFetch, DescribeGroups, ListGroups,
+DeleteGroups and OffsetDelete.
+
+A mixin of GroupCoordinator (coordinator/coordinator.py), which gives it the manager,
+the clocks, member heartbeats and detached writes; kept apart because these requests
+never change a group's membership.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from minibroker.coordinator.group import Answer, Group, GroupState, Member
+from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
+from minibroker.protocol.api import Body
+from minibroker.protocol.errors import (
+    NONE,
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
+    IllegalGenerationError,
+    KafkaError,
+    NonEmptyGroupError,
+    OffsetMetadataTooLargeError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from minibroker.protocol.offsets_topic import OffsetCommitValue
+from minibroker.storage.log_config import Clock
+from minibroker.storage.names import TopicPartition
+
+
+class GroupOffsetOperations:
+    manager: GroupMetadataManager
+    clock: Clock
+
+    def _heartbeat(self, member: Member) -> None:
+        raise NotImplementedError
+
+    def detached(self, fn: Callable[[], Awaitable[Body]]) -> Answer:
+        raise NotImplementedError
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetCommitValue],
+    ) -> Answer:
+        """Answer: ``{"errors": {tp: code}}`` once the commit is written (or refused)."""
+        answer = Answer()
+        try:
+            group = self._group_for_commit(group_id, generation_id, member_id, group_instance_id)
+        except KafkaError as exc:
+            answer.set({"errors": dict.fromkeys(offsets, exc.code)})
+            return answer
+        errors: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetCommitValue] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata.encode()) > self.manager.config.metadata_max_bytes:
+                errors[tp] = OffsetMetadataTooLargeError.code
+            else:
+                valid[tp] = value
+
+        async def write() -> Body:
+            error = await self.manager.store_offsets(group, valid)
+            code = NONE if error is None else error.code
+            return {"errors": {**errors, **dict.fromkeys(valid, code)}}
+
+        return self.detached(write)
+
+    def _group_for_commit(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+    ) -> Group:
+        self.manager.check_owner(group_id)
+        group = self.manager.group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                raise IllegalGenerationError(f"group {group_id!r} has no generation")
+            # A consumer outside the group protocol (assign(), not subscribe()).
+            return self.manager.add_group(Group(group_id, current_state_timestamp=self.clock()))
+        if group.is_(GroupState.DEAD):
+            raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
+        if group.is_static_member_fenced(member_id, instance_id):
+            raise FencedInstanceIdError(f"instance {instance_id!r} is held by another")
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return group
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")
+        member = group.members.get(member_id)
+        if member is None:
+            raise UnknownMemberIdError(f"{member_id} is not a member of {group_id!r}")
+        if generation_id != group.generation_id:
+            raise IllegalGenerationError(
+                f"generation {generation_id} is not the group's {group.generation_id}"
+            )
+        self._heartbeat(member)
+        return group
+
+    def fetch_offsets(
+        self, group_id: str, tps: list[TopicPartition] | None
+    ) -> dict[TopicPartition, OffsetCommitValue | None]:
+        """Committed offsets (None: no commit); ``tps`` None asks for all."""
+        self.manager.check_owner(group_id)
+        group = self.manager.group(group_id)
+        committed = {} if group is None else group.offsets
+        if tps is None:
+            return dict(committed)
+        return {tp: committed.get(tp) for tp in tps}
+
+    # -- administration ------------------------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> Group | None:
+        self.manager.check_owner(group_id)
+        return self.manager.group(group_id)
+
+    def list_groups(self) -> list[Group]:
+        return self.manager.owned_groups()
+
+    def delete_groups(self, group_ids: list[str]) -> Answer:
+        """Answer: ``{"errors": {group_id: code}}``."""
+        errors: dict[str, int] = {}
+        deletable: list[Group] = []
+        for group_id in group_ids:
+            try:
+                self.manager.check_owner(group_id)
+                group = self.manager.group(group_id)
+                if group is None or group.is_(GroupState.DEAD):
+                    raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
+                if not group.is_(GroupState.EMPTY):
+                    raise NonEmptyGroupError(f"group {group_id!r} has members")
+            except KafkaError as exc:
+                errors[group_id] = exc.code
+            else:
+                deletable.append(group)
+
+        async def delete() -> Body:
+            for group in deletable:
+                error = await self.manager.delete_group(group)
+                errors[group.group_id] = NONE if error is None else error.code
+            return {"errors": errors}
+
+        return self.detached(delete)
+
+    def delete_offsets(self, group_id: str, tps: list[TopicPartition]) -> Answer:
+        """Answer: ``{"errors": {tp: code}}``; raises what the whole request answers."""
+        self.manager.check_owner(group_id)
+        group = self.manager.group(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
+        # As Kafka: an empty group's offsets all go; a consumer group's only for topics
+        # no member subscribes to; any other group with members keeps them.
+        if group.is_(GroupState.EMPTY):
+            subscribed: set[str] | None = set()
+        elif group.protocol_type == "consumer":
+            subscribed = group.subscribed_topics()
+        else:
+            raise NonEmptyGroupError(f"group {group_id!r} has members")
+        errors: dict[TopicPartition, int] = {}
+        deletable = []
+        for tp in tps:
+            if subscribed is None or tp.topic in subscribed:
+                errors[tp] = GroupSubscribedToTopicError.code
+            else:
+                deletable.append(tp)
+
+        async def delete() -> Body:
+            error = await self.manager.delete_offsets(group, deletable)
+            code = NONE if error is None else error.code
+            return {"errors": {**errors, **dict.fromkeys(deletable, code)}}
+
+        return self.detached(delete)

@@ -17,7 +17,8 @@ three bundled consumers, then:
   with acks=all to ``__consumer_offsets``, replication factor 3), and
   concurrent_commits_per_s with ``--concurrency`` commits in flight.
 
-Progress goes to stderr, one JSON object to the last line of stdout, with the load
+bench/group_bench.py measures the coordinator alone, with raw requests; this one
+measures what an application sees through the bundled Consumer. Progress goes to stderr, one JSON object to the last line of stdout, with the load
 average: figures depend on how busy the machine is.
 """
 

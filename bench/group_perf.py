@@ -18,8 +18,9 @@ three bundled consumers, then:
   concurrent_commits_per_s with ``--concurrency`` commits in flight.
 
 bench/group_bench.py measures the coordinator alone, with raw requests; this one
-measures what an application sees through the bundled Consumer. Progress goes to stderr, one JSON object to the last line of stdout, with the load
-average: figures depend on how busy the machine is.
+measures what an application sees through the bundled Consumer. Progress goes to
+stderr, one JSON object to the last line of stdout, with the load average: figures
+depend on how busy the machine is.
 """
 
 from __future__ import annotations

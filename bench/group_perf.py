@@ -98,10 +98,14 @@ class Member:
 
 
 async def settled(members: list[Member], after_generation: int) -> None:
-    """Until every member is stable in one generation newer than ``after_generation``."""
+    """Until every member is stable in one generation newer than ``after_generation``
+    and every partition is assigned (cooperative-sticky withholds moving partitions
+    for one more round)."""
     while True:
         generations = {m.generation for m in members}
-        if len(generations) == 1 and generations.pop() > after_generation:
+        assigned = sum(len(m.consumer.assignment()) for m in members)
+        one = len(generations) == 1 and generations.pop() > after_generation
+        if one and assigned == PARTITIONS:
             return
         await trio.sleep(POLL_S)
 

@@ -17,8 +17,10 @@ three bundled consumers, then:
   with acks=all to ``__consumer_offsets``, replication factor 3), and
   concurrent_commits_per_s with ``--concurrency`` commits in flight.
 
-Progress goes to stderr, one JSON object to the last line of stdout, with the load
-average: figures depend on how busy the machine is.
+bench/group_bench.py measures the coordinator alone, with raw requests; this one
+measures what an application sees through the bundled Consumer. Progress goes to
+stderr, one JSON object to the last line of stdout, with the load average: figures
+depend on how busy the machine is.
 """
 
 from __future__ import annotations
@@ -96,10 +98,14 @@ class Member:
 
 
 async def settled(members: list[Member], after_generation: int) -> None:
-    """Until every member is stable in one generation newer than ``after_generation``."""
+    """Until every member is stable in one generation newer than ``after_generation``
+    and every partition is assigned (cooperative-sticky withholds moving partitions
+    for one more round)."""
     while True:
         generations = {m.generation for m in members}
-        if len(generations) == 1 and generations.pop() > after_generation:
+        assigned = sum(len(m.consumer.assignment()) for m in members)
+        one = len(generations) == 1 and generations.pop() > after_generation
+        if one and assigned == PARTITIONS:
             return
         await trio.sleep(POLL_S)
 

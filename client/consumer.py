@@ -27,18 +27,18 @@ instead: the group's coordinator and its leader decide which partitions it reads
 
 from __future__ import annotations
 
+import itertools
 import math
-import re
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 import trio
 
 from minibroker.client.background import BackgroundTasks
-from minibroker.client.consumer_group import Callback, ConsumerGroup, GroupOptions, listener_from
+from minibroker.client.consumer_group import ConsumerGroup, GroupMethods, GroupOptions
 from minibroker.client.errors import wire_error, with_context
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.offsets import list_offsets
@@ -78,7 +78,7 @@ class _PartitionState:
     error: KafkaError | None = None  # raised by the next poll
 
 
-class Consumer:
+class Consumer(GroupMethods):
     """A Trio-native consumer of assigned partitions; see the module docstring."""
 
     def __init__(
@@ -117,6 +117,7 @@ class Consumer:
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._ready: deque[tuple[TopicPartition, list[ConsumerRecord]]] = deque()
         self._iter_buffer: deque[ConsumerRecord] = deque()
+        self._generations = itertools.count(1)  # see _PartitionState.generation
         self._in_flight: set[int] = set()
         self._turn = 0  # round-robin start of _decode_next
         self._wakeup = trio.Event()  # fetch manager: something changed
@@ -183,9 +184,16 @@ class Consumer:
     def set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
         """``assign`` without the check: how the group side applies a rebalance."""
         wanted = [(t, int(p)) for t, p in partitions]
-        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
+        # A partition assigned again gets a generation never used before, so the answer
+        # to a fetch sent before it was taken away is not mistaken for a current one.
+        self._states = {
+            tp: self._states.get(tp) or _PartitionState(generation=next(self._generations))
+            for tp in wanted
+        }
         self._ready = deque((tp, recs) for tp, recs in self._ready if tp in self._states)
-        self._iter_buffer.clear()
+        self._iter_buffer = deque(
+            r for r in self._iter_buffer if (r.topic, r.partition) in self._states
+        )
         self.cluster.topics.update(t for t, _ in wanted)
         self.cluster.request_update()
         self._wakeup.set()
@@ -193,93 +201,11 @@ class Consumer:
     def assignment(self) -> list[TopicPartition]:
         return list(self._states)
 
-    # --- consumer groups ---------------------------------------------------------------
-
-    def subscribe(
-        self,
-        topics: Iterable[str] = (),
-        *,
-        pattern: str | re.Pattern[str] | None = None,
-        listener: object | None = None,
-        on_partitions_revoked: Callback | None = None,
-        on_partitions_assigned: Callback | None = None,
-        on_partitions_lost: Callback | None = None,
-    ) -> None:
-        """Read the partitions the group gives this consumer, of ``topics`` or of every
-        topic whose whole name matches ``pattern``; replaces an earlier subscription.
-
-        The callbacks (or ``listener``'s methods of those names) get the partitions
-        this consumer gives up or starts reading at each rebalance."""
-        group = self._group
-        if group is None:
-            raise MinibrokerError("subscribe() needs a group_id (or use assign())")
-        if isinstance(topics, str):
-            topics = [topics]
-        names = list(topics)
-        if bool(names) == (pattern is not None):
-            raise MinibrokerError("subscribe() takes topics or a pattern (exactly one)")
-        if not group.subscribed and self._states:
-            raise MinibrokerError("assign() and subscribe() exclude each other")
-        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
-        callbacks = listener_from(
-            listener,
-            on_partitions_revoked=on_partitions_revoked,
-            on_partitions_assigned=on_partitions_assigned,
-            on_partitions_lost=on_partitions_lost,
-        )
-        started = group.subscribed
-        group.subscribe(names, compiled, callbacks)
-        nursery = self._tasks.nursery
-        if not started and nursery is not None:
-            nursery.start_soon(group.run)
-
-    async def wait_for_assignment(self) -> None:
-        """Return once the group has given this consumer its partitions (after each
-        rebalance the member is stable again); raises a fatal group error."""
-        group = self._need_group("wait_for_assignment")
-        while not group.member.is_stable:
-            self._raise_partition_error()
-            with trio.move_on_after(RETRY_BACKOFF_S):
-                await group.member.wait_stable()
-
-    def subscription(self) -> list[str]:
-        """The topics subscribed to (a pattern's current matches)."""
-        return list(self._group.topics) if self._group is not None else []
-
-    async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
-        """Store the group's offsets: by default every assigned partition's position
-        (the next record poll would return). Raises CommitFailedError when the group
-        rebalanced meanwhile."""
-        group = self._need_group("commit")
-        await group.commit(offsets if offsets is not None else group.positions(self._states))
-
-    async def committed(
-        self, partitions: TopicPartition | Iterable[TopicPartition] | None = None
-    ) -> Any:
-        """The group's committed offset of one partition (None if it has none), or a
-        dict of them for several (default: the assigned ones)."""
-        group = self._need_group("committed")
-        if isinstance(partitions, tuple) and len(partitions) == 2 and type(partitions[0]) is str:
-            single: TopicPartition = partitions
-            return (await group.committed([single]))[single]
-        wanted = list(self._states)
-        if partitions is not None:
-            wanted = list(cast(Iterable[TopicPartition], partitions))
-        return await group.committed(wanted)
-
-    def _need_group(self, what: str) -> ConsumerGroup:
-        if self._group is None:
-            raise MinibrokerError(f"{what}() needs a group_id")
-        return self._group
-
-    def _data_arrived(self) -> None:
-        self._data.set()
-
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """The next record returned for the partition is the one at ``offset``."""
         state = self._state((topic, partition))
         state.position = state.fetch_offset = offset
-        state.generation += 1
+        state.generation = next(self._generations)
         state.buffered.clear()
         state.buffered_bytes = 0
         state.error = None
@@ -290,8 +216,12 @@ class Consumer:
         self._wakeup.set()
 
     def position(self, topic: str, partition: int) -> int | None:
-        """The offset of the next record poll returns (None until it is known)."""
+        """The offset of the next record the application gets, from ``poll`` or ``async
+        for`` (None until it is known): what a commit stores."""
         position = self._state((topic, partition)).position
+        for record in self._iter_buffer:  # taken from the buffers, not yet handed out
+            if record.partition == partition and record.topic == topic:
+                return record.offset
         return None if position == RESETTING else position
 
     def high_watermark(self, topic: str, partition: int) -> int:
@@ -354,7 +284,8 @@ class Consumer:
 
     async def __anext__(self) -> ConsumerRecord:
         while not self._iter_buffer:
-            self._iter_buffer.extend(await self.poll(math.inf, 10_000))
+            records = await self.poll(math.inf, 10_000)
+            self._iter_buffer.extend(records)  # after the await: seek may replace the deque
         return self._iter_buffer.popleft()
 
     def _raise_partition_error(self) -> None:
@@ -554,7 +485,7 @@ class Consumer:
             state.position = state.fetch_offset = None  # the manager resets it
             state.buffered.clear()
             state.buffered_bytes = 0
-            state.generation += 1
+            state.generation = next(self._generations)
         elif error.retriable:
             self.cluster.request_update()
         else:

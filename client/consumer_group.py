@@ -24,11 +24,12 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import trio
 
 from minibroker.client.assignors import assignor
+from minibroker.client.background import BackgroundTasks
 from minibroker.client.group_coordinator import (
     NO_GENERATION,
     NO_MEMBER,
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 Callback = Callable[[list[TopicPartition]], Awaitable[None] | None]
 LEAVE_TIMEOUT_S = 5.0  # close() does not wait longer than this for LeaveGroup's answer
+FATAL_CHECK_S = 0.1  # wait_for_assignment looks for a fatal group error this often
 INTERNAL_TOPIC_PREFIX = "__"  # patterns never match internal topics (__consumer_offsets)
 
 
@@ -333,3 +335,95 @@ def listener_from(listener: object | None, **callbacks: Any) -> Listener:
         if callback is not None:
             setattr(base, name, callback)
     return base
+
+
+class GroupMethods:
+    """The Consumer's group methods (the Consumer inherits them); they need a
+    ``group_id``. Kept here, beside what they drive, so consumer.py stays about reading."""
+
+    _group: ConsumerGroup | None
+    _states: dict[TopicPartition, Any]
+    _tasks: BackgroundTasks
+    _data: trio.Event
+
+    def _raise_partition_error(self) -> None: ...
+
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: object | None = None,
+        on_partitions_revoked: Callback | None = None,
+        on_partitions_assigned: Callback | None = None,
+        on_partitions_lost: Callback | None = None,
+    ) -> None:
+        """Read the partitions the group gives this consumer, of ``topics`` or of every
+        topic whose whole name matches ``pattern``; replaces an earlier subscription.
+
+        The callbacks (or ``listener``'s methods of those names) get the partitions
+        this consumer gives up or starts reading at each rebalance."""
+        group = self._group
+        if group is None:
+            raise MinibrokerError("subscribe() needs a group_id (or use assign())")
+        if isinstance(topics, str):
+            topics = [topics]
+        names = list(topics)
+        if bool(names) == (pattern is not None):
+            raise MinibrokerError("subscribe() takes topics or a pattern (exactly one)")
+        if not group.subscribed and self._states:
+            raise MinibrokerError("assign() and subscribe() exclude each other")
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        callbacks = listener_from(
+            listener,
+            on_partitions_revoked=on_partitions_revoked,
+            on_partitions_assigned=on_partitions_assigned,
+            on_partitions_lost=on_partitions_lost,
+        )
+        started = group.subscribed
+        group.subscribe(names, compiled, callbacks)
+        nursery = self._tasks.nursery
+        if not started and nursery is not None:
+            nursery.start_soon(group.run)
+
+    async def wait_for_assignment(self) -> None:
+        """Return once the group has given this consumer its partitions (after each
+        rebalance the member is stable again); raises a fatal group error."""
+        group = self._need_group("wait_for_assignment")
+        while not group.member.is_stable:
+            self._raise_partition_error()
+            with trio.move_on_after(FATAL_CHECK_S):
+                await group.member.wait_stable()
+
+    def subscription(self) -> list[str]:
+        """The topics subscribed to (a pattern's current matches)."""
+        return list(self._group.topics) if self._group is not None else []
+
+    async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Store the group's offsets: by default every assigned partition's position
+        (the next record poll would return). Raises CommitFailedError when the group
+        rebalanced meanwhile."""
+        group = self._need_group("commit")
+        await group.commit(offsets if offsets is not None else group.positions(self._states))
+
+    async def committed(
+        self, partitions: TopicPartition | Iterable[TopicPartition] | None = None
+    ) -> Any:
+        """The group's committed offset of one partition (None if it has none), or a
+        dict of them for several (default: the assigned ones)."""
+        group = self._need_group("committed")
+        if isinstance(partitions, tuple) and len(partitions) == 2 and type(partitions[0]) is str:
+            single: TopicPartition = partitions
+            return (await group.committed([single]))[single]
+        wanted = list(self._states)
+        if partitions is not None:
+            wanted = list(cast(Iterable[TopicPartition], partitions))
+        return await group.committed(wanted)
+
+    def _need_group(self, what: str) -> ConsumerGroup:
+        if self._group is None:
+            raise MinibrokerError(f"{what}() needs a group_id")
+        return self._group
+
+    def _data_arrived(self) -> None:
+        self._data.set()

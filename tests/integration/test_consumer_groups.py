@@ -8,7 +8,6 @@ in about two seconds instead of Kafka's 45.
 
 from __future__ import annotations
 
-import inspect
 import json
 import signal
 import sys
@@ -20,22 +19,18 @@ import trio
 
 from minibroker.client.admin import Admin
 from minibroker.client.consumer import Consumer, ConsumerRecord
-from minibroker.client.producer import Producer
 from tests.support.broker_process import ROOT, child_env
 from tests.support.cluster import LocalCluster
-
-GROUP_PROPERTIES = (
-    "group.initial.rebalance.delay.ms=100",
-    "group.min.session.timeout.ms=500",
-    "offsets.topic.num.partitions=6",
+from tests.support.groups import (
+    FAST,
+    GROUP_PROPERTIES,
+    SESSION_MS,
+    Reader,
+    create_topic,
+    describe,
+    produce,
+    wait_for,
 )
-SESSION_MS = 2_000  # a killed member is noticed after this long
-FAST = {  # a consumer that notices rebalances and commits quickly
-    "session_timeout_ms": SESSION_MS,
-    "heartbeat_interval_ms": 200,
-    "auto_commit_interval_ms": 200,
-    "auto_offset_reset": "earliest",
-}
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -44,49 +39,6 @@ pytestmark = pytest.mark.timeout(240)
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(tmp_path_factory.mktemp("groups"), properties=GROUP_PROPERTIES) as c:
         yield c
-
-
-async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    async with Admin(bootstrap) as admin:
-        await admin.create_topic(topic, partitions=partitions, replication_factor=3)
-
-
-async def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int) -> None:
-    """``count`` records, spread evenly, values ``"<start + i>"``."""
-    async with Producer(bootstrap) as producer:
-        for i in range(start, start + count):
-            producer.send_nowait(topic, str(i).encode(), partition=i % partitions)
-        await producer.flush()
-
-
-async def wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:
-    """Until ``condition()`` (a function or a coroutine function) is true."""
-    with trio.move_on_after(timeout):
-        while True:
-            result = condition()
-            if inspect.isawaitable(result):
-                result = await result
-            if result:
-                return
-            await trio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Reader:
-    """An in-process group consumer that polls in a task, keeping what it read."""
-
-    def __init__(self, consumer: Consumer) -> None:
-        self.consumer = consumer
-        self.records: list[ConsumerRecord] = []
-        self.scope = trio.CancelScope()
-
-    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with self.consumer:
-            task_status.started()
-            with self.scope:
-                async for record in self.consumer:
-                    self.records.append(record)
-            # leaving the block commits (auto-commit) and leaves the group
 
 
 MEMBER_SCRIPT = """
@@ -103,11 +55,6 @@ async def main():
 
 trio.run(main)
 """
-
-
-async def describe(bootstrap: str, group: str) -> Any:
-    async with Admin(bootstrap) as admin:
-        return await admin.describe_group(group)
 
 
 async def test_three_members_share_partitions_survive_a_leave_and_a_kill_and_resume(

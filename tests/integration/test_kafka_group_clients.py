@@ -29,8 +29,8 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
 
-from minibroker.client.admin import Admin
 from minibroker.protocol.api import ApiKey
+from tests.support import groups
 from tests.support.broker import KafkaWireClient
 from tests.support.cluster import LocalCluster
 from tests.support.kafka_groups import (
@@ -482,8 +482,7 @@ async def test_a_group_lives_and_dies_through_the_oldest_version_of_every_group_
     before KIP-394 / KIP-345 / KIP-709 speak them: no member-id round trip, one key, one
     leaving member, one group, and per-partition errors where v1 has no group error."""
     group = topic = "oldest-versions"
-    async with Admin(cluster.bootstrap) as admin:
-        await admin.create_topic(topic, 2, 3)
+    await groups.create_topic(cluster.bootstrap, topic, 2)
     node_id, port = await find_coordinator_v0(cluster, group)
     async with KafkaWireClient(await trio.open_tcp_stream("127.0.0.1", port)) as client:
         joined = await client.kafka_request(

@@ -24,10 +24,10 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from minibroker.client.admin import Admin
 from minibroker.client.consumer import Consumer
 from minibroker.client.group_coordinator import CommitFailedError
 from minibroker.client.producer import Producer
+from tests.support import groups
 from tests.support.cluster import LocalCluster
 
 CONSUME_TIMEOUT_S = 90
@@ -39,11 +39,8 @@ Record = tuple[int, int, bytes]
 
 
 def create_topic(cluster: LocalCluster, topic: str, partitions: int) -> None:
-    async def run() -> None:
-        async with Admin(cluster.bootstrap) as admin:
-            await admin.create_topic(topic, partitions, 3)
-
-    trio.run(run)
+    """``topic`` with replication factor 3, from a thread that is not in Trio."""
+    trio.run(groups.create_topic, cluster.bootstrap, topic, partitions)
 
 
 def produce(

@@ -13,9 +13,10 @@ frames for both protocols):
   (KIP-511), any other unknown API or version closes the connection;
 - Produce v0-2 (advertised so that librdkafka keeps compressing) is refused with
   UNSUPPORTED_VERSION on every partition;
-- everything else goes to the dispatcher with an encoder that knows the request, so a
-  request refused as a whole gets the API's full error response (protocol/kafka/
-  answers.py).
+- everything else goes to the dispatcher in the newest version's shape (protocol/kafka/
+  reshape.py: handlers read one shape per API, answers go back in the asked version's),
+  with an encoder that knows the request, so a request refused as a whole gets the
+  API's full error response (protocol/kafka/answers.py).
 
 Metadata answers advertise each broker's Kafka listener (``kafka_host`` /
 ``kafka_port`` in the cache's body) instead of its msgpack one; a broker without a
@@ -51,6 +52,7 @@ from minibroker.protocol.kafka.codec import (
     produce_version_unsupported,
     unsupported_api_versions,
 )
+from minibroker.protocol.kafka.reshape import request_to_newest, response_from_newest
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
 from minibroker.zk.model import KAFKA_LISTENER
 
@@ -82,6 +84,7 @@ class KafkaCodec:
             raise CloseConnection(str(exc)) from exc
         if header.api_key == ApiKey.API_VERSIONS:
             return encode_response(header, api_versions_body(self._served()))
+        body = request_to_newest(header.api_key, header.api_version, body)
         exchange = _Exchange(self.listener, body)
         if auth is not None and not auth.done:
             return auth.handle(header, body, exchange)
@@ -118,11 +121,14 @@ class _Exchange:
             body = _advertise_kafka_listeners(body, "broker_id")
         elif header.api_key == ApiKey.FIND_COORDINATOR:
             body = advertise_kafka_coordinators(body)
+        body = response_from_newest(header.api_key, header.api_version, self.request, body)
         return encode_response(header, body)
 
     def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]:
         _refusals.info("refused Kafka request api %d: %s", header.api_key, error)
-        return encode_response(header, error_response(header.api_key, self.request, error))
+        body = error_response(header.api_key, self.request, error)
+        body = response_from_newest(header.api_key, header.api_version, self.request, body)
+        return encode_response(header, body)
 
 
 def _advertise_kafka_listeners(body: Body, id_key: str) -> Body:

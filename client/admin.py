@@ -1,4 +1,5 @@
-"""Admin: topics, cluster, configs, leader elections, reassignments and log dirs.
+"""Admin: topics, cluster, configs, leader elections, reassignments, log dirs and
+consumer groups (those methods are in client/admin_groups.py).
 
 Every method sends one kind of request and returns plain dataclasses. Requests that
 change cluster state (CreateTopics, DeleteTopics, ElectLeaders, partition
@@ -19,6 +20,7 @@ from typing import Any, Unpack
 
 import trio
 
+from minibroker.client.admin_groups import GroupAdmin
 from minibroker.client.background import BackgroundTasks
 from minibroker.client.errors import raise_if_error, wire_error
 from minibroker.client.metadata import BrokerInfo, ClusterClient, ClusterMetadata, PartitionInfo
@@ -95,7 +97,7 @@ class LogDirDescription:
     usable_bytes: int
 
 
-class Admin:
+class Admin(GroupAdmin):
     """``async with Admin("127.0.0.1:9092") as admin: await admin.create_topic(...)``."""
 
     def __init__(

@@ -18,13 +18,19 @@ leader epoch, an unknown partition or a lost connection ask for fresh metadata a
 partition is fetched from its new leader; nothing is returned twice or skipped because
 the position only moves when ``poll`` hands records out. OFFSET_OUT_OF_RANGE resets the
 position as ``auto_offset_reset`` says ("earliest", "latest", or "none" to raise).
+
+With a ``group_id``, ``subscribe`` makes the consumer a member of a consumer group
+instead: the group's coordinator and its leader decide which partitions it reads
+(client/consumer_group.py), positions start at the group's committed offsets, and
+``commit`` (or auto-commit) stores them.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Unpack
@@ -32,6 +38,7 @@ from typing import Any, Unpack
 import trio
 
 from minibroker.client.background import BackgroundTasks
+from minibroker.client.consumer_group import ConsumerGroup, GroupMethods, GroupOptions
 from minibroker.client.errors import wire_error, with_context
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.offsets import list_offsets
@@ -73,7 +80,7 @@ class _PartitionState:
     error: KafkaError | None = None  # raised by the next poll
 
 
-class Consumer:
+class Consumer(GroupMethods):
     """A Trio-native consumer of assigned partitions; see the module docstring."""
 
     def __init__(
@@ -87,6 +94,15 @@ class Consumer:
         request_timeout_ms: float = 30_000,
         check_crcs: bool = True,
         client_id: str = "minibroker-consumer",
+        group_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        partition_assignment_strategy: str | Sequence[str] = ("range", "cooperative-sticky"),
+        group_instance_id: str | None = None,
+        metadata_max_age_ms: int = 300_000,
         config: Mapping[str, str] | ClientSecurity | None = None,
         **security: Unpack[SecurityOptions],
     ) -> None:
@@ -110,11 +126,33 @@ class Consumer:
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._ready: deque[tuple[TopicPartition, list[ConsumerRecord]]] = deque()
         self._iter_buffer: deque[ConsumerRecord] = deque()
+        self._generations = itertools.count(1)  # see _PartitionState.generation
         self._in_flight: set[int] = set()
         self._turn = 0  # round-robin start of _decode_next
         self._wakeup = trio.Event()  # fetch manager: something changed
         self._data = trio.Event()  # poll: data (or an error) arrived
         self._tasks = BackgroundTasks()
+        self._group: ConsumerGroup | None = None
+        if group_id is not None:
+            strategies = (
+                (partition_assignment_strategy,)
+                if isinstance(partition_assignment_strategy, str)
+                else tuple(partition_assignment_strategy)
+            )
+            options = GroupOptions(
+                group_id=group_id,
+                enable_auto_commit=enable_auto_commit,
+                auto_commit_interval_ms=auto_commit_interval_ms,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                max_poll_interval_ms=max_poll_interval_ms,
+                partition_assignment_strategy=strategies,
+                group_instance_id=group_instance_id,
+                metadata_max_age_ms=metadata_max_age_ms,
+                request_timeout_s=self.request_timeout_s,
+            )
+            self._group = ConsumerGroup(options, self.cluster, self)
+            self._group.member.on_fatal = self._data_arrived
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -126,6 +164,8 @@ class Consumer:
             await self._tasks.close()
             raise
         nursery.start_soon(self._fetch_manager, nursery)
+        if self._group is not None and self._group.subscribed:
+            await nursery.start(self._group.run)
         return self
 
     async def __aexit__(
@@ -134,17 +174,35 @@ class Consumer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        await self._tasks.close()
+        try:
+            if self._group is not None and self._tasks.nursery:
+                with trio.CancelScope(shield=True):
+                    await self._group.stop()
+        finally:
+            await self._tasks.close()
         return None
 
     # --- assignment and positions ----------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions (replaces the previous assignment)."""
+        if self._group is not None and self._group.subscribed:
+            raise MinibrokerError("assign() and subscribe() exclude each other")
+        self.set_assignment(partitions)
+
+    def set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        """``assign`` without the check: how the group side applies a rebalance."""
         wanted = [(t, int(p)) for t, p in partitions]
-        self._states = {tp: self._states.get(tp) or _PartitionState() for tp in wanted}
+        # A partition assigned again gets a generation never used before, so the answer
+        # to a fetch sent before it was taken away is not mistaken for a current one.
+        self._states = {
+            tp: self._states.get(tp) or _PartitionState(generation=next(self._generations))
+            for tp in wanted
+        }
         self._ready = deque((tp, recs) for tp, recs in self._ready if tp in self._states)
-        self._iter_buffer.clear()
+        self._iter_buffer = deque(
+            r for r in self._iter_buffer if (r.topic, r.partition) in self._states
+        )
         self.cluster.topics.update(t for t, _ in wanted)
         self.cluster.request_update()
         self._wakeup.set()
@@ -156,7 +214,7 @@ class Consumer:
         """The next record returned for the partition is the one at ``offset``."""
         state = self._state((topic, partition))
         state.position = state.fetch_offset = offset
-        state.generation += 1
+        state.generation = next(self._generations)
         state.buffered.clear()
         state.buffered_bytes = 0
         state.error = None
@@ -167,8 +225,12 @@ class Consumer:
         self._wakeup.set()
 
     def position(self, topic: str, partition: int) -> int | None:
-        """The offset of the next record poll returns (None until it is known)."""
+        """The offset of the next record the application gets, from ``poll`` or ``async
+        for`` (None until it is known): what a commit stores."""
         position = self._state((topic, partition)).position
+        for record in self._iter_buffer:  # taken from the buffers, not yet handed out
+            if record.partition == partition and record.topic == topic:
+                return record.offset
         return None if position == RESETTING else position
 
     def high_watermark(self, topic: str, partition: int) -> int:
@@ -231,10 +293,13 @@ class Consumer:
 
     async def __anext__(self) -> ConsumerRecord:
         while not self._iter_buffer:
-            self._iter_buffer.extend(await self.poll(math.inf, 10_000))
+            records = await self.poll(math.inf, 10_000)
+            self._iter_buffer.extend(records)  # after the await: seek may replace the deque
         return self._iter_buffer.popleft()
 
     def _raise_partition_error(self) -> None:
+        if self._group is not None and self._group.member.fatal is not None:
+            raise self._group.member.fatal
         for (topic, partition), state in self._states.items():
             if state.error is not None:
                 error, state.error = state.error, None
@@ -329,6 +394,7 @@ class Consumer:
                 await self._wakeup.wait()
 
     async def _reset_positions(self, tps: list[TopicPartition]) -> None:
+        tps = [tp for tp in tps if tp in self._states]  # a rebalance may have removed some
         if self.auto_offset_reset == "none":
             for tp in tps:
                 self._states[tp].error = OffsetOutOfRangeError(
@@ -355,6 +421,12 @@ class Consumer:
         self._wakeup.set()
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        # A rebalance may have taken partitions away since this fetch was planned.
+        tps = [tp for tp in tps if tp in self._states]
+        if not tps:
+            self._in_flight.discard(node)
+            self._wakeup.set()
+            return
         generations = {tp: self._states[tp].generation for tp in tps}
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:
@@ -422,7 +494,7 @@ class Consumer:
             state.position = state.fetch_offset = None  # the manager resets it
             state.buffered.clear()
             state.buffered_bytes = 0
-            state.generation += 1
+            state.generation = next(self._generations)
         elif error.retriable:
             self.cluster.request_update()
         else:

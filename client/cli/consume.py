@@ -1,9 +1,11 @@
 """``minibroker consume TOPIC``: print records as they arrive.
 
-Like kafka-console-consumer.sh without consumer groups: all partitions (or
-``--partition P``), from the end by default, ``--from-beginning``, ``--offset N|earliest
-|latest`` (with ``--partition``) or ``--from-timestamp MS``; stops after
-``--max-messages`` records or when nothing arrived for ``--timeout-ms``.
+Like kafka-console-consumer.sh: all partitions (or ``--partition P``), from the end by
+default, ``--from-beginning``, ``--offset N|earliest|latest`` (with ``--partition``) or
+``--from-timestamp MS``; stops after ``--max-messages`` records or when nothing arrived
+for ``--timeout-ms``. With ``--group G`` it joins consumer group G instead and reads the
+partitions the group gives it, from the group's committed offsets (``--from-beginning``:
+the log start where the group has none); it commits what it printed when it exits.
 
 ``--format`` is ``text`` (the value), ``json`` (one object per line) or a template with
 ``%t`` topic, ``%p`` partition, ``%o`` offset, ``%k`` key, ``%v`` value, ``%T``
@@ -55,6 +57,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="MS",
         help="start at the first record with timestamp >= MS (epoch ms)",
+    )
+    parser.add_argument(
+        "--group", help="join this consumer group (its committed offsets, shared partitions)"
     )
     parser.add_argument("--max-messages", type=int, help="exit after this many records")
     parser.add_argument(
@@ -142,12 +147,14 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--offset must be a number, earliest or latest, not {args.offset!r}")
     if args.max_messages is not None and args.max_messages <= 0:
         raise UsageError("--max-messages must be > 0")
+    if args.group is not None:
+        if args.partition or args.offset is not None or args.from_timestamp is not None:
+            raise UsageError("--group takes no --partition, --offset or --from-timestamp")
+        return run_async(_run_group, args, render)
     return run_async(_run, args, render)
 
 
 async def _run(args: argparse.Namespace, render: Callable[[ConsumerRecord], str]) -> int:
-    count = 0
-    out = sys.stdout
     async with Consumer(
         args.bootstrap_server,
         auto_offset_reset="latest",
@@ -166,19 +173,41 @@ async def _run(args: argparse.Namespace, render: Callable[[ConsumerRecord], str]
         tps = [(args.topic, p) for p in partitions]
         consumer.assign(tps)
         await _position(consumer, args, tps)
-        timeout_ms = args.timeout_ms if args.timeout_ms is not None else float("inf")
-        try:
-            while args.max_messages is None or count < args.max_messages:
-                want = 10_000 if args.max_messages is None else args.max_messages - count
-                records = await consumer.poll(timeout_ms, want)
-                if not records:
-                    break
-                out.write("".join(render(r) + "\n" for r in records))
-                out.flush()
-                count += len(records)
-        finally:
-            print(f"Processed a total of {count} messages", file=sys.stderr)
+        await _print_records(consumer, args, render)
     return 0
+
+
+async def _run_group(args: argparse.Namespace, render: Callable[[ConsumerRecord], str]) -> int:
+    async with Consumer(
+        args.bootstrap_server,
+        group_id=args.group,
+        auto_offset_reset="earliest" if args.from_beginning else "latest",
+        client_id="minibroker-cli-consumer",
+    ) as consumer:
+        await topic_or_explain(consumer.cluster, args.topic, "consumers do not create topics")
+        consumer.subscribe([args.topic])
+        await consumer.wait_for_assignment()  # --timeout-ms counts from the first assignment
+        await _print_records(consumer, args, render)
+        await consumer.commit()  # what was printed counts as consumed
+    return 0
+
+
+async def _print_records(
+    consumer: Consumer, args: argparse.Namespace, render: Callable[[ConsumerRecord], str]
+) -> None:
+    count = 0
+    timeout_ms = args.timeout_ms if args.timeout_ms is not None else float("inf")
+    try:
+        while args.max_messages is None or count < args.max_messages:
+            want = 10_000 if args.max_messages is None else args.max_messages - count
+            records = await consumer.poll(timeout_ms, want)
+            if not records:
+                break
+            sys.stdout.write("".join(render(r) + "\n" for r in records))
+            sys.stdout.flush()
+            count += len(records)
+    finally:
+        print(f"Processed a total of {count} messages", file=sys.stderr)
 
 
 async def _position(

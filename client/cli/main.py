@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "cluster": "minibroker.client.cli.cluster",
     "produce": "minibroker.client.cli.produce",
     "consume": "minibroker.client.cli.consume",
+    "groups": "minibroker.client.cli.groups",
     "elect-leaders": "minibroker.client.cli.elect_leaders",
     "reassign": "minibroker.client.cli.reassign",
     "log-dirs": "minibroker.client.cli.log_dirs",

@@ -150,11 +150,63 @@ def _delete_acls(request: Body, error: KafkaError) -> Body:
     return {"filter_results": [dict(result) for _ in request["filters"]]}
 
 
+def _offset_commit(request: Body, error: KafkaError) -> Body:
+    return {
+        "topics": [
+            {
+                "name": topic["name"],
+                "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": error.code}
+                    for p in topic["partitions"]
+                ],
+            }
+            for topic in request["topics"]
+        ]
+    }
+
+
+def _offset_fetch(request: Body, error: KafkaError) -> Body:
+    return {
+        "groups": [
+            {"group_id": g["group_id"], "topics": [], "error_code": error.code}
+            for g in request["groups"]
+        ]
+    }
+
+
+def _find_coordinator(request: Body, error: KafkaError) -> Body:
+    return {
+        "coordinators": [
+            {
+                "key": key,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+                "error_code": error.code,
+                "error_message": error.message,
+            }
+            for key in request["coordinator_keys"]
+        ]
+    }
+
+
+def _describe_groups(request: Body, error: KafkaError) -> Body:
+    return {"groups": [{"group_id": g, "error_code": error.code} for g in request["groups"]]}
+
+
+def _delete_groups(request: Body, error: KafkaError) -> Body:
+    return {"results": [{"group_id": g, "error_code": error.code} for g in request["groups_names"]]}
+
+
 _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     0: _produce,
     1: _fetch,
     2: _list_offsets,
     3: _metadata,
+    8: _offset_commit,
+    9: _offset_fetch,
+    10: _find_coordinator,
+    15: _describe_groups,
     19: _create_topics,
     20: _delete_topics,
     23: _offset_for_leader_epoch,
@@ -163,12 +215,14 @@ _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     32: _resources("results"),
     33: _resources("responses"),
     34: _alter_replica_log_dirs,
+    42: _delete_groups,
 }
 
 
 def error_response(api_key: int, request: Body, error: KafkaError) -> Body:
-    """The response refusing ``request`` as a whole; APIs without per-item errors
-    (ApiVersions, DescribeCluster) carry it in their top-level ``error_code``."""
+    """The response refusing ``request`` (in the newest version's shape, protocol/kafka/
+    reshape.py) as a whole; APIs without per-item errors (ApiVersions, DescribeCluster,
+    JoinGroup, Heartbeat ...) carry it in their top-level ``error_code``."""
     build = _ERROR_RESPONSES.get(api_key)
     if build is None:
         return {"error_code": error.code, "error_message": error.message}

@@ -1,5 +1,6 @@
 """The Kafka messages this broker speaks, one declaration per API (see schema.py),
-in the modules protocol/schemas/ has: data.py, cluster.py, replicas.py, producer.py.
+in the modules protocol/schemas/ has: data.py, cluster.py, replicas.py, producer.py,
+plus groups.py and offsets.py for the group coordinator's APIs.
 
 Field names are Kafka's, in snake_case; ``key=`` gives the name the broker's handlers
 use where it differs (protocol/schemas/ call every per-topic collection ``topics`` and
@@ -22,6 +23,17 @@ from minibroker.protocol.kafka.cluster import (
     METADATA,
 )
 from minibroker.protocol.kafka.data import FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, PRODUCE
+from minibroker.protocol.kafka.groups import (
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    SYNC_GROUP,
+)
+from minibroker.protocol.kafka.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 from minibroker.protocol.kafka.producer import INIT_PRODUCER_ID
 from minibroker.protocol.kafka.replicas import (
     ALTER_PARTITION_REASSIGNMENTS,
@@ -43,6 +55,17 @@ MESSAGES: Final[dict[int, Message]] = {
         LIST_OFFSETS,
         OFFSET_FOR_LEADER_EPOCH,
         INIT_PRODUCER_ID,
+        FIND_COORDINATOR,
+        JOIN_GROUP,
+        SYNC_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        DESCRIBE_GROUPS,
+        LIST_GROUPS,
+        DELETE_GROUPS,
+        OFFSET_DELETE,
         CREATE_TOPICS,
         DELETE_TOPICS,
         DESCRIBE_CONFIGS,

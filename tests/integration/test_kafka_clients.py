@@ -273,12 +273,7 @@ def assert_stored_in(cluster: LocalCluster, topic: str, codec: str) -> None:
         assert batches and all(b"compresscodec: " + codec.encode() in b for b in batches)
 
 
-KCAT_CODECS = ("gzip", "snappy", "zstd")
-"""librdkafka only writes LZ4 to a broker that serves FindCoordinator (its "LZ4" feature
-test), which comes with consumer groups; until then it sends those batches uncompressed."""
-
-
-@pytest.mark.parametrize("codec", KCAT_CODECS)
+@pytest.mark.parametrize("codec", CODECS)
 async def test_batches_kcat_compresses_are_stored_as_sent_and_read_by_every_client(
     cluster: LocalCluster, codec: str
 ) -> None:

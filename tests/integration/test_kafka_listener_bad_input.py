@@ -8,7 +8,6 @@ from __future__ import annotations
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -25,16 +24,18 @@ from minibroker.protocol.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
-from minibroker.protocol.kafka.codec import decode_response, encode_request
+from minibroker.protocol.kafka.codec import encode_request
 from minibroker.protocol.records import Record, encode_batch
 from tests.support.broker import (
     FakeController,
-    WireClient,
     batch,
     broker_config,
     partition_state,
     produce_body,
     running_broker,
+)
+from tests.support.broker import (
+    KafkaWireClient as KafkaClient,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -42,20 +43,6 @@ pytestmark = pytest.mark.timeout(60)
 MAX_FRAME = 1 << 20
 MESSAGE_MAX = 10_000
 PRODUCE_VERSION = 9
-
-
-class KafkaClient(WireClient):
-    """WireClient speaking Kafka's frames (the broker's Kafka listener)."""
-
-    async def kafka_request(self, api_key: int, version: int, body: Any) -> Any:
-        self.correlation_id += 1
-        header = RequestHeader(api_key, version, self.correlation_id, "test")
-        await self.stream.send_all(encode_request(header, body))
-        frame = await self.receive_frame()
-        assert frame is not None, "connection closed instead of answering"
-        correlation_id, response = decode_response(frame, api_key, version)
-        assert correlation_id == self.correlation_id
-        return response
 
 
 @pytest.fixture

@@ -169,3 +169,27 @@ def test_readme_links_no_document_outside_the_repository() -> None:
     for linked in re.findall(r"`((?:docs|deploy|scripts|docker)/[\w./-]+)`", text):
         if linked != "docs/architecture.md":  # written by the integrator alongside
             assert (ROOT / linked).exists(), f"README.md names {linked}, which does not exist"
+
+
+def test_the_consumer_groups_example_runs_as_written(clone: Clone) -> None:
+    # After the analysis: the group's commits add records to __consumer_offsets.
+    shell = block("Consumer groups", "sh")
+    example = block("Consumer groups", "python")
+    assert DEFAULT_BOOTSTRAP in example
+    (clone.path / "groups_example.py").write_text(
+        example.replace(DEFAULT_BOOTSTRAP, clone.bootstrap)
+    )
+
+    done = clone.bash(
+        f"source .venv/bin/activate\n{shell}\npython groups_example.py", TOUR_TIMEOUT_S
+    )
+
+    assert done.returncode == 0, f"the groups example failed:\n{done.stdout}\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    # both consumes printed the 4 values; list shows the group; Python read and committed
+    assert sorted(line for line in lines if line.startswith("o")) == ["o1", "o1", "o2", "o2",
+        "o3", "o3", "o4", "o4"]  # fmt: skip
+    assert "billing" in lines
+    assert "[('orders', 0), ('orders', 1)]" in lines
+    committed = [int(n) for n in lines[-1].replace("None", "0").split()]
+    assert sum(committed) == 4, lines[-1]

@@ -23,8 +23,15 @@ from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replica_manager import CorruptionHook, ReplicaManager, to_log_config
-from minibroker.protocol.api import ApiKey, decode_response, encode_request, latest_version
+from minibroker.protocol.api import (
+    ApiKey,
+    RequestHeader,
+    decode_response,
+    encode_request,
+    latest_version,
+)
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
+from minibroker.protocol.kafka import codec as kafka_codec
 from minibroker.protocol.records import Record, decode_records, encode_batch
 from minibroker.storage.log_manager import LogManager
 
@@ -168,6 +175,20 @@ class WireClient:
         except trio.BrokenResourceError:
             pass
         return True
+
+
+class KafkaWireClient(WireClient):
+    """WireClient speaking Kafka's frames (a broker's Kafka listener)."""
+
+    async def kafka_request(self, api_key: int, version: int, body: Any) -> Any:
+        self.correlation_id += 1
+        header = RequestHeader(api_key, version, self.correlation_id, "test")
+        await self.stream.send_all(kafka_codec.encode_request(header, body))
+        frame = await self.receive_frame()
+        assert frame is not None, "connection closed instead of answering"
+        correlation_id, response = kafka_codec.decode_response(frame, api_key, version)
+        assert correlation_id == self.correlation_id
+        return response
 
 
 def partition_state(

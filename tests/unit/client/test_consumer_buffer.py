@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
 
 from minibroker.client.consumer import Consumer
 from minibroker.protocol.errors import CorruptMessageError, OffsetOutOfRangeError
@@ -122,3 +124,44 @@ async def test_corrupt_batch_raises_from_poll_and_is_not_skipped() -> None:
     with pytest.raises(CorruptMessageError, match="t-0 at offset 0"):
         await consumer.poll(0)
     assert consumer._states[("t", 0)].fetch_offset == 0  # fetched again, never skipped
+
+
+async def test_position_counts_records_the_iterator_took_but_has_not_handed_out() -> None:
+    consumer = _consumer(0, 1)
+    consumer.seek("t", 0, 0)
+    consumer.seek("t", 1, 0)
+    _feed(consumer, {0: (0, _batch(0, [b"a", b"b", b"c"])), 1: (0, _batch(0, [b"x"]))})
+    first = await consumer.__anext__()
+    assert (first.partition, first.offset) == (0, 0)
+    assert consumer.position("t", 0) == 1  # b and c wait in the iterator: not consumed
+    consumer.assign([("t", 0)])  # partition 1 taken away, partition 0 kept
+    assert [(await consumer.__anext__()).value for _ in range(2)] == [b"b", b"c"]
+
+
+async def test_answer_to_a_fetch_from_before_a_partition_was_reassigned_is_ignored() -> None:
+    consumer = _consumer(0)
+    consumer.seek("t", 0, 0)
+    before = {("t", 0): consumer._states[("t", 0)].generation}
+    consumer.assign([])
+    consumer.assign([("t", 0)])
+    consumer.seek("t", 0, 0)
+    consumer._handle_fetch(_answer({0: (0, _batch(5, [b"later"]))}), before)
+    assert await consumer.poll(0) == []
+
+
+async def test_records_a_waiting_iterator_receives_after_a_seek_are_handed_out() -> None:
+    consumer = _consumer(0, 1)
+    consumer.seek("t", 0, 0)
+    consumer.seek("t", 1, 0)
+    got: list[int] = []
+
+    async def iterate() -> None:
+        got.append((await consumer.__anext__()).offset)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(iterate)
+            await trio.testing.wait_all_tasks_blocked()
+            consumer.seek("t", 1, 5)  # while the iterator waits in poll
+            _feed(consumer, {0: (0, _batch(0, [b"a"]))})
+    assert got == [0]

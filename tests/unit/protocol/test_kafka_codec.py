@@ -26,6 +26,8 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteAclsRequest,
     DeleteAclsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
@@ -34,24 +36,44 @@ from kafka.protocol.admin import (
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -88,6 +110,15 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     1: (FetchRequest, FetchResponse),
     2: (ListOffsetsRequest, ListOffsetsResponse),
     3: (MetadataRequest, MetadataResponse),
+    8: (OffsetCommitRequest, OffsetCommitResponse),
+    9: (OffsetFetchRequest, OffsetFetchResponse),
+    10: (FindCoordinatorRequest, FindCoordinatorResponse),
+    11: (JoinGroupRequest, JoinGroupResponse),
+    12: (HeartbeatRequest, HeartbeatResponse),
+    13: (LeaveGroupRequest, LeaveGroupResponse),
+    14: (SyncGroupRequest, SyncGroupResponse),
+    15: (DescribeGroupsRequest, DescribeGroupsResponse),
+    16: (ListGroupsRequest, ListGroupsResponse),
     18: (ApiVersionsRequest, ApiVersionsResponse),
     19: (CreateTopicsRequest, CreateTopicsResponse),
     20: (DeleteTopicsRequest, DeleteTopicsResponse),
@@ -106,6 +137,8 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     31: (DeleteAclsRequest, DeleteAclsResponse),
     17: (SaslHandshakeRequest, SaslHandshakeResponse),
     36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    42: (DeleteGroupsRequest, DeleteGroupsResponse),
+    47: (OffsetDeleteRequest, OffsetDeleteResponse),
 }
 
 CASES = [
@@ -153,7 +186,7 @@ class _Samples:
 
 
 ORACLE_REPRESENTS_DIFFERENTLY = frozenset(
-    {"topic_authorized_operations", "cluster_authorized_operations"}
+    {"topic_authorized_operations", "cluster_authorized_operations", "authorized_operations"}
 )
 """Fields kafka-python renames and decodes as sets (the bytes are still compared)."""
 

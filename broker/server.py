@@ -365,12 +365,17 @@ class BrokerServer:
         assert self.ssl_context is not None
         tls = trio.SSLStream(stream, self.ssl_context, server_side=True)
         why = f"no TLS handshake within {self.ssl_handshake_timeout_s:g} s"
-        with trio.move_on_after(self.ssl_handshake_timeout_s):
-            try:
-                await tls.do_handshake()
-                return tls
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                why = f"TLS handshake failed: {_tls_failure(exc)}"
+        try:
+            with trio.move_on_after(self.ssl_handshake_timeout_s):
+                try:
+                    await tls.do_handshake()
+                    return tls
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    why = f"TLS handshake failed: {_tls_failure(exc)}"
+        except BaseException:  # cancelled (the server stops): the socket still closes
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            raise
         self.closed["tls_handshake"] += 1
         _refusal_log.warning("closing connection from %s: %s", peer, why)
         with trio.CancelScope(shield=True):

@@ -80,7 +80,7 @@ class AclSync:
         names = await change_names(self.zk, parent, watch=True)
         fresh = [n for n in names if n > self._seen.get(parent, "")]
         if fresh:
-            patterns, _ = await changed_patterns(self.zk, parent, fresh)
+            patterns = await changed_patterns(self.zk, parent, fresh)
             for pattern in sorted(patterns, key=str):
                 entries, _ = await read_acls(self.zk, pattern)
                 self.authorizer.set_acls(pattern, entries)
@@ -89,9 +89,15 @@ class AclSync:
         await self._purge_expired(parent, names)
 
     async def _purge_expired(self, parent: str, names: list[str]) -> None:
-        _, created = await changed_patterns(self.zk, parent, names) if names else (set(), [])
+        """Delete the notifications older than CHANGE_EXPIRATION_MS: the oldest first,
+        stopping at the first younger one (sequence order is creation order)."""
         expired_before = self.clock_ms() - CHANGE_EXPIRATION_MS
-        for path, ctime_ms in created:
-            if ctime_ms < expired_before:
-                with contextlib.suppress(MinibrokerError):  # another broker was first
-                    await self.zk.delete(path)
+        for name in names:
+            path = f"{parent}/{name}"
+            stat = await self.zk.exists(path)
+            if stat is None:
+                continue  # purged by another broker
+            if stat.ctime_ms >= expired_before:
+                return
+            with contextlib.suppress(MinibrokerError):  # another broker was first
+                await self.zk.delete(path)

@@ -257,7 +257,7 @@ class AuthorizerCollector(Collector):
             denied.add_metric([resource_type.title, operation.title], count)
         yield denied
         yield GaugeMetricFamily(
-            "kafka_server_authorizer_metrics_acls_total_count",
+            "kafka_server_authorizer_metrics_acl_entries",
             "ACL entries this broker's authorizer holds.",
             value=self.authorizer.count(),
         )

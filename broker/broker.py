@@ -365,7 +365,11 @@ class Broker:
                 allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
             )
             self.authorizer = authorizer
-            self.dispatcher.authorization = RequestAuthorization(authorizer, self.metadata_cache)
+            self.dispatcher.authorization = RequestAuthorization(
+                authorizer,
+                self.metadata_cache,
+                auto_create_topics=config.auto_create_topics_enable,
+            )
             self.metrics.registry.register(AuthorizerCollector(authorizer))
         AclApis(authorizer, None if zk is None else zk.zk).install(self.dispatcher)
         if authorizer is None or zk is None:

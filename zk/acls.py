@@ -214,20 +214,16 @@ async def change_names(zk: ZkClient, parent: str, *, watch: bool) -> list[str]:
     return sorted(n for n in names if n.startswith(CHANGE_PREFIX))
 
 
-async def changed_patterns(
-    zk: ZkClient, parent: str, names: Iterable[str]
-) -> tuple[set[ResourcePattern], list[tuple[str, int]]]:
-    """The patterns the named notifications announce, and each notification's
-    (path, creation time in ms) for purging; unreadable ones are skipped."""
+async def changed_patterns(zk: ZkClient, parent: str, names: Iterable[str]) -> set[ResourcePattern]:
+    """The patterns the named notifications announce (purged or unreadable ones are
+    skipped)."""
     paths = [f"{parent}/{name}" for name in names]
     patterns: set[ResourcePattern] = set()
-    created: list[tuple[str, int]] = []
-    for path, result in zip(paths, await zk.get_many(paths), strict=True):
+    for result in await zk.get_many(paths):
         if isinstance(result, ZkError):
             continue  # purged by another broker meanwhile
-        created.append((path, result[1].ctime_ms))
         try:
             patterns.add(decode_change(parent, result[0]))
         except ZkDataError:
             continue  # not a notification we can act on
-    return patterns, created
+    return patterns

@@ -8,12 +8,16 @@
     minibroker acl remove --allow-principal User:alice --operation Read --topic orders
 
 As in kafka-acls: ``add`` stores one binding per (resource, principal, host, operation)
-- hosts default to ``*``, operations to All; ``--cluster`` names the cluster resource
-(``kafka-cluster``). ``list`` without a resource lists every ACL; with one, the pattern
-type defaults to literal (``match`` lists every ACL that applies to the named resource,
-``any`` both literal and prefixed). ``remove`` without principals removes every ACL of
-the resource (restricted to ``--operation`` when given). Changing ACLs needs Alter on
-the cluster, listing them Describe.
+- hosts default to ``*``, operations to All; ``--producer`` stands for Write, Describe
+and Create on the topics (plus IdempotentWrite on the cluster with ``--idempotent``),
+``--consumer`` for Read and Describe on the topics and Read on the groups;
+``--cluster`` names the cluster resource (``kafka-cluster``). ``list`` without a
+resource lists every ACL; with one, the pattern type defaults to literal (``match``
+lists every ACL that applies to the named resource, ``any`` both literal and
+prefixed). ``remove`` without principals removes every ACL of the resource (restricted
+to ``--operation`` when given). Changing ACLs needs Alter on
+the cluster, listing them Describe: log in with ``--command-config FILE`` (Kafka's
+client properties) as a principal that has them.
 
 ``list --format json`` prints one list of bindings::
 
@@ -34,9 +38,11 @@ from minibroker.client.cli.common import (
     UsageError,
     add_bootstrap,
     add_format,
+    command_security,
     print_json,
     run_async,
 )
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.acls import (
     CLUSTER_NAME,
     WILDCARD,
@@ -75,15 +81,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="how resource names match (default literal)",
     )
+    parser.add_argument(
+        "--producer",
+        action="store_true",
+        help="add/remove: write, describe and create on the topics",
+    )
+    parser.add_argument(
+        "--consumer",
+        action="store_true",
+        help="add/remove: read and describe on the topics, read on the groups",
+    )
+    parser.add_argument(
+        "--idempotent", action="store_true", help="with --producer: idempotent write too"
+    )
     parser.add_argument("--principal", metavar="TYPE:NAME", help="list: only this principal")
     parser.add_argument("--force", action="store_true", help="accepted for kafka-acls; no prompt")
     add_bootstrap(parser)
     add_format(parser)
 
 
+Resource = tuple[ResourceType, str]
+
+PRODUCER_TOPIC_OPERATIONS = (Operation.WRITE, Operation.DESCRIBE, Operation.CREATE)
+CONSUMER_TOPIC_OPERATIONS = (Operation.READ, Operation.DESCRIBE)
+"""kafka-acls' --producer and --consumer: what a producer / consumer needs on a topic
+(a consumer also needs Read on its group)."""
+
+
 def run(args: argparse.Namespace) -> int:
     pattern_type = parse_pattern_type(args.resource_pattern_type or "literal")
-    resources = [(ResourceType.TOPIC, t) for t in args.topic]
+    resources: list[Resource] = [(ResourceType.TOPIC, t) for t in args.topic]
     resources += [(ResourceType.GROUP, g) for g in args.group]
     if args.cluster:
         resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
@@ -91,15 +118,43 @@ def run(args: argparse.Namespace) -> int:
         operations = [parse_operation(op) for op in args.operation]
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    planned = resource_operations(args, resources, operations)
     if args.action == "add":
-        bindings = add_bindings(args, resources, pattern_type, operations)
-        return run_async(_add, args.bootstrap_server, bindings)
+        bindings = add_bindings(args, planned, pattern_type)
+        return run_async(_add, args.bootstrap_server, command_security(args), bindings)
     if args.action == "list":
         selectors = list_filters(args, resources, pattern_type)
-        return run_async(_list, args.bootstrap_server, selectors, args.format)
-    return run_async(
-        _remove, args.bootstrap_server, remove_filters(args, resources, pattern_type, operations)
-    )
+        return run_async(
+            _list, args.bootstrap_server, command_security(args), selectors, args.format
+        )
+    selectors = remove_filters(args, planned, pattern_type)
+    return run_async(_remove, args.bootstrap_server, command_security(args), selectors)
+
+
+def resource_operations(
+    args: argparse.Namespace, resources: list[Resource], operations: list[Operation]
+) -> list[tuple[Resource, list[Operation]]]:
+    """The operations each resource gets: ``--operation``s, or --producer's and
+    --consumer's sets (as kafka-acls gives them)."""
+    if not (args.producer or args.consumer):
+        return [(resource, operations) for resource in resources]
+    if args.consumer and not args.group:
+        raise UsageError("--consumer needs --group")
+    planned: dict[Resource, list[Operation]] = {}
+    for kind, name in resources:
+        wanted = planned.setdefault((kind, name), [])
+        if kind is ResourceType.TOPIC:
+            if args.producer:
+                wanted += PRODUCER_TOPIC_OPERATIONS
+            if args.consumer:
+                wanted += [op for op in CONSUMER_TOPIC_OPERATIONS if op not in wanted]
+        elif kind is ResourceType.GROUP and args.consumer:
+            wanted.append(Operation.READ)
+    if args.producer and args.idempotent:
+        planned.setdefault((ResourceType.CLUSTER, CLUSTER_NAME), []).append(
+            Operation.IDEMPOTENT_WRITE
+        )
+    return [(resource, ops) for resource, ops in planned.items() if ops]
 
 
 def _entries(args: argparse.Namespace, operations: list[Operation]) -> list[AccessControlEntry]:
@@ -117,21 +172,19 @@ def _entries(args: argparse.Namespace, operations: list[Operation]) -> list[Acce
 
 def add_bindings(
     args: argparse.Namespace,
-    resources: list[tuple[ResourceType, str]],
+    planned: list[tuple[Resource, list[Operation]]],
     pattern_type: PatternType,
-    operations: list[Operation],
 ) -> list[AclBinding]:
-    if not resources:
+    if not planned:
         raise UsageError("name a resource: --topic, --group or --cluster")
     if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
         raise UsageError("add takes --resource-pattern-type literal or prefixed")
-    entries = _entries(args, operations)
-    if not entries:
+    if not (args.allow_principal or args.deny_principal):
         raise UsageError("name a principal: --allow-principal or --deny-principal")
     bindings = [
         AclBinding(ResourcePattern(kind, name, pattern_type), entry)
-        for kind, name in resources
-        for entry in entries
+        for (kind, name), operations in planned
+        for entry in _entries(args, operations)
     ]
     for binding in bindings:
         problem = binding_problem(binding)
@@ -142,7 +195,7 @@ def add_bindings(
 
 def list_filters(
     args: argparse.Namespace,
-    resources: list[tuple[ResourceType, str]],
+    resources: list[Resource],
     pattern_type: PatternType,
 ) -> list[AclBindingFilter]:
     if not resources:
@@ -155,39 +208,42 @@ def list_filters(
 
 def remove_filters(
     args: argparse.Namespace,
-    resources: list[tuple[ResourceType, str]],
+    planned: list[tuple[Resource, list[Operation]]],
     pattern_type: PatternType,
-    operations: list[Operation],
 ) -> list[AclBindingFilter]:
-    if not resources:
+    if not planned:
         raise UsageError("name a resource: --topic, --group or --cluster")
-    entries = _entries(args, operations)
-    if entries:
-        return [
-            AclBindingFilter(
-                kind, name, pattern_type, e.principal, e.host, e.operation, e.permission
-            )
-            for kind, name in resources
-            for e in entries
-        ]
-    return [
-        AclBindingFilter(kind, name, pattern_type, operation=operation)
-        for kind, name in resources
-        for operation in operations or [Operation.ANY]
-    ]
+    selectors = []
+    for (kind, name), operations in planned:
+        entries = _entries(args, operations)
+        if entries:
+            selectors += [
+                AclBindingFilter(
+                    kind, name, pattern_type, e.principal, e.host, e.operation, e.permission
+                )
+                for e in entries
+            ]
+        else:
+            selectors += [
+                AclBindingFilter(kind, name, pattern_type, operation=operation)
+                for operation in operations or [Operation.ANY]
+            ]
+    return selectors
 
 
-async def _add(bootstrap: str, bindings: list[AclBinding]) -> int:
-    async with Admin(bootstrap) as admin:
+async def _add(bootstrap: str, security: ClientSecurity | None, bindings: list[AclBinding]) -> int:
+    async with Admin(bootstrap, config=security) as admin:
         await create_acls(admin.cluster, bindings)
     for binding in bindings:
         print(f"Added ACL {describe(binding)}")
     return 0
 
 
-async def _list(bootstrap: str, selectors: list[AclBindingFilter], fmt: str) -> int:
+async def _list(
+    bootstrap: str, security: ClientSecurity | None, selectors: list[AclBindingFilter], fmt: str
+) -> int:
     found: list[AclBinding] = []
-    async with Admin(bootstrap) as admin:
+    async with Admin(bootstrap, config=security) as admin:
         for selector in selectors:
             found += [b for b in await describe_acls(admin.cluster, selector) if b not in found]
     if fmt == "json":
@@ -201,8 +257,10 @@ async def _list(bootstrap: str, selectors: list[AclBindingFilter], fmt: str) -> 
     return 0
 
 
-async def _remove(bootstrap: str, selectors: list[AclBindingFilter]) -> int:
-    async with Admin(bootstrap) as admin:
+async def _remove(
+    bootstrap: str, security: ClientSecurity | None, selectors: list[AclBindingFilter]
+) -> int:
+    async with Admin(bootstrap, config=security) as admin:
         removed = await delete_acls(admin.cluster, selectors)
     for binding in removed:
         print(f"Removed ACL {describe(binding)}")

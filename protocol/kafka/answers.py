@@ -140,6 +140,16 @@ def _alter_replica_log_dirs(request: Body, error: KafkaError) -> Body:
     }
 
 
+def _create_acls(request: Body, error: KafkaError) -> Body:
+    results = [{"error_code": error.code, "error_message": error.message}]
+    return {"results": results * len(request["creations"])}
+
+
+def _delete_acls(request: Body, error: KafkaError) -> Body:
+    result = {"error_code": error.code, "error_message": error.message, "matching_acls": []}
+    return {"filter_results": [dict(result) for _ in request["filters"]]}
+
+
 _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     0: _produce,
     1: _fetch,
@@ -148,6 +158,8 @@ _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     19: _create_topics,
     20: _delete_topics,
     23: _offset_for_leader_epoch,
+    30: _create_acls,
+    31: _delete_acls,
     32: _resources("results"),
     33: _resources("responses"),
     34: _alter_replica_log_dirs,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from minibroker.protocol.kafka.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from minibroker.protocol.kafka.cluster import (
     ALTER_CONFIGS,
     API_VERSIONS,
@@ -52,6 +53,9 @@ MESSAGES: Final[dict[int, Message]] = {
         ELECT_LEADERS,
         ALTER_PARTITION_REASSIGNMENTS,
         LIST_PARTITION_REASSIGNMENTS,
+        DESCRIBE_ACLS,
+        CREATE_ACLS,
+        DELETE_ACLS,
         SASL_HANDSHAKE,
         SASL_AUTHENTICATE,
     )

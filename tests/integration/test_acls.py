@@ -10,14 +10,20 @@ and may only do what each test grants ``User:ANONYMOUS`` on that host.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import kafka.admin as kafka_admin
 import pytest
 import trio
+from kafka import KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError as KafkaTopicAuthorizationFailedError
 
+from minibroker.broker.acl_sync import CHANGE_EXPIRATION_MS, AclSync
+from minibroker.broker.authorizer import AclAuthorizer
 from minibroker.broker.broker import Broker
 from minibroker.node.node import Node
 from minibroker.protocol.acls import (
@@ -39,7 +45,7 @@ from minibroker.protocol.errors import (
     TopicAuthorizationFailedError,
 )
 from minibroker.protocol.session import ANONYMOUS
-from minibroker.zk.acls import update_acls
+from minibroker.zk.acls import EXTENDED_CHANGES_PATH, change_names, update_acls
 from minibroker.zk.client import ZkClient
 from tests.support.broker import (
     WireClient,
@@ -87,19 +93,22 @@ def grant(
     )
 
 
-async def seed_broker_acls(zk: ZkClient) -> None:
+async def seed_broker_acls(zk: ZkClient, grants: list[ResourcePattern] = BROKER_GRANTS) -> None:
     """ACLs the brokers need before they start (as an operator writes them with
     kafka-acls --authorizer-properties zookeeper.connect=...)."""
     entry = AccessControlEntry(ANONYMOUS, ADMIN_HOST, Operation.ALL, Permission.ALLOW)
-    for pattern in BROKER_GRANTS:
+    for pattern in grants:
         await update_acls(zk, pattern, lambda before: before | {entry})
 
 
 class Cluster:
-    def __init__(self, nursery: trio.Nursery, root: Path, zk_connect: str) -> None:
+    def __init__(
+        self, nursery: trio.Nursery, root: Path, zk_connect: str, properties: dict[str, Any]
+    ) -> None:
         self.nursery = nursery
         self.root = root
         self.zk_connect = zk_connect
+        self.properties = properties
         self.brokers: dict[int, Broker] = {}
 
     async def start(self, broker_id: int) -> None:
@@ -109,6 +118,7 @@ class Cluster:
             zookeeper_connect=self.zk_connect,
             zookeeper_session_timeout_ms=4000,
             **AUTHORIZER,
+            **self.properties,
         )
         self.brokers[broker_id] = await self.nursery.start(Node(config).run)
 
@@ -162,11 +172,18 @@ class Cluster:
 
 @asynccontextmanager
 async def acl_cluster(
-    root: Path, zk_connect: str, zk_client: ZkClient, size: int
+    root: Path,
+    zk_connect: str,
+    zk_client: ZkClient,
+    size: int,
+    grants: list[ResourcePattern] = BROKER_GRANTS,
+    **properties: Any,
 ) -> AsyncIterator[Cluster]:
-    await seed_broker_acls(zk_client)
+    """``size`` brokers with the authorizer on; ANONYMOUS from 127.0.0.1 holds All on
+    ``grants`` (by default the cluster, every topic and every group)."""
+    await seed_broker_acls(zk_client, grants)
     async with trio.open_nursery() as nursery:
-        cluster = Cluster(nursery, root, zk_connect)
+        cluster = Cluster(nursery, root, zk_connect, properties)
         for broker_id in range(1, size + 1):
             await cluster.start(broker_id)
         try:
@@ -253,6 +270,13 @@ MATRIX: list[tuple[str, ApiKey, dict[str, Any], tuple[ResourceType, str], Operat
      TOPIC_AUTH),
     ("describe log dirs", ApiKey.DESCRIBE_LOG_DIRS, {"topics": None},
      CLUSTER_KEY, Operation.DESCRIBE, _top_error, CLUSTER_AUTH),
+    ("elect leaders", ApiKey.ELECT_LEADERS,
+     {"topic_partitions": [{"topic": TOPIC, "partitions": [0]}]},
+     CLUSTER_KEY, Operation.ALTER, _top_error, CLUSTER_AUTH),
+    ("alter reassignments", ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"topics": []},
+     CLUSTER_KEY, Operation.ALTER, _top_error, CLUSTER_AUTH),
+    ("alter replica log dirs", ApiKey.ALTER_REPLICA_LOG_DIRS, {"dirs": []},
+     CLUSTER_KEY, Operation.ALTER, _top_error, CLUSTER_AUTH),
     ("list reassignments", ApiKey.LIST_PARTITION_REASSIGNMENTS, {"topics": None},
      CLUSTER_KEY, Operation.DESCRIBE, _top_error, CLUSTER_AUTH),
     ("describe cluster", ApiKey.DESCRIBE_CLUSTER, {},
@@ -525,3 +549,123 @@ async def test_acl_cli_adds_lists_and_removes_with_kafka_acls_options(
         usage = await run_cli("acl", "add", "--topic", "t", bootstrap=bootstrap)
         assert usage.returncode == 2
         assert "principal" in usage.stderr
+
+
+async def test_kafka_python_admin_manages_acls_over_the_kafka_listener(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    async with acl_cluster(
+        tmp_path, zk_connect, zk_client, size=1, kafka_listeners="127.0.0.1:0"
+    ) as cluster:
+        address = cluster.brokers[1].kafka_address
+        assert address is not None
+        carol = kafka_admin.ACLFilter(
+            "User:carol",
+            None,
+            kafka_admin.ACLOperation.ANY,
+            kafka_admin.ACLPermissionType.ANY,
+            kafka_admin.ResourcePatternFilter(
+                kafka_admin.ResourceType.ANY, None, kafka_admin.ACLResourcePatternType.ANY
+            ),
+        )
+
+        def create_then_describe() -> list[Any]:
+            admin = kafka_admin.KafkaAdminClient(bootstrap_servers=f"{address[0]}:{address[1]}")
+            try:
+                acl = kafka_admin.ACL(
+                    "User:carol",
+                    "*",
+                    kafka_admin.ACLOperation.READ,
+                    kafka_admin.ACLPermissionType.ALLOW,
+                    kafka_admin.ResourcePattern(
+                        kafka_admin.ResourceType.TOPIC,
+                        "audit-",
+                        kafka_admin.ACLResourcePatternType.PREFIXED,
+                    ),
+                )
+                created = admin.create_acls([acl])
+                assert created["failed"] == [], created
+                found, error = admin.describe_acls(carol)
+                assert error.errno == 0, error
+                return list(found)
+            finally:
+                admin.close()
+
+        found = await trio.to_thread.run_sync(create_then_describe)
+        assert [(a.resource_pattern.resource_name, a.operation.name) for a in found] == [
+            ("audit-", "READ")
+        ]
+        # Stored where Kafka stores it; the msgpack listener sees the same ACL.
+        data, _ = await zk_client.get("/kafka-acl-extended/prefixed/Topic/audit-")
+        assert json.loads(data)["acls"] == [
+            {"principal": "User:carol", "permissionType": "Allow", "operation": "Read", "host": "*"}
+        ]
+
+        def delete() -> Any:
+            admin = kafka_admin.KafkaAdminClient(bootstrap_servers=f"{address[0]}:{address[1]}")
+            try:
+                return admin.delete_acls([carol])
+            finally:
+                admin.close()
+
+        deleted = await trio.to_thread.run_sync(delete)
+        assert [len(acls) for _, acls, _ in deleted] == [1]
+        mine = {"resource_type_filter": 1, "pattern_type_filter": 1, "principal_filter":
+                "User:carol", "operation": 1, "permission_type": 1}  # fmt: skip
+        assert (await cluster.admin(ApiKey.DESCRIBE_ACLS, mine))["resources"] == []
+
+
+async def test_acl_sync_applies_each_notification_once_and_purges_expired_ones(
+    zk_client: ZkClient,
+) -> None:
+    authorizer = AclAuthorizer()
+    now_ms = [time.time_ns() // 1_000_000]
+    sync = AclSync(authorizer, zk_client, clock_ms=lambda: now_ms[0])
+    await sync.load()
+    pattern = ResourcePattern(ResourceType.GROUP, "billing-", PatternType.PREFIXED)
+    entry = AccessControlEntry("User:alice", "*", Operation.READ, Permission.ALLOW)
+    await update_acls(zk_client, pattern, lambda before: before | {entry})
+    await sync.apply_changes(EXTENDED_CHANGES_PATH)
+    assert authorizer.acls(pattern) == {entry}
+    assert len(await change_names(zk_client, EXTENDED_CHANGES_PATH, watch=False)) == 1
+
+    now_ms[0] += CHANGE_EXPIRATION_MS + 60_000
+    await sync.apply_changes(EXTENDED_CHANGES_PATH)
+    assert await change_names(zk_client, EXTENDED_CHANGES_PATH, watch=False) == []
+    assert authorizer.acls(pattern) == {entry}
+
+
+async def test_kafka_python_producer_gets_topic_authorization_failed_where_it_may_not_write(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    # Here 127.0.0.1 (kafka-python, the broker itself) holds All on the cluster only;
+    # topics are granted one by one.
+    cluster_only = [ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME)]
+    async with acl_cluster(
+        tmp_path, zk_connect, zk_client, 1, cluster_only, kafka_listeners="127.0.0.1:0"
+    ) as cluster:
+        for name in ("open", "closed"):
+            await cluster.create_topic(name)
+        await cluster.create_acls(
+            grant(ResourceType.TOPIC, "open", Operation.WRITE, host=ADMIN_HOST),
+            grant(ResourceType.TOPIC, "closed", Operation.READ, host="10.9.9.9"),
+        )
+        address = cluster.brokers[1].kafka_address
+        assert address is not None
+
+        def produce() -> tuple[int, str]:
+            producer = KafkaProducer(
+                bootstrap_servers=f"{address[0]}:{address[1]}", acks=1, max_block_ms=10_000
+            )
+            try:
+                offset = producer.send("open", b"allowed").get(timeout=30).offset
+                with pytest.raises(KafkaTopicAuthorizationFailedError) as refused:
+                    producer.send("closed", b"refused").get(timeout=30)
+                return offset, type(refused.value).__name__
+            finally:
+                producer.close(timeout=5)
+
+        offset, error = await trio.to_thread.run_sync(produce)
+        assert (offset, error) == (0, "TopicAuthorizationFailedError")
+        read = fetched(await cluster.admin(ApiKey.FETCH, fetch_body("closed", {0: 0})))
+        assert read["error_code"] == TOPIC_AUTH  # the admin host may not read it either

@@ -10,6 +10,7 @@ from minibroker.broker.authorization import RULES, RequestAuthorization, rules_m
 from minibroker.broker.authorizer import AclAuthorizer
 from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.server import CloseConnection
 from minibroker.protocol.acls import (
     AccessControlEntry,
     Operation,
@@ -136,3 +137,114 @@ def test_the_table_names_kafkas_operations_for_configs() -> None:
     assert isinstance(answer, dict)
     assert [r["error_code"] for r in answer["results"]] == [ClusterAuthorizationFailedError.code]
     assert ApiKey.DESCRIBE_CONFIGS in RULES
+
+
+def test_offset_commit_needs_read_on_the_group_and_on_each_topic() -> None:
+    auth = authorization(
+        (ResourcePattern(ResourceType.GROUP, "g"), Operation.READ),
+        (ResourcePattern(ResourceType.TOPIC, "mine"), Operation.READ),
+    )
+    body = {
+        "group_id": "g",
+        "topics": [
+            {"name": "mine", "partitions": [{"partition_index": 0}]},
+            {"name": "theirs", "partitions": [{"partition_index": 1}]},
+        ],
+    }
+    answer = auth.run(
+        header(8), body, lambda h, b: {"topics": [{"name": t["name"]} for t in b["topics"]]}
+    )
+    assert isinstance(answer, dict)
+    assert answer["topics"] == [
+        {"name": "mine"},
+        {
+            "name": "theirs",
+            "partitions": [
+                {"partition_index": 1, "error_code": TopicAuthorizationFailedError.code}
+            ],
+        },
+    ]
+    with pytest.raises(GroupAuthorizationFailedError):
+        auth.run(header(8), {**body, "group_id": "other"}, lambda h, b: {})
+
+
+def test_offset_fetch_of_every_topic_leaves_out_the_undescribable() -> None:
+    auth = authorization(
+        (ResourcePattern(ResourceType.GROUP, "g"), Operation.DESCRIBE),
+        (ResourcePattern(ResourceType.TOPIC, "mine"), Operation.READ),
+    )
+    answer = auth.run(
+        header(9),
+        {"group_id": "g", "topics": None},
+        lambda h, b: {"topics": [{"name": "mine"}, {"name": "theirs"}]},
+    )
+    assert answer == {"topics": [{"name": "mine"}]}
+
+
+def test_describe_groups_answers_each_refused_group_in_the_answer_shape() -> None:
+    auth = authorization((ResourcePattern(ResourceType.GROUP, "g"), Operation.DESCRIBE))
+    answer = auth.run(
+        header(15),
+        {"groups": ["g", "h"]},
+        lambda h, b: {"groups": [{"group_id": g, "error_code": 0} for g in b["groups"]]},
+    )
+    assert isinstance(answer, dict)
+    refused = answer["groups"][1]
+    assert refused["group_id"] == "h"
+    assert refused["error_code"] == GroupAuthorizationFailedError.code
+    assert refused["members"] == []
+
+
+def test_list_groups_shows_only_describable_groups_without_describe_on_the_cluster() -> None:
+    auth = authorization((ResourcePattern(ResourceType.GROUP, "g"), Operation.DESCRIBE))
+    answer = auth.run(
+        header(16), {}, lambda h, b: {"groups": [{"group_id": "g"}, {"group_id": "h"}]}
+    )
+    assert answer == {"groups": [{"group_id": "g"}]}
+
+
+def test_find_coordinator_of_a_group_needs_describe_on_it() -> None:
+    auth = authorization((ResourcePattern(ResourceType.GROUP, "g"), Operation.READ))
+    assert auth.run(header(10), {"key": "g", "key_type": 0}, lambda h, b: {"ok": 1}) == {"ok": 1}
+    with pytest.raises(GroupAuthorizationFailedError):
+        auth.run(header(10), {"key": "h", "key_type": 0}, lambda h, b: {"ok": 1})
+
+
+@pytest.mark.parametrize(("auto_create", "refused"), [(True, True), (False, False)])
+def test_a_missing_topic_needs_create_only_where_it_would_be_auto_created(
+    auto_create: bool, refused: bool
+) -> None:
+    authorizer = AclAuthorizer()
+    entry = AccessControlEntry(ALICE, "*", Operation.DESCRIBE, Permission.ALLOW)
+    authorizer.set_acls(ResourcePattern(ResourceType.TOPIC, "new"), [entry])
+    auth = RequestAuthorization(authorizer, MetadataCache(0), auto_create_topics=auto_create)
+    seen: list[list[str]] = []
+
+    def handler(h: RequestHeader, b: dict[str, Any]) -> dict[str, Any]:
+        seen.append([t["name"] for t in b["topics"]])
+        return {"topics": []}
+
+    body = {"topics": [{"name": "new"}], "allow_auto_topic_creation": True}
+    answer = auth.run(header(ApiKey.METADATA), body, handler)
+    assert isinstance(answer, dict)
+    assert seen == [[] if refused else ["new"]]
+    assert bool(answer["topics"]) is refused
+
+
+def test_an_acks_0_produce_to_a_refused_topic_closes_the_connection() -> None:
+    auth = authorization()
+    body = {"acks": 0, "topics": [{"name": "no", "partitions": [{"index": 0, "records": b""}]}]}
+    ran: list[int] = []
+    with pytest.raises(CloseConnection):
+        auth.run(header(ApiKey.PRODUCE), body, lambda h, b: ran.append(1))  # type: ignore[func-returns-value]
+    assert ran == []
+
+
+def test_an_api_missing_from_the_table_is_for_brokers_only() -> None:
+    auth = authorization((ResourcePattern(ResourceType.TOPIC, "*"), Operation.ALL))
+    with pytest.raises(ClusterAuthorizationFailedError):
+        auth.run(header(9999), {}, lambda h, b: {"error_code": 0})
+    broker = authorization(
+        (ResourcePattern(ResourceType.CLUSTER, "kafka-cluster"), Operation.CLUSTER_ACTION)
+    )
+    assert broker.run(header(9999), {}, lambda h, b: {"error_code": 0}) == {"error_code": 0}

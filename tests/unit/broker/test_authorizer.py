@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
-from minibroker.broker.authorizer import AclAuthorizer, parse_super_users
+from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, parse_super_users
 from minibroker.protocol.acls import (
     AccessControlEntry,
     Operation,
@@ -13,6 +14,7 @@ from minibroker.protocol.acls import (
     ResourcePattern,
     ResourceType,
 )
+from tests.support.prometheus import promtool_problems
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
@@ -187,3 +189,17 @@ def test_denials_are_counted() -> None:
     auth.authorize(BOB, "h", Operation.READ, TOPIC, "t")
     auth.authorize(ALICE, "h", Operation.READ, TOPIC, "t")
     assert auth.denied == {(TOPIC, Operation.READ): 2}
+
+
+def test_refusals_and_the_acl_count_are_prometheus_metrics() -> None:
+    auth = authorizer_with((ResourcePattern(TOPIC, "t", LITERAL), entry(ALICE, Operation.READ)))
+    auth.authorize(BOB, "h", Operation.WRITE, TOPIC, "t")
+    registry = CollectorRegistry()
+    registry.register(AuthorizerCollector(auth))
+    text = generate_latest(registry).decode()
+    assert (
+        'kafka_server_authorizer_metrics_authorization_denied_total{operation="Write",'
+        'resource_type="Topic"} 1.0' in text
+    )
+    assert "kafka_server_authorizer_metrics_acl_entries 1.0" in text
+    assert promtool_problems(text.encode()) == []

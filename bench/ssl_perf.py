@@ -9,6 +9,10 @@ each it produces ``--megabytes`` MiB in 1 MiB batches (acks=1, one partition), t
 fetches all of it back from the start with the bundled Consumer. The figures are MiB/s
 per run; the last line of stdout is one JSON object with per-protocol min / median /
 max and the SSL / PLAINTEXT ratio of the medians (the target is >= 0.7).
+
+Wall-clock figures on a shared machine swing with its load, so each run also records
+the CPU seconds the client and the broker process spent (``*_cpu_mib_s``: MiB per CPU
+second of both together); their ratio is what TLS costs, whatever else runs.
 """
 
 from __future__ import annotations
@@ -35,6 +39,23 @@ from minibroker.net.security import ClientSecurity, client_ssl_context
 TOPIC = "ssl-perf"
 BATCH_BYTES = 1024 * 1024  # the batches the target is stated for
 BROKER_PROPERTIES = ("message.max.bytes=2097152", "log.segment.bytes=268435456")
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's children (the broker), from /proc."""
+    me = os.getpid()
+    total = 0.0
+    with open(f"/proc/{me}/task/{me}/children") as f:
+        pids = f.read().split()
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _cpu_s() -> float:
+    return time.process_time() + _children_cpu_s()
 
 
 async def produce(
@@ -87,9 +108,17 @@ def one_run(protocol: str, pki: Path, args: argparse.Namespace) -> dict[str, flo
         security = ClientSecurity("SSL", client_ssl_context(ca_location=str(pki / "ca.pem")))
     with standalone_broker(*properties, listen=f"{protocol}://127.0.0.1:0") as bootstrap:
         trio.run(lead, bootstrap, TOPIC, 1, None, security)
+        cpu = _cpu_s()
         produced = trio.run(produce, bootstrap, security, args)
+        produce_cpu, cpu = _cpu_s() - cpu, _cpu_s()
         fetched = trio.run(fetch, bootstrap, security, args)
-    return {"produce_mib_s": produced, "fetch_mib_s": fetched}
+        fetch_cpu = _cpu_s() - cpu
+    return {
+        "produce_mib_s": produced,
+        "fetch_mib_s": fetched,
+        "produce_cpu_mib_s": args.megabytes / produce_cpu,
+        "fetch_cpu_mib_s": args.megabytes / fetch_cpu,
+    }
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -115,9 +144,10 @@ def main() -> None:
                 figures = one_run(protocol, pki, args)
                 results[protocol].append(figures)
                 load = os.getloadavg()[0]
-                print(f"run {run + 1} {protocol}: {figures} (load {load:.2f})", file=sys.stderr)
+                shown = {k: round(v, 1) for k, v in figures.items()}
+                print(f"run {run + 1} {protocol}: {shown} (load {load:.2f})", file=sys.stderr)
     report: dict[str, object] = {"megabytes": args.megabytes, "record_size": args.record_size}
-    for what in ("produce_mib_s", "fetch_mib_s"):
+    for what in ("produce_mib_s", "fetch_mib_s", "produce_cpu_mib_s", "fetch_cpu_mib_s"):
         plain = summary([r[what] for r in results["PLAINTEXT"]])
         tls = summary([r[what] for r in results["SSL"]])
         report[what] = {

@@ -102,7 +102,14 @@ class ClusterMembership:
         endpoints = [EndPoint(config.listener_name, *address)]
         if kafka_address is not None:
             endpoints.append(EndPoint(KAFKA_LISTENER, *kafka_address))
-        self.info = BrokerInfo(config.broker_id, tuple(endpoints), rack=config.broker_rack)
+        self.info = BrokerInfo(
+            config.broker_id,
+            tuple(endpoints),
+            rack=config.broker_rack,
+            security_protocols=tuple(
+                (e.listener, config.security_protocol(e.listener)) for e in endpoints
+            ),
+        )
         self.services = services
         self.session_file = Path(config.log_dirs[0]) / SESSION_FILE
 

@@ -75,6 +75,7 @@ from typing import Any, Protocol, TypeAlias
 import trio
 
 from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.net.tls import TlsStream
 from minibroker.protocol.errors import MinibrokerError
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 from minibroker.protocol.session import ANONYMOUS, Session
@@ -357,20 +358,23 @@ class BrokerServer:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
 
-    async def _tls_handshake(
-        self, stream: trio.abc.Stream, peer: str
-    ) -> trio.SSLStream[Any] | None:
+    async def _tls_handshake(self, stream: trio.abc.Stream, peer: str) -> TlsStream | None:
         """The TLS stream once its handshake is done; None (the stream closed) if it
         fails or takes longer than the handshake timeout."""
         assert self.ssl_context is not None
-        tls = trio.SSLStream(stream, self.ssl_context, server_side=True)
+        tls = TlsStream(stream, self.ssl_context, server_side=True)
         why = f"no TLS handshake within {self.ssl_handshake_timeout_s:g} s"
-        with trio.move_on_after(self.ssl_handshake_timeout_s):
-            try:
-                await tls.do_handshake()
-                return tls
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                why = f"TLS handshake failed: {_tls_failure(exc)}"
+        try:
+            with trio.move_on_after(self.ssl_handshake_timeout_s):
+                try:
+                    await tls.do_handshake()
+                    return tls
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    why = f"TLS handshake failed: {_tls_failure(exc)}"
+        except BaseException:  # cancelled (the server stops): the socket still closes
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            raise
         self.closed["tls_handshake"] += 1
         _refusal_log.warning("closing connection from %s: %s", peer, why)
         with trio.CancelScope(shield=True):
@@ -724,7 +728,7 @@ def _peer_host(stream: trio.abc.Stream) -> str:
         return ""
 
 
-def _certificate_principal(tls: trio.SSLStream[Any]) -> str:
+def _certificate_principal(tls: TlsStream) -> str:
     """``User:<subject>`` of the client's certificate as Kafka writes it (RFC 2253
     order: CN first), or User:ANONYMOUS without one."""
     der = tls.getpeercert(binary_form=True)

@@ -56,6 +56,7 @@ from typing import Any, Final
 import trio
 
 from minibroker.net.security import ClientSecurity
+from minibroker.net.tls import TlsStream
 from minibroker.protocol.api import (
     ApiKey,
     MalformedResponse,
@@ -261,7 +262,7 @@ class Connection:
                 tcp = await trio.open_tcp_stream(self.host, self.port)
                 if context is None:
                     return tcp
-                tls = trio.SSLStream(tcp, context, server_hostname=self.host)
+                tls = TlsStream(tcp, context, server_hostname=self.host)
                 try:
                     await tls.do_handshake()
                 except BaseException:

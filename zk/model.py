@@ -258,6 +258,11 @@ class BrokerInfo:
     timestamp_ms: int = 0
     jmx_port: int = -1
     epoch: int = -1
+    security_protocols: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    """(listener, security protocol) pairs; a listener not named is PLAINTEXT."""
+
+    def security_protocol(self, listener: str) -> str:
+        return dict(self.security_protocols).get(listener, DEFAULT_SECURITY_PROTOCOL)
 
     @property
     def host(self) -> str:
@@ -285,7 +290,7 @@ def encode_broker_info(info: BrokerInfo) -> bytes:
         "timestamp": str(info.timestamp_ms),
         "endpoints": [str(e) for e in info.endpoints],
         "listener_security_protocol_map": {
-            e.listener: DEFAULT_SECURITY_PROTOCOL for e in info.endpoints
+            e.listener: info.security_protocol(e.listener) for e in info.endpoints
         },
         "features": {},
     }
@@ -305,6 +310,9 @@ def decode_broker_info(broker_id: int, data: bytes, *, epoch: int = -1) -> Broke
         endpoints = (EndPoint(DEFAULT_SECURITY_PROTOCOL, host, _field(value, "port", int, what)),)
     rack = value.get("rack")
     timestamp = value.get("timestamp", "0")
+    protocols = value.get("listener_security_protocol_map")
+    if not isinstance(protocols, dict):
+        protocols = {}
     return BrokerInfo(
         id=broker_id,
         endpoints=endpoints,
@@ -312,6 +320,7 @@ def decode_broker_info(broker_id: int, data: bytes, *, epoch: int = -1) -> Broke
         timestamp_ms=int(timestamp) if str(timestamp).isdigit() else 0,
         jmx_port=int(value.get("jmx_port", -1)),
         epoch=epoch,
+        security_protocols=tuple((str(k), str(v)) for k, v in sorted(protocols.items())),
     )
 
 

@@ -68,6 +68,8 @@ class DevState:
         path = Path(self.data_dir) / STATE_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        if self.client_config is not None:
+            tmp.chmod(0o600)  # the brokers' settings hold their SASL login
         tmp.replace(path)
 
     @classmethod

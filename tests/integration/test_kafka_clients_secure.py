@@ -10,10 +10,12 @@ from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
+import trio
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from minibroker.client.admin import Admin
 from minibroker.client.producer import Producer
+from minibroker.protocol.errors import SaslAuthenticationFailedError, TopicAuthorizationFailedError
 from tests.support.cluster import LocalCluster
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -118,3 +120,27 @@ async def test_a_kafka_client_with_a_wrong_password_is_refused(cluster: LocalClu
     while not errors and time.monotonic() < deadline:
         producer.poll(0.2)
     assert errors and errors[0].code() == confluent_kafka.KafkaError._AUTHENTICATION
+
+
+async def test_a_user_added_with_the_cli_logs_in_but_acls_refuse_it_until_granted(
+    cluster: LocalCluster,
+) -> None:
+    password = cluster.data_dir / "bob.password"
+    password.write_text("bob-secret\n")
+    zookeeper = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
+    added = cluster.cli(
+        *("users", "add", "bob", "--password-file", str(password), "--zookeeper", zookeeper),
+        bootstrap=False,
+    )
+    assert added.returncode == 0, added.stderr
+    bob = {**cluster.client_properties, "sasl.username": "bob", "sasl.password": "bob-secret"}
+    deadline = time.monotonic() + 30
+    while True:  # the brokers apply the notification within a watch round trip
+        try:
+            async with Admin(cluster.bootstrap, config=bob) as admin:
+                await admin.create_topic("bobs", 1, 1)
+        except TopicAuthorizationFailedError:
+            break  # logged in, refused by the ACLs (bob is no super user)
+        except SaslAuthenticationFailedError:
+            assert time.monotonic() < deadline, "bob never became known to the brokers"
+            await trio.sleep(0.2)

@@ -5,6 +5,7 @@ through before a login."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,10 @@ import trio
 from minibroker.client.admin import Admin
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
-from minibroker.protocol.api import ApiKey, decode_response, encode_request
+from minibroker.protocol.api import ApiKey, RequestHeader, decode_response, encode_request
 from minibroker.protocol.errors import SaslAuthenticationFailedError
 from minibroker.protocol.frames import encode_frame
+from minibroker.protocol.kafka import codec as kafka_codec
 from minibroker.protocol.sasl import SaslClient
 from minibroker.zk.client import ZkClient
 from tests.support.broker import WireClient
@@ -165,3 +167,43 @@ async def test_a_request_before_the_login_gets_illegal_sasl_state_and_the_connec
         assert frame is not None
         assert decode_response(frame, ApiKey.SASL_AUTHENTICATE, 0)[1]["error_code"] == 34
         assert await metadata_works(broker.port, login("PLAIN"))
+
+
+async def _kafka_exchange(
+    stream: trio.SocketStream, api_key: int, version: int, body: dict[str, object], cid: int
+) -> dict[str, object]:
+    await stream.send_all(
+        kafka_codec.encode_request(RequestHeader(api_key, version, cid, "t"), body)
+    )
+    frame = await WireClient(stream).receive_frame()
+    assert frame is not None, "the broker closed the connection"
+    correlation_id, answer = kafka_codec.decode_response(frame, api_key, version)
+    assert correlation_id == cid
+    return dict(answer)
+
+
+async def test_the_kafka_listener_takes_handshake_v0_with_raw_tokens_and_then_serves(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    await users(zk_client)
+    props = {
+        **sasl_properties(),
+        "kafka.listeners": "127.0.0.1:0",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,KAFKA:SASL_PLAINTEXT",
+    }
+    async with secured_node(tmp_path, zk_connect, props) as broker:
+        assert broker.kafka_server is not None
+        stream = await trio.open_tcp_stream("127.0.0.1", broker.kafka_server.port)
+        handshake = await _kafka_exchange(
+            stream, ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"}, 1
+        )
+        assert handshake["error_code"] == 0
+        token = b"\x00alice\x00alice-pw"
+        await stream.send_all(struct.pack(">i", len(token)) + token)  # no request header
+        assert await WireClient(stream).receive_frame() == b""  # PLAIN's empty answer
+        metadata = await _kafka_exchange(stream, ApiKey.METADATA, 1, {"topics": []}, 2)
+        assert metadata["brokers"]
+        # After the login, another handshake reaches the dispatcher: ILLEGAL_SASL_STATE.
+        again = await _kafka_exchange(stream, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, 3)
+        assert again["error_code"] == 34
+        await stream.aclose()

@@ -176,3 +176,15 @@ async def test_a_broker_with_an_ssl_listener_serves_the_bundled_client(
         ) as admin:
             cluster = await admin.describe_cluster()
         assert [b.node_id for b in cluster.brokers] == [1]
+
+
+async def test_the_metrics_endpoint_binds_the_configured_address(tmp_path: Path) -> None:
+    config = broker_config(tmp_path / "logs", metrics_port="0", metrics_bind_address="127.0.0.2")
+    async with running_broker(config) as broker:
+        assert broker.metrics_server is not None
+        port = broker.metrics_server.port
+        async with await trio.open_tcp_stream("127.0.0.2", port) as scrape:
+            await scrape.send_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+            assert (await scrape.receive_some(64)).startswith(b"HTTP/1.")
+        with pytest.raises(OSError):
+            await trio.open_tcp_stream("127.0.0.1", port)  # not on the listener's address

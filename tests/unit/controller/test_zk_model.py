@@ -208,3 +208,14 @@ def test_a_brokers_kafka_listener_is_a_second_endpoint_of_its_znode() -> None:
     decoded = decode_broker_info(1, encode_broker_info(BrokerInfo(1, endpoints)))
     assert decoded.kafka_address == ("h", 19092)
     assert BrokerInfo(2, endpoints[:1]).kafka_address is None
+
+
+def test_a_brokers_znode_gives_each_listener_its_security_protocol() -> None:
+    endpoints = (EndPoint("SASL_SSL", "h", 9092), EndPoint(KAFKA_LISTENER, "h", 19092))
+    protocols = (("SASL_SSL", "SASL_SSL"), (KAFKA_LISTENER, "SSL"))
+    info = BrokerInfo(1, endpoints, security_protocols=protocols)
+    value = json.loads(encode_broker_info(info))
+    assert value["listener_security_protocol_map"] == {"SASL_SSL": "SASL_SSL", "KAFKA": "SSL"}
+    decoded = decode_broker_info(1, encode_broker_info(info))
+    assert decoded.security_protocol(KAFKA_LISTENER) == "SSL"
+    assert decoded.security_protocol("OTHER") == "PLAINTEXT"

@@ -1,0 +1,418 @@
+"""Network faults: partitions, one-way cuts and slow lossy links never lose an acks=all
+write, and the cluster converges once the network heals.
+
+ZooKeeper and three brokers (RF 3, min.insync.replicas 2, no unclean elections, the
+fault tests' 4 s ZooKeeper session and 3 s replica.lag.time.max.ms) each run in their own
+network namespace (tests/support/netns_cluster.py); the test's requests come from a
+fourth, the client's. While producers write unique values (tests/fault/
+test_durability.py's ``Producer``: acks=all, retrying, each acknowledgement noted with
+the broker that gave it), a scenario cuts links; then the network heals, the test waits
+until every ISR is full and every HW has reached its LEO, reads every partition back and
+hands it to the durability checker (tests/support/durability.py: every acknowledged
+value at its offset, no offset with two values, no duplicate without a retry, offsets
+only growing).
+
+Each scenario prints its figures (acknowledged, lost, the longest write stall and the
+windows with no acknowledgement at all) and appends them as a JSON line to
+``<tmp_path>/results.jsonl``. ``MINIBROKER_NEMESIS_DURATION_S`` sets how long the random
+nemesis runs per seed (15 s by default; 60 for a long run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from minibroker.controller.context import TopicPartition
+from minibroker.zk.client import open_zk_client
+from minibroker.zk.data import KafkaZkClient
+from tests.fault.test_durability import PARTITIONS, TOPIC, Ack, Producer, heal, read_partition
+from tests.support.cluster import FAULT_PROPERTIES
+from tests.support.durability import DurabilityChecker, DurabilityReport, ReadRecord
+from tests.support.netns_cluster import NetnsCluster, Node
+
+SEEDS = [1, 2]
+PROPERTIES = {"min.insync.replicas": 2, "unclean.leader.election.enable": "false"}
+SESSION_TIMEOUT_S = FAULT_PROPERTIES["zookeeper.session.timeout.ms"] / 1000
+LAG_MAX_S = FAULT_PROPERTIES["replica.lag.time.max.ms"] / 1000
+STALL_BOUND_S = LAG_MAX_S + LAG_MAX_S / 2 + 1.0
+"""The longest a follower cut from its leader may hold up acks=all writes: it leaves the
+ISR once it lags replica.lag.time.max.ms, noticed by a check that runs every half of
+that (as in Kafka), plus 1 s for the ZooKeeper write and a loaded machine."""
+PRODUCERS = 2
+WARM_UP_S = 1.5  # writes flow before the fault, so it cuts through traffic
+AFTER_HEAL_S = 2.0  # writes keep flowing after the heal: the cluster must take them
+ELECTION_TIMEOUT_S = SESSION_TIMEOUT_S + 20.0  # a session expiry, then the controller
+GAP_S = 1.0
+"""A stretch this long with no acknowledgement on a partition counts as unavailable."""
+ZK_SESSION_S = 30.0  # the test's own ZooKeeper session: it outlives every fault here
+ACTIVE_CONTROLLER = "kafka_controller_kafkacontroller_activecontrollercount"
+NEMESIS_S = float(os.environ.get("MINIBROKER_NEMESIS_DURATION_S", "15"))
+
+
+@dataclass
+class Run:
+    """One scenario's cluster, ZooKeeper view, producers and clock."""
+
+    cluster: NetnsCluster
+    data: KafkaZkClient
+    checker: DurabilityChecker
+    producers: list[Producer]
+    started: float
+    records: dict[str, list[ReadRecord]] = field(default_factory=dict)
+    """Every topic read back after the heal (filled in when the run ends)."""
+
+    def acks(self, topic: str = TOPIC) -> list[Ack]:
+        return [a for p in self.producers if p.topic == topic for a in p.acks]
+
+    async def leader(self, partition: int, topic: str = TOPIC) -> tuple[int, int]:
+        """(leader, leader epoch) of a partition as ZooKeeper has it."""
+        tp = TopicPartition(topic, partition)
+        state = (await self.data.read_partition_states([tp]))[tp]
+        return state.leader, state.leader_epoch
+
+    async def isr(self, partition: int, topic: str = TOPIC) -> list[int]:
+        tp = TopicPartition(topic, partition)
+        return list((await self.data.read_partition_states([tp]))[tp].isr)
+
+    def since(self, moment: float) -> float:
+        return round(moment - self.started, 2)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    tmp_path: Path, seed: int, *, acks1_producers: int = 0
+) -> AsyncIterator[tuple[Run, DurabilityChecker]]:
+    """A healthy cluster with producers writing; yields the run and the checker of the
+    acks=1 producers (on topic ``acks1``, if any). When the scenario is done: heal, wait
+    for full ISRs, write a little more, stop the producers and read every topic back
+    into ``run.records``."""
+    cluster = NetnsCluster(tmp_path, properties=PROPERTIES, rng=random.Random(seed))
+    checker, checker1 = DurabilityChecker(), DurabilityChecker()
+    topics = [TOPIC, *(["acks1"] if acks1_producers else [])]
+    try:
+        await cluster.start_all()
+        for topic in topics:
+            await cluster.create_topic(topic, PARTITIONS, 3)
+        async with open_zk_client(cluster.zk_connect_local, session_timeout=ZK_SESSION_S) as zk:
+            data = KafkaZkClient(zk)
+            for topic in topics:
+                await heal(cluster, data, topic)
+            producers = [Producer(cluster, checker, f"p{i}") for i in range(PRODUCERS)]
+            producers += [
+                Producer(cluster, checker1, f"q{i}", acks=1, topic="acks1")
+                for i in range(acks1_producers)
+            ]
+            run = Run(cluster, data, checker, producers, time.monotonic())
+            async with trio.open_nursery() as nursery:
+                for producer in producers:
+                    nursery.start_soon(producer.run, seed)
+                await trio.sleep(WARM_UP_S)
+                yield run, checker1
+                cluster.heal()
+                for topic in topics:
+                    await heal(cluster, data, topic)
+                await trio.sleep(AFTER_HEAL_S)
+                nursery.cancel_scope.cancel()
+            for topic in topics:
+                await heal(cluster, data, topic)  # the last writes replicated too
+                run.records[topic] = [
+                    record
+                    for partition in range(PARTITIONS)
+                    for record in await read_partition(cluster, partition, topic)
+                ]
+    finally:
+        cluster.close()
+
+
+async def wait_for(condition: Callable[[], Awaitable[bool]], what: str, timeout: float) -> float:
+    """Poll ``condition`` until true; when it became true (``time.monotonic()``)."""
+    with trio.move_on_after(timeout):
+        while not await condition():
+            await trio.sleep(0.1)
+        return time.monotonic()
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def unavailability(run: Run, start: float, end: float, topic: str = TOPIC) -> list[list[float]]:
+    """Windows of at least GAP_S in [start, end] with no acknowledgement on some partition:
+    ``[partition, from (s since the run started), length (s)]``."""
+    windows = []
+    for partition in range(PARTITIONS):
+        times = sorted(a.acked_at for a in run.acks(topic) if a.partition == partition)
+        edges = [start, *(t for t in times if start < t < end), end]
+        for before, after in itertools.pairwise(edges):
+            if after - before >= GAP_S:
+                windows.append([partition, run.since(before), round(after - before, 2)])
+    return windows
+
+
+def longest_stall(run: Run, partition: int, start: float, end: float) -> float:
+    """The longest time in [start, end] a partition went without an acknowledgement."""
+    times = sorted(a.acked_at for a in run.acks() if a.partition == partition)
+    edges = [start, *(t for t in times if start < t < end), end]
+    return max(after - before for before, after in itertools.pairwise(edges))
+
+
+def report_figures(
+    tmp_path: Path, scenario: str, seed: int, report: DurabilityReport, **figures: Any
+) -> None:
+    line = {
+        "scenario": scenario,
+        "seed": seed,
+        "acknowledged": report.acknowledged,
+        "read": report.read,
+        "lost": len(report.lost),
+        "violations": len(report.violations),
+        **figures,
+    }
+    print(json.dumps(line))
+    with (tmp_path / "results.jsonl").open("a") as results:
+        results.write(json.dumps(line) + "\n")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_leader_cut_off_from_zookeeper_and_brokers_acknowledges_no_acks_all_write(
+    tmp_path: Path, seed: int
+) -> None:
+    """The leader of a partition still reaches its clients but neither ZooKeeper nor the
+    other brokers. acks=all: nothing it acknowledges after the new leader's epoch starts,
+    nothing lost. acks=1: what it took while cut off is truncated when it rejoins, and
+    the checker reports exactly that as lost."""
+    rng = random.Random(seed)
+    partition = rng.randrange(PARTITIONS)
+    async with running(tmp_path, seed, acks1_producers=1) as (run, checker1):
+        old, old_epoch = await run.leader(partition)
+        others: list[Node] = [b for b in run.cluster.brokers if b != old]
+        cut_at = time.monotonic()
+        run.cluster.partition([[old, "client"], [*others, "zk", "client"]])
+
+        async def new_leader() -> bool:
+            leader, epoch = await run.leader(partition)
+            return leader != old and epoch > old_epoch
+
+        new_epoch_at = await wait_for(new_leader, "a new leader", ELECTION_TIMEOUT_S)
+        await trio.sleep(2.0)  # the old leader keeps serving its clients meanwhile
+        healed_at = time.monotonic()
+    report = run.checker.check(run.records[TOPIC])
+    report1 = checker1.check(run.records["acks1"])
+    late = [a for a in run.acks() if a.broker == old and a.acked_at > new_epoch_at]
+    acks1_cut_off = {a.value for a in run.acks("acks1") if a.broker == old and a.sent_at > cut_at}
+    acks1_after_epoch = {
+        a.value for a in run.acks("acks1") if a.broker == old and a.sent_at > new_epoch_at
+    }
+    report_figures(
+        tmp_path,
+        "leader-isolated",
+        seed,
+        report,
+        old_leader=old,
+        new_leader_after_s=round(new_epoch_at - cut_at, 2),
+        acks_all_by_old_leader_after_new_epoch=len(late),
+        acks1_acknowledged=report1.acknowledged,
+        acks1_by_old_leader_while_cut_off=len(acks1_cut_off),
+        acks1_lost=len(report1.lost),
+        unavailable=unavailability(run, cut_at, healed_at),
+    )
+    assert report.ok, report.summary()
+    assert not late, f"the old leader {old} acknowledged acks=all writes after the new epoch"
+    # acks=1 loses writes here, as in Kafka: every loss must be one the cut-off leader
+    # acknowledged, and everything it acknowledged after the new epoch must be counted.
+    assert set(report1.lost) <= acks1_cut_off, report1.summary()
+    assert acks1_after_epoch <= set(report1.lost), report1.summary()
+    assert len(report1.violations) == len(report1.lost), report1.summary()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_follower_cut_from_its_leader_leaves_the_isr_without_stalling_writes(
+    tmp_path: Path, seed: int
+) -> None:
+    """A follower that reaches ZooKeeper and the other broker but not its leader drops
+    out of the ISR; acks=all writes stall at most ``STALL_BOUND_S``, then go on."""
+    rng = random.Random(seed)
+    partition = rng.randrange(PARTITIONS)
+    async with running(tmp_path, seed) as (run, _):
+        leader, _ = await run.leader(partition)
+        follower = rng.choice([b for b in await run.isr(partition) if b != leader])
+        cut_at = time.monotonic()
+        run.cluster.cut(follower, leader)
+        run.cluster.cut(leader, follower)
+
+        async def shrunk() -> bool:
+            return follower not in await run.isr(partition)
+
+        shrunk_at = await wait_for(shrunk, "the ISR to shrink", LAG_MAX_S + 20)
+        await trio.sleep(2.0)
+        healed_at = time.monotonic()
+    report = run.checker.check(run.records[TOPIC])
+    stall = longest_stall(run, partition, cut_at, healed_at)
+    report_figures(
+        tmp_path,
+        "follower-cut-from-leader",
+        seed,
+        report,
+        leader=leader,
+        follower=follower,
+        isr_shrunk_after_s=round(shrunk_at - cut_at, 2),
+        longest_stall_s=round(stall, 2),
+        stall_bound_s=STALL_BOUND_S,
+        unavailable=unavailability(run, cut_at, healed_at),
+    )
+    assert report.ok, report.summary()
+    assert stall <= STALL_BOUND_S, f"writes to partition {partition} stalled {stall:.1f} s"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_isolated_controller_is_replaced_and_fenced(tmp_path: Path, seed: int) -> None:
+    """The controller loses ZooKeeper and every broker: another broker becomes the
+    controller with a higher epoch; after the heal the old one has resigned, exactly one
+    controller is active, and every partition has a leader and a full ISR."""
+    async with running(tmp_path, seed) as (run, _):
+        old = await run.data.get_controller_id()
+        epoch = await run.data.get_controller_epoch()
+        assert old is not None and epoch is not None
+        others: list[Node] = [b for b in run.cluster.brokers if b != old]
+        cut_at = time.monotonic()
+        run.cluster.partition([[old, "client"], [*others, "zk", "client"]])
+
+        async def replaced() -> bool:
+            now = await run.data.get_controller_id()
+            new_epoch = await run.data.get_controller_epoch()
+            return now not in (None, old) and new_epoch is not None and new_epoch[0] > epoch[0]
+
+        elected_at = await wait_for(replaced, "a new controller", ELECTION_TIMEOUT_S)
+        new = await run.data.get_controller_id()
+        # Cut off, the old controller cannot learn that its session ended: it still
+        # believes it is active (as Kafka's does) until it reaches ZooKeeper again.
+        old_still_active = await run.cluster.gauge(old, ACTIVE_CONTROLLER)
+        run.cluster.heal()
+        healed_at = time.monotonic()
+
+        async def one_controller() -> bool:
+            active = {b: await run.cluster.gauge(b, ACTIVE_CONTROLLER) for b in run.cluster.brokers}
+            return active == {b: float(b == new) for b in run.cluster.brokers}
+
+        fenced_at = await wait_for(one_controller, "the old controller to resign", 30.0)
+        assert (await run.data.get_controller_id()) == new
+    report = run.checker.check(run.records[TOPIC])
+    report_figures(
+        tmp_path,
+        "controller-isolated",
+        seed,
+        report,
+        old_controller=old,
+        new_controller=new,
+        new_controller_after_s=round(elected_at - cut_at, 2),
+        old_active_while_cut_off=old_still_active,
+        old_resigned_after_heal_s=round(fenced_at - healed_at, 2),
+        unavailable=unavailability(run, cut_at, healed_at),
+    )
+    assert report.ok, report.summary()
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_cluster_converges_after_zookeeper_is_unreachable_past_the_session_timeout(
+    tmp_path: Path, seed: int
+) -> None:
+    """No broker reaches ZooKeeper for twice the session timeout; after the heal, with no
+    manual step, every partition has a leader and a full ISR and writes succeed."""
+    async with running(tmp_path, seed) as (run, _):
+        brokers: list[Node] = list(run.cluster.brokers)
+        cut_at = time.monotonic()
+        run.cluster.partition([[*brokers, "client"], ["zk", "client"]])
+        await trio.sleep(2 * SESSION_TIMEOUT_S)
+        run.cluster.heal()
+        healed_at = time.monotonic()
+        await heal(run.cluster, run.data)
+        converged_at = time.monotonic()
+    report = run.checker.check(run.records[TOPIC])
+    acked_after = [a for a in run.acks() if a.sent_at > converged_at]
+    report_figures(
+        tmp_path,
+        "zookeeper-unreachable",
+        seed,
+        report,
+        outage_s=round(healed_at - cut_at, 2),
+        converged_after_heal_s=round(converged_at - healed_at, 2),
+        acknowledged_after_convergence=len(acked_after),
+        unavailable=unavailability(run, cut_at, converged_at),
+    )
+    assert report.ok, report.summary()
+    assert acked_after, "no write was acknowledged once the cluster converged"
+
+
+async def nemesis(run: Run, rng: random.Random, history: list[str]) -> None:
+    """Random network faults among ZooKeeper and the brokers, each healed before the
+    next: a random split, one node cut off, a one-way cut, a slow lossy link."""
+    cluster = run.cluster
+    nodes: list[Node] = ["zk", *cluster.brokers]
+    while True:
+        kind = rng.choice(["partition", "isolate", "cut", "slow", "heal"])
+        if kind == "partition":
+            shuffled = rng.sample(nodes, len(nodes))
+            split = rng.randrange(1, len(nodes))
+            groups: Sequence[list[Node]] = [
+                [*shuffled[:split], "client"],
+                [*shuffled[split:], "client"],
+            ]
+            cluster.partition(groups)
+            history.append(f"{run.since(time.monotonic())} partition {groups}")
+        elif kind == "isolate":
+            victim = rng.choice(nodes)
+            others = [n for n in nodes if n != victim]
+            cluster.partition([[victim, "client"], [*others, "client"]])
+            history.append(f"{run.since(time.monotonic())} isolate {victim}")
+        elif kind == "cut":
+            a, b = rng.sample(nodes, 2)
+            cluster.cut(a, b)
+            history.append(f"{run.since(time.monotonic())} cut {a}->{b}")
+        elif kind == "slow":
+            victim = rng.choice(list(cluster.brokers))
+            await trio.to_thread.run_sync(cluster.slow, victim, 200, 0.05)
+            history.append(f"{run.since(time.monotonic())} slow {victim} 200ms 5%")
+        await trio.sleep(rng.uniform(1.0, 4.0))
+        await trio.to_thread.run_sync(cluster.heal)
+        history.append(f"{run.since(time.monotonic())} heal")
+        await trio.sleep(rng.uniform(0.5, 2.0))
+
+
+@pytest.mark.timeout(120 + 2 * NEMESIS_S)
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_random_partitions_cuts_and_slow_links_lose_no_acknowledged_write(
+    tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    history: list[str] = []
+    async with running(tmp_path, seed) as (run, _):
+        started = time.monotonic()
+        with trio.move_on_after(NEMESIS_S):
+            await nemesis(run, rng, history)
+        run.cluster.heal()
+        ended = time.monotonic()
+    report = run.checker.check(run.records[TOPIC])
+    report_figures(
+        tmp_path,
+        "random-nemesis",
+        seed,
+        report,
+        duration_s=NEMESIS_S,
+        faults=history,
+        unavailable=unavailability(run, started, ended),
+    )
+    assert report.ok, f"faults {history}: {report.summary()}"
+    assert report.acknowledged > 0, f"nothing was acknowledged; faults {history}"

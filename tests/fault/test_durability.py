@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,12 +133,13 @@ class Producer:
             self.acks.append(Ack(value, partition, broker, sent_at, time.monotonic()))
             return
 
-    async def run(self, seed: int) -> None:
+    async def run(self, seed: int, partitions: Sequence[int] = range(PARTITIONS)) -> None:
+        """Send one value after another, round-robin over ``partitions``, until cancelled."""
         sequence = 0
         try:
             while True:
                 value = f"s{seed}-{self.name}-{sequence}".encode()
-                await self.send(sequence % PARTITIONS, value)
+                await self.send(partitions[sequence % len(partitions)], value)
                 sequence += 1
         finally:
             with trio.CancelScope(shield=True):
@@ -198,13 +200,7 @@ async def heal(cluster: ProcessCluster, data: KafkaZkClient, topic: str = TOPIC)
     for broker_id, broker in cluster.brokers.items():
         if not broker.running:
             await cluster.start(broker_id)
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-
-    async def all_in_sync() -> bool:
-        states = await data.read_partition_states(tps)
-        return all(len(states[tp].isr) == 3 for tp in tps)
-
-    await cluster.wait_until(all_in_sync, "every ISR to fill up again", timeout=HEAL_TIMEOUT_S)
+    await wait_in_sync(cluster, data, topic)
 
     async def all_replicated() -> bool:
         """Every leader's HW has reached its LEO: nothing is left to replicate.
@@ -220,6 +216,17 @@ async def heal(cluster: ProcessCluster, data: KafkaZkClient, topic: str = TOPIC)
         return True
 
     await cluster.wait_until(all_replicated, "every HW to reach its LEO", timeout=HEAL_TIMEOUT_S)
+
+
+async def wait_in_sync(cluster: ProcessCluster, data: KafkaZkClient, topic: str = TOPIC) -> None:
+    """Wait until every partition of ``topic`` has all three replicas in its ISR."""
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+
+    async def all_in_sync() -> bool:
+        states = await data.read_partition_states(tps)
+        return all(len(states[tp].isr) == 3 for tp in tps)
+
+    await cluster.wait_until(all_in_sync, "every ISR to fill up again", timeout=HEAL_TIMEOUT_S)
 
 
 async def leader_offsets(

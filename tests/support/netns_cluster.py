@@ -128,6 +128,18 @@ class NetnsCluster(ProcessCluster):
                 process.wait()
         self.network.destroy()
 
+    def client_process(self, argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+        """Start ``argv`` inside the client namespace (killed by ``close()`` at the latest)."""
+        argv = [*self.network.exec_prefix("client"), *argv]
+        return subprocess.Popen(argv, cwd=ROOT, env=child_env(), **popen)
+
+    @property
+    def bootstrap(self) -> str:
+        """The brokers' own addresses: for clients inside the client namespace."""
+        return ",".join(
+            f"{self.network.addresses[node_name(b)]}:{BROKER_PORT}" for b in self.brokers
+        )
+
     # -- where the test process reaches things ------------------------------------------
 
     def address(self, broker_id: int) -> tuple[str, int]:

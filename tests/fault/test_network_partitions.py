@@ -15,7 +15,11 @@ only growing).
 Each scenario prints its figures (acknowledged, lost, the longest write stall and the
 windows with no acknowledgement at all) and appends them as a JSON line to
 ``<tmp_path>/results.jsonl``. ``MINIBROKER_NEMESIS_DURATION_S`` sets how long the random
-nemesis runs per seed (15 s by default; 60 for a long run).
+nemesis runs per seed (15 s by default; 60 for a long run), ``MINIBROKER_NEMESIS_SEEDS``
+its seeds (``1,2``)::
+
+    MINIBROKER_NEMESIS_DURATION_S=60 MINIBROKER_NEMESIS_SEEDS=1,2,3,4,5 \\
+        .venv/bin/python -m pytest tests/fault/test_network_partitions.py -k random -s
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ CONVERGE_TIMEOUT_S = 60.0  # a new controller, re-registrations and every ISR re
 ZK_SESSION_S = 30.0  # the test's own ZooKeeper session: it outlives every fault here
 ACTIVE_CONTROLLER = "kafka_controller_kafkacontroller_activecontrollercount"
 NEMESIS_S = float(os.environ.get("MINIBROKER_NEMESIS_DURATION_S", "15"))
+NEMESIS_SEEDS = [int(s) for s in os.environ.get("MINIBROKER_NEMESIS_SEEDS", "1,2").split(",")]
 
 
 @dataclass
@@ -498,7 +503,7 @@ async def nemesis(run: Run, rng: random.Random, history: list[str]) -> None:
 
 
 @pytest.mark.timeout(120 + 2 * NEMESIS_S)
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", NEMESIS_SEEDS)
 async def test_random_partitions_cuts_and_slow_links_lose_no_acknowledged_write(
     tmp_path: Path, seed: int
 ) -> None:

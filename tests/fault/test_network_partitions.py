@@ -377,8 +377,9 @@ async def test_follower_cut_from_its_leader_leaves_the_isr_without_stalling_writ
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_isolated_controller_is_replaced_and_fenced(tmp_path: Path, seed: int) -> None:
     """The controller loses ZooKeeper and every broker: another broker becomes the
-    controller with a higher epoch; after the heal the old one has resigned, exactly one
-    controller is active, and every partition has a leader and a full ISR."""
+    controller with a higher epoch; after the heal the old one has resigned (it reports
+    no active controller, so its request channel is closed), exactly one controller is
+    active, every broker names it, and every partition has a leader and a full ISR."""
     async with running(tmp_path, seed) as run:
         old = await run.data.get_controller_id()
         epoch = await run.data.get_controller_epoch()
@@ -401,8 +402,18 @@ async def test_isolated_controller_is_replaced_and_fenced(tmp_path: Path, seed: 
         healed_at = time.monotonic()
 
         async def one_controller() -> bool:
+            """Only the new controller is active, and every broker names it."""
             active = {b: await run.cluster.gauge(b, ACTIVE_CONTROLLER) for b in run.cluster.brokers}
-            return active == {b: float(b == new) for b in run.cluster.brokers}
+            if active != {b: float(b == new) for b in run.cluster.brokers}:
+                return False
+            for broker in run.cluster.brokers:
+                try:
+                    response = await run.cluster.request(broker, ApiKey.METADATA, {"topics": []})
+                except KafkaError:
+                    return False
+                if response["controller_id"] != new:
+                    return False
+            return True
 
         fenced_at = await wait_for(one_controller, "the old controller to resign", 30.0)
         assert (await run.data.get_controller_id()) == new

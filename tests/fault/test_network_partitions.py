@@ -4,13 +4,18 @@ write, and the cluster converges once the network heals.
 ZooKeeper and three brokers (RF 3, min.insync.replicas 2, no unclean elections, the
 fault tests' 4 s ZooKeeper session and 3 s replica.lag.time.max.ms) each run in their own
 network namespace (tests/support/netns_cluster.py); the test's requests come from a
-fourth, the client's. While producers write unique values (tests/fault/
-test_durability.py's ``Producer``: acks=all, retrying, each acknowledgement noted with
-the broker that gave it), a scenario cuts links; then the network heals, the test waits
-until every ISR is full and every HW has reached its LEO, reads every partition back and
-hands it to the durability checker (tests/support/durability.py: every acknowledged
-value at its offset, no offset with two values, no duplicate without a retry, offsets
-only growing).
+fourth, the client's. While producers write unique values, a scenario cuts links; then
+the network heals, the test waits until every ISR is full and every HW has reached its
+LEO, reads every partition back and hands it to the durability checker
+(tests/support/durability.py: every acknowledged value at its offset, no offset with two
+values, no duplicate without a retry, offsets only growing). Three topics:
+
+- ``durable``: one tests/fault/test_durability.py ``Producer`` per partition (acks=all,
+  retrying, each acknowledgement noted with the broker that gave it and when);
+- ``idem``: idempotent client ``Producer``s inside the client namespace
+  (tests/fault/idempotent_workload.py), checked in the idempotent mode (no value twice,
+  retried or not; each producer's values in send order) and no delivery may fail;
+- ``acks1`` (leader scenario only): acks=1 producers, whose losses are counted.
 
 Each scenario prints its figures (acknowledged, lost, the longest write stall and the
 windows with no acknowledgement at all) and appends them as a JSON line to

@@ -16,6 +16,9 @@ re-run with the same seed to see the same kind of history).
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -43,20 +46,43 @@ HEAL_TIMEOUT_S = 60.0
 SEEDS = [1, 2, 3]
 
 
-class Producer:
-    """Sends single-record batches with acks=all, following leaders through Metadata."""
+@dataclass(frozen=True)
+class Ack:
+    """One acknowledged send: which broker answered, and when (``time.monotonic()``)."""
 
-    def __init__(self, cluster: ProcessCluster, checker: DurabilityChecker, name: str) -> None:
+    value: bytes
+    partition: int
+    broker: int
+    sent_at: float
+    acked_at: float
+
+
+class Producer:
+    """Sends single-record batches (acks=all unless told), following leaders through
+    Metadata; every acknowledgement is also kept in ``acks``."""
+
+    def __init__(
+        self,
+        cluster: ProcessCluster,
+        checker: DurabilityChecker,
+        name: str,
+        *,
+        acks: int = -1,
+        topic: str = TOPIC,
+    ) -> None:
         self.cluster = cluster
         self.checker = checker
         self.name = name
+        self.required_acks = acks
+        self.topic = topic
         self.leaders: dict[int, int] = {}
         self.connections: dict[int, Connection] = {}
         self.acknowledged = 0
+        self.acks: list[Ack] = []
 
     async def _leader(self, partition: int) -> int:
         if partition not in self.leaders:
-            metadata = await self.cluster.metadata(TOPIC)
+            metadata = await self.cluster.metadata(self.topic)
             self.leaders = {
                 p["partition_index"]: p["leader_id"]
                 for p in metadata["partitions"]
@@ -67,28 +93,29 @@ class Producer:
     async def _connection(self, broker_id: int) -> Connection:
         conn = self.connections.get(broker_id)
         if conn is None or not conn.is_usable:
-            port = self.cluster.brokers[broker_id].port
-            conn = Connection("127.0.0.1", port, connect_timeout=2.0)
+            conn = Connection(*self.cluster.address(broker_id), connect_timeout=2.0)
             self.connections[broker_id] = conn
             await conn.connect()
         return conn
 
-    async def _send_once(self, partition: int, value: bytes) -> int:
+    async def _send_once(self, partition: int, value: bytes) -> tuple[int, int, float]:
+        """(offset, the broker that acknowledged, when the request went out)."""
         leader = await self._leader(partition)
         conn = await self._connection(leader)
         body = {
-            "acks": -1,
+            "acks": self.required_acks,
             "timeout_ms": 3000,
             "topics": [
-                {"name": TOPIC, "partitions": [{"index": partition, "records": batch(value)}]}
+                {"name": self.topic, "partitions": [{"index": partition, "records": batch(value)}]}
             ],
         }
+        sent_at = time.monotonic()
         response = await conn.request(ApiKey.PRODUCE, body, timeout=5.0)
         answer = response["topics"][0]["partitions"][0]
         if answer["error_code"] != 0:
             raise KafkaError(f"produce error {answer['error_code']}")
         offset: int = answer["base_offset"]
-        return offset
+        return offset, leader, sent_at
 
     async def send(self, partition: int, value: bytes) -> None:
         self.checker.attempted(value)
@@ -96,21 +123,23 @@ class Producer:
             if attempt:
                 self.checker.retried(value)
             try:
-                offset = await self._send_once(partition, value)
+                offset, broker, sent_at = await self._send_once(partition, value)
             except (KafkaError, AssertionError, KeyError, OSError):
                 self.leaders.clear()
                 await trio.sleep(0.1 * attempt)
                 continue
-            self.checker.acknowledged(value, TOPIC, partition, offset)
+            self.checker.acknowledged(value, self.topic, partition, offset)
             self.acknowledged += 1
+            self.acks.append(Ack(value, partition, broker, sent_at, time.monotonic()))
             return
 
-    async def run(self, seed: int) -> None:
+    async def run(self, seed: int, partitions: Sequence[int] = range(PARTITIONS)) -> None:
+        """Send one value after another, round-robin over ``partitions``, until cancelled."""
         sequence = 0
         try:
             while True:
                 value = f"s{seed}-{self.name}-{sequence}".encode()
-                await self.send(sequence % PARTITIONS, value)
+                await self.send(partitions[sequence % len(partitions)], value)
                 sequence += 1
         finally:
             with trio.CancelScope(shield=True):
@@ -164,20 +193,14 @@ async def nemesis(cluster: ProcessCluster, rng: random.Random, log: list[str]) -
         log.append(f"{kind} {target}")
 
 
-async def heal(cluster: ProcessCluster, data: KafkaZkClient) -> None:
+async def heal(cluster: ProcessCluster, data: KafkaZkClient, topic: str = TOPIC) -> None:
     for broker_id, broker in cluster.brokers.items():
         if broker.paused:
             cluster.resume(broker_id)
     for broker_id, broker in cluster.brokers.items():
         if not broker.running:
             await cluster.start(broker_id)
-    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-
-    async def all_in_sync() -> bool:
-        states = await data.read_partition_states(tps)
-        return all(len(states[tp].isr) == 3 for tp in tps)
-
-    await cluster.wait_until(all_in_sync, "every ISR to fill up again", timeout=HEAL_TIMEOUT_S)
+    await wait_in_sync(cluster, data, topic)
 
     async def all_replicated() -> bool:
         """Every leader's HW has reached its LEO: nothing is left to replicate.
@@ -187,7 +210,7 @@ async def heal(cluster: ProcessCluster, data: KafkaZkClient) -> None:
         consumer may still see less than was acknowledged, for a moment.
         """
         for partition in range(PARTITIONS):
-            hw, leo = await leader_offsets(cluster, partition)
+            hw, leo = await leader_offsets(cluster, partition, topic)
             if hw < 0 or hw != leo:
                 return False
         return True
@@ -195,13 +218,26 @@ async def heal(cluster: ProcessCluster, data: KafkaZkClient) -> None:
     await cluster.wait_until(all_replicated, "every HW to reach its LEO", timeout=HEAL_TIMEOUT_S)
 
 
-async def leader_offsets(cluster: ProcessCluster, partition: int) -> tuple[int, int]:
+async def wait_in_sync(cluster: ProcessCluster, data: KafkaZkClient, topic: str = TOPIC) -> None:
+    """Wait until every partition of ``topic`` has all three replicas in its ISR."""
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+
+    async def all_in_sync() -> bool:
+        states = await data.read_partition_states(tps)
+        return all(len(states[tp].isr) == 3 for tp in tps)
+
+    await cluster.wait_until(all_in_sync, "every ISR to fill up again", timeout=HEAL_TIMEOUT_S)
+
+
+async def leader_offsets(
+    cluster: ProcessCluster, partition: int, topic: str = TOPIC
+) -> tuple[int, int]:
     """(HW, LEO) of the partition's leader, or (-1, -1) while there is no clear leader.
 
     ListOffsets "latest" answers a consumer (replica_id -1) with the HW and a replica
     with the LEO; no broker has id 0, so asking as replica 0 changes no follower state.
     """
-    metadata = await cluster.metadata(TOPIC)
+    metadata = await cluster.metadata(topic)
     leader = next(
         (p["leader_id"] for p in metadata["partitions"] if p["partition_index"] == partition),
         -1,
@@ -213,7 +249,7 @@ async def leader_offsets(cluster: ProcessCluster, partition: int) -> tuple[int, 
         body = {
             "replica_id": replica_id,
             "topics": [
-                {"name": TOPIC, "partitions": [{"partition_index": partition, "timestamp": -1}]}
+                {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}
             ],
         }
         try:
@@ -227,12 +263,14 @@ async def leader_offsets(cluster: ProcessCluster, partition: int) -> tuple[int, 
     return offsets[0], offsets[1]
 
 
-async def read_partition(cluster: ProcessCluster, partition: int) -> list[ReadRecord]:
+async def read_partition(
+    cluster: ProcessCluster, partition: int, topic: str = TOPIC
+) -> list[ReadRecord]:
     """Every record below the HW, read as a consumer from the partition's leader."""
     records: list[ReadRecord] = []
     offset = 0
     for _ in range(100_000):  # bounded: a round reads a batch, ends, or (rarely) retries
-        metadata = await cluster.metadata(TOPIC)
+        metadata = await cluster.metadata(topic)
         leader = next(
             (p["leader_id"] for p in metadata["partitions"] if p["partition_index"] == partition),
             -1,
@@ -241,7 +279,7 @@ async def read_partition(cluster: ProcessCluster, partition: int) -> list[ReadRe
             await trio.sleep(0.2)
             continue
         body = fetch_body(
-            TOPIC, {partition: offset}, min_bytes=0, max_bytes=8 << 20, partition_max_bytes=8 << 20
+            topic, {partition: offset}, min_bytes=0, max_bytes=8 << 20, partition_max_bytes=8 << 20
         )
         try:
             response = await cluster.request(leader, ApiKey.FETCH, body)
@@ -255,7 +293,7 @@ async def read_partition(cluster: ProcessCluster, partition: int) -> list[ReadRe
         batch_records = [r for r in decode_records(answer["records"]) if r.offset >= offset]
         for r in batch_records:
             assert r.value is not None
-            records.append(ReadRecord(TOPIC, partition, r.offset, r.value))
+            records.append(ReadRecord(topic, partition, r.offset, r.value))
         if not batch_records:
             assert offset >= answer["high_watermark"], answer
             return records

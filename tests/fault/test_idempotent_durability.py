@@ -50,6 +50,7 @@ async def write(
     checker: DurabilityChecker,
     failures: list[str],
     stop: trio.Event,
+    topic: str = TOPIC,
 ) -> None:
     """Send numbered values round-robin over the partitions until ``stop``; a task per
     delivery reports its outcome to the checker, and this returns once all settled."""
@@ -67,18 +68,18 @@ async def write(
         while not stop.is_set():
             value = f"s{seed}-{name}-{sequence}".encode()
             checker.attempted(value, producer=name)
-            delivery = producer.send_nowait(TOPIC, value, partition=sequence % PARTITIONS)
+            delivery = producer.send_nowait(topic, value, partition=sequence % PARTITIONS)
             settling.start_soon(settle, value, delivery)
             sequence += 1
             await trio.sleep(SEND_INTERVAL_S)
 
 
-async def every_partition_known(producer: Producer) -> None:
+async def every_partition_known(producer: Producer, topic: str = TOPIC) -> None:
     """Right after start-up a broker's Metadata may list a topic's partitions only in
     part; the writers name every partition, so wait until the producer knows them all."""
     with trio.fail_after(30):
         while True:
-            info = await producer.cluster.topic(TOPIC, timeout_s=30)
+            info = await producer.cluster.topic(topic, timeout_s=30)
             if len(info.partitions) == PARTITIONS:
                 return
             await trio.sleep(0.1)

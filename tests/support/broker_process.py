@@ -56,6 +56,9 @@ class BrokerProcess:
     """``--metrics-port``; None leaves the flag off (the broker's configured default)."""
     start_timeout: float = START_TIMEOUT_S
     port: int = 0
+    listen_host: str = "127.0.0.1"
+    command_prefix: Sequence[str] = ()
+    """Run the broker through this (e.g. ``ip netns exec NS``: a network namespace)."""
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     paused: bool = False
 
@@ -65,6 +68,7 @@ class BrokerProcess:
 
     def argv(self) -> list[str]:
         argv = [
+            *self.command_prefix,
             sys.executable,
             "-m",
             "minibroker.client.cli.main",
@@ -72,7 +76,7 @@ class BrokerProcess:
             "--broker-id",
             str(self.broker_id),
             "--listen",
-            f"127.0.0.1:{self.port}",
+            f"{self.listen_host}:{self.port}",
             "--log-dirs",
             ",".join(str(d) for d in self.log_dirs),
             "--zookeeper",

@@ -119,11 +119,14 @@ class ProcessCluster:
 
     # -- requests ---------------------------------------------------------------------
 
+    def address(self, broker_id: int) -> tuple[str, int]:
+        """Where this test process reaches the broker."""
+        return "127.0.0.1", self.brokers[broker_id].port
+
     async def request(
         self, broker_id: int, api_key: ApiKey, body: dict[str, Any], timeout: float = 10.0
     ) -> Any:
-        port = self.brokers[broker_id].port
-        async with Connection("127.0.0.1", port, connect_timeout=timeout) as conn:
+        async with Connection(*self.address(broker_id), connect_timeout=timeout) as conn:
             return await conn.request(api_key, body, timeout=timeout)
 
     async def create_topic(

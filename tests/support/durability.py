@@ -43,6 +43,8 @@ class DurabilityReport:
     acknowledged: int
     read: int
     violations: list[str] = field(default_factory=list)
+    lost: list[bytes] = field(default_factory=list)
+    """The acknowledged values not read back where their acknowledgement said."""
 
     @property
     def ok(self) -> bool:
@@ -89,6 +91,7 @@ class DurabilityChecker:
 
     def check(self, read: Iterable[ReadRecord]) -> DurabilityReport:
         violations: list[str] = []
+        lost: list[bytes] = []
         at_offset: dict[tuple[TopicPartition, int], bytes] = {}
         seen: dict[bytes, list[tuple[TopicPartition, int]]] = defaultdict(list)
         last_offset: dict[TopicPartition, int] = {}
@@ -125,9 +128,11 @@ class DurabilityChecker:
             if offset < 0:  # acknowledged without an offset (a deduplicated retry)
                 if not any(where[0] == tp for where in seen.get(value, ())):
                     violations.append(f"acknowledged {value!r} in {tp} is lost")
+                    lost.append(value)
                 continue
             found = at_offset.get((tp, offset))
             if found != value:
+                lost.append(value)
                 where = seen.get(value)
                 detail = f"found instead at {where}" if where else "not found anywhere"
                 violations.append(
@@ -141,4 +146,4 @@ class DurabilityChecker:
                 violations.append(
                     f"{value!r} appears {len(places)} times without a retry: {places}"
                 )
-        return DurabilityReport(len(self._acks), count, violations)
+        return DurabilityReport(len(self._acks), count, violations, lost)

@@ -34,12 +34,19 @@ def test_a_lost_acknowledged_value_is_reported() -> None:
     report = checker_with((b"a", 0, 0), (b"b", 0, 1)).check(read((0, 0, b"a")))
     assert not report.ok
     assert "b'b'" in report.violations[0] and "lost" in report.violations[0]
+    assert report.lost == [b"b"]
 
 
 def test_a_value_at_another_offset_than_acknowledged_is_lost() -> None:
     report = checker_with((b"a", 0, 5)).check(read((0, 4, b"a")))
     assert len(report.violations) == 1
     assert "found instead" in report.violations[0]
+    assert report.lost == [b"a"]
+
+
+def test_only_lost_values_are_listed_as_lost() -> None:
+    report = checker_with((b"a", 0, 0)).check(read((0, 0, b"a"), (0, 1, b"a")))
+    assert report.violations and report.lost == []
 
 
 def test_two_values_at_one_offset_are_reported() -> None:
@@ -87,5 +94,7 @@ def test_a_producers_values_must_read_back_in_send_order_per_partition() -> None
 
 def test_a_value_acknowledged_without_an_offset_only_needs_to_be_there() -> None:
     checker = checker_with((b"a", 0, -1), (b"b", 0, -1))
-    [violation] = checker.check(read((0, 7, b"a"))).violations
+    report = checker.check(read((0, 7, b"a")))
+    [violation] = report.violations
     assert "b'b'" in violation and "lost" in violation
+    assert report.lost == [b"b"]

@@ -16,7 +16,9 @@ response as a list of buffers, record data of Fetch responses passed through wit
 copy. Encoders and decoders are compiled on first use of each (API, version) and kept.
 
 Errors: ``MalformedKafkaRequest`` when the header itself cannot be read or a body does
-not fit its declaration (close the connection: Kafka does the same);
+not fit its declaration (close the connection: Kafka does the same). Bytes after a
+complete body are ignored, as Kafka's broker ignores them: librdkafka's all-topics
+Metadata v9 request carries one.
 ``UnsupportedKafkaVersion`` (carrying the header) for an API or version this broker
 does not decode; the caller answers ApiVersions with ``unsupported_api_versions``.
 """
@@ -153,10 +155,6 @@ def decode_request(frame: bytes, session: Session = UNKNOWN_SESSION) -> tuple[Re
         raise MalformedKafkaRequest(
             f"malformed {message.name} v{header.api_version} request: {exc}"
         ) from exc
-    if end != len(frame):
-        raise MalformedKafkaRequest(
-            f"{message.name} v{header.api_version} request has {len(frame) - end} bytes too many"
-        )
     return header, body
 
 

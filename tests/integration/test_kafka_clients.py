@@ -19,6 +19,7 @@ from typing import Any
 
 import aiokafka
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 import trio
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -307,6 +308,14 @@ async def test_batches_the_bundled_producer_compresses_kcat_reads(
             await delivery.result()
     out = kcat(cluster, "-C", "-t", topic, "-e", "-q", "-f", "%k=%s\n").splitlines()
     assert out == [b"%d=%s" % (i, b"payload %d " % i * 10) for i in range(100)]
+
+
+async def test_confluent_kafka_admin_lists_every_topic_and_broker(cluster: LocalCluster) -> None:
+    await create_topic(cluster, "confluent-listed", 2)
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
+    listed = await trio.to_thread.run_sync(lambda: admin.list_topics(timeout=30))
+    assert set(listed.brokers) == {1, 2, 3}
+    assert sorted(listed.topics["confluent-listed"].partitions) == [0, 1]
 
 
 def test_kafka_python_admin_creates_describes_alters_and_deletes_topics(

@@ -365,12 +365,20 @@ def test_init_producer_id_matches_an_independent_struct_encoding() -> None:
         b"\x00\x03",
         b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x05ab",  # client_id longer than the frame
         b"\x00\x03\x00\x01\x00\x00\x00\x01\xff\xff\x7f\xff\xff\xff",  # 2^31 topics
-        b"\x00\x03\x00\x01\x00\x00\x00\x01\xff\xff\x00\x00\x00\x00\x00",  # a byte too many
     ],
 )
 def test_malformed_requests_are_refused(payload: bytes) -> None:
     with pytest.raises(MalformedKafkaRequest):
         decode_request(payload)
+
+
+def test_bytes_after_a_complete_body_are_ignored_as_kafka_ignores_them() -> None:
+    # librdkafka's all-topics Metadata v9 (AdminClient.list_topics), byte for byte.
+    frame = bytes.fromhex("0003000900000003000772646b61666b61000000000001000000")
+    header, body = decode_request(frame)
+    assert (header.api_key, header.api_version, header.client_id) == (3, 9, "rdkafka")
+    assert body["topics"] is None
+    assert body["allow_auto_topic_creation"] is False
 
 
 def test_every_declared_request_is_refused_one_byte_short_at_every_cut() -> None:

@@ -150,7 +150,7 @@ def decode_request(frame: bytes, session: Session = UNKNOWN_SESSION) -> tuple[Re
     try:
         if message.is_flexible(header.api_version):
             pos = _skip_tagged_fields(frame, pos)
-        body, end = _decoder("request_decoder", message, header.api_version)(frame, pos)
+        body, _ = _decoder("request_decoder", message, header.api_version)(frame, pos)
     except _DECODE_ERRORS as exc:
         raise MalformedKafkaRequest(
             f"malformed {message.name} v{header.api_version} request: {exc}"

@@ -75,6 +75,7 @@ from typing import Any, Protocol, TypeAlias
 import trio
 
 from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.net import socket_io
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.errors import MinibrokerError
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
@@ -587,11 +588,26 @@ class _Connection:
         """Next received bytes; b"" at EOF, once idle for the idle timeout, or when the
         frame in progress is still incomplete at ``frame_deadline``."""
         server = self.server
+        stream = self.stream
+        if isinstance(stream, trio.SocketStream):
+            # What is already there is read at once, with no timer and no scheduler
+            # pass (net/socket_io.py); a read that fills the buffer, where more may be
+            # waiting, still yields once so that one busy client cannot hog the loop.
+            try:
+                data = socket_io.receive_now(stream, size)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return b""
+            if data is not None:
+                if len(data) == size:
+                    await trio.lowlevel.checkpoint()
+                return data
         while True:
             idle_deadline = trio.current_time() + server.idle_timeout_s
             with trio.move_on_at(min(idle_deadline, frame_deadline)):
                 try:
-                    return await self.stream.receive_some(size)
+                    if isinstance(stream, trio.SocketStream):
+                        return await socket_io.receive_some(stream, size)
+                    return await stream.receive_some(size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return b""
             if trio.current_time() >= frame_deadline:
@@ -670,9 +686,17 @@ class _Connection:
 
     async def _send_all(self, data: Buffer) -> None:
         """Write ``data``; a peer that accepts none of it for the idle timeout is gone."""
+        stream = self.stream
+        if isinstance(stream, trio.SocketStream):
+            # Most replies fit the socket buffer: written at once, no timer, no
+            # scheduler pass (net/socket_io.py); the rest goes out below.
+            sent = socket_io.write_now(stream, data)
+            if sent == len(data):
+                return
+            data = memoryview(data)[sent:]
         stalled = self.server.idle_timeout_s
         with trio.move_on_after(stalled) as scope:
-            await self.stream.send_all(data)
+            await stream.send_all(data)
         if scope.cancelled_caught:
             self._refuse("stalled_response", f"no response byte accepted for {stalled:g} s")
             raise trio.BrokenResourceError("peer stopped reading its responses")

@@ -55,6 +55,7 @@ from typing import Any, Final
 
 import trio
 
+from minibroker.net import socket_io
 from minibroker.net.security import ClientSecurity
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.api import (
@@ -406,7 +407,7 @@ class Connection:
             try:
                 with _network_errors("send to", self.host, self.port):
                     for chunk in _coalesce(buffers):
-                        await stream.send_all(chunk)
+                        await socket_io.send_all(stream, chunk)
             except NetworkError as exc:
                 with trio.CancelScope(shield=True):
                     await self._break(exc)
@@ -456,7 +457,7 @@ class Connection:
                     frame = decoder.next_frame()
                     if frame is NEED_DATA:
                         size = min(max(RECEIVE_SIZE, decoder.bytes_needed), MAX_RECEIVE_SIZE)
-                        data = await stream.receive_some(size)
+                        data = await socket_io.receive_some(stream, size)
                         if not data:
                             raise NetworkError(f"connection closed by {self.host}:{self.port}")
                         decoder.feed(data)

@@ -1,0 +1,75 @@
+"""Socket reads and writes that skip Trio's scheduler pass when the kernel answers at once.
+
+Trio's ``SocketStream.send_all`` and ``receive_some`` yield to the scheduler after every
+successful system call (a checkpoint, so that no loop of them can starve other tasks).
+On a small request's round trip that pass is a good part of the cost: a one-record
+produce went through the scheduler four times. These functions call ``os.write`` /
+``os.read`` on the socket directly and only involve Trio when the kernel cannot answer
+now (``wait_readable`` / ``send_all``, both checkpoints). Callers that may loop on them
+without waiting keep their own checkpoints (the broker's read loop yields every few
+frames; the client's reader stops at its own response).
+
+Errors are Trio's: an OSError of the socket becomes ``trio.BrokenResourceError`` (a
+closed socket ``trio.ClosedResourceError``), chained, as the stream methods raise.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import trio
+
+from minibroker.protocol.schemas.packing import Buffer
+
+
+def _stream_error(exc: OSError) -> trio.BrokenResourceError | trio.ClosedResourceError:
+    if exc.errno == errno.EBADF:
+        return trio.ClosedResourceError("the socket was closed")
+    return trio.BrokenResourceError(f"socket error: {exc}")
+
+
+def write_now(stream: trio.SocketStream, data: Buffer) -> int:
+    """Write what the socket takes of ``data`` now; returns how many bytes (maybe 0)."""
+    try:
+        return os.write(stream.socket.fileno(), data)
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        raise _stream_error(exc) from exc
+
+
+async def send_all(stream: trio.abc.Stream, data: Buffer) -> None:
+    """``stream.send_all(data)``; no scheduler pass when the kernel takes it all at once.
+    Any other stream than a plain socket (TLS) is written through its own ``send_all``.
+
+    Like Trio's, not safe for two tasks at once on one stream: callers serialise writes.
+    """
+    if not isinstance(stream, trio.SocketStream):
+        await stream.send_all(data)
+        return
+    sent = write_now(stream, data)
+    if sent < len(data):
+        await stream.send_all(memoryview(data)[sent:])
+
+
+def receive_now(stream: trio.SocketStream, size: int) -> bytes | None:
+    """Up to ``size`` bytes already received (b"" at EOF), or None when none are there."""
+    try:
+        return os.read(stream.socket.fileno(), size)
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        raise _stream_error(exc) from exc
+
+
+async def receive_some(stream: trio.abc.Stream, size: int) -> bytes | bytearray:
+    """``stream.receive_some(size)``; no scheduler pass when bytes are already there.
+    Any other stream than a plain socket (TLS) is read through its own ``receive_some``."""
+    if not isinstance(stream, trio.SocketStream):
+        return await stream.receive_some(size)
+    data = receive_now(stream, size)
+    while data is None:
+        await trio.lowlevel.wait_readable(stream.socket)
+        data = receive_now(stream, size)
+    return data

@@ -1,0 +1,51 @@
+"""net/socket_io: the direct socket reads and writes behave as Trio's stream methods do."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from minibroker.net import socket_io
+
+
+def _pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    left, right = trio.socket.socketpair()
+    return trio.SocketStream(left), trio.SocketStream(right)
+
+
+async def test_bytes_already_there_are_read_without_waiting() -> None:
+    a, b = _pair()
+    async with a, b:
+        assert socket_io.receive_now(b, 10) is None
+        await socket_io.send_all(a, b"hello")
+        assert socket_io.receive_now(b, 10) == b"hello"
+
+
+async def test_more_than_the_socket_buffer_takes_is_sent_whole() -> None:
+    a, b = _pair()
+    data = bytes(range(256)) * 40_000  # 10 MB: far more than a socket buffer
+    received = bytearray()
+    async with a, b, trio.open_nursery() as nursery:
+
+        async def read_all() -> None:
+            while len(received) < len(data):
+                received.extend(await socket_io.receive_some(b, 1 << 20))
+
+        nursery.start_soon(read_all)
+        await socket_io.send_all(a, data)
+    assert received == data
+
+
+async def test_end_of_stream_reads_as_empty_bytes() -> None:
+    a, b = _pair()
+    async with b:
+        await a.aclose()
+        assert await socket_io.receive_some(b, 10) == b""
+
+
+async def test_a_closed_socket_raises_closed_resource_error() -> None:
+    a, b = _pair()
+    async with b:
+        await a.aclose()
+        with pytest.raises(trio.ClosedResourceError):
+            socket_io.write_now(a, b"x")

@@ -32,16 +32,44 @@ BROKER_ID = 1
 CONTROLLER_ID = 3000  # not a broker id: only used as the sender of controller requests
 START_TIMEOUT_S = 30.0
 _LISTENING = re.compile(r"listening on port (\d+)")
+# ``python -c`` program: run module argv[2] as __main__ under cProfile, timed by the
+# process's CPU time rather than the wall clock (on a busy machine the wall clock mostly
+# measures waiting for a core), and dump the profile to argv[1] when it exits.
+_CPU_PROFILED_MAIN = """
+import cProfile, runpy, sys, time
+path, module = sys.argv[1], sys.argv[2]
+sys.argv = [module, *sys.argv[3:]]
+profiler = cProfile.Profile(time.process_time)
+profiler.enable()
+try:
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+finally:
+    profiler.disable()
+    profiler.dump_stats(path)
+"""
 
 
 @contextlib.contextmanager
 def standalone_broker(*properties: str, listen: str = "127.0.0.1:0") -> Iterator[str]:
     """Run a broker process on a free port with a temporary log dir; yields host:port.
     ``listen`` may name the listener (``SSL://127.0.0.1:0``)."""
+    with standalone_broker_process(*properties, listen=listen) as (bootstrap, _):
+        yield bootstrap
+
+
+@contextlib.contextmanager
+def standalone_broker_process(
+    *properties: str, listen: str = "127.0.0.1:0", profile: str | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``standalone_broker`` that also yields the process (to read its CPU time); with
+    ``profile`` the broker runs under cProfile, dumped to that file when it stops."""
     with tempfile.TemporaryDirectory(prefix="minibroker-bench-") as tmp:
+        profiler = ["-c", _CPU_PROFILED_MAIN, profile] if profile else ["-m"]
         argv = [
             sys.executable,
-            "-m",
+            *profiler,
             "minibroker.client.cli.main",
             "broker",
             "--broker-id",
@@ -73,7 +101,7 @@ def standalone_broker(*properties: str, listen: str = "127.0.0.1:0") -> Iterator
                 port = int(found.group(1)) if found else None
             if port is None:
                 raise RuntimeError("broker did not start listening in time")
-            yield f"127.0.0.1:{port}"
+            yield f"127.0.0.1:{port}", process
         finally:
             process.terminate()
             try:

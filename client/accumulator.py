@@ -335,6 +335,10 @@ class RecordAccumulator:
                     queue[-1].sealed = True
         self.wakeup.set()
 
+    def has_queued_batches(self) -> bool:
+        """Whether any batch waits to be sent (open, sealed or a retry)."""
+        return any(any(partitions.values()) for partitions in self._queues.values())
+
     def partitions_with_batches(self) -> Iterator[tuple[str, int, deque[ProducerBatch]]]:
         for topic, partitions in self._queues.items():
             for partition, queue in partitions.items():

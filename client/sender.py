@@ -215,7 +215,10 @@ class Sender:
                 self._muted.discard((batch.topic, batch.partition))
                 if self.idempotence is not None:
                     self.idempotence.answered(batch)
-            self.acc.wakeup.set()
+            if self.acc.has_queued_batches() or self.idempotence is not None:
+                # A batch may have waited for this request's slot or its partition:
+                # the drain loop looks again. With none queued it would find nothing.
+                self.acc.wakeup.set()
         # Not in `finally`: a request cancelled by close() leaves its batches here, and
         # abort_in_flight() fails them.
         self.in_flight_batches.difference_update(batches)

@@ -283,6 +283,8 @@ class Producer:
     ) -> RecordMetadata:
         """Send one record and wait for its acknowledgement."""
         delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+        if self._acc.linger_s == 0 and not self._waiting:
+            self._sender.drain_now()  # its request starts now, not at the sender's turn
         return await delivery.result()
 
     async def enqueue(

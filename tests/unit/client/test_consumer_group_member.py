@@ -7,6 +7,7 @@ code for an API; every request is recorded.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict, deque
 from typing import Any
 
@@ -28,7 +29,7 @@ from minibroker.client.group_coordinator import (
 from minibroker.client.group_member import IllegalMemberTransition, MemberState
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.consumer_protocol import decode_subscription
-from minibroker.protocol.errors import KafkaError
+from minibroker.protocol.errors import KafkaError, MinibrokerError, NetworkError
 
 
 class FakeCoordinator(CoordinatorLink):
@@ -41,6 +42,7 @@ class FakeCoordinator(CoordinatorLink):
         self.scripted: dict[ApiKey, deque[int]] = defaultdict(deque)
         self.finds = 0
         self.heartbeat_seen = trio.Event()
+        self.broken: set[ApiKey] = set()  # APIs whose next request loses the connection
 
     async def find(self) -> Coordinator:
         if self.coordinator is None:
@@ -53,6 +55,10 @@ class FakeCoordinator(CoordinatorLink):
     ) -> dict[str, Any]:
         await self.find()
         await trio.lowlevel.checkpoint()
+        if api_key in self.broken:
+            self.broken.discard(api_key)
+            self.mark_unknown()  # as CoordinatorLink.request does on a lost connection
+            raise NetworkError("connection to 127.0.0.1:9 lost")
         self.requests.append((api_key, body))
         if self.scripted[api_key]:
             code = self.scripted[api_key].popleft()
@@ -279,3 +285,30 @@ async def test_member_state_moves_only_along_the_table() -> None:
     member = consumer._group.member  # type: ignore[union-attr]
     with pytest.raises(IllegalMemberTransition):
         member._move(MemberState.STABLE)
+
+
+async def test_lost_connection_mid_join_makes_the_member_find_the_coordinator_again() -> None:
+    consumer, fake, _ = group_consumer({("t", 0): 3})
+    fake.broken = {ApiKey.SYNC_GROUP, ApiKey.OFFSET_FETCH}
+    await consumer._group.member.join()  # type: ignore[union-attr]
+    assert fake.finds == 3  # after each lost connection
+    assert consumer.position("t", 0) == 3
+    assert consumer._group.member.is_stable  # type: ignore[union-attr]
+
+
+def test_a_pattern_matches_whole_topic_names_and_never_internal_topics() -> None:
+    consumer = Consumer("127.0.0.1:9", group_id="g")
+    consumer.subscribe(pattern=r"orders.*")
+    names = ["orders", "orders-eu", "my-orders", "__consumer_offsets", "other"]
+    assert consumer._group._match(names) == ("orders", "orders-eu")  # type: ignore[union-attr]
+    consumer._group.pattern = re.compile(r".*")  # type: ignore[union-attr]
+    assert "__consumer_offsets" not in consumer._group._match(names)  # type: ignore[union-attr]
+
+
+def test_subscribe_needs_a_group_and_excludes_assign() -> None:
+    with pytest.raises(MinibrokerError, match="needs a group_id"):
+        Consumer("127.0.0.1:9").subscribe(["t"])
+    consumer = Consumer("127.0.0.1:9", group_id="g")
+    consumer.subscribe(["t"])
+    with pytest.raises(MinibrokerError, match="exclude each other"):
+        consumer.assign([("t", 0)])

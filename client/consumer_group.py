@@ -134,6 +134,9 @@ class ConsumerGroup:
         self.subscribed = False
         self._last_committed: dict[TopicPartition, int] = {}
         self._scope: trio.CancelScope | None = None
+        self._polling = 0  # polls in progress: the application is reading
+        self._last_poll = 0.0
+        self._left_idle = False  # left the group for not polling; the next poll rejoins
 
     # --- subscription ---------------------------------------------------------------
 
@@ -173,7 +176,9 @@ class ConsumerGroup:
                 if self.pattern is not None:
                     await self._rematch()
                 task_status.started()
+                self._last_poll = trio.current_time()
                 nursery.start_soon(self._watch_metadata)
+                nursery.start_soon(self._watch_polls)
                 if self.options.enable_auto_commit:
                     nursery.start_soon(self._auto_commit)
                 await self.member.run()
@@ -200,6 +205,38 @@ class ConsumerGroup:
                         self.member.request_rejoin("subscribed topics changed partitions")
             except KafkaError as exc:
                 log.info("group %s: metadata refresh failed: %s", self.options.group_id, exc)
+
+    def poll_started(self) -> None:
+        self._polling += 1
+        self._last_poll = trio.current_time()
+        if self._left_idle:
+            self._left_idle = False
+            self.member.request_rejoin("the application polls again")
+
+    def poll_ended(self) -> None:
+        self._polling -= 1
+        self._last_poll = trio.current_time()
+
+    async def _watch_polls(self) -> None:
+        """Kafka's max.poll.interval.ms: an application that stopped polling (stuck,
+        or too slow with what it got) gives its partitions up, so the group does not
+        wait on it; heartbeats alone do not prove that it still reads."""
+        limit = self.options.max_poll_interval_ms / 1000
+        while True:
+            await trio.sleep(min(limit / 4, 1.0))
+            idle = trio.current_time() - self._last_poll
+            if self._polling or idle <= limit or not self.member.is_stable:
+                continue
+            log.warning(
+                "group %s: no poll for %.1f s (max_poll_interval_ms): leaving the group",
+                self.options.group_id,
+                idle,
+            )
+            self._left_idle = True
+            owned = self.owned_partitions()
+            if owned:
+                await self.revoke_partitions(owned, lost=True)
+            await self.member.leave(timeout_s=LEAVE_TIMEOUT_S)
 
     async def _auto_commit(self) -> None:
         while True:

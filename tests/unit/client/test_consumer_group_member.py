@@ -16,6 +16,7 @@ import trio
 
 from minibroker.client.consumer import Consumer
 from minibroker.client.group_coordinator import (
+    FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
     MEMBER_ID_REQUIRED,
@@ -152,7 +153,9 @@ class Events:
 
 
 def group_consumer(
-    committed: dict[tuple[str, int], int] | None = None, strategy: str = "range"
+    committed: dict[tuple[str, int], int] | None = None,
+    strategy: str = "range",
+    max_poll_interval_ms: int = 300_000,
 ) -> tuple[Consumer, FakeCoordinator, Events]:
     consumer = Consumer(
         "127.0.0.1:9",
@@ -160,6 +163,7 @@ def group_consumer(
         auto_offset_reset="earliest",
         partition_assignment_strategy=strategy,
         heartbeat_interval_ms=10,
+        max_poll_interval_ms=max_poll_interval_ms,
     )
     group = consumer._group
     assert group is not None
@@ -312,3 +316,31 @@ def test_subscribe_needs_a_group_and_excludes_assign() -> None:
     consumer.subscribe(["t"])
     with pytest.raises(MinibrokerError, match="exclude each other"):
         consumer.assign([("t", 0)])
+
+
+async def test_a_consumer_that_stops_polling_leaves_and_rejoins_when_it_polls_again() -> None:
+    consumer, fake, events = group_consumer(max_poll_interval_ms=200)
+    group = consumer._group
+    assert group is not None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(group.run)
+        with trio.fail_after(5):
+            while not fake.sent(ApiKey.LEAVE_GROUP):
+                await trio.sleep(0.02)
+            assert consumer.assignment() == [] and not group.member.is_stable
+            assert events.calls[-1] == ("lost", [("t", 0), ("t", 1)])
+            await consumer.poll(0)
+            await consumer.wait_for_assignment()
+        assert sorted(consumer.assignment()) == [("t", 0), ("t", 1)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_static_member_fenced_by_a_newer_instance_stops_with_the_error() -> None:
+    consumer, fake, _ = group_consumer()
+    member = consumer._group.member  # type: ignore[union-attr]
+    await member.join()
+    fake.scripted[ApiKey.HEARTBEAT].append(FENCED_INSTANCE_ID)
+    with trio.fail_after(5):
+        await member.run()  # returns: the error is fatal
+    with pytest.raises(KafkaError, match="FENCED_INSTANCE_ID"):
+        await consumer.poll(0)

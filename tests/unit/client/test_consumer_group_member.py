@@ -27,7 +27,7 @@ from minibroker.client.group_coordinator import (
     Coordinator,
     CoordinatorLink,
 )
-from minibroker.client.group_member import IllegalMemberTransition, MemberState
+from minibroker.client.group_member import GroupMember, IllegalMemberTransition, MemberState
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.consumer_protocol import decode_subscription
 from minibroker.protocol.errors import KafkaError, MinibrokerError, NetworkError
@@ -179,6 +179,16 @@ def group_consumer(
     return consumer, fake, events
 
 
+async def run_until_stable_in(member: GroupMember, generation: int) -> None:
+    """Run the member (heartbeats, rejoins) until it is stable in ``generation``."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(member.run)
+        with trio.fail_after(5):
+            while member.generation_id < generation or not member.is_stable:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+
+
 async def test_first_join_takes_the_member_id_round_trip_and_the_whole_topic() -> None:
     consumer, fake, events = group_consumer({("t", 0): 42})
     await consumer._group.member.join()  # type: ignore[union-attr]
@@ -200,12 +210,7 @@ async def test_heartbeat_rebalance_in_progress_makes_an_eager_member_revoke_comm
     await member.join()
     consumer.seek("t", 0, 7)
     fake.scripted[ApiKey.HEARTBEAT].append(REBALANCE_IN_PROGRESS)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(member.run)
-        with trio.fail_after(5):
-            while member.generation_id < 2 or not member.is_stable:
-                await trio.sleep(0.01)
-        nursery.cancel_scope.cancel()
+    await run_until_stable_in(member, generation=2)
     assert fake.committed[("t", 0)] == 7  # committed before giving the partition up
     assert [name for name, _ in events.calls] == ["assigned", "revoked", "assigned"]
 
@@ -216,12 +221,7 @@ async def test_illegal_generation_loses_partitions_without_committing() -> None:
     await member.join()
     consumer.seek("t", 0, 5)
     fake.scripted[ApiKey.HEARTBEAT].append(ILLEGAL_GENERATION)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(member.run)
-        with trio.fail_after(5):
-            while member.generation_id < 2 or not member.is_stable:
-                await trio.sleep(0.01)
-        nursery.cancel_scope.cancel()
+    await run_until_stable_in(member, generation=2)
     assert events.calls[1] == ("lost", [("t", 0), ("t", 1)])
     assert fake.sent(ApiKey.OFFSET_COMMIT) == []
     assert fake.sent(ApiKey.JOIN_GROUP)[-1]["member_id"] == "m-1"  # kept its id

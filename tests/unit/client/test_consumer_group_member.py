@@ -173,7 +173,7 @@ def group_consumer(
     async def counts(topics: Any) -> dict[str, int]:
         return {t: 2 for t in topics if t == "t"}
 
-    group.partition_counts = counts  # type: ignore[method-assign]
+    group.partition_counts = counts
     events = Events()
     consumer.subscribe(["t"], listener=events)
     return consumer, fake, events
@@ -191,7 +191,7 @@ async def run_until_stable_in(member: GroupMember, generation: int) -> None:
 
 async def test_first_join_takes_the_member_id_round_trip_and_the_whole_topic() -> None:
     consumer, fake, events = group_consumer({("t", 0): 42})
-    await consumer._group.member.join()  # type: ignore[union-attr]
+    await consumer._group.member.join()
     joins = fake.sent(ApiKey.JOIN_GROUP)
     assert [j["member_id"] for j in joins] == ["", "m-1"]
     assert decode_subscription(joins[1]["protocols"][0]["metadata"]).topics == ("t",)
@@ -199,14 +199,14 @@ async def test_first_join_takes_the_member_id_round_trip_and_the_whole_topic() -
     assert consumer.position("t", 0) == 42  # the committed offset
     assert consumer.position("t", 1) is None  # none committed: auto_offset_reset decides
     assert events.calls == [("assigned", [("t", 0), ("t", 1)])]
-    assert consumer._group.member.state is MemberState.STABLE  # type: ignore[union-attr]
+    assert consumer._group.member.state is MemberState.STABLE
 
 
 async def test_heartbeat_rebalance_in_progress_makes_an_eager_member_revoke_commit_and_rejoin() -> (
     None
 ):
     consumer, fake, events = group_consumer()
-    member = consumer._group.member  # type: ignore[union-attr]
+    member = consumer._group.member
     await member.join()
     consumer.seek("t", 0, 7)
     fake.scripted[ApiKey.HEARTBEAT].append(REBALANCE_IN_PROGRESS)
@@ -217,7 +217,7 @@ async def test_heartbeat_rebalance_in_progress_makes_an_eager_member_revoke_comm
 
 async def test_illegal_generation_loses_partitions_without_committing() -> None:
     consumer, fake, events = group_consumer()
-    member = consumer._group.member  # type: ignore[union-attr]
+    member = consumer._group.member
     await member.join()
     consumer.seek("t", 0, 5)
     fake.scripted[ApiKey.HEARTBEAT].append(ILLEGAL_GENERATION)
@@ -230,30 +230,30 @@ async def test_illegal_generation_loses_partitions_without_committing() -> None:
 async def test_unknown_member_id_on_sync_rejoins_with_a_new_member_id() -> None:
     consumer, fake, _ = group_consumer()
     fake.scripted[ApiKey.SYNC_GROUP].append(UNKNOWN_MEMBER_ID)
-    await consumer._group.member.join()  # type: ignore[union-attr]
+    await consumer._group.member.join()
     assert [j["member_id"] for j in fake.sent(ApiKey.JOIN_GROUP)] == ["", "m-1", "", "m-1"]
-    assert consumer._group.member.is_stable  # type: ignore[union-attr]
+    assert consumer._group.member.is_stable
 
 
 async def test_not_coordinator_makes_the_member_find_the_coordinator_again() -> None:
     consumer, fake, _ = group_consumer()
     fake.scripted[ApiKey.JOIN_GROUP].append(NOT_COORDINATOR)
-    await consumer._group.member.join()  # type: ignore[union-attr]
+    await consumer._group.member.join()
     assert fake.finds == 2
-    assert consumer._group.member.is_stable  # type: ignore[union-attr]
+    assert consumer._group.member.is_stable
 
 
 async def test_fatal_join_error_is_raised_by_poll() -> None:
     consumer, fake, _ = group_consumer()
     fake.scripted[ApiKey.JOIN_GROUP].append(INCONSISTENT_GROUP_PROTOCOL)
-    await consumer._group.run()  # type: ignore[union-attr]
+    await consumer._group.run()
     with pytest.raises(KafkaError, match="INCONSISTENT_GROUP_PROTOCOL"):
         await consumer.poll(0)
 
 
 async def test_commit_sends_positions_with_generation_and_member_id() -> None:
     consumer, fake, _ = group_consumer()
-    await consumer._group.member.join()  # type: ignore[union-attr]
+    await consumer._group.member.join()
     consumer.seek("t", 1, 9)
     await consumer.commit()
     commit = fake.sent(ApiKey.OFFSET_COMMIT)[-1]
@@ -264,7 +264,7 @@ async def test_commit_sends_positions_with_generation_and_member_id() -> None:
 
 async def test_commit_refused_for_a_fenced_generation_raises_commit_failed() -> None:
     consumer, fake, _ = group_consumer()
-    await consumer._group.member.join()  # type: ignore[union-attr]
+    await consumer._group.member.join()
     consumer.seek("t", 0, 3)
     fake.scripted[ApiKey.OFFSET_COMMIT].append(ILLEGAL_GENERATION)
     with pytest.raises(CommitFailedError, match="ILLEGAL_GENERATION"):
@@ -273,7 +273,7 @@ async def test_commit_refused_for_a_fenced_generation_raises_commit_failed() -> 
 
 async def test_cooperative_member_keeps_its_partitions_through_a_rebalance() -> None:
     consumer, fake, events = group_consumer(strategy="cooperative-sticky")
-    member = consumer._group.member  # type: ignore[union-attr]
+    member = consumer._group.member
     await member.join()
     member.request_rejoin("test")
     await member.join()
@@ -286,7 +286,7 @@ async def test_cooperative_member_keeps_its_partitions_through_a_rebalance() -> 
 
 async def test_member_state_moves_only_along_the_table() -> None:
     consumer, _, _ = group_consumer()
-    member = consumer._group.member  # type: ignore[union-attr]
+    member = consumer._group.member
     with pytest.raises(IllegalMemberTransition):
         member._move(MemberState.STABLE)
 
@@ -294,19 +294,19 @@ async def test_member_state_moves_only_along_the_table() -> None:
 async def test_lost_connection_mid_join_makes_the_member_find_the_coordinator_again() -> None:
     consumer, fake, _ = group_consumer({("t", 0): 3})
     fake.broken = {ApiKey.SYNC_GROUP, ApiKey.OFFSET_FETCH}
-    await consumer._group.member.join()  # type: ignore[union-attr]
+    await consumer._group.member.join()
     assert fake.finds == 3  # after each lost connection
     assert consumer.position("t", 0) == 3
-    assert consumer._group.member.is_stable  # type: ignore[union-attr]
+    assert consumer._group.member.is_stable
 
 
 def test_a_pattern_matches_whole_topic_names_and_never_internal_topics() -> None:
     consumer = Consumer("127.0.0.1:9", group_id="g")
     consumer.subscribe(pattern=r"orders.*")
     names = ["orders", "orders-eu", "my-orders", "__consumer_offsets", "other"]
-    assert consumer._group._match(names) == ("orders", "orders-eu")  # type: ignore[union-attr]
-    consumer._group.pattern = re.compile(r".*")  # type: ignore[union-attr]
-    assert "__consumer_offsets" not in consumer._group._match(names)  # type: ignore[union-attr]
+    assert consumer._group._match(names) == ("orders", "orders-eu")
+    consumer._group.pattern = re.compile(r".*")
+    assert "__consumer_offsets" not in consumer._group._match(names)
 
 
 def test_subscribe_needs_a_group_and_excludes_assign() -> None:
@@ -337,7 +337,7 @@ async def test_a_consumer_that_stops_polling_leaves_and_rejoins_when_it_polls_ag
 
 async def test_a_static_member_fenced_by_a_newer_instance_stops_with_the_error() -> None:
     consumer, fake, _ = group_consumer()
-    member = consumer._group.member  # type: ignore[union-attr]
+    member = consumer._group.member
     await member.join()
     fake.scripted[ApiKey.HEARTBEAT].append(FENCED_INSTANCE_ID)
     with trio.fail_after(5):

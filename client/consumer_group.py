@@ -137,19 +137,22 @@ class ConsumerGroup:
         self._polling = 0  # polls in progress: the application is reading
         self._last_poll = 0.0
         self._left_idle = False  # left the group for not polling; the next poll rejoins
+        self._rematch_now = trio.Event()  # a new pattern: match it before the next tick
 
     # --- subscription ---------------------------------------------------------------
 
     def subscribe(
         self, topics: Sequence[str], pattern: re.Pattern[str] | None, listener: Listener
     ) -> None:
-        self.topics = tuple(sorted(set(topics)))
         self.pattern = pattern
         self.listener = listener
         was = self.subscribed
         self.subscribed = True
-        if pattern is None:
-            self.cluster.topics.update(self.topics)
+        if pattern is not None:
+            self._rematch_now.set()  # the watch matches it and rejoins if that changed
+            return
+        self.topics = tuple(sorted(set(topics)))
+        self.cluster.topics.update(self.topics)
         if was:
             self.member.request_rejoin("the subscription changed")
 
@@ -195,7 +198,9 @@ class ConsumerGroup:
 
     async def _watch_metadata(self) -> None:
         while True:
-            await trio.sleep(self.options.metadata_max_age_ms / 1000)
+            with trio.move_on_after(self.options.metadata_max_age_ms / 1000):
+                await self._rematch_now.wait()
+            self._rematch_now = trio.Event()
             try:
                 if self.pattern is not None and await self._rematch():
                     self.member.request_rejoin(f"the pattern now matches {list(self.topics)}")

@@ -156,6 +156,10 @@ class ConsumerGroup:
         if was:
             self.member.request_rejoin("the subscription changed")
 
+    def unsubscribed(self) -> None:
+        self.subscribed = False
+        self.topics, self.pattern = (), None
+
     def subscribed_topics(self) -> Sequence[str]:
         return self.topics
 
@@ -184,6 +188,7 @@ class ConsumerGroup:
                 nursery.start_soon(self._watch_polls)
                 if self.options.enable_auto_commit:
                     nursery.start_soon(self._auto_commit)
+                self.member.request_rejoin("subscribed")
                 await self.member.run()
                 nursery.cancel_scope.cancel()  # a fatal error: the consumer raises it
 
@@ -436,6 +441,14 @@ class GroupMethods:
             self._raise_partition_error()
             with trio.move_on_after(FATAL_CHECK_S):
                 await group.member.wait_stable()
+
+    async def unsubscribe(self) -> None:
+        """Give the partitions up (committing, with auto-commit), leave the group; the
+        consumer may then ``assign`` or ``subscribe`` again."""
+        group = self._need_group("unsubscribe")
+        if group.subscribed:
+            await group.stop()
+            group.unsubscribed()
 
     def subscription(self) -> list[str]:
         """The topics subscribed to (a pattern's current matches)."""

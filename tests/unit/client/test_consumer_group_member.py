@@ -45,6 +45,9 @@ class FakeCoordinator(CoordinatorLink):
         self.heartbeat_seen = trio.Event()
         self.broken: set[ApiKey] = set()  # APIs whose next request loses the connection
 
+    async def aclose(self) -> None:
+        pass  # no connection to close
+
     async def find(self) -> Coordinator:
         if self.coordinator is None:
             self.finds += 1
@@ -344,3 +347,25 @@ async def test_a_static_member_fenced_by_a_newer_instance_stops_with_the_error()
         await member.run()  # returns: the error is fatal
     with pytest.raises(KafkaError, match="FENCED_INSTANCE_ID"):
         await consumer.poll(0)
+
+
+async def test_unsubscribe_commits_leaves_and_lets_the_consumer_assign_or_subscribe_again() -> None:
+    consumer, fake, events = group_consumer()
+    group = consumer._group
+    async with trio.open_nursery() as nursery:
+        consumer._tasks.nursery = nursery  # what __aenter__ provides
+        await nursery.start(group.run)
+        with trio.fail_after(5):
+            await consumer.wait_for_assignment()
+        consumer.seek("t", 1, 4)
+        await consumer.unsubscribe()
+        assert fake.sent(ApiKey.LEAVE_GROUP) and fake.committed == {("t", 1): 4}
+        assert events.calls[-1] == ("revoked", [("t", 0), ("t", 1)])
+        consumer.assign([("t", 0)])  # allowed again
+        assert consumer.assignment() == [("t", 0)]
+        consumer.assign([])
+        consumer.subscribe(["t"])  # and a group membership again
+        with trio.fail_after(5):
+            await consumer.wait_for_assignment()
+        assert sorted(consumer.assignment()) == [("t", 0), ("t", 1)]
+        nursery.cancel_scope.cancel()

@@ -276,6 +276,15 @@ class Consumer(GroupMethods):
 
     async def poll(self, timeout_ms: float = 0, max_records: int = 500) -> list[ConsumerRecord]:
         """Up to ``max_records`` records, waiting at most ``timeout_ms`` for the first."""
+        if self._group is None:
+            return await self._poll(timeout_ms, max_records)
+        self._group.poll_started()
+        try:
+            return await self._poll(timeout_ms, max_records)
+        finally:
+            self._group.poll_ended()
+
+    async def _poll(self, timeout_ms: float, max_records: int) -> list[ConsumerRecord]:
         deadline = trio.current_time() + timeout_ms / 1000
         while True:
             records = self._take(max_records)

@@ -134,21 +134,31 @@ class ConsumerGroup:
         self.subscribed = False
         self._last_committed: dict[TopicPartition, int] = {}
         self._scope: trio.CancelScope | None = None
+        self._polling = 0  # polls in progress: the application is reading
+        self._last_poll = 0.0
+        self._left_idle = False  # left the group for not polling; the next poll rejoins
+        self._rematch_now = trio.Event()  # a new pattern: match it before the next tick
 
     # --- subscription ---------------------------------------------------------------
 
     def subscribe(
         self, topics: Sequence[str], pattern: re.Pattern[str] | None, listener: Listener
     ) -> None:
-        self.topics = tuple(sorted(set(topics)))
         self.pattern = pattern
         self.listener = listener
         was = self.subscribed
         self.subscribed = True
-        if pattern is None:
-            self.cluster.topics.update(self.topics)
+        if pattern is not None:
+            self._rematch_now.set()  # the watch matches it and rejoins if that changed
+            return
+        self.topics = tuple(sorted(set(topics)))
+        self.cluster.topics.update(self.topics)
         if was:
             self.member.request_rejoin("the subscription changed")
+
+    def unsubscribed(self) -> None:
+        self.subscribed = False
+        self.topics, self.pattern = (), None
 
     def subscribed_topics(self) -> Sequence[str]:
         return self.topics
@@ -173,9 +183,12 @@ class ConsumerGroup:
                 if self.pattern is not None:
                     await self._rematch()
                 task_status.started()
+                self._last_poll = trio.current_time()
                 nursery.start_soon(self._watch_metadata)
+                nursery.start_soon(self._watch_polls)
                 if self.options.enable_auto_commit:
                     nursery.start_soon(self._auto_commit)
+                self.member.request_rejoin("subscribed")
                 await self.member.run()
                 nursery.cancel_scope.cancel()  # a fatal error: the consumer raises it
 
@@ -190,7 +203,9 @@ class ConsumerGroup:
 
     async def _watch_metadata(self) -> None:
         while True:
-            await trio.sleep(self.options.metadata_max_age_ms / 1000)
+            with trio.move_on_after(self.options.metadata_max_age_ms / 1000):
+                await self._rematch_now.wait()
+            self._rematch_now = trio.Event()
             try:
                 if self.pattern is not None and await self._rematch():
                     self.member.request_rejoin(f"the pattern now matches {list(self.topics)}")
@@ -200,6 +215,38 @@ class ConsumerGroup:
                         self.member.request_rejoin("subscribed topics changed partitions")
             except KafkaError as exc:
                 log.info("group %s: metadata refresh failed: %s", self.options.group_id, exc)
+
+    def poll_started(self) -> None:
+        self._polling += 1
+        self._last_poll = trio.current_time()
+        if self._left_idle:
+            self._left_idle = False
+            self.member.request_rejoin("the application polls again")
+
+    def poll_ended(self) -> None:
+        self._polling -= 1
+        self._last_poll = trio.current_time()
+
+    async def _watch_polls(self) -> None:
+        """Kafka's max.poll.interval.ms: an application that stopped polling (stuck,
+        or too slow with what it got) gives its partitions up, so the group does not
+        wait on it; heartbeats alone do not prove that it still reads."""
+        limit = self.options.max_poll_interval_ms / 1000
+        while True:
+            await trio.sleep(min(limit / 4, 1.0))
+            idle = trio.current_time() - self._last_poll
+            if self._polling or idle <= limit or not self.member.is_stable:
+                continue
+            log.warning(
+                "group %s: no poll for %.1f s (max_poll_interval_ms): leaving the group",
+                self.options.group_id,
+                idle,
+            )
+            self._left_idle = True
+            owned = self.owned_partitions()
+            if owned:
+                await self.revoke_partitions(owned, lost=True)
+            await self.member.leave(timeout_s=LEAVE_TIMEOUT_S)
 
     async def _auto_commit(self) -> None:
         while True:
@@ -394,6 +441,14 @@ class GroupMethods:
             self._raise_partition_error()
             with trio.move_on_after(FATAL_CHECK_S):
                 await group.member.wait_stable()
+
+    async def unsubscribe(self) -> None:
+        """Give the partitions up (committing, with auto-commit), leave the group; the
+        consumer may then ``assign`` or ``subscribe`` again."""
+        group = self._need_group("unsubscribe")
+        if group.subscribed:
+            await group.stop()
+            group.unsubscribed()
 
     def subscription(self) -> list[str]:
         """The topics subscribed to (a pattern's current matches)."""

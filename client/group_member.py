@@ -196,14 +196,19 @@ class GroupMember:
             nursery.start_soon(self._heartbeats)
             task_status.started()
             try:
-                while True:
+                while self.fatal is None:
                     await self._rejoin.wait()
-                    await self.join()
+                    if self.fatal is None:
+                        await self.join()
             except KafkaError as exc:
-                log.error("group %s: %s", self.settings.group_id, exc)
-                self.fatal = exc
-                self.on_fatal()
+                self._fail(exc)
             nursery.cancel_scope.cancel()
+
+    def _fail(self, error: KafkaError) -> None:
+        log.error("group %s: %s", self.settings.group_id, error)
+        self.fatal = error
+        self.on_fatal()
+        self._rejoin.set()  # wakes run, which stops
 
     async def join(self) -> None:
         """One complete rebalance from this member's side, until it is stable again."""
@@ -384,10 +389,14 @@ class GroupMember:
                 await trio.sleep(interval)
             elif code == REBALANCE_IN_PROGRESS:
                 self.request_rejoin("the group is rebalancing")
-            elif code in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID):
+            elif code in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
                 log.info("group %s: heartbeat: %s", self.settings.group_id, code)
-                self._reset_generation(forget_member=code != ILLEGAL_GENERATION)
+                self._reset_generation(forget_member=code == UNKNOWN_MEMBER_ID)
                 self.request_rejoin("this member's generation is over")
+            elif code == FENCED_INSTANCE_ID:  # another process took our group_instance_id
+                self._reset_generation(forget_member=True)
+                self._fail(wire_error(code, f"group {self.settings.group_id!r}", "heartbeat"))
+                return
             elif self.link.moved(code) or code == COORDINATOR_LOAD_IN_PROGRESS:
                 await trio.sleep(self.settings.retry_backoff_s)
             else:

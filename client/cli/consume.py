@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import re
 import sys
@@ -29,6 +30,7 @@ from minibroker.client.cli.common import (
     topic_or_explain,
 )
 from minibroker.client.consumer import Consumer, ConsumerRecord
+from minibroker.client.group_coordinator import CommitFailedError
 from minibroker.protocol.errors import MinibrokerError
 
 HELP = "print records of a topic"
@@ -188,7 +190,9 @@ async def _run_group(args: argparse.Namespace, render: Callable[[ConsumerRecord]
         consumer.subscribe([args.topic])
         await consumer.wait_for_assignment()  # --timeout-ms counts from the first assignment
         await _print_records(consumer, args, render)
-        await consumer.commit()  # what was printed counts as consumed
+        # What was printed counts as consumed; mid-rebalance, closing commits it instead.
+        with contextlib.suppress(CommitFailedError):
+            await consumer.commit()
     return 0
 
 

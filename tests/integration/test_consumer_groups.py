@@ -239,7 +239,7 @@ async def test_groups_cli_lists_describes_resets_and_deletes(cluster: LocalClust
             ).stdout
         )
         assert active["state"] == "Stable"
-        assert {p["member"] for p in active["partitions"]} == {member._group.member.member_id}  # type: ignore[union-attr]
+        assert {p["member"] for p in active["partitions"]} == {member._group.member.member_id}
         refused = await run_cli(
             "groups", "reset-offsets", "--group", group, "--all-topics", "--to-latest",
             "--execute", bootstrap=bootstrap,

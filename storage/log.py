@@ -59,7 +59,8 @@ from minibroker.storage.log_loader import load_segments
 from minibroker.storage.log_retention import LogRetention
 from minibroker.storage.log_state import LogOffsetMetadata
 from minibroker.storage.log_truncation import LogTruncation
-from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from minibroker.storage.segment import LogSegment
+from minibroker.storage.segment_files import MAX_RELATIVE_OFFSET
 from minibroker.storage.segment_swap import SWAP_SUFFIX, SegmentSwap
 from minibroker.storage.time_index import NO_TIMESTAMP, TimestampOffset
 

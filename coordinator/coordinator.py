@@ -1,6 +1,12 @@
 """GroupCoordinator: Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup) and the offset APIs' group checks, over coordinator/group.py's state.
 
+It is assembled from one part per concern: this module handles JoinGroup and SyncGroup;
+``coordinator.rebalance`` holds the state, the tasks and the rebalance between the
+joins (the delayed join and its completion); ``coordinator.membership`` heartbeats,
+session expiry, LeaveGroup and leadership changes; ``coordinator.offset_operations``
+the offset and administration APIs.
+
 How a rebalance runs. A JoinGroup from a new member first gets MEMBER_ID_REQUIRED and
 an id (KIP-394: a client that dies now leaves only a *pending* id, dropped after its
 session timeout); with that id it joins. A join moves the group to PreparingRebalance
@@ -15,59 +21,38 @@ join (the leader gets the members' metadata) and moves to CompletingRebalance. T
 leader's SyncGroup carries the assignments: they are written to ``__consumer_offsets``
 (acks=all), then every parked SyncGroup is answered and the group is Stable.
 
-Members stay alive by heartbeating within their session timeout; a member parked in a
-join or sync counts as alive. A heartbeat answers REBALANCE_IN_PROGRESS while the group
-rebalances, telling the member to rejoin. A static member (``group.instance.id``) that
-rejoins with a new member id takes over its old one (the old id is then fenced:
-FENCED_INSTANCE_ID) and, when the group is Stable and its protocols are unchanged, gets
-its old assignment back without a rebalance.
-
-Work that writes to the log (the leader's assignment, commits, deletions) runs in the
-coordinator's own nursery, not in the request's task, so a client closing its
-connection mid-write cannot leave memory and log disagreeing.
+A join from a known member of a Stable group whose protocols are unchanged (and who is
+not the leader) is answered at once with the current generation. A static member
+(``group.instance.id``) that rejoins with a new member id takes over its old one (the
+old id is then fenced: FENCED_INSTANCE_ID) and, when the group is Stable and its
+protocols are unchanged, gets its old assignment back without a rebalance.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import trio
-
-from minibroker.broker.purgatory import Purgatory
 from minibroker.coordinator.answers import join_answer, join_error, sync_answer, sync_error
 from minibroker.coordinator.group import Answer, Group, GroupState, Member
-from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
+from minibroker.coordinator.membership import GroupMembership
 from minibroker.coordinator.offset_operations import GroupOffsetOperations
-from minibroker.protocol.api import Body
+from minibroker.coordinator.rebalance import GroupConfig as GroupConfig
 from minibroker.protocol.errors import (
-    NONE,
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     GroupMaxSizeReachedError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
-    InvalidGroupIdError,
     InvalidSessionTimeoutError,
     KafkaError,
     MemberIdRequiredError,
-    NotCoordinatorError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from minibroker.storage.log_config import Clock
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1800000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,49 +69,9 @@ class JoinRequest:
     require_known_member_id: bool = True
 
 
-class GroupCoordinator(GroupOffsetOperations):
-    def __init__(self, manager: GroupMetadataManager, config: GroupConfig, *, clock: Clock) -> None:
-        self.manager = manager
-        self.config = config
-        self.clock = clock
-        self.join_purgatory: Purgatory[str] = Purgatory("Rebalance")
-        self._nursery: trio.Nursery | None = None
-        manager.on_unload = self._on_group_unloaded
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the timers and background writes until cancelled."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
-
-    def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
-        if self._nursery is None:
-            raise CoordinatorNotAvailableError("the group coordinator is not running")
-        self._nursery.start_soon(fn, *args)
-
-    def detached(self, fn: Callable[[], Awaitable[Body]]) -> Answer:
-        """Run ``fn`` in the coordinator's nursery; its body lands in the Answer."""
-        answer = Answer()
-
-        async def run() -> None:
-            try:
-                answer.set(await fn())
-            except KafkaError as exc:
-                answer.set({"error_code": exc.code, "_error": exc})
-            except Exception as exc:
-                log.exception("group coordinator task failed")
-                answer.set({"error_code": KafkaError.code, "_error": KafkaError(repr(exc))})
-
-        self._spawn(run)
-        return answer
-
-    def _check_group(self, group_id: str) -> None:
-        """The membership APIs need a group id (the offset APIs accept "", as Kafka's
-        do for old clients) coordinated here."""
-        if not group_id:
-            raise InvalidGroupIdError("group id must not be empty")
-        self.manager.check_owner(group_id)
+class GroupCoordinator(GroupMembership, GroupOffsetOperations):
+    """The group coordinator of one broker: ``run`` it in a nursery, then hand it the
+    requests of the groups whose offsets partitions this broker leads."""
 
     # -- JoinGroup -----------------------------------------------------------------------------
 
@@ -283,103 +228,6 @@ class GroupCoordinator(GroupOffsetOperations):
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
         self.join_purgatory.notify(group.group_id)
 
-    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
-
-    def _prepare_rebalance(self, group: Group, reason: str) -> None:
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            self._reset_assignments(group, RebalanceInProgressError())
-        initial = group.is_(GroupState.EMPTY)
-        group.transition_to(GroupState.PREPARING_REBALANCE, self.clock())
-        group.rebalance_token += 1
-        log.info(
-            "group %r preparing rebalance after generation %d: %s",
-            group.group_id,
-            group.generation_id,
-            reason,
-        )
-        self._spawn(self._delayed_join, group, group.rebalance_token, initial)
-
-    async def _delayed_join(self, group: Group, token: int, initial: bool) -> None:
-        def stale() -> bool:
-            return group.rebalance_token != token or not group.is_(GroupState.PREPARING_REBALANCE)
-
-        rebalance_s = group.max_rebalance_timeout_ms() / 1000
-        if initial and self.config.initial_rebalance_delay_ms > 0:
-            # Kafka's InitialDelayedJoin: wait the delay; while members keep arriving,
-            # wait again (never past the rebalance timeout in all).
-            delay = self.config.initial_rebalance_delay_ms / 1000
-            remaining = max(rebalance_s - delay, 0.0)
-            while True:
-                group.new_member_added = False
-                await trio.sleep(delay)
-                if stale():
-                    return
-                if group.new_member_added and remaining > 0:
-                    delay = min(delay, remaining)
-                    remaining -= delay
-                    continue
-                break
-        else:
-            deadline = trio.current_time() + rebalance_s
-            while True:
-                with self.join_purgatory.watch([group.group_id]) as waiter:
-                    if stale():
-                        return
-                    if group.all_members_joined():
-                        break
-                    if not await waiter.wait_until(deadline):
-                        break
-        if not stale():
-            self._complete_join(group)
-
-    def _complete_join(self, group: Group) -> None:
-        for member in group.not_yet_rejoined():
-            if member.group_instance_id is None:
-                log.info(
-                    "group %r: member %s did not rejoin in time", group.group_id, member.member_id
-                )
-                group.remove(member.member_id)
-        if group.leader_id is not None and group.members[group.leader_id].awaiting_join is None:
-            rejoined = [m.member_id for m in group.members.values() if m.awaiting_join is not None]
-            if rejoined:
-                group.leader_id = rejoined[0]
-        now = self.clock()
-        group.generation_id += 1
-        group.rebalance_token += 1
-        if not group.members:
-            group.protocol_name = None
-            group.transition_to(GroupState.EMPTY, now)
-            self._spawn(self._store_empty_group, group, group.generation_id)
-            log.info("group %r is empty at generation %d", group.group_id, group.generation_id)
-            return
-        group.protocol_name = group.select_protocol()
-        group.transition_to(GroupState.COMPLETING_REBALANCE, now)
-        for member in group.members.values():
-            if member.awaiting_join is not None:
-                member.awaiting_join.set(join_answer(group, member))
-                member.awaiting_join = None
-                member.is_new = False
-                self._heartbeat(member)
-        log.info(
-            "group %r completing rebalance: generation %d, %d members, protocol %s",
-            group.group_id,
-            group.generation_id,
-            len(group.members),
-            group.protocol_name,
-        )
-
-    async def _store_empty_group(self, group: Group, generation: int) -> None:
-        error = await self.manager.store_group(group, {})
-        if error is not None:
-            log.warning(
-                "cannot store empty group %r at generation %d: %s",
-                group.group_id,
-                generation,
-                error,
-            )
-
     # -- SyncGroup -----------------------------------------------------------------------------
 
     def sync_group(
@@ -447,139 +295,3 @@ class GroupCoordinator(GroupOffsetOperations):
                 self._heartbeat(member)
         group.transition_to(GroupState.STABLE, self.clock())
         log.info("group %r stable at generation %d", group.group_id, generation)
-
-    def _reset_assignments(self, group: Group, error: KafkaError) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-            if member.awaiting_sync is not None:
-                member.awaiting_sync.set(sync_error(error))
-                member.awaiting_sync = None
-
-    # -- Heartbeat -----------------------------------------------------------------------------
-
-    def heartbeat(
-        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
-    ) -> None:
-        """Raises the error a Heartbeat answers; returns when it answers NONE."""
-        self._check_group(group_id)
-        group = self.manager.group(group_id)
-        if group is None:
-            raise UnknownMemberIdError(f"group {group_id!r} does not exist")
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            raise FencedInstanceIdError(f"instance {group_instance_id!r} is held by another")
-        if group.is_(GroupState.DEAD):
-            raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
-        member = group.members.get(member_id)
-        if member is None or group.is_(GroupState.EMPTY):
-            raise UnknownMemberIdError(f"{member_id} is not a member of {group_id!r}")
-        if generation_id != group.generation_id:
-            raise IllegalGenerationError(
-                f"generation {generation_id} is not the group's {group.generation_id}"
-            )
-        self._heartbeat(member)
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            raise RebalanceInProgressError(f"group {group_id!r} is rebalancing: rejoin")
-
-    def _heartbeat(self, member: Member) -> None:
-        member.heartbeat_deadline = trio.current_time() + member.session_timeout_ms / 1000
-
-    async def _watch_session(self, group: Group, member: Member) -> None:
-        """Expire ``member`` once a session timeout passes without a sign of life."""
-        while True:
-            await trio.sleep_until(member.heartbeat_deadline)
-            if group.members.get(member.member_id) is not member or group.is_(GroupState.DEAD):
-                return
-            if trio.current_time() < member.heartbeat_deadline:
-                continue
-            if member.awaiting_join is not None or member.awaiting_sync is not None:
-                self._heartbeat(member)  # parked in the protocol: alive by definition
-                continue
-            log.info(
-                "group %r: member %s missed its session timeout", group.group_id, member.member_id
-            )
-            self._remove_member_and_update_group(group, member)
-            return
-
-    async def _expire_pending_member(self, group: Group, member_id: str, session_ms: int) -> None:
-        await trio.sleep(session_ms / 1000)
-        if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            self.join_purgatory.notify(group.group_id)
-
-    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
-        if member.awaiting_join is not None:
-            member.awaiting_join.set(join_error(UnknownMemberIdError(), member.member_id))
-            member.awaiting_join = None
-        if member.awaiting_sync is not None:
-            member.awaiting_sync.set(sync_error(UnknownMemberIdError()))
-            member.awaiting_sync = None
-        group.remove(member.member_id)
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, f"member {member.member_id} left")
-        elif group.is_(GroupState.PREPARING_REBALANCE):
-            self.join_purgatory.notify(group.group_id)
-
-    # -- LeaveGroup ----------------------------------------------------------------------------
-
-    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[Body]:
-        """Remove members; per member {member_id, group_instance_id, error_code}. Raises
-        what the whole request answers."""
-        self._check_group(group_id)
-        group = self.manager.group(group_id)
-        results = []
-        for member_id, instance_id in leaving:
-            code = NONE
-            if group is None:
-                code = UnknownMemberIdError.code
-            elif group.is_(GroupState.DEAD):
-                raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
-            else:
-                code = self._leave_one(group, member_id, instance_id)
-            results.append(
-                {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
-            )
-        return results
-
-    def _leave_one(self, group: Group, member_id: str, instance_id: str | None) -> int:
-        if instance_id is not None:
-            holder = group.static_member_id(instance_id)
-            if holder is None:
-                return UnknownMemberIdError.code
-            if member_id and member_id != holder:
-                return FencedInstanceIdError.code
-            member_id = holder
-        elif member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            self.join_purgatory.notify(group.group_id)
-            return NONE
-        member = group.members.get(member_id)
-        if member is None:
-            return UnknownMemberIdError.code
-        log.info("group %r: member %s left", group.group_id, member_id)
-        self._remove_member_and_update_group(group, member)
-        return NONE
-
-    # -- leadership ----------------------------------------------------------------------------
-
-    async def partition_led(self, partition: int, epoch: int) -> None:
-        """This broker leads ``partition`` at ``epoch``: load it, then watch the loaded
-        members' sessions (they must heartbeat the new coordinator in time)."""
-        await self.manager.became_leader(partition, epoch)
-        for group in self.manager.owned_groups():
-            if self.manager.partition_of(group.group_id) != partition:
-                continue
-            for member in group.members.values():
-                if member.heartbeat_deadline == 0.0:
-                    self._heartbeat(member)
-                    self._spawn(self._watch_session, group, member)
-
-    def _on_group_unloaded(self, group: Group) -> None:
-        group.rebalance_token += 1
-        for member in group.members.values():
-            if member.awaiting_join is not None:
-                member.awaiting_join.set(join_error(NotCoordinatorError(), member.member_id))
-                member.awaiting_join = None
-            if member.awaiting_sync is not None:
-                member.awaiting_sync.set(sync_error(NotCoordinatorError()))
-                member.awaiting_sync = None
-        self.join_purgatory.notify(group.group_id)

@@ -2,9 +2,9 @@
 group checks (Kafka's handleCommitOffsets), OffsetFetch, DescribeGroups, ListGroups,
 DeleteGroups and OffsetDelete.
 
-A mixin of GroupCoordinator (coordinator/coordinator.py), which gives it the manager,
-the clocks, member heartbeats and detached writes; kept apart because these requests
-never change a group's membership.
+A mixin of GroupCoordinator (coordinator/coordinator.py), whose core
+(coordinator/rebalance.py) gives it the manager, the clocks, member heartbeats and
+detached writes; kept apart because these requests never change a group's membership.
 """
 
 from __future__ import annotations

@@ -31,34 +31,37 @@ Durability: the recovery point is the offset below which everything is fsynced;
 after an unclean stop. The leader-epoch cache is kept consistent with the data: epochs
 beyond the log end and before the log start are removed on load and on truncation.
 
+Where the rest is: the state every part shares and the segment list
+(``storage.log_state``), retention (``storage.log_retention``), truncation and
+corruption repair (``storage.log_truncation``), the swap of cleaned segments
+(``storage.segment_swap``). This module is loading, append, roll, read and flush.
+
 Concurrency: not thread-safe. The broker calls a Log from one thread at a time.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from minibroker.protocol.errors import OffsetOutOfRangeError, RecordListTooLargeError
-from minibroker.protocol.records import BatchHeader
 from minibroker.storage.corruption import CorruptionStats, check_batches
-from minibroker.storage.errors import CorruptIndexError, CorruptRecordError
-from minibroker.storage.leader_epoch import LeaderEpochCache
+from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.log_append import LogAppendInfo as LogAppendInfo
 from minibroker.storage.log_append import validate_and_assign
 from minibroker.storage.log_config import Clock, LogConfig, system_clock
-from minibroker.storage.log_loader import load_segments, report_truncation
-from minibroker.storage.names import TopicPartition, parse_partition_dir
-from minibroker.storage.producer_state import ProducerStateManager, iter_segment_headers
-from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
-from minibroker.storage.segment_swap import CLEANED_SUFFIX, SWAP_SUFFIX, delete_cleaned_files
+from minibroker.storage.log_loader import load_segments
+from minibroker.storage.log_retention import LogRetention
+from minibroker.storage.log_state import LogOffsetMetadata
+from minibroker.storage.log_truncation import LogTruncation
+from minibroker.storage.segment import LogSegment
+from minibroker.storage.segment_files import MAX_RELATIVE_OFFSET
+from minibroker.storage.segment_swap import SWAP_SUFFIX, SegmentSwap
 from minibroker.storage.time_index import NO_TIMESTAMP, TimestampOffset
 
 log = logging.getLogger(__name__)
@@ -67,14 +70,6 @@ EARLIEST_TIMESTAMP = -2
 """ListOffsets' "earliest" sentinel: answers the log start offset."""
 LATEST_TIMESTAMP = -1
 """ListOffsets' "latest" sentinel: answers the log end offset."""
-
-
-class LogOffsetMetadata(NamedTuple):
-    """An offset with where its batch lies (what delayed fetches measure bytes with)."""
-
-    offset: int
-    segment_base_offset: int
-    position: int
 
 
 class FetchDataInfo(NamedTuple):
@@ -102,7 +97,11 @@ class FlushStats:
             self.seconds += seconds
 
 
-class Log:
+class Log(LogRetention, LogTruncation, SegmentSwap):
+    """One partition's log in ``directory`` (see the module doc). ``log_start_offset``
+    and ``recovery_point`` come from the log dir's checkpoints; ``had_clean_shutdown``
+    skips the recovery of what lies beyond the recovery point."""
+
     def __init__(
         self,
         directory: Path,
@@ -115,40 +114,20 @@ class Log:
         flush_stats: FlushStats | None = None,
         corruption_stats: CorruptionStats | None = None,
     ) -> None:
-        self.dir = directory
-        self.config = config
-        self.clock = clock
+        super().__init__(
+            directory,
+            config,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            clock=clock,
+        )
         self.flush_stats = flush_stats or FlushStats()
         self.corruption_stats = corruption_stats or CorruptionStats()
-        parsed = parse_partition_dir(directory.name)
-        self.topic_partition: TopicPartition | None = parsed.tp if parsed else None
-        self.log_start_offset = log_start_offset
-        self.recovery_point = recovery_point
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._pending_deletes: list[tuple[int, list[Path]]] = []
-        self._truncations = 0  # lets a flush in another thread notice a truncation
         self.recovery_cuts: list[CorruptRecordError] = []
         """What loading had to truncate (storage.log_loader): data this replica lost."""
-        directory.mkdir(parents=True, exist_ok=True)
-        self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
-        self.producer_state = ProducerStateManager(
-            directory, producer_id_expiration_ms=config.producer_id_expiration_ms
-        )
         self._load(had_clean_shutdown)
 
     # --- loading ---------------------------------------------------------------------
-
-    def _new_segment(self, base_offset: int, *, create: bool, file_suffix: str = "") -> LogSegment:
-        return LogSegment(
-            self.dir,
-            base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            created_ms=self.clock(),
-            create=create,
-            file_suffix=file_suffix,
-        )
 
     def _load(self, had_clean_shutdown: bool) -> None:
         for segment in load_segments(
@@ -181,56 +160,6 @@ class Log:
             log_end_offset=self.log_end_offset,
             headers_from=self._batch_headers_from,
         )
-
-    def _batch_headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """Headers of every batch from the one holding ``offset`` to the log end."""
-        index = self._segment_index_for(offset)
-        for segment in self._segments[index:]:
-            start = 0
-            if segment.base_offset < offset:
-                found = segment.translate_offset(offset)
-                if found is None:
-                    continue
-                start = found.position
-            for header in iter_segment_headers(segment.read_at, start, segment.size):
-                if header.base_offset >= offset:
-                    yield header
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        self._segments.append(segment)
-        self._bases.append(segment.base_offset)
-
-    # --- state -----------------------------------------------------------------------
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._segments[-1]
-
-    @property
-    def segments(self) -> list[LogSegment]:
-        return list(self._segments)
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
-
-    @property
-    def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        active = self._segments[-1]
-        return LogOffsetMetadata(active.next_offset, active.base_offset, active.size)
-
-    @property
-    def truncation_count(self) -> int:
-        """How many truncations this log has seen: a copier (the log-dir mover) compares
-        it between steps to learn that offsets it already copied may have changed."""
-        return self._truncations
-
-    @property
-    def size(self) -> int:
-        return sum(segment.size for segment in self._segments)
-
-    def _segment_index_for(self, offset: int) -> int:
-        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     # --- append ----------------------------------------------------------------------
 
@@ -412,205 +341,6 @@ class Log:
             if found is not None:
                 return found
         return None
-
-    # --- compaction ------------------------------------------------------------------
-
-    def replace_segments(
-        self,
-        old: list[LogSegment],
-        base_offset: int,
-        truncations: int,
-        on_step: Callable[[str], None] = lambda _step: None,
-    ) -> LogSegment | None:
-        """Swap the cleaned segment ``<base_offset>.*.cleaned`` in for the consecutive
-        segments ``old`` (storage/segment_swap.py gives the steps and what a crash
-        between them leaves). None, and the cleaned files deleted, when ``old`` are not
-        all still in the log or the log was truncated since ``truncations``.
-        ``on_step`` is called after each step (tests stop there)."""
-        start = next((i for i, s in enumerate(self._segments) if s is old[0]), -1)
-        if (
-            start < 0
-            or self._truncations != truncations
-            or self._segments[start : start + len(old)] != old
-            or start + len(old) >= len(self._segments)  # never the active segment
-        ):
-            delete_cleaned_files(self.dir, base_offset)
-            return None
-        new = self._new_segment(base_offset, create=False, file_suffix=CLEANED_SUFFIX)
-        try:
-            new.sanity_check()
-        except CorruptIndexError:
-            new.recover(self.config.segment_index_bytes)
-        on_step("cleaned")
-        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-        on_step("swap")
-        for segment in old:
-            self._dispose(segment)
-        on_step("deleted")
-        new.change_file_suffixes(SWAP_SUFFIX, "")
-        on_step("renamed")
-        segments = [*self._segments[:start], new, *self._segments[start + len(old) :]]
-        self._segments, self._bases = segments, [s.base_offset for s in segments]
-        return new
-
-    # --- retention -------------------------------------------------------------------
-
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Apply retention.ms, retention.bytes (with cleanup.policy delete) and the log
-        start offset; delete whole segments from the oldest, never the active one.
-        Returns how many went."""
-        now = self.clock() if now_ms is None else now_ms
-        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
-        if not self.config.delete:
-            retention_ms = retention_bytes = -1  # compact only: the cleaner removes records
-        deleted = 0
-        if retention_ms >= 0:
-            deleted += self._delete_prefix(
-                lambda seg, _next: now - self._segment_time(seg) > retention_ms
-            )
-        if retention_bytes >= 0:
-            excess = self.size - retention_bytes
-
-            def over_size(segment: LogSegment, _next: LogSegment) -> bool:
-                nonlocal excess
-                if excess - segment.size < 0:
-                    return False
-                excess -= segment.size
-                return True
-
-            deleted += self._delete_prefix(over_size)
-        deleted += self._delete_prefix(
-            lambda _seg, following: following.base_offset <= self.log_start_offset
-        )
-        self.producer_state.remove_expired(now)
-        return deleted
-
-    @staticmethod
-    def _segment_time(segment: LogSegment) -> int:
-        largest = segment.largest_timestamp
-        if largest >= 0:
-            return largest
-        return int(os.stat(segment.log_path).st_mtime * 1000)  # no timestamps: file age
-
-    def _delete_prefix(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
-        count = 0
-        while len(self._segments) > 1 and predicate(self._segments[0], self._segments[1]):
-            self._remove_segment(0)
-            count += 1
-        if count:
-            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-            self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
-        return count
-
-    def _remove_segment(self, index: int) -> None:
-        segment = self._segments.pop(index)
-        self._bases.pop(index)
-        self._dispose(segment)
-
-    def _dispose(self, segment: LogSegment) -> None:
-        """Delete the files of a segment no longer in the list, now or after
-        file.delete.delay.ms (renamed ``.deleted`` meanwhile)."""
-        if self.config.file_delete_delay_ms == 0:
-            segment.delete()
-            return
-        due = self.clock() + self.config.file_delete_delay_ms
-        self._pending_deletes.append((due, segment.rename_to_deleted()))
-
-    def delete_expired_files(self, now_ms: int | None = None) -> int:
-        """Remove ``.deleted`` files whose file.delete.delay.ms has passed."""
-        now = self.clock() if now_ms is None else now_ms
-        due = [paths for when, paths in self._pending_deletes if when <= now]
-        self._pending_deletes = [(w, p) for w, p in self._pending_deletes if w > now]
-        for paths in due:
-            for path in paths:
-                path.unlink(missing_ok=True)
-        return len(due)
-
-    def maybe_increment_log_start_offset(self, new_start: int) -> None:
-        """Move the log start forward (DeleteRecords, or a follower following its
-        leader); whole segments below it go at the next ``delete_old_segments``."""
-        if new_start > self.log_end_offset:
-            raise OffsetOutOfRangeError(f"log start {new_start} beyond the log end")
-        if new_start > self.log_start_offset:
-            self.log_start_offset = new_start
-            self.leader_epoch_cache.truncate_from_start(new_start)
-
-    # --- truncation ------------------------------------------------------------------
-
-    def truncate_to(self, target_offset: int) -> bool:
-        """Remove every batch holding an offset >= ``target_offset`` (a batch holding it
-        goes whole, so the new LEO can be below the target). False if nothing to do."""
-        if target_offset < 0:
-            raise ValueError(f"cannot truncate to negative offset {target_offset}")
-        if target_offset >= self.log_end_offset:
-            return False
-        self._truncations += 1
-        if self._segments[0].base_offset > target_offset:
-            self.truncate_fully_and_start_at(target_offset)
-            return True
-        while len(self._segments) > 1 and self._bases[-1] > target_offset:
-            self._remove_segment(len(self._segments) - 1)
-        active = self._segments[-1]
-        active.resize_indexes(self.config.segment_index_bytes)
-        active.truncate_to(target_offset)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.producer_state.truncate(  # batches above the new end leave the state
-            log_start_offset=self.log_start_offset,
-            log_end_offset=self.log_end_offset,
-            headers_from=self._batch_headers_from,
-        )
-        return True
-
-    def repair_corruption(self, offset: int) -> int:
-        """Revalidate the segments from the one holding ``offset`` (where corruption
-        was found) on; truncate the log at the first bad batch, deleting every later
-        segment. Logs each cut at WARNING; returns the bytes removed (0: every batch
-        checked out). The caller re-fetches what was removed from another replica."""
-        index = self._segment_index_for(offset)
-        for i in range(index, len(self._segments)):
-            segment = self._segments[i]
-            truncated = segment.recover(self.config.segment_index_bytes)
-            if i + 1 < len(self._segments):
-                segment.on_become_inactive()
-            if not truncated:
-                continue
-            report_truncation(segment, truncated, None, why="corruption repair")
-            removed = truncated
-            while len(self._segments) > i + 1:
-                later = self._segments[-1]
-                log.warning(
-                    "%s: deleted with its %d bytes (offsets from %d): it follows a corrupt batch",
-                    later.log_path,
-                    later.size,
-                    later.base_offset,
-                )
-                removed += later.size
-                self._remove_segment(len(self._segments) - 1)
-            self._truncations += 1
-            segment.resize_indexes(self.config.segment_index_bytes)
-            self.recovery_point = min(self.recovery_point, self.log_end_offset)
-            self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-            return removed
-        return 0
-
-    def truncate_fully_and_start_at(self, new_offset: int) -> None:
-        """Delete everything; the log restarts empty at ``new_offset``."""
-        self._truncations += 1
-        old = self._segments
-        for segment in old:
-            self._dispose(segment)  # their files move away before the new one is made
-        segment = self._new_segment(new_offset, create=True)
-        # Rebound in one step: a flush in another thread never sees an empty list.
-        self._segments, self._bases = [segment], [new_offset]
-        self.log_start_offset = new_offset
-        self.recovery_point = new_offset
-        self.leader_epoch_cache.clear()
-        self.producer_state.delete_snapshots_after(-1)
-        self.producer_state.clear(new_offset)
 
     # --- durability and lifecycle ----------------------------------------------------
 

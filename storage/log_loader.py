@@ -33,7 +33,8 @@ from pathlib import Path
 from minibroker.storage.corruption import CorruptionStats
 from minibroker.storage.errors import CorruptIndexError, CorruptRecordError
 from minibroker.storage.names import DELETED_SUFFIX, LOG_SUFFIX, TMP_SUFFIX, parse_segment_file
-from minibroker.storage.segment import EpochSink, LogSegment
+from minibroker.storage.segment import LogSegment
+from minibroker.storage.segment_recovery import EpochSink
 from minibroker.storage.segment_swap import complete_swaps
 
 log = logging.getLogger(__name__)

@@ -13,6 +13,8 @@ fsynced. The owner of the Log then, on the thread that owns the Log:
 4. renames ``.swap`` -> final names and puts the new segment in the log's segment list
    in place of the old ones, in one assignment (a reader sees the old list or the new).
 
+These steps are ``SegmentSwap.replace_segments``, one of the parts ``Log`` is made of.
+
 A crash (kill -9) at any point leaves one of these, and loading (``complete_swaps``,
 before anything else) resolves it as Kafka does:
 
@@ -35,6 +37,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from minibroker.storage.errors import CorruptIndexError
+from minibroker.storage.log_state import LogState
 from minibroker.storage.names import parse_segment_file
 from minibroker.storage.segment import LogSegment
 
@@ -92,3 +96,45 @@ def complete_swaps(
             end - 1,
         )
     return len(swaps)
+
+
+class SegmentSwap(LogState):
+    """Puts a cleaned segment in place of the segments it was cleaned from."""
+
+    def replace_segments(
+        self,
+        old: list[LogSegment],
+        base_offset: int,
+        truncations: int,
+        on_step: Callable[[str], None] = lambda _step: None,
+    ) -> LogSegment | None:
+        """Swap the cleaned segment ``<base_offset>.*.cleaned`` in for the consecutive
+        segments ``old`` (the steps, and what a crash between them leaves, are in the
+        module doc). None, and the cleaned files deleted, when ``old`` are not all
+        still in the log or the log was truncated since ``truncations``.
+        ``on_step`` is called after each step (tests stop there)."""
+        start = next((i for i, s in enumerate(self._segments) if s is old[0]), -1)
+        if (
+            start < 0
+            or self._truncations != truncations
+            or self._segments[start : start + len(old)] != old
+            or start + len(old) >= len(self._segments)  # never the active segment
+        ):
+            delete_cleaned_files(self.dir, base_offset)
+            return None
+        new = self._new_segment(base_offset, create=False, file_suffix=CLEANED_SUFFIX)
+        try:
+            new.sanity_check()
+        except CorruptIndexError:
+            new.recover(self.config.segment_index_bytes)
+        on_step("cleaned")
+        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        on_step("swap")
+        for segment in old:
+            self._dispose(segment)
+        on_step("deleted")
+        new.change_file_suffixes(SWAP_SUFFIX, "")
+        on_step("renamed")
+        segments = [*self._segments[:start], new, *self._segments[start + len(old) :]]
+        self._segments, self._bases = segments, [s.base_offset for s in segments]
+        return new

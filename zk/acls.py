@@ -35,8 +35,8 @@ from minibroker.protocol.acls import (
     parse_resource_type,
 )
 from minibroker.zk.client import BadVersion, NodeExists, NoNode, ZkClient
-from minibroker.zk.model import ZkDataError
 from minibroker.zk.types import ZkError
+from minibroker.zk.values import ZkDataError
 
 LITERAL_ACL_PATH: Final = "/kafka-acl"
 PREFIXED_ACL_PATH: Final = "/kafka-acl-extended/prefixed"

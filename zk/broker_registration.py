@@ -23,13 +23,8 @@ from minibroker.zk.client import (
     ZkError,
     ZkEvent,
 )
-from minibroker.zk.model import (
-    BROKER_IDS_PATH,
-    BrokerInfo,
-    broker_path,
-    decode_broker_info,
-    encode_broker_info,
-)
+from minibroker.zk.model import BROKER_IDS_PATH, broker_path, decode_broker_info, encode_broker_info
+from minibroker.zk.values import BrokerInfo
 from minibroker.zk.znodes import ZnodeAccess
 
 log = logging.getLogger("minibroker.zk")

@@ -15,7 +15,7 @@ import json
 import uuid
 
 from minibroker.zk.client import NodeExists, NoNode, ZkClient
-from minibroker.zk.model import ZkDataError
+from minibroker.zk.values import ZkDataError
 
 CLUSTER_ID_PATH = "/cluster/id"
 

@@ -11,13 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from minibroker.zk.client import ZkClient
-from minibroker.zk.model import (
-    CONFIG_CHANGE_PREFIX,
-    CONFIG_CHANGES_PATH,
-    ZkDataError,
-    decode_config_change,
-)
+from minibroker.zk.model import CONFIG_CHANGE_PREFIX, CONFIG_CHANGES_PATH, decode_config_change
 from minibroker.zk.types import ZkError
+from minibroker.zk.values import ZkDataError
 
 TOPIC_ENTITY_PREFIX = "topics/"
 

@@ -20,13 +20,12 @@ from minibroker.zk.client import (
 from minibroker.zk.model import (
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
-    INITIAL_CONTROLLER_EPOCH,
-    ControllerMovedError,
     decode_controller,
     decode_controller_epoch,
     encode_controller,
     encode_controller_epoch,
 )
+from minibroker.zk.values import INITIAL_CONTROLLER_EPOCH, ControllerMovedError
 from minibroker.zk.znodes import ZnodeAccess
 
 

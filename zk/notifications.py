@@ -25,7 +25,6 @@ from minibroker.zk.model import (
     LOG_DIR_EVENT_PREFIX,
     PREFERRED_REPLICA_ELECTION_PATH,
     REASSIGN_PARTITIONS_PATH,
-    ZkDataError,
     decode_log_dir_event,
     decode_partition_list,
     decode_reassignment,
@@ -35,6 +34,7 @@ from minibroker.zk.model import (
     isr_change_path,
     log_dir_event_path,
 )
+from minibroker.zk.values import ZkDataError
 from minibroker.zk.znodes import ZnodeAccess
 
 log = logging.getLogger("minibroker.zk")

@@ -13,10 +13,10 @@ import contextlib
 from minibroker.zk.client import BadVersion, NodeExists, NoNode
 from minibroker.zk.model import (
     PRODUCER_ID_BLOCK_PATH,
-    ProducerIdBlock,
     decode_producer_id_block,
     encode_producer_id_block,
 )
+from minibroker.zk.values import ProducerIdBlock
 from minibroker.zk.znodes import ZnodeAccess
 
 

@@ -25,10 +25,10 @@ from minibroker.zk.model import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
     CONFIG_PATH,
-    ZkDataError,
     encode_config_change,
 )
 from minibroker.zk.types import NoNode, ZkError
+from minibroker.zk.values import ZkDataError
 
 CONFIG_USERS_PATH = f"{CONFIG_PATH}/users"
 USER_ENTITY_PREFIX = "users/"

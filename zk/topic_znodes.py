@@ -31,9 +31,6 @@ from minibroker.zk.model import (
     CONFIG_CHANGES_PATH,
     DELETE_TOPICS_PATH,
     TOPICS_PATH,
-    LeaderAndIsr,
-    TopicAssignment,
-    WriteResult,
     decode_partition_state,
     decode_topic_assignment,
     decode_topic_config,
@@ -48,6 +45,7 @@ from minibroker.zk.model import (
     topic_config_path,
     topic_path,
 )
+from minibroker.zk.values import LeaderAndIsr, TopicAssignment, WriteResult
 from minibroker.zk.znodes import ZnodeAccess
 
 

@@ -24,10 +24,8 @@ from minibroker.zk.client import (
     ZkClient,
     ZkError,
 )
-from minibroker.zk.model import (
-    CONTROLLER_EPOCH_PATH,
-    ControllerMovedError,
-)
+from minibroker.zk.model import CONTROLLER_EPOCH_PATH
+from minibroker.zk.values import ControllerMovedError
 
 Clock = Callable[[], int]
 T = TypeVar("T")

@@ -64,7 +64,8 @@ from minibroker.storage.cleaner.records import (
     rebuild_batch,
     records_section,
 )
-from minibroker.storage.segment import MAX_RELATIVE_OFFSET, LogSegment
+from minibroker.storage.segment import LogSegment
+from minibroker.storage.segment_files import MAX_RELATIVE_OFFSET
 from minibroker.storage.segment_swap import CLEANED_SUFFIX
 
 READ_CHUNK_BYTES = 4 << 20

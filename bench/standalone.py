@@ -49,6 +49,7 @@ finally:
     profiler.disable()
     profiler.dump_stats(path)
 """
+_BROKER_PIDS: dict[str, int] = {}  # host:port -> pid of the standalone broker serving it
 
 
 @contextlib.contextmanager
@@ -101,7 +102,12 @@ def standalone_broker_process(
                 port = int(found.group(1)) if found else None
             if port is None:
                 raise RuntimeError("broker did not start listening in time")
-            yield f"127.0.0.1:{port}", process
+            address = f"127.0.0.1:{port}"
+            _BROKER_PIDS[address] = process.pid
+            try:
+                yield address, process
+            finally:
+                del _BROKER_PIDS[address]
         finally:
             process.terminate()
             try:
@@ -173,9 +179,26 @@ def run_perf_tool(
             trio.run(lead, bootstrap, args.topic, args.partitions)
             if fill is not None:
                 trio.run(fill, args)
+        pid = _BROKER_PIDS.get(bootstrap) if standalone else None
+        broker_cpu = _process_cpu_seconds(pid)
+        load = os.getloadavg()[0]
         figures = _run_measured(measure, args, args.profile)
+        if pid is not None:
+            # CPU seconds, unlike wall time, hardly depend on what else the machine runs.
+            figures["broker_cpu_seconds"] = round(_process_cpu_seconds(pid) - broker_cpu, 3)
+        figures["load_average"] = round((load + os.getloadavg()[0]) / 2, 2)
     figures["standalone_broker"] = standalone
     print(json.dumps(figures))
+
+
+def _process_cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc), 0 without one."""
+    if pid is None:
+        return 0.0
+    # Fields after the ")" that ends the command name: utime and stime are the 12th and
+    # 13th (proc(5) numbers them 14 and 15, counting pid and comm).
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _run_measured(

@@ -14,385 +14,93 @@ value that does not parse or validate raises ``ConfigError`` naming the key.
 Topic-level keys (``TopicConfig``) inherit their defaults from a broker key
 (``segment.bytes`` from ``log.segment.bytes`` ...); ``BrokerConfig.topic_config``
 applies a topic's overrides (from ``/config/topics/T``) on top of those.
+
+``BrokerConfig`` is one table assembled from one part per concern: listeners and
+security (broker/config_listeners.py), the log and its cleaner (broker/config_log.py),
+replication and leadership (broker/config_replication.py), the group coordinator
+(broker/config_groups.py), and here the keys of the broker itself (identity, ZooKeeper,
+topic creation, request limits, metrics). The parts are dataclasses without slots of
+their own; ``BrokerConfig`` holds the slots of every key. How a row is declared, parsed
+and validated is broker/config_keys.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import socket
-import typing
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from minibroker.broker.config_groups import GroupSettings
+from minibroker.broker.config_keys import (
+    LONG_MAX,
+    apply_values,
+    at_least,
+    between,
+    config_key,
+    fraction,
+    one_of,
+)
+from minibroker.broker.config_keys import describe_keys as describe_keys
+from minibroker.broker.config_listeners import ListenerSettings
+from minibroker.broker.config_listeners import parse_endpoint as parse_endpoint
+from minibroker.broker.config_log import (
+    CLEANUP_POLICIES,
+    COMPRESSION_TYPES,
+    TIMESTAMP_TYPES,
+    LogSettings,
+)
+from minibroker.broker.config_replication import ReplicationSettings
 from minibroker.broker.properties import parse_properties
 from minibroker.broker.replication_quota import throttled_replicas_problem
 from minibroker.protocol.errors import ConfigError
 
-Validator = Callable[[Any], str | None]
-"""Returns None when the value is acceptable, else what is wrong with it."""
-
-LONG_MAX = 2**63 - 1
-"""Kafka's Long.MAX_VALUE, its spelling of "no limit" for several byte and count keys."""
-
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
-COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-KAFKA_LISTENER_NAME = "KAFKA"
-"""The name of the Kafka-protocol listener (zk/model.py's KAFKA_LISTENER)."""
-
-
-def at_least(low: int) -> Validator:
-    return lambda v: None if v is None or v >= low else f"must be >= {low}"
-
-
-def between(low: int, high: int) -> Validator:
-    return lambda v: None if v is None or low <= v <= high else f"must be in [{low}, {high}]"
-
-
-def fraction(v: Any) -> str | None:
-    return None if 0.0 <= v <= 1.0 else "must be in [0, 1]"
-
-
-def one_of(*choices: str) -> Validator:
-    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
-
-
-def non_empty(v: Any) -> str | None:
-    return None if v else "must not be empty"
-
-
-def _key(
-    name: str,
-    default: Any,
-    doc: str,
-    check: Validator | None = None,
-    inherits: str | None = None,
-) -> Any:
-    """One row of a configuration table (see the module docstring)."""
-    meta = {"name": name, "doc": doc, "check": check, "inherits": inherits}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
-    return field(default=default, metadata=meta)
-
 
 @dataclass(frozen=True, slots=True)
-class BrokerConfig:
+class BrokerConfig(GroupSettings, ReplicationSettings, LogSettings, ListenerSettings):
     """Broker properties (Kafka 2.x names and defaults unless the doc says otherwise)."""
 
-    broker_id: int = _key(
+    broker_id: int = config_key(
         "broker.id",
         0,
         "This broker's id; Kafka's -1 auto-generation is not supported.",
         at_least(0),
     )
-    broker_rack: str | None = _key("broker.rack", None, "Rack of this broker (metadata only).")
-    listeners: str = _key(
-        "listeners",
-        "PLAINTEXT://:9092",
-        "Where to listen: PLAINTEXT://host:port or host:port; empty host = all interfaces, "
-        "port 0 = any free port.",
+    broker_rack: str | None = config_key(
+        "broker.rack", None, "Rack of this broker (metadata only)."
     )
-    advertised_listeners: str | None = _key(
-        "advertised.listeners", None, "Endpoint published to clients; default: listeners."
-    )
-    kafka_listeners: str | None = _key(
-        "kafka.listeners",
-        None,
-        "Where to serve Kafka's binary protocol (host:port, port 0 = any free port), beside "
-        "the msgpack listener; unset = no Kafka listener.",
-    )
-    kafka_advertised_listeners: str | None = _key(
-        "kafka.advertised.listeners",
-        None,
-        "Kafka-protocol endpoint published to Kafka clients; default: kafka.listeners.",
-    )
-    log_dirs: list[str] = _key(  # noqa: RUF009 - _key uses a default_factory for lists
-        "log.dirs", ["/tmp/kafka-logs"], "Comma-separated data directories.", non_empty
-    )
-    zookeeper_connect: str | None = _key(
+    zookeeper_connect: str | None = config_key(
         "zookeeper.connect",
         None,
         "host:port[,host:port...][/chroot]; unset = standalone broker without a controller.",
     )
-    zookeeper_session_timeout_ms: int = _key(
+    zookeeper_session_timeout_ms: int = config_key(
         "zookeeper.session.timeout.ms", 18000, "ZooKeeper session timeout.", at_least(1)
     )
-    zookeeper_connection_timeout_ms: int | None = _key(
+    zookeeper_connection_timeout_ms: int | None = config_key(
         "zookeeper.connection.timeout.ms", None, "Connect timeout; default: session timeout."
     )
-    num_partitions: int = _key(
+    num_partitions: int = config_key(
         "num.partitions", 1, "Partitions of auto-created topics.", at_least(1)
     )
-    default_replication_factor: int = _key(
+    default_replication_factor: int = config_key(
         "default.replication.factor", 1, "Replication factor of auto-created topics.", at_least(1)
     )
-    auto_create_topics_enable: bool = _key(
+    auto_create_topics_enable: bool = config_key(
         "auto.create.topics.enable", True, "Create a topic when Metadata names an unknown one."
     )
-    delete_topic_enable: bool = _key("delete.topic.enable", True, "Allow topic deletion.")
-    min_insync_replicas: int = _key(
-        "min.insync.replicas", 1, "Smallest ISR that accepts acks=all writes.", at_least(1)
-    )
-    unclean_leader_election_enable: bool = _key(
-        "unclean.leader.election.enable", False, "Allow an out-of-ISR replica to lead."
-    )
-    replica_lag_time_max_ms: int = _key(
-        "replica.lag.time.max.ms",
-        30000,
-        "A follower not caught up this long leaves the ISR.",
-        at_least(1),
-    )
-    replica_fetch_max_bytes: int = _key(
-        "replica.fetch.max.bytes",
-        1048576,
-        "Bytes per partition a follower fetch asks for.",
-        at_least(0),
-    )
-    replica_fetch_min_bytes: int = _key(
-        "replica.fetch.min.bytes", 1, "min_bytes of follower fetches.", at_least(0)
-    )
-    replica_fetch_response_max_bytes: int = _key(
-        "replica.fetch.response.max.bytes",
-        10485760,
-        "max_bytes of a follower fetch.",
-        at_least(0),
-    )
-    replica_fetch_wait_max_ms: int = _key(
-        "replica.fetch.wait.max.ms", 500, "max_wait_ms of follower fetches.", at_least(0)
-    )
-    replica_fetch_backoff_ms: int = _key(
-        "replica.fetch.backoff.ms", 1000, "Pause after a failed follower fetch.", at_least(0)
-    )
-    num_replica_fetchers: int = _key(
-        "num.replica.fetchers", 1, "Fetcher tasks per source broker.", at_least(1)
-    )
-    replica_high_watermark_checkpoint_interval_ms: int = _key(
-        "replica.high.watermark.checkpoint.interval.ms",
-        5000,
-        "How often replication-offset-checkpoint is written.",
-        at_least(1),
-    )
-    replica_alter_log_dirs_io_max_bytes_per_second: int = _key(
-        "replica.alter.log.dirs.io.max.bytes.per.second",
-        LONG_MAX,
-        "Throttle of log-dir moves (bytes/s).",
-        at_least(1),
-    )
-    log_segment_bytes: int = _key(
-        "log.segment.bytes", 1073741824, "Roll a segment at this size.", at_least(14)
-    )
-    log_roll_ms: int | None = _key(
-        "log.roll.ms", None, "Roll a segment this old (ms).", at_least(1)
-    )
-    log_roll_hours: int = _key("log.roll.hours", 168, "log.roll.ms in hours.", at_least(1))
-    log_index_interval_bytes: int = _key(
-        "log.index.interval.bytes", 4096, "Bytes between sparse index entries.", at_least(0)
-    )
-    log_index_size_max_bytes: int = _key(
-        "log.index.size.max.bytes", 10485760, "Preallocated size of an index file.", at_least(4)
-    )
-    log_retention_ms: int | None = _key(
-        "log.retention.ms", None, "Delete segments older than this; -1 = forever.", at_least(-1)
-    )
-    log_retention_minutes: int | None = _key(
-        "log.retention.minutes", None, "log.retention.ms in minutes.", at_least(-1)
-    )
-    log_retention_hours: int = _key(
-        "log.retention.hours", 168, "log.retention.ms in hours.", at_least(-1)
-    )
-    log_retention_bytes: int = _key(
-        "log.retention.bytes",
-        -1,
-        "Delete old segments beyond this size; -1 = no limit.",
-        at_least(-1),
-    )
-    log_retention_check_interval_ms: int = _key(
-        "log.retention.check.interval.ms", 300000, "How often retention runs.", at_least(1)
-    )
-    log_scrubber_enable: bool = _key(
-        "log.scrubber.enable",
-        True,
-        "Re-check the CRC-32C of every closed segment in the background; a corrupt "
-        "replica found so is taken out of service and repaired from the leader.",
-    )
-    log_scrubber_io_max_bytes_per_second: int = _key(
-        "log.scrubber.io.max.bytes.per.second",
-        4 * 1024 * 1024,
-        "Read rate of the scrubber (bytes/s): small enough to leave the disk to produce "
-        "and fetch, a 1 GiB segment every ~4 minutes.",
-        at_least(1),
-    )
-    log_scrubber_interval_ms: int = _key(
-        "log.scrubber.interval.ms",
-        3600000,
-        "Pause between two scrubber passes over every closed segment.",
-        at_least(1),
-    )
-    producer_id_expiration_ms: int = _key(
-        "producer.id.expiration.ms",
-        86400000,
-        "A partition forgets an idempotent producer idle this long (checked with retention).",
-        at_least(1),
-    )
-    group_min_session_timeout_ms: int = _key(
-        "group.min.session.timeout.ms",
-        6000,
-        "Shortest session timeout a group member may ask for (INVALID_SESSION_TIMEOUT).",
-        at_least(1),
-    )
-    group_max_session_timeout_ms: int = _key(
-        "group.max.session.timeout.ms",
-        1800000,
-        "Longest session timeout a group member may ask for (INVALID_SESSION_TIMEOUT).",
-        at_least(1),
-    )
-    group_initial_rebalance_delay_ms: int = _key(
-        "group.initial.rebalance.delay.ms",
-        3000,
-        "An empty group's first rebalance waits this long for more members (dev and test"
-        " clusters set it low).",
-        at_least(0),
-    )
-    group_max_size: int = _key(
-        "group.max.size", 2147483647, "Most members one group may have.", at_least(1)
-    )
-    offsets_topic_num_partitions: int = _key(
-        "offsets.topic.num.partitions",
-        50,
-        "Partitions of __consumer_offsets (fixed once it is created).",
-        at_least(1),
-    )
-    offsets_topic_replication_factor: int = _key(
-        "offsets.topic.replication.factor",
-        3,
-        "Replicas of __consumer_offsets, capped by the brokers alive when it is created.",
-        at_least(1),
-    )
-    offsets_commit_timeout_ms: int = _key(
-        "offsets.commit.timeout.ms",
-        5000,
-        "How long a commit waits for every in-sync replica of its offsets partition.",
-        at_least(1),
-    )
-    offsets_retention_minutes: int = _key(
-        "offsets.retention.minutes",
-        10080,
-        "Committed offsets of a group without members are kept this long.",
-        at_least(1),
-    )
-    offsets_retention_check_interval_ms: int = _key(
-        "offsets.retention.check.interval.ms",
-        600000,
-        "How often expired offsets are looked for.",
-        at_least(1),
-    )
-    offset_metadata_max_bytes: int = _key(
-        "offset.metadata.max.bytes",
-        4096,
-        "Longest metadata string a commit may carry (OFFSET_METADATA_TOO_LARGE).",
-        at_least(0),
-    )
-    log_segment_delete_delay_ms: int = _key(
-        "log.segment.delete.delay.ms",
-        60000,
-        "Delay before a deleted segment's files go.",
-        at_least(0),
-    )
-    log_flush_interval_messages: int = _key(
-        "log.flush.interval.messages", LONG_MAX, "fsync after this many messages.", at_least(1)
-    )
-    log_flush_interval_ms: int | None = _key(
-        "log.flush.interval.ms", None, "fsync a log this long after its last flush.", at_least(0)
-    )
-    log_flush_offset_checkpoint_interval_ms: int = _key(
-        "log.flush.offset.checkpoint.interval.ms",
-        60000,
-        "How often recovery-point-offset-checkpoint is written.",
-        at_least(0),
-    )
-    log_flush_start_offset_checkpoint_interval_ms: int = _key(
-        "log.flush.start.offset.checkpoint.interval.ms",
-        60000,
-        "How often log-start-offset-checkpoint is written.",
-        at_least(0),
-    )
-    log_message_timestamp_type: str = _key(
-        "log.message.timestamp.type",
-        "CreateTime",
-        "CreateTime or LogAppendTime.",
-        one_of(*TIMESTAMP_TYPES),
-    )
-    log_cleanup_policy: str = _key(
-        "log.cleanup.policy",
-        "delete",
-        "delete (retention), compact (keep each key's latest record) or compact,delete.",
-        one_of(*CLEANUP_POLICIES),
-    )
-    log_cleaner_enable: bool = _key(
-        "log.cleaner.enable", True, "Run the log cleaner (compacted topics need it)."
-    )
-    log_cleaner_threads: int = _key(
-        "log.cleaner.threads", 1, "Logs cleaned at once (each in a worker process).", at_least(1)
-    )
-    log_cleaner_dedupe_buffer_size: int = _key(
-        "log.cleaner.dedupe.buffer.size",
-        134217728,
-        "Memory for the cleaners' offset maps (bytes, split over the threads).",
-        at_least(1024),
-    )
-    log_cleaner_io_max_bytes_per_second: float = _key(
-        "log.cleaner.io.max.bytes.per.second",
-        1.7976931348623157e308,
-        "Read rate cap of the cleaners together (bytes/s).",
-        lambda v: None if v > 0 else "must be > 0",
-    )
-    log_cleaner_backoff_ms: int = _key(
-        "log.cleaner.backoff.ms", 15000, "Pause when no log needs cleaning.", at_least(0)
-    )
-    log_cleaner_min_cleanable_ratio: float = _key(
-        "log.cleaner.min.cleanable.ratio",
-        0.5,
-        "Default min.cleanable.dirty.ratio.",
-        fraction,
-    )
-    log_cleaner_min_compaction_lag_ms: int = _key(
-        "log.cleaner.min.compaction.lag.ms", 0, "Default min.compaction.lag.ms.", at_least(0)
-    )
-    log_cleaner_max_compaction_lag_ms: int = _key(
-        "log.cleaner.max.compaction.lag.ms",
-        LONG_MAX,
-        "Default max.compaction.lag.ms.",
-        at_least(1),
-    )
-    log_cleaner_delete_retention_ms: int = _key(
-        "log.cleaner.delete.retention.ms", 86400000, "Default delete.retention.ms.", at_least(0)
-    )
-    compression_type: str = _key(
-        "compression.type",
-        "producer",
-        "Codec batches are stored in: producer (as sent), uncompressed, gzip, snappy, lz4, zstd.",
-        one_of(*COMPRESSION_TYPES),
-    )
-    num_recovery_threads_per_data_dir: int = _key(
-        "num.recovery.threads.per.data.dir", 1, "Log recovery workers per log dir.", at_least(1)
-    )
-    message_max_bytes: int = _key(
-        "message.max.bytes", 1048588, "Largest record batch accepted (bytes).", at_least(0)
-    )
-    fetch_max_bytes: int = _key(
+    delete_topic_enable: bool = config_key("delete.topic.enable", True, "Allow topic deletion.")
+    fetch_max_bytes: int = config_key(
         "fetch.max.bytes", 57671680, "Cap on a fetch response's record bytes.", at_least(0)
     )
-    socket_request_max_bytes: int = _key(
+    socket_request_max_bytes: int = config_key(
         "socket.request.max.bytes", 104857600, "Largest request frame.", at_least(1)
     )
-    connections_max_idle_ms: int = _key(
+    connections_max_idle_ms: int = config_key(
         "connections.max.idle.ms", 600000, "Close connections idle this long.", at_least(1)
     )
-    queued_max_request_bytes: int = _key(
+    queued_max_request_bytes: int = config_key(
         "queued.max.request.bytes",
         536870912,
         "Queued request and response bytes over all connections before no new request"
@@ -400,7 +108,7 @@ class BrokerConfig:
         " their responses exhaust memory).",
         at_least(-1),
     )
-    request_max_partitions: int = _key(
+    request_max_partitions: int = config_key(
         "request.max.partitions",
         5000,
         "Most partitions (topics, for Metadata) one Produce, Fetch, ListOffsets,"
@@ -409,225 +117,44 @@ class BrokerConfig:
         " so this bounds one request's hold on every other client to ~100 ms.",
         at_least(1),
     )
-    request_receive_timeout_ms: int = _key(
+    request_receive_timeout_ms: int = config_key(
         "request.receive.timeout.ms",
         30000,
         "Close a connection whose request frame, once started, is not complete in this"
         " long (not a Kafka key: Kafka only has connections.max.idle.ms).",
         at_least(1),
     )
-    request_timeout_ms: int = _key(
+    request_timeout_ms: int = config_key(
         "request.timeout.ms",
         30000,
         "Longest acks=all wait; also inter-broker requests.",
         at_least(0),
     )
-    controller_socket_timeout_ms: int = _key(
+    controller_socket_timeout_ms: int = config_key(
         "controller.socket.timeout.ms",
         30000,
         "Timeout of controller-to-broker requests.",
         at_least(0),
     )
-    controlled_shutdown_enable: bool = _key(
-        "controlled.shutdown.enable", True, "Move leadership away before stopping."
-    )
-    controlled_shutdown_max_retries: int = _key(
-        "controlled.shutdown.max.retries", 3, "Attempts of controlled shutdown.", at_least(0)
-    )
-    controlled_shutdown_retry_backoff_ms: int = _key(
-        "controlled.shutdown.retry.backoff.ms", 5000, "Pause between attempts.", at_least(0)
-    )
-    auto_leader_rebalance_enable: bool = _key(
-        "auto.leader.rebalance.enable", True, "Move leadership back to preferred replicas."
-    )
-    leader_imbalance_check_interval_seconds: int = _key(
-        "leader.imbalance.check.interval.seconds", 300, "How often to check.", at_least(1)
-    )
-    leader_imbalance_per_broker_percentage: int = _key(
-        "leader.imbalance.per.broker.percentage",
-        10,
-        "Imbalance that triggers a rebalance.",
-        between(0, 100),
-    )
-    metrics_port: int = _key(
+    metrics_port: int = config_key(
         "metrics.port",
         -1,
         "Prometheus /metrics port (minibroker's own key); -1 = off, 0 = any free port.",
         between(-1, 65535),
     )
-    metrics_bind_address: str | None = _key(
+    metrics_bind_address: str | None = config_key(
         "metrics.bind.address",
         None,
         "Address the /metrics endpoint binds (minibroker's own key); default: the host"
         " of listeners.",
     )
-    inter_broker_listener_name: str | None = _key(
-        "inter.broker.listener.name",
-        None,
-        "The listener that carries controller requests (LeaderAndIsr, StopReplica, "
-        "UpdateMetadata) and replication; refused on every other listener. Brokers "
-        "speak msgpack to each other, so it must name the msgpack listener (the default).",
-    )
-    security_inter_broker_protocol: str | None = _key(
-        "security.inter.broker.protocol",
-        None,
-        "The inter-broker listener's security protocol, checked against "
-        "listener.security.protocol.map when set.",
-        lambda v: None if v is None else one_of(*SECURITY_PROTOCOLS)(v),
-    )
-    listener_security_protocol_map: str = _key(
-        "listener.security.protocol.map",
-        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"
-        "KAFKA:PLAINTEXT",
-        "NAME:PROTOCOL pairs: the security protocol of each listener name (the msgpack "
-        "listener is named by the scheme of listeners, the Kafka one is KAFKA).",
-    )
-    sasl_enabled_mechanisms: list[str] = _key(  # noqa: RUF009 - a default_factory for lists
-        "sasl.enabled.mechanisms",
-        ["SCRAM-SHA-256", "SCRAM-SHA-512"],
-        "Mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN is"
-        " checked against the users' SCRAM credentials).",
-        lambda v: next((f"unknown mechanism {m}" for m in v if m not in SASL_MECHANISMS), None),
-    )
-    sasl_mechanism_inter_broker_protocol: str = _key(
-        "sasl.mechanism.inter.broker.protocol",
-        "SCRAM-SHA-512",
-        "Mechanism brokers and the controller log in with on a SASL inter-broker listener.",
-        one_of(*SASL_MECHANISMS),
-    )
-    sasl_jaas_config: str | None = _key(
-        "sasl.jaas.config",
-        None,
-        "The broker's own SASL login, in Kafka's JAAS form (only username=\"...\" and"
-        ' password="..." are read): the broker principal of inter-broker connections.',
-    )
-    ssl_certificate_location: str | None = _key(
-        "ssl.certificate.location",
-        None,
-        "PEM certificate chain of SSL/SASL_SSL listeners (also the client certificate of"
-        " inter-broker connections).",
-    )
-    ssl_key_location: str | None = _key(
-        "ssl.key.location", None, "PEM private key of ssl.certificate.location."
-    )
-    ssl_key_password: str | None = _key(
-        "ssl.key.password", None, "Password of an encrypted ssl.key.location."
-    )
-    ssl_ca_location: str | None = _key(
-        "ssl.ca.location",
-        None,
-        "PEM CA certificates trusted for client certificates and, on inter-broker"
-        " connections, for the other brokers' certificates.",
-    )
-    ssl_client_auth: str = _key(
-        "ssl.client.auth",
-        "none",
-        "Client certificates on SSL listeners: none, requested, required (the principal is"
-        " then the certificate's subject, e.g. User:CN=client,O=org).",
-        one_of("none", "requested", "required"),
-    )
-    ssl_endpoint_identification_algorithm: str = _key(
-        "ssl.endpoint.identification.algorithm",
-        "https",
-        "https: inter-broker connections check the other broker's certificate names its"
-        " host; empty: they do not.",
-        one_of("https", ""),
-    )
-    ssl_handshake_timeout_ms: int = _key(
-        "ssl.handshake.timeout.ms",
-        10000,
-        "Close a connection whose TLS handshake is not done in this long (minibroker's own key).",
-        at_least(1),
-    )
-    standalone_accept_controller_requests: bool = _key(
+    standalone_accept_controller_requests: bool = config_key(
         "standalone.accept.controller.requests",
         False,
         "Standalone only (minibroker's own key): obey LeaderAndIsr / StopReplica / "
         "UpdateMetadata from any sender, for tests and benches that play the controller "
         "on a broker nobody else reaches. Ignored with zookeeper.connect.",
     )
-    authorizer_class_name: str = _key(
-        "authorizer.class.name",
-        "",
-        "Empty: no authorization. Any other value turns on minibroker's ACL authorizer "
-        "(Kafka's names kafka.security.authorizer.AclAuthorizer or "
-        "kafka.security.auth.SimpleAclAuthorizer are the usual ones); ACLs live in "
-        "ZooKeeper under /kafka-acl.",
-    )
-    super_users: str = _key(
-        "super.users",
-        "",
-        "Principals allowed everything, separated by semicolons (User:admin;User:broker).",
-    )
-    allow_everyone_if_no_acl_found: bool = _key(
-        "allow.everyone.if.no.acl.found",
-        False,
-        "With an authorizer: whether a resource no ACL names is open to everyone.",
-    )
-
-    # -- derived values ------------------------------------------------------------------
-
-    @property
-    def retention_ms(self) -> int:
-        """Effective retention: .ms, else .minutes, else .hours (Kafka's precedence)."""
-        if self.log_retention_ms is not None:
-            return self.log_retention_ms
-        if self.log_retention_minutes is not None:
-            return _scaled(self.log_retention_minutes, 60_000)
-        return _scaled(self.log_retention_hours, 3_600_000)
-
-    @property
-    def roll_ms(self) -> int:
-        if self.log_roll_ms is not None:
-            return self.log_roll_ms
-        return self.log_roll_hours * 3_600_000
-
-    @property
-    def listen_address(self) -> tuple[str, int]:
-        """(host, port) of ``listeners``; host "" means all interfaces."""
-        return parse_endpoint(self.listeners, "listeners")
-
-    @property
-    def advertised_address(self) -> tuple[str, int]:
-        """(host, port) given to clients; the port is 0 until the server binds."""
-        if self.advertised_listeners:
-            return parse_endpoint(self.advertised_listeners, "advertised.listeners")
-        host, port = self.listen_address
-        return (host if host not in ("", "0.0.0.0", "::") else socket.gethostname(), port)
-
-    @property
-    def listener_name(self) -> str:
-        """The msgpack listener's name: the scheme of ``listeners`` (PLAINTEXT if none)."""
-        return listener_name_of(self.listeners)
-
-    @property
-    def inter_broker_listener(self) -> str:
-        """The listener controller requests and replication use (the msgpack one)."""
-        return self.inter_broker_listener_name or self.listener_name
-
-    def security_protocol(self, listener: str) -> str:
-        """The security protocol of listener ``listener`` (listener.security.protocol.map)."""
-        return security_protocol_map(self.listener_security_protocol_map).get(listener, "PLAINTEXT")
-
-    @property
-    def kafka_listen_address(self) -> tuple[str, int] | None:
-        """(host, port) of ``kafka.listeners``, None without a Kafka listener."""
-        if not self.kafka_listeners:
-            return None
-        return parse_endpoint(self.kafka_listeners, "kafka.listeners")
-
-    @property
-    def kafka_advertised_address(self) -> tuple[str, int] | None:
-        """(host, port) Kafka clients are given; the port is 0 until the server binds."""
-        if self.kafka_advertised_listeners:
-            return parse_endpoint(self.kafka_advertised_listeners, "kafka.advertised.listeners")
-        listen = self.kafka_listen_address
-        if listen is None:
-            return None
-        host, port = listen
-        if host in ("", "0.0.0.0", "::"):
-            host = self.advertised_address[0]
-        return host, port
 
     def topic_config(self, overrides: Mapping[str, str] | None = None) -> TopicConfig:
         """This broker's topic defaults with a topic's own overrides applied."""
@@ -636,9 +163,7 @@ class BrokerConfig:
             inherits = f.metadata["inherits"]
             base[f.name] = getattr(self, inherits) if inherits else f.default
         defaults = TopicConfig(**base)
-        return _apply(defaults, overrides or {}) if overrides else defaults
-
-    # -- construction --------------------------------------------------------------------
+        return apply_values(defaults, overrides or {}) if overrides else defaults
 
     @classmethod
     def from_properties(
@@ -655,121 +180,125 @@ class BrokerConfig:
                 raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
             values.update(parse_properties(text))
         values.update(dict(overrides.items()) if isinstance(overrides, Mapping) else overrides)
-        return _apply(cls(), values)
+        config = apply_values(cls(), values)
+        config.check_listeners()
+        return config
 
 
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
     """Per-topic keys; each default comes from the broker key named in ``inherits``."""
 
-    segment_bytes: int = _key(
+    segment_bytes: int = config_key(
         "segment.bytes", 1073741824, "Roll at this size.", at_least(14), "log_segment_bytes"
     )
-    segment_ms: int = _key("segment.ms", 604800000, "Roll at this age.", at_least(1), "roll_ms")
-    segment_index_bytes: int = _key(
+    segment_ms: int = config_key(
+        "segment.ms", 604800000, "Roll at this age.", at_least(1), "roll_ms"
+    )
+    segment_index_bytes: int = config_key(
         "segment.index.bytes",
         10485760,
         "Index file size.",
         at_least(4),
         "log_index_size_max_bytes",
     )
-    index_interval_bytes: int = _key(
+    index_interval_bytes: int = config_key(
         "index.interval.bytes",
         4096,
         "Bytes between index entries.",
         at_least(0),
         "log_index_interval_bytes",
     )
-    retention_ms: int = _key(
+    retention_ms: int = config_key(
         "retention.ms", 604800000, "Age limit; -1 = forever.", at_least(-1), "retention_ms"
     )
-    retention_bytes: int = _key(
+    retention_bytes: int = config_key(
         "retention.bytes", -1, "Size limit; -1 = none.", at_least(-1), "log_retention_bytes"
     )
-    min_insync_replicas: int = _key(
+    min_insync_replicas: int = config_key(
         "min.insync.replicas", 1, "Smallest ISR for acks=all.", at_least(1), "min_insync_replicas"
     )
-    unclean_leader_election_enable: bool = _key(
+    unclean_leader_election_enable: bool = config_key(
         "unclean.leader.election.enable",
         False,
         "Allow out-of-ISR leaders.",
         None,
         "unclean_leader_election_enable",
     )
-    message_timestamp_type: str = _key(
+    message_timestamp_type: str = config_key(
         "message.timestamp.type",
         "CreateTime",
         "CreateTime or LogAppendTime.",
         one_of(*TIMESTAMP_TYPES),
         "log_message_timestamp_type",
     )
-    max_message_bytes: int = _key(
+    max_message_bytes: int = config_key(
         "max.message.bytes", 1048588, "Largest batch.", at_least(0), "message_max_bytes"
     )
-    cleanup_policy: str = _key(
+    cleanup_policy: str = config_key(
         "cleanup.policy",
         "delete",
         "delete, compact or compact,delete.",
         one_of(*CLEANUP_POLICIES),
         "log_cleanup_policy",
     )
-    min_cleanable_dirty_ratio: float = _key(
+    min_cleanable_dirty_ratio: float = config_key(
         "min.cleanable.dirty.ratio",
         0.5,
         "Clean once this share of the log is dirty.",
         fraction,
         "log_cleaner_min_cleanable_ratio",
     )
-    min_compaction_lag_ms: int = _key(
+    min_compaction_lag_ms: int = config_key(
         "min.compaction.lag.ms",
         0,
         "Records stay uncompacted at least this long.",
         at_least(0),
         "log_cleaner_min_compaction_lag_ms",
     )
-    max_compaction_lag_ms: int = _key(
+    max_compaction_lag_ms: int = config_key(
         "max.compaction.lag.ms",
         LONG_MAX,
         "Records are compacted within about this long.",
         at_least(1),
         "log_cleaner_max_compaction_lag_ms",
     )
-    delete_retention_ms: int = _key(
+    delete_retention_ms: int = config_key(
         "delete.retention.ms",
         86400000,
         "How long tombstones survive cleaning.",
         at_least(0),
         "log_cleaner_delete_retention_ms",
     )
-    compression_type: str = _key(
+    compression_type: str = config_key(
         "compression.type",
         "producer",
         "Stored codec: producer (as sent), uncompressed, gzip, snappy, lz4, zstd.",
         one_of(*COMPRESSION_TYPES),
         "compression_type",
     )
-    flush_messages: int = _key(
+    flush_messages: int = config_key(
         "flush.messages",
         LONG_MAX,
         "fsync every N messages.",
         at_least(1),
         "log_flush_interval_messages",
     )
-    flush_ms: int = _key("flush.ms", LONG_MAX, "fsync this often (ms).", at_least(0), None)
-    file_delete_delay_ms: int = _key(
+    flush_ms: int = config_key("flush.ms", LONG_MAX, "fsync this often (ms).", at_least(0), None)
+    file_delete_delay_ms: int = config_key(
         "file.delete.delay.ms",
         60000,
         "Delay before deleted files go.",
         at_least(0),
         "log_segment_delete_delay_ms",
     )
-    leader_replication_throttled_replicas: str = _key(
+    leader_replication_throttled_replicas: str = config_key(
         "leader.replication.throttled.replicas",
         "",
         "Replicas throttled on the sending leader: '*' or partition:broker,...",
         throttled_replicas_problem,
     )
-    follower_replication_throttled_replicas: str = _key(
+    follower_replication_throttled_replicas: str = config_key(
         "follower.replication.throttled.replicas",
         "",
         "Replicas throttled on the receiving follower: '*' or partition:broker,...",
@@ -779,149 +308,3 @@ class TopicConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
-
-
-def _scaled(value: int, factor: int) -> int:
-    return value if value < 0 else value * factor
-
-
-def listener_name_of(text: str) -> str:
-    """The listener name of ``NAME://host:port`` (PLAINTEXT for a bare host:port)."""
-    spec = text.strip().split(",")[0]
-    scheme, sep, _ = spec.partition("://")
-    return scheme.upper() if sep else "PLAINTEXT"
-
-
-def security_protocol_map(text: str) -> dict[str, str]:
-    """``NAME:PROTOCOL,...`` as a dict; ConfigError on a malformed pair."""
-    mapping: dict[str, str] = {}
-    for pair in text.split(","):
-        if not pair.strip():
-            continue
-        name, sep, protocol = pair.partition(":")
-        protocol = protocol.strip().upper()
-        if not sep or not name.strip() or protocol not in SECURITY_PROTOCOLS:
-            raise ConfigError(
-                f"listener.security.protocol.map: bad pair {pair!r} (NAME:PROTOCOL, protocol"
-                f" one of {', '.join(SECURITY_PROTOCOLS)})"
-            )
-        mapping[name.strip().upper()] = protocol
-    return mapping
-
-
-def parse_endpoint(text: str, key: str) -> tuple[str, int]:
-    """``NAME://host:port`` or ``host:port`` (IPv6 as ``[::1]:port``) -> (host, port)."""
-    spec = text.strip().split(",")[0]
-    if "://" in spec:
-        scheme, _, spec = spec.partition("://")
-        if not scheme.replace("_", "").isalnum():
-            raise ConfigError(f"{key}: bad listener name {scheme!r}")
-    host, sep, port_text = spec.rpartition(":")
-    if not sep:
-        raise ConfigError(f"{key}: expected host:port, got {text!r}")
-    host = host.strip("[]")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ConfigError(f"{key}: bad port {port_text!r}") from None
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{key}: port {port} out of range")
-    return host, port
-
-
-def _parse_value(text: str, kind: Any, key: str) -> Any:
-    """Parse the text of one property as the field's annotated type."""
-    text = text.strip()
-    args = typing.get_args(kind)
-    if type(None) in args:  # X | None: empty or "null" means None
-        if text in ("", "null"):
-            return None
-        kind = next(a for a in args if a is not type(None))
-    try:
-        if kind is bool:
-            lowered = text.lower()
-            if lowered not in ("true", "false"):
-                raise ValueError
-            return lowered == "true"
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-        if kind is str:
-            return text
-        if typing.get_origin(kind) is list:
-            return [part.strip() for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ConfigError(f"{key}: invalid value {text!r} (expected {_kind_name(kind)})") from None
-    raise AssertionError(f"unsupported config type {kind!r} for {key}")
-
-
-def _kind_name(kind: Any) -> str:
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-    return names.get(kind, "a list")
-
-
-_C = TypeVar("_C", BrokerConfig, TopicConfig)
-
-
-def _apply(base: _C, values: Mapping[str, Any]) -> _C:
-    """``base`` with ``values`` (Kafka names -> text or typed value) applied and validated."""
-    table = {f.metadata["name"]: f for f in dataclasses.fields(base)}
-    hints = typing.get_type_hints(type(base))
-    changes: dict[str, Any] = {}
-    for key, raw in values.items():
-        f = table.get(key)
-        if f is None:
-            raise ConfigError(f"{key}: unknown configuration key")
-        value = _parse_value(raw, hints[f.name], key) if isinstance(raw, str) else raw
-        changes[f.name] = value
-    for f in dataclasses.fields(base):
-        value = changes.get(f.name, getattr(base, f.name))
-        check = f.metadata["check"]
-        problem = check(value) if check is not None else None
-        if problem:
-            raise ConfigError(f"{f.metadata['name']}: {problem} (got {value!r})")
-    result = dataclasses.replace(base, **changes)
-    if isinstance(result, BrokerConfig):
-        result.listen_address  # noqa: B018 - fail at start-up on a malformed listener
-        if result.advertised_listeners:
-            result.advertised_address  # noqa: B018
-        result.kafka_advertised_address  # noqa: B018 - and on a malformed Kafka listener
-        _check_listener_security(result)
-    return result
-
-
-def _check_listener_security(config: BrokerConfig) -> None:
-    """Listener names and protocols that cannot work fail at start, naming the key."""
-    protocols = security_protocol_map(config.listener_security_protocol_map)
-    name = config.listener_name
-    if name == KAFKA_LISTENER_NAME:
-        raise ConfigError(f"listeners: {KAFKA_LISTENER_NAME} names the Kafka listener")
-    if name not in protocols:
-        raise ConfigError(f"listeners: listener {name} is not in listener.security.protocol.map")
-    if config.kafka_listeners and "://" in config.kafka_listeners:
-        kafka_name = listener_name_of(config.kafka_listeners)
-        if kafka_name != KAFKA_LISTENER_NAME:
-            raise ConfigError(f"kafka.listeners: the Kafka listener is named {KAFKA_LISTENER_NAME}")
-    if config.inter_broker_listener != name:
-        raise ConfigError(
-            f"inter.broker.listener.name: brokers speak to each other on the msgpack listener"
-            f" ({name}), not {config.inter_broker_listener}"
-        )
-    wanted = config.security_inter_broker_protocol
-    if wanted is not None and protocols[name] != wanted:
-        raise ConfigError(
-            f"security.inter.broker.protocol: listener {name} is {protocols[name]}, not {wanted}"
-        )
-    used = {protocols[name]}
-    if config.kafka_listeners:
-        used.add(protocols.get(KAFKA_LISTENER_NAME, "PLAINTEXT"))
-    if used & {"SSL", "SASL_SSL"} and not (
-        config.ssl_certificate_location and config.ssl_key_location
-    ):
-        raise ConfigError("ssl.certificate.location: an SSL listener needs a certificate and key")
-
-
-def describe_keys(config_type: type[BrokerConfig] | type[TopicConfig]) -> list[tuple[str, str]]:
-    """(Kafka name, doc) of every key, in declaration order (for ``--help``-style output)."""
-    return [(f.metadata["name"], f.metadata["doc"]) for f in dataclasses.fields(config_type)]

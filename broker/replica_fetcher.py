@@ -36,6 +36,10 @@ LeaderAndIsr sorts it out); a network error pauses the whole fetcher and reconne
 Everything runs on the broker's Trio thread; a response is applied with no await
 between checking the partition is still ours at the offset we asked for and appending,
 so a concurrent LeaderAndIsr can never interleave with an append.
+
+A fetcher is assembled from parts: its partitions, connection and pauses
+(broker/fetcher_base.py), truncation (broker/fetcher_truncation.py), and here the loop
+and the fetching, the path every fetched batch takes.
 """
 
 from __future__ import annotations
@@ -44,19 +48,20 @@ import logging
 import math
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import trio
 
-from minibroker.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
+from minibroker.broker.fetcher_base import REQUEST_TIMEOUT_S
+from minibroker.broker.fetcher_base import FetchState as FetchState
+from minibroker.broker.fetcher_truncation import FetcherTruncation, truncate_follower
+from minibroker.broker.partition import Partition
 from minibroker.broker.replication_quota import (
     FetchBudget,
     ReplicationQuota,
     is_listed,
 )
 from minibroker.broker.security import inter_broker_security
-from minibroker.broker.truncation import decide_truncation
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -64,40 +69,15 @@ from minibroker.protocol.errors import (
     KafkaError,
     NetworkError,
     OffsetOutOfRangeError,
-    UnknownLeaderEpochError,
     error_for_code,
 )
 from minibroker.protocol.records import read_header
-from minibroker.storage.leader_epoch import UNDEFINED_EPOCH
 from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 
-MAX_TRUNCATION_ROUNDS = 16
-"""KIP-279 rounds per attempt; each lowers our latest epoch, so real logs need few."""
-UNKNOWN_EPOCH_RETRY_S = 0.05
-"""Retry delay when the leader has not yet seen our (newer) leader epoch: milliseconds
-away, unlike the errors replica.fetch.backoff.ms is for."""
-REQUEST_TIMEOUT_S = 30.0
-"""Kafka's request.timeout.ms default, added on top of a long poll's own wait."""
 THROTTLE_RETRY_MIN_S = 0.005
 """Shortest wait for the follower quota to free up (no spinning on a full quota)."""
-
-
-@dataclass(slots=True)
-class FetchState:
-    """One follower partition inside a fetcher."""
-
-    partition: Partition
-    epoch: int  # the leader epoch this state was truncated for
-    truncating: bool = True
-    delayed_until: float = 0.0
-    lag: int = 0  # leader HW - our LEO at the last answer (the fetcher max-lag metric)
-    # Lag was 0 at the last answer: not throttled (Kafka's isReplicaInSync).
-    caught_up: bool = False
-
-    def ready(self, now: float) -> bool:
-        return now >= self.delayed_until
 
 
 def fetcher_index(tp: TopicPartition, fetchers: int) -> int:
@@ -105,49 +85,8 @@ def fetcher_index(tp: TopicPartition, fetchers: int) -> int:
     return (zlib.crc32(tp.topic.encode()) * 31 + tp.partition) % fetchers
 
 
-def truncate_follower(partition: Partition, offset: int) -> None:
-    """Cut the follower's log (and its epoch cache: an epoch may start at the LEO with
-    no data yet) to ``offset``, keeping HW <= LEO."""
-    log_ = partition.log
-    if offset < log_.log_end_offset:
-        log.info("%s: truncating from %d to %d", partition.tp, log_.log_end_offset, offset)
-        log_.truncate_to(offset)
-    log_.leader_epoch_cache.truncate_from_end(log_.log_end_offset)
-    partition.high_watermark = min(partition.high_watermark, log_.log_end_offset)
-
-
-class ReplicaFetcher:
+class ReplicaFetcher(FetcherTruncation):
     """Fetches every partition this broker follows from one leader (one connection)."""
-
-    def __init__(self, manager: ReplicaFetcherManager, source_id: int, index: int) -> None:
-        self.manager = manager
-        self.source_id = source_id
-        self.index = index
-        self.states: dict[TopicPartition, FetchState] = {}
-        self.cancel_scope = trio.CancelScope()
-        self._changed = trio.Event()
-        self._in_flight: trio.CancelScope | None = None
-        self._conn: Connection | None = None
-        self._held: set[TopicPartition] = set()  # left out of the last fetch by the throttle
-        self._throttle_wake = math.inf  # when the follower quota frees up for them
-
-    def __repr__(self) -> str:
-        return f"<ReplicaFetcher leader={self.source_id}#{self.index} {sorted(self.states)}>"
-
-    def add(self, partition: Partition) -> None:
-        self.states[partition.tp] = FetchState(partition, partition.leader_epoch)
-        self._poke()
-
-    def remove(self, tp: TopicPartition) -> None:
-        self.states.pop(tp, None)
-
-    def _poke(self) -> None:
-        """Stop a long poll in flight so new partitions start now, not after it."""
-        self._changed.set()
-        if self._in_flight is not None:
-            self._in_flight.cancel()
-
-    # -- the loop ---------------------------------------------------------------------
 
     async def run(self) -> None:
         config = self.manager.config
@@ -179,99 +118,6 @@ class ReplicaFetcher:
         self._changed = trio.Event()
         with trio.move_on_at(max(wake, now + 0.001)):
             await self._changed.wait()
-
-    async def _connection(self) -> Connection:
-        if self._conn is not None and self._conn.is_usable:
-            return self._conn
-        await self._drop_connection()
-        address = self.manager.address_of(self.source_id)
-        if address is None:
-            raise NetworkError(f"no address known for broker {self.source_id}")
-        conn = Connection(
-            address[0],
-            address[1],
-            client_id=f"replica-fetcher-{self.manager.broker_id}",
-            security=self.manager.security,
-        )
-        await conn.connect()
-        self._conn = conn
-        return conn
-
-    async def _drop_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.aclose()
-
-    def _pause(self, state: FetchState, code: int = NONE) -> None:
-        backoff = self.manager.config.replica_fetch_backoff_ms / 1000
-        if code == UnknownLeaderEpochError.code:
-            # The leader has yet to apply the LeaderAndIsr we already have; it is in
-            # flight, so ask again soon rather than a whole back-off later.
-            backoff = min(backoff, UNKNOWN_EPOCH_RETRY_S)
-        state.delayed_until = trio.current_time() + backoff
-
-    # -- truncation -------------------------------------------------------------------
-
-    async def _truncate(self, conn: Connection) -> None:
-        now = trio.current_time()
-        for tp, state in list(self.states.items()):
-            partition = state.partition
-            if partition.leader_epoch != state.epoch:
-                state.epoch, state.truncating = partition.leader_epoch, True
-            if not state.truncating or not state.ready(now):
-                continue
-            for _ in range(MAX_TRUNCATION_ROUNDS):
-                latest = partition.log.leader_epoch_cache.latest_epoch
-                if latest == UNDEFINED_EPOCH:
-                    # No epoch history at all: the HW is the only bound we have.
-                    truncate_follower(
-                        partition, min(partition.high_watermark, partition.log_end_offset)
-                    )
-                    state.truncating = False
-                    break
-                answer = await self._offset_for_leader_epoch(conn, partition, latest)
-                if self.states.get(tp) is not state or partition.leader_epoch != state.epoch:
-                    break  # LeaderAndIsr moved on while we asked
-                code = answer["error_code"]
-                if code != NONE:
-                    log.info("%s: OffsetForLeaderEpoch: %s", tp, error_for_code(code).name)
-                    self._pause(state, code)
-                    break
-                step = decide_truncation(
-                    answer["leader_epoch"],
-                    answer["end_offset"],
-                    follower_cache=partition.log.leader_epoch_cache,
-                    follower_log_end_offset=partition.log_end_offset,
-                    follower_high_watermark=partition.high_watermark,
-                )
-                truncate_follower(partition, step.offset)
-                if step.complete:
-                    state.truncating = False
-                    break
-
-    async def _offset_for_leader_epoch(
-        self, conn: Connection, partition: Partition, epoch: int
-    ) -> dict[str, Any]:
-        body = {
-            "replica_id": self.manager.broker_id,
-            "topics": [
-                {
-                    "topic": partition.tp.topic,
-                    "partitions": [
-                        {
-                            "partition": partition.tp.partition,
-                            "current_leader_epoch": partition.leader_epoch,
-                            "leader_epoch": epoch,
-                        }
-                    ],
-                }
-            ],
-        }
-        response = await conn.request(
-            ApiKey.OFFSET_FOR_LEADER_EPOCH, body, timeout=REQUEST_TIMEOUT_S
-        )
-        answer: dict[str, Any] = response["topics"][0]["partitions"][0]
-        return answer
 
     # -- fetching ---------------------------------------------------------------------
 
@@ -387,60 +233,6 @@ class ReplicaFetcher:
             return
         log.info("%s: fetch from %d: %s", partition.tp, self.source_id, error_for_code(code).name)
         self._pause(state, code)
-
-    async def _handle_offset_out_of_range(self, conn: Connection, partition: Partition) -> None:
-        """Our LEO is outside the leader's [log start, LEO]: see the module docstring."""
-        epoch = partition.leader_epoch
-        leader_end = await self._list_offset(conn, partition, LATEST_TIMESTAMP)
-        if partition.leader_epoch != epoch or partition.is_leader:
-            return
-        leo = partition.log_end_offset
-        if 0 <= leader_end < leo:
-            log.warning(
-                "%s: leader %d ends at %d, below our %d (unclean election?): truncating",
-                partition.tp,
-                self.source_id,
-                leader_end,
-                leo,
-            )
-            truncate_follower(partition, leader_end)
-            return
-        leader_start = await self._list_offset(conn, partition, EARLIEST_TIMESTAMP)
-        if partition.leader_epoch != epoch or partition.is_leader:
-            return
-        if leader_start > partition.log_end_offset:
-            log.warning(
-                "%s: leader %d starts at %d, past our end %d: restarting our log there",
-                partition.tp,
-                self.source_id,
-                leader_start,
-                partition.log_end_offset,
-            )
-            partition.log.truncate_fully_and_start_at(leader_start)
-            partition.high_watermark = leader_start
-
-    async def _list_offset(self, conn: Connection, partition: Partition, timestamp: int) -> int:
-        body = {
-            "replica_id": self.manager.broker_id,
-            "topics": [
-                {
-                    "name": partition.tp.topic,
-                    "partitions": [
-                        {
-                            "partition_index": partition.tp.partition,
-                            "current_leader_epoch": partition.leader_epoch,
-                            "timestamp": timestamp,
-                        }
-                    ],
-                }
-            ],
-        }
-        response = await conn.request(ApiKey.LIST_OFFSETS, body, timeout=REQUEST_TIMEOUT_S)
-        answer = response["topics"][0]["partitions"][0]
-        if answer["error_code"] != NONE:
-            raise error_for_code(answer["error_code"])(f"ListOffsets for {partition.tp}")
-        offset: int = answer["offset"]
-        return offset
 
 
 class ReplicaFetcherManager:

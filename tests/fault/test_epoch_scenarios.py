@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.broker import replica_fetcher
+from minibroker.broker import fetcher_truncation, replica_fetcher
 from minibroker.broker.partition import Partition
 from minibroker.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT
 from tests.fault.inprocess import InProcessCluster, records_of
@@ -31,12 +31,15 @@ async def test_acknowledged_record_survives_follower_restart_then_leader_death(
     # acknowledged record; then the leader dies and the follower leads. Truncating to
     # its HW on restart would drop the record; truncating by epoch keeps it.
     cuts: list[int] = []
-    real_truncate = replica_fetcher.truncate_follower
+    real_truncate = fetcher_truncation.truncate_follower
 
     def recording_truncate(partition: Partition, offset: int) -> None:
         cuts.append(offset)
         real_truncate(partition, offset)
 
+    # Both modules that cut a follower's log: truncation by epoch, and a fetched batch
+    # that straddles our end.
+    monkeypatch.setattr(fetcher_truncation, "truncate_follower", recording_truncate)
     monkeypatch.setattr(replica_fetcher, "truncate_follower", recording_truncate)
     async with trio.open_nursery() as nursery:
         # A long follower poll: nothing tells the follower the new HW after the ack.

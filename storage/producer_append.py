@@ -1,0 +1,161 @@
+"""The leader's checks of producer batches before they are written.
+
+Each producer batch of an append (in log order, a second batch of the same producer
+checked against the first) is compared with the producer's kept epoch and last batches
+(storage/producer_entries.py):
+
+- a batch whose epoch and sequence range equal one of those kept is a *duplicate* (a
+  retry of a batch already written): the append answers its original offsets and
+  writes nothing;
+- an epoch older than the producer's -> INVALID_PRODUCER_EPOCH;
+- a newer epoch must start at sequence 0, else OUT_OF_ORDER_SEQUENCE_NUMBER;
+- the same epoch must continue right after the last sequence; a batch that ends at or
+  before it was written already but is no longer among those kept (a snapshot keeps only
+  the last batch): DUPLICATE_SEQUENCE_NUMBER, which clients take as success with an
+  unknown offset; anything else is OUT_OF_ORDER_SEQUENCE_NUMBER (a gap: an earlier batch
+  is missing);
+- a producer the partition has no state for (never seen, or expired after
+  ``producer.id.expiration.ms`` without a batch) may start at sequence 0; any other
+  sequence is UNKNOWN_PRODUCER_ID, so the client resets its sequences.
+"""
+
+from __future__ import annotations
+
+from minibroker.protocol.errors import (
+    DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
+    OutOfOrderSequenceNumberError,
+    UnknownProducerIdError,
+)
+from minibroker.protocol.records import BatchHeader
+from minibroker.storage.producer_entries import (
+    MAX_SEQUENCE,
+    NO_EPOCH,
+    NO_SEQUENCE,
+    BatchMetadata,
+    ProducerStateBase,
+    ProducerStateEntry,
+)
+
+
+def _at_or_before(sequence: int, reference: int) -> bool:
+    """Is ``sequence`` at or before ``reference``, sequences wrapping at 2**31? A
+    producer's pending sequences lie within a small window, far below half the space."""
+    return (reference - sequence) % (MAX_SEQUENCE + 1) < 2**30
+
+
+def _check(
+    current_epoch: int,
+    last: int,
+    epoch: int,
+    first_sequence: int,
+    last_sequence: int,
+    where: str,
+) -> None:
+    """Raise the error Kafka answers when a batch does not follow the producer's
+    ``current_epoch`` (NO_EPOCH: no state) and ``last`` sequence."""
+    if current_epoch == NO_EPOCH:
+        if first_sequence != 0:
+            raise UnknownProducerIdError(
+                f"{where}: no state for this producer, sequence {first_sequence} is not 0"
+            )
+        return
+    if epoch < current_epoch:
+        raise InvalidProducerEpochError(f"{where}: epoch {epoch} is older than {current_epoch}")
+    if epoch > current_epoch:
+        if first_sequence != 0:
+            raise OutOfOrderSequenceNumberError(
+                f"{where}: new epoch {epoch} must start at sequence 0, not {first_sequence}"
+            )
+        return
+    if last != NO_SEQUENCE and first_sequence != (last + 1) % (MAX_SEQUENCE + 1):
+        if _at_or_before(last_sequence, last) and _at_or_before(first_sequence, last_sequence):
+            raise DuplicateSequenceNumberError(
+                f"{where}: sequences {first_sequence}-{last_sequence} were written already"
+            )
+        raise OutOfOrderSequenceNumberError(
+            f"{where}: sequence {first_sequence} does not follow {last}"
+        )
+
+
+class ProducerAppend:
+    """The producer batches of one append, checked (leader) before anything is written.
+
+    ``add`` each batch in log order; it returns the original metadata of a duplicate, or
+    raises the partition error. ``commit`` after the write makes the batches part of the
+    state; an append that fails in between is simply dropped.
+    """
+
+    __slots__ = ("_manager", "_pending", "_pending_last", "_validate")
+
+    def __init__(self, manager: ProducerStateBase, *, validate: bool) -> None:
+        self._manager = manager
+        self._validate = validate
+        self._pending: list[tuple[int, int, BatchMetadata]] = []  # (id, epoch, batch)
+        self._pending_last: dict[int, tuple[int, int]] = {}  # id -> (epoch, last sequence)
+
+    def add(self, header: BatchHeader, first_offset: int) -> BatchMetadata | None:
+        producer_id = header.producer_id
+        epoch = header.producer_epoch
+        first_sequence = header.base_sequence
+        delta = header.last_offset_delta
+        last_sequence = (first_sequence + delta) % (MAX_SEQUENCE + 1)
+        if self._validate:
+            earlier = self._pending_last.get(producer_id)
+            if earlier is not None:  # a second batch of the producer in this append
+                _check(*earlier, epoch, first_sequence, last_sequence, self._manager.name)
+            else:
+                current = self._manager.producers.get(producer_id)
+                if current is None:
+                    _check(
+                        NO_EPOCH,
+                        NO_SEQUENCE,
+                        epoch,
+                        first_sequence,
+                        last_sequence,
+                        self._manager.name,
+                    )
+                elif (
+                    epoch == current.epoch
+                    and current.batches
+                    and (
+                        first_sequence
+                        == (current.batches[-1].last_sequence + 1) % (MAX_SEQUENCE + 1)
+                    )
+                ):
+                    pass  # the next batch in sequence, the usual case: nothing to look up
+                else:
+                    duplicate = current.find_duplicate(epoch, first_sequence, last_sequence)
+                    if duplicate is not None:
+                        return duplicate
+                    _check(
+                        current.epoch,
+                        current.last_sequence,
+                        epoch,
+                        first_sequence,
+                        last_sequence,
+                        self._manager.name,
+                    )
+        batch = tuple.__new__(
+            BatchMetadata,
+            (
+                first_sequence,
+                last_sequence,
+                first_offset,
+                first_offset + delta,
+                header.max_timestamp,
+            ),
+        )
+        self._pending.append((producer_id, epoch, batch))
+        self._pending_last[producer_id] = (epoch, last_sequence)
+        return None
+
+    def commit(self, end_offset: int) -> None:
+        """The batches are in the log, which now ends at ``end_offset``."""
+        producers = self._manager.producers
+        for producer_id, epoch, batch in self._pending:
+            entry = producers.get(producer_id)
+            if entry is None:
+                entry = producers[producer_id] = ProducerStateEntry(producer_id)
+            entry.add_batch(epoch, batch)
+        self._manager.map_end_offset = end_offset

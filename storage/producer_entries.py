@@ -1,0 +1,111 @@
+"""What a partition remembers of its idempotent producers: per producer id, the epoch
+and the last batches (storage/producer_state.py explains how the state is used).
+
+``ProducerStateBase`` is what every part of the ProducerStateManager works on: the
+producers of one partition dir and the offset the state reaches.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+BATCHES_KEPT = 5
+"""Batches remembered per producer: the client keeps at most 5 in flight per partition,
+so any retry it can send is one of these."""
+MAX_SEQUENCE = 2**31 - 1
+"""Sequences are int32 and wrap from here to 0."""
+NO_EPOCH = -1
+NO_SEQUENCE = -1
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+"""Kafka's producer.id.expiration.ms: a day without a batch forgets a producer."""
+
+
+def next_sequence(sequence: int, increment: int) -> int:
+    """``sequence`` + ``increment`` in the int32 space that wraps to 0."""
+    return (sequence + increment) % (MAX_SEQUENCE + 1)
+
+
+class BatchMetadata(NamedTuple):
+    """What the partition remembers of one producer batch (a NamedTuple: one is made
+    per appended batch on the leader's hot path)."""
+
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+
+    @property
+    def offset_delta(self) -> int:
+        return self.last_offset - self.first_offset
+
+
+class ProducerStateEntry:
+    """One producer's epoch and its last batches, oldest first."""
+
+    __slots__ = ("batches", "epoch", "last_timestamp", "producer_id")
+
+    def __init__(
+        self,
+        producer_id: int,
+        epoch: int = NO_EPOCH,
+        batches: Iterable[BatchMetadata] = (),
+        last_timestamp: int = -1,
+    ) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.batches: deque[BatchMetadata] = deque(batches, maxlen=BATCHES_KEPT)
+        self.last_timestamp = last_timestamp
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(
+        self, epoch: int, first_sequence: int, last_sequence: int
+    ) -> BatchMetadata | None:
+        """The kept batch with this epoch and sequence range, if any."""
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_sequence == first_sequence and batch.last_sequence == last_sequence:
+                return batch
+        return None
+
+    def add_batch(self, epoch: int, batch: BatchMetadata) -> None:
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches.clear()  # sequences restart with a new epoch
+        self.batches.append(batch)
+        self.last_timestamp = batch.max_timestamp
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerStateEntry(id={self.producer_id}, epoch={self.epoch},"
+            f" last_sequence={self.last_sequence}, last_offset={self.last_offset})"
+        )
+
+
+class ProducerStateBase:
+    """The producer state of one partition dir (the parts of ProducerStateManager add
+    the checks, the snapshots and the rebuilding)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        self.dir = directory
+        self.name = directory.name
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0  # the state reflects every producer batch below this
+        self._snapshots: set[int] | None = None  # offsets of the snapshot files (lazy)

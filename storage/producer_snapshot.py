@@ -1,0 +1,142 @@
+"""Producer-state snapshot files: their bytes, and the files of one partition dir.
+
+Snapshots (Kafka's ``<20-digit offset>.snapshot``, version 1): the state as of that
+offset (it covers every batch below it), all big-endian::
+
+    version                  int16   1
+    crc                      uint32  CRC-32C of every byte after this field
+    entry count              int32
+    per producer:
+      producer_id            int64
+      epoch                  int16
+      last_sequence          int32
+      last_offset            int64
+      offset_delta           int32   last_offset - first offset of the last batch
+      timestamp              int64   max timestamp of the last batch
+      coordinator_epoch      int32   -1 (no transactions here)
+      current_txn_first_offset int64 -1
+
+Only the last batch of each producer is in a snapshot (as in Kafka); batches after the
+snapshot offset are replayed from the log on load, which refills the others. A snapshot
+is written on segment roll and clean shutdown (``.tmp``, fsync, rename, fsync of the
+dir); one that fails its CRC or does not parse is deleted on load and the next older one
+(or, if none, the whole log) is used instead. Snapshots above the log end (after a
+truncation) are deleted.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+
+from minibroker.protocol.crc32c import crc32c
+from minibroker.storage.checkpoint import write_atomically
+from minibroker.storage.producer_entries import (
+    BatchMetadata,
+    ProducerStateBase,
+    ProducerStateEntry,
+    next_sequence,
+)
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+
+_SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
+_HEAD = struct.Struct(">hI")  # version, crc
+_COUNT = struct.Struct(">i")
+_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class ProducerSnapshots(ProducerStateBase):
+    """The snapshot files of one partition dir, written and deleted only through here."""
+
+    def snapshot_path(self, offset: int) -> Path:
+        return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the snapshot files present, ascending. Listed from the directory
+        once, then kept up to date by this object (the only writer of the files), so a
+        truncation or retention pass costs no directory listing."""
+        if self._snapshots is None:
+            found = set()
+            for path in self.dir.iterdir():
+                match = _SNAPSHOT_FILE.match(path.name)
+                if match is not None:
+                    found.add(int(match[1]))
+            self._snapshots = found
+        return sorted(self._snapshots)
+
+    def take_snapshot(self, offset: int | None = None) -> Path:
+        """Write the state as of ``offset`` (default: where it ends) durably."""
+        at = self.map_end_offset if offset is None else offset
+        path = self.snapshot_path(at)
+        write_atomically(path, encode_snapshot(self.producers.values()))
+        if self._snapshots is not None:
+            self._snapshots.add(at)
+        return path
+
+    def _delete_snapshot(self, offset: int) -> None:
+        self.snapshot_path(offset).unlink(missing_ok=True)
+        if self._snapshots is not None:
+            self._snapshots.discard(offset)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        """Snapshots below the log start describe data that is gone."""
+        for at in self.snapshot_offsets():
+            if at < offset:
+                self._delete_snapshot(at)
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for at in self.snapshot_offsets():
+            if at > offset:
+                self._delete_snapshot(at)
+
+
+class CorruptSnapshotError(Exception):
+    """A snapshot file that is truncated, of another version, or fails its CRC."""
+
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    """The snapshot bytes of ``entries`` (producers without a batch are left out)."""
+    rows = sorted((e for e in entries if e.batches), key=lambda e: e.producer_id)
+    body = bytearray(_COUNT.pack(len(rows)))
+    for entry in rows:
+        last = entry.batches[-1]
+        body += _ENTRY.pack(
+            entry.producer_id,
+            entry.epoch,
+            last.last_sequence,
+            last.last_offset,
+            last.offset_delta,
+            last.max_timestamp,
+            -1,
+            -1,
+        )
+    return _HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
+
+
+def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    """Entries of a snapshot file; raises CorruptSnapshotError if it is not whole."""
+    if len(data) < _HEAD.size + _COUNT.size:
+        raise CorruptSnapshotError(f"{len(data)} bytes is too short for a snapshot")
+    version, crc = _HEAD.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"snapshot version {version}, expected {SNAPSHOT_VERSION}")
+    body = memoryview(data)[_HEAD.size :]
+    if crc32c(body) != crc:
+        raise CorruptSnapshotError("snapshot CRC does not match")
+    (count,) = _COUNT.unpack_from(body)
+    if count < 0 or len(body) != _COUNT.size + count * _ENTRY.size:
+        raise CorruptSnapshotError(f"snapshot of {len(body)} bytes cannot hold {count} entries")
+    entries = []
+    for i in range(count):
+        pid, epoch, last_seq, last_offset, delta, timestamp, _, _ = _ENTRY.unpack_from(
+            body, _COUNT.size + i * _ENTRY.size
+        )
+        batch = BatchMetadata(
+            next_sequence(last_seq, -delta), last_seq, last_offset - delta, last_offset, timestamp
+        )
+        entries.append(ProducerStateEntry(pid, epoch, (batch,), timestamp))
+    return entries

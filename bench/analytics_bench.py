@@ -10,7 +10,7 @@ then measures, on the same files:
   Arrow batches with ``analytics.columns`` - exactly the decoding a Spark task does
   (CRC check, column decode, per-record checksum, Arrow batches), minus Spark;
 - scan_records_per_s: the Spark data source's scan view counted (planning, one task
-  per 64 MiB slice on the executors, Arrow batches into the JVM);
+  per slice (analytics.layout.SPLIT_BYTES) on the executors, Arrow batches into the JVM);
 - scan_ratio: scan over plain, per run (the scans alternate, so both see the same load);
 - job_records_per_s: the whole report job (scan, cache, 7 reports written as
   Parquet, summary), SparkSession start excluded;

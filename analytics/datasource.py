@@ -14,8 +14,9 @@ Options (all optional):
 
 How this works: ``partitions()`` (run once, on the driver side) plans one
 ``SegmentSlice`` per segment, or per batch-aligned byte range of a large segment
-(``analytics.layout``); each becomes one Spark task whose ``read()`` decodes it with
-``analytics.scan`` on an executor. Spark ships this class to its Python workers by
+(``analytics.layout``); each becomes one Spark task whose ``read()`` decodes it on an
+executor into Arrow record batches of the view (``analytics.columns``), which Spark
+takes as columns. Spark ships this class to its Python workers by
 module name, so ``analytics`` and ``protocol`` must be importable there: ``register``
 zips both packages and adds the zip with ``SparkContext.addPyFile`` — this is what lets
 the job run unchanged where the project is not installed on the workers.

@@ -1,9 +1,10 @@
 """Scanning one segment slice: batches, their records, and every corrupt or torn region.
 
-How this works: ``scan_slice`` maps the ``.log`` file and walks it batch by batch from
-``slice.start`` to ``slice.end`` with the project's own RecordBatch v2 codec
-(``protocol.records``), CRC-32C checked. It yields a ``ScannedBatch`` per good batch
-and a ``Corruption`` per bad region, and never raises for bad bytes:
+How this works: ``walk_slice`` maps the ``.log`` file and walks it batch by batch from
+``slice.start`` to ``slice.end``, yielding each whole batch and a ``Corruption`` per bad
+region; ``scan_slice`` decodes the batches with the project's own RecordBatch v2 codec
+(``protocol.records``), CRC-32C checked, into a ``ScannedBatch`` each. Neither raises
+for bad bytes:
 
 - CRC mismatch, bad gzip data, inconsistent counts: the batch's length field is
   still plausible, so that one batch is reported and skipped and the scan goes on
@@ -13,9 +14,9 @@ and a ``Corruption`` per bad region, and never raises for bad bytes:
   be trusted to be a boundary; the rest of the slice is reported as one region.
 - A torn tail (a batch or header cut short by a crash mid-write): reported, scan ends.
 
-``record_rows`` / ``scan_rows`` turn that stream into the plain tuples the Spark data
-source emits (column order: ``analytics.schema``). This module does not import Spark,
-so the same code runs in a plain Python loop (the benchmark's baseline).
+``record_rows`` / ``scan_rows`` turn that stream into one tuple per row of the views
+(column order: ``analytics.schema``): the reference that ``analytics.columns``, which
+the data source uses, is tested against row for row. This module does not import Spark.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ Options (all optional):
 
 How this works: ``partitions()`` (run once, on the driver side) plans one
 ``SegmentSlice`` per segment, or per batch-aligned byte range of a large segment
-(``analytics.layout``); each becomes one Spark task whose ``read()`` decodes it with
-``analytics.scan`` on an executor. Spark ships this class to its Python workers by
+(``analytics.layout``); each becomes one Spark task whose ``read()`` decodes it on an
+executor into Arrow record batches of the view (``analytics.columns``), which Spark
+takes as columns. Spark ships this class to its Python workers by
 module name, so ``analytics`` and ``protocol`` must be importable there: ``register``
 zips both packages and adds the zip with ``SparkContext.addPyFile`` — this is what lets
 the job run unchanged where the project is not installed on the workers.
@@ -26,27 +27,21 @@ from __future__ import annotations
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import islice
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from minibroker.analytics.columns import view_batches
 from minibroker.analytics.layout import SPLIT_BYTES, SegmentSlice, plan_slices
-from minibroker.analytics.scan import TimeRange, record_rows, scan_rows
+from minibroker.analytics.scan import TimeRange
 from minibroker.analytics.schema import VIEWS
 
 FORMAT_NAME = "minibroker"
 SHIPPED_PACKAGES = ("protocol", "analytics")
 """What executors must import: the codec and this data source (analytics -> protocol)."""
-
-ARROW_BATCH_ROWS = 8192
-"""Rows per Arrow batch handed to Spark: amortises per-batch cost; at most ~8 MiB of
-1 KiB values in the records view."""
 
 _shipped_to: set[str] = set()  # application ids that already have the zip
 
@@ -98,24 +93,7 @@ class MinibrokerReader(DataSourceReader):
         piece = getattr(partition, "piece", None)
         if piece is None:
             return iter(())
-        rows = scan_rows if self.kind == "scan" else record_rows
-        return arrow_batches(rows(piece, self.time_range), VIEWS[self.kind])
-
-
-def arrow_batches(rows: Iterator[tuple[Any, ...]], schema: StructType) -> Iterator[pa.RecordBatch]:
-    """Tuples as Arrow record batches of ``schema``.
-
-    Why: handed plain tuples, Spark converts every value with a Python function; pyarrow
-    builds a whole column in C (tuples become structs, lists of tuples lists of structs),
-    several times faster. The Arrow schema is derived exactly as Spark derives its own,
-    which Spark checks for equality.
-    """
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    types = [field.type for field in arrow_schema]
-    while chunk := list(islice(rows, ARROW_BATCH_ROWS)):
-        columns = zip(*chunk, strict=True)
-        arrays = [pa.array(column, type=kind) for column, kind in zip(columns, types, strict=True)]
-        yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+        return view_batches(self.kind, piece, self.time_range)
 
 
 class MinibrokerDataSource(DataSource):

@@ -1,9 +1,10 @@
 """Scanning one segment slice: batches, their records, and every corrupt or torn region.
 
-How this works: ``scan_slice`` maps the ``.log`` file and walks it batch by batch from
-``slice.start`` to ``slice.end`` with the project's own RecordBatch v2 codec
-(``protocol.records``), CRC-32C checked. It yields a ``ScannedBatch`` per good batch
-and a ``Corruption`` per bad region, and never raises for bad bytes:
+How this works: ``walk_slice`` maps the ``.log`` file and walks it batch by batch from
+``slice.start`` to ``slice.end``, yielding each whole batch and a ``Corruption`` per bad
+region; ``scan_slice`` decodes the batches with the project's own RecordBatch v2 codec
+(``protocol.records``), CRC-32C checked, into a ``ScannedBatch`` each. Neither raises
+for bad bytes:
 
 - CRC mismatch, bad gzip data, inconsistent counts: the batch's length field is
   still plausible, so that one batch is reported and skipped and the scan goes on
@@ -13,9 +14,9 @@ and a ``Corruption`` per bad region, and never raises for bad bytes:
   be trusted to be a boundary; the rest of the slice is reported as one region.
 - A torn tail (a batch or header cut short by a crash mid-write): reported, scan ends.
 
-``record_rows`` / ``scan_rows`` turn that stream into the plain tuples the Spark data
-source emits (column order: ``analytics.schema``). This module does not import Spark,
-so the same code runs in a plain Python loop (the benchmark's baseline).
+``record_rows`` / ``scan_rows`` turn that stream into one tuple per row of the views
+(column order: ``analytics.schema``): the reference that ``analytics.columns``, which
+the data source uses, is tested against row for row. This module does not import Spark.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from minibroker.analytics.layout import SegmentSlice
 from minibroker.protocol.crc32c import crc32c
@@ -33,6 +34,7 @@ from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
     DecodedRecord,
+    Header,
     TimestampType,
     decode_batch,
     read_header,
@@ -90,12 +92,23 @@ class Corruption:
     header: BatchHeader | None = None
 
 
-def scan_slice(
-    piece: SegmentSlice, time_range: TimeRange = ALL_TIME
-) -> Iterator[ScannedBatch | Corruption]:
-    """Every batch and every corrupt region of ``piece``, in file order.
+class BatchAt(NamedTuple):
+    """A whole batch whose header parsed, at ``position`` of ``view`` (the mapped
+    segment, valid only until the walk moves on); its CRC is not checked yet."""
 
-    A file that cannot be opened or mapped (deleted by retention since planning, no
+    view: memoryview
+    position: int
+    header: BatchHeader
+
+
+def walk_slice(
+    piece: SegmentSlice, time_range: TimeRange = ALL_TIME
+) -> Iterator[BatchAt | Corruption]:
+    """Every whole batch and every corrupt region of ``piece``, in file order: what
+    both decoders (records as objects here, as columns in ``analytics.columns``) build on.
+
+    Batches the time range excludes are CRC-checked here and, when sound, skipped. A
+    file that cannot be opened or mapped (deleted by retention since planning, no
     permission) is one Corruption covering the slice: one bad file never fails the job.
     """
     try:
@@ -115,14 +128,14 @@ def scan_slice(
         with mapped:
             view = memoryview(mapped)[:size]
             try:
-                yield from _scan_view(view, piece.start, size, time_range)
+                yield from _walk_view(view, piece.start, size, time_range)
             finally:
                 view.release()
 
 
-def _scan_view(
+def _walk_view(
     view: memoryview, pos: int, end: int, time_range: TimeRange
-) -> Iterator[ScannedBatch | Corruption]:
+) -> Iterator[BatchAt | Corruption]:
     while pos < end:
         left = end - pos
         if left < BATCH_HEADER_SIZE:
@@ -137,22 +150,36 @@ def _scan_view(
             reason = f"torn batch: {header.size} bytes long, {left} left"
             yield Corruption(pos, left, reason, header)
             return
-        try:
-            if time_range.excludes_batch(header):
+        if time_range.excludes_batch(header):
+            try:
                 validate_batch(view, pos)  # still CRC-checked: damage is reported
-                pos += header.size
-                continue
+            except CorruptMessageError as exc:
+                yield Corruption(pos, header.size, exc.message, header)
+        else:
+            yield BatchAt(view, pos, header)
+        pos += header.size
+
+
+def scan_slice(
+    piece: SegmentSlice, time_range: TimeRange = ALL_TIME
+) -> Iterator[ScannedBatch | Corruption]:
+    """Every batch (records decoded as objects) and every corrupt region of ``piece``,
+    in file order (``walk_slice``)."""
+    for item in walk_slice(piece, time_range):
+        if isinstance(item, Corruption):
+            yield item
+            continue
+        view, pos, header = item
+        try:
             header, records = decode_batch(view, pos)
         except CorruptMessageError as exc:
             yield Corruption(pos, header.size, exc.message, header)
-        else:
-            if time_range is not ALL_TIME:
-                records = [r for r in records if time_range.contains(r.timestamp)]
-                if not records:
-                    pos += header.size
-                    continue
-            yield ScannedBatch(pos, header, records)
-        pos += header.size
+            continue
+        if time_range is not ALL_TIME:
+            records = [r for r in records if time_range.contains(r.timestamp)]
+            if not records:
+                continue
+        yield ScannedBatch(pos, header, records)
 
 
 def record_checksum(leader_epoch: int, record: DecodedRecord) -> int:
@@ -164,7 +191,12 @@ def record_checksum(leader_epoch: int, record: DecodedRecord) -> int:
         crc = crc32c(_LENGTH.pack(-1 if part is None else len(part)), crc)
         if part:
             crc = crc32c(part, crc)
-    for name, value in record.headers:
+    return headers_checksum(record.headers, crc)
+
+
+def headers_checksum(headers: tuple[Header, ...], crc: int) -> int:
+    """``record_checksum``'s last part: the CRC-32C ``crc`` continued over ``headers``."""
+    for name, value in headers:
         encoded = name.encode("utf-8")
         crc = crc32c(_LENGTH.pack(len(encoded)) + encoded, crc)
         crc = crc32c(_LENGTH.pack(-1 if value is None else len(value)), crc)

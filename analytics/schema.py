@@ -11,7 +11,8 @@ the kind-specific ones in one struct each (null for the other kinds). Records ca
 value sizes and a per-record checksum instead of values, so a report over a large log
 moves little data into the JVM.
 
-Column order here must match the tuples built in ``analytics.scan``.
+Column order here must match the tuples built in ``analytics.scan`` and the Arrow
+batches built in ``analytics.columns``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,26 @@
-"""Records/s scanned by the segment report job (local[2]) vs a plain Python scan.
+"""Records/s of the Spark scan (local[2]) vs a single-process scan, and of the report job.
 
-    python3 bench/analytics_bench.py [--size-mb 1024] [--master local[2]] [--dir DIR]
+    python3 bench/analytics_bench.py [--size-mb 1024] [--master local[2]] [--runs 3]
 
 Writes ``--size-mb`` of 1 KiB records (16 per batch, like a producer's default 16 KiB
 batch.size; no compression) as segment files of ``--segment-mb`` in two partitions,
-then measures, on the same files with the same codec (protocol.records):
+then measures, on the same files:
 
-- plain_records_per_s: one Python process walking every segment with
-  ``analytics.scan.scan_rows`` - exactly the per-record work a Spark task does
-  (decode, CRC check, per-record checksum), minus Spark;
+- plain_records_per_s: one Python process turning every slice into the scan view's
+  Arrow batches with ``analytics.columns`` - exactly the decoding a Spark task does
+  (CRC check, column decode, per-record checksum, Arrow batches), minus Spark;
 - scan_records_per_s: the Spark data source's scan view counted (planning, one task
-  per 64 MiB slice on the executors, rows into the JVM);
+  per slice (analytics.layout.SPLIT_BYTES) on the executors, Arrow batches into the JVM);
+- scan_ratio: the median scan over the median plain figure;
 - job_records_per_s: the whole report job (scan, cache, 7 reports written as
   Parquet, summary), SparkSession start excluded;
-- scan_ratio and job_ratio: those over plain_records_per_s.
+- object_records_per_s: the object-per-record path (``analytics.scan.scan_rows``, one
+  tuple per row), the data source's decoder before the column one, for reference.
 
-Prints progress on stderr and one JSON object on its last line. Figures depend on how
-busy the machine is: run it alone.
+Each figure is a list over ``--runs`` runs (the job: ``--job-runs``), with the 1-minute
+load average after each; the single-process scans all run before Spark starts. Prints
+progress on stderr and one JSON object on its last line. Figures depend on how busy the
+machine is: run it alone, and read the load.
 """
 
 from __future__ import annotations
@@ -25,14 +29,18 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from minibroker.analytics.columns import scan_batches
 from minibroker.analytics.jobargs import JobOptions
 from minibroker.analytics.layout import plan_slices
 from minibroker.analytics.scan import scan_rows
@@ -42,6 +50,7 @@ RECORD_BYTES = 1024
 BATCH_RECORDS = 16  # 16 x 1 KiB = Kafka producer's default batch.size
 PARTITIONS = 2  # so local[2] has two partitions' files even with one slice each
 T0 = 1_700_000_000_000
+WARM_UP_MB = 8  # enough rows for the JIT to compile the Arrow-to-row path before timing
 
 
 def log(line: str) -> None:
@@ -81,56 +90,79 @@ def write_data(root: Path, size_mb: int, segment_mb: int) -> int:
     return written
 
 
-def plain_scan(root: Path) -> tuple[int, float]:
-    """(records, seconds) for a single-process scan with the job's own row code."""
+def object_scan(root: Path) -> tuple[int, float]:
+    """(records, seconds) for a single-process scan building one tuple per row."""
     started = time.perf_counter()
     records = 0
-    for piece in plan_slices([str(root)], split_bytes=1 << 62):
+    for piece in plan_slices([str(root)]):
         for row in scan_rows(piece):
             if row[0] == "record":
                 records += 1
     return records, time.perf_counter() - started
 
 
-def spark_scan(root: Path, master: str, out: Path) -> dict[str, Any]:
-    from pyspark.sql import SparkSession
+def plain_scan(root: Path) -> tuple[int, float]:
+    """(records, seconds) for a single-process scan with the data source's decoder."""
+    started = time.perf_counter()
+    records = 0
+    for piece in plan_slices([str(root)]):
+        for batch in scan_batches(piece):
+            records += pc.sum(pc.equal(batch.column("kind"), "record")).as_py() or 0
+    return records, time.perf_counter() - started
 
-    from minibroker.analytics.datasource import register
-    from minibroker.analytics.segment_report import run_job, scan_frame
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("analytics-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    options = JobOptions([str(root)], str(out), None, None, None, 10, None)
-    try:
-        # Warm-up on a tiny log dir: JVM JIT and Python worker start-up are paid once
-        # per application, not per record; the figures below are steady-state.
-        tiny = root.parent / "warm-up"
-        write_data(tiny, 1, 1)
-        warm = JobOptions(
-            [str(tiny)], str(out.parent / "warm-up-report"), None, None, None, 10, None
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+class SparkBench:
+    """One SparkSession, warmed up, that times scans and whole jobs."""
+
+    def __init__(self, master: str, work: Path) -> None:
+        from pyspark.sql import SparkSession
+
+        from minibroker.analytics.datasource import register
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        self.spark = (
+            SparkSession.builder.master(master)
+            .appName("analytics-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.memory", "4g")
+            .config("spark.sql.shuffle.partitions", "4")
+            .getOrCreate()
         )
-        run_job(spark, warm, progress=lambda line: None)
+        self.spark.sparkContext.setLogLevel("ERROR")
+        register(self.spark)
+        self.work = work
+        # Warm-up: JVM JIT and Python worker start-up are paid once per application,
+        # not per record; the figures below are steady-state.
+        warm = work / "warm-up"
+        write_data(warm, WARM_UP_MB, WARM_UP_MB)
+        for _ in range(2):
+            self.scan(warm)
+        self.job(warm, work / "warm-up-report")
+
+    def scan(self, root: Path) -> tuple[int, float]:
+        from minibroker.analytics.segment_report import scan_frame
+
+        options = JobOptions([str(root)], "", None, None, None, 10, None)
         started = time.perf_counter()
-        records = scan_frame(spark, options).where("kind = 'record'").count()
-        scan_seconds = time.perf_counter() - started
-        log(f"spark scan: {records:,} records in {scan_seconds:.1f} s")
+        records = scan_frame(self.spark, options).where("kind = 'record'").count()
+        return records, time.perf_counter() - started
+
+    def job(self, root: Path, out: Path, progress: Any = None) -> float:
+        from minibroker.analytics.segment_report import run_job
+
+        options = JobOptions([str(root)], str(out), None, None, None, 10, None)
         started = time.perf_counter()
-        run_job(spark, options, progress=log)
-        job_seconds = time.perf_counter() - started
-    finally:
-        spark.stop()
-    return {"records": records, "scan_seconds": scan_seconds, "job_seconds": job_seconds}
+        run_job(self.spark, options, progress=progress or (lambda line: None))
+        return time.perf_counter() - started
+
+    def stop(self) -> None:
+        self.spark.stop()
 
 
 def main() -> int:
@@ -139,6 +171,8 @@ def main() -> int:
     parser.add_argument("--segment-mb", type=int, default=256, help="segment file size")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--dir", help="work directory (default: a temp dir, removed after)")
+    parser.add_argument("--runs", type=int, default=3, help="plain scans, then Spark scans")
+    parser.add_argument("--job-runs", type=int, default=1, help="whole report jobs")
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="mb-analytics-bench-"))
     try:
@@ -146,13 +180,39 @@ def main() -> int:
         started = time.perf_counter()
         written = write_data(logs, args.size_mb, args.segment_mb)
         log(f"wrote {written:,} records in {time.perf_counter() - started:.1f} s")
-        plain_records, plain_seconds = plain_scan(logs)
-        log(f"plain scan: {plain_records:,} records in {plain_seconds:.1f} s")
-        spark = spark_scan(logs, args.master, root / "report")
-        assert plain_records == written == spark["records"], (plain_records, written, spark)
-        plain_rps = plain_records / plain_seconds
-        scan_rps = spark["records"] / spark["scan_seconds"]
-        job_rps = spark["records"] / spark["job_seconds"]
+        records, seconds = object_scan(logs)
+        assert records == written, (records, written)
+        object_rps = written / seconds
+        log(f"object-per-row scan: {object_rps:,.0f} records/s")
+        # Every single-process scan runs before the JVM starts: an idle JVM still
+        # compiles and collects in the background, which would slow it down.
+        plain: list[dict[str, float]] = []
+        for run in range(args.runs):
+            records, seconds = plain_scan(logs)
+            assert records == written, (records, written)
+            plain.append({"records_per_s": round(written / seconds), "load": load_average()})
+            log(f"plain scan {run + 1}: {plain[-1]}")
+        spark = SparkBench(args.master, root)
+        scans: list[dict[str, float]] = []
+        jobs: list[dict[str, float]] = []
+        try:
+            for run in range(args.runs):
+                records, seconds = spark.scan(logs)
+                assert records == written, (records, written)
+                scans.append({"records_per_s": round(written / seconds), "load": load_average()})
+                log(f"spark scan {run + 1}: {scans[-1]}")
+            for run in range(args.job_runs):
+                seconds = spark.job(logs, root / f"report-{run}", progress=log)
+                jobs.append({"records_per_s": round(written / seconds), "load": load_average()})
+                log(f"job {run + 1}: {jobs[-1]}")
+        finally:
+            spark.stop()
+
+        def each(name: str, rows: list[dict[str, float]]) -> list[float]:
+            return [row[name] for row in rows]
+
+        plain_median = statistics.median(each("records_per_s", plain))
+        scan_median = statistics.median(each("records_per_s", scans))
         figures = {
             "bench": "analytics",
             "size_mb": args.size_mb,
@@ -160,15 +220,14 @@ def main() -> int:
             "record_bytes": RECORD_BYTES,
             "master": args.master,
             "cpus": os.cpu_count(),
-            "load_avg_1m": round(os.getloadavg()[0], 2),
-            "plain_records_per_s": round(plain_rps),
-            "scan_records_per_s": round(scan_rps),
-            "job_records_per_s": round(job_rps),
-            "scan_ratio": round(scan_rps / plain_rps, 3),
-            "job_ratio": round(job_rps / plain_rps, 3),
-            "plain_seconds": round(plain_seconds, 2),
-            "scan_seconds": round(spark["scan_seconds"], 2),
-            "job_seconds": round(spark["job_seconds"], 2),
+            "plain_records_per_s": each("records_per_s", plain),
+            "plain_load_avg_1m": each("load", plain),
+            "scan_records_per_s": each("records_per_s", scans),
+            "scan_load_avg_1m": each("load", scans),
+            "scan_ratio": round(scan_median / plain_median, 3),
+            "job_records_per_s": each("records_per_s", jobs),
+            "job_load_avg_1m": each("load", jobs),
+            "object_records_per_s": round(object_rps),
         }
     finally:
         if not args.dir:

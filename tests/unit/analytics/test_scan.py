@@ -98,6 +98,20 @@ def test_large_segments_are_split_at_batch_boundaries_and_lose_no_record(
     assert _offsets(items) == log.offsets()
 
 
+def test_a_segment_just_over_the_split_size_is_cut_in_halves_not_left_a_sliver(
+    tmp_path: Path,
+) -> None:
+    log = PartitionLog(tmp_path, "t", 0)
+    for _ in range(21):
+        log.append(make_records(3))
+    size = log.segments[0].stat().st_size
+    batch = size // 21
+
+    pieces = plan_slices([str(tmp_path)], split_bytes=size - batch // 2)
+
+    assert [(p.start, p.end) for p in pieces] == [(0, 11 * batch), (11 * batch, size)]
+
+
 def test_scan_reads_gzip_null_keys_headers_and_several_segments(tmp_path: Path) -> None:
     log = PartitionLog(tmp_path, "t", 0)
     log.append(make_records(4, key_every=2), compression=Compression.GZIP)

@@ -1,0 +1,555 @@
+"""Segment slices decoded straight into Arrow columns: what the data source hands Spark.
+
+How this works: ``walk_slice`` (``analytics.scan``) finds each whole batch; here its CRC
+is checked, its records section decompressed, and one tight loop over the section's
+varints appends each record's fields to plain Python lists, one list per column (no
+object per record, no row tuples). Whatever is the same for a whole batch (its leader
+epoch, base offset, position, the batch row's fields) is added with one ``extend`` per
+batch, and whatever is the same for the whole slice (topic, partition, segment, log
+dir, broker id) becomes a constant Arrow column at the end. Every ``ARROW_BATCH_ROWS``
+rows the lists become one ``pyarrow.RecordBatch`` of ``analytics.schema``'s view, built
+column by column in C: Spark's JVM receives columns and never sees a Python row.
+
+The rows, their order and every value are exactly those of ``scan.record_rows`` /
+``scan.scan_rows`` (the object-per-record path, kept as the reference the tests hold
+this one to), including how corrupt batches are reported: a batch whose records do not
+parse is one corruption row with the same reason, and none of its records is kept.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from itertools import repeat
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from minibroker.analytics.layout import SegmentSlice
+from minibroker.analytics.scan import (
+    ALL_TIME,
+    TIMESTAMP_TYPE_NAMES,
+    Corruption,
+    TimeRange,
+    headers_checksum,
+    walk_slice,
+)
+from minibroker.analytics.schema import (
+    KIND_BATCH,
+    KIND_CORRUPTION,
+    KIND_RECORD,
+    RECORDS,
+    SCAN,
+)
+from minibroker.protocol.compression import Compression, decompress
+from minibroker.protocol.crc32c import crc32c
+from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Header,
+    TimestampType,
+    read_varint,
+    validate_batch,
+)
+from minibroker.protocol.records.batch import TIMESTAMP_TYPE_BIT
+from minibroker.protocol.records.varint import raw_varint
+
+ARROW_BATCH_ROWS = 8192
+"""Rows per Arrow batch handed to Spark (a batch ends at a record batch's end, so it
+may be a little longer): amortises per-batch cost; ~8 MiB of 1 KiB values at most."""
+
+_MIN_TIMESTAMP = -(1 << 63)
+_MAX_TIMESTAMP = 1 << 63  # one past the largest int64: every timestamp is below it
+_CHECKSUM_PREFIX = struct.Struct(">iqi")  # leader epoch, timestamp, key length
+_CHECKSUM_PREFIX_NULL_KEY = struct.Struct(">iqii")  # ... key length -1, value length
+_LENGTH = struct.Struct(">i")
+
+RECORDS_ARROW = to_arrow_schema(RECORDS, timezone="UTC")
+SCAN_ARROW = to_arrow_schema(SCAN, timezone="UTC")
+"""The Arrow schemas exactly as Spark derives them from the views (it checks equality)."""
+_SCAN_TYPES = {field.name: field.type for field in SCAN_ARROW}
+_BATCH_FIELDS = list(_SCAN_TYPES["batch"])
+_PLACEHOLDERS: dict[pa.DataType, object] = {
+    pa.int32(): 0,
+    pa.int64(): 0,
+    pa.string(): "",
+    pa.binary(): b"",
+    pa.bool_(): False,
+}
+"""What fills the fields of a null struct (the field types the scan view uses)."""
+
+_COMPRESSION_MASK = 0x07  # attributes bits 0-2
+_COMPRESSION_NAMES = {int(c): c.name.lower() for c in Compression}
+_TIMESTAMP_TYPE_NAMES = {
+    0: TIMESTAMP_TYPE_NAMES[TimestampType.CREATE_TIME],
+    TIMESTAMP_TYPE_BIT: TIMESTAMP_TYPE_NAMES[TimestampType.LOG_APPEND_TIME],
+}
+"""Batch-row names straight from the attributes bits (no enum per batch)."""
+
+
+class _Records:
+    """One column list per field a record contributes, for either view."""
+
+    def __init__(self, values: bool) -> None:
+        self.values = values  # records view: values and headers; scan view: sizes, checksums
+        self.offset: list[int] = []
+        self.timestamp: list[int] = []
+        self.key: list[bytes | None] = []
+        self.value: list[bytes | None] = []
+        self.value_size: list[int] = []
+        self.header_count: list[int] = []
+        self.checksum: list[int] = []
+        self.header_end: list[int] = [0]  # list offsets into header_name / header_value
+        self.header_name: list[str] = []
+        self.header_value: list[bytes | None] = []
+
+    def _lists(self) -> list[list[Any]]:
+        return [
+            self.offset,
+            self.timestamp,
+            self.key,
+            self.value,
+            self.value_size,
+            self.header_count,
+            self.checksum,
+            self.header_end,
+            self.header_name,
+            self.header_value,
+        ]
+
+    def mark(self) -> list[int]:
+        return [len(column) for column in self._lists()]
+
+    def rollback(self, mark: list[int]) -> None:
+        """Drop what was appended since ``mark``: a batch's records are all or nothing."""
+        for column, length in zip(self._lists(), mark, strict=True):
+            del column[length:]
+
+
+def _time_bounds(time_range: TimeRange) -> tuple[int, int]:
+    low = _MIN_TIMESTAMP if time_range.start is None else time_range.start
+    high = _MAX_TIMESTAMP if time_range.end is None else time_range.end
+    return low, high
+
+
+def _records_section(view: memoryview, pos: int) -> tuple[BatchHeader, bytes]:
+    """The CRC-checked header of the batch at ``pos`` and its records, decompressed."""
+    header = validate_batch(view, pos)
+    section = bytes(view[pos + BATCH_HEADER_SIZE : pos + header.size])
+    if header.compression is not Compression.NONE:
+        try:
+            section = decompress(header.compression, section)
+        except CorruptMessageError as exc:
+            raise CorruptMessageError(f"batch at {pos}: {exc}") from exc
+    return header, section
+
+
+def _decode_records(section: bytes, header: BatchHeader, low: int, high: int, out: _Records) -> int:
+    """Append the records of ``section`` with ``low <= timestamp < high`` to ``out``;
+    return how many. Raises CorruptMessageError as ``protocol.records.decode_batch``
+    does, for the same bytes, after appending part of the batch (``_Records.rollback``).
+
+    The hot loop: varints of one and two bytes (every delta, count and length of a
+    record under 8 KiB) are decoded inline, longer ones by ``raw_varint``; each inline
+    block computes the raw varint ``n`` and then unzigzags it.
+    """
+    values = out.values
+    add_offset = out.offset.append
+    add_timestamp = out.timestamp.append
+    add_key = out.key.append
+    add_value = out.value.append
+    add_value_size = out.value_size.append
+    add_header_count = out.header_count.append
+    add_checksum = out.checksum.append
+    add_header_end = out.header_end.append
+    header_names = out.header_name
+    header_values = out.header_value
+    pack_prefix = _CHECKSUM_PREFIX.pack
+    pack_null_key = _CHECKSUM_PREFIX_NULL_KEY.pack
+    pack_length = _LENGTH.pack
+    epoch = header.partition_leader_epoch
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    log_append = header.timestamp_type != 0
+    max_timestamp = header.max_timestamp
+    size = len(section)
+    pos = 0
+    kept = 0
+    headers: tuple[Header, ...]
+    try:
+        for _ in range(header.record_count):
+            # length
+            n = section[pos]
+            if n < 0x80:
+                pos += 1
+            elif section[pos + 1] < 0x80:
+                n = (n & 0x7F) | (section[pos + 1] << 7)
+                pos += 2
+            else:
+                n, pos = raw_varint(section, pos)
+            end = pos + ((n >> 1) ^ -(n & 1))
+            # attributes (unused in v2), then timestampDelta
+            n = section[pos + 1]
+            if n < 0x80:
+                pos += 2
+            else:
+                n, pos = raw_varint(section, pos + 1)
+            timestamp_delta = (n >> 1) ^ -(n & 1)
+            # offsetDelta
+            n = section[pos]
+            if n < 0x80:
+                pos += 1
+            elif section[pos + 1] < 0x80:
+                n = (n & 0x7F) | (section[pos + 1] << 7)
+                pos += 2
+            else:
+                n, pos = raw_varint(section, pos)
+            offset_delta = (n >> 1) ^ -(n & 1)
+            # key (most often null: zigzag -1 is the single byte 1)
+            n = section[pos]
+            if n == 1:
+                key = None
+                pos += 1
+            else:
+                if n < 0x80:
+                    pos += 1
+                elif section[pos + 1] < 0x80:
+                    n = (n & 0x7F) | (section[pos + 1] << 7)
+                    pos += 2
+                else:
+                    n, pos = raw_varint(section, pos)
+                n = (n >> 1) ^ -(n & 1)
+                key = section[pos : pos + n]
+                pos += n
+            # value
+            n = section[pos]
+            if n < 0x80:
+                pos += 1
+            elif section[pos + 1] < 0x80:
+                n = (n & 0x7F) | (section[pos + 1] << 7)
+                pos += 2
+            else:
+                n, pos = raw_varint(section, pos)
+            if n == 1:
+                value = None
+            else:
+                n = (n >> 1) ^ -(n & 1)
+                value = section[pos : pos + n]
+                pos += n
+            # headers
+            if section[pos] == 0:
+                pos += 1
+                headers = ()
+            else:
+                header_count, pos = read_varint(section, pos)
+                headers, pos = _decode_headers(section, pos, header_count)
+            if pos != end:
+                raise CorruptMessageError("record length does not match its fields")
+            timestamp = max_timestamp if log_append else base_timestamp + timestamp_delta
+            if not low <= timestamp < high:
+                continue
+            kept += 1
+            add_offset(base_offset + offset_delta)
+            add_timestamp(timestamp)
+            add_key(key)
+            if values:
+                add_value(value)
+                if headers:
+                    for name, header_value in headers:
+                        header_names.append(name)
+                        header_values.append(header_value)
+                add_header_end(len(header_names))
+                continue
+            # scan view: the value's size and the record's checksum
+            # (scan.record_checksum, computed with as few calls as the bytes allow)
+            value_size = -1 if value is None else len(value)
+            add_value_size(value_size)
+            add_header_count(len(headers))
+            # One CRC call over the bytes laid end to end: a call costs more than the copy.
+            if key is None:
+                prefix = pack_null_key(epoch, timestamp, -1, value_size)
+            else:
+                prefix = pack_prefix(epoch, timestamp, len(key)) + key + pack_length(value_size)
+            crc = crc32c(prefix + value if value else prefix)
+            if headers:
+                crc = headers_checksum(headers, crc)
+            add_checksum(crc)
+    except IndexError:
+        raise CorruptMessageError("record data ends early") from None
+    if pos != size:
+        raise CorruptMessageError("bytes left over after the last record of the batch")
+    return kept
+
+
+def _decode_headers(section: bytes, pos: int, count: int) -> tuple[tuple[Header, ...], int]:
+    """A record's headers, read and checked as ``protocol.records`` reads them."""
+    if count < 0:
+        raise CorruptMessageError("negative header count")
+    headers: list[Header] = []
+    for _ in range(count):
+        name_length, pos = read_varint(section, pos)
+        if name_length < 0:
+            raise CorruptMessageError("record header with a null key")
+        name = section[pos : pos + name_length].decode(errors="replace")
+        pos += name_length
+        value_length, pos = read_varint(section, pos)
+        value = None if value_length < 0 else section[pos : pos + value_length]
+        pos += max(value_length, 0)
+        headers.append((name, value))
+    if pos > len(section):
+        raise CorruptMessageError("record header runs past the end of the batch")
+    return tuple(headers), pos
+
+
+def _struct(
+    kind: pa.DataType, children: list[list[Any]], null_rows: list[bool] | None
+) -> pa.StructArray:
+    fields = list(kind)
+    arrays = [pa.array(c, type=f.type) for c, f in zip(children, fields, strict=True)]
+    mask = None if null_rows is None else pa.array(null_rows, type=pa.bool_())
+    return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
+
+
+def _constant(value: object, kind: pa.DataType, rows: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type=kind), rows)
+
+
+# --- the records view ----------------------------------------------------------------
+
+
+def record_batches(
+    piece: SegmentSlice, time_range: TimeRange = ALL_TIME
+) -> Iterator[pa.RecordBatch]:
+    """The ``records`` view of ``piece`` (``analytics.schema.RECORDS``) as Arrow batches."""
+    low, high = _time_bounds(time_range)
+    out = _Records(values=True)
+    per_batch: dict[str, list[Any]] = {"timestamp_type": [], "epoch": [], "base": []}
+    for item in walk_slice(piece, time_range):
+        if isinstance(item, Corruption):
+            continue
+        mark = out.mark()
+        try:
+            header, section = _records_section(item.view, item.position)
+            kept = _decode_records(section, header, low, high, out)
+        except CorruptMessageError:
+            out.rollback(mark)
+            continue
+        ts_type = TIMESTAMP_TYPE_NAMES[header.timestamp_type]
+        per_batch["timestamp_type"].extend(repeat(ts_type, kept))
+        per_batch["epoch"].extend(repeat(header.partition_leader_epoch, kept))
+        per_batch["base"].extend(repeat(header.base_offset, kept))
+        if len(out.offset) >= ARROW_BATCH_ROWS:
+            yield _records_arrow(piece, out, per_batch)
+            out = _Records(values=True)
+            per_batch = {name: [] for name in per_batch}
+    if out.offset:
+        yield _records_arrow(piece, out, per_batch)
+
+
+def _records_arrow(
+    piece: SegmentSlice, out: _Records, per_batch: dict[str, list[Any]]
+) -> pa.RecordBatch:
+    rows = len(out.offset)
+    types = {field.name: field.type for field in RECORDS_ARROW}
+    header_type = types["headers"]
+    header_entries = _struct(header_type.value_type, [out.header_name, out.header_value], None)
+    headers = pa.ListArray.from_arrays(
+        pa.array(out.header_end, type=pa.int32()), header_entries, type=header_type
+    )
+    columns = [
+        _constant(piece.topic, types["topic"], rows),
+        _constant(piece.partition, types["partition"], rows),
+        pa.array(out.offset, type=types["offset"]),
+        pa.array(out.timestamp, type=types["timestamp"]),
+        pa.array(per_batch["timestamp_type"], type=types["timestamp_type"]),
+        pa.array(out.key, type=types["key"]),
+        pa.array(out.value, type=types["value"]),
+        headers,
+        pa.array(per_batch["epoch"], type=types["leader_epoch"]),
+        pa.array(per_batch["base"], type=types["batch_base_offset"]),
+        _constant(piece.segment, types["segment"], rows),
+        _constant(piece.log_dir, types["log_dir"], rows),
+        _constant(piece.broker_id, types["broker_id"], rows),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=RECORDS_ARROW)
+
+
+# --- the scan view -------------------------------------------------------------------
+
+
+class _ScanRows:
+    """The scan view's rows, kept as three blocks (records, batches, corruptions) and
+    ``order``: each row's index in the blocks laid end to end, in file order.
+
+    Each block has the struct of its own kind filled and the other two null (their
+    fields are constant placeholders that nobody reads), all built by Arrow in C; one
+    ``take`` then interleaves the blocks back into file order (a batch's records,
+    then its batch row), as ``scan.scan_rows`` yields them."""
+
+    def __init__(self) -> None:
+        self.records = _Records(values=False)
+        self.record_position: list[int] = []
+        self.record_base_offset: list[int] = []
+        self.record_epoch: list[int] = []
+        self.batches: list[tuple[Any, ...]] = []  # position, base offset, epoch, batch fields
+        self.corruptions: list[Corruption] = []
+        self.order: list[tuple[int, int, int]] = []  # (block, first index, rows)
+
+    @property
+    def rows(self) -> int:
+        return len(self.records.offset) + len(self.batches) + len(self.corruptions)
+
+    def add_batch(self, position: int, header: BatchHeader, kept: int) -> None:
+        """The rows of a decoded batch: ``kept`` records (already appended to
+        ``records``), then the batch's own row."""
+        self.order.append((0, len(self.record_position), kept))
+        self.record_position.extend(repeat(position, kept))
+        self.record_base_offset.extend(repeat(header.base_offset, kept))
+        self.record_epoch.extend(repeat(header.partition_leader_epoch, kept))
+        self.order.append((1, len(self.batches), 1))
+        attributes = header.attributes
+        self.batches.append(
+            (
+                position,
+                header.base_offset,
+                header.partition_leader_epoch,
+                header.base_offset + header.last_offset_delta,
+                header.record_count,
+                kept,
+                header.batch_length + LOG_OVERHEAD,
+                _COMPRESSION_NAMES[attributes & _COMPRESSION_MASK],
+                _TIMESTAMP_TYPE_NAMES[attributes & TIMESTAMP_TYPE_BIT],
+                header.max_timestamp,
+                header.producer_id,
+                header.is_transactional,
+                header.is_control,
+            )
+        )
+
+    def _batch_columns(self) -> list[list[Any]]:
+        """The batch rows as columns: position, base offset, epoch, then the fields."""
+        return [[row[i] for row in self.batches] for i in range(3 + len(_BATCH_FIELDS))]
+
+    def add_corruption(self, item: Corruption) -> None:
+        self.order.append((2, len(self.corruptions), 1))
+        self.corruptions.append(item)
+
+    def to_arrow(self, piece: SegmentSlice) -> pa.RecordBatch:
+        records = self.records
+        batch_columns = self._batch_columns()
+        blocks = [
+            self._block(
+                piece,
+                KIND_RECORD,
+                [self.record_position, self.record_base_offset, self.record_epoch],
+                [
+                    records.offset,
+                    records.timestamp,
+                    records.key,
+                    records.value_size,
+                    records.header_count,
+                    records.checksum,
+                ],
+            ),
+            self._block(piece, KIND_BATCH, batch_columns[:3], batch_columns[3:]),
+            self._block(
+                piece,
+                KIND_CORRUPTION,
+                [
+                    [c.position for c in self.corruptions],
+                    [None if c.header is None else c.header.base_offset for c in self.corruptions],
+                    [
+                        None if c.header is None else c.header.partition_leader_epoch
+                        for c in self.corruptions
+                    ],
+                ],
+                [[c.length for c in self.corruptions], [c.reason for c in self.corruptions]],
+            ),
+        ]
+        starts = [0, blocks[0].num_rows, blocks[0].num_rows + blocks[1].num_rows]
+        order: list[int] = []
+        for block, first, rows in self.order:
+            start = starts[block] + first
+            order.extend(range(start, start + rows))
+        return pa.concat_batches(blocks).take(pa.array(order, type=pa.int64()))
+
+    @staticmethod
+    def _block(
+        piece: SegmentSlice, kind: str, common: list[list[Any]], fields: list[list[Any]]
+    ) -> pa.RecordBatch:
+        """Rows of one kind: ``common`` are position, batch base offset and leader epoch,
+        ``fields`` those of the kind's struct."""
+        rows = len(common[0])
+        types = _SCAN_TYPES
+        structs = {}
+        for name, struct_kind in (
+            ("record", KIND_RECORD),
+            ("batch", KIND_BATCH),
+            ("corruption", KIND_CORRUPTION),
+        ):
+            if struct_kind == kind:
+                structs[name] = _struct(types[name], fields, None)
+            else:
+                structs[name] = _null_struct(types[name], rows)
+        columns = [
+            _constant(kind, types["kind"], rows),
+            _constant(piece.log_dir, types["log_dir"], rows),
+            _constant(piece.broker_id, types["broker_id"], rows),
+            _constant(piece.topic, types["topic"], rows),
+            _constant(piece.partition, types["partition"], rows),
+            _constant(piece.segment, types["segment"], rows),
+            pa.array(common[0], type=types["position"]),
+            pa.array(common[1], type=types["batch_base_offset"]),
+            pa.array(common[2], type=types["leader_epoch"]),
+            structs["record"],
+            structs["batch"],
+            structs["corruption"],
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=SCAN_ARROW)
+
+
+def _null_struct(kind: pa.DataType, rows: int) -> pa.StructArray:
+    """``rows`` nulls of struct type ``kind`` over placeholder (never read) fields."""
+    placeholders = [_constant(_PLACEHOLDERS[f.type], f.type, rows) for f in kind]
+    return pa.StructArray.from_arrays(
+        placeholders, fields=list(kind), mask=_constant(True, pa.bool_(), rows)
+    )
+
+
+def scan_batches(piece: SegmentSlice, time_range: TimeRange = ALL_TIME) -> Iterator[pa.RecordBatch]:
+    """The ``scan`` view of ``piece`` (``analytics.schema.SCAN``) as Arrow batches."""
+    low, high = _time_bounds(time_range)
+    rows = _ScanRows()
+    for item in walk_slice(piece, time_range):
+        if isinstance(item, Corruption):
+            rows.add_corruption(item)
+            continue
+        mark = rows.records.mark()
+        try:
+            header, section = _records_section(item.view, item.position)
+            kept = _decode_records(section, header, low, high, rows.records)
+        except CorruptMessageError as exc:
+            rows.records.rollback(mark)
+            rows.add_corruption(
+                Corruption(item.position, item.header.size, exc.message, item.header)
+            )
+            continue
+        if kept:  # none only when the time range dropped every record
+            rows.add_batch(item.position, header, kept)
+        if rows.rows >= ARROW_BATCH_ROWS:
+            yield rows.to_arrow(piece)
+            rows = _ScanRows()
+    if rows.order:
+        yield rows.to_arrow(piece)
+
+
+def view_batches(
+    kind: str, piece: SegmentSlice, time_range: TimeRange = ALL_TIME
+) -> Iterator[pa.RecordBatch]:
+    """``kind``'s view ("records" or "scan", ``analytics.schema.VIEWS``) of ``piece``."""
+    if kind == "scan":
+        return scan_batches(piece, time_range)
+    return record_batches(piece, time_range)

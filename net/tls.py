@@ -7,7 +7,8 @@ most of what TLS costs here (the cipher itself runs at GB/s). ``TlsStream`` inst
 
 - reads the socket in large pieces (``os.read`` straight away when bytes are there, as
   net/socket_io.py does for plain sockets; Trio only when it must wait) and decrypts
-  every record already received into one buffer, up to ``max_bytes``;
+  every record already received into one buffer, up to ``max_bytes`` (and
+  ``DECRYPT_BYTES``);
 - encrypts what it sends ``WRITE_BYTES`` at a time and writes each piece's records
   with one ``os.write``, again waiting through Trio only when the socket is full.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import ssl
+from collections.abc import Callable
 from typing import Any, Final, cast
 
 import trio
@@ -38,6 +40,10 @@ TRANSPORT_RECEIVE_BYTES: Final = 256 * 1024
 
 MAX_TRANSPORT_RECEIVE_BYTES: Final = 4 * 1024 * 1024
 """Largest socket read (a caller asking for a whole large frame gets it in one)."""
+
+DECRYPT_BYTES: Final = 256 * 1024
+"""Most plaintext one ``receive_some`` returns: the size of each connection's reused
+decryption buffer at most, so that thousands of connections stay cheap."""
 
 WRITE_BYTES: Final = 256 * 1024
 """Plaintext encrypted per piece before its records are written to the socket."""
@@ -70,10 +76,15 @@ class TlsStream(trio.abc.Stream):
             server_side=server_side,
             server_hostname=server_hostname,
         )
+        # SSLObject.read's C method itself: a 1 MiB read is 64 calls of it, and the
+        # Python wrapper around it cost a tenth of the decryption's own time.
+        sslobj = getattr(self._tls, "_sslobj", self._tls)
+        self._read = cast("Callable[[int, memoryview], int]", sslobj.read)  # into it: a count
         self._send_lock = trio.StrictFIFOLock()
         self._handshake_done = False
         self._closed = False
         self._eof = False
+        self._buffer = bytearray()  # grown on demand up to DECRYPT_BYTES
 
     # -- the handshake -----------------------------------------------------------------
 
@@ -102,9 +113,10 @@ class TlsStream(trio.abc.Stream):
 
     # -- receiving ---------------------------------------------------------------------
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        """Every decrypted byte already received, up to ``max_bytes``; waits for at
-        least one record. b"" once the peer closed the TLS session."""
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        """Every decrypted byte already received, up to ``max_bytes`` (and
+        ``DECRYPT_BYTES``); waits for at least one record. b"" once the peer closed the
+        TLS session."""
         size = max_bytes or TRANSPORT_RECEIVE_BYTES
         waited = False
         while True:
@@ -120,19 +132,26 @@ class TlsStream(trio.abc.Stream):
                                  MAX_TRANSPORT_RECEIVE_BYTES))  # fmt: skip
             waited = True
 
-    def _decrypt(self, size: int) -> bytes | bytearray | None:
+    def _decrypt(self, size: int) -> bytes | None:
         """Decrypt the records already received, up to ``size`` bytes; None when not
-        one whole record is there, b"" at the end of the TLS session."""
+        one whole record is there, b"" at the end of the TLS session.
+
+        Records are decrypted into one reused buffer and handed out as ``bytes``: one
+        copy, and the frame decoders keep ``bytes`` as they are (a bytearray they copy).
+        """
         if self._eof:
             return b""
-        room = min(size, self._incoming.pending + self._tls.pending() + _RECORD_SLACK)
-        buf = bytearray(room)
+        room = min(
+            size, DECRYPT_BYTES, self._incoming.pending + self._tls.pending() + _RECORD_SLACK
+        )
+        if len(self._buffer) < room:
+            self._buffer = bytearray(max(room, min(2 * len(self._buffer), DECRYPT_BYTES)))
         got = 0
-        read = self._tls.read
-        with memoryview(buf) as view:
+        read = self._read
+        with memoryview(self._buffer) as view:
             while got < room:
                 try:
-                    n = cast(int, read(room - got, view[got:]))  # into a buffer: a count
+                    n = read(room - got, view[got:room])
                 except ssl.SSLWantReadError:
                     break  # the next record is not all here yet
                 except ssl.SSLError as exc:
@@ -143,10 +162,9 @@ class TlsStream(trio.abc.Stream):
                     self._eof = True
                     break
                 got += n
-        if not got:
-            return b"" if self._eof else None
-        del buf[got:]
-        return buf
+            if not got:
+                return b"" if self._eof else None
+            return bytes(view[:got])
 
     async def _fill(self, size: int) -> None:
         """Receive up to ``size`` more encrypted bytes into the incoming BIO (EOF too)."""

@@ -168,6 +168,8 @@ class TlsStream(trio.abc.Stream):
 
     async def _fill(self, size: int) -> None:
         """Receive up to ``size`` more encrypted bytes into the incoming BIO (EOF too)."""
+        if self._incoming.eof:  # the TLS layer wants more after the connection's end
+            raise trio.BrokenResourceError("the connection ended inside a TLS record")
         sock = self._socket
         if sock is None:
             data = await self.transport.receive_some(size)

@@ -84,6 +84,7 @@ class TlsStream(trio.abc.Stream):
         self._handshake_done = False
         self._closed = False
         self._eof = False
+        self._unsent: memoryview | None = None  # encrypted, out of the BIO, not written
         self._buffer = bytearray()  # grown on demand up to DECRYPT_BYTES
 
     # -- the handshake -----------------------------------------------------------------
@@ -128,9 +129,26 @@ class TlsStream(trio.abc.Stream):
                 return data
             if self._outgoing.pending:
                 await self._flush()
-            await self._fill(min(max(size + _RECORD_SLACK, TRANSPORT_RECEIVE_BYTES),
-                                 MAX_TRANSPORT_RECEIVE_BYTES))  # fmt: skip
+            await self._fill(_transport_receive_size(size))
             waited = True
+
+    def receive_now(self, size: int) -> bytes | None:
+        """What ``receive_some(size)`` would return now, without waiting or a scheduler
+        pass: the records already received (after one non-blocking socket read if none
+        are), None when not one whole record is there yet."""
+        self._check_open()
+        data = self._decrypt(size)
+        sock = self._socket
+        if data is not None or sock is None or self._outgoing.pending or self._incoming.eof:
+            return data
+        received = socket_io.receive_now(sock, _transport_receive_size(size))
+        if received is None:
+            return None
+        if received:
+            self._incoming.write(received)
+        else:
+            self._incoming.write_eof()
+        return self._decrypt(size)
 
     def _decrypt(self, size: int) -> bytes | None:
         """Decrypt the records already received, up to ``size`` bytes; None when not
@@ -187,39 +205,74 @@ class TlsStream(trio.abc.Stream):
     # -- sending -----------------------------------------------------------------------
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        """Encrypt and send ``data``, ``WRITE_BYTES`` at a time. Like net/socket_io.py's
-        ``send_all``, no scheduler pass when the socket takes every piece at once."""
+        """Encrypt and send ``data``, ``WRITE_BYTES`` at a time (after any encrypted
+        bytes ``send_now`` left). Like net/socket_io.py's ``send_all``, no scheduler pass
+        when the socket takes every piece at once."""
         self._check_open()
-        write = self._tls.write
-        with memoryview(data) as view:
-            total = len(view)
-            for start in range(0, total, WRITE_BYTES):
-                try:
-                    write(view[start : start + WRITE_BYTES])
-                except ssl.SSLError as exc:
-                    raise trio.BrokenResourceError(f"TLS error: {exc}") from exc
-                await self._flush()
-        if not total:
+        view = memoryview(data)
+        await self._flush()
+        for start in range(0, len(view), WRITE_BYTES):
+            self._encrypt(view[start : start + WRITE_BYTES])
+            await self._flush()
+        if not view:
             await trio.lowlevel.checkpoint()
 
+    def send_now(self, data: bytes | bytearray | memoryview) -> memoryview | None:
+        """Encrypt and write ``data`` piece by piece while the socket takes each piece
+        whole, without waiting or a scheduler pass: None once all of it went out, else
+        the rest, to send with ``send_all`` (which first sends what was encrypted but
+        not written yet)."""
+        view = memoryview(data)
+        if self._socket is None or self._closed or self._send_lock.locked():
+            return view
+        if not self._write_now():
+            return view
+        for start in range(0, len(view), WRITE_BYTES):
+            end = start + WRITE_BYTES
+            self._encrypt(view[start:end])
+            if not self._write_now():
+                return view[end:]
+        return None
+
+    def _encrypt(self, piece: memoryview) -> None:
+        try:
+            self._tls.write(piece)
+        except ssl.SSLError as exc:
+            raise trio.BrokenResourceError(f"TLS error: {exc}") from exc
+
+    def _write_now(self) -> bool:
+        """Write the encrypted bytes waiting (those read out of the outgoing BIO but not
+        written first) as far as the socket takes them now; True when none are left.
+        A plain socket's, by whoever may send (``_send_lock``, or nobody waits on it)."""
+        assert self._socket is not None
+        while True:
+            unsent = self._unsent
+            if unsent is None:
+                if not self._outgoing.pending:
+                    return True
+                unsent = memoryview(self._outgoing.read())
+            sent = socket_io.write_now(self._socket, unsent)
+            if sent < len(unsent):
+                self._unsent = unsent[sent:]
+                return False
+            self._unsent = None
+
     async def _flush(self) -> None:
-        """Send every encrypted byte waiting in the outgoing BIO, in order."""
+        """Send every encrypted byte waiting, in order; a cancelled wait loses none."""
         lock = self._send_lock
         try:
             lock.acquire_nowait()  # uncontended: no scheduler pass
         except trio.WouldBlock:
             await lock.acquire()
         try:
-            data = self._outgoing.read()
-            if not data:
-                return
             sock = self._socket
             if sock is None:
-                await self.transport.send_all(data)
+                data = self._outgoing.read()
+                if data:
+                    await self.transport.send_all(data)
                 return
-            sent = socket_io.write_now(sock, data)
-            if sent < len(data):
-                await sock.send_all(memoryview(data)[sent:])
+            while not self._write_now():
+                await trio.lowlevel.wait_writable(sock.socket)
         finally:
             lock.release()
 
@@ -240,14 +293,15 @@ class TlsStream(trio.abc.Stream):
             return
         self._closed = True
         try:
-            if self._handshake_done:
+            # Not in the middle of another send's records (nor of a handshake).
+            if self._handshake_done and self._unsent is None and not self._send_lock.locked():
                 with contextlib.suppress(ssl.SSLError):  # the peer's close_notify is not awaited
                     self._tls.unwrap()
                 data = self._outgoing.read()
                 if data and self._socket is not None:
                     with contextlib.suppress(OSError):
                         os.write(self._socket.socket.fileno(), data)
-                elif data and not self._send_lock.locked():
+                elif data:
                     with contextlib.suppress(*_PEER_GONE):
                         await self.transport.send_all(data)
         finally:
@@ -256,3 +310,8 @@ class TlsStream(trio.abc.Stream):
     def _check_open(self) -> None:
         if self._closed:
             raise trio.ClosedResourceError("the TLS stream was closed")
+
+
+def _transport_receive_size(size: int) -> int:
+    """How much to read from the socket for ``size`` decrypted bytes."""
+    return min(max(size + _RECORD_SLACK, TRANSPORT_RECEIVE_BYTES), MAX_TRANSPORT_RECEIVE_BYTES)

@@ -198,3 +198,39 @@ async def test_a_closed_stream_refuses_reads_and_writes(contexts: tuple[object, 
         await client.send_all(b"x")
     await client.aclose()  # twice is fine
     await server.aclose()
+
+
+async def test_send_now_writes_what_the_socket_takes_and_send_all_the_rest_in_order(
+    contexts: tuple[object, object],
+) -> None:
+    """More than the socket buffers take while nobody reads: ``send_now`` stops without
+    waiting and hands back the rest; ``send_all`` sends it after the records already
+    made. The reader sees every byte in order."""
+    server, client = await _handshaken(contexts, *await _tcp_pair())
+    payload = os.urandom(32 * 1024 * 1024)
+    rest = client.send_now(payload)
+    assert rest is not None and 0 < len(rest) < len(payload)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.send_all, rest)
+        received = await _receive_exactly(server, len(payload))
+    assert received == payload
+    assert client.send_now(b"small") is None  # an empty socket buffer takes it at once
+    assert await _receive_exactly(server, 5) == b"small"
+    await client.aclose()
+    await server.aclose()
+
+
+async def test_receive_now_returns_only_records_already_there(
+    contexts: tuple[object, object],
+) -> None:
+    left, right = await _tcp_pair()
+    server, client = await _handshaken(contexts, left, right)
+    assert server.receive_now(1024) is None
+    await client.send_all(b"hello")  # one small record: one segment over loopback
+    with trio.fail_after(10):
+        await trio.lowlevel.wait_readable(left.socket)
+    assert server.receive_now(1024) == b"hello"
+    assert server.receive_now(1024) is None
+    await client.aclose()
+    assert await server.receive_some(1024) == b""
+    await server.aclose()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import ssl
+import threading
 from collections.abc import Callable
 from typing import Any, Final, cast
 
@@ -42,8 +43,7 @@ MAX_TRANSPORT_RECEIVE_BYTES: Final = 4 * 1024 * 1024
 """Largest socket read (a caller asking for a whole large frame gets it in one)."""
 
 DECRYPT_BYTES: Final = 256 * 1024
-"""Most plaintext one ``receive_some`` returns: the size of each connection's reused
-decryption buffer at most, so that thousands of connections stay cheap."""
+"""Most plaintext one ``receive_some`` returns: the size of the decryption buffer."""
 
 WRITE_BYTES: Final = 256 * 1024
 """Plaintext encrypted per piece before its records are written to the socket."""
@@ -85,7 +85,6 @@ class TlsStream(trio.abc.Stream):
         self._closed = False
         self._eof = False
         self._unsent: memoryview | None = None  # encrypted, out of the BIO, not written
-        self._buffer = bytearray()  # grown on demand up to DECRYPT_BYTES
 
     # -- the handshake -----------------------------------------------------------------
 
@@ -154,19 +153,19 @@ class TlsStream(trio.abc.Stream):
         """Decrypt the records already received, up to ``size`` bytes; None when not
         one whole record is there, b"" at the end of the TLS session.
 
-        Records are decrypted into one reused buffer and handed out as ``bytes``: one
-        copy, and the frame decoders keep ``bytes`` as they are (a bytearray they copy).
+        Records are decrypted into the thread's scratch buffer and handed out as
+        ``bytes``: one copy, and the frame decoders keep ``bytes`` as they are (a
+        bytearray they copy). Nothing awaits in between, so every connection of the
+        thread shares that one buffer and an idle connection holds none.
         """
         if self._eof:
             return b""
         room = min(
             size, DECRYPT_BYTES, self._incoming.pending + self._tls.pending() + _RECORD_SLACK
         )
-        if len(self._buffer) < room:
-            self._buffer = bytearray(max(room, min(2 * len(self._buffer), DECRYPT_BYTES)))
         got = 0
         read = self._read
-        with memoryview(self._buffer) as view:
+        with memoryview(_scratch_buffer()) as view:
             while got < room:
                 try:
                     n = read(room - got, view[got:room])
@@ -310,6 +309,18 @@ class TlsStream(trio.abc.Stream):
     def _check_open(self) -> None:
         if self._closed:
             raise trio.ClosedResourceError("the TLS stream was closed")
+
+
+_scratch = threading.local()
+
+
+def _scratch_buffer() -> bytearray:
+    """This thread's decryption buffer (``DECRYPT_BYTES``)."""
+    try:
+        buffer: bytearray = _scratch.buffer
+    except AttributeError:
+        buffer = _scratch.buffer = bytearray(DECRYPT_BYTES)
+    return buffer
 
 
 def _transport_receive_size(size: int) -> int:

@@ -1,6 +1,7 @@
 """Produce and fetch throughput over TLS vs plaintext on one standalone broker.
 
     python3 bench/ssl_perf.py [--runs 3] [--megabytes 128] [--record-size 16384]
+                              [--profile DIR]
 
 Each run starts a fresh standalone broker (bench/standalone.py) twice - once with a
 PLAINTEXT listener, once with an SSL one (a throwaway CA and certificate made with
@@ -18,6 +19,7 @@ second of both together); their ratio is what TLS costs, whatever else runs.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import statistics
@@ -25,12 +27,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.standalone import lead, standalone_broker
+from bench.standalone import lead, standalone_broker_process
 from minibroker.client.cli.dev_certs import issue, make_ca
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
@@ -97,6 +100,18 @@ async def fetch(bootstrap: str, security: ClientSecurity | None, args: argparse.
     return seen * args.record_size / elapsed / 2**20
 
 
+def _profiled(path: str | None, measure: Any, *args: Any) -> float:
+    """``trio.run(measure, *args)``; under cProfile timed by CPU time, dumped to
+    ``path``, when it is set."""
+    if path is None:
+        return float(trio.run(measure, *args))
+    profiler = cProfile.Profile(time.process_time)
+    try:
+        return float(profiler.runcall(trio.run, measure, *args))
+    finally:
+        profiler.dump_stats(path)
+
+
 def one_run(protocol: str, pki: Path, args: argparse.Namespace) -> dict[str, float]:
     properties = [*BROKER_PROPERTIES]
     security = None
@@ -106,12 +121,20 @@ def one_run(protocol: str, pki: Path, args: argparse.Namespace) -> dict[str, flo
             f"ssl.key.location={pki / 'broker-key.pem'}",
         ]
         security = ClientSecurity("SSL", client_ssl_context(ca_location=str(pki / "ca.pem")))
-    with standalone_broker(*properties, listen=f"{protocol}://127.0.0.1:0") as bootstrap:
+    profile = None if args.profile is None else f"{args.profile}/{protocol}"
+    broker = standalone_broker_process(
+        *properties,
+        listen=f"{protocol}://127.0.0.1:0",
+        profile=None if profile is None else f"{profile}-broker.prof",
+    )
+    with broker as (bootstrap, _):
         trio.run(lead, bootstrap, TOPIC, 1, None, security)
         cpu = _cpu_s()
-        produced = trio.run(produce, bootstrap, security, args)
+        produced = _profiled(
+            profile and f"{profile}-produce.prof", produce, bootstrap, security, args
+        )
         produce_cpu, cpu = _cpu_s() - cpu, _cpu_s()
-        fetched = trio.run(fetch, bootstrap, security, args)
+        fetched = _profiled(profile and f"{profile}-fetch.prof", fetch, bootstrap, security, args)
         fetch_cpu = _cpu_s() - cpu
     return {
         "produce_mib_s": produced,
@@ -134,6 +157,11 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--megabytes", type=int, default=128)
     p.add_argument("--record-size", type=int, default=16384)
+    p.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run the broker and the client under cProfile (CPU time); profiles to DIR",
+    )
     args = p.parse_args()
     results: dict[str, list[dict[str, float]]] = {"PLAINTEXT": [], "SSL": []}
     with tempfile.TemporaryDirectory(prefix="ssl-perf-") as tmp:

@@ -76,7 +76,7 @@ import trio
 
 from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.net import socket_io
-from minibroker.net.tls import TlsStream
+from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.errors import MinibrokerError
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 from minibroker.protocol.session import ANONYMOUS, Session
@@ -589,16 +589,22 @@ class _Connection:
         frame in progress is still incomplete at ``frame_deadline``."""
         server = self.server
         stream = self.stream
-        if isinstance(stream, trio.SocketStream):
+        if isinstance(stream, (trio.SocketStream, TlsStream)):
             # What is already there is read at once, with no timer and no scheduler
-            # pass (net/socket_io.py); a read that fills the buffer, where more may be
-            # waiting, still yields once so that one busy client cannot hog the loop.
+            # pass (net/socket_io.py, TlsStream.receive_now); a read that fills the
+            # buffer, where more may be waiting, still yields once so that one busy
+            # client cannot hog the loop.
             try:
-                data = socket_io.receive_now(stream, size)
+                if isinstance(stream, TlsStream):
+                    data = stream.receive_now(size)
+                    full = min(size, DECRYPT_BYTES)
+                else:
+                    data = socket_io.receive_now(stream, size)
+                    full = size
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return b""
             if data is not None:
-                if len(data) == size:
+                if len(data) >= full:
                     await trio.lowlevel.checkpoint()
                 return data
         while True:
@@ -694,6 +700,11 @@ class _Connection:
             if sent == len(data):
                 return
             data = memoryview(data)[sent:]
+        elif isinstance(stream, TlsStream):
+            rest = stream.send_now(data)  # the same under TLS
+            if rest is None:
+                return
+            data = rest
         stalled = self.server.idle_timeout_s
         with trio.move_on_after(stalled) as scope:
             await stream.send_all(data)

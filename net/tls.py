@@ -1,53 +1,62 @@
-"""TLS streams that read in large pieces: every record already received per read, and
-large reads from the socket underneath.
+"""A TLS stream that drives ``ssl.SSLObject`` over memory BIOs itself, in large pieces.
 
-OpenSSL hands out at most one TLS record (16 KiB) per read, trio's SSLStream reads its
-socket 64 KiB at a time, and each ``receive_some`` is a trip through the scheduler: a
-1 MiB produce or fetch would cost 64 of them on each side, which is most of what TLS
-costs here (the cipher itself runs at GB/s). ``TlsStream`` gives trio's SSLStream a
-transport that receives up to ``TRANSPORT_RECEIVE_BYTES`` at once, and its
-``receive_some`` takes one record the usual way, then decrypts the records whose bytes
-are already buffered, without waiting or yielding, up to ``max_bytes``.
+trio's ``SSLStream`` passes through the scheduler at least once per call, hands out one
+TLS record (16 KiB) per ``receive_some`` and reads its socket 64 KiB at a time: a 1 MiB
+produce or fetch costs dozens of scheduler passes and wake-ups on each side, which is
+most of what TLS costs here (the cipher itself runs at GB/s). ``TlsStream`` instead:
 
-It reads the SSLStream's TLS object (``_ssl_object``) directly, between two of trio's
-own calls and never concurrently with one (a connection has one reader), so trio's
-state is untouched: only bytes trio already received are decrypted. A record still
-incomplete (``SSLWantReadError``) stays buffered for the next call.
+- reads the socket in large pieces (``os.read`` straight away when bytes are there, as
+  net/socket_io.py does for plain sockets; Trio only when it must wait) and decrypts
+  every record already received into one buffer, up to ``max_bytes`` (and
+  ``DECRYPT_BYTES``);
+- encrypts what it sends ``WRITE_BYTES`` at a time and writes each piece's records
+  with one ``os.write``, again waiting through Trio only when the socket is full.
+
+Any other transport than a plain socket (tests use memory streams) goes through its
+own ``receive_some`` / ``send_all``.
+
+One task reads and one task writes at a time (as with any Trio stream). Both may need
+to send: a read can produce TLS records of its own (a key update's answer), so every
+transport write holds ``_send_lock`` and drains the outgoing BIO in order.
+
+Errors are Trio's: a TLS failure becomes ``trio.BrokenResourceError`` with the
+``ssl.SSLError`` as its cause; a clean close_notify from the peer reads as b"".
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import ssl
-from typing import Any, Final
+import threading
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 import trio
 
+from minibroker.net import socket_io
+
 TRANSPORT_RECEIVE_BYTES: Final = 256 * 1024
-"""Socket read size under TLS: what the plaintext paths read at once too."""
+"""Smallest socket read under TLS: what the plaintext paths read at once too."""
 
+MAX_TRANSPORT_RECEIVE_BYTES: Final = 4 * 1024 * 1024
+"""Largest socket read (a caller asking for a whole large frame gets it in one)."""
 
-class _LargeReads(trio.abc.Stream):
-    """The socket stream, read ``TRANSPORT_RECEIVE_BYTES`` at a time by default."""
+DECRYPT_BYTES: Final = 256 * 1024
+"""Most plaintext one ``receive_some`` returns: the size of the decryption buffer."""
 
-    def __init__(self, transport: trio.abc.Stream) -> None:
-        self.transport = transport
+WRITE_BYTES: Final = 256 * 1024
+"""Plaintext encrypted per piece before its records are written to the socket."""
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self.transport.receive_some(max_bytes or TRANSPORT_RECEIVE_BYTES)
+_RECORD_SLACK: Final = 17 * 1024
+"""A TLS record's worth of bytes (16 KiB and its overhead) that OpenSSL may hold back
+inside itself, beyond what its incoming BIO shows."""
 
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.transport.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.transport.wait_send_all_might_not_block()
-
-    async def aclose(self) -> None:
-        await self.transport.aclose()
+_PEER_GONE: Final = (trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 class TlsStream(trio.abc.Stream):
-    """A ``trio.SSLStream`` over ``transport`` with the large reads of the module
-    docstring; ``do_handshake`` and ``getpeercert`` are the SSLStream's."""
+    """TLS over ``transport`` (see the module docstring); ``do_handshake`` first."""
 
     def __init__(
         self,
@@ -57,43 +66,263 @@ class TlsStream(trio.abc.Stream):
         server_side: bool = False,
         server_hostname: str | None = None,
     ) -> None:
-        self.tls = trio.SSLStream(
-            _LargeReads(transport),
-            context,
+        self.transport = transport
+        self._socket = transport if isinstance(transport, trio.SocketStream) else None
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = context.wrap_bio(
+            self._incoming,
+            self._outgoing,
             server_side=server_side,
             server_hostname=server_hostname,
         )
-        self._tls_object: ssl.SSLObject = self.tls._ssl_object
+        # SSLObject.read's C method itself: a 1 MiB read is 64 calls of it, and the
+        # Python wrapper around it cost a tenth of the decryption's own time.
+        sslobj = getattr(self._tls, "_sslobj", self._tls)
+        self._read = cast("Callable[[int, memoryview], int]", sslobj.read)  # into it: a count
+        self._send_lock = trio.StrictFIFOLock()
+        self._handshake_done = False
+        self._closed = False
+        self._eof = False
+        self._unsent: memoryview | None = None  # encrypted, out of the BIO, not written
+
+    # -- the handshake -----------------------------------------------------------------
 
     async def do_handshake(self) -> None:
-        await self.tls.do_handshake()
+        """Run the TLS handshake (once; later calls return at once). A failure raises
+        ``trio.BrokenResourceError`` from the ``ssl.SSLError``; no deadline of its own."""
+        if self._handshake_done:
+            await trio.lowlevel.checkpoint()
+            return
+        while True:
+            self._check_open()
+            try:
+                self._tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await self._flush()
+                await self._fill(TRANSPORT_RECEIVE_BYTES)
+            except ssl.SSLError as exc:
+                await self._flush_if_possible()  # the alert that tells the peer why
+                raise trio.BrokenResourceError(f"TLS handshake failed: {exc}") from exc
+        self._handshake_done = True
+        await self._flush()  # the last flight (and a server's session tickets)
 
     def getpeercert(self, binary_form: bool = False) -> Any:
-        return self.tls.getpeercert(binary_form)
+        return self._tls.getpeercert(binary_form)
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        first = await self.tls.receive_some(max_bytes)
-        if not first or max_bytes is None or len(first) >= max_bytes:
-            return first
-        parts = [first]
-        room = max_bytes - len(first)
-        read = self._tls_object.read
-        while room > 0:
-            try:
-                more = read(room)
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                break  # the next record is not all here yet (or needs a write: trio's job)
-            if not more:
-                break
-            parts.append(more)
-            room -= len(more)
-        return first if len(parts) == 1 else b"".join(parts)
+    # -- receiving ---------------------------------------------------------------------
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        """Every decrypted byte already received, up to ``max_bytes`` (and
+        ``DECRYPT_BYTES``); waits for at least one record. b"" once the peer closed the
+        TLS session."""
+        size = max_bytes or TRANSPORT_RECEIVE_BYTES
+        waited = False
+        while True:
+            self._check_open()
+            data = self._decrypt(size)
+            if data is not None:
+                if not waited:
+                    await trio.lowlevel.checkpoint()
+                return data
+            if self._outgoing.pending:
+                await self._flush()
+            await self._fill(_transport_receive_size(size))
+            waited = True
+
+    def receive_now(self, size: int) -> bytes | None:
+        """What ``receive_some(size)`` would return now, without waiting or a scheduler
+        pass: the records already received (after one non-blocking socket read if none
+        are), None when not one whole record is there yet."""
+        self._check_open()
+        data = self._decrypt(size)
+        sock = self._socket
+        if data is not None or sock is None or self._outgoing.pending or self._incoming.eof:
+            return data
+        received = socket_io.receive_now(sock, _transport_receive_size(size))
+        if received is None:
+            return None
+        if received:
+            self._incoming.write(received)
+        else:
+            self._incoming.write_eof()
+        return self._decrypt(size)
+
+    def _decrypt(self, size: int) -> bytes | None:
+        """Decrypt the records already received, up to ``size`` bytes; None when not
+        one whole record is there, b"" at the end of the TLS session.
+
+        Records are decrypted into the thread's scratch buffer and handed out as
+        ``bytes``: one copy, and the frame decoders keep ``bytes`` as they are (a
+        bytearray they copy). Nothing awaits in between, so every connection of the
+        thread shares that one buffer and an idle connection holds none.
+        """
+        if self._eof:
+            return b""
+        room = min(
+            size, DECRYPT_BYTES, self._incoming.pending + self._tls.pending() + _RECORD_SLACK
+        )
+        got = 0
+        read = self._read
+        with memoryview(_scratch_buffer()) as view:
+            while got < room:
+                try:
+                    n = read(room - got, view[got:room])
+                except ssl.SSLWantReadError:
+                    break  # the next record is not all here yet
+                except ssl.SSLError as exc:
+                    if got:
+                        break  # what came before the failure first; it raises next time
+                    raise trio.BrokenResourceError(f"TLS error: {exc}") from exc
+                if n == 0:  # the peer's close_notify
+                    self._eof = True
+                    break
+                got += n
+            if not got:
+                return b"" if self._eof else None
+            return bytes(view[:got])
+
+    async def _fill(self, size: int) -> None:
+        """Receive up to ``size`` more encrypted bytes into the incoming BIO (EOF too)."""
+        if self._incoming.eof:  # the TLS layer wants more after the connection's end
+            raise trio.BrokenResourceError("the connection ended inside a TLS record")
+        sock = self._socket
+        if sock is None:
+            data = await self.transport.receive_some(size)
+        else:
+            received = socket_io.receive_now(sock, size)
+            while received is None:
+                await trio.lowlevel.wait_readable(sock.socket)
+                received = socket_io.receive_now(sock, size)
+            data = received
+        if data:
+            self._incoming.write(data)
+        else:
+            self._incoming.write_eof()
+
+    # -- sending -----------------------------------------------------------------------
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.tls.send_all(data)
+        """Encrypt and send ``data``, ``WRITE_BYTES`` at a time (after any encrypted
+        bytes ``send_now`` left). Like net/socket_io.py's ``send_all``, no scheduler pass
+        when the socket takes every piece at once."""
+        self._check_open()
+        view = memoryview(data)
+        await self._flush()
+        for start in range(0, len(view), WRITE_BYTES):
+            self._encrypt(view[start : start + WRITE_BYTES])
+            await self._flush()
+        if not view:
+            await trio.lowlevel.checkpoint()
+
+    def send_now(self, data: bytes | bytearray | memoryview) -> memoryview | None:
+        """Encrypt and write ``data`` piece by piece while the socket takes each piece
+        whole, without waiting or a scheduler pass: None once all of it went out, else
+        the rest, to send with ``send_all`` (which first sends what was encrypted but
+        not written yet)."""
+        view = memoryview(data)
+        if self._socket is None or self._closed or self._send_lock.locked():
+            return view
+        if not self._write_now():
+            return view
+        for start in range(0, len(view), WRITE_BYTES):
+            end = start + WRITE_BYTES
+            self._encrypt(view[start:end])
+            if not self._write_now():
+                return view[end:]
+        return None
+
+    def _encrypt(self, piece: memoryview) -> None:
+        try:
+            self._tls.write(piece)
+        except ssl.SSLError as exc:
+            raise trio.BrokenResourceError(f"TLS error: {exc}") from exc
+
+    def _write_now(self) -> bool:
+        """Write the encrypted bytes waiting (those read out of the outgoing BIO but not
+        written first) as far as the socket takes them now; True when none are left.
+        A plain socket's, by whoever may send (``_send_lock``, or nobody waits on it)."""
+        assert self._socket is not None
+        while True:
+            unsent = self._unsent
+            if unsent is None:
+                if not self._outgoing.pending:
+                    return True
+                unsent = memoryview(self._outgoing.read())
+            sent = socket_io.write_now(self._socket, unsent)
+            if sent < len(unsent):
+                self._unsent = unsent[sent:]
+                return False
+            self._unsent = None
+
+    async def _flush(self) -> None:
+        """Send every encrypted byte waiting, in order; a cancelled wait loses none."""
+        lock = self._send_lock
+        try:
+            lock.acquire_nowait()  # uncontended: no scheduler pass
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
+            sock = self._socket
+            if sock is None:
+                data = self._outgoing.read()
+                if data:
+                    await self.transport.send_all(data)
+                return
+            while not self._write_now():
+                await trio.lowlevel.wait_writable(sock.socket)
+        finally:
+            lock.release()
+
+    async def _flush_if_possible(self) -> None:
+        with contextlib.suppress(*_PEER_GONE, trio.BusyResourceError):
+            await self._flush()
 
     async def wait_send_all_might_not_block(self) -> None:
-        await self.tls.wait_send_all_might_not_block()
+        await self.transport.wait_send_all_might_not_block()
+
+    # -- closing -----------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        await self.tls.aclose()
+        """Send close_notify if the socket takes it at once (never waiting for the
+        peer's), then close the transport."""
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._closed = True
+        try:
+            # Not in the middle of another send's records (nor of a handshake).
+            if self._handshake_done and self._unsent is None and not self._send_lock.locked():
+                with contextlib.suppress(ssl.SSLError):  # the peer's close_notify is not awaited
+                    self._tls.unwrap()
+                data = self._outgoing.read()
+                if data and self._socket is not None:
+                    with contextlib.suppress(OSError):
+                        os.write(self._socket.socket.fileno(), data)
+                elif data:
+                    with contextlib.suppress(*_PEER_GONE):
+                        await self.transport.send_all(data)
+        finally:
+            await self.transport.aclose()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the TLS stream was closed")
+
+
+_scratch = threading.local()
+
+
+def _scratch_buffer() -> bytearray:
+    """This thread's decryption buffer (``DECRYPT_BYTES``)."""
+    try:
+        buffer: bytearray = _scratch.buffer
+    except AttributeError:
+        buffer = _scratch.buffer = bytearray(DECRYPT_BYTES)
+    return buffer
+
+
+def _transport_receive_size(size: int) -> int:
+    """How much to read from the socket for ``size`` decrypted bytes."""
+    return min(max(size + _RECORD_SLACK, TRANSPORT_RECEIVE_BYTES), MAX_TRANSPORT_RECEIVE_BYTES)

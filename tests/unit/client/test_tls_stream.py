@@ -83,3 +83,154 @@ async def test_reads_return_whole_buffered_records_and_every_byte(
     assert bytes(received) == payload
     if not trickle:
         assert max(sizes) > TLS_RECORD  # more than one record per read
+
+
+async def _tcp_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    client = await trio.open_tcp_stream("127.0.0.1", port)
+    server = await listeners[0].accept()
+    await listeners[0].aclose()
+    return server, client
+
+
+async def _handshaken(
+    contexts: tuple[object, object], left: trio.abc.Stream, right: trio.abc.Stream
+) -> tuple[TlsStream, TlsStream]:
+    server_context, client_context = contexts
+    server = TlsStream(left, server_context, server_side=True)  # type: ignore[arg-type]
+    client = TlsStream(right, client_context, server_hostname="127.0.0.1")  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server.do_handshake)
+        await client.do_handshake()
+    return server, client
+
+
+async def _receive_exactly(stream: TlsStream, size: int) -> bytes:
+    received = bytearray()
+    while len(received) < size:
+        data = await stream.receive_some(4 * 1024 * 1024)
+        assert data, "the stream ended early"
+        received.extend(data)
+    return bytes(received)
+
+
+async def test_both_directions_at_once_over_a_socket_carry_every_byte(
+    contexts: tuple[object, object],
+) -> None:
+    """Large sends both ways at once over TCP (the os.read / os.write path), bigger than
+    the socket buffers, so each side's writer waits while its reader runs."""
+    server, client = await _handshaken(contexts, *await _tcp_pair())
+    up, down = os.urandom(6 * 1024 * 1024), os.urandom(5 * 1024 * 1024 + 123)
+    got: dict[str, bytes] = {}
+
+    async def receive(name: str, stream: TlsStream, size: int) -> None:
+        got[name] = await _receive_exactly(stream, size)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receive, "up", server, len(up))
+        nursery.start_soon(receive, "down", client, len(down))
+        nursery.start_soon(client.send_all, up)
+        nursery.start_soon(server.send_all, memoryview(down))
+    assert got == {"up": up, "down": down}
+    await client.aclose()
+    await server.aclose()
+
+
+@pytest.mark.parametrize("socket", [False, True], ids=["memory", "tcp"])
+async def test_a_closed_tls_session_reads_as_end_of_stream(
+    contexts: tuple[object, object], socket: bool
+) -> None:
+    left, right = await _tcp_pair() if socket else trio.testing.memory_stream_pair()
+    server, client = await _handshaken(contexts, left, right)
+    await client.send_all(b"last words")
+    await client.aclose()  # close_notify first
+    assert await _receive_exactly(server, 10) == b"last words"
+    assert await server.receive_some(1024) == b""
+    assert await server.receive_some(1024) == b""
+    await server.aclose()
+
+
+async def test_a_connection_cut_without_close_notify_is_a_broken_stream(
+    contexts: tuple[object, object],
+) -> None:
+    left, right = await _tcp_pair()
+    server, client = await _handshaken(contexts, left, right)
+    await client.send_all(b"cut")
+    await right.aclose()  # the TCP connection ends, the TLS session does not
+    assert await server.receive_some(1024) == b"cut"
+    with pytest.raises(trio.BrokenResourceError):
+        await server.receive_some(1024)
+    await server.aclose()
+
+
+async def test_a_failed_handshake_is_a_broken_stream_caused_by_the_ssl_error(
+    contexts: tuple[object, object],
+) -> None:
+    import ssl
+
+    server_context, client_context = contexts
+    left, right = await _tcp_pair()
+    server = TlsStream(left, server_context, server_side=True)  # type: ignore[arg-type]
+    client = TlsStream(right, client_context, server_hostname="someone-else")  # type: ignore[arg-type]
+    failures: list[BaseException] = []
+
+    async def handshake(stream: TlsStream) -> None:
+        try:
+            await stream.do_handshake()
+        except trio.BrokenResourceError as exc:
+            failures.append(exc)
+            await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(handshake, server)
+        nursery.start_soon(handshake, client)
+    assert len(failures) == 2  # the client refuses the name, the server hears its alert
+    assert all(isinstance(exc.__cause__, ssl.SSLError) for exc in failures)
+
+
+async def test_a_closed_stream_refuses_reads_and_writes(contexts: tuple[object, object]) -> None:
+    server, client = await _handshaken(contexts, *trio.testing.memory_stream_pair())
+    await client.aclose()
+    with pytest.raises(trio.ClosedResourceError):
+        await client.receive_some(10)
+    with pytest.raises(trio.ClosedResourceError):
+        await client.send_all(b"x")
+    await client.aclose()  # twice is fine
+    await server.aclose()
+
+
+async def test_send_now_writes_what_the_socket_takes_and_send_all_the_rest_in_order(
+    contexts: tuple[object, object],
+) -> None:
+    """More than the socket buffers take while nobody reads: ``send_now`` stops without
+    waiting and hands back the rest; ``send_all`` sends it after the records already
+    made. The reader sees every byte in order."""
+    server, client = await _handshaken(contexts, *await _tcp_pair())
+    payload = os.urandom(32 * 1024 * 1024)
+    rest = client.send_now(payload)
+    assert rest is not None and 0 < len(rest) < len(payload)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.send_all, rest)
+        received = await _receive_exactly(server, len(payload))
+    assert received == payload
+    assert client.send_now(b"small") is None  # an empty socket buffer takes it at once
+    assert await _receive_exactly(server, 5) == b"small"
+    await client.aclose()
+    await server.aclose()
+
+
+async def test_receive_now_returns_only_records_already_there(
+    contexts: tuple[object, object],
+) -> None:
+    left, right = await _tcp_pair()
+    server, client = await _handshaken(contexts, left, right)
+    assert server.receive_now(1024) is None
+    await client.send_all(b"hello")  # one small record: one segment over loopback
+    with trio.fail_after(10):
+        await trio.lowlevel.wait_readable(left.socket)
+    assert server.receive_now(1024) == b"hello"
+    assert server.receive_now(1024) is None
+    await client.aclose()
+    assert await server.receive_some(1024) == b""
+    await server.aclose()

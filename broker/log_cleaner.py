@@ -42,7 +42,7 @@ from prometheus_client.registry import Collector
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.storage.cleaner.clean import CleanJob, CleanResult, clean_log
+from minibroker.storage.cleaner.clean import CleanJob, CleanResult, clean_log, exit_with_parent
 from minibroker.storage.cleaner.manager import CleanerConfig, CleanerManager
 from minibroker.storage.log import Log
 from minibroker.storage.names import TopicPartition
@@ -155,6 +155,8 @@ class LogCleaner:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.config.log_cleaner_threads,
                 mp_context=multiprocessing.get_context("spawn"),
+                initializer=exit_with_parent,
+                initargs=(os.getpid(),),
             )
         job = dataclasses.replace(job, parent_pid=os.getpid())
         return self._pool.submit(clean_log, job).result()

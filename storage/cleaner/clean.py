@@ -40,6 +40,7 @@ is retried) and leaves ``.cleaned`` files; the owner swaps them in
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -127,6 +128,19 @@ class CleanResult:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     """CPU time of the worker for this job (what the job costs on an idle core)."""
+
+
+def exit_with_parent(parent_pid: int, interval_s: float = 1.0) -> None:
+    """Runs once in each worker process: exit as soon as the process that started it (the
+    broker) is gone, even killed with SIGKILL. An idle worker waits on its task queue,
+    whose pipe the worker itself holds open, so it would otherwise wait forever."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 class Throttle:

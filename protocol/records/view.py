@@ -85,19 +85,25 @@ def _scan(data: Buffer, pos: int, end: int, count: int) -> tuple[list[int], list
             n = data[pos]
             if n < 0x80:
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                n = (n & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
             else:
-                n, pos = raw_varint(data, pos)
+                m = data[pos + 1]
+                if m < 0x80:
+                    n = (n & 0x7F) | (m << 7)
+                    pos += 2
+                else:
+                    n, pos = raw_varint(data, pos)
             record_end = pos + ((n >> 1) ^ -(n & 1))
             # attributes (one byte), then timestampDelta and offsetDelta: skipped
             pos += 1
-            while data[pos] & 0x80:
+            if data[pos] > 0x7F:
                 pos += 1
+                while data[pos] > 0x7F:
+                    pos += 1
             pos += 1
-            while data[pos] & 0x80:
+            if data[pos] > 0x7F:
                 pos += 1
+                while data[pos] > 0x7F:
+                    pos += 1
             pos += 1
             # key (most often null: zigzag -1 is the single byte 1)
             n = data[pos]
@@ -106,11 +112,13 @@ def _scan(data: Buffer, pos: int, end: int, count: int) -> tuple[list[int], list
             else:
                 if n < 0x80:
                     pos += 1
-                elif data[pos + 1] < 0x80:
-                    n = (n & 0x7F) | (data[pos + 1] << 7)
-                    pos += 2
                 else:
-                    n, pos = raw_varint(data, pos)
+                    m = data[pos + 1]
+                    if m < 0x80:
+                        n = (n & 0x7F) | (m << 7)
+                        pos += 2
+                    else:
+                        n, pos = raw_varint(data, pos)
                 if n & 1:
                     raise _Irregular
                 pos += n >> 1
@@ -118,11 +126,13 @@ def _scan(data: Buffer, pos: int, end: int, count: int) -> tuple[list[int], list
             n = data[pos]
             if n < 0x80:
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                n = (n & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
             else:
-                n, pos = raw_varint(data, pos)
+                m = data[pos + 1]
+                if m < 0x80:
+                    n = (n & 0x7F) | (m << 7)
+                    pos += 2
+                else:
+                    n, pos = raw_varint(data, pos)
             if n & 1:
                 if n != 1:
                     raise _Irregular
@@ -273,11 +283,10 @@ class BatchView:
         starts, ends = self._value_starts, self._value_ends
         if first:
             starts, ends = starts[first:], ends[first:]
+        mv = self._mv
         if self._nulls:
-            mv = self._mv
             return [None if e < 0 else mv[s:e] for s, e in zip(starts, ends, strict=True)]
-        # No nulls: every slice is made by C-level iteration, no bytecode per record.
-        return list(map(self._mv.__getitem__, map(slice, starts, ends)))
+        return [mv[s:e] for s, e in zip(starts, ends)]
 
     def keys(self) -> list[memoryview | None]:
         """Each record's key, a memoryview slice of the fetched batch (None: null)."""

@@ -286,7 +286,7 @@ class BatchView:
         mv = self._mv
         if self._nulls:
             return [None if e < 0 else mv[s:e] for s, e in zip(starts, ends, strict=True)]
-        return [mv[s:e] for s, e in zip(starts, ends)]
+        return [mv[s:e] for s, e in zip(starts, ends, strict=True)]
 
     def keys(self) -> list[memoryview | None]:
         """Each record's key, a memoryview slice of the fetched batch (None: null)."""

@@ -92,24 +92,28 @@ def _scan(data: Buffer, pos: int, end: int, count: int) -> tuple[list[int], list
                     pos += 2
                 else:
                     n, pos = raw_varint(data, pos)
-            record_end = pos + ((n >> 1) ^ -(n & 1))
+            # Twice where the record ends: the raw zigzag of a negative length is odd,
+            # so it can never match, and no unzigzag is needed.
+            record_end2 = (pos << 1) + n
             # attributes (one byte), then timestampDelta and offsetDelta: skipped
-            pos += 1
-            if data[pos] > 0x7F:
-                pos += 1
+            if data[pos + 1] > 0x7F:
+                pos += 2
                 while data[pos] > 0x7F:
                     pos += 1
-            pos += 1
-            if data[pos] > 0x7F:
-                pos += 1
-                while data[pos] > 0x7F:
-                    pos += 1
-            pos += 1
-            # key (most often null: zigzag -1 is the single byte 1)
-            n = data[pos]
-            if n == 1:
                 pos += 1
             else:
+                pos += 2
+            if data[pos] > 0x7F:
+                pos += 1
+                while data[pos] > 0x7F:
+                    pos += 1
+            # pos: the offsetDelta's last byte. Then the key (most often null: zigzag -1
+            # is the single byte 1)
+            n = data[pos + 1]
+            if n == 1:
+                pos += 2
+            else:
+                pos += 1
                 if n < 0x80:
                     pos += 1
                 else:
@@ -148,7 +152,7 @@ def _scan(data: Buffer, pos: int, end: int, count: int) -> tuple[list[int], list
                 pos = _skip_headers(data, pos)
             else:
                 pos += 1
-            if pos != record_end:
+            if pos << 1 != record_end2:
                 raise _Irregular
     except (IndexError, CorruptMessageError):
         raise _Irregular from None

@@ -113,3 +113,32 @@ def test_headers_index_outside_the_view_raises() -> None:
     (batch,) = batch_views(encode_values([b"a"], timestamp=1), "t", 0, 0)
     with pytest.raises(IndexError):
         batch.headers(1)
+
+
+def test_values_and_keys_with_long_length_varints_are_sliced_whole() -> None:
+    big_value, big_key = bytes(range(256)) * 80, b"k" * 20_000  # 3-byte varint lengths
+    records = [Record(big_value, key=big_key), Record(None, key=b"k"), Record(b"v")]
+    buf = encode_batch(records, base_offset=7)
+    (batch,) = batch_views(buf, "t", 1, 0)
+    assert [None if v is None else bytes(v) for v in batch.values()] == [big_value, None, b"v"]
+    assert [None if k is None else bytes(k) for k in batch.keys()] == [big_key, b"k", None]
+    assert batch.offsets() == [7, 8, 9]
+    assert batch.records() == _decoded(buf)
+
+
+def test_a_negative_header_count_is_refused_with_the_decoders_error() -> None:
+    buf = bytearray(encode_values([b"value"], timestamp=1))
+    buf[-1] = 0x03  # header count -2
+    with pytest.raises(CorruptMessageError) as by_view:
+        batch_views(bytes(buf), "t", 0, 0, verify_crc=False)
+    with pytest.raises(CorruptMessageError) as by_decoder:
+        decode_consumer_records(bytes(buf), 0, "t", 0, verify_crc=False)
+    assert str(by_view.value) == str(by_decoder.value)
+
+
+def test_a_record_running_into_the_next_batch_is_refused() -> None:
+    first = bytearray(encode_values([b"aaaa"], timestamp=1))
+    first[61] += 2  # record length 1 byte longer than its fields
+    buf = bytes(first) + encode_values([b"bbbb"], timestamp=1, base_offset=1)
+    with pytest.raises(CorruptMessageError):
+        batch_views(buf, "t", 0, 0, verify_crc=False)

@@ -121,7 +121,8 @@ def test_values_and_keys_with_long_length_varints_are_sliced_whole() -> None:
     buf = encode_batch(records, base_offset=7)
     (batch,) = batch_views(buf, "t", 1, 0)
     assert [None if v is None else bytes(v) for v in batch.values()] == [big_value, None, b"v"]
-    assert [None if k is None else bytes(k) for k in batch.keys()] == [big_key, b"k", None]
+    keys = batch.keys()  # a BatchView, not a dict: keys() are the records' keys
+    assert [None if k is None else bytes(k) for k in keys] == [big_key, b"k", None]
     assert batch.offsets() == [7, 8, 9]
     assert batch.records() == _decoded(buf)
 

@@ -6,7 +6,8 @@ ONE Fetch in flight per broker, covering every assigned partition that broker le
 whose buffered bytes are below ``max_partition_fetch_bytes``, so the next response is
 already on its way while the application processes the previous one (pre-fetching).
 Responses are buffered as raw RecordBatch bytes and decoded by ``poll``, a batch at a
-time, only as far as ``max_records`` needs.
+time, only as far as ``max_records`` needs; ``poll_batches`` hands them out instead as
+checked ``BatchView``s (protocol/records/view.py) whose values are slices of those bytes.
 
 Each partition has a *position* (next offset the application gets) and a *fetch
 offset* (next offset to ask the broker for; ahead of the position by what is

@@ -126,26 +126,32 @@ def _scan(data: Buffer, pos: int, end: int, count: int) -> tuple[list[int], list
                 if n & 1:
                     raise _Irregular
                 pos += n >> 1
-            # value
+            # value (its length unzigzagged by a shift: an odd raw varint is negative)
             n = data[pos]
             if n < 0x80:
                 pos += 1
+                if n & 1:
+                    if n != 1:
+                        raise _Irregular
+                    nulls = True
+                    add_start(pos)
+                    add_end(-1)
+                else:
+                    add_start(pos)
+                    pos += n >> 1
+                    add_end(pos)
             else:
                 m = data[pos + 1]
-                if m < 0x80:
-                    n = (n & 0x7F) | (m << 7)
+                if m < 0x80 and not n & 1:
                     pos += 2
+                    add_start(pos)
+                    pos += ((n & 0x7F) >> 1) | (m << 6)
                 else:
                     n, pos = raw_varint(data, pos)
-            if n & 1:
-                if n != 1:
-                    raise _Irregular
-                nulls = True
-                add_start(pos)
-                add_end(-1)
-            else:
-                add_start(pos)
-                pos += n >> 1
+                    if n & 1:
+                        raise _Irregular
+                    add_start(pos)
+                    pos += n >> 1
                 add_end(pos)
             # headers (most often none: a count of 0)
             if data[pos]:

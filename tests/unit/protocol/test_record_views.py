@@ -143,3 +143,31 @@ def test_a_record_running_into_the_next_batch_is_refused() -> None:
     buf = bytes(first) + encode_values([b"bbbb"], timestamp=1, base_offset=1)
     with pytest.raises(CorruptMessageError):
         batch_views(buf, "t", 0, 0, verify_crc=False)
+
+
+@settings(max_examples=200)
+@given(
+    records=st.lists(record_st, min_size=1, max_size=4),
+    where=st.integers(0, 10_000),
+    byte=st.integers(0, 255),
+)
+def test_a_damaged_records_section_is_read_or_refused_as_the_decoder_does(
+    records: list[Record], where: int, byte: int
+) -> None:
+    buf = bytearray(encode_batch(records, base_offset=3))
+    buf[61 + where % (len(buf) - 61)] = byte
+    try:
+        expected = decode_consumer_records(bytes(buf), 0, "t", 1, verify_crc=False)[1]
+    except CorruptMessageError as exc:
+        with pytest.raises(CorruptMessageError) as refused:
+            batch_views(bytes(buf), "t", 1, 0, verify_crc=False)
+        assert str(refused.value) == str(exc)
+        return
+    (batch,) = batch_views(bytes(buf), "t", 1, 0, verify_crc=False)
+    assert batch.records() == expected
+    assert [None if v is None else bytes(v) for v in batch.values()] == [
+        r.value for r in expected
+    ]
+    assert [None if k is None else bytes(k) for k in batch.keys()] == [r.key for r in expected]
+    assert [batch.headers(i) for i in range(len(batch))] == [r.headers for r in expected]
+    assert batch.offsets() == [r.offset for r in expected]

@@ -6,7 +6,8 @@ ONE Fetch in flight per broker, covering every assigned partition that broker le
 whose buffered bytes are below ``max_partition_fetch_bytes``, so the next response is
 already on its way while the application processes the previous one (pre-fetching).
 Responses are buffered as raw RecordBatch bytes and decoded by ``poll``, a batch at a
-time, only as far as ``max_records`` needs.
+time, only as far as ``max_records`` needs; ``poll_batches`` hands them out instead as
+checked ``BatchView``s (protocol/records/view.py) whose values are slices of those bytes.
 
 Each partition has a *position* (next offset the application gets) and a *fetch
 offset* (next offset to ask the broker for; ahead of the position by what is
@@ -30,10 +31,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 import trio
 
@@ -57,6 +59,7 @@ from minibroker.protocol.records import (
     ConsumerRecord as ConsumerRecord,  # the client's public record
 )
 from minibroker.protocol.records import decode_consumer_records, iter_headers
+from minibroker.protocol.records.view import BatchView, batch_views
 
 EARLIEST = -2  # ListOffsets timestamp meaning "log start offset"
 LATEST = -1  # ListOffsets timestamp meaning "log end offset (high watermark)"
@@ -67,6 +70,7 @@ RESETTING = -1  # position of a partition whose offset is being looked up
 
 
 TopicPartition = tuple[str, int]
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -124,11 +128,13 @@ class Consumer(GroupMethods):
             request_timeout_s=self.request_timeout_s,
         )
         self._states: dict[TopicPartition, _PartitionState] = {}
-        self._ready: deque[tuple[TopicPartition, list[ConsumerRecord]]] = deque()
+        # Decoded records not yet handed out, with the fetched bytes they came from (so
+        # that poll_batches can hand out the rest as views).
+        self._ready: deque[tuple[TopicPartition, list[ConsumerRecord], bytes]] = deque()
         self._iter_buffer: deque[ConsumerRecord] = deque()
         self._generations = itertools.count(1)  # see _PartitionState.generation
         self._in_flight: set[int] = set()
-        self._turn = 0  # round-robin start of _decode_next
+        self._turn = 0  # round-robin start of _next_fetched
         self._wakeup = trio.Event()  # fetch manager: something changed
         self._data = trio.Event()  # poll: data (or an error) arrived
         self._tasks = BackgroundTasks()
@@ -199,7 +205,7 @@ class Consumer(GroupMethods):
             tp: self._states.get(tp) or _PartitionState(generation=next(self._generations))
             for tp in wanted
         }
-        self._ready = deque((tp, recs) for tp, recs in self._ready if tp in self._states)
+        self._ready = deque(entry for entry in self._ready if entry[0] in self._states)
         self._iter_buffer = deque(
             r for r in self._iter_buffer if (r.topic, r.partition) in self._states
         )
@@ -218,7 +224,7 @@ class Consumer(GroupMethods):
         state.buffered.clear()
         state.buffered_bytes = 0
         state.error = None
-        self._ready = deque((tp, r) for tp, r in self._ready if tp != (topic, partition))
+        self._ready = deque(entry for entry in self._ready if entry[0] != (topic, partition))
         self._iter_buffer = deque(
             r for r in self._iter_buffer if (r.topic, r.partition) != (topic, partition)
         )
@@ -276,20 +282,40 @@ class Consumer(GroupMethods):
 
     async def poll(self, timeout_ms: float = 0, max_records: int = 500) -> list[ConsumerRecord]:
         """Up to ``max_records`` records, waiting at most ``timeout_ms`` for the first."""
+        return await self._polled(lambda: self._take(max_records), timeout_ms)
+
+    async def poll_batches(self, timeout_ms: float = 0) -> list[BatchView]:
+        """The zero-object ``poll``: views of the batches of one partition's fetched
+        data, waiting at most ``timeout_ms`` for some.
+
+        Each ``BatchView`` has been checked (CRC-32C of the whole batch when
+        ``check_crcs``, then its records' structure) but builds no record objects:
+        ``values()`` and ``keys()`` are memoryview slices of the fetched bytes,
+        ``offsets()``, ``timestamps()`` and ``headers(i)`` are read when asked for, and
+        ``records()`` gives the ConsumerRecords ``poll`` would have. The position moves
+        past the last batch returned; records before the position are not in the views.
+        It mixes freely with ``poll``: neither returns what the other did.
+        """
+        return await self._polled(self._take_views, timeout_ms)
+
+    async def _polled(self, take: Callable[[], list[_T]], timeout_ms: float) -> list[_T]:
+        """``_wait_for``, counted by the group (if any) as one poll of the application."""
         if self._group is None:
-            return await self._poll(timeout_ms, max_records)
+            return await self._wait_for(take, timeout_ms)
         self._group.poll_started()
         try:
-            return await self._poll(timeout_ms, max_records)
+            return await self._wait_for(take, timeout_ms)
         finally:
             self._group.poll_ended()
 
-    async def _poll(self, timeout_ms: float, max_records: int) -> list[ConsumerRecord]:
+    async def _wait_for(self, take: Callable[[], list[_T]], timeout_ms: float) -> list[_T]:
+        """What ``take`` hands out, as soon as it hands out anything, or [] after
+        ``timeout_ms``; a partition's pending error is raised first."""
         deadline = trio.current_time() + timeout_ms / 1000
         while True:
-            records = self._take(max_records)
-            if records:
-                return records
+            taken = take()
+            if taken:
+                return taken
             self._raise_partition_error()
             if trio.current_time() >= deadline:
                 return []
@@ -319,19 +345,30 @@ class Consumer(GroupMethods):
         while len(out) < max_records:
             if not self._ready and not self._decode_next():
                 break
-            tp, records = self._ready[0]
+            tp, records, raw = self._ready[0]
             want = max_records - len(out)
             if len(records) <= want:
                 self._ready.popleft()
                 out += records
             else:
                 out += records[:want]
-                self._ready[0] = (tp, records[want:])
+                self._ready[0] = (tp, records[want:], raw)
             self._states[tp].position = out[-1].offset + 1
         return out
 
     def _decode_next(self) -> bool:
-        """Decode one buffered fetch of one partition into ``_ready``; False if none.
+        """Decode one buffered fetch of one partition into ``_ready``; False if none."""
+        for tp, position, raw in self._next_fetched():
+            with self._corruption_reported(tp, position):
+                records = self._decode(tp, raw, position)
+            if records:
+                self._ready.append((tp, records, raw))
+                return True
+        return False
+
+    def _next_fetched(self) -> Iterator[tuple[TopicPartition, int, bytes]]:
+        """Each buffered fetch still wanted, as (partition, position, raw batches),
+        taken off its buffer as it is yielded.
 
         Partitions take turns (the scan starts after the last one served), so one busy
         partition cannot starve the others.
@@ -346,17 +383,33 @@ class Consumer(GroupMethods):
                 self._wakeup.set()  # buffer space freed: fetch more
                 if generation != state.generation or state.position is None:
                     continue
-                try:
-                    records = self._decode(tp, raw, state.position)
-                except CorruptMessageError as exc:
-                    # Never skip past bad data: drop what is buffered and fetch again
-                    # from the position, so every poll reports it until the app seeks.
-                    self.seek(tp[0], tp[1], state.position)
-                    raise with_context(exc, f"{tp[0]}-{tp[1]} at offset {state.position}") from exc
-                if records:
-                    self._ready.append((tp, records))
-                    return True
-        return False
+                yield tp, state.position, raw
+
+    @contextmanager
+    def _corruption_reported(self, tp: TopicPartition, position: int) -> Iterator[None]:
+        """Never skip past bad data: on CorruptMessageError drop what is buffered and
+        fetch again from the position, so every poll reports it until the app seeks."""
+        try:
+            yield
+        except CorruptMessageError as exc:
+            self.seek(tp[0], tp[1], position)
+            raise with_context(exc, f"{tp[0]}-{tp[1]} at offset {position}") from exc
+
+    def _take_views(self) -> list[BatchView]:
+        fetched: Iterable[tuple[TopicPartition, int, bytes]]
+        if self._ready:  # what a poll decoded but did not hand out comes first
+            tp, _, raw = self._ready.popleft()
+            fetched = [(tp, self._states[tp].position or 0, raw)]
+        else:
+            fetched = self._next_fetched()
+        for tp, position, raw in fetched:
+            with self._corruption_reported(tp, position):
+                views = batch_views(raw, tp[0], tp[1], position, verify_crc=self.check_crcs)
+            views = [view for view in views if len(view)]
+            if views:
+                self._states[tp].position = views[-1].next_offset
+                return views
+        return []
 
     def _decode(self, tp: TopicPartition, raw: bytes, position: int) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []

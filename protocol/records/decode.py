@@ -29,8 +29,9 @@ def _decode_section(
     DecodedRecord, or with a ``topic`` a ConsumerRecord of that topic-partition (built
     directly, not from a DecodedRecord).
 
-    This is the consumer's hot loop, so varints of one and two bytes (every delta, count
-    and length of records under 8 KiB) are decoded inline; longer ones go through
+    This is the consumer's hot loop, so varints of one and two bytes (every count and
+    length of records under 8 KiB, timestamp deltas under 8 s) and offset deltas of three
+    (batches of up to 1M records) are decoded inline; longer ones go through
     ``raw_varint``. Each inline block computes the raw varint ``n`` and then unzigzags.
     """
     records: list[Any] = []
@@ -57,20 +58,26 @@ def _decode_section(
             # A length that is wrong in any way (negative, past the batch) shows up as
             # the fields not ending at ``end`` or as an IndexError: no check here.
             end = pos + ((n >> 1) ^ -(n & 1))
-            # attributes (unused in v2), then timestampDelta
+            # attributes (unused in v2), then timestampDelta (two bytes from 64 ms on)
             n = section[pos + 1]
             if n < 0x80:
                 pos += 2
+            elif section[pos + 2] < 0x80:
+                n = (n & 0x7F) | (section[pos + 2] << 7)
+                pos += 3
             else:
                 n, pos = raw_varint(section, pos + 1)
             timestamp_delta = (n >> 1) ^ -(n & 1)
-            # offsetDelta
+            # offsetDelta (three bytes from the 8192nd record of a batch on)
             n = section[pos]
             if n < 0x80:
                 pos += 1
             elif section[pos + 1] < 0x80:
                 n = (n & 0x7F) | (section[pos + 1] << 7)
                 pos += 2
+            elif section[pos + 2] < 0x80:
+                n = (n & 0x7F) | ((section[pos + 1] & 0x7F) << 7) | (section[pos + 2] << 14)
+                pos += 3
             else:
                 n, pos = raw_varint(section, pos)
             offset_delta = (n >> 1) ^ -(n & 1)

@@ -185,3 +185,28 @@ async def test_latest_reset_reads_only_records_produced_after_assignment(broker:
             await producer.send("late", b"new")
             [record] = await poll_until(consumer, 1)
     assert (record.offset, record.value) == (1, b"new")
+
+
+async def test_poll_batches_reads_what_poll_reads_from_a_seek_inside_a_batch(
+    broker: Broker,
+) -> None:
+    await FakeController(broker).lead("v")
+    async with Producer(bootstrap(broker), acks=1, linger_ms=50) as producer:
+        for i in range(300):
+            producer.send_nowait("v", b"value-%d" % i, key=b"k" if i % 3 else None)
+        await producer.flush()
+    async with Consumer(bootstrap(broker)) as consumer:
+        consumer.assign([("v", 0)])
+        consumer.seek("v", 0, 5)
+        expected = await poll_until(consumer, 295)
+        consumer.seek("v", 0, 5)
+        views = []
+        with trio.fail_after(20):
+            while sum(len(view) for view in views) < 295:
+                views += await consumer.poll_batches(1000)
+        assert consumer.position("v", 0) == 300
+    assert [r for view in views for r in view.records()] == expected
+    assert [bytes(v) for view in views for v in view.values() if v is not None] == [
+        r.value for r in expected
+    ]
+    assert [o for view in views for o in view.offsets()] == list(range(5, 300))

@@ -165,3 +165,46 @@ async def test_records_a_waiting_iterator_receives_after_a_seek_are_handed_out()
             consumer.seek("t", 1, 5)  # while the iterator waits in poll
             _feed(consumer, {0: (0, _batch(0, [b"a"]))})
     assert got == [0]
+
+
+async def test_poll_batches_returns_the_bytes_poll_would() -> None:
+    fetched = _batch(0, [b"a", b"bb"]) + encode_batch(
+        [Record(b"ccc", key=b"k", headers=(("h", b"1"),))], base_offset=2
+    )
+    by_poll = _consumer(0)
+    by_poll.seek("t", 0, 0)
+    _feed(by_poll, {0: (0, fetched)})
+    by_views = _consumer(0)
+    by_views.seek("t", 0, 0)
+    _feed(by_views, {0: (0, fetched)})
+
+    records = await by_poll.poll(0)
+    views = await by_views.poll_batches(0)
+
+    assert [bytes(v) for view in views for v in view.values()] == [r.value for r in records]
+    assert [r for view in views for r in view.records()] == records
+    assert [view.headers(0) for view in views][-1] == (("h", b"1"),)
+    assert by_views.position("t", 0) == by_poll.position("t", 0) == 3
+
+
+async def test_poll_batches_hands_out_what_a_partial_poll_left() -> None:
+    consumer = _consumer(0)
+    consumer.seek("t", 0, 0)
+    _feed(consumer, {0: (0, _batch(0, [b"%d" % i for i in range(5)]))})
+    assert [r.offset for r in await consumer.poll(0, max_records=2)] == [0, 1]
+    (view,) = await consumer.poll_batches(0)
+    assert (view.offsets(), [bytes(v) for v in view.values()]) == ([2, 3, 4], [b"2", b"3", b"4"])
+    assert consumer.position("t", 0) == 5
+    assert await consumer.poll(0) == []
+
+
+async def test_corrupt_batch_raises_from_poll_batches_and_is_not_skipped() -> None:
+    consumer = _consumer(0)
+    consumer.seek("t", 0, 0)
+    data = bytearray(encode_batch([Record(b"v", key=b"k")]))
+    data[-1] ^= 0xFF  # breaks the CRC
+    _feed(consumer, {0: (0, bytes(data))})
+    with pytest.raises(CorruptMessageError, match=r"t-0 at offset 0.*CRC"):
+        await consumer.poll_batches(0)
+    assert consumer.position("t", 0) == 0
+    assert consumer._states[("t", 0)].fetch_offset == 0  # fetched again, never skipped

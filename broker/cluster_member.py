@@ -221,7 +221,19 @@ class ClusterMembership:
                 log.info("controlled shutdown of broker %d succeeded", config.broker_id)
                 return True
             log.info("controlled shutdown: broker still leads %s", remaining)
+            if not await self._another_broker_is_alive():
+                # Retrying cannot help: there is nobody to hand leadership to (the last
+                # broker of a cluster that is stopping, as `dev down` stops them all).
+                log.info("controlled shutdown: no other broker is alive to take leadership")
+                return False
         return False
+
+    async def _another_broker_is_alive(self) -> bool:
+        try:
+            brokers = await self.zk.get_live_brokers()
+        except ZkError:
+            return True  # unknown: keep retrying as configured
+        return any(b != self.config.broker_id for b in brokers)
 
     async def _ask_controller_to_shut_us_down(self) -> list[Body] | None:
         controller_id = await self.zk.get_controller_id()

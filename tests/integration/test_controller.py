@@ -296,6 +296,25 @@ async def test_controlled_shutdown_moves_every_leadership_off_the_broker_first(
         c.stop(leaving)
 
 
+async def test_the_last_live_broker_stops_retrying_controlled_shutdown_at_once(
+    tmp_path: Path, zk_connect: str, zk_client: ZkClient
+) -> None:
+    # A backoff no test could wait for: the shutdown must not retry at all.
+    backoff = {"controlled_shutdown_retry_backoff_ms": 600_000}
+    async with cluster(tmp_path, zk_connect, size=2, **backoff) as c:
+        await c.request(ApiKey.CREATE_TOPICS, create_topic_body("t", 2, 2))
+        last = min(c.brokers)
+        c.stop(max(c.brokers))
+        data = KafkaZkClient(zk_client)
+
+        async def alone() -> bool:
+            return set(await data.get_live_brokers()) == {last}
+
+        await wait_until_async(alone, "the other broker gone from ZooKeeper")
+        with trio.fail_after(60):
+            assert not await _membership(c.brokers[last]).controlled_shutdown()
+
+
 async def test_deleting_a_topic_removes_its_directories_from_every_broker(
     tmp_path: Path, zk_connect: str, zk_client: ZkClient
 ) -> None:

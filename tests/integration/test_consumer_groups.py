@@ -171,7 +171,11 @@ async def test_cooperative_members_with_a_pattern_pick_up_a_new_topic(
         await wait_for(lambda: balanced(4), "pat-a shared by both members")
         await create_topic(bootstrap, "pat-b", 2)
         await wait_for(lambda: balanced(6), "pat-b added to the group's partitions")
-        assert {r.consumer.subscription() == ["pat-a", "pat-b"] for r in readers} == {True}
+        # The leader's metadata found pat-b; each member's own refresh finds it too.
+        await wait_for(
+            lambda: all(r.consumer.subscription() == ["pat-a", "pat-b"] for r in readers),
+            "pat-b in every member's subscription",
+        )
         await produce(bootstrap, "pat-b", 2, 10, 0)
         await wait_for(lambda: sum(len(r.records) for r in readers) == 10, "pat-b's records")
         while_running = list(revoked)

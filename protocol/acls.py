@@ -30,26 +30,33 @@ WILDCARD: Final = "*"
 
 WILDCARD_PRINCIPAL: Final = "User:*"
 
-_E = TypeVar("_E", bound=enum.Enum)
+
+class _Coded(enum.Enum):
+    """An enum whose value is (Kafka's wire code, Kafka's name for it)."""
+
+    _value_: tuple[int, str]
+
+    @property
+    def code(self) -> int:
+        return self._value_[0]
+
+    @property
+    def title(self) -> str:
+        return self._value_[1]
 
 
-class ResourceType(enum.Enum):
+_E = TypeVar("_E", bound=_Coded)
+
+
+class ResourceType(_Coded):
     """Kafka's resource types: value = (wire code, name in ZooKeeper paths)."""
 
     TOPIC = (2, "Topic")
     GROUP = (3, "Group")
     CLUSTER = (4, "Cluster")
 
-    @property
-    def code(self) -> int:
-        return self.value[0]
 
-    @property
-    def title(self) -> str:
-        return self.value[1]
-
-
-class PatternType(enum.Enum):
+class PatternType(_Coded):
     """How a pattern's name matches resource names: value = (wire code, name)."""
 
     ANY = (1, "ANY")  # filters only
@@ -57,12 +64,8 @@ class PatternType(enum.Enum):
     LITERAL = (3, "LITERAL")
     PREFIXED = (4, "PREFIXED")
 
-    @property
-    def code(self) -> int:
-        return self.value[0]
 
-
-class Operation(enum.Enum):
+class Operation(_Coded):
     """Kafka's ACL operations: value = (wire code, name in ZooKeeper JSON)."""
 
     ANY = (1, "Any")  # filters only
@@ -78,35 +81,19 @@ class Operation(enum.Enum):
     ALTER_CONFIGS = (11, "AlterConfigs")
     IDEMPOTENT_WRITE = (12, "IdempotentWrite")
 
-    @property
-    def code(self) -> int:
-        return self.value[0]
 
-    @property
-    def title(self) -> str:
-        return self.value[1]
-
-
-class Permission(enum.Enum):
+class Permission(_Coded):
     ANY = (1, "Any")  # filters only
     DENY = (2, "Deny")
     ALLOW = (3, "Allow")
 
-    @property
-    def code(self) -> int:
-        return self.value[0]
-
-    @property
-    def title(self) -> str:
-        return self.value[1]
-
 
 def _by_code(cls: type[_E]) -> dict[int, _E]:
-    return {member.value[0]: member for member in cls}
+    return {member.code: member for member in cls}
 
 
 def _by_name(cls: type[_E]) -> dict[str, _E]:
-    names = {member.value[1].lower(): member for member in cls}
+    names = {member.title.lower(): member for member in cls}
     names |= {member.name.lower().replace("_", ""): member for member in cls}
     return names
 

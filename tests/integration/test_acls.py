@@ -58,6 +58,7 @@ from tests.support.broker import (
     values_of,
 )
 from tests.support.cli import run_cli
+from tests.support.forged import leader_and_isr, stop_replica
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -345,47 +346,12 @@ async def test_metadata_hides_what_the_principal_may_not_describe_and_needs_crea
         await wait_until_async(created, "the auto-created topic")
 
 
-def stop_replica(controller_id: int, controller_epoch: int, broker_epoch: int) -> dict[str, Any]:
-    return {
-        "controller_id": controller_id,
-        "controller_epoch": controller_epoch,
-        "broker_epoch": broker_epoch,
-        "partition_states": [
-            {
-                "topic_name": TOPIC,
-                "partition_index": 0,
-                "leader_epoch": -1,
-                "delete_partition": True,
-            }
-        ],
-    }
-
-
-def leader_and_isr(controller_id: int, controller_epoch: int, broker_epoch: int) -> dict[str, Any]:
-    return {
-        "controller_id": controller_id,
-        "controller_epoch": controller_epoch,
-        "broker_epoch": broker_epoch,
-        "partition_states": [
-            {
-                "topic_name": TOPIC,
-                "partition_index": 0,
-                "controller_epoch": controller_epoch,
-                "leader": 2,
-                "leader_epoch": 1000,
-                "isr": [2],
-                "zk_version": 0,
-                "replicas": [1, 2],
-                "is_new": False,
-            }
-        ],
-        "live_leaders": [{"id": 2, "host": "127.0.0.1", "port": 1}],
-    }
-
-
 def update_metadata(controller_id: int, controller_epoch: int, broker_epoch: int) -> dict[str, Any]:
     """The topic being deleted (leader -2) and no broker alive."""
-    state = leader_and_isr(controller_id, controller_epoch, broker_epoch)["partition_states"][0]
+    forged = leader_and_isr(
+        TOPIC, controller_id, controller_epoch, broker_epoch, leader=2, replicas=[1, 2]
+    )
+    state = forged["partition_states"][0]
     return {
         "controller_id": controller_id,
         "controller_epoch": controller_epoch,
@@ -413,8 +379,13 @@ async def test_forged_controller_requests_from_a_non_broker_are_refused_and_chan
         broker_epoch = stat.czxid
         await cluster.create_acls(grant(ResourceType.TOPIC, TOPIC, Operation.ALL))
         forged = [
-            (ApiKey.STOP_REPLICA, stop_replica(controller_id, epoch, broker_epoch)),
-            (ApiKey.LEADER_AND_ISR, leader_and_isr(controller_id, epoch, broker_epoch)),
+            (ApiKey.STOP_REPLICA, stop_replica(TOPIC, controller_id, epoch, broker_epoch)),
+            (
+                ApiKey.LEADER_AND_ISR,
+                leader_and_isr(
+                    TOPIC, controller_id, epoch, broker_epoch, leader=2, replicas=[1, 2]
+                ),
+            ),
             (ApiKey.UPDATE_METADATA, update_metadata(controller_id, epoch, broker_epoch)),
         ]
         answers = [(await cluster.client(key, body))["error_code"] for key, body in forged]

@@ -24,6 +24,7 @@ from minibroker.protocol.errors import (
 from minibroker.zk.client import ZkClient
 from tests.support.broker import batch, fetch_body, fetched, produce_body, produced, values_of
 from tests.support.cli import run_cli
+from tests.support.forged import stop_replica
 from tests.support.security import (
     BROKER_PASSWORD,
     BROKER_USER,
@@ -106,15 +107,7 @@ async def test_users_get_what_their_acls_give_and_a_forged_stop_replica_is_refus
         epoch = int((await zk_client.get("/controller_epoch"))[0])
         stat = await zk_client.exists("/brokers/ids/1")
         assert stat is not None
-        stop = {
-            "controller_id": controller_id,
-            "controller_epoch": epoch,
-            "broker_epoch": stat.czxid,
-            "partition_states": [
-                {"topic_name": TOPIC, "partition_index": 0, "leader_epoch": -1,
-                 "delete_partition": True}
-            ],
-        }  # fmt: skip
+        stop = stop_replica(TOPIC, controller_id, epoch, stat.czxid)
         for user in ("bob", "alice"):
             answer = await request(broker.port, user, ApiKey.STOP_REPLICA, stop)
             assert answer["error_code"] == CLUSTER_AUTH

@@ -11,7 +11,6 @@ gets a leader).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -23,52 +22,13 @@ from minibroker.protocol.errors import StaleBrokerEpochError, StaleControllerEpo
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
 from tests.support.cluster import ProcessCluster
+from tests.support.forged import leader_and_isr, stop_replica
 
 pytestmark = [pytest.mark.timeout(180)]
 
 TOPIC = "precious"
 RECORDS = 200
 MAX_EPOCH = 2**31 - 1
-
-
-def stop_replica(controller_id: int, controller_epoch: int, broker_epoch: int) -> dict[str, Any]:
-    return {
-        "controller_id": controller_id,
-        "controller_epoch": controller_epoch,
-        "broker_epoch": broker_epoch,
-        "partition_states": [
-            {
-                "topic_name": TOPIC,
-                "partition_index": 0,
-                "leader_epoch": -1,
-                "delete_partition": True,
-            }
-        ],
-    }
-
-
-def leader_and_isr(
-    controller_id: int, controller_epoch: int, broker_epoch: int, leader: int
-) -> dict[str, Any]:
-    return {
-        "controller_id": controller_id,
-        "controller_epoch": controller_epoch,
-        "broker_epoch": broker_epoch,
-        "partition_states": [
-            {
-                "topic_name": TOPIC,
-                "partition_index": 0,
-                "controller_epoch": controller_epoch,
-                "leader": leader,
-                "leader_epoch": 1000,
-                "isr": [leader],
-                "zk_version": 0,
-                "replicas": [1, 2, 3],
-                "is_new": False,
-            }
-        ],
-        "live_leaders": [{"id": leader, "host": "127.0.0.1", "port": 1}],
-    }
 
 
 async def read_everything(bootstrap: str) -> list[bytes | None]:
@@ -104,18 +64,20 @@ async def test_forged_controller_requests_change_nothing_and_the_controller_stil
         answers: list[tuple[str, int]] = []
         for broker_id in cluster.brokers:
             forged = {
-                "stop, max epoch": (ApiKey.STOP_REPLICA, stop_replica(2, MAX_EPOCH, -1)),
+                "stop, max epoch": (ApiKey.STOP_REPLICA, stop_replica(TOPIC, 2, MAX_EPOCH, -1)),
                 "lead, max epoch": (
                     ApiKey.LEADER_AND_ISR,
-                    leader_and_isr(2, MAX_EPOCH, -1, other),
+                    leader_and_isr(TOPIC, 2, MAX_EPOCH, -1, leader=other, replicas=[1, 2, 3]),
                 ),
                 "stop, real epoch": (
                     ApiKey.STOP_REPLICA,
-                    stop_replica(controller_id, epoch, -1),
+                    stop_replica(TOPIC, controller_id, epoch, -1),
                 ),
                 "lead, real epoch": (
                     ApiKey.LEADER_AND_ISR,
-                    leader_and_isr(controller_id, epoch, -1, other),
+                    leader_and_isr(
+                        TOPIC, controller_id, epoch, -1, leader=other, replicas=[1, 2, 3]
+                    ),
                 ),
             }
             for name, (api_key, body) in forged.items():

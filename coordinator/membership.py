@@ -109,8 +109,14 @@ class GroupMembership(GroupRebalancer):
         group.remove(member.member_id)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, f"member {member.member_id} left")
-        elif group.is_(GroupState.PREPARING_REBALANCE):
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        if group.members or group.pending_members:
             self.join_purgatory.notify(group.group_id)
+        else:
+            # Nobody is left to wait for: the group is Empty within this request, as in
+            # Kafka, so the answer to the next request already sees it so.
+            self._complete_join(group)
 
     # -- LeaveGroup ----------------------------------------------------------------------------
 

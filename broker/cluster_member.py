@@ -221,19 +221,32 @@ class ClusterMembership:
                 log.info("controlled shutdown of broker %d succeeded", config.broker_id)
                 return True
             log.info("controlled shutdown: broker still leads %s", remaining)
-            if not await self._another_broker_is_alive():
-                # Retrying cannot help: there is nobody to hand leadership to (the last
-                # broker of a cluster that is stopping, as `dev down` stops them all).
-                log.info("controlled shutdown: no other broker is alive to take leadership")
+            if remaining is not None and not await self._a_replica_could_take_over(remaining):
+                # Retrying cannot help: no other replica of what this broker still leads
+                # is alive to take it (the last brokers of a cluster that is stopping).
+                log.info("controlled shutdown: no other replica is alive to take leadership")
                 return False
         return False
 
-    async def _another_broker_is_alive(self) -> bool:
+    async def _a_replica_could_take_over(self, remaining: list[Body]) -> bool:
+        """Is another replica of one of the ``remaining`` partitions on a live broker?
+        (Only then can a retry move its leadership; unknown answers yes.)"""
         try:
             brokers = await self.zk.get_live_brokers()
+            others = set(brokers) - {self.config.broker_id}
+            if not others:
+                return False
+            topics = {p["topic_name"] for p in remaining}
+            assignments = await self.zk.get_assignments(topics)
         except ZkError:
-            return True  # unknown: keep retrying as configured
-        return any(b != self.config.broker_id for b in brokers)
+            return True
+        for p in remaining:
+            assignment = assignments.get(p["topic_name"])
+            if assignment is None:
+                continue
+            if others.intersection(assignment.partitions.get(p["partition_index"], ())):
+                return True
+        return False
 
     async def _ask_controller_to_shut_us_down(self) -> list[Body] | None:
         controller_id = await self.zk.get_controller_id()

@@ -4,8 +4,11 @@ local cluster (ZooKeeper + N brokers) in one command, and control of its brokers
 How this works. ``dev up`` is a supervisor: it starts ``minibroker zookeeper`` and then
 N ``minibroker broker`` processes (``sys.executable -m minibroker.client.cli.main ...``),
 each in its own session so the terminal's Ctrl-C reaches only the supervisor, which then
-stops them in order: SIGTERM to every broker (a broker stops cleanly: controlled
-shutdown, logs flushed, ``.kafka_cleanshutdown`` written), then ZooKeeper. Each child
+stops them in order: SIGTERM to one broker at a time, highest id first (each stops
+cleanly: controlled shutdown, logs flushed, ``.kafka_cleanshutdown`` written), then
+ZooKeeper. One at a time because a controlled shutdown moves the broker's leaderships
+to brokers that stay: brokers stopped all at once have nowhere to move them and each
+retries until it gives up. Each child
 writes its output to ``<data-dir>/logs/<name>.log``; readiness is read from those logs
 (the line a child prints once it listens) and then from the Metadata API: an active
 controller and every broker registered. The other commands (client/cli/dev_control.py)
@@ -378,21 +381,44 @@ class _Supervisor:
             await trio.sleep(0.5)
 
     async def stop(self) -> None:
-        """SIGTERM every broker, wait (controlled shutdown), then ZooKeeper; SIGKILL late
-        ones. Brokers `dev start-broker` started are not our children: dev.json has them."""
+        """SIGTERM the brokers one at a time (controlled shutdown), then ZooKeeper;
+        SIGKILL what is still running at the deadline. Brokers `dev start-broker` started
+        are not our children: dev.json has them."""
         self.stopping = True
-        brokers = [p for n, p in self.processes.items() if n != "zookeeper"]
+        brokers = [
+            p for n, p in sorted(self.processes.items(), key=_broker_order) if n != "zookeeper"
+        ]
         ours = {p.pid for p in self.processes.values()}
         recorded = DevState.load(self.data_dir) or self.state
         others = [b.pid for b in recorded.brokers.values() if b.pid not in ours]
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_terminate, brokers, STOP_TIMEOUT_S)
-            nursery.start_soon(trio.to_thread.run_sync, terminate_pids, others, STOP_TIMEOUT_S)
+        await trio.to_thread.run_sync(terminate_pids, others, STOP_TIMEOUT_S)
+        await _terminate_in_turn(brokers, STOP_TIMEOUT_S)
         zk = self.processes.get("zookeeper")
         if zk is not None:
             await _terminate([zk], 30.0)
         (self.data_dir / STATE_FILE).unlink(missing_ok=True)
         forget_location(self.data_dir)
+
+
+def _broker_order(item: tuple[str, trio.Process]) -> int:
+    """Highest broker id first: the controller is usually the first broker started, and
+    stopping it last spares the others a controller election each."""
+    name = item[0]
+    return -int(name.rsplit("-", 1)[1]) if name.startswith("broker-") else 0
+
+
+async def _terminate_in_turn(processes: list[trio.Process], timeout_s: float) -> None:
+    """SIGTERM each process after the one before has exited; all within ``timeout_s``,
+    then SIGKILL whatever still runs."""
+    with trio.move_on_after(timeout_s):
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                await process.wait()
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            await process.wait()
 
 
 async def _terminate(processes: list[trio.Process], timeout_s: float) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minibroker.protocol.compression import Compression
+from minibroker.protocol.records import accel
 from minibroker.protocol.records.batch import (
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_ID,
@@ -104,11 +105,34 @@ def encode_values(
     """Fast path: one batch of values with null keys, no headers and one timestamp.
 
     Every record then has the same fixed prefix and suffix; only the offset delta and
-    the value length vary. This is the producer's hot loop: for batches of up to 16,384
-    records of values under 16 KiB every varint and record head is a cache lookup.
+    the value length vary. The compiled codec (``accel``) writes the records section in
+    one pass when built; otherwise ``_encode_values_python`` does.
     """
     if not values:
         raise ValueError("a record batch holds at least one record")
+    speedups = accel.speedups
+    section = None if speedups is None else speedups.encode_values(values)
+    if section is None:  # no compiled codec, or a value that is not a bytes object
+        section = _encode_values_python(values)
+    return assemble_batch(
+        section,
+        count=len(values),
+        base_offset=base_offset,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        compression=compression,
+        timestamp_type=TimestampType.CREATE_TIME,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+    )
+
+
+def _encode_values_python(values: Sequence[bytes]) -> bytes:
+    """``encode_values``' records section in pure Python: the reference the compiled
+    codec matches. This is the producer's hot loop: for batches of up to 16,384 records
+    of values under 16 KiB every varint and record head is a cache lookup."""
     parts: list[bytes] = []
     append = parts.append
     # length | attributes 0, timestampDelta 0 | offsetDelta | keyLength -1 | valueLength |
@@ -129,16 +153,4 @@ def encode_values(
             append(b"\x00\x00" + middle)
             append(value)
             append(b"\x00")
-    return assemble_batch(
-        b"".join(parts),
-        count=len(values),
-        base_offset=base_offset,
-        base_timestamp=timestamp,
-        max_timestamp=timestamp,
-        compression=compression,
-        timestamp_type=TimestampType.CREATE_TIME,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
-    )
+    return b"".join(parts)

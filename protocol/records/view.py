@@ -348,8 +348,9 @@ class BatchView:
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return iter(self.records())
 
-    def _section(self) -> bytes:
-        return bytes(self._data[self._start : self._stop])
+    def _section(self) -> memoryview:
+        """The records section, not copied (the decoder copies only what it keeps)."""
+        return self._mv[self._start : self._stop]
 
     def _walk(self) -> _Fields:
         if self._fields is None:

@@ -101,7 +101,7 @@ def test_the_wheel_installs_only_the_minibroker_package(tmp_path: Path) -> None:
 def test_the_wheel_builds_without_a_c_compiler(tmp_path: Path) -> None:
     """No compiler: the optional extension is left out and the pure-Python codec ships.
     Built from a copy of the checkout's files without the ignored ones, as a fresh clone
-    has them (an in-place build's ``.so`` would otherwise be packed as data)."""
+    has them (an earlier build's ``build/`` would otherwise be packed again)."""
     source = tmp_path / "source"
     source.mkdir()
     files = run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT)

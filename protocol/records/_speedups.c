@@ -25,6 +25,9 @@
  * encode_values(values)
  *     -> the records section encode.py's encode_values writes; None unless every value
  *        is a bytes object.
+ * encode_records(records, timestamps, base_timestamp, Record)
+ *     -> the records section encode.py's encode_batch writes; None for any input the
+ *        Python encoder should judge (see the function).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -487,6 +490,209 @@ encode_values(PyObject *module, PyObject *arg)
     return out;
 }
 
+/* Bytes of the zigzag varint of signed n. */
+static inline Py_ssize_t
+signed_varint_size(int64_t n)
+{
+    uint64_t raw = ((uint64_t)n << 1) ^ (uint64_t)(n >> 63);
+    Py_ssize_t size = 1;
+    while (raw >= 0x80) {
+        raw >>= 7;
+        size++;
+    }
+    return size;
+}
+
+static inline char *
+put_signed_varint(char *out, int64_t n)
+{
+    uint64_t raw = ((uint64_t)n << 1) ^ (uint64_t)(n >> 63);
+    while (raw >= 0x80) {
+        *out++ = (char)((raw & 0x7F) | 0x80);
+        raw >>= 7;
+    }
+    *out++ = (char)raw;
+    return out;
+}
+
+/* A growable output buffer (PyMem: growing it runs no Python code). */
+typedef struct {
+    char *data;
+    Py_ssize_t used, capacity;
+} out_t;
+
+static int
+reserve(out_t *out, Py_ssize_t more)
+{
+    if (more <= out->capacity - out->used)
+        return 0;
+    Py_ssize_t want = out->capacity ? out->capacity : 4096;
+    while (want - out->used < more) {
+        if (want > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        want *= 2;
+    }
+    char *grown = PyMem_Realloc(out->data, (size_t)want);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    out->data = grown;
+    out->capacity = want;
+    return 0;
+}
+
+/* A key, value or header value: its length and bytes, or NULL data for null. 0 if it is
+ * None or an exact bytes object; -1 otherwise (left to Python, which accepts others). */
+static inline int
+nullable_bytes(PyObject *obj, const char **data, Py_ssize_t *len)
+{
+    if (obj == Py_None) {
+        *data = NULL;
+        *len = -1;
+        return 0;
+    }
+    if (!PyBytes_CheckExact(obj))
+        return -1;
+    *data = PyBytes_AS_STRING(obj);
+    *len = PyBytes_GET_SIZE(obj);
+    return 0;
+}
+
+static inline Py_ssize_t
+nullable_size(Py_ssize_t len)
+{
+    return signed_varint_size(len) + (len > 0 ? len : 0);
+}
+
+static inline char *
+put_nullable(char *p, const char *data, Py_ssize_t len)
+{
+    p = put_signed_varint(p, len);
+    if (len > 0) {
+        memcpy(p, data, (size_t)len);
+        p += len;
+    }
+    return p;
+}
+
+/* The records section encode.py's encode_batch writes: record i is records[i] (an exact
+ * `cls`, i.e. Record: value, key, headers, timestamp) with offsetDelta i and
+ * timestampDelta timestamps[i] - base_timestamp. None for anything the Python encoder
+ * should handle itself: another record type, keys, values or header values that are not
+ * bytes or None, headers that are not a tuple or list of (str, bytes | None) tuples, a
+ * header name that is not UTF-8 encodable, a timestamp outside int64. */
+static PyObject *
+encode_records(PyObject *module, PyObject *args)
+{
+    PyObject *records_arg, *timestamps_arg, *base_arg, *cls;
+    if (!PyArg_ParseTuple(args, "OOOO!", &records_arg, &timestamps_arg, &base_arg,
+                          &PyType_Type, &cls))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass");
+        return NULL;
+    }
+    /* not an int, or outside int64: Python says what happens */
+    if (!PyLong_Check(base_arg))
+        Py_RETURN_NONE;
+    int base_overflow = 0;
+    long long base_timestamp = PyLong_AsLongLongAndOverflow(base_arg, &base_overflow);
+    if (base_overflow)
+        Py_RETURN_NONE;
+    PyObject *records = PySequence_Tuple(records_arg);
+    if (records == NULL)
+        return NULL;
+    PyObject *timestamps = PySequence_Tuple(timestamps_arg);
+    if (timestamps == NULL) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    out_t out = {NULL, 0, 0};
+    PyObject *result = NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(records);
+    if (PyTuple_GET_SIZE(timestamps) != count)
+        goto fallback;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *record = PyTuple_GET_ITEM(records, i);
+        if ((PyObject *)Py_TYPE(record) != cls || PyTuple_GET_SIZE(record) != 4)
+            goto fallback;
+        const char *value, *key;
+        Py_ssize_t value_len, key_len;
+        if (nullable_bytes(PyTuple_GET_ITEM(record, 0), &value, &value_len) < 0 ||
+            nullable_bytes(PyTuple_GET_ITEM(record, 1), &key, &key_len) < 0)
+            goto fallback;
+        PyObject *headers = PyTuple_GET_ITEM(record, 2);
+        if (!PyTuple_CheckExact(headers) && !PyList_CheckExact(headers))
+            goto fallback;
+        PyObject *stamp = PyTuple_GET_ITEM(timestamps, i);
+        if (!PyLong_Check(stamp))
+            goto fallback;
+        int overflow = 0;
+        long long timestamp = PyLong_AsLongLongAndOverflow(stamp, &overflow);
+        int64_t delta;
+        if (overflow || __builtin_sub_overflow((int64_t)timestamp, (int64_t)base_timestamp,
+                                               &delta))
+            goto fallback;
+        /* The body: attributes, timestampDelta, offsetDelta, key, value, headers. The
+         * header names' UTF-8 is made here (cached in each str), before any writing. */
+        Py_ssize_t n_headers = PySequence_Fast_GET_SIZE(headers);
+        Py_ssize_t body = 1 + signed_varint_size(delta) + signed_varint_size(i) +
+                          nullable_size(key_len) + nullable_size(value_len) +
+                          signed_varint_size(n_headers);
+        for (Py_ssize_t h = 0; h < n_headers; h++) {
+            PyObject *pair = PySequence_Fast_GET_ITEM(headers, h);
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+                !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)))
+                goto fallback;
+            Py_ssize_t name_len, header_len;
+            const char *header_value;
+            if (PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &name_len) == NULL) {
+                PyErr_Clear(); /* e.g. a lone surrogate: Python raises its own error */
+                goto fallback;
+            }
+            if (nullable_bytes(PyTuple_GET_ITEM(pair, 1), &header_value, &header_len) < 0)
+                goto fallback;
+            body += signed_varint_size(name_len) + name_len + nullable_size(header_len);
+        }
+        if (reserve(&out, signed_varint_size(body) + body) < 0)
+            goto error;
+        /* Nothing since the sizes were taken can have run Python code (PyMem only). */
+        char *p = out.data + out.used;
+        p = put_signed_varint(p, body);
+        *p++ = 0; /* attributes */
+        p = put_signed_varint(p, delta);
+        p = put_signed_varint(p, i);
+        p = put_nullable(p, key, key_len);
+        p = put_nullable(p, value, value_len);
+        p = put_signed_varint(p, n_headers);
+        for (Py_ssize_t h = 0; h < n_headers; h++) {
+            PyObject *pair = PySequence_Fast_GET_ITEM(headers, h);
+            Py_ssize_t name_len, header_len;
+            const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &name_len);
+            const char *header_value;
+            nullable_bytes(PyTuple_GET_ITEM(pair, 1), &header_value, &header_len);
+            p = put_nullable(p, name, name_len);
+            p = put_nullable(p, header_value, header_len);
+        }
+        out.used = p - out.data;
+    }
+    result = PyBytes_FromStringAndSize(out.data, out.used);
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    PyMem_Free(out.data);
+    Py_DECREF(records);
+    Py_DECREF(timestamps);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS,
      "Decode a records section into tuples of cls; None when not plainly well formed."},
@@ -497,6 +703,8 @@ static PyMethodDef methods[] = {
      "Records filling buf[start:end] exactly, last offsetDelta checked; -1 otherwise."},
     {"encode_values", encode_values, METH_O,
      "The records section of a batch of values (null keys, no headers, one timestamp)."},
+    {"encode_records", encode_records, METH_VARARGS,
+     "The records section of a batch of Records; None for what Python should encode."},
     {NULL, NULL, 0, NULL},
 };
 

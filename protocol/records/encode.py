@@ -67,16 +67,24 @@ def encode_batch(
     base_sequence: int = -1,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
-    """Encode ``records`` as one batch. Records without a timestamp get ``now_ms``."""
+    """Encode ``records`` as one batch. Records without a timestamp get ``now_ms``.
+
+    The compiled codec (``accel``) writes the records section when built; it leaves to
+    ``_encode_record`` any input that is not plainly bytes, str and int64 values."""
     if not records:
         raise ValueError("a record batch holds at least one record")
     default_ts = NO_TIMESTAMP if now_ms is None else now_ms
     timestamps = [default_ts if r.timestamp is None else r.timestamp for r in records]
     base_timestamp = timestamps[0]
-    section = b"".join(
-        _encode_record(record, delta, ts - base_timestamp)
-        for delta, (record, ts) in enumerate(zip(records, timestamps, strict=True))
-    )
+    speedups = accel.speedups
+    section = None
+    if speedups is not None:
+        section = speedups.encode_records(records, timestamps, base_timestamp, Record)
+    if section is None:  # no compiled codec, or an input it leaves to Python
+        section = b"".join(
+            _encode_record(record, delta, ts - base_timestamp)
+            for delta, (record, ts) in enumerate(zip(records, timestamps, strict=True))
+        )
     return assemble_batch(
         section,
         count=len(records),

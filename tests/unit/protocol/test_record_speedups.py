@@ -389,3 +389,58 @@ def test_a_missing_compiled_module_falls_back_to_python() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "python b'v'"
+
+
+wide_timestamp_st = st.one_of(
+    st.none(),
+    st.integers(-(2**45), 2**45),
+    st.sampled_from([-(2**63), 2**63 - 1, -1, 0, 2**63, -(2**63) - 1]),
+)
+
+
+@settings(max_examples=150)
+@given(
+    records=st.lists(record_st, min_size=1, max_size=8),
+    stamps=st.lists(wide_timestamp_st, min_size=8, max_size=8),
+    now_ms=st.one_of(st.none(), st.integers(0, 2**41)),
+)
+def test_both_codecs_encode_record_batches_byte_for_byte(
+    compiled_codec: ModuleType, records: list[Record], stamps: list[int | None], now_ms: int | None
+) -> None:
+    """Keys, headers, null keys and values, values at each varint width, and timestamps
+    up to and past int64 (past it, the C code leaves the batch to Python)."""
+    records = [r._replace(timestamp=t) for r, t in zip(records, stamps, strict=False)]
+    same(compiled_codec, lambda: encode_batch(records, base_offset=7, now_ms=now_ms))
+
+
+ODD_RECORDS: dict[str, list[Any]] = {
+    "bytearray key": [Record(b"v", key=bytearray(b"k"))],
+    "memoryview value": [Record(memoryview(b"v"))],
+    "headers as a list": [Record(b"v", headers=[("h", b"x"), ("n", None)])],  # type: ignore[arg-type]
+    "header value bytearray": [Record(b"v", headers=(("h", bytearray(b"x")),))],
+    "non-ascii header name": [Record(b"v", headers=(("clé-名", b"x"),))],
+    "lone surrogate header name": [Record(b"v", headers=(("\udc80", b"x"),))],
+    "header of three": [Record(b"v", headers=(("h", b"x", b"y"),))],  # type: ignore[arg-type]
+    "header name bytes": [Record(b"v", headers=((b"h", b"x"),))],  # type: ignore[arg-type]
+    "float timestamp": [Record(b"v", timestamp=1.5)],  # type: ignore[arg-type]
+    "bool timestamp": [Record(b"v", timestamp=True)],
+    "str value": [Record("v")],  # type: ignore[arg-type]
+    "a tuple, not a Record": [(b"v", None, (), 5)],
+    "many headers": [Record(b"v", headers=tuple((f"h{i}", b"x" * i) for i in range(200)))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD_RECORDS))
+def test_odd_records_encode_or_fail_alike(compiled_codec: ModuleType, name: str) -> None:
+    same(compiled_codec, lambda: encode_batch(ODD_RECORDS[name], now_ms=3))
+
+
+def test_the_compiled_encoder_writes_headers_and_nulls_itself(compiled_codec: ModuleType) -> None:
+    records = [
+        Record(None, key=b"k", headers=(("h", None), ("clé", b"x"))),
+        Record(b"v", key=None, timestamp=-5),
+    ]
+    section = compiled_codec.encode_records(records, [9, -5], 9, Record)
+    assert section == encode_batch(records, now_ms=9)[BATCH_HEADER_SIZE:]
+    with codec(None):
+        assert section == encode_batch(records, now_ms=9)[BATCH_HEADER_SIZE:]

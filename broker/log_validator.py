@@ -41,6 +41,7 @@ from minibroker.protocol.records import (
     LOG_OVERHEAD,
     Buffer,
     Record,
+    accel,
     decode_batch,
     encode_batch,
     iter_headers,
@@ -160,7 +161,14 @@ def count_records(buf: Buffer, start: int, end: int, where: int) -> int:
     The hot loop of produce validation walks record lengths only: one- and two-byte
     varints (records up to 8 KiB) are decoded inline, longer ones by read_varint.
     Only the last record's offsetDelta is decoded: checking every record's would cost
-    several times the walk (Kafka checks none for uncompressed batches)."""
+    several times the walk (Kafka checks none for uncompressed batches). The compiled
+    codec (``accel``) does the same walk when built and leaves to this code any batch
+    that fails it, so the error is named here."""
+    if (
+        accel.speedups is not None
+        and (counted := accel.speedups.count_records(buf, start, end)) >= 0
+    ):
+        return int(counted)
     cursor = start
     found = 0
     last = -1  # where the last record's fields start

@@ -10,6 +10,7 @@ from typing import Any
 
 from minibroker.protocol.compression import Compression, decompress
 from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records import accel
 from minibroker.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     TIMESTAMP_TYPE_BIT,
@@ -23,11 +24,44 @@ from minibroker.protocol.records.varint import raw_varint, read_varint
 
 
 def _decode_section(
-    section: bytes, header: BatchHeader, topic: str | None = None, partition: int = -1
+    section: Buffer, header: BatchHeader, topic: str | None = None, partition: int = -1
 ) -> list[Any]:
     """Decode ``record_count`` records from an uncompressed records section: each a
     DecodedRecord, or with a ``topic`` a ConsumerRecord of that topic-partition (built
     directly, not from a DecodedRecord).
+
+    The compiled codec (``accel``) does it when built; it hands anything not plainly
+    well formed back to ``_decode_section_python``, which finds the precise error.
+    """
+    speedups = accel.speedups
+    if speedups is not None:
+        cls: type[tuple[Any, ...]]
+        prefix: tuple[Any, ...]
+        suffix: tuple[Any, ...]
+        if topic is None:
+            cls, prefix, suffix = DecodedRecord, (), ()
+        else:
+            cls, prefix, suffix = ConsumerRecord, (topic, partition), (header.timestamp_type,)
+        records: list[Any] | None = speedups.decode_records(
+            section,
+            header.base_offset,
+            header.base_timestamp,
+            header.max_timestamp,
+            bool(header.attributes & TIMESTAMP_TYPE_BIT),
+            header.record_count,
+            cls,
+            prefix,
+            suffix,
+        )
+        if records is not None:
+            return records
+    return _decode_section_python(bytes(section), header, topic, partition)
+
+
+def _decode_section_python(
+    section: bytes, header: BatchHeader, topic: str | None = None, partition: int = -1
+) -> list[Any]:
+    """``_decode_section`` in pure Python: the reference the compiled codec matches.
 
     This is the consumer's hot loop, so varints of one and two bytes (every count and
     length of records under 8 KiB, timestamp deltas under 8 s) and offset deltas of three
@@ -171,18 +205,24 @@ def decode_consumer_records(
     return header, _decode_section(section, header, topic, partition)
 
 
-def _records_section(buf: Buffer, pos: int, verify_crc: bool) -> tuple[BatchHeader, bytes]:
-    """The batch header at ``pos`` and its records section, decompressed."""
+def _records_section(buf: Buffer, pos: int, verify_crc: bool) -> tuple[BatchHeader, Buffer]:
+    """The batch header at ``pos`` and its records section, decompressed: a view into
+    ``buf`` when it is ``bytes`` and the batch is not compressed, so that the decoder
+    copies only what it keeps (a mutable buffer is copied: a view would pin its size)."""
     if verify_crc:
         header = validate_batch(buf, pos)
     else:
         header = read_header(buf, pos)
         if pos + header.size > len(buf):
             raise CorruptMessageError(f"batch at {pos} is cut short")
-    section = bytes(buf[pos + BATCH_HEADER_SIZE : pos + header.size])
+    start, stop = pos + BATCH_HEADER_SIZE, pos + header.size
+    if isinstance(buf, bytes):
+        section: Buffer = memoryview(buf)[start:stop]
+    else:
+        section = bytes(buf[start:stop])
     if header.compression is not Compression.NONE:
         try:
-            section = decompress(header.compression, section)
+            section = decompress(header.compression, bytes(section))
         except CorruptMessageError as exc:
             raise CorruptMessageError(f"batch at {pos}: {exc}") from exc
     return header, section

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minibroker.protocol.compression import Compression
+from minibroker.protocol.records import accel
 from minibroker.protocol.records.batch import (
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_ID,
@@ -66,16 +67,24 @@ def encode_batch(
     base_sequence: int = -1,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
-    """Encode ``records`` as one batch. Records without a timestamp get ``now_ms``."""
+    """Encode ``records`` as one batch. Records without a timestamp get ``now_ms``.
+
+    The compiled codec (``accel``) writes the records section when built; it leaves to
+    ``_encode_record`` any input that is not plainly bytes, str and int64 values."""
     if not records:
         raise ValueError("a record batch holds at least one record")
     default_ts = NO_TIMESTAMP if now_ms is None else now_ms
     timestamps = [default_ts if r.timestamp is None else r.timestamp for r in records]
     base_timestamp = timestamps[0]
-    section = b"".join(
-        _encode_record(record, delta, ts - base_timestamp)
-        for delta, (record, ts) in enumerate(zip(records, timestamps, strict=True))
-    )
+    speedups = accel.speedups
+    section = None
+    if speedups is not None:
+        section = speedups.encode_records(records, timestamps, base_timestamp, Record)
+    if section is None:  # no compiled codec, or an input it leaves to Python
+        section = b"".join(
+            _encode_record(record, delta, ts - base_timestamp)
+            for delta, (record, ts) in enumerate(zip(records, timestamps, strict=True))
+        )
     return assemble_batch(
         section,
         count=len(records),
@@ -104,11 +113,34 @@ def encode_values(
     """Fast path: one batch of values with null keys, no headers and one timestamp.
 
     Every record then has the same fixed prefix and suffix; only the offset delta and
-    the value length vary. This is the producer's hot loop: for batches of up to 16,384
-    records of values under 16 KiB every varint and record head is a cache lookup.
+    the value length vary. The compiled codec (``accel``) writes the records section in
+    one pass when built; otherwise ``_encode_values_python`` does.
     """
     if not values:
         raise ValueError("a record batch holds at least one record")
+    speedups = accel.speedups
+    section = None if speedups is None else speedups.encode_values(values)
+    if section is None:  # no compiled codec, or a value that is not a bytes object
+        section = _encode_values_python(values)
+    return assemble_batch(
+        section,
+        count=len(values),
+        base_offset=base_offset,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        compression=compression,
+        timestamp_type=TimestampType.CREATE_TIME,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+    )
+
+
+def _encode_values_python(values: Sequence[bytes]) -> bytes:
+    """``encode_values``' records section in pure Python: the reference the compiled
+    codec matches. This is the producer's hot loop: for batches of up to 16,384 records
+    of values under 16 KiB every varint and record head is a cache lookup."""
     parts: list[bytes] = []
     append = parts.append
     # length | attributes 0, timestampDelta 0 | offsetDelta | keyLength -1 | valueLength |
@@ -129,16 +161,4 @@ def encode_values(
             append(b"\x00\x00" + middle)
             append(value)
             append(b"\x00")
-    return assemble_batch(
-        b"".join(parts),
-        count=len(values),
-        base_offset=base_offset,
-        base_timestamp=timestamp,
-        max_timestamp=timestamp,
-        compression=compression,
-        timestamp_type=TimestampType.CREATE_TIME,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
-    )
+    return b"".join(parts)

@@ -13,7 +13,8 @@ The structure scan is plain Python, written for the interpreter: it indexes the 
 lengths it must follow, skips the other varints, and appends two ints per record (where
 the value starts and ends). Anything irregular (a length that does not fit, a truncated
 record, bytes left over) is handed to the decoder, which raises the same
-CorruptMessageError ``poll`` would.
+CorruptMessageError ``poll`` would. With the compiled codec (``accel``) the same scan is
+one C pass (``scan_values``), which hands what it refuses to the Python scan.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from itertools import repeat
 
 from minibroker.protocol.compression import Compression, decompress
 from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.records import accel
 from minibroker.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     TIMESTAMP_TYPE_BIT,
@@ -240,8 +242,14 @@ class BatchView:
         self._fields: _Fields | None = None
         self._decoded: list[DecodedRecord] | None = None
         count = max(header.record_count, 0)
+        speedups = accel.speedups
+        scanned: tuple[list[int], list[int], bool] | None = None
+        if speedups is not None:
+            scanned = speedups.scan_values(data, start, stop, count)
         try:
-            self._value_starts, self._value_ends, self._nulls = _scan(data, start, stop, count)
+            if scanned is None:
+                scanned = _scan(data, start, stop, count)
+            self._value_starts, self._value_ends, self._nulls = scanned
         except _Irregular:
             # The decoder raises the precise CorruptMessageError; should it accept what
             # the scan refused, the view serves the decoded records' bytes instead.
@@ -340,8 +348,9 @@ class BatchView:
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return iter(self.records())
 
-    def _section(self) -> bytes:
-        return bytes(self._data[self._start : self._stop])
+    def _section(self) -> memoryview:
+        """The records section, not copied (the decoder copies only what it keeps)."""
+        return self._mv[self._start : self._stop]
 
     def _walk(self) -> _Fields:
         if self._fields is None:

@@ -26,6 +26,9 @@ from minibroker.protocol.records import (
     validate_batch,
 )
 
+# Every test here runs on the compiled record codec and on the pure-Python one.
+pytestmark = pytest.mark.usefixtures("record_codec")
+
 
 def with_count(batch: bytes, count: int) -> bytes:
     """``batch`` re-labelled as holding ``count`` records, with a CRC that matches."""

@@ -21,6 +21,9 @@ from minibroker.protocol.records import (
 )
 from minibroker.protocol.records.view import batch_views
 
+# Every test here runs on the compiled record codec and on the pure-Python one.
+pytestmark = pytest.mark.usefixtures("record_codec")
+
 
 def _decoded(buf: bytes, min_offset: int = 0) -> list[tuple[object, ...]]:
     out = []

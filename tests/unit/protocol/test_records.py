@@ -35,6 +35,9 @@ from minibroker.protocol.records import (
     varint,
 )
 
+# Every test here runs on the compiled record codec and on the pure-Python one.
+pytestmark = pytest.mark.usefixtures("record_codec")
+
 # Zigzag varints as the Kafka protocol guide defines them (value -> bytes).
 VARINT_VECTORS = [
     (0, b"\x00"),

@@ -670,10 +670,11 @@ encode_records(PyObject *module, PyObject *args)
         p = put_signed_varint(p, n_headers);
         for (Py_ssize_t h = 0; h < n_headers; h++) {
             PyObject *pair = PySequence_Fast_GET_ITEM(headers, h);
-            Py_ssize_t name_len, header_len;
+            /* Both calls succeeded on the same objects in the sizing pass above. */
+            Py_ssize_t name_len = 0, header_len = -1;
             const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &name_len);
-            const char *header_value;
-            nullable_bytes(PyTuple_GET_ITEM(pair, 1), &header_value, &header_len);
+            const char *header_value = NULL;
+            (void)nullable_bytes(PyTuple_GET_ITEM(pair, 1), &header_value, &header_len);
             p = put_nullable(p, name, name_len);
             p = put_nullable(p, header_value, header_len);
         }

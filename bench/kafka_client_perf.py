@@ -4,6 +4,7 @@ msgpack one for the same payloads.
     python3 bench/kafka_client_perf.py [--num-records 1000000] [--record-size 100]
         [--consume-record-size 1024] [--consume-records 300000]
         [--wire-batch-bytes 1048576] [--wire-requests 200] [--bootstrap-server H:P]
+        [--only produce|consume|wire] [--broker-profile FILE]
 
 Three measurements, one JSON line of figures at the end:
 
@@ -20,7 +21,11 @@ Three measurements, one JSON line of figures at the end:
   listener's own cost, with no client library in the comparison.
 
 Without ``--bootstrap-server`` (the msgpack address of a broker that also has a Kafka
-listener) it starts a standalone broker with both (bench/standalone.py).
+listener) it starts a standalone broker with both (bench/standalone.py), and each
+measurement also reports the broker's CPU seconds (``broker_cpu_s``; under
+``--broker-profile FILE`` the broker runs under cProfile, dumped there) beside this
+process's own (``client_cpu_s``: librdkafka's threads included), which says which
+side a figure is bound by.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.standalone import lead, standalone_broker
+from bench.standalone import lead, process_cpu_seconds, standalone_broker_process
 from minibroker.net.connection import Connection
 from minibroker.protocol import api as msgpack_api
 from minibroker.protocol.api import ApiKey, RequestHeader
@@ -53,10 +58,12 @@ from minibroker.protocol.records import Record, encode_batch, iter_headers
 PRODUCE_TOPIC = "kafka-perf-produce"
 CONSUME_TOPIC = "kafka-perf-consume"
 WIRE_TOPICS = {"msgpack": "wire-msgpack", "kafka": "wire-kafka"}
-POLL_EVERY = 10_000  # records between producer polls (delivery callbacks)
 FETCH_VERSION = 12
 PRODUCE_VERSION = 9
 WIRE_ROUNDS = 3  # alternating msgpack / Kafka rounds of the wire measurement
+MEASUREMENTS = ("produce", "consume", "wire")
+CONSUME_BATCH = 1000  # messages a consume() call returns at most: it waits for that many
+CONSUME_QUEUE_BACKOFF_MS = 10  # librdkafka's fetch pause once its local queue is full
 
 
 def parse_args() -> argparse.Namespace:
@@ -68,6 +75,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--wire-batch-bytes", type=int, default=1 << 20)
     p.add_argument("--wire-requests", type=int, default=200)
     p.add_argument("--bootstrap-server", help="msgpack host:port; default: a standalone broker")
+    p.add_argument("--only", choices=MEASUREMENTS, action="append", help="default: all three")
+    p.add_argument("--broker-profile", help="run the standalone broker under cProfile, dump here")
     return p.parse_args()
 
 
@@ -75,42 +84,88 @@ def parse_args() -> argparse.Namespace:
 
 
 def produce(kafka: str, topic: str, count: int, size: int, linger_ms: int = 5) -> float:
-    """Seconds confluent-kafka takes to send and get acknowledged ``count`` records."""
+    """Seconds confluent-kafka takes to send and get acknowledged ``count`` records.
+
+    Settings as librdkafka's defaults and Kafka's own producer-perf runs have them:
+    acks=1, no compression, linger.ms 5, batches up to 1 MB (the broker's
+    max.message.bytes), as many records a batch as fit; the local queue holds the whole
+    run so the loop never waits on it. One pre-built payload (as producer-perf sends)
+    and delivery reports only for failures: a Python callback per record would cost
+    the client more than the broker spends storing the record. That every record
+    arrived is checked on the broker instead: the partition's end offset must have
+    grown by exactly ``count``."""
+    failures: list[object] = []
+
+    def failed(error: object, _: object = None) -> None:
+        failures.append(error)
+
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": kafka,
             "acks": "1",
+            "compression.type": "none",
             "linger.ms": linger_ms,
             "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 2_000_000,
+            "batch.num.messages": 1_000_000,
+            "queue.buffering.max.messages": max(count, 100_000),
             "queue.buffering.max.kbytes": 2_000_000,
+            "delivery.report.only.error": True,
+            "on_delivery": failed,
+            "error_cb": failed,
         }
     )
     payload = os.urandom(size)
-    failures: list[object] = []
-
-    def delivered(error: object, _: object) -> None:
-        if error is not None:
-            failures.append(error)
-
-    started = time.perf_counter()
+    before = _end_offset(kafka, topic)
     send = producer.produce
-    for i in range(count):
-        while True:
-            try:
-                send(topic, payload, partition=0, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i % POLL_EVERY == 0:
-            producer.poll(0)
+    started = time.perf_counter()
+    for _ in range(count):
+        try:
+            send(topic, payload, None, 0)  # key None, partition 0: keywords cost more
+        except BufferError:  # the local queue is full: wait for room
+            _send_when_room(producer, topic, payload)
     if producer.flush(600) != 0 or failures:
         raise RuntimeError(f"produce failed: {failures[:3]}")
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    stored = _end_offset(kafka, topic) - before
+    if stored != count:
+        raise RuntimeError(f"sent {count} records but the partition grew by {stored}")
+    return elapsed
+
+
+def _send_when_room(producer: confluent_kafka.Producer, topic: str, payload: bytes) -> None:
+    while True:
+        producer.poll(0.01)
+        try:
+            producer.produce(topic, payload, None, 0)
+            return
+        except BufferError:
+            continue
+
+
+def _end_offset(kafka: str, topic: str) -> int:
+    """The end offset of ``topic``'s partition 0 (ListOffsets on the Kafka listener)."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": kafka, "group.id": "kafka-perf"})
+    try:
+        _, end = consumer.get_watermark_offsets(
+            confluent_kafka.TopicPartition(topic, 0), timeout=30
+        )
+    finally:
+        consumer.close()
+    result: int = end
+    return result
 
 
 def consume(kafka: str, topic: str, count: int) -> tuple[float, int]:
-    """(seconds, value bytes) confluent-kafka takes to read ``count`` records."""
+    """(seconds, value bytes) confluent-kafka takes to read ``count`` records, from the
+    assignment on (the connection and metadata are set up before the clock starts).
+
+    Fetches of up to 10 MB a partition, as a throughput-minded user sets them. The
+    local queue (librdkafka's queued.max.messages.kbytes, 64 MB) can fill faster than
+    the loop below drains it; librdkafka then pauses fetching for
+    fetch.queue.backoff.ms, 1 s by default, which made this figure swing by a factor
+    of seven from run to run depending on whether the queue happened to fill. Its
+    documentation says to lower it when that shows; 10 ms keeps the pause shorter
+    than the time to drain a fetch."""
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": kafka,
@@ -118,14 +173,17 @@ def consume(kafka: str, topic: str, count: int) -> tuple[float, int]:
             "enable.auto.commit": False,
             "fetch.max.bytes": 52_428_800,
             "max.partition.fetch.bytes": 10_485_760,
+            "fetch.queue.backoff.ms": CONSUME_QUEUE_BACKOFF_MS,
         }
     )
-    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    partition = confluent_kafka.TopicPartition(topic, 0, 0)
+    consumer.get_watermark_offsets(partition, timeout=30)  # connected, metadata known
     seen = value_bytes = 0
     started = time.perf_counter()
+    consumer.assign([partition])
     try:
         while seen < count:
-            for message in consumer.consume(10_000, 1.0):
+            for message in consumer.consume(CONSUME_BATCH, 1.0):
                 if message.error() is not None:
                     raise RuntimeError(str(message.error()))
                 seen += 1
@@ -253,41 +311,78 @@ async def _kafka_address(bootstrap: str) -> str:
 
 
 @contextlib.contextmanager
-def _broker(args: argparse.Namespace) -> Iterator[tuple[str, bool]]:
+def _broker(args: argparse.Namespace) -> Iterator[tuple[str, int | None]]:
+    """(msgpack address, pid of the standalone broker or None)."""
     if args.bootstrap_server:
-        yield args.bootstrap_server, False
+        yield args.bootstrap_server, None
         return
-    with standalone_broker("kafka.listeners=127.0.0.1:0") as bootstrap:
-        yield bootstrap, True
+    with standalone_broker_process("kafka.listeners=127.0.0.1:0", profile=args.broker_profile) as (
+        bootstrap,
+        process,
+    ):
+        yield bootstrap, process.pid
+
+
+@contextlib.contextmanager
+def _cpu(figures: dict[str, Any], broker_pid: int | None) -> Iterator[None]:
+    """Adds the CPU seconds the block took in the broker and in this process."""
+    broker, client = process_cpu_seconds(broker_pid), time.process_time()
+    yield
+    figures["client_cpu_s"] = round(time.process_time() - client, 2)
+    if broker_pid is not None:
+        figures["broker_cpu_s"] = round(process_cpu_seconds(broker_pid) - broker, 2)
 
 
 def main() -> None:
     args = parse_args()
+    only = set(args.only or MEASUREMENTS)
     figures: dict[str, Any] = {"load_average_before": os.getloadavg()[0]}
-    with _broker(args) as (bootstrap, standalone):
+    with _broker(args) as (bootstrap, pid):
         kafka = trio.run(_kafka_address, bootstrap)
-        if standalone:
+        if pid is not None:
             for topic in [PRODUCE_TOPIC, CONSUME_TOPIC, *WIRE_TOPICS.values()]:
                 trio.run(lead, bootstrap, topic, 1, kafka)
+        if "produce" in only:
+            figures["produce"] = _measure_produce(args, kafka, pid)
+        if "consume" in only:
+            produce(kafka, CONSUME_TOPIC, args.consume_records, args.consume_record_size, 20)
+            figures["consume"] = _measure_consume(args, kafka, pid)
+        if "wire" in only:
+            figures["wire"] = _measure_wire(args, bootstrap, kafka, pid)
+    figures["standalone_broker"] = pid is not None
+    figures["load_average_after"] = os.getloadavg()[0]
+    print(json.dumps(figures))
 
+
+def _measure_produce(args: argparse.Namespace, kafka: str, pid: int | None) -> dict[str, Any]:
+    figures: dict[str, Any] = {"records": args.num_records, "record_size": args.record_size}
+    with _cpu(figures, pid):
         seconds = produce(kafka, PRODUCE_TOPIC, args.num_records, args.record_size)
-        figures["produce"] = {
-            "records": args.num_records,
-            "record_size": args.record_size,
-            "records_per_s": round(args.num_records / seconds),
-            "mb_per_s": round(args.num_records * args.record_size / seconds / 1e6, 1),
-        }
-        produce(kafka, CONSUME_TOPIC, args.consume_records, args.consume_record_size, 20)
+    figures["records_per_s"] = round(args.num_records / seconds)
+    figures["mb_per_s"] = round(args.num_records * args.record_size / seconds / 1e6, 1)
+    return figures
+
+
+def _measure_consume(args: argparse.Namespace, kafka: str, pid: int | None) -> dict[str, Any]:
+    figures: dict[str, Any] = {
+        "records": args.consume_records,
+        "record_size": args.consume_record_size,
+    }
+    with _cpu(figures, pid):
         seconds, value_bytes = consume(kafka, CONSUME_TOPIC, args.consume_records)
-        figures["consume"] = {
-            "records": args.consume_records,
-            "record_size": args.consume_record_size,
-            "records_per_s": round(args.consume_records / seconds),
-            "mb_per_s": round(value_bytes / seconds / 1e6, 1),
-        }
-        batch = _wire_batch(args.wire_batch_bytes)
-        msgpack: dict[str, float] = {}
-        kafka_wire: dict[str, float] = {}
+    figures["records_per_s"] = round(args.consume_records / seconds)
+    figures["mb_per_s"] = round(value_bytes / seconds / 1e6, 1)
+    return figures
+
+
+def _measure_wire(
+    args: argparse.Namespace, bootstrap: str, kafka: str, pid: int | None
+) -> dict[str, Any]:
+    batch = _wire_batch(args.wire_batch_bytes)
+    msgpack: dict[str, float] = {}
+    kafka_wire: dict[str, float] = {}
+    figures: dict[str, Any] = {"batch_bytes": len(batch)}
+    with _cpu(figures, pid):
         for _ in range(WIRE_ROUNDS):  # alternating, best of each: a shared machine is noisy
             for best, address, call, topic in (
                 (msgpack, bootstrap, _msgpack_call, WIRE_TOPICS["msgpack"]),
@@ -295,15 +390,10 @@ def main() -> None:
             ):
                 for key, value in wire(address, call, topic, batch, args.wire_requests).items():
                     best[key] = max(best.get(key, 0.0), value)
-        figures["wire"] = {
-            "batch_bytes": len(batch),
-            "msgpack": {k: round(v, 1) for k, v in msgpack.items()},
-            "kafka": {k: round(v, 1) for k, v in kafka_wire.items()},
-            "kafka_over_msgpack": {k: round(kafka_wire[k] / msgpack[k], 2) for k in msgpack},
-        }
-    figures["standalone_broker"] = standalone
-    figures["load_average_after"] = os.getloadavg()[0]
-    print(json.dumps(figures))
+    figures["msgpack"] = {k: round(v, 1) for k, v in msgpack.items()}
+    figures["kafka"] = {k: round(v, 1) for k, v in kafka_wire.items()}
+    figures["kafka_over_msgpack"] = {k: round(kafka_wire[k] / msgpack[k], 2) for k in msgpack}
+    return figures
 
 
 if __name__ == "__main__":

@@ -63,6 +63,8 @@ def write_buffers_now(stream: trio.SocketStream, buffers: Sequence[Buffer]) -> l
     (writev); returns what is left, the first one cut where the write stopped. Bytes
     after a large buffer leave with its last bytes instead of in a write of their own,
     which the reader would wait for separately."""
+    if not buffers:
+        return []  # nothing to send (acks=0 produce answers): no system call
     try:
         sent = os.writev(stream.socket.fileno(), buffers[:IOV_MAX])
     except BlockingIOError:

@@ -76,3 +76,10 @@ async def test_buffers_the_socket_does_not_take_now_are_returned_cut_where_it_st
         while len(received) < len(big) + 8:
             received.extend(await socket_io.receive_some(b, 1 << 20))
     assert received == b"head" + big + b"tail"
+
+
+async def test_no_buffers_write_nothing() -> None:
+    a, b = _pair()
+    async with a, b:
+        assert socket_io.write_buffers_now(a, []) == []
+        assert socket_io.receive_now(b, 10) is None

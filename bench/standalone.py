@@ -180,18 +180,18 @@ def run_perf_tool(
             if fill is not None:
                 trio.run(fill, args)
         pid = _BROKER_PIDS.get(bootstrap) if standalone else None
-        broker_cpu = _process_cpu_seconds(pid)
+        broker_cpu = process_cpu_seconds(pid)
         load = os.getloadavg()[0]
         figures = _run_measured(measure, args, args.profile)
         if pid is not None:
             # CPU seconds, unlike wall time, hardly depend on what else the machine runs.
-            figures["broker_cpu_seconds"] = round(_process_cpu_seconds(pid) - broker_cpu, 3)
+            figures["broker_cpu_seconds"] = round(process_cpu_seconds(pid) - broker_cpu, 3)
         figures["load_average"] = round((load + os.getloadavg()[0]) / 2, 2)
     figures["standalone_broker"] = standalone
     print(json.dumps(figures))
 
 
-def _process_cpu_seconds(pid: int | None) -> float:
+def process_cpu_seconds(pid: int | None) -> float:
     """User + system CPU seconds of process ``pid`` so far (Linux /proc), 0 without one."""
     if pid is None:
         return 0.0

@@ -11,7 +11,8 @@ A Kafka frame is an int32 size (protocol/frames.py cuts those) followed by:
       header v1 (flexible versions): v0 + tagged fields; ApiVersions always uses v0
 
 ``decode_request(frame)`` returns the header and the body as the handlers read it
-(protocol/schemas/ key names); ``encode_response(header, body)`` returns the framed
+(protocol/schemas/ key names; Produce's ``records`` as a read-only view of the frame,
+not a copy); ``encode_response(header, body)`` returns the framed
 response as a list of buffers, record data of Fetch responses passed through without a
 copy. Encoders and decoders are compiled on first use of each (API, version) and kept.
 
@@ -87,9 +88,14 @@ def _compiled(kind: str, message: Message, version: int) -> Any:
     if found is None:
         direction, _, role = kind.partition("_")
         struct_ = message.request if direction == "request" else message.response
-        compile_ = compile_decoder if role == "decoder" else compile_encoder
         name = message.name + direction.capitalize()
-        found = _COMPILED[key] = compile_(struct_, version, message.is_flexible(version), name)
+        flexible = message.is_flexible(version)
+        if role == "encoder":
+            found = compile_encoder(struct_, version, flexible, name)
+        else:
+            views = direction == "request"
+            found = compile_decoder(struct_, version, flexible, name, records_views=views)
+        _COMPILED[key] = found
     return found
 
 

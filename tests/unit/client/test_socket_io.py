@@ -49,3 +49,37 @@ async def test_a_closed_socket_raises_closed_resource_error() -> None:
         await a.aclose()
         with pytest.raises(trio.ClosedResourceError):
             socket_io.write_now(a, b"x")
+
+
+async def test_buffers_are_written_in_order_in_one_call() -> None:
+    a, b = _pair()
+    async with a, b:
+        left = socket_io.write_buffers_now(a, [b"ab", memoryview(b"cd"), bytearray(b"ef")])
+        assert left == []
+        assert socket_io.receive_now(b, 100) == b"abcdef"
+
+
+async def test_buffers_the_socket_does_not_take_now_are_returned_cut_where_it_stopped() -> None:
+    a, b = _pair()
+    big = bytes(range(256)) * 40_000  # 10 MB: far more than a socket buffer
+    buffers = [b"head", big, b"tail"]
+    async with a, b:
+        left = socket_io.write_buffers_now(a, buffers)
+        assert left[1:] == [b"tail"]
+        written = len(b"head") + len(big) - len(left[0])
+        received = bytearray()
+        while len(received) < written:
+            received.extend(await socket_io.receive_some(b, 1 << 20))
+        while left:
+            left = socket_io.write_buffers_now(a, left)
+            received.extend(await socket_io.receive_some(b, 1 << 20))
+        while len(received) < len(big) + 8:
+            received.extend(await socket_io.receive_some(b, 1 << 20))
+    assert received == b"head" + big + b"tail"
+
+
+async def test_no_buffers_write_nothing() -> None:
+    a, b = _pair()
+    async with a, b:
+        assert socket_io.write_buffers_now(a, []) == []
+        assert socket_io.receive_now(b, 10) is None

@@ -295,6 +295,22 @@ def test_large_fetch_records_are_passed_through_without_a_copy() -> None:
     assert decoded["topics"][0]["partitions"][0]["records"] == bytes(records)
 
 
+def test_produced_records_are_a_read_only_view_of_the_frame_not_a_copy() -> None:
+    records = bytes(range(256)) * 4
+    body = {
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topics": [{"name": "t", "partitions": [{"index": 0, "records": records}]}],
+    }
+    frame = encode_request(RequestHeader(0, 9, 1, "producer"), body)[4:]
+    _, decoded = decode_request(frame)
+    view = decoded["topics"][0]["partitions"][0]["records"]
+    assert isinstance(view, memoryview)
+    assert view.obj is frame
+    assert view.readonly
+    assert view == records
+
+
 def test_api_versions_response_header_has_no_tagged_fields_even_when_flexible() -> None:
     frame = b"".join(encode_response(RequestHeader(18, 3, 77, None), {"api_keys": []}))
     # size, correlation id, then the body's error code at once (no tagged-field byte).

@@ -505,13 +505,15 @@ class _Connection:
         handle = self.handle
         queue = self.queue
         handled = 0
+        # A plain socket's one-buffer replies may be written by the reader at once.
+        direct = isinstance(self.stream, trio.SocketStream)
         frame_started = math.inf  # when the first bytes of the frame in progress came
         reserved = False  # whether the frame in progress is counted whole
         while True:
             if not reserved:
                 # A new request (or one whose size just became known) is admitted only
                 # while the broker-wide budget has room.
-                waited = await self._wait_until_drained()
+                waited = self._backlogged() and await self._wait_until_drained()
                 if server.queued_bytes.full:
                     self._wake_writer()  # our own queued replies may be what fills it
                     await server.queued_bytes.wait_for_room(self._held)
@@ -526,8 +528,6 @@ class _Connection:
             if not data:
                 return  # EOF, idle or too slow: the replies already queued still go out
             server.bytes_in += len(data)
-            if not decoder.buffered:
-                frame_started = trio.current_time()
             decoder.feed(data)
             pending = False  # whether this read queued a reply that must still wait
             while True:
@@ -540,17 +540,36 @@ class _Connection:
                     break
                 assert isinstance(frame, bytes)
                 reserved = False
-                frame_started = trio.current_time() if decoder.buffered else math.inf
-                slot = _Slot()
+                frame_started = math.inf  # the next frame's bytes, if any: timed below
                 try:
                     reply = handle(frame, self.session)
                 except CloseConnection as exc:
                     if exc.reply is not None:  # the refusal goes out before the close
+                        slot = _Slot()
                         slot.finish(exc.reply)
                         self._queued(slot)
                         queue.append(slot)
                     self._refuse(exc.reason, str(exc))
                     return
+                handled += 1
+                if (
+                    direct
+                    and not queue
+                    and not decoder.buffered
+                    and type(reply) is list
+                    and len(reply) == 1
+                    and self.writer_wakeup is not None
+                ):
+                    # The one reply of this read, nothing queued ahead of it and the writer
+                    # idle: written now, with no slot, no copy and no scheduler pass when
+                    # the socket takes it whole (the usual case); any rest is queued.
+                    rest = self._write_now(reply[0])
+                    if rest is None:
+                        if handled % FRAMES_PER_TURN == 0:
+                            await trio.lowlevel.checkpoint()  # fairness to other connections
+                        continue
+                    reply = [rest]
+                slot = _Slot()
                 if isinstance(reply, Pending):
                     self.pending += 1
                     nursery.start_soon(self._complete, slot, reply)
@@ -559,12 +578,13 @@ class _Connection:
                     slot.finish(reply)
                     self._queued(slot)
                 queue.append(slot)
-                handled += 1
                 if self._backlogged() or handled % FRAMES_PER_TURN == 0:
                     self._hold_request_bytes(decoder)
                     if await self._wait_until_drained() and decoder.buffered:
                         frame_started = trio.current_time()
                     await trio.lowlevel.checkpoint()  # fairness to other connections
+            if decoder.buffered and frame_started == math.inf:
+                frame_started = trio.current_time()  # a frame has started arriving
             self._hold_request_bytes(decoder)  # the frames handled are no longer held
             if not queue:
                 continue
@@ -579,6 +599,13 @@ class _Connection:
                 self._sent(batch)
             else:
                 self._wake_writer()
+
+    def _write_now(self, data: Buffer) -> memoryview | None:
+        """Write what the plain socket takes of ``data`` now; the rest, or None."""
+        assert isinstance(self.stream, trio.SocketStream)
+        sent = socket_io.write_now(self.stream, data)
+        self.server.bytes_out += sent  # the rest is counted when it is sent
+        return None if sent == len(data) else memoryview(data)[sent:]
 
     def _refuse(self, reason: str, why: str) -> None:
         self.server.closed[reason] += 1
@@ -612,7 +639,8 @@ class _Connection:
             with trio.move_on_at(min(idle_deadline, frame_deadline)):
                 try:
                     if isinstance(stream, trio.SocketStream):
-                        return await socket_io.receive_some(stream, size)
+                        # The read above found nothing: wait before trying again.
+                        return await socket_io.receive_some(stream, size, wait_first=True)
                     return await stream.receive_some(size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return b""

@@ -256,6 +256,9 @@ class RecordAccumulator:
         self.sealed_count = 0  # batches filled up so far: enqueue() yields when it moves
         self._progress = trio.Event()  # set (and replaced) whenever a batch finishes
         self.wakeup = trio.Event()  # set when a batch is sealed or opened: the sender looks
+        # Set by a caller that drains right after appending (a send with no linger): the
+        # batch it opens then does not wake the sender's loop, which would find nothing.
+        self.draining_next = False
 
     def append(
         self,
@@ -324,7 +327,8 @@ class RecordAccumulator:
         if self.pending_batches == 0:
             self._idle = trio.Event()
         self.pending_batches += 1
-        self.wakeup.set()
+        if not self.draining_next:
+            self.wakeup.set()
         return batch
 
     def seal_all(self) -> None:

@@ -282,9 +282,16 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> RecordMetadata:
         """Send one record and wait for its acknowledgement."""
-        delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
-        if self._acc.linger_s == 0 and not self._waiting:
-            self._sender.drain_now()  # its request starts now, not at the sender's turn
+        acc = self._acc
+        if acc.linger_s or self._waiting:
+            delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+            return await delivery.result()
+        acc.draining_next = True  # drain_now below looks at once: no sender loop turn
+        try:
+            delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+        finally:
+            acc.draining_next = False
+        self._sender.drain_now()  # its request starts now, not at the sender's turn
         return await delivery.result()
 
     async def enqueue(

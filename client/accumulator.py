@@ -341,7 +341,11 @@ class RecordAccumulator:
 
     def has_queued_batches(self) -> bool:
         """Whether any batch waits to be sent (open, sealed or a retry)."""
-        return any(any(partitions.values()) for partitions in self._queues.values())
+        for partitions in self._queues.values():  # loops, not any(): twice per send
+            for queue in partitions.values():
+                if queue:
+                    return True
+        return False
 
     def partitions_with_batches(self) -> Iterator[tuple[str, int, deque[ProducerBatch]]]:
         for topic, partitions in self._queues.items():

@@ -46,7 +46,11 @@ Deadlines: a connection is idle when it has nothing in flight and has sent nothi
 ``connections.max.idle.ms``; it is then closed. A request frame that has started
 arriving must be complete within ``request_receive_timeout_s``
 (``request.receive.timeout.ms``), or the connection is closed: a client trickling one
-byte a second cannot keep a connection and its buffers forever.
+byte a second cannot keep a connection and its buffers forever. Between frames a plain
+socket's reads arm no timer each (a cancel scope costs a small round trip a few
+microseconds): one idle watch per connection (``_Connection._watch_idle``) wakes the
+read still waiting at the idle deadline; frames in progress and TLS reads keep a
+deadline per read.
 
 Security (docs/architecture.md, "Authentication"): with ``ssl_context`` each accepted
 connection's TLS handshake runs first, in that connection's task and within

@@ -557,9 +557,6 @@ class _Connection:
         direct = isinstance(self.stream, trio.SocketStream)
         frame_started = math.inf  # when the first bytes of the frame in progress came
         reserved = False  # whether the frame in progress is counted whole
-        # The last read's one request was answered at once: its client is most likely
-        # waiting for that answer, so the next read waits before it tries.
-        answered = False
         while True:
             if not reserved:
                 # A new request (or one whose size just became known) is admitted only
@@ -575,8 +572,7 @@ class _Connection:
             reserved = decoder.frame_length is not None
             frame_deadline = frame_started + server.request_receive_timeout_s
             size = min(max(RECEIVE_BYTES, decoder.bytes_needed), MAX_RECEIVE)
-            data = await self._receive(size, frame_deadline, wait_first=answered)
-            answered = False  # whether this read ends with its answer written at once
+            data = await self._receive(size, frame_deadline)
             if not data:
                 return  # EOF, idle or too slow: the replies already queued still go out
             server.bytes_in += len(data)
@@ -617,7 +613,6 @@ class _Connection:
                     # the socket takes it whole (the usual case); any rest is queued.
                     rest = self._write_now(reply[0])
                     if rest is None:
-                        answered = True
                         if handled % FRAMES_PER_TURN == 0:
                             await trio.lowlevel.checkpoint()  # fairness to other connections
                         continue
@@ -664,16 +659,12 @@ class _Connection:
         self.server.closed[reason] += 1
         _refusal_log.warning("closing connection from %s: %s", self.peer, why)
 
-    async def _receive(
-        self, size: int, frame_deadline: float, *, wait_first: bool = False
-    ) -> bytes | bytearray:
+    async def _receive(self, size: int, frame_deadline: float) -> bytes | bytearray:
         """Next received bytes; b"" at EOF, once idle for the idle timeout, or when the
-        frame in progress is still incomplete at ``frame_deadline``. ``wait_first``:
-        nothing is expected yet, so no immediate attempt is made (it would fail with a
-        system call and an exception)."""
+        frame in progress is still incomplete at ``frame_deadline``."""
         server = self.server
         stream = self.stream
-        if not wait_first and isinstance(stream, (trio.SocketStream, TlsStream)):
+        if isinstance(stream, (trio.SocketStream, TlsStream)):
             # What is already there is read at once, with no timer and no scheduler
             # pass (net/socket_io.py, TlsStream.receive_now); a read that fills the
             # buffer, where more may be waiting, still yields once so that one busy

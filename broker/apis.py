@@ -81,18 +81,16 @@ class KafkaApis:
     # -- produce ---------------------------------------------------------------------------
 
     def handle_produce(self, header: RequestHeader, body: Body) -> HandlerResult:
-        check_partition_count(body["topics"], self.max_partitions)
+        topics = body["topics"]
         acks = body["acks"]
-        entries = [
-            (TopicPartition(topic["name"], p["index"]), p["records"])
-            for topic in body["topics"]
-            for p in topic["partitions"]
-        ]
-        twice = duplicate_partitions(tp for tp, _ in entries)
-        if twice:
-            entries = [(tp, records) for tp, records in entries if tp not in twice]
-        results = self.replica_manager.append_records(acks, entries)
-        results += [(tp, _named_twice(tp)) for tp in twice]
+        if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
+            # One partition (every send-and-wait): nothing to count, none named twice.
+            topic = topics[0]
+            only = topic["partitions"][0]
+            entry = (TopicPartition(topic["name"], only["index"]), only["records"])
+            results = self.replica_manager.append_records(acks, [entry])
+        else:
+            results = self._append_partitions(acks, topics)
         if acks == 0:
             # No answer was asked for. On a failure Kafka closes the connection: the
             # producer's only way to notice and refresh its metadata.
@@ -110,6 +108,24 @@ class KafkaApis:
 
             return Deferred(await_acks)
         return _produce_body(results, {})
+
+    def _append_partitions(
+        self, acks: int, topics: list[Body]
+    ) -> list[tuple[TopicPartition, AppendResult | KafkaError]]:
+        """Produce's appends when it names several partitions: counted against the
+        limit first, and each partition named twice answered INVALID_REQUEST."""
+        check_partition_count(topics, self.max_partitions)
+        entries = [
+            (TopicPartition(topic["name"], p["index"]), p["records"])
+            for topic in topics
+            for p in topic["partitions"]
+        ]
+        twice = duplicate_partitions(tp for tp, _ in entries)
+        if twice:
+            entries = [(tp, records) for tp, records in entries if tp not in twice]
+        results = self.replica_manager.append_records(acks, entries)
+        results += [(tp, _named_twice(tp)) for tp in twice]
+        return results
 
     # -- offset for leader epoch -----------------------------------------------------------
 

@@ -46,7 +46,11 @@ Deadlines: a connection is idle when it has nothing in flight and has sent nothi
 ``connections.max.idle.ms``; it is then closed. A request frame that has started
 arriving must be complete within ``request_receive_timeout_s``
 (``request.receive.timeout.ms``), or the connection is closed: a client trickling one
-byte a second cannot keep a connection and its buffers forever.
+byte a second cannot keep a connection and its buffers forever. Between frames a plain
+socket's reads arm no timer each (a cancel scope costs a small round trip a few
+microseconds): one idle watch per connection (``_Connection._watch_idle``) wakes the
+read still waiting at the idle deadline; frames in progress and TLS reads keep a
+deadline per read.
 
 Security (docs/architecture.md, "Authentication"): with ``ssl_context`` each accepted
 connection's TLS handshake runs first, in that connection's task and within
@@ -67,6 +71,7 @@ import errno
 import functools
 import logging
 import math
+import select
 import ssl
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -426,6 +431,11 @@ class _Connection:
         self.request_bytes = 0
         self.unsent_bytes = 0
         self.pending = 0  # replies still being worked out
+        # A plain socket's reads between frames have no timer of their own: the idle
+        # watch (_watch_idle) ends the one still waiting at ``idle_at``.
+        self.watched_reads = isinstance(stream, trio.SocketStream)
+        self.idle_at = math.inf  # when the read waiting now makes the connection idle
+        self.read_waiting = False
 
     def _authenticated(self, principal: str) -> None:
         self.session = Session(principal, self.session.client_host, self.session.listener)
@@ -438,11 +448,49 @@ class _Connection:
     async def serve(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write_replies, nursery)
+            idle_watch = trio.CancelScope()
+            if self.watched_reads and self.server.idle_timeout_s < math.inf:
+                self.idle_at = trio.current_time() + self.server.idle_timeout_s
+                nursery.start_soon(self._watch_idle, idle_watch)
             try:
                 await self._read_requests(nursery)
             finally:
+                idle_watch.cancel()
                 self.reading_done = True
                 self._wake_writer()
+
+    async def _watch_idle(self, scope: trio.CancelScope) -> None:
+        """The idle timer of a plain socket's reads between frames, one per connection
+        instead of one per read: a cancel scope per wait costs a small request's round
+        trip ~4 us. Each read sets ``idle_at`` (it only moves later); this task sleeps
+        until the deadline it last saw, and when a read is still waiting past
+        ``idle_at`` with nothing in flight and no byte arrived, it counts the close and
+        wakes that read (``notify_closing``: the read returns b"", and the connection
+        ends as on any idle timeout). The writer is idle then (nothing in flight), so
+        only the read is woken."""
+        server = self.server
+        assert isinstance(self.stream, trio.SocketStream)
+        sock = self.stream.socket
+        with scope:
+            while True:
+                await trio.sleep_until(self.idle_at)
+                now = trio.current_time()
+                if now < self.idle_at:
+                    continue  # reads came since: sleep until the later deadline
+                if not self.read_waiting or self.in_flight:
+                    # Busy, or answers still owed: idle only after another full period
+                    # (as the per-read timer did).
+                    self.idle_at = now + server.idle_timeout_s
+                    continue
+                if select.select([sock], [], [], 0)[0]:
+                    # Bytes that arrived just as the deadline passed (a descheduled
+                    # process sees both at once) still count: the read wakes for them.
+                    self.idle_at = now + server.idle_timeout_s
+                    continue
+                server.closed["idle"] += 1
+                log.info("closing idle connection from %s", self.peer)
+                trio.lowlevel.notify_closing(sock)
+                return
 
     def release_queued_bytes(self) -> None:
         """Give this connection's bytes back to the budget (it is closed)."""
@@ -505,13 +553,15 @@ class _Connection:
         handle = self.handle
         queue = self.queue
         handled = 0
+        # A plain socket's one-buffer replies may be written by the reader at once.
+        direct = isinstance(self.stream, trio.SocketStream)
         frame_started = math.inf  # when the first bytes of the frame in progress came
         reserved = False  # whether the frame in progress is counted whole
         while True:
             if not reserved:
                 # A new request (or one whose size just became known) is admitted only
                 # while the broker-wide budget has room.
-                waited = await self._wait_until_drained()
+                waited = self._backlogged() and await self._wait_until_drained()
                 if server.queued_bytes.full:
                     self._wake_writer()  # our own queued replies may be what fills it
                     await server.queued_bytes.wait_for_room(self._held)
@@ -526,8 +576,6 @@ class _Connection:
             if not data:
                 return  # EOF, idle or too slow: the replies already queued still go out
             server.bytes_in += len(data)
-            if not decoder.buffered:
-                frame_started = trio.current_time()
             decoder.feed(data)
             pending = False  # whether this read queued a reply that must still wait
             while True:
@@ -540,17 +588,36 @@ class _Connection:
                     break
                 assert isinstance(frame, bytes)
                 reserved = False
-                frame_started = trio.current_time() if decoder.buffered else math.inf
-                slot = _Slot()
+                frame_started = math.inf  # the next frame's bytes, if any: timed below
                 try:
                     reply = handle(frame, self.session)
                 except CloseConnection as exc:
                     if exc.reply is not None:  # the refusal goes out before the close
+                        slot = _Slot()
                         slot.finish(exc.reply)
                         self._queued(slot)
                         queue.append(slot)
                     self._refuse(exc.reason, str(exc))
                     return
+                handled += 1
+                if (
+                    direct
+                    and not queue
+                    and not decoder.buffered
+                    and type(reply) is list
+                    and len(reply) == 1
+                    and self.writer_wakeup is not None
+                ):
+                    # The one reply of this read, nothing queued ahead of it and the writer
+                    # idle: written now, with no slot, no copy and no scheduler pass when
+                    # the socket takes it whole (the usual case); any rest is queued.
+                    rest = self._write_now(reply[0])
+                    if rest is None:
+                        if handled % FRAMES_PER_TURN == 0:
+                            await trio.lowlevel.checkpoint()  # fairness to other connections
+                        continue
+                    reply = [rest]
+                slot = _Slot()
                 if isinstance(reply, Pending):
                     self.pending += 1
                     nursery.start_soon(self._complete, slot, reply)
@@ -559,12 +626,13 @@ class _Connection:
                     slot.finish(reply)
                     self._queued(slot)
                 queue.append(slot)
-                handled += 1
                 if self._backlogged() or handled % FRAMES_PER_TURN == 0:
                     self._hold_request_bytes(decoder)
                     if await self._wait_until_drained() and decoder.buffered:
                         frame_started = trio.current_time()
                     await trio.lowlevel.checkpoint()  # fairness to other connections
+            if decoder.buffered and frame_started == math.inf:
+                frame_started = trio.current_time()  # a frame has started arriving
             self._hold_request_bytes(decoder)  # the frames handled are no longer held
             if not queue:
                 continue
@@ -579,6 +647,13 @@ class _Connection:
                 self._sent(batch)
             else:
                 self._wake_writer()
+
+    def _write_now(self, data: Buffer) -> memoryview | None:
+        """Write what the plain socket takes of ``data`` now; the rest, or None."""
+        assert isinstance(self.stream, trio.SocketStream)
+        sent = socket_io.write_now(self.stream, data)
+        self.server.bytes_out += sent  # the rest is counted when it is sent
+        return None if sent == len(data) else memoryview(data)[sent:]
 
     def _refuse(self, reason: str, why: str) -> None:
         self.server.closed[reason] += 1
@@ -607,12 +682,23 @@ class _Connection:
                 if len(data) >= full:
                     await trio.lowlevel.checkpoint()
                 return data
+        if self.watched_reads and frame_deadline == math.inf:
+            # Between frames on a plain socket: the idle watch is this wait's timer.
+            self.idle_at = trio.current_time() + server.idle_timeout_s
+            self.read_waiting = True
+            try:
+                return await socket_io.receive_some(stream, size, wait_first=True)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return b""  # closed, or woken by the idle watch
+            finally:
+                self.read_waiting = False
         while True:
             idle_deadline = trio.current_time() + server.idle_timeout_s
             with trio.move_on_at(min(idle_deadline, frame_deadline)):
                 try:
                     if isinstance(stream, trio.SocketStream):
-                        return await socket_io.receive_some(stream, size)
+                        # The read above found nothing: wait before trying again.
+                        return await socket_io.receive_some(stream, size, wait_first=True)
                     return await stream.receive_some(size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return b""

@@ -251,11 +251,15 @@ class RecordAccumulator:
         self._queues: dict[str, dict[int, deque[ProducerBatch]]] = {}
         self.flushing = False
         self.pending_batches = 0  # batches opened and not yet completed or failed
-        self._idle = trio.Event()  # set whenever pending_batches is 0: flush() waits on it
-        self._idle.set()
+        # Made by a waiter, set (and dropped) when pending_batches reaches 0 / a batch
+        # finishes: a send-and-wait then makes no event nobody waits on.
+        self._idle: trio.Event | None = None  # flush() waits on it
         self.sealed_count = 0  # batches filled up so far: enqueue() yields when it moves
-        self._progress = trio.Event()  # set (and replaced) whenever a batch finishes
+        self._progress: trio.Event | None = None  # enqueue()'s back-pressure waits on it
         self.wakeup = trio.Event()  # set when a batch is sealed or opened: the sender looks
+        # Set by a caller that drains right after appending (a send with no linger): the
+        # batch it opens then does not wake the sender's loop, which would find nothing.
+        self.draining_next = False
 
     def append(
         self,
@@ -321,10 +325,9 @@ class RecordAccumulator:
         now = trio.current_time()
         batch = ProducerBatch(topic, partition, now, self._wall_ms(), now + self.delivery_timeout_s)
         queue.append(batch)
-        if self.pending_batches == 0:
-            self._idle = trio.Event()
         self.pending_batches += 1
-        self.wakeup.set()
+        if not self.draining_next:
+            self.wakeup.set()
         return batch
 
     def seal_all(self) -> None:
@@ -337,7 +340,11 @@ class RecordAccumulator:
 
     def has_queued_batches(self) -> bool:
         """Whether any batch waits to be sent (open, sealed or a retry)."""
-        return any(any(partitions.values()) for partitions in self._queues.values())
+        for partitions in self._queues.values():  # loops, not any(): twice per send
+            for queue in partitions.values():
+                if queue:
+                    return True
+        return False
 
     def partitions_with_batches(self) -> Iterator[tuple[str, int, deque[ProducerBatch]]]:
         for topic, partitions in self._queues.items():
@@ -394,18 +401,24 @@ class RecordAccumulator:
         else:
             batch.fail(error)
         self.pending_batches -= 1
-        if self.pending_batches == 0:
+        if self.pending_batches == 0 and self._idle is not None:
             self._idle.set()
-        self._progress.set()
-        self._progress = trio.Event()
+            self._idle = None
+        if self._progress is not None:
+            self._progress.set()
+            self._progress = None
 
     async def wait_progress(self) -> None:
         """Until the next batch completes or fails."""
+        if self._progress is None:
+            self._progress = trio.Event()
         await self._progress.wait()
 
     async def wait_idle(self) -> None:
         """Until every batch opened so far has completed or failed."""
         while self.pending_batches:
+            if self._idle is None:
+                self._idle = trio.Event()
             await self._idle.wait()
 
     def abort_all(self, error: KafkaError) -> None:

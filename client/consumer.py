@@ -456,7 +456,11 @@ class Consumer(GroupMethods):
                 await self._wakeup.wait()
 
     async def _reset_positions(self, tps: list[TopicPartition]) -> None:
-        tps = [tp for tp in tps if tp in self._states]  # a rebalance may have removed some
+        # A rebalance may have removed some since the reset was planned, and a seek may
+        # have given others a position (which a reset must not overwrite).
+        tps = [tp for tp in tps if tp in self._states and self._states[tp].position is None]
+        if not tps:
+            return
         if self.auto_offset_reset == "none":
             for tp in tps:
                 self._states[tp].error = OffsetOutOfRangeError(

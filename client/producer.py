@@ -258,9 +258,13 @@ class Producer:
             return self._wait_for_topic(topic, value, key, headers, partition, timestamp_ms)
         count = len(info.partitions)
         if partition is None:
-            partition = self._partitioner.partition(
-                topic, key, count, meta.available_partitions(topic) if key is None else ()
-            )
+            partitioner = self._partitioner
+            sticky = partitioner.sticky(topic) if key is None else None
+            # The partitions with a leader are only looked at to choose a new sticky one:
+            # not listed for every record (a list as long as the topic's partitions).
+            choosing = key is None and (sticky is None or sticky >= count)
+            available = meta.available_partitions(topic) if choosing else ()
+            partition = partitioner.partition(topic, key, count, available)
         elif may_wait and partition >= count and self._tasks.nursery is not None:
             return self._wait_for_topic(topic, value, key, headers, partition, timestamp_ms)
         elif not 0 <= partition < count:
@@ -282,9 +286,16 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> RecordMetadata:
         """Send one record and wait for its acknowledgement."""
-        delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
-        if self._acc.linger_s == 0 and not self._waiting:
-            self._sender.drain_now()  # its request starts now, not at the sender's turn
+        acc = self._acc
+        if acc.linger_s or self._waiting:
+            delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+            return await delivery.result()
+        acc.draining_next = True  # drain_now below looks at once: no sender loop turn
+        try:
+            delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+        finally:
+            acc.draining_next = False
+        self._sender.drain_now()  # its request starts now, not at the sender's turn
         return await delivery.result()
 
     async def enqueue(

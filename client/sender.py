@@ -110,6 +110,9 @@ class Sender:
                     for batch in self.acc.expire(now):
                         self._fail(batch, RequestTimedOutError("delivery timeout expired"))
                     next_at = self._drain(now, nursery)
+                    if next_at == math.inf:  # no timer to arm: the usual case, cheaper
+                        await self.acc.wakeup.wait()
+                        continue
                     with trio.move_on_at(next_at):
                         await self.acc.wakeup.wait()
             finally:
@@ -120,10 +123,14 @@ class Sender:
 
         For ``Producer.send`` with no linger: the record's request starts at once
         instead of after the drain loop's next turn (one scheduler pass less per round
-        trip). The loop's own turn then finds nothing left to do.
+        trip). The batch opened for it did not wake the loop (``draining_next``): the
+        loop is woken here only if something is left for it (a batch that cannot go
+        yet, or whose leader is unknown).
         """
         if self._nursery is not None:
             self._drain(trio.current_time(), self._nursery)
+        if self.acc.has_queued_batches():
+            self.acc.wakeup.set()
 
     async def _init_producer_id(self) -> None:
         idempotence = self.idempotence

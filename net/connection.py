@@ -406,8 +406,11 @@ class Connection:
                 self._pending.append(pending)
             try:
                 with _network_errors("send to", self.host, self.port):
-                    for chunk in _coalesce(buffers):
-                        await socket_io.send_all(stream, chunk)
+                    if len(buffers) == 1:  # a request without large record data
+                        await socket_io.send_all(stream, buffers[0])
+                    else:
+                        for chunk in _coalesce(buffers):
+                            await socket_io.send_all(stream, chunk)
             except NetworkError as exc:
                 with trio.CancelScope(shield=True):
                     await self._break(exc)
@@ -451,13 +454,17 @@ class Connection:
         stream = self._stream
         assert stream is not None
         decoder = self._decoder
+        # The first read waits before trying: the answer to a request just sent is not
+        # there yet (a try would cost a system call and an exception per round trip).
+        wait_first = True
         try:
             with _network_errors("receive from", self.host, self.port):
                 while not pending.finished:
                     frame = decoder.next_frame()
                     if frame is NEED_DATA:
                         size = min(max(RECEIVE_SIZE, decoder.bytes_needed), MAX_RECEIVE_SIZE)
-                        data = await socket_io.receive_some(stream, size)
+                        data = await socket_io.receive_some(stream, size, wait_first=wait_first)
+                        wait_first = False
                         if not data:
                             raise NetworkError(f"connection closed by {self.host}:{self.port}")
                         decoder.feed(data)

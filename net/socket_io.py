@@ -89,12 +89,19 @@ def receive_now(stream: trio.SocketStream, size: int) -> bytes | None:
         raise _stream_error(exc) from exc
 
 
-async def receive_some(stream: trio.abc.Stream, size: int) -> bytes | bytearray:
+async def receive_some(
+    stream: trio.abc.Stream, size: int, *, wait_first: bool = False
+) -> bytes | bytearray:
     """``stream.receive_some(size)``; no scheduler pass when bytes are already there.
-    Any other stream than a plain socket (TLS) is read through its own ``receive_some``."""
+    Any other stream than a plain socket (TLS) is read through its own ``receive_some``.
+
+    ``wait_first``: the caller knows nothing is there yet (it just tried, or it just sent
+    the request whose answer it awaits), so the read starts by waiting: an attempt that
+    would fail costs a system call and an exception.
+    """
     if not isinstance(stream, trio.SocketStream):
         return await stream.receive_some(size)
-    data = receive_now(stream, size)
+    data = None if wait_first else receive_now(stream, size)
     while data is None:
         await trio.lowlevel.wait_readable(stream.socket)
         data = receive_now(stream, size)

@@ -289,15 +289,27 @@ def decode_request(
     """Parse and validate one request frame payload: (header, body with defaults); the
     header carries ``session``."""
     try:
-        envelope = msgpack.unpackb(
-            payload,
-            raw=False,
-            max_array_len=MAX_REQUEST_ELEMENTS,
-            max_map_len=MAX_MAP_KEYS,
-            max_str_len=MAX_STRING_BYTES,
-            max_ext_len=0,
-            list_hook=_ElementBudget(MAX_REQUEST_ELEMENTS),
-        )
+        if len(payload) <= MAX_REQUEST_ELEMENTS:
+            # Every element takes a byte at least: too short to exceed the budget, so
+            # no count is kept (a Python call per array otherwise).
+            envelope = msgpack.unpackb(
+                payload,
+                raw=False,
+                max_array_len=MAX_REQUEST_ELEMENTS,
+                max_map_len=MAX_MAP_KEYS,
+                max_str_len=MAX_STRING_BYTES,
+                max_ext_len=0,
+            )
+        else:
+            envelope = msgpack.unpackb(
+                payload,
+                raw=False,
+                max_array_len=MAX_REQUEST_ELEMENTS,
+                max_map_len=MAX_MAP_KEYS,
+                max_str_len=MAX_STRING_BYTES,
+                max_ext_len=0,
+                list_hook=_ElementBudget(MAX_REQUEST_ELEMENTS),
+            )
     except Exception as exc:
         header = _header_after_failure(payload)
         _validator_for(header)  # an unsupported version is reported as such first

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.timeout(30)
 
 class ScriptedHandler:
     """Frames are ASCII commands: 'now:X' answers X at once, 'later:X' parks until
-    released (released in any order), 'close' is unparseable, 'quiet' has no answer."""
+    released (released in any order), 'close' is unparseable, 'quiet' has no answer,
+    'size:N' answers N bytes."""
 
     listener = "PLAINTEXT"
 
@@ -34,6 +35,8 @@ class ScriptedHandler:
             raise CloseConnection("scripted close")
         if command == "quiet":
             return None
+        if command == "size":
+            return [encode_frame(b"z" * int(arg))]
         if command == "later":
             gate = self.gates.setdefault(arg, trio.Event())
 
@@ -131,3 +134,17 @@ async def test_ready_answers_of_a_later_read_wait_behind_an_earlier_parked_one(
             pytest.fail(f"received {got!r} before the parked answer")
         handler.gates["first"].set()
         assert await read_frames(stream, 3) == [b"first", b"second", b"third"]
+
+
+async def test_an_answer_larger_than_the_socket_takes_at_once_arrives_whole_and_in_order(
+    server: tuple[BrokerServer, ScriptedHandler],
+) -> None:
+    srv, _ = server
+    size = 16 * 1024 * 1024  # far beyond loopback socket buffers: written in parts
+    async with await trio.open_tcp_stream("127.0.0.1", srv.port) as stream:
+        await stream.send_all(encode_frame(f"size:{size}".encode()))
+        await trio.testing.wait_all_tasks_blocked()  # the broker wrote what fits, then waits
+        await stream.send_all(encode_frame(b"now:after"))
+        big, after = await read_frames(stream, 2)
+        assert (len(big), after) == (size, b"after")
+    assert srv.bytes_out == (4 + size) + (4 + len(b"after"))

@@ -182,3 +182,38 @@ async def test_replies_of_unknown_size_are_limited_in_number_per_connection() ->
         handler.release.set()
         assert await read_frames(client, count) == [b"released"] * count
         assert handler.handled == count
+
+
+IDLE_S = 0.3
+"""connections.max.idle.ms of the idle tests, in seconds."""
+
+
+async def test_a_plain_connection_that_sends_nothing_is_closed_once_idle() -> None:
+    async with serving(idle_timeout_s=IDLE_S) as (server, _):
+        started = trio.current_time()
+        async with await connect(server.port) as client:
+            assert await closed(client)
+        assert trio.current_time() - started >= IDLE_S
+        assert server.closed["idle"] == 1
+
+
+async def test_requests_more_often_than_the_idle_time_keep_a_connection_open() -> None:
+    async with serving(idle_timeout_s=IDLE_S) as (server, _), await connect(server.port) as client:
+        for _ in range(6):  # three idle periods in all, never one without a request
+            await client.send_all(encode_frame(b"now:x"))
+            assert await answer(client) == b"x"
+            await trio.sleep(IDLE_S / 2)
+        assert server.closed["idle"] == 0
+
+
+async def test_a_connection_owed_an_answer_is_not_idle_until_it_got_it() -> None:
+    async with serving(idle_timeout_s=IDLE_S) as (server, handler):
+        async with await connect(server.port) as client:
+            await client.send_all(encode_frame(b"park"))
+            await trio.sleep(3 * IDLE_S)  # nothing sent since, but an answer is owed
+            assert server.closed["idle"] == 0
+            handler.release.set()
+            assert await answer(client) == b"released"
+            # Silent for longer than the idle time already: closed once answered.
+            assert await closed(client)
+        assert server.closed["idle"] == 1

@@ -208,3 +208,18 @@ async def test_corrupt_batch_raises_from_poll_batches_and_is_not_skipped() -> No
         await consumer.poll_batches(0)
     assert consumer.position("t", 0) == 0
     assert consumer._states[("t", 0)].fetch_offset == 0  # fetched again, never skipped
+
+
+async def test_a_seek_made_before_the_planned_reset_runs_is_kept() -> None:
+    consumer = _consumer(0)  # no position: the fetch manager plans a reset to "latest"
+    consumer.seek("t", 0, 5)  # the application seeks before that reset runs
+    asked: list[dict[Any, int]] = []
+
+    async def list_offsets(timestamps: dict[Any, int]) -> dict[Any, tuple[int, int]]:
+        asked.append(timestamps)
+        return {tp: (60, -1) for tp in timestamps}
+
+    consumer._list_offsets = list_offsets  # type: ignore[method-assign]
+    await consumer._reset_positions([("t", 0)])
+    assert consumer.position("t", 0) == 5
+    assert asked == []

@@ -121,18 +121,17 @@ class TlsStream(trio.abc.Stream):
         ``DECRYPT_BYTES``); waits for at least one record. b"" once the peer closed the
         TLS session."""
         size = max_bytes or TRANSPORT_RECEIVE_BYTES
-        waited = False
-        while True:
-            self._check_open()
-            data = self._decrypt(size)
-            if data is not None:
-                if not waited:
-                    await trio.lowlevel.checkpoint()
-                return data
+        data = self.receive_now(size)
+        if data is not None:
+            await trio.lowlevel.checkpoint()
+            return data
+        while data is None:
             if self._outgoing.pending:
                 await self._flush()
             await self._fill(_transport_receive_size(size))
-            waited = True
+            self._check_open()
+            data = self._decrypt(size)
+        return data
 
     def receive_now(self, size: int) -> bytes | None:
         """What ``receive_some(size)`` would return now, without waiting or a scheduler

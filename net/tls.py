@@ -185,11 +185,15 @@ class TlsStream(trio.abc.Stream):
             return bytes(view[:got])
 
     async def _fill(self, size: int) -> None:
-        """Receive up to ``size`` more encrypted bytes into the incoming BIO (EOF too)."""
+        """Receive up to ``size`` more encrypted bytes into the incoming BIO (EOF too).
+        A socket is waited on before it is read: ``receive_some`` comes here after a
+        read found no whole record, so an immediate read would mostly find nothing
+        (and when bytes are there, the wait returns at once)."""
         if self._incoming.eof:  # the TLS layer wants more after the connection's end
             raise trio.BrokenResourceError("the connection ended inside a TLS record")
         sock = self._socket
         if sock is not None:
+            await trio.lowlevel.wait_readable(sock.socket)
             while not self._receive_into_bio(sock, size):
                 await trio.lowlevel.wait_readable(sock.socket)
             return

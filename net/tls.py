@@ -5,12 +5,12 @@ TLS record (16 KiB) per ``receive_some`` and reads its socket 64 KiB at a time: 
 produce or fetch costs dozens of scheduler passes and wake-ups on each side, which is
 most of what TLS costs here (the cipher itself runs at GB/s). ``TlsStream`` instead:
 
-- reads the socket in large pieces (``os.read`` straight away when bytes are there, as
-  net/socket_io.py does for plain sockets; Trio only when it must wait) and decrypts
-  every record already received into one buffer, up to ``max_bytes`` (and
-  ``DECRYPT_BYTES``): a reader that knows a 1 MiB frame is arriving gets all of it
-  that is there in one call, as from a plain socket, not a quarter per trip through
-  its loop;
+- reads the socket in large pieces (``os.readv`` into one reused buffer straight away
+  when bytes are there, as net/socket_io.py reads plain sockets; Trio only when it
+  must wait) and decrypts every record already received into one buffer, up to
+  ``max_bytes`` (and ``DECRYPT_BYTES``): a reader that knows a 1 MiB frame is arriving
+  gets all of it that is there in one call, as from a plain socket, not a quarter per
+  trip through its loop;
 - encrypts what it sends ``WRITE_BYTES`` at a time and writes each piece's records
   with one ``os.write``, again waiting through Trio only when the socket is full.
 

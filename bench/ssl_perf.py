@@ -13,7 +13,9 @@ max and the SSL / PLAINTEXT ratio of the medians (the target is >= 0.7).
 
 Wall-clock figures on a shared machine swing with its load, so each run also records
 the CPU seconds the client and the broker process spent (``*_cpu_mib_s``: MiB per CPU
-second of both together); their ratio is what TLS costs, whatever else runs.
+second of both together); their ratio is what TLS costs, whatever else runs. The
+broker's own share is ``*_broker_cpu_ms_mib`` (CPU milliseconds per MiB; for these the
+ratio SSL / PLAINTEXT is above 1, the broker's extra cost of TLS).
 """
 
 from __future__ import annotations
@@ -57,8 +59,10 @@ def _children_cpu_s() -> float:
     return total
 
 
-def _cpu_s() -> float:
-    return time.process_time() + _children_cpu_s()
+def _cpu_s() -> tuple[float, float]:
+    """(CPU seconds of this process and the broker together, of the broker alone)."""
+    broker = _children_cpu_s()
+    return time.process_time() + broker, broker
 
 
 async def produce(
@@ -129,26 +133,31 @@ def one_run(protocol: str, pki: Path, args: argparse.Namespace) -> dict[str, flo
     )
     with broker as (bootstrap, _):
         trio.run(lead, bootstrap, TOPIC, 1, None, security)
-        cpu = _cpu_s()
+        started = _cpu_s()
         produced = _profiled(
             profile and f"{profile}-produce.prof", produce, bootstrap, security, args
         )
-        produce_cpu, cpu = _cpu_s() - cpu, _cpu_s()
+        produce_done = _cpu_s()
         fetched = _profiled(profile and f"{profile}-fetch.prof", fetch, bootstrap, security, args)
-        fetch_cpu = _cpu_s() - cpu
+        fetch_done = _cpu_s()
+    produce_cpu, produce_broker_cpu = (b - a for a, b in zip(started, produce_done, strict=True))
+    fetch_cpu, fetch_broker_cpu = (b - a for a, b in zip(produce_done, fetch_done, strict=True))
     return {
         "produce_mib_s": produced,
         "fetch_mib_s": fetched,
         "produce_cpu_mib_s": args.megabytes / produce_cpu,
         "fetch_cpu_mib_s": args.megabytes / fetch_cpu,
+        "produce_broker_cpu_ms_mib": 1000 * produce_broker_cpu / args.megabytes,
+        "fetch_broker_cpu_ms_mib": 1000 * fetch_broker_cpu / args.megabytes,
     }
 
 
 def summary(values: list[float]) -> dict[str, float]:
+    digits = 1 if min(values) >= 10 else 3  # CPU ms per MiB are below 10
     return {
-        "min": round(min(values), 1),
-        "median": round(statistics.median(values), 1),
-        "max": round(max(values), 1),
+        "min": round(min(values), digits),
+        "median": round(statistics.median(values), digits),
+        "max": round(max(values), digits),
     }
 
 
@@ -172,16 +181,23 @@ def main() -> None:
                 figures = one_run(protocol, pki, args)
                 results[protocol].append(figures)
                 load = os.getloadavg()[0]
-                shown = {k: round(v, 1) for k, v in figures.items()}
+                shown = {k: round(v, 1 if v >= 10 else 3) for k, v in figures.items()}
                 print(f"run {run + 1} {protocol}: {shown} (load {load:.2f})", file=sys.stderr)
     report: dict[str, object] = {"megabytes": args.megabytes, "record_size": args.record_size}
-    for what in ("produce_mib_s", "fetch_mib_s", "produce_cpu_mib_s", "fetch_cpu_mib_s"):
+    for what in (
+        "produce_mib_s",
+        "fetch_mib_s",
+        "produce_cpu_mib_s",
+        "fetch_cpu_mib_s",
+        "produce_broker_cpu_ms_mib",
+        "fetch_broker_cpu_ms_mib",
+    ):
         plain = summary([r[what] for r in results["PLAINTEXT"]])
         tls = summary([r[what] for r in results["SSL"]])
         report[what] = {
             "PLAINTEXT": plain,
             "SSL": tls,
-            "ratio": round(tls["median"] / plain["median"], 2),
+            "ratio": round(tls["median"] / plain["median"], 2) if plain["median"] else None,
         }
     report["load_average"] = round(os.getloadavg()[0], 2)
     print(json.dumps(report))

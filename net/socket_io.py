@@ -89,6 +89,17 @@ def receive_now(stream: trio.SocketStream, size: int) -> bytes | None:
         raise _stream_error(exc) from exc
 
 
+def receive_into_now(stream: trio.SocketStream, buffer: memoryview) -> int | None:
+    """Read what is already received into ``buffer`` (no allocation): how many bytes,
+    0 at EOF, None when none are there."""
+    try:
+        return os.readv(stream.socket.fileno(), [buffer])
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        raise _stream_error(exc) from exc
+
+
 async def receive_some(
     stream: trio.abc.Stream, size: int, *, wait_first: bool = False
 ) -> bytes | bytearray:

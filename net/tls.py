@@ -5,10 +5,12 @@ TLS record (16 KiB) per ``receive_some`` and reads its socket 64 KiB at a time: 
 produce or fetch costs dozens of scheduler passes and wake-ups on each side, which is
 most of what TLS costs here (the cipher itself runs at GB/s). ``TlsStream`` instead:
 
-- reads the socket in large pieces (``os.read`` straight away when bytes are there, as
-  net/socket_io.py does for plain sockets; Trio only when it must wait) and decrypts
-  every record already received into one buffer, up to ``max_bytes`` (and
-  ``DECRYPT_BYTES``);
+- reads the socket in large pieces (``os.readv`` into one reused buffer straight away
+  when bytes are there, as net/socket_io.py reads plain sockets; Trio only when it
+  must wait) and decrypts every record already received into one buffer, up to
+  ``max_bytes`` (and ``DECRYPT_BYTES``): a reader that knows a 1 MiB frame is arriving
+  gets all of it that is there in one call, as from a plain socket, not a quarter per
+  trip through its loop;
 - encrypts what it sends ``WRITE_BYTES`` at a time and writes each piece's records
   with one ``os.write``, again waiting through Trio only when the socket is full.
 
@@ -42,8 +44,9 @@ TRANSPORT_RECEIVE_BYTES: Final = 256 * 1024
 MAX_TRANSPORT_RECEIVE_BYTES: Final = 4 * 1024 * 1024
 """Largest socket read (a caller asking for a whole large frame gets it in one)."""
 
-DECRYPT_BYTES: Final = 256 * 1024
-"""Most plaintext one ``receive_some`` returns: the size of the decryption buffer."""
+DECRYPT_BYTES: Final = MAX_TRANSPORT_RECEIVE_BYTES
+"""Most plaintext one ``receive_some`` returns: the largest the thread's decryption
+buffer grows to (it grows only as far as the reads it serves ask)."""
 
 WRITE_BYTES: Final = 256 * 1024
 """Plaintext encrypted per piece before its records are written to the socket."""
@@ -118,45 +121,43 @@ class TlsStream(trio.abc.Stream):
         ``DECRYPT_BYTES``); waits for at least one record. b"" once the peer closed the
         TLS session."""
         size = max_bytes or TRANSPORT_RECEIVE_BYTES
-        waited = False
-        while True:
-            self._check_open()
-            data = self._decrypt(size)
-            if data is not None:
-                if not waited:
-                    await trio.lowlevel.checkpoint()
-                return data
+        data = self.receive_now(size)
+        if data is not None:
+            await trio.lowlevel.checkpoint()
+            return data
+        while data is None:
             if self._outgoing.pending:
                 await self._flush()
             await self._fill(_transport_receive_size(size))
-            waited = True
+            self._check_open()
+            data = self._decrypt(size)
+        return data
 
     def receive_now(self, size: int) -> bytes | None:
         """What ``receive_some(size)`` would return now, without waiting or a scheduler
-        pass: the records already received (after one non-blocking socket read if none
-        are), None when not one whole record is there yet."""
+        pass: the records already received, topped up first by one non-blocking socket
+        read when fewer than ``size`` bytes are buffered (as one ``os.read`` of a plain
+        socket returns all it has); None when not one whole record is there yet."""
         self._check_open()
-        data = self._decrypt(size)
         sock = self._socket
-        if data is not None or sock is None or self._outgoing.pending or self._incoming.eof:
-            return data
-        received = socket_io.receive_now(sock, _transport_receive_size(size))
-        if received is None:
-            return None
-        if received:
-            self._incoming.write(received)
-        else:
-            self._incoming.write_eof()
+        incoming = self._incoming
+        if (
+            sock is not None
+            and not self._eof
+            and not incoming.eof
+            and not self._outgoing.pending  # what a read made must go out first
+            and incoming.pending + self._tls.pending() < size
+        ):
+            self._receive_into_bio(sock, _transport_receive_size(size))
         return self._decrypt(size)
 
     def _decrypt(self, size: int) -> bytes | None:
         """Decrypt the records already received, up to ``size`` bytes; None when not
         one whole record is there, b"" at the end of the TLS session.
 
-        Records are decrypted into the thread's scratch buffer and handed out as
+        Records are decrypted into the thread's "decrypted" buffer and handed out as
         ``bytes``: one copy, and the frame decoders keep ``bytes`` as they are (a
-        bytearray they copy). Nothing awaits in between, so every connection of the
-        thread shares that one buffer and an idle connection holds none.
+        bytearray they copy).
         """
         if self._eof:
             return b""
@@ -165,7 +166,7 @@ class TlsStream(trio.abc.Stream):
         )
         got = 0
         read = self._read
-        with memoryview(_scratch_buffer()) as view:
+        with memoryview(_thread_buffer("decrypted", room)) as view:
             while got < room:
                 try:
                     n = read(room - got, view[got:room])
@@ -184,22 +185,36 @@ class TlsStream(trio.abc.Stream):
             return bytes(view[:got])
 
     async def _fill(self, size: int) -> None:
-        """Receive up to ``size`` more encrypted bytes into the incoming BIO (EOF too)."""
+        """Receive up to ``size`` more encrypted bytes into the incoming BIO (EOF too).
+        A socket is waited on before it is read: ``receive_some`` comes here after a
+        read found no whole record, so an immediate read would mostly find nothing
+        (and when bytes are there, the wait returns at once)."""
         if self._incoming.eof:  # the TLS layer wants more after the connection's end
             raise trio.BrokenResourceError("the connection ended inside a TLS record")
         sock = self._socket
-        if sock is None:
-            data = await self.transport.receive_some(size)
-        else:
-            received = socket_io.receive_now(sock, size)
-            while received is None:
+        if sock is not None:
+            await trio.lowlevel.wait_readable(sock.socket)
+            while not self._receive_into_bio(sock, size):
                 await trio.lowlevel.wait_readable(sock.socket)
-                received = socket_io.receive_now(sock, size)
-            data = received
+            return
+        data = await self.transport.receive_some(size)
         if data:
             self._incoming.write(data)
         else:
             self._incoming.write_eof()
+
+    def _receive_into_bio(self, sock: trio.SocketStream, size: int) -> bool:
+        """Move up to ``size`` bytes the socket already has into the incoming BIO (EOF
+        too), through the thread's transport buffer: False when it had none."""
+        with memoryview(_thread_buffer("transport", size)) as view:
+            n = socket_io.receive_into_now(sock, view[:size])
+            if n is None:
+                return False
+            if n:
+                self._incoming.write(view[:n])
+            else:
+                self._incoming.write_eof()
+        return True
 
     # -- sending -----------------------------------------------------------------------
 
@@ -311,15 +326,25 @@ class TlsStream(trio.abc.Stream):
             raise trio.ClosedResourceError("the TLS stream was closed")
 
 
-_scratch = threading.local()
+_buffers = threading.local()
+
+_BUFFER_START_BYTES: Final = 256 * 1024
+"""A thread's first buffers: what small requests and replies need."""
 
 
-def _scratch_buffer() -> bytearray:
-    """This thread's decryption buffer (``DECRYPT_BYTES``)."""
-    try:
-        buffer: bytearray = _scratch.buffer
-    except AttributeError:
-        buffer = _scratch.buffer = bytearray(DECRYPT_BYTES)
+def _thread_buffer(name: str, size: int) -> bytearray:
+    """This thread's buffer ``name`` ("transport": ciphertext between the socket and the
+    incoming BIO; "decrypted": plaintext out of it), grown (doubling, up to
+    ``MAX_TRANSPORT_RECEIVE_BYTES``) to hold ``size`` bytes.
+
+    Nothing awaits while one is in use, so every connection of the thread shares them,
+    an idle connection holds none, and a large read allocates nothing per call.
+    """
+    buffer: bytearray | None = getattr(_buffers, name, None)
+    if buffer is None or len(buffer) < size:
+        grown = max(size, _BUFFER_START_BYTES, 2 * len(buffer or b""))
+        buffer = bytearray(min(grown, MAX_TRANSPORT_RECEIVE_BYTES))
+        setattr(_buffers, name, buffer)
     return buffer
 
 

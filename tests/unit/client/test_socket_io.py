@@ -83,3 +83,18 @@ async def test_no_buffers_write_nothing() -> None:
     async with a, b:
         assert socket_io.write_buffers_now(a, []) == []
         assert socket_io.receive_now(b, 10) is None
+
+
+async def test_receive_into_now_fills_the_given_buffer_with_what_is_there() -> None:
+    a, b = _pair()
+    buffer = bytearray(10)
+    async with a:
+        assert socket_io.receive_into_now(b, memoryview(buffer)) is None
+        await socket_io.send_all(a, b"hello")
+        assert socket_io.receive_into_now(b, memoryview(buffer)[2:]) == 5
+        assert buffer == b"\0\0hello\0\0\0"
+        await a.aclose()
+        assert socket_io.receive_into_now(b, memoryview(buffer)) == 0  # end of stream
+    await b.aclose()
+    with pytest.raises(trio.ClosedResourceError):
+        socket_io.receive_into_now(b, memoryview(buffer))

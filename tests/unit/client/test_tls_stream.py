@@ -234,3 +234,35 @@ async def test_receive_now_returns_only_records_already_there(
     await client.aclose()
     assert await server.receive_some(1024) == b""
     await server.aclose()
+
+
+async def test_receive_now_tops_up_from_the_socket_before_handing_out_what_was_buffered(
+    contexts: tuple[object, object],
+) -> None:
+    """Part of a record is decrypted and held back, and a second record waits in the
+    socket: one ``receive_now`` returns both, as one read of a plain socket would."""
+    left, right = await _tcp_pair()
+    server, client = await _handshaken(contexts, left, right)
+    await client.send_all(b"a" * 100)
+    with trio.fail_after(10):
+        await trio.lowlevel.wait_readable(left.socket)
+    assert server.receive_now(5) == b"a" * 5
+    await client.send_all(b"b" * 100)
+    with trio.fail_after(10):
+        await trio.lowlevel.wait_readable(left.socket)
+    assert server.receive_now(1000) == b"a" * 95 + b"b" * 100
+    await client.aclose()
+    await server.aclose()
+
+
+async def test_a_read_asking_for_a_whole_large_frame_gets_every_record_already_there(
+    contexts: tuple[object, object],
+) -> None:
+    """A reader that knows a 3 MiB frame is arriving and asks for it gets all of it
+    that was received in one piece, not one buffer's worth per call."""
+    server, client = await _handshaken(contexts, *trio.testing.memory_stream_pair())
+    payload = os.urandom(3 * 1024 * 1024)
+    await client.send_all(payload)  # a memory stream takes it all at once
+    assert await server.receive_some(4 * 1024 * 1024) == payload
+    await client.aclose()
+    await server.aclose()

@@ -60,18 +60,14 @@ from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
 from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
 from minibroker.broker.producer_ids import install_init_producer_id
+from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.sasl_gate import SaslListener, install_sasl_after_login
 from minibroker.broker.security import ListenerSecurity, listener_security
-from minibroker.broker.server import (
-    BrokerServer,
-    QueuedBytes,
-    idle_timeout_seconds,
-    queued_max_bytes,
-)
+from minibroker.broker.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.storage.log_config import Clock, system_clock

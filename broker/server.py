@@ -26,16 +26,10 @@ Memory: what a client makes the broker hold is bounded, whatever the client does
   responses (a 4 KiB receive buffer, Fetches of a large partition) is simply not read
   any more, holding at most ``max_unsent_bytes`` plus ``MAX_PENDING`` + 1 responses
   and one received chunk; other connections are not affected.
-- Broker-wide, ``QueuedBytes`` (``queued.max.request.bytes``) counts the bytes of
-  received requests not yet handled and of responses not yet written, over all
-  connections and listeners. While it is full, a connection holding at least its share
-  of it (the limit divided by the open connections) starts reading no new request; one
-  holding less still does, so a few clients filling the budget do not stall the rest.
-  Requests already received are still handled, so nothing can deadlock on it.
-  As in Kafka's request memory pool, a frame is reserved whole once its length prefix
-  is in, and admitted while the budget is not yet full: it may overshoot by one frame.
-  Response bytes are counted by their length, including memoryviews spliced from
-  record data, since those pin their memory as long as they are queued.
+- Broker-wide, ``QueuedBytes`` (``queued.max.request.bytes``, broker/queued_bytes.py)
+  counts the bytes of received requests not yet handled and of responses not yet
+  written, over all connections and listeners. While it is full, a connection holding
+  at least its share of it starts reading no new request.
 - A response the client stops accepting (no byte taken for ``connections.max.idle.ms``)
   closes the connection, so a stalled peer cannot hold its share forever.
 
@@ -80,6 +74,7 @@ from typing import Any, Protocol, TypeAlias
 import trio
 
 from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.queued_bytes import QueuedBytes
 from minibroker.net import socket_io
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.errors import MinibrokerError
@@ -123,11 +118,6 @@ MAX_UNSENT_BYTES = 1024 * 1024
 at all drains this within a round trip; one that does not is held to it (plus one
 response, which may be up to fetch.max.bytes)."""
 
-DEFAULT_QUEUED_MAX_BYTES = 512 * 1024 * 1024
-"""Default broker-wide bound on queued request and response bytes: well above what
-normal traffic queues, well below a small host's memory (Kafka's -1, unbounded, is what
-let non-reading clients take 13 GB)."""
-
 DEFAULT_SSL_HANDSHAKE_TIMEOUT_S = 10.0
 """How long a TLS handshake may take (ssl.handshake.timeout.ms): a peer that opens a
 TLS port and says nothing holds a task and a socket, never the accept loop."""
@@ -135,63 +125,6 @@ TLS port and says nothing holds a task and a socket, never the accept loop."""
 DEFAULT_REQUEST_RECEIVE_TIMEOUT_S = 30.0
 """How long a started request frame may take to arrive whole (Kafka's request.timeout.ms
 default: a client waits that long for an answer anyway)."""
-
-
-class QueuedBytes:
-    """The broker-wide budget of queued request and response bytes (one per broker,
-    shared by its listeners); see the module docstring.
-
-    ``add`` never blocks (bytes already in memory are counted, not refused); readers
-    ``await wait_for_room(held)`` before they read a new request.
-    """
-
-    def __init__(self, limit: float = DEFAULT_QUEUED_MAX_BYTES) -> None:
-        self.limit = limit
-        self.used = 0
-        self.connections = 0  # open connections over all listeners: they share the limit
-        self.paused_reads = 0  # times a reader waited for room (a metric)
-        self._freed: trio.Event | None = None
-
-    @property
-    def full(self) -> bool:
-        return self.used >= self.limit
-
-    def add(self, n: int) -> None:
-        """Count ``n`` more bytes (negative: bytes freed)."""
-        self.used += n
-        if n < 0:
-            self._wake()
-
-    def opened(self) -> None:
-        self.connections += 1
-
-    def closed(self) -> None:
-        self.connections -= 1
-        self._wake()  # every other connection's share just grew
-
-    def _wake(self) -> None:
-        if self._freed is not None:
-            self._freed.set()
-            self._freed = None
-
-    def _over_share(self, held: int) -> bool:
-        return self.used >= self.limit and held >= self.limit / max(self.connections, 1)
-
-    async def wait_for_room(self, held: Callable[[], int]) -> None:
-        """Wait while the budget is full and the caller ``held()`` at least its share of
-        it: a few connections that fill the budget pause themselves, not everyone."""
-        if not self._over_share(held()):
-            return
-        self.paused_reads += 1
-        while self._over_share(held()):
-            if self._freed is None:
-                self._freed = trio.Event()
-            await self._freed.wait()
-
-
-def queued_max_bytes(configured: int) -> float:
-    """queued.max.request.bytes as a limit (-1, as in Kafka, means unbounded)."""
-    return math.inf if configured < 0 else configured
 
 
 class Pending:

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from minibroker.broker.server import CLOSE_REASONS, BrokerServer, QueuedBytes
+from minibroker.broker.queued_bytes import QueuedBytes
+from minibroker.broker.server import CLOSE_REASONS, BrokerServer
 
 
 class ServerLimitsCollector(Collector):

@@ -23,7 +23,7 @@ from minibroker.broker.replica_manager import (
     PartitionRead,
     ReplicaManager,
 )
-from minibroker.broker.server import CloseConnection
+from minibroker.broker.request_handler import CloseConnection
 from minibroker.broker.topic_auto_creation import TopicAutoCreator
 from minibroker.protocol.api import ApiKey, Body, RequestHeader, api_versions_body
 from minibroker.protocol.errors import (

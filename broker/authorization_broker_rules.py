@@ -15,7 +15,7 @@ from minibroker.broker.authorization_rules import (
     refused_topic,
     split_items,
 )
-from minibroker.broker.server import CloseConnection
+from minibroker.broker.request_handler import CloseConnection
 from minibroker.protocol.acls import Operation
 from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (

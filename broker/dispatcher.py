@@ -43,7 +43,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeAlias
 
 from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.server import Buffer, CloseConnection, Pending, Reply
+from minibroker.broker.request_handler import Buffer, CloseConnection, Pending, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     ClusterAuthorizationFailedError,

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.request_handler import Buffer, CloseConnection, Reply
 from minibroker.broker.sasl_gate import SaslExchange
-from minibroker.broker.server import Buffer, CloseConnection, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     NONE,

@@ -36,7 +36,7 @@ from typing import Final, Protocol
 
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_limiter import LogRateLimiter
-from minibroker.broker.server import Buffer, CloseConnection, Reply
+from minibroker.broker.request_handler import Buffer, CloseConnection, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     IllegalSaslStateError,

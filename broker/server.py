@@ -67,14 +67,21 @@ import logging
 import math
 import select
 import ssl
-from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeAlias
+from collections import deque
+from collections.abc import Callable, Sequence
 
 import trio
 
 from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.broker.queued_bytes import QueuedBytes
+from minibroker.broker.request_handler import (
+    Authenticator,
+    Buffer,
+    CloseConnection,
+    Pending,
+    Reply,
+    RequestHandler,
+)
 from minibroker.net import socket_io
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.errors import MinibrokerError
@@ -83,8 +90,6 @@ from minibroker.protocol.session import ANONYMOUS, Session
 
 log = logging.getLogger(__name__)
 _refusal_log = LogRateLimiter(log)  # closes a client can trigger at will
-
-Buffer: TypeAlias = bytes | bytearray | memoryview
 
 MAX_IN_FLIGHT = 256
 """Requests read but not yet answered, per connection: bounds memory per client."""
@@ -127,59 +132,8 @@ DEFAULT_REQUEST_RECEIVE_TIMEOUT_S = 30.0
 default: a client waits that long for an answer anyway)."""
 
 
-class Pending:
-    """A reply that is not ready yet: ``wait()`` produces it (in its own task)."""
-
-    __slots__ = ("wait",)
-
-    def __init__(self, wait: Callable[[], Awaitable[Sequence[Buffer] | None]]) -> None:
-        self.wait = wait
-
-
-Reply: TypeAlias = Sequence[Buffer] | Pending | None
-"""Response buffers (length prefix included), no response, or a pending response."""
-
-
 class ListenError(MinibrokerError):
     """The listener cannot be bound (address in use, bad host, no permission)."""
-
-
-class CloseConnection(Exception):
-    """Raised by a handler for a frame it cannot answer (its header does not parse), or
-    after which the connection must end (a failed login): ``reply``, if any, is sent
-    first; ``reason`` is one of CLOSE_REASONS."""
-
-    def __init__(
-        self, message: str, *, reply: Sequence[Buffer] | None = None, reason: str = "bad_frame"
-    ) -> None:
-        super().__init__(message)
-        self.reply = reply
-        self.reason = reason
-
-
-class Authenticator(Protocol):
-    """A SASL listener's source of per-connection logins (broker/sasl_gate.py), with
-    its counters by mechanism (a metric)."""
-
-    mechanisms: list[str]
-    failed: Counter[str]
-    succeeded: Counter[str]
-
-    def exchange(self, peer: str, on_authenticated: Callable[[str], None]) -> object:
-        """The login state of a new connection from ``peer``; it calls
-        ``on_authenticated(principal)`` when the login succeeds."""
-        ...
-
-
-class RequestHandler(Protocol):
-    listener: str
-    """The name of the listener this handler serves (it names the connections' sessions)."""
-
-    def handle(self, frame: bytes, session: Session, auth: Any = None) -> Reply:
-        """Answer one request frame sent by ``session``; raise CloseConnection if it is
-        unparseable. ``auth``: on a SASL listener, the connection's login state (given
-        by ``BrokerServer``'s ``sasl``), until and after it is done."""
-        ...
 
 
 class _Slot:

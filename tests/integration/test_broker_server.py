@@ -9,7 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.server import BrokerServer, Buffer, CloseConnection, Pending, Reply
+from minibroker.broker.request_handler import Buffer, CloseConnection, Pending, Reply
+from minibroker.broker.server import BrokerServer
 from minibroker.protocol.frames import encode_frame
 from minibroker.protocol.session import Session
 from tests.support.broker import read_frames

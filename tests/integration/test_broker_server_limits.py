@@ -13,13 +13,8 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.server import (
-    MAX_PENDING,
-    BrokerServer,
-    Buffer,
-    Pending,
-    Reply,
-)
+from minibroker.broker.request_handler import Buffer, Pending, Reply
+from minibroker.broker.server import MAX_PENDING, BrokerServer
 from minibroker.protocol.frames import encode_frame
 from minibroker.protocol.session import Session
 from tests.support.broker import read_frames

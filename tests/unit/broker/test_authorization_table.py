@@ -10,7 +10,7 @@ from minibroker.broker.authorization import RULES, RequestAuthorization, rules_m
 from minibroker.broker.authorizer import AclAuthorizer
 from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.server import CloseConnection
+from minibroker.broker.request_handler import CloseConnection
 from minibroker.protocol.acls import (
     AccessControlEntry,
     Operation,

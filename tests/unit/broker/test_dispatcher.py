@@ -11,7 +11,7 @@ import trio
 from minibroker.broker.dispatcher import Deferred, RequestDispatcher
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.request_codec import MsgpackCodec
-from minibroker.broker.server import Buffer, CloseConnection, Pending
+from minibroker.broker.request_handler import Buffer, CloseConnection, Pending
 from minibroker.protocol.api import ApiKey, Body, RequestHeader, decode_response, encode_request
 from minibroker.protocol.errors import (
     NONE,

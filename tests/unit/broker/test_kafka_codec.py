@@ -15,7 +15,7 @@ from kafka.protocol.producer import ProduceResponse
 from minibroker.broker.dispatcher import Deferred, RequestDispatcher
 from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.server import Buffer, CloseConnection, Pending
+from minibroker.broker.request_handler import Buffer, CloseConnection, Pending
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import NotLeaderOrFollowerError
 from minibroker.protocol.kafka.codec import encode_request

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from minibroker.broker.request_handler import Buffer, CloseConnection
 from minibroker.broker.sasl_gate import SaslListener, SaslState
-from minibroker.broker.server import Buffer, CloseConnection
 from minibroker.protocol.api import ApiKey, RequestHeader
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.sasl import SaslClient, ScramCredential, make_scram_credential

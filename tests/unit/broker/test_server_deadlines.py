@@ -10,7 +10,8 @@ from contextlib import asynccontextmanager
 import trio
 import trio.testing
 
-from minibroker.broker.server import BrokerServer, Reply
+from minibroker.broker.request_handler import Reply
+from minibroker.broker.server import BrokerServer
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 from minibroker.protocol.session import Session
 

@@ -6,7 +6,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from minibroker.broker.queued_bytes import QueuedBytes
-from minibroker.broker.server import BrokerServer, Reply
+from minibroker.broker.request_handler import Reply
+from minibroker.broker.server import BrokerServer
 from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.protocol.session import Session
 

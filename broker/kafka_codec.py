@@ -2,8 +2,8 @@
 
 The Kafka listener's first and last steps of the request path (the middle step,
 broker/dispatcher.py, and every handler are the msgpack listener's). ``handle(frame)``
-is what the server calls for every frame (broker/server.py cuts the same int32-sized
-frames for both protocols):
+is what the server calls for every frame (broker/server_connection.py cuts the same
+int32-sized frames for both protocols):
 
 - a header or body that does not parse -> ``CloseConnection`` (that connection only,
   as Kafka does);

@@ -2,8 +2,8 @@
 
 How this works. ``QueuedBytes`` counts the bytes of received requests not yet handled
 and of responses not yet written, over all connections and listeners of one broker
-(the connections of broker/server.py add and free them). While it is full, a
-connection holding at least its share of it (the limit divided by the open
+(the connections of broker/server_connection.py add and free them). While it is full,
+a connection holding at least its share of it (the limit divided by the open
 connections) starts reading no new request; one holding less still does, so a few
 clients filling the budget do not stall the rest. Requests already received are still
 handled, so nothing can deadlock on it. As in Kafka's request memory pool, a frame is

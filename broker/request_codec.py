@@ -2,7 +2,7 @@
 
 The first and last steps of the request path (docs/architecture.md, "The request
 path"; the middle step is broker/dispatcher.py). ``handle(frame)`` is what the server
-calls for every frame (broker/server.py):
+calls for every frame (broker/server_connection.py):
 
 - the envelope's header does not parse -> ``CloseConnection`` (nobody to answer);
 - unknown API key, unsupported version, body of the wrong shape -> an error body with

@@ -1,8 +1,8 @@
 """The SASL login of one connection on a SASL_PLAINTEXT / SASL_SSL listener.
 
-How this works. The server (broker/server.py) makes one ``SaslExchange`` per connection
-of a SASL listener and hands it to the codec with every frame; a plaintext listener has
-none and its codec never looks further. Until the exchange is ``done`` the codec gives
+How this works. The server (broker/server_connection.py) makes one ``SaslExchange`` per
+connection of a SASL listener and hands it to the codec with every frame; a plaintext
+listener has none and its codec never looks further. Until the exchange is ``done`` the codec gives
 it every decoded request instead of dispatching it (ApiVersions excepted: a client asks
 it first). The states, one table (``_ALLOWED``):
 

@@ -1,4 +1,4 @@
-"""Scrape-time figures of the socket server's limits (broker/server.py).
+"""Scrape-time figures of the socket server's limits (broker/server.py, queued_bytes.py).
 
     kafka_network_socketserver_memorypoolused          gauge   queued request and response
                                                                bytes (queued.max.request.bytes)

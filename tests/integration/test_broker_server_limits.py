@@ -14,7 +14,8 @@ import trio
 import trio.testing
 
 from minibroker.broker.request_handler import Buffer, Pending, Reply
-from minibroker.broker.server import MAX_PENDING, BrokerServer
+from minibroker.broker.server import BrokerServer
+from minibroker.broker.server_connection import MAX_PENDING
 from minibroker.protocol.frames import encode_frame
 from minibroker.protocol.session import Session
 from tests.support.broker import read_frames

@@ -4,21 +4,18 @@ How this works. The application owns positions (no consumer groups): ``assign`` 
 the partitions, ``seek*`` sets where each one reads next. A fetch manager task keeps
 ONE Fetch in flight per broker, covering every assigned partition that broker leads
 whose buffered bytes are below ``max_partition_fetch_bytes``, so the next response is
-already on its way while the application processes the previous one (pre-fetching).
-Responses are buffered as raw RecordBatch bytes and decoded by ``poll``, a batch at a
-time, only as far as ``max_records`` needs; ``poll_batches`` hands them out instead as
-checked ``BatchView``s (protocol/records/view.py) whose values are slices of those bytes.
+already on its way while the application processes the previous one (pre-fetching;
+client/consumer_fetch.py, which also follows leader changes and resets out-of-range
+positions). Responses are buffered as raw RecordBatch bytes and decoded by ``poll``, a
+batch at a time, only as far as ``max_records`` needs; ``poll_batches`` hands them out
+instead as checked ``BatchView``s (protocol/records/view.py) whose values are slices of
+those bytes.
 
 Each partition has a *position* (next offset the application gets) and a *fetch
 offset* (next offset to ask the broker for; ahead of the position by what is
 buffered). A seek bumps the partition's generation, which drops its buffered data and
-makes the answer of an in-flight fetch for it be ignored.
-
-Leader changes are followed transparently: NOT_LEADER_OR_FOLLOWER, a fenced or unknown
-leader epoch, an unknown partition or a lost connection ask for fresh metadata and the
-partition is fetched from its new leader; nothing is returned twice or skipped because
-the position only moves when ``poll`` hands records out. OFFSET_OUT_OF_RANGE resets the
-position as ``auto_offset_reset`` says ("earliest", "latest", or "none" to raise).
+makes the answer of an in-flight fetch for it be ignored. Nothing is returned twice or
+skipped because the position only moves when ``poll`` hands records out.
 
 With a ``group_id``, ``subscribe`` makes the consumer a member of a consumer group
 instead: the group's coordinator and its leader decide which partitions it reads
@@ -33,26 +30,28 @@ import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar, Unpack
+from typing import TypeVar, Unpack
 
 import trio
 
 from minibroker.client.background import BackgroundTasks
+from minibroker.client.consumer_fetch import (
+    EARLIEST,
+    LATEST,
+    RESETTING,
+    FetchMethods,
+    PartitionState,
+    TopicPartition,
+)
 from minibroker.client.consumer_group import ConsumerGroup, GroupMethods, GroupOptions
-from minibroker.client.errors import wire_error, with_context
+from minibroker.client.errors import with_context
 from minibroker.client.metadata import ClusterClient
-from minibroker.client.offsets import list_offsets
 from minibroker.client.security import SecurityOptions, client_security
 from minibroker.net.security import ClientSecurity
-from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     CorruptMessageError,
-    KafkaError,
     MinibrokerError,
-    OffsetOutOfRangeError,
-    error_for_code,
 )
 from minibroker.protocol.heap import keep_freed_memory
 from minibroker.protocol.records import (
@@ -61,30 +60,13 @@ from minibroker.protocol.records import (
 from minibroker.protocol.records import decode_consumer_records, iter_headers
 from minibroker.protocol.records.view import BatchView, batch_views
 
-EARLIEST = -2  # ListOffsets timestamp meaning "log start offset"
-LATEST = -1  # ListOffsets timestamp meaning "log end offset (high watermark)"
 FETCH_MAX_WAIT_MS = 500  # Kafka's fetch.max.wait.ms: long-poll time on an idle partition
-FETCH_MAX_BYTES = 52_428_800  # Kafka's fetch.max.bytes: one whole response
-RETRY_BACKOFF_S = 0.1  # between attempts when a partition has no leader
-RESETTING = -1  # position of a partition whose offset is being looked up
 
 
-TopicPartition = tuple[str, int]
 _T = TypeVar("_T")
 
 
-@dataclass(slots=True)
-class _PartitionState:
-    position: int | None = None  # None: reset with auto_offset_reset before fetching
-    fetch_offset: int | None = None
-    generation: int = 0
-    buffered: deque[tuple[bytes, int]] = field(default_factory=deque)  # (records, generation)
-    buffered_bytes: int = 0
-    high_watermark: int = -1
-    error: KafkaError | None = None  # raised by the next poll
-
-
-class Consumer(GroupMethods):
+class Consumer(FetchMethods, GroupMethods):
     """A Trio-native consumer of assigned partitions; see the module docstring."""
 
     def __init__(
@@ -127,12 +109,12 @@ class Consumer(GroupMethods):
             client_id=client_id,
             request_timeout_s=self.request_timeout_s,
         )
-        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._states: dict[TopicPartition, PartitionState] = {}
         # Decoded records not yet handed out, with the fetched bytes they came from (so
         # that poll_batches can hand out the rest as views).
         self._ready: deque[tuple[TopicPartition, list[ConsumerRecord], bytes]] = deque()
         self._iter_buffer: deque[ConsumerRecord] = deque()
-        self._generations = itertools.count(1)  # see _PartitionState.generation
+        self._generations = itertools.count(1)  # see PartitionState.generation
         self._in_flight: set[int] = set()
         self._turn = 0  # round-robin start of _next_fetched
         self._wakeup = trio.Event()  # fetch manager: something changed
@@ -202,7 +184,7 @@ class Consumer(GroupMethods):
         # A partition assigned again gets a generation never used before, so the answer
         # to a fetch sent before it was taken away is not mistaken for a current one.
         self._states = {
-            tp: self._states.get(tp) or _PartitionState(generation=next(self._generations))
+            tp: self._states.get(tp) or PartitionState(generation=next(self._generations))
             for tp in wanted
         }
         self._ready = deque(entry for entry in self._ready if entry[0] in self._states)
@@ -272,7 +254,7 @@ class Consumer(GroupMethods):
             tp: o for tp, (o, _) in (await self._list_offsets(dict.fromkeys(tps, LATEST))).items()
         }
 
-    def _state(self, tp: TopicPartition) -> _PartitionState:
+    def _state(self, tp: TopicPartition) -> PartitionState:
         state = self._states.get(tp)
         if state is None:
             raise MinibrokerError(f"{tp[0]}-{tp[1]} is not assigned to this consumer")
@@ -422,154 +404,3 @@ class Consumer(GroupMethods):
                 decoded = [r for r in decoded if r.offset >= position]
             out += decoded
         return out
-
-    # --- fetching --------------------------------------------------------------------
-
-    async def _fetch_manager(self, nursery: trio.Nursery) -> None:
-        while True:
-            self._wakeup = trio.Event()
-            meta = self.cluster.metadata
-            by_node: dict[int, list[TopicPartition]] = {}
-            to_reset: list[TopicPartition] = []
-            missing_leader = False
-            for tp, state in self._states.items():
-                if state.position is None:
-                    to_reset.append(tp)
-                    continue
-                if state.position == RESETTING:
-                    continue  # a ListOffsets for it is on its way
-                if state.buffered_bytes >= self.max_partition_fetch_bytes or state.error:
-                    continue
-                leader = meta.leader(*tp)
-                if leader < 0 or leader not in meta.brokers:
-                    missing_leader = True
-                elif leader not in self._in_flight:
-                    by_node.setdefault(leader, []).append(tp)
-            if to_reset:
-                nursery.start_soon(self._reset_positions, to_reset)
-            if missing_leader:
-                self.cluster.request_update()
-            for node, tps in by_node.items():
-                self._in_flight.add(node)
-                nursery.start_soon(self._fetch, node, tps)
-            with trio.move_on_after(RETRY_BACKOFF_S if missing_leader else math.inf):
-                await self._wakeup.wait()
-
-    async def _reset_positions(self, tps: list[TopicPartition]) -> None:
-        # A rebalance may have removed some since the reset was planned, and a seek may
-        # have given others a position (which a reset must not overwrite).
-        tps = [tp for tp in tps if tp in self._states and self._states[tp].position is None]
-        if not tps:
-            return
-        if self.auto_offset_reset == "none":
-            for tp in tps:
-                self._states[tp].error = OffsetOutOfRangeError(
-                    f"{tp[0]}-{tp[1]}: OFFSET_OUT_OF_RANGE (no position and auto_offset_reset "
-                    "is none)"
-                )
-            self._data.set()
-            return
-        timestamp = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
-        for tp in tps:  # mark as being reset so the manager does not start twice
-            self._states[tp].position = self._states[tp].fetch_offset = RESETTING
-        try:
-            found = await self._list_offsets(dict.fromkeys(tps, timestamp))
-        except KafkaError:
-            found = {}
-            await trio.sleep(RETRY_BACKOFF_S)
-        for tp in tps:
-            state = self._states.get(tp)
-            if state is not None and state.position == RESETTING:
-                if tp in found:
-                    state.position = state.fetch_offset = found[tp][0]
-                else:
-                    state.position = state.fetch_offset = None
-        self._wakeup.set()
-
-    async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
-        # A rebalance may have taken partitions away since this fetch was planned.
-        tps = [tp for tp in tps if tp in self._states]
-        if not tps:
-            self._in_flight.discard(node)
-            self._wakeup.set()
-            return
-        generations = {tp: self._states[tp].generation for tp in tps}
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp in tps:
-            topics.setdefault(tp[0], []).append(
-                {
-                    "partition": tp[1],
-                    "current_leader_epoch": -1,
-                    "fetch_offset": self._states[tp].fetch_offset,
-                    "last_fetched_epoch": -1,
-                    "log_start_offset": -1,
-                    "partition_max_bytes": self.max_partition_fetch_bytes,
-                }
-            )
-        body = {
-            "replica_id": -1,
-            "max_wait_ms": self.fetch_max_wait_ms,
-            "min_bytes": self.fetch_min_bytes,
-            "max_bytes": FETCH_MAX_BYTES,
-            "isolation_level": 0,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-        }
-        try:
-            timeout = self.request_timeout_s + self.fetch_max_wait_ms / 1000
-            response = await self.cluster.request(node, ApiKey.FETCH, body, timeout=timeout)
-        except KafkaError:
-            self.cluster.request_update()
-            await trio.sleep(RETRY_BACKOFF_S)
-            return
-        finally:
-            self._in_flight.discard(node)
-            self._wakeup.set()
-        self._handle_fetch(response, generations)
-
-    def _handle_fetch(
-        self, response: dict[str, Any], generations: dict[TopicPartition, int]
-    ) -> None:
-        arrived = False
-        for topic in response.get("topics", ()):
-            for part in topic["partitions"]:
-                tp = (topic["topic"], part["partition_index"])
-                state = self._states.get(tp)
-                if state is None or generations.get(tp) != state.generation:
-                    continue  # unassigned or sought meanwhile: this answer is stale
-                code = part.get("error_code", 0)
-                if code:
-                    self._partition_error(tp, state, error_for_code(code))
-                    continue
-                state.high_watermark = part.get("high_watermark", -1)
-                raw = part.get("records") or b""
-                next_offset = None
-                for _, header in iter_headers(raw):
-                    next_offset = header.next_offset
-                if next_offset is not None and next_offset > (state.fetch_offset or 0):
-                    state.fetch_offset = next_offset
-                    state.buffered.append((bytes(raw), state.generation))
-                    state.buffered_bytes += len(raw)
-                    arrived = True
-        if arrived:
-            self._data.set()
-
-    def _partition_error(
-        self, tp: TopicPartition, state: _PartitionState, error: type[KafkaError]
-    ) -> None:
-        if error is OffsetOutOfRangeError and self.auto_offset_reset != "none":
-            state.position = state.fetch_offset = None  # the manager resets it
-            state.buffered.clear()
-            state.buffered_bytes = 0
-            state.generation = next(self._generations)
-        elif error.retriable:
-            self.cluster.request_update()
-        else:
-            state.error = wire_error(
-                error.code, f"{tp[0]}-{tp[1]}", f"fetching offset {state.fetch_offset}"
-            )
-            self._data.set()
-
-    async def _list_offsets(
-        self, timestamps: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        return await list_offsets(self.cluster, timestamps, timeout_s=self.request_timeout_s)

@@ -5,8 +5,9 @@
     df.where("topic = 'orders'").groupBy("partition").count()
 
 Options (all optional):
-    kind            "records" (default; one row per record) or "scan" (records, batches
-                    and corrupt regions, what the report job reads): analytics.schema
+    kind            "records" (default; one row per record), "scan" (records, batches
+                    and corrupt regions) or "partials" (the scan pre-aggregated per
+                    slice, what the report job reads): analytics.schema
     topics          comma-separated topic names to read (others are not even listed)
     from_timestamp  keep records with timestamp >= this (ms)
     to_timestamp    keep records with timestamp < this (ms)
@@ -36,6 +37,7 @@ from pyspark.sql.types import StructType
 
 from minibroker.analytics.columns import view_batches
 from minibroker.analytics.layout import SPLIT_BYTES, SegmentSlice, plan_slices
+from minibroker.analytics.partials import partial_batches, replicated_partitions
 from minibroker.analytics.scan import TimeRange
 from minibroker.analytics.schema import VIEWS
 
@@ -64,11 +66,13 @@ def _int_option(options: Mapping[str, str], name: str) -> int | None:
 
 
 class SlicePartition(InputPartition):
-    """One Spark task: one slice of one segment."""
+    """One Spark task: one slice of one segment; ``replicated`` when its partition is
+    found in several log dirs (the partials view then keeps its record rows)."""
 
-    def __init__(self, piece: SegmentSlice) -> None:
+    def __init__(self, piece: SegmentSlice, replicated: bool = False) -> None:
         super().__init__(piece)
         self.piece = piece
+        self.replicated = replicated
 
 
 class MinibrokerReader(DataSourceReader):
@@ -86,13 +90,18 @@ class MinibrokerReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         pieces = plan_slices(self.log_dirs, self.topics, self.split_bytes)
+        replicated = replicated_partitions(pieces)
         # Spark needs at least one partition; an empty one reads nothing.
-        return [SlicePartition(p) for p in pieces] or [InputPartition(None)]
+        slices = [SlicePartition(p, (p.topic, p.partition) in replicated) for p in pieces]
+        return slices or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         piece = getattr(partition, "piece", None)
         if piece is None:
             return iter(())
+        if self.kind == "partials":
+            replicated = bool(getattr(partition, "replicated", False))
+            return partial_batches(piece, self.time_range, keep_records=replicated)
         return view_batches(self.kind, piece, self.time_range)
 
 

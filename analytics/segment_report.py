@@ -5,8 +5,9 @@ Parquet table per report under ``--out`` (partitions, records_per_minute, top_ke
 batches, leader_epochs, corruption, divergence; see analytics.report) plus
 ``summary.txt``, and prints progress lines and that summary.
 
-How this works: the ``minibroker`` data source's ``scan`` view is read once and cached
-(one task per segment slice, decoded on the executors); every report is a pure
+How this works: the ``minibroker`` data source's ``partials`` view is read once and
+cached (one task per segment slice, decoded and aggregated on the executors, so the JVM
+sees a few rows per slice and minute, not one per record); every report is a pure
 function of it. The driver zips ``protocol`` and ``analytics`` and ships them with
 ``addPyFile`` (``analytics.datasource.register``), so executors need only pyspark, not
 the project: the job runs unchanged on a cluster whose workers see the log dirs at the
@@ -45,7 +46,7 @@ from minibroker.analytics.jobargs import (
     options_from_args,
 )
 from minibroker.analytics.layout import SegmentSlice, plan_slices
-from minibroker.analytics.report import build_reports
+from minibroker.analytics.report import build_partial_reports
 from minibroker.analytics.summary import SegmentRead, format_summary, human_bytes
 
 PROG = "segment_report"
@@ -63,9 +64,9 @@ def _progress(line: str) -> None:
     print(f"[{PROG}] {line}", flush=True)
 
 
-def scan_frame(spark: SparkSession, options: JobOptions) -> DataFrame:
-    """The data source's scan view for ``options`` (not yet read)."""
-    reader = spark.read.format(FORMAT_NAME).option("kind", "scan")
+def scan_frame(spark: SparkSession, options: JobOptions, kind: str = "partials") -> DataFrame:
+    """The data source's ``kind`` view for ``options`` (not yet read)."""
+    reader = spark.read.format(FORMAT_NAME).option("kind", kind)
     if options.topics:
         reader = reader.option("topics", ",".join(options.topics))
     if options.from_timestamp is not None:
@@ -131,13 +132,13 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     with TaskProgress(spark, progress):
         rows = scan.count()
     progress(
-        f"scanned {rows:,} rows (records, batches, corrupt regions) "
+        f"scanned into {rows:,} rows (record groups, batches, corrupt regions) "
         f"in {monotonic() - started:.1f} s"
     )
 
     out = Path(options.out)
     tables: dict[str, list[dict[str, object]]] = {}
-    for name, frame in build_reports(scan, options.top_keys).items():
+    for name, frame in build_partial_reports(scan, options.top_keys).items():
         target = out / name
         began = monotonic()
         summarised = name not in NOT_SUMMARISED

@@ -1,7 +1,8 @@
 """The ``partials`` view of a slice: the report job's figures pre-aggregated on the executor.
 
 How this works: the slice is decoded exactly as for the ``scan`` view
-(``analytics.columns.scan_batches``). Its batch and corruption rows pass through as they
+(``analytics.columns.scan_chunks``), minus the per-record checksums unless its record
+rows are kept. Its batch and corruption rows pass through as they
 are; its record rows pass through only when the partition is replicated (found in two
 or more log dirs: the divergence report compares those replicas offset by offset).
 Every record is also folded, with ``pyarrow.compute`` in C, into one ``group`` row per
@@ -21,10 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from minibroker.analytics.columns import _constant, _null_struct, scan_batches
+from minibroker.analytics.columns import constant_column, null_struct, scan_chunks
 from minibroker.analytics.layout import SegmentSlice
 from minibroker.analytics.scan import ALL_TIME, TimeRange
-from minibroker.analytics.schema import KIND_GROUP, KIND_RECORD, MINUTE_MS, PARTIALS
+from minibroker.analytics.schema import KIND_GROUP, MINUTE_MS, PARTIALS
 
 PARTIALS_ARROW = to_arrow_schema(PARTIALS, timezone="UTC")
 _TYPES = {field.name: field.type for field in PARTIALS_ARROW}
@@ -78,19 +79,19 @@ def _aggregate(table: pa.Table, first_pass: bool) -> pa.Table:
     )
 
 
-def _record_groups(records: pa.StructArray) -> pa.Table:
-    """The groups of one Arrow batch's records (the ``record`` struct column)."""
-    key, timestamp, offset, value_size = (
-        records.field(name) for name in ("key", "timestamp", "offset", "value_size")
-    )
+def _record_groups(
+    keys: list[bytes | None], timestamps: list[int], offsets: list[int], value_sizes: list[int]
+) -> pa.Table:
+    """The groups of one chunk of records, given as column lists."""
+    timestamp = pa.array(timestamps, type=pa.int64())
     table = pa.table(
         {
-            "key": key,
+            "key": pa.array(keys, type=pa.binary()),
             "minute": _minute(timestamp),
-            "offset": offset,
+            "offset": pa.array(offsets, type=pa.int64()),
             "timestamp": timestamp,
             # A null value (size -1) adds no bytes, as in the report's greatest(size, 0).
-            "value_bytes": pc.cast(pc.max_element_wise(value_size, 0), pa.int64()),
+            "value_bytes": pc.max_element_wise(pa.array(value_sizes, type=pa.int64()), 0),
         }
     )
     return _aggregate(table, first_pass=True)
@@ -104,18 +105,18 @@ def _group_rows(piece: SegmentSlice, groups: pa.Table) -> pa.RecordBatch:
         fields=list(_GROUP_TYPE),
     )
     columns = [
-        _constant(KIND_GROUP, _TYPES["kind"], rows),
-        _constant(piece.log_dir, _TYPES["log_dir"], rows),
-        _constant(piece.broker_id, _TYPES["broker_id"], rows),
-        _constant(piece.topic, _TYPES["topic"], rows),
-        _constant(piece.partition, _TYPES["partition"], rows),
-        _constant(piece.segment, _TYPES["segment"], rows),
-        _constant(piece.start, _TYPES["position"], rows),
+        constant_column(KIND_GROUP, _TYPES["kind"], rows),
+        constant_column(piece.log_dir, _TYPES["log_dir"], rows),
+        constant_column(piece.broker_id, _TYPES["broker_id"], rows),
+        constant_column(piece.topic, _TYPES["topic"], rows),
+        constant_column(piece.partition, _TYPES["partition"], rows),
+        constant_column(piece.segment, _TYPES["segment"], rows),
+        constant_column(piece.start, _TYPES["position"], rows),
         pa.nulls(rows, _TYPES["batch_base_offset"]),
         pa.nulls(rows, _TYPES["leader_epoch"]),
-        _null_struct(_TYPES["record"], rows),
-        _null_struct(_TYPES["batch"], rows),
-        _null_struct(_TYPES["corruption"], rows),
+        null_struct(_TYPES["record"], rows),
+        null_struct(_TYPES["batch"], rows),
+        null_struct(_TYPES["corruption"], rows),
         group,
     ]
     return pa.RecordBatch.from_arrays(columns, schema=PARTIALS_ARROW)
@@ -128,14 +129,16 @@ def partial_batches(
     batches: its batch and corruption rows (and record rows if ``keep_records``), in
     file order, then its group rows."""
     groups: list[pa.Table] = []
-    for batch in scan_batches(piece, time_range):
-        is_record = pc.equal(batch.column("kind"), KIND_RECORD)
-        records = batch.column("record").filter(is_record)
-        if len(records):
-            groups.append(_record_groups(records))
-        kept = batch if keep_records else batch.filter(pc.invert(is_record))
+    # Checksums are only read by the divergence check, from the record rows.
+    for rows in scan_chunks(piece, time_range, checksums=keep_records):
+        records = rows.records
+        if records.offset:
+            groups.append(
+                _record_groups(records.key, records.timestamp, records.offset, records.value_size)
+            )
+        kept = rows.to_arrow(piece, with_records=keep_records)
         if kept.num_rows:
-            no_group = _null_struct(_GROUP_TYPE, kept.num_rows)
+            no_group = null_struct(_GROUP_TYPE, kept.num_rows)
             yield pa.RecordBatch.from_arrays([*kept.columns, no_group], schema=PARTIALS_ARROW)
     if groups:
         merged = groups[0] if len(groups) == 1 else pa.concat_tables(groups)

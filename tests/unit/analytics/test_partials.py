@@ -53,7 +53,9 @@ def _merged(groups: list[tuple[tuple[Any, ...], list[int]]]) -> dict[tuple[Any, 
 
 
 @SPLITS
-def test_partials_fold_every_record_into_its_key_and_minute_group(log_dir: Path, split: int) -> None:
+def test_partials_fold_every_record_into_its_key_and_minute_group(
+    log_dir: Path, split: int
+) -> None:
     scan = [r for r in _scan_rows(log_dir, split) if r["kind"] == KIND_RECORD]
     expected = _merged(
         [
@@ -92,9 +94,7 @@ def test_partials_keep_batch_and_corruption_rows_in_order_and_records_only_when_
     log_dir: Path, split: int, keep_records: bool
 ) -> None:
     scan = _scan_rows(log_dir, split)
-    expected = [
-        {**r, "group": None} for r in scan if keep_records or r["kind"] != KIND_RECORD
-    ]
+    expected = [{**r, "group": None} for r in scan if keep_records or r["kind"] != KIND_RECORD]
 
     got = [r for r in _partial_rows(log_dir, split, keep_records) if r["kind"] != KIND_GROUP]
 
@@ -102,10 +102,10 @@ def test_partials_keep_batch_and_corruption_rows_in_order_and_records_only_when_
 
 
 def test_only_partitions_found_in_two_log_dirs_are_replicated(tmp_path: Path) -> None:
-    for log_dir, topics in (("a", ["orders-0", "orders-1"]), ("b", ["orders-0", "events-0"])):
+    for name, topics in (("a", ["orders-0", "orders-1"]), ("b", ["orders-0", "events-0"])):
         for topic in topics:
-            (tmp_path / log_dir / topic).mkdir(parents=True)
-            (tmp_path / log_dir / topic / f"{0:020d}.log").write_bytes(b"")
+            (tmp_path / name / topic).mkdir(parents=True)
+            (tmp_path / name / topic / f"{0:020d}.log").write_bytes(b"")
 
     pieces = plan_slices([str(tmp_path / "a"), str(tmp_path / "b")])
 

@@ -16,6 +16,9 @@ then measures, on the same files:
   group, batch and corruption rows per slice into the JVM) and the groups' records
   summed by Spark;
 - scan_ratio: the median scan over the median plain figure;
+- two_process_records_per_s / two_process_ratio: the plain scan's work dealt to two
+  worker processes (no Spark): the ceiling two cores of this shared box gave at the
+  time, to read scan_ratio against;
 - plain_row_records_per_s / row_scan_records_per_s / row_scan_ratio: the same pair for
   the scan view, one row per record into the JVM (the job's input before the partials
   view) and records counted there: one Python process building the scan view's Arrow
@@ -34,7 +37,9 @@ machine is: run it alone, and read the load.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -51,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from minibroker.analytics.columns import scan_batches
 from minibroker.analytics.jobargs import JobOptions
-from minibroker.analytics.layout import plan_slices
+from minibroker.analytics.layout import SegmentSlice, plan_slices
 from minibroker.analytics.partials import partial_batches, replicated_partitions
 from minibroker.analytics.scan import scan_rows
 from minibroker.analytics.schema import KIND_GROUP
@@ -116,16 +121,35 @@ def plain_scan(root: Path) -> tuple[int, float]:
     """(records, seconds) for a single-process scan computing the partials view, as the
     data source's tasks do (record rows kept for replicated partitions)."""
     started = time.perf_counter()
-    records = 0
     pieces = plan_slices([str(root)])
-    replicated = replicated_partitions(pieces)
+    records = count_partials(pieces, replicated_partitions(pieces))
+    return records, time.perf_counter() - started
+
+
+def count_partials(pieces: list[SegmentSlice], replicated: frozenset[tuple[str, int]]) -> int:
+    """Records in the groups of the partials view of ``pieces``."""
+    records = 0
     for piece in pieces:
         keep = (piece.topic, piece.partition) in replicated
         for batch in partial_batches(piece, keep_records=keep):
             is_group = pc.equal(batch.column("kind"), KIND_GROUP)
             groups = batch.column("group").filter(is_group)
             records += pc.sum(groups.field("records")).as_py() or 0
-    return records, time.perf_counter() - started
+    return records
+
+
+def two_process_scan(root: Path, pool: Any) -> tuple[int, float]:
+    """(records, seconds) for ``plain_scan``'s work split between two processes of
+    ``pool`` (already started), slices dealt largest first to the lighter one: what
+    two cores can give this machine right now, Spark or not."""
+    started = time.perf_counter()
+    pieces = plan_slices([str(root)])
+    replicated = replicated_partitions(pieces)
+    shares: list[list[SegmentSlice]] = [[], []]
+    for piece in sorted(pieces, key=lambda p: p.end - p.start, reverse=True):
+        min(shares, key=lambda share: sum(p.end - p.start for p in share)).append(piece)
+    counts = pool.starmap(count_partials, [(share, replicated) for share in shares])
+    return sum(counts), time.perf_counter() - started
 
 
 def plain_row_scan(root: Path) -> tuple[int, float]:
@@ -243,9 +267,13 @@ def main() -> int:
         # compiles and collects in the background, which would slow it down.
         plain: list[dict[str, float]] = []
         plain_rows: list[dict[str, float]] = []
-        for run in range(args.runs):
-            timed(plain, f"plain scan {run + 1}", plain_scan, logs, written)
-            timed(plain_rows, f"plain row scan {run + 1}", plain_row_scan, logs, written)
+        pairs: list[dict[str, float]] = []
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            for run in range(args.runs):
+                timed(plain, f"plain scan {run + 1}", plain_scan, logs, written)
+                timed(plain_rows, f"plain row scan {run + 1}", plain_row_scan, logs, written)
+                scan_in_two = functools.partial(two_process_scan, pool=pool)
+                timed(pairs, f"two-process scan {run + 1}", scan_in_two, logs, written)
         spark = SparkBench(args.master, root)
         scans: list[dict[str, float]] = []
         row_scans: list[dict[str, float]] = []
@@ -280,6 +308,9 @@ def main() -> int:
             "scan_records_per_s": each("records_per_s", scans),
             "scan_load_avg_1m": each("load", scans),
             "scan_ratio": ratio(scans, plain),
+            "two_process_records_per_s": each("records_per_s", pairs),
+            "two_process_load_avg_1m": each("load", pairs),
+            "two_process_ratio": ratio(pairs, plain),
             "plain_row_records_per_s": each("records_per_s", plain_rows),
             "plain_row_load_avg_1m": each("load", plain_rows),
             "row_scan_records_per_s": each("records_per_s", row_scans),

@@ -18,9 +18,10 @@ How this works: ``partitions()`` (run once, on the driver side) plans one
 (``analytics.layout``); each becomes one Spark task whose ``read()`` decodes it on an
 executor into Arrow record batches of the view (``analytics.columns``), which Spark
 takes as columns. Spark ships this class to its Python workers by
-module name, so ``analytics`` and ``protocol`` must be importable there: ``register``
-zips both packages and adds the zip with ``SparkContext.addPyFile`` — this is what lets
-the job run unchanged where the project is not installed on the workers.
+module name, so ``minibroker.analytics`` and ``minibroker.protocol`` must be importable
+there: ``register`` zips both packages and adds the zip with ``SparkContext.addPyFile``
+— this is what lets the job run unchanged where the project is not installed on the
+workers, and run the driver's version of the code where it is.
 """
 
 from __future__ import annotations
@@ -125,14 +126,24 @@ class MinibrokerDataSource(DataSource):
         return MinibrokerReader(self.options, self._kind())
 
 
+_ZIP_PACKAGE_INIT = '"""The codec and the Spark data source, as shipped to executors."""\n'
+
+
 def package_zip(directory: Path) -> Path:
-    """Zip ``protocol/`` and ``analytics/`` (sources only) into ``directory``."""
+    """Zip ``protocol/`` and ``analytics/`` (sources only) into ``directory`` as the
+    ``minibroker.protocol`` and ``minibroker.analytics`` packages they are imported as.
+
+    The zip's ``minibroker/__init__.py`` is a bare one (the real one also loads the
+    client, which executors never use). Spark puts the zip ahead of site-packages on
+    the workers' path, so they run the driver's code even where another copy of the
+    project is installed."""
     root = Path(__file__).resolve().parent.parent
     target = directory / "minibroker-analytics.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("minibroker/__init__.py", _ZIP_PACKAGE_INIT)
         for package in SHIPPED_PACKAGES:
             for source in sorted((root / package).rglob("*.py")):
-                archive.write(source, source.relative_to(root).as_posix())
+                archive.write(source, "minibroker/" + source.relative_to(root).as_posix())
     return target
 
 

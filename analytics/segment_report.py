@@ -29,6 +29,7 @@ if not __package__:
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from time import monotonic
 
 from pyspark.errors import PySparkException
@@ -55,6 +56,9 @@ COLLECT_LIMIT = 1000
 """Rows per report brought to the driver for the summary (it prints far fewer)."""
 PROGRESS_INTERVAL_S = 10.0
 """How often a long scan reports its progress: a sign of life, not a flood."""
+REPORT_WRITERS = 3
+"""Reports written at once: each is a few small Spark jobs whose time goes mostly to
+planning and scheduling on the driver, which overlaps with another report's tasks."""
 NOT_SUMMARISED = frozenset({"records_per_minute"})  # one row per minute: Parquet only
 
 Progress = Callable[[str], None]
@@ -137,8 +141,9 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     )
 
     out = Path(options.out)
-    tables: dict[str, list[dict[str, object]]] = {}
-    for name, frame in build_partial_reports(scan, options.top_keys).items():
+
+    def write(name: str, frame: DataFrame) -> list[dict[str, object]] | None:
+        """Write one report; its first rows for the summary unless NOT_SUMMARISED."""
         target = out / name
         began = monotonic()
         summarised = name not in NOT_SUMMARISED
@@ -146,9 +151,18 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
             frame = frame.cache()  # computed once for both the write and the summary
         frame.write.mode("overwrite").parquet(str(target))
         progress(f"wrote {target} in {monotonic() - began:.1f} s")
-        if summarised:
-            tables[name] = [r.asDict() for r in frame.limit(COLLECT_LIMIT).collect()]
-            frame.unpersist()
+        if not summarised:
+            return None
+        rows = [r.asDict() for r in frame.limit(COLLECT_LIMIT).collect()]
+        frame.unpersist()
+        return rows
+
+    reports = build_partial_reports(scan, options.top_keys)
+    with ThreadPoolExecutor(REPORT_WRITERS, thread_name_prefix="report") as writers:
+        written = {name: writers.submit(write, name, frame) for name, frame in reports.items()}
+        tables = {
+            name: first for name, job in written.items() if (first := job.result()) is not None
+        }
     scan.unpersist()
 
     summary = format_summary(tables, options.log_dirs, segments_read(options.log_dirs, pieces))

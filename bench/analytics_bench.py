@@ -29,7 +29,8 @@ then measures, on the same files:
   tuple per row), the data source's decoder before the column one, for reference.
 
 Each figure is a list over ``--runs`` runs (the job: ``--job-runs``), with the 1-minute
-load average after each; the single-process scans all run before Spark starts. Prints
+load average after each; the single-process scans all run before Spark starts (with
+``--interleave``: each run times all of them in turn, once Spark is warm). Prints
 progress on stderr and one JSON object on its last line. Figures depend on how busy the
 machine is: run it alone, and read the load.
 """
@@ -252,6 +253,12 @@ def main() -> int:
     parser.add_argument("--dir", help="work directory (default: a temp dir, removed after)")
     parser.add_argument("--runs", type=int, default=3, help="plain scans, then Spark scans")
     parser.add_argument("--job-runs", type=int, default=1, help="whole report jobs")
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="each run times every scan in turn, Spark's too (the JVM up and warm), so "
+        "both sides see the same moment of a shared machine's load",
+    )
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="mb-analytics-bench-"))
     try:
@@ -263,31 +270,39 @@ def main() -> int:
         assert records == written, (records, written)
         object_rps = written / seconds
         log(f"object-per-row scan: {object_rps:,.0f} records/s")
-        # Every single-process scan runs before the JVM starts: an idle JVM still
-        # compiles and collects in the background, which would slow it down.
         plain: list[dict[str, float]] = []
         plain_rows: list[dict[str, float]] = []
         pairs: list[dict[str, float]] = []
-        with multiprocessing.get_context("fork").Pool(2) as pool:
-            for run in range(args.runs):
-                timed(plain, f"plain scan {run + 1}", plain_scan, logs, written)
-                timed(plain_rows, f"plain row scan {run + 1}", plain_row_scan, logs, written)
-                scan_in_two = functools.partial(two_process_scan, pool=pool)
-                timed(pairs, f"two-process scan {run + 1}", scan_in_two, logs, written)
-        spark = SparkBench(args.master, root)
         scans: list[dict[str, float]] = []
         row_scans: list[dict[str, float]] = []
         jobs: list[dict[str, float]] = []
-        try:
-            for run in range(args.runs):
-                timed(scans, f"spark scan {run + 1}", spark.scan, logs, written)
-                timed(row_scans, f"spark row scan {run + 1}", spark.row_scan, logs, written)
-            for run in range(args.job_runs):
-                seconds = spark.job(logs, root / f"report-{run}", progress=log)
-                jobs.append({"records_per_s": round(written / seconds), "load": load_average()})
-                log(f"job {run + 1}: {jobs[-1]}")
-        finally:
-            spark.stop()
+        # The pool forks before the JVM and py4j's threads exist.
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            scan_in_two = functools.partial(two_process_scan, pool=pool)
+
+            def plain_round(run: int) -> None:
+                timed(plain, f"plain scan {run + 1}", plain_scan, logs, written)
+                timed(plain_rows, f"plain row scan {run + 1}", plain_row_scan, logs, written)
+                timed(pairs, f"two-process scan {run + 1}", scan_in_two, logs, written)
+
+            if not args.interleave:
+                # Every single-process scan runs before the JVM starts: an idle JVM
+                # still compiles and collects in the background, which would slow it.
+                for run in range(args.runs):
+                    plain_round(run)
+            spark = SparkBench(args.master, root)
+            try:
+                for run in range(args.runs):
+                    if args.interleave:
+                        plain_round(run)
+                    timed(scans, f"spark scan {run + 1}", spark.scan, logs, written)
+                    timed(row_scans, f"spark row scan {run + 1}", spark.row_scan, logs, written)
+                for run in range(args.job_runs):
+                    seconds = spark.job(logs, root / f"report-{run}", progress=log)
+                    jobs.append({"records_per_s": round(written / seconds), "load": load_average()})
+                    log(f"job {run + 1}: {jobs[-1]}")
+            finally:
+                spark.stop()
 
         def each(name: str, rows: list[dict[str, float]]) -> list[float]:
             return [row[name] for row in rows]
@@ -302,6 +317,7 @@ def main() -> int:
             "records": written,
             "record_bytes": RECORD_BYTES,
             "master": args.master,
+            "interleaved": args.interleave,
             "cpus": os.cpu_count(),
             "plain_records_per_s": each("records_per_s", plain),
             "plain_load_avg_1m": each("load", plain),

@@ -93,8 +93,9 @@ _TIMESTAMP_TYPE_NAMES = {
 class _Records:
     """One column list per field a record contributes, for either view."""
 
-    def __init__(self, values: bool) -> None:
+    def __init__(self, values: bool, checksums: bool = True) -> None:
         self.values = values  # records view: values and headers; scan view: sizes, checksums
+        self.checksums = checksums  # scan view: False leaves header counts and checksums out
         self.offset: list[int] = []
         self.timestamp: list[int] = []
         self.key: list[bytes | None] = []
@@ -157,6 +158,7 @@ def _decode_records(section: bytes, header: BatchHeader, low: int, high: int, ou
     block computes the raw varint ``n`` and then unzigzags it.
     """
     values = out.values
+    checksums = out.checksums
     add_offset = out.offset.append
     add_timestamp = out.timestamp.append
     add_key = out.key.append
@@ -267,6 +269,8 @@ def _decode_records(section: bytes, header: BatchHeader, low: int, high: int, ou
             # (scan.record_checksum, computed with as few calls as the bytes allow)
             value_size = -1 if value is None else len(value)
             add_value_size(value_size)
+            if not checksums:
+                continue
             add_header_count(len(headers))
             # One CRC call over the bytes laid end to end: a call costs more than the copy.
             if key is None:
@@ -313,7 +317,7 @@ def _struct(
     return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
 
 
-def _constant(value: object, kind: pa.DataType, rows: int) -> pa.Array:
+def constant_column(value: object, kind: pa.DataType, rows: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, type=kind), rows)
 
 
@@ -360,8 +364,8 @@ def _records_arrow(
         pa.array(out.header_end, type=pa.int32()), header_entries, type=header_type
     )
     columns = [
-        _constant(piece.topic, types["topic"], rows),
-        _constant(piece.partition, types["partition"], rows),
+        constant_column(piece.topic, types["topic"], rows),
+        constant_column(piece.partition, types["partition"], rows),
         pa.array(out.offset, type=types["offset"]),
         pa.array(out.timestamp, type=types["timestamp"]),
         pa.array(per_batch["timestamp_type"], type=types["timestamp_type"]),
@@ -370,9 +374,9 @@ def _records_arrow(
         headers,
         pa.array(per_batch["epoch"], type=types["leader_epoch"]),
         pa.array(per_batch["base"], type=types["batch_base_offset"]),
-        _constant(piece.segment, types["segment"], rows),
-        _constant(piece.log_dir, types["log_dir"], rows),
-        _constant(piece.broker_id, types["broker_id"], rows),
+        constant_column(piece.segment, types["segment"], rows),
+        constant_column(piece.log_dir, types["log_dir"], rows),
+        constant_column(piece.broker_id, types["broker_id"], rows),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=RECORDS_ARROW)
 
@@ -380,7 +384,7 @@ def _records_arrow(
 # --- the scan view -------------------------------------------------------------------
 
 
-class _ScanRows:
+class ScanRows:
     """The scan view's rows, kept as three blocks (records, batches, corruptions) and
     ``order``: each row's index in the blocks laid end to end, in file order.
 
@@ -389,8 +393,8 @@ class _ScanRows:
     ``take`` then interleaves the blocks back into file order (a batch's records,
     then its batch row), as ``scan.scan_rows`` yields them."""
 
-    def __init__(self) -> None:
-        self.records = _Records(values=False)
+    def __init__(self, checksums: bool = True) -> None:
+        self.records = _Records(values=False, checksums=checksums)
         self.record_position: list[int] = []
         self.record_base_offset: list[int] = []
         self.record_epoch: list[int] = []
@@ -437,14 +441,16 @@ class _ScanRows:
         self.order.append((2, len(self.corruptions), 1))
         self.corruptions.append(item)
 
-    def to_arrow(self, piece: SegmentSlice) -> pa.RecordBatch:
-        records = self.records
+    def to_arrow(self, piece: SegmentSlice, with_records: bool = True) -> pa.RecordBatch:
+        """The rows in file order; without the record rows unless ``with_records``."""
+        records = self.records if with_records else _Records(values=False)
         batch_columns = self._batch_columns()
+        common = [self.record_position, self.record_base_offset, self.record_epoch]
         blocks = [
             self._block(
                 piece,
                 KIND_RECORD,
-                [self.record_position, self.record_base_offset, self.record_epoch],
+                common if with_records else [[], [], []],
                 [
                     records.offset,
                     records.timestamp,
@@ -472,6 +478,8 @@ class _ScanRows:
         starts = [0, blocks[0].num_rows, blocks[0].num_rows + blocks[1].num_rows]
         order: list[int] = []
         for block, first, rows in self.order:
+            if block == 0 and not with_records:
+                continue
             start = starts[block] + first
             order.extend(range(start, start + rows))
         return pa.concat_batches(blocks).take(pa.array(order, type=pa.int64()))
@@ -493,14 +501,14 @@ class _ScanRows:
             if struct_kind == kind:
                 structs[name] = _struct(types[name], fields, None)
             else:
-                structs[name] = _null_struct(types[name], rows)
+                structs[name] = null_struct(types[name], rows)
         columns = [
-            _constant(kind, types["kind"], rows),
-            _constant(piece.log_dir, types["log_dir"], rows),
-            _constant(piece.broker_id, types["broker_id"], rows),
-            _constant(piece.topic, types["topic"], rows),
-            _constant(piece.partition, types["partition"], rows),
-            _constant(piece.segment, types["segment"], rows),
+            constant_column(kind, types["kind"], rows),
+            constant_column(piece.log_dir, types["log_dir"], rows),
+            constant_column(piece.broker_id, types["broker_id"], rows),
+            constant_column(piece.topic, types["topic"], rows),
+            constant_column(piece.partition, types["partition"], rows),
+            constant_column(piece.segment, types["segment"], rows),
             pa.array(common[0], type=types["position"]),
             pa.array(common[1], type=types["batch_base_offset"]),
             pa.array(common[2], type=types["leader_epoch"]),
@@ -511,18 +519,28 @@ class _ScanRows:
         return pa.RecordBatch.from_arrays(columns, schema=SCAN_ARROW)
 
 
-def _null_struct(kind: pa.DataType, rows: int) -> pa.StructArray:
+def null_struct(kind: pa.DataType, rows: int) -> pa.StructArray:
     """``rows`` nulls of struct type ``kind`` over placeholder (never read) fields."""
-    placeholders = [_constant(_PLACEHOLDERS[f.type], f.type, rows) for f in kind]
+    placeholders = [constant_column(_PLACEHOLDERS[f.type], f.type, rows) for f in kind]
     return pa.StructArray.from_arrays(
-        placeholders, fields=list(kind), mask=_constant(True, pa.bool_(), rows)
+        placeholders, fields=list(kind), mask=constant_column(True, pa.bool_(), rows)
     )
 
 
 def scan_batches(piece: SegmentSlice, time_range: TimeRange = ALL_TIME) -> Iterator[pa.RecordBatch]:
     """The ``scan`` view of ``piece`` (``analytics.schema.SCAN``) as Arrow batches."""
+    for rows in scan_chunks(piece, time_range):
+        yield rows.to_arrow(piece)
+
+
+def scan_chunks(
+    piece: SegmentSlice, time_range: TimeRange = ALL_TIME, checksums: bool = True
+) -> Iterator[ScanRows]:
+    """The scan view's rows of ``piece`` as column lists, ``ARROW_BATCH_ROWS`` at a time
+    (``ScanRows.to_arrow`` makes one Arrow batch of each). Without ``checksums`` the
+    records' header counts and checksums are not computed (their lists stay empty)."""
     low, high = _time_bounds(time_range)
-    rows = _ScanRows()
+    rows = ScanRows(checksums)
     for item in walk_slice(piece, time_range):
         if isinstance(item, Corruption):
             rows.add_corruption(item)
@@ -540,10 +558,10 @@ def scan_batches(piece: SegmentSlice, time_range: TimeRange = ALL_TIME) -> Itera
         if kept:  # none only when the time range dropped every record
             rows.add_batch(item.position, header, kept)
         if rows.rows >= ARROW_BATCH_ROWS:
-            yield rows.to_arrow(piece)
-            rows = _ScanRows()
+            yield rows
+            rows = ScanRows(checksums)
     if rows.order:
-        yield rows.to_arrow(piece)
+        yield rows
 
 
 def view_batches(

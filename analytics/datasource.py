@@ -5,8 +5,9 @@
     df.where("topic = 'orders'").groupBy("partition").count()
 
 Options (all optional):
-    kind            "records" (default; one row per record) or "scan" (records, batches
-                    and corrupt regions, what the report job reads): analytics.schema
+    kind            "records" (default; one row per record), "scan" (records, batches
+                    and corrupt regions) or "partials" (the scan pre-aggregated per
+                    slice, what the report job reads): analytics.schema
     topics          comma-separated topic names to read (others are not even listed)
     from_timestamp  keep records with timestamp >= this (ms)
     to_timestamp    keep records with timestamp < this (ms)
@@ -17,9 +18,10 @@ How this works: ``partitions()`` (run once, on the driver side) plans one
 (``analytics.layout``); each becomes one Spark task whose ``read()`` decodes it on an
 executor into Arrow record batches of the view (``analytics.columns``), which Spark
 takes as columns. Spark ships this class to its Python workers by
-module name, so ``analytics`` and ``protocol`` must be importable there: ``register``
-zips both packages and adds the zip with ``SparkContext.addPyFile`` — this is what lets
-the job run unchanged where the project is not installed on the workers.
+module name, so ``minibroker.analytics`` and ``minibroker.protocol`` must be importable
+there: ``register`` zips both packages and adds the zip with ``SparkContext.addPyFile``
+— this is what lets the job run unchanged where the project is not installed on the
+workers, and run the driver's version of the code where it is.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pyspark.sql.types import StructType
 
 from minibroker.analytics.columns import view_batches
 from minibroker.analytics.layout import SPLIT_BYTES, SegmentSlice, plan_slices
+from minibroker.analytics.partials import partial_batches, replicated_partitions
 from minibroker.analytics.scan import TimeRange
 from minibroker.analytics.schema import VIEWS
 
@@ -64,11 +67,13 @@ def _int_option(options: Mapping[str, str], name: str) -> int | None:
 
 
 class SlicePartition(InputPartition):
-    """One Spark task: one slice of one segment."""
+    """One Spark task: one slice of one segment; ``replicated`` when its partition is
+    found in several log dirs (the partials view then keeps its record rows)."""
 
-    def __init__(self, piece: SegmentSlice) -> None:
+    def __init__(self, piece: SegmentSlice, replicated: bool = False) -> None:
         super().__init__(piece)
         self.piece = piece
+        self.replicated = replicated
 
 
 class MinibrokerReader(DataSourceReader):
@@ -86,13 +91,18 @@ class MinibrokerReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         pieces = plan_slices(self.log_dirs, self.topics, self.split_bytes)
+        replicated = replicated_partitions(pieces)
         # Spark needs at least one partition; an empty one reads nothing.
-        return [SlicePartition(p) for p in pieces] or [InputPartition(None)]
+        slices = [SlicePartition(p, (p.topic, p.partition) in replicated) for p in pieces]
+        return slices or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         piece = getattr(partition, "piece", None)
         if piece is None:
             return iter(())
+        if self.kind == "partials":
+            replicated = bool(getattr(partition, "replicated", False))
+            return partial_batches(piece, self.time_range, keep_records=replicated)
         return view_batches(self.kind, piece, self.time_range)
 
 
@@ -116,14 +126,24 @@ class MinibrokerDataSource(DataSource):
         return MinibrokerReader(self.options, self._kind())
 
 
+_ZIP_PACKAGE_INIT = '"""The codec and the Spark data source, as shipped to executors."""\n'
+
+
 def package_zip(directory: Path) -> Path:
-    """Zip ``protocol/`` and ``analytics/`` (sources only) into ``directory``."""
+    """Zip ``protocol/`` and ``analytics/`` (sources only) into ``directory`` as the
+    ``minibroker.protocol`` and ``minibroker.analytics`` packages they are imported as.
+
+    The zip's ``minibroker/__init__.py`` is a bare one (the real one also loads the
+    client, which executors never use). Spark puts the zip ahead of site-packages on
+    the workers' path, so they run the driver's code even where another copy of the
+    project is installed."""
     root = Path(__file__).resolve().parent.parent
     target = directory / "minibroker-analytics.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("minibroker/__init__.py", _ZIP_PACKAGE_INIT)
         for package in SHIPPED_PACKAGES:
             for source in sorted((root / package).rglob("*.py")):
-                archive.write(source, source.relative_to(root).as_posix())
+                archive.write(source, "minibroker/" + source.relative_to(root).as_posix())
     return target
 
 

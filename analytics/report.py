@@ -3,8 +3,9 @@
 Everything here takes DataFrames and returns DataFrames; nothing reads files or writes
 output, so each function is tested on small hand-made DataFrames.
 
-Input is the data source's ``scan`` view (analytics.schema.SCAN), split by
-``split_scan`` into three flat frames:
+Input is the data source's ``partials`` view (analytics.schema.PARTIALS; what the job
+reads) or its ``scan`` view (analytics.schema.SCAN), split by ``split_scan`` into three
+flat frames, plus the record groups:
 
     records     log_dir, broker_id, topic, partition, segment, position,
                 batch_base_offset, leader_epoch, offset, timestamp, key, value_size,
@@ -15,6 +16,17 @@ Input is the data source's ``scan`` view (analytics.schema.SCAN), split by
                 producer_id, is_transactional, is_control
     corruption  log_dir, broker_id, topic, partition, segment, position,
                 batch_base_offset, leader_epoch, length, reason
+
+    groups      topic, partition, log_dir, broker_id, key, minute, records, value_bytes,
+                first_offset, last_offset, first_timestamp, last_timestamp
+
+The figures drawn from records (partition summary, records per minute, top keys) are
+computed over groups: sums, mins, maxes and distinct keys of groups equal those of the
+records they hold, whether a group holds one record (``group_records``, from the scan
+view) or all of a slice's records of one key and minute (the partials view, aggregated
+on the executors by ``analytics.partials``). The divergence check reads records: the
+partials view keeps them for partitions found in two or more log dirs, the only ones
+it compares.
 
 Per-partition figures are per replica (keyed by log_dir as well): when several brokers'
 log dirs are given, each replica gets its own row and ``divergence`` compares them.
@@ -27,7 +39,14 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from minibroker.analytics.schema import KIND_BATCH, KIND_CORRUPTION, KIND_RECORD
+from minibroker.analytics.schema import (
+    KIND_BATCH,
+    KIND_CORRUPTION,
+    KIND_GROUP,
+    KIND_RECORD,
+    MINUTE_MS,
+    SCAN_GROUP,
+)
 
 REPLICA = ["topic", "partition", "log_dir", "broker_id"]
 """One partition replica: the key of every per-partition figure."""
@@ -42,7 +61,6 @@ _COMMON = [
     "batch_base_offset",
     "leader_epoch",
 ]
-MINUTE_MS = 60_000
 DEFAULT_TOP_KEYS = 10
 """Keys listed per topic: enough to spot a hot key, short enough to print."""
 
@@ -60,18 +78,34 @@ def split_scan(scan: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
     )
 
 
-def one_copy(records: DataFrame) -> DataFrame:
-    """The records of one replica per partition: the one holding the most records
+def group_records(records: DataFrame) -> DataFrame:
+    """Each record as a group of one (the groups' columns, see the module docstring)."""
+    minute = F.floor(F.col("timestamp") / MINUTE_MS) * MINUTE_MS
+    return records.select(
+        *REPLICA,
+        "key",
+        minute.alias("minute"),
+        F.lit(1).cast("long").alias("records"),
+        F.greatest(F.col("value_size"), F.lit(0)).cast("long").alias("value_bytes"),
+        F.col("offset").alias("first_offset"),
+        F.col("offset").alias("last_offset"),
+        F.col("timestamp").alias("first_timestamp"),
+        F.col("timestamp").alias("last_timestamp"),
+    )
+
+
+def one_copy(groups: DataFrame) -> DataFrame:
+    """The record groups of one replica per partition: the one holding the most records
     (ties: the first log dir by name). Choosing replicas, not deduplicating offsets,
-    keeps this a join with a tiny broadcast table instead of a shuffle of every record."""
-    held = records.groupBy("topic", "partition", "log_dir").agg(F.count(F.lit(1)).alias("n"))
+    keeps this a join with a tiny broadcast table instead of a shuffle of every group."""
+    held = groups.groupBy("topic", "partition", "log_dir").agg(F.sum("records").alias("n"))
     best = Window.partitionBy("topic", "partition").orderBy(F.col("n").desc(), F.col("log_dir"))
     chosen = (
         held.withColumn("choice", F.row_number().over(best))
         .where(F.col("choice") == 1)
         .select("topic", "partition", "log_dir")
     )
-    return records.join(F.broadcast(chosen), ["topic", "partition", "log_dir"])
+    return groups.join(F.broadcast(chosen), ["topic", "partition", "log_dir"])
 
 
 def _per_minute_rate(count: Column, first_ts: Column, last_ts: Column) -> Column:
@@ -82,31 +116,42 @@ def _per_minute_rate(count: Column, first_ts: Column, last_ts: Column) -> Column
 
 
 def partition_summary(records: DataFrame, batches: DataFrame, corruption: DataFrame) -> DataFrame:
+    """``partition_summary_from_groups`` of the records themselves."""
+    return partition_summary_from_groups(group_records(records), batches, corruption)
+
+
+def partition_summary_from_groups(
+    groups: DataFrame, batches: DataFrame, corruption: DataFrame
+) -> DataFrame:
     """Per replica: records, batches, bytes on disk, value bytes, first/last offset and
     timestamp, records per minute, approximate distinct keys, null keys, corruption.
 
     One aggregation over the union of the three frames (not joins): a replica that
     has only corruption still gets a row, and a null broker_id groups like any value.
+    The distinct-key estimate is the same over groups as over records: a HyperLogLog
+    sketch ignores repeats of a key.
     """
     tagged = (
-        records.select(*REPLICA, "offset", "timestamp", "key", "value_size", _tag("record"))
+        groups.select(*REPLICA, *(f.name for f in SCAN_GROUP.fields), _tag(KIND_GROUP))
         .unionByName(batches.select(*REPLICA, "size", _tag("batch")), allowMissingColumns=True)
         .unionByName(
             corruption.select(*REPLICA, "length", _tag("corruption")), allowMissingColumns=True
         )
     )
-    is_record = F.col("_kind") == "record"
+    is_group = F.col("_kind") == KIND_GROUP
     summary = tagged.groupBy(*REPLICA).agg(
-        F.count(F.when(is_record, 1)).alias("records"),
+        F.coalesce(F.sum("records"), F.lit(0)).alias("records"),
         F.count(F.when(F.col("_kind") == "batch", 1)).alias("batches"),
         F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
-        F.coalesce(F.sum(F.greatest(F.col("value_size"), F.lit(0))), F.lit(0)).alias("value_bytes"),
-        F.min("offset").alias("first_offset"),
-        F.max("offset").alias("last_offset"),
-        F.min("timestamp").alias("first_timestamp"),
-        F.max("timestamp").alias("last_timestamp"),
+        F.coalesce(F.sum("value_bytes"), F.lit(0)).alias("value_bytes"),
+        F.min("first_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.min("first_timestamp").alias("first_timestamp"),
+        F.max("last_timestamp").alias("last_timestamp"),
         F.approx_count_distinct("key").alias("approx_distinct_keys"),
-        F.count(F.when(is_record & F.col("key").isNull(), 1)).alias("null_keys"),
+        F.coalesce(
+            F.sum(F.when(is_group & F.col("key").isNull(), F.col("records"))), F.lit(0)
+        ).alias("null_keys"),
         F.count(F.when(F.col("_kind") == "corruption", 1)).alias("corrupt_regions"),
         F.coalesce(F.sum("length"), F.lit(0)).alias("corrupt_bytes"),
     )
@@ -134,26 +179,32 @@ def _tag(kind: str) -> Column:
 
 
 def records_per_minute(records: DataFrame) -> DataFrame:
+    """``records_per_minute_from_groups`` of the records themselves."""
+    return records_per_minute_from_groups(group_records(records))
+
+
+def records_per_minute_from_groups(groups: DataFrame) -> DataFrame:
     """Per topic, partition and minute (start of the minute, ms): records and value bytes."""
     return (
-        one_copy(records)
-        .withColumn("minute", F.floor(F.col("timestamp") / MINUTE_MS) * MINUTE_MS)
+        one_copy(groups)
         .groupBy("topic", "partition", "minute")
-        .agg(
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.greatest(F.col("value_size"), F.lit(0))).alias("value_bytes"),
-        )
+        .agg(F.sum("records").alias("records"), F.sum("value_bytes").alias("value_bytes"))
     )
 
 
 def top_keys(records: DataFrame, n: int = DEFAULT_TOP_KEYS) -> DataFrame:
+    """``top_keys_from_groups`` of the records themselves."""
+    return top_keys_from_groups(group_records(records), n)
+
+
+def top_keys_from_groups(groups: DataFrame, n: int = DEFAULT_TOP_KEYS) -> DataFrame:
     """Per topic the ``n`` most frequent non-null keys: topic, rank (1 = most), key,
     records. Ties are broken by key bytes so the answer is stable."""
     counted = (
-        one_copy(records)
+        one_copy(groups)
         .where(F.col("key").isNotNull())
         .groupBy("topic", "key")
-        .agg(F.count(F.lit(1)).alias("records"))
+        .agg(F.sum("records").alias("records"))
     )
     order = Window.partitionBy("topic").orderBy(F.col("records").desc(), F.col("key"))
     ranked = counted.withColumn("rank", F.row_number().over(order))
@@ -260,10 +311,26 @@ def divergence(records: DataFrame) -> DataFrame:
 def build_reports(scan: DataFrame, top_n: int = DEFAULT_TOP_KEYS) -> dict[str, DataFrame]:
     """Every report of the job, by output name, from the scan view."""
     records, batches, corruption = split_scan(scan)
+    return _reports(group_records(records), records, batches, corruption, top_n)
+
+
+def build_partial_reports(
+    partials: DataFrame, top_n: int = DEFAULT_TOP_KEYS
+) -> dict[str, DataFrame]:
+    """Every report of the job, by output name, from the partials view: the same
+    tables ``build_reports`` makes from the scan view of the same files."""
+    records, batches, corruption = split_scan(partials)
+    groups = partials.where(F.col("kind") == KIND_GROUP).select(*REPLICA, "group.*")
+    return _reports(groups, records, batches, corruption, top_n)
+
+
+def _reports(
+    groups: DataFrame, records: DataFrame, batches: DataFrame, corruption: DataFrame, top_n: int
+) -> dict[str, DataFrame]:
     return {
-        "partitions": partition_summary(records, batches, corruption),
-        "records_per_minute": records_per_minute(records),
-        "top_keys": top_keys(records, top_n),
+        "partitions": partition_summary_from_groups(groups, batches, corruption),
+        "records_per_minute": records_per_minute_from_groups(groups),
+        "top_keys": top_keys_from_groups(groups, top_n),
         "batches": batch_stats(batches),
         "leader_epochs": leader_epochs(batches),
         "corruption": corruption_report(corruption),

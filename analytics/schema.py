@@ -11,6 +11,14 @@ the kind-specific ones in one struct each (null for the other kinds). Records ca
 value sizes and a per-record checksum instead of values, so a report over a large log
 moves little data into the JVM.
 
+``PARTIALS`` (what the report job reads): the scan view's batch and corruption rows,
+its record rows only for partitions found in two or more log dirs (the divergence check
+compares them offset by offset), and instead of the other records a few ``group``
+rows: per slice, key and minute, how many records, their value bytes and first/last
+offset and timestamp (``analytics.partials``). Every report figure is a sum, min, max
+or distinct-key count of these, so the executors aggregate and the JVM reads a few
+rows per slice instead of one per record.
+
 Column order here must match the tuples built in ``analytics.scan`` and the Arrow
 batches built in ``analytics.columns``.
 """
@@ -31,6 +39,10 @@ from pyspark.sql.types import (
 KIND_RECORD = "record"
 KIND_BATCH = "batch"
 KIND_CORRUPTION = "corruption"
+KIND_GROUP = "group"
+MINUTE_MS = 60_000
+"""A group row's minute: ``floor(timestamp / MINUTE_MS) * MINUTE_MS``, divided as doubles
+(as Spark's ``/`` does), so executors and Spark put a record in the same minute."""
 
 _HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 
@@ -102,4 +114,19 @@ SCAN = StructType(
     ]
 )
 
-VIEWS = {"records": RECORDS, "scan": SCAN}
+SCAN_GROUP = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("minute", LongType(), False),  # start of the minute, ms
+        StructField("records", LongType(), False),
+        StructField("value_bytes", LongType(), False),  # null values count 0
+        StructField("first_offset", LongType(), False),
+        StructField("last_offset", LongType(), False),
+        StructField("first_timestamp", LongType(), False),
+        StructField("last_timestamp", LongType(), False),
+    ]
+)
+
+PARTIALS = StructType([*SCAN.fields, StructField("group", SCAN_GROUP)])
+
+VIEWS = {"records": RECORDS, "scan": SCAN, "partials": PARTIALS}

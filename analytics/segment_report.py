@@ -5,8 +5,9 @@ Parquet table per report under ``--out`` (partitions, records_per_minute, top_ke
 batches, leader_epochs, corruption, divergence; see analytics.report) plus
 ``summary.txt``, and prints progress lines and that summary.
 
-How this works: the ``minibroker`` data source's ``scan`` view is read once and cached
-(one task per segment slice, decoded on the executors); every report is a pure
+How this works: the ``minibroker`` data source's ``partials`` view is read once and
+cached (one task per segment slice, decoded and aggregated on the executors, so the JVM
+sees a few rows per slice and minute, not one per record); every report is a pure
 function of it. The driver zips ``protocol`` and ``analytics`` and ships them with
 ``addPyFile`` (``analytics.datasource.register``), so executors need only pyspark, not
 the project: the job runs unchanged on a cluster whose workers see the log dirs at the
@@ -28,6 +29,7 @@ if not __package__:
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from time import monotonic
 
 from pyspark.errors import PySparkException
@@ -45,7 +47,7 @@ from minibroker.analytics.jobargs import (
     options_from_args,
 )
 from minibroker.analytics.layout import SegmentSlice, plan_slices
-from minibroker.analytics.report import build_reports
+from minibroker.analytics.report import build_partial_reports
 from minibroker.analytics.summary import SegmentRead, format_summary, human_bytes
 
 PROG = "segment_report"
@@ -54,6 +56,9 @@ COLLECT_LIMIT = 1000
 """Rows per report brought to the driver for the summary (it prints far fewer)."""
 PROGRESS_INTERVAL_S = 10.0
 """How often a long scan reports its progress: a sign of life, not a flood."""
+REPORT_WRITERS = 3
+"""Reports written at once: each is a few small Spark jobs whose time goes mostly to
+planning and scheduling on the driver, which overlaps with another report's tasks."""
 NOT_SUMMARISED = frozenset({"records_per_minute"})  # one row per minute: Parquet only
 
 Progress = Callable[[str], None]
@@ -63,9 +68,9 @@ def _progress(line: str) -> None:
     print(f"[{PROG}] {line}", flush=True)
 
 
-def scan_frame(spark: SparkSession, options: JobOptions) -> DataFrame:
-    """The data source's scan view for ``options`` (not yet read)."""
-    reader = spark.read.format(FORMAT_NAME).option("kind", "scan")
+def scan_frame(spark: SparkSession, options: JobOptions, kind: str = "partials") -> DataFrame:
+    """The data source's ``kind`` view for ``options`` (not yet read)."""
+    reader = spark.read.format(FORMAT_NAME).option("kind", kind)
     if options.topics:
         reader = reader.option("topics", ",".join(options.topics))
     if options.from_timestamp is not None:
@@ -131,13 +136,14 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     with TaskProgress(spark, progress):
         rows = scan.count()
     progress(
-        f"scanned {rows:,} rows (records, batches, corrupt regions) "
+        f"scanned into {rows:,} rows (record groups, batches, corrupt regions) "
         f"in {monotonic() - started:.1f} s"
     )
 
     out = Path(options.out)
-    tables: dict[str, list[dict[str, object]]] = {}
-    for name, frame in build_reports(scan, options.top_keys).items():
+
+    def write(name: str, frame: DataFrame) -> list[dict[str, object]] | None:
+        """Write one report; its first rows for the summary unless NOT_SUMMARISED."""
         target = out / name
         began = monotonic()
         summarised = name not in NOT_SUMMARISED
@@ -145,9 +151,18 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
             frame = frame.cache()  # computed once for both the write and the summary
         frame.write.mode("overwrite").parquet(str(target))
         progress(f"wrote {target} in {monotonic() - began:.1f} s")
-        if summarised:
-            tables[name] = [r.asDict() for r in frame.limit(COLLECT_LIMIT).collect()]
-            frame.unpersist()
+        if not summarised:
+            return None
+        rows = [r.asDict() for r in frame.limit(COLLECT_LIMIT).collect()]
+        frame.unpersist()
+        return rows
+
+    reports = build_partial_reports(scan, options.top_keys)
+    with ThreadPoolExecutor(REPORT_WRITERS, thread_name_prefix="report") as writers:
+        written = {name: writers.submit(write, name, frame) for name, frame in reports.items()}
+        tables = {
+            name: first for name, job in written.items() if (first := job.result()) is not None
+        }
     scan.unpersist()
 
     summary = format_summary(tables, options.log_dirs, segments_read(options.log_dirs, pieces))

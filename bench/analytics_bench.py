@@ -6,19 +6,31 @@ Writes ``--size-mb`` of 1 KiB records (16 per batch, like a producer's default 1
 batch.size; no compression) as segment files of ``--segment-mb`` in two partitions,
 then measures, on the same files:
 
-- plain_records_per_s: one Python process turning every slice into the scan view's
-  Arrow batches with ``analytics.columns`` - exactly the decoding a Spark task does
-  (CRC check, column decode, per-record checksum, Arrow batches), minus Spark;
-- scan_records_per_s: the Spark data source's scan view counted (planning, one task
-  per slice (analytics.layout.SPLIT_BYTES) on the executors, Arrow batches into the JVM);
+- plain_records_per_s: one Python process turning every slice into the partials view
+  the report job reads (``analytics.partials``: CRC check, column decode, per-record
+  checksum, Arrow batches, records folded into key-and-minute groups with
+  pyarrow.compute) and adding up the records of the groups - exactly what a Spark task
+  does, minus Spark;
+- scan_records_per_s: the same through Spark: the data source's partials view read
+  (planning, one task per slice (analytics.layout.SPLIT_BYTES) on the executors, a few
+  group, batch and corruption rows per slice into the JVM) and the groups' records
+  summed by Spark;
 - scan_ratio: the median scan over the median plain figure;
+- two_process_records_per_s / two_process_ratio: the plain scan's work dealt to two
+  worker processes (no Spark): the ceiling two cores of this shared box gave at the
+  time, to read scan_ratio against;
+- plain_row_records_per_s / row_scan_records_per_s / row_scan_ratio: the same pair for
+  the scan view, one row per record into the JVM (the job's input before the partials
+  view) and records counted there: one Python process building the scan view's Arrow
+  batches and counting their record rows, against Spark counting them;
 - job_records_per_s: the whole report job (scan, cache, 7 reports written as
   Parquet, summary), SparkSession start excluded;
 - object_records_per_s: the object-per-record path (``analytics.scan.scan_rows``, one
   tuple per row), the data source's decoder before the column one, for reference.
 
 Each figure is a list over ``--runs`` runs (the job: ``--job-runs``), with the 1-minute
-load average after each; the single-process scans all run before Spark starts. Prints
+load average after each; the single-process scans all run before Spark starts (with
+``--interleave``: each run times all of them in turn, once Spark is warm). Prints
 progress on stderr and one JSON object on its last line. Figures depend on how busy the
 machine is: run it alone, and read the load.
 """
@@ -26,13 +38,16 @@ machine is: run it alone, and read the load.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +57,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from minibroker.analytics.columns import scan_batches
 from minibroker.analytics.jobargs import JobOptions
-from minibroker.analytics.layout import plan_slices
+from minibroker.analytics.layout import SegmentSlice, plan_slices
+from minibroker.analytics.partials import partial_batches, replicated_partitions
 from minibroker.analytics.scan import scan_rows
+from minibroker.analytics.schema import KIND_GROUP
 from minibroker.protocol.records import encode_values
 
 RECORD_BYTES = 1024
@@ -102,7 +119,42 @@ def object_scan(root: Path) -> tuple[int, float]:
 
 
 def plain_scan(root: Path) -> tuple[int, float]:
-    """(records, seconds) for a single-process scan with the data source's decoder."""
+    """(records, seconds) for a single-process scan computing the partials view, as the
+    data source's tasks do (record rows kept for replicated partitions)."""
+    started = time.perf_counter()
+    pieces = plan_slices([str(root)])
+    records = count_partials(pieces, replicated_partitions(pieces))
+    return records, time.perf_counter() - started
+
+
+def count_partials(pieces: list[SegmentSlice], replicated: frozenset[tuple[str, int]]) -> int:
+    """Records in the groups of the partials view of ``pieces``."""
+    records = 0
+    for piece in pieces:
+        keep = (piece.topic, piece.partition) in replicated
+        for batch in partial_batches(piece, keep_records=keep):
+            is_group = pc.equal(batch.column("kind"), KIND_GROUP)
+            groups = batch.column("group").filter(is_group)
+            records += pc.sum(groups.field("records")).as_py() or 0
+    return records
+
+
+def two_process_scan(root: Path, pool: Any) -> tuple[int, float]:
+    """(records, seconds) for ``plain_scan``'s work split between two processes of
+    ``pool`` (already started), slices dealt largest first to the lighter one: what
+    two cores can give this machine right now, Spark or not."""
+    started = time.perf_counter()
+    pieces = plan_slices([str(root)])
+    replicated = replicated_partitions(pieces)
+    shares: list[list[SegmentSlice]] = [[], []]
+    for piece in sorted(pieces, key=lambda p: p.end - p.start, reverse=True):
+        min(shares, key=lambda share: sum(p.end - p.start for p in share)).append(piece)
+    counts = pool.starmap(count_partials, [(share, replicated) for share in shares])
+    return sum(counts), time.perf_counter() - started
+
+
+def plain_row_scan(root: Path) -> tuple[int, float]:
+    """(records, seconds) for a single-process scan building the scan view's batches."""
     started = time.perf_counter()
     records = 0
     for piece in plan_slices([str(root)]):
@@ -113,6 +165,20 @@ def plain_scan(root: Path) -> tuple[int, float]:
 
 def load_average() -> float:
     return round(os.getloadavg()[0], 2)
+
+
+def timed(
+    rows: list[dict[str, float]],
+    name: str,
+    scan: Callable[[Path], tuple[int, float]],
+    root: Path,
+    written: int,
+) -> None:
+    """Run ``scan`` on ``root``, check it saw every record, add its figure to ``rows``."""
+    records, seconds = scan(root)
+    assert records == written, (name, records, written)
+    rows.append({"records_per_s": round(written / seconds), "load": load_average()})
+    log(f"{name}: {rows[-1]}")
 
 
 class SparkBench:
@@ -143,14 +209,28 @@ class SparkBench:
         write_data(warm, WARM_UP_MB, WARM_UP_MB)
         for _ in range(2):
             self.scan(warm)
+            self.row_scan(warm)
         self.job(warm, work / "warm-up-report")
 
     def scan(self, root: Path) -> tuple[int, float]:
+        """(records, seconds): the partials view read, its groups' records summed."""
+        from pyspark.sql import functions as F
+
         from minibroker.analytics.segment_report import scan_frame
 
         options = JobOptions([str(root)], "", None, None, None, 10, None)
         started = time.perf_counter()
-        records = scan_frame(self.spark, options).where("kind = 'record'").count()
+        groups = scan_frame(self.spark, options).where(F.col("kind") == KIND_GROUP)
+        (row,) = groups.agg(F.sum("group.records")).collect()
+        return row[0] or 0, time.perf_counter() - started
+
+    def row_scan(self, root: Path) -> tuple[int, float]:
+        """(records, seconds): the scan view read, its record rows counted."""
+        from minibroker.analytics.segment_report import scan_frame
+
+        options = JobOptions([str(root)], "", None, None, None, 10, None)
+        started = time.perf_counter()
+        records = scan_frame(self.spark, options, "scan").where("kind = 'record'").count()
         return records, time.perf_counter() - started
 
     def job(self, root: Path, out: Path, progress: Any = None) -> float:
@@ -173,6 +253,12 @@ def main() -> int:
     parser.add_argument("--dir", help="work directory (default: a temp dir, removed after)")
     parser.add_argument("--runs", type=int, default=3, help="plain scans, then Spark scans")
     parser.add_argument("--job-runs", type=int, default=1, help="whole report jobs")
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="each run times every scan in turn, Spark's too (the JVM up and warm), so "
+        "both sides see the same moment of a shared machine's load",
+    )
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="mb-analytics-bench-"))
     try:
@@ -184,47 +270,68 @@ def main() -> int:
         assert records == written, (records, written)
         object_rps = written / seconds
         log(f"object-per-row scan: {object_rps:,.0f} records/s")
-        # Every single-process scan runs before the JVM starts: an idle JVM still
-        # compiles and collects in the background, which would slow it down.
         plain: list[dict[str, float]] = []
-        for run in range(args.runs):
-            records, seconds = plain_scan(logs)
-            assert records == written, (records, written)
-            plain.append({"records_per_s": round(written / seconds), "load": load_average()})
-            log(f"plain scan {run + 1}: {plain[-1]}")
-        spark = SparkBench(args.master, root)
+        plain_rows: list[dict[str, float]] = []
+        pairs: list[dict[str, float]] = []
         scans: list[dict[str, float]] = []
+        row_scans: list[dict[str, float]] = []
         jobs: list[dict[str, float]] = []
-        try:
-            for run in range(args.runs):
-                records, seconds = spark.scan(logs)
-                assert records == written, (records, written)
-                scans.append({"records_per_s": round(written / seconds), "load": load_average()})
-                log(f"spark scan {run + 1}: {scans[-1]}")
-            for run in range(args.job_runs):
-                seconds = spark.job(logs, root / f"report-{run}", progress=log)
-                jobs.append({"records_per_s": round(written / seconds), "load": load_average()})
-                log(f"job {run + 1}: {jobs[-1]}")
-        finally:
-            spark.stop()
+        # The pool forks before the JVM and py4j's threads exist.
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            scan_in_two = functools.partial(two_process_scan, pool=pool)
+
+            def plain_round(run: int) -> None:
+                timed(plain, f"plain scan {run + 1}", plain_scan, logs, written)
+                timed(plain_rows, f"plain row scan {run + 1}", plain_row_scan, logs, written)
+                timed(pairs, f"two-process scan {run + 1}", scan_in_two, logs, written)
+
+            if not args.interleave:
+                # Every single-process scan runs before the JVM starts: an idle JVM
+                # still compiles and collects in the background, which would slow it.
+                for run in range(args.runs):
+                    plain_round(run)
+            spark = SparkBench(args.master, root)
+            try:
+                for run in range(args.runs):
+                    if args.interleave:
+                        plain_round(run)
+                    timed(scans, f"spark scan {run + 1}", spark.scan, logs, written)
+                    timed(row_scans, f"spark row scan {run + 1}", spark.row_scan, logs, written)
+                for run in range(args.job_runs):
+                    seconds = spark.job(logs, root / f"report-{run}", progress=log)
+                    jobs.append({"records_per_s": round(written / seconds), "load": load_average()})
+                    log(f"job {run + 1}: {jobs[-1]}")
+            finally:
+                spark.stop()
 
         def each(name: str, rows: list[dict[str, float]]) -> list[float]:
             return [row[name] for row in rows]
 
-        plain_median = statistics.median(each("records_per_s", plain))
-        scan_median = statistics.median(each("records_per_s", scans))
+        def ratio(spark_rows: list[dict[str, float]], plain_rows: list[dict[str, float]]) -> float:
+            spark_median = statistics.median(each("records_per_s", spark_rows))
+            return round(spark_median / statistics.median(each("records_per_s", plain_rows)), 3)
+
         figures = {
             "bench": "analytics",
             "size_mb": args.size_mb,
             "records": written,
             "record_bytes": RECORD_BYTES,
             "master": args.master,
+            "interleaved": args.interleave,
             "cpus": os.cpu_count(),
             "plain_records_per_s": each("records_per_s", plain),
             "plain_load_avg_1m": each("load", plain),
             "scan_records_per_s": each("records_per_s", scans),
             "scan_load_avg_1m": each("load", scans),
-            "scan_ratio": round(scan_median / plain_median, 3),
+            "scan_ratio": ratio(scans, plain),
+            "two_process_records_per_s": each("records_per_s", pairs),
+            "two_process_load_avg_1m": each("load", pairs),
+            "two_process_ratio": ratio(pairs, plain),
+            "plain_row_records_per_s": each("records_per_s", plain_rows),
+            "plain_row_load_avg_1m": each("load", plain_rows),
+            "row_scan_records_per_s": each("records_per_s", row_scans),
+            "row_scan_load_avg_1m": each("load", row_scans),
+            "row_scan_ratio": ratio(row_scans, plain_rows),
             "job_records_per_s": each("records_per_s", jobs),
             "job_load_avg_1m": each("load", jobs),
             "object_records_per_s": round(object_rps),

@@ -22,7 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from minibroker.analytics import cli
+from minibroker.analytics import cli, report
 from minibroker.analytics.jobargs import OneLineParser, add_job_arguments
 from minibroker.protocol.records import Compression, Record
 from tests.support.spark import SHORT_JVM_OPTIONS, PartitionLog, make_records, spark
@@ -157,6 +157,24 @@ def test_data_source_reads_nothing_from_a_log_dir_without_partitions(
     for kind in ("records", "scan"):
         df = spark.read.format("minibroker").option("kind", kind).load(str(tmp_path))
         assert df.count() == 0
+
+
+@pytest.mark.timeout(240)
+def test_reports_from_the_partials_view_equal_those_from_the_scan_view(
+    spark: SparkSession, data: DataSet
+) -> None:
+    def view(kind: str) -> Any:
+        return spark.read.format("minibroker").option("kind", kind).load(data.load_path)
+
+    from_records = report.build_reports(view("scan"), 3)
+    from_partials = report.build_partial_reports(view("partials"), 3)
+
+    assert from_partials.keys() == from_records.keys()
+    for name, frame in from_records.items():
+        expected = sorted(map(tuple, frame.collect()), key=repr)
+        assert sorted(map(tuple, from_partials[name].collect()), key=repr) == expected, name
+    groups = view("partials").where("kind = 'group'").count()
+    assert 0 < groups < view("scan").where("kind = 'record'").count()
 
 
 def _run_spark_submit(data: DataSet, out: Path) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,145 @@
+"""The ``partials`` view of a slice: the report job's figures pre-aggregated on the executor.
+
+How this works: the slice is decoded exactly as for the ``scan`` view
+(``analytics.columns.scan_chunks``), minus the per-record checksums unless its record
+rows are kept. Its batch and corruption rows pass through as they
+are; its record rows pass through only when the partition is replicated (found in two
+or more log dirs: the divergence report compares those replicas offset by offset).
+Every record is also folded, with ``pyarrow.compute`` in C, into one ``group`` row per
+(key, minute) of the slice: records, value bytes, first/last offset and timestamp.
+
+Each report sums, takes the min or max of, or counts the distinct keys of these groups
+(``analytics.report``), which gives exactly the figures it would compute from the
+records themselves: so Spark's JVM reads a few rows per slice and per minute instead of
+one row per record, and the per-record work runs in the Python workers, in parallel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from minibroker.analytics.columns import constant_column, null_struct, scan_chunks
+from minibroker.analytics.layout import SegmentSlice
+from minibroker.analytics.scan import ALL_TIME, TimeRange
+from minibroker.analytics.schema import KIND_GROUP, MINUTE_MS, PARTIALS
+
+PARTIALS_ARROW = to_arrow_schema(PARTIALS, timezone="UTC")
+_TYPES = {field.name: field.type for field in PARTIALS_ARROW}
+_GROUP_TYPE = _TYPES["group"]
+_GROUP_KEYS = ["key", "minute"]
+_SUMS = [("records", "sum"), ("value_bytes", "sum")]
+_GROUP_FIELDS = ["records", "value_bytes", "first_offset", "last_offset", "first_timestamp",
+                 "last_timestamp"]  # fmt: skip
+_EXTREMES = [
+    ("first_offset", "min"),
+    ("last_offset", "max"),
+    ("first_timestamp", "min"),
+    ("last_timestamp", "max"),
+]
+
+
+def replicated_partitions(pieces: Sequence[SegmentSlice]) -> frozenset[tuple[str, int]]:
+    """(topic, partition) of every partition that has segments in two or more log dirs."""
+    seen: dict[tuple[str, int], set[str]] = {}
+    for piece in pieces:
+        seen.setdefault((piece.topic, piece.partition), set()).add(piece.log_dir)
+    return frozenset(key for key, dirs in seen.items() if len(dirs) > 1)
+
+
+def _minute(timestamps: pa.Array) -> pa.Array:
+    """Start of each timestamp's minute, computed as Spark computes
+    ``floor(timestamp / MINUTE_MS) * MINUTE_MS`` (a double division, then floor)."""
+    minutes = pc.floor(pc.divide(pc.cast(timestamps, pa.float64()), float(MINUTE_MS)))
+    return pc.multiply(pc.cast(minutes, pa.int64()), MINUTE_MS)
+
+
+def _aggregate(table: pa.Table, first_pass: bool) -> pa.Table:
+    """Groups of ``table`` by key and minute: from records (``first_pass``: every row
+    counts one) or from groups (sums of sums, min of mins, max of maxes)."""
+    if first_pass:
+        aggregations = [
+            ("offset", "count"),
+            ("value_bytes", "sum"),
+            ("offset", "min"),
+            ("offset", "max"),
+            ("timestamp", "min"),
+            ("timestamp", "max"),
+        ]
+    else:
+        aggregations = [*_SUMS, *_EXTREMES]
+    grouped = table.group_by(_GROUP_KEYS, use_threads=False).aggregate(aggregations)
+    return pa.table(
+        [grouped.column(f"{column}_{how}") for column, how in aggregations]
+        + [grouped.column(key) for key in _GROUP_KEYS],
+        names=[*_GROUP_FIELDS, *_GROUP_KEYS],
+    )
+
+
+def _record_groups(
+    keys: list[bytes | None], timestamps: list[int], offsets: list[int], value_sizes: list[int]
+) -> pa.Table:
+    """The groups of one chunk of records, given as column lists."""
+    timestamp = pa.array(timestamps, type=pa.int64())
+    table = pa.table(
+        {
+            "key": pa.array(keys, type=pa.binary()),
+            "minute": _minute(timestamp),
+            "offset": pa.array(offsets, type=pa.int64()),
+            "timestamp": timestamp,
+            # A null value (size -1) adds no bytes, as in the report's greatest(size, 0).
+            "value_bytes": pc.max_element_wise(pa.array(value_sizes, type=pa.int64()), 0),
+        }
+    )
+    return _aggregate(table, first_pass=True)
+
+
+def _group_rows(piece: SegmentSlice, groups: pa.Table) -> pa.RecordBatch:
+    """``groups`` as rows of the partials view, placed at the slice's start."""
+    rows = groups.num_rows
+    group = pa.StructArray.from_arrays(
+        [groups.column(field.name).combine_chunks().cast(field.type) for field in _GROUP_TYPE],
+        fields=list(_GROUP_TYPE),
+    )
+    columns = [
+        constant_column(KIND_GROUP, _TYPES["kind"], rows),
+        constant_column(piece.log_dir, _TYPES["log_dir"], rows),
+        constant_column(piece.broker_id, _TYPES["broker_id"], rows),
+        constant_column(piece.topic, _TYPES["topic"], rows),
+        constant_column(piece.partition, _TYPES["partition"], rows),
+        constant_column(piece.segment, _TYPES["segment"], rows),
+        constant_column(piece.start, _TYPES["position"], rows),
+        pa.nulls(rows, _TYPES["batch_base_offset"]),
+        pa.nulls(rows, _TYPES["leader_epoch"]),
+        null_struct(_TYPES["record"], rows),
+        null_struct(_TYPES["batch"], rows),
+        null_struct(_TYPES["corruption"], rows),
+        group,
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=PARTIALS_ARROW)
+
+
+def partial_batches(
+    piece: SegmentSlice, time_range: TimeRange = ALL_TIME, keep_records: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """The ``partials`` view of ``piece`` (``analytics.schema.PARTIALS``) as Arrow
+    batches: its batch and corruption rows (and record rows if ``keep_records``), in
+    file order, then its group rows."""
+    groups: list[pa.Table] = []
+    # Checksums are only read by the divergence check, from the record rows.
+    for rows in scan_chunks(piece, time_range, checksums=keep_records):
+        records = rows.records
+        if records.offset:
+            groups.append(
+                _record_groups(records.key, records.timestamp, records.offset, records.value_size)
+            )
+        kept = rows.to_arrow(piece, with_records=keep_records)
+        if kept.num_rows:
+            no_group = null_struct(_GROUP_TYPE, kept.num_rows)
+            yield pa.RecordBatch.from_arrays([*kept.columns, no_group], schema=PARTIALS_ARROW)
+    if groups:
+        merged = groups[0] if len(groups) == 1 else pa.concat_tables(groups)
+        yield _group_rows(piece, _aggregate(merged, first_pass=False))

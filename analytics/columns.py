@@ -19,7 +19,7 @@ parse is one corruption row with the same reason, and none of its records is kep
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from itertools import repeat
 from typing import Any
 
@@ -321,6 +321,21 @@ def constant_column(value: object, kind: pa.DataType, rows: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, type=kind), rows)
 
 
+def slice_columns(
+    kind: str, piece: SegmentSlice, types: Mapping[str, pa.DataType], rows: int
+) -> list[pa.Array]:
+    """The scan and partials views' first columns, the same on every row of a slice:
+    row kind, log dir, broker, topic, partition, segment."""
+    return [
+        constant_column(kind, types["kind"], rows),
+        constant_column(piece.log_dir, types["log_dir"], rows),
+        constant_column(piece.broker_id, types["broker_id"], rows),
+        constant_column(piece.topic, types["topic"], rows),
+        constant_column(piece.partition, types["partition"], rows),
+        constant_column(piece.segment, types["segment"], rows),
+    ]
+
+
 # --- the records view ----------------------------------------------------------------
 
 
@@ -503,12 +518,7 @@ class ScanRows:
             else:
                 structs[name] = null_struct(types[name], rows)
         columns = [
-            constant_column(kind, types["kind"], rows),
-            constant_column(piece.log_dir, types["log_dir"], rows),
-            constant_column(piece.broker_id, types["broker_id"], rows),
-            constant_column(piece.topic, types["topic"], rows),
-            constant_column(piece.partition, types["partition"], rows),
-            constant_column(piece.segment, types["segment"], rows),
+            *slice_columns(kind, piece, types, rows),
             pa.array(common[0], type=types["position"]),
             pa.array(common[1], type=types["batch_base_offset"]),
             pa.array(common[2], type=types["leader_epoch"]),

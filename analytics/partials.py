@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from minibroker.analytics.columns import constant_column, null_struct, scan_chunks
+from minibroker.analytics.columns import constant_column, null_struct, scan_chunks, slice_columns
 from minibroker.analytics.layout import SegmentSlice
 from minibroker.analytics.scan import ALL_TIME, TimeRange
 from minibroker.analytics.schema import KIND_GROUP, MINUTE_MS, PARTIALS
@@ -105,12 +105,7 @@ def _group_rows(piece: SegmentSlice, groups: pa.Table) -> pa.RecordBatch:
         fields=list(_GROUP_TYPE),
     )
     columns = [
-        constant_column(KIND_GROUP, _TYPES["kind"], rows),
-        constant_column(piece.log_dir, _TYPES["log_dir"], rows),
-        constant_column(piece.broker_id, _TYPES["broker_id"], rows),
-        constant_column(piece.topic, _TYPES["topic"], rows),
-        constant_column(piece.partition, _TYPES["partition"], rows),
-        constant_column(piece.segment, _TYPES["segment"], rows),
+        *slice_columns(KIND_GROUP, piece, _TYPES, rows),
         constant_column(piece.start, _TYPES["position"], rows),
         pa.nulls(rows, _TYPES["batch_base_offset"]),
         pa.nulls(rows, _TYPES["leader_epoch"]),

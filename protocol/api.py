@@ -283,6 +283,16 @@ class _ElementBudget:
         return items
 
 
+_UNPACK_LIMITS: Final[dict[str, Any]] = {
+    "raw": False,
+    "max_array_len": MAX_REQUEST_ELEMENTS,
+    "max_map_len": MAX_MAP_KEYS,
+    "max_str_len": MAX_STRING_BYTES,
+    "max_ext_len": 0,
+}
+"""What one request frame may hold, as msgpack.unpackb's limits."""
+
+
 def decode_request(
     payload: bytes | bytearray | memoryview, session: Session = UNKNOWN_SESSION
 ) -> tuple[RequestHeader, Any]:
@@ -292,24 +302,10 @@ def decode_request(
         if len(payload) <= MAX_REQUEST_ELEMENTS:
             # Every element takes a byte at least: too short to exceed the budget, so
             # no count is kept (a Python call per array otherwise).
-            envelope = msgpack.unpackb(
-                payload,
-                raw=False,
-                max_array_len=MAX_REQUEST_ELEMENTS,
-                max_map_len=MAX_MAP_KEYS,
-                max_str_len=MAX_STRING_BYTES,
-                max_ext_len=0,
-            )
+            envelope = msgpack.unpackb(payload, **_UNPACK_LIMITS)
         else:
-            envelope = msgpack.unpackb(
-                payload,
-                raw=False,
-                max_array_len=MAX_REQUEST_ELEMENTS,
-                max_map_len=MAX_MAP_KEYS,
-                max_str_len=MAX_STRING_BYTES,
-                max_ext_len=0,
-                list_hook=_ElementBudget(MAX_REQUEST_ELEMENTS),
-            )
+            budget = _ElementBudget(MAX_REQUEST_ELEMENTS)
+            envelope = msgpack.unpackb(payload, **_UNPACK_LIMITS, list_hook=budget)
     except Exception as exc:
         header = _header_after_failure(payload)
         _validator_for(header)  # an unsupported version is reported as such first

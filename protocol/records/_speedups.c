@@ -412,11 +412,10 @@ done:
     return PyLong_FromSsize_t(found);
 }
 
-/* Bytes of the zigzag varint of non-negative n. */
+/* Bytes of the unsigned varint of raw (an already zigzagged value). */
 static inline Py_ssize_t
-varint_size(uint64_t n)
+raw_varint_size(uint64_t raw)
 {
-    uint64_t raw = n << 1;
     Py_ssize_t size = 1;
     while (raw >= 0x80) {
         raw >>= 7;
@@ -426,15 +425,27 @@ varint_size(uint64_t n)
 }
 
 static inline char *
-put_varint(char *out, uint64_t n)
+put_raw_varint(char *out, uint64_t raw)
 {
-    uint64_t raw = n << 1;
     while (raw >= 0x80) {
         *out++ = (char)((raw & 0x7F) | 0x80);
         raw >>= 7;
     }
     *out++ = (char)raw;
     return out;
+}
+
+/* Bytes of the zigzag varint of non-negative n. */
+static inline Py_ssize_t
+varint_size(uint64_t n)
+{
+    return raw_varint_size(n << 1);
+}
+
+static inline char *
+put_varint(char *out, uint64_t n)
+{
+    return put_raw_varint(out, n << 1);
 }
 
 /* Bytes of record i holding a value of n bytes, after its length varint: attributes,
@@ -494,25 +505,13 @@ encode_values(PyObject *module, PyObject *arg)
 static inline Py_ssize_t
 signed_varint_size(int64_t n)
 {
-    uint64_t raw = ((uint64_t)n << 1) ^ (uint64_t)(n >> 63);
-    Py_ssize_t size = 1;
-    while (raw >= 0x80) {
-        raw >>= 7;
-        size++;
-    }
-    return size;
+    return raw_varint_size(((uint64_t)n << 1) ^ (uint64_t)(n >> 63));
 }
 
 static inline char *
 put_signed_varint(char *out, int64_t n)
 {
-    uint64_t raw = ((uint64_t)n << 1) ^ (uint64_t)(n >> 63);
-    while (raw >= 0x80) {
-        *out++ = (char)((raw & 0x7F) | 0x80);
-        raw >>= 7;
-    }
-    *out++ = (char)raw;
-    return out;
+    return put_raw_varint(out, ((uint64_t)n << 1) ^ (uint64_t)(n >> 63));
 }
 
 /* A growable output buffer (PyMem: growing it runs no Python code). */

@@ -26,12 +26,8 @@ KAFKA_DEFAULT_BACKOFF_MS = 5000
 @pytest.fixture
 async def cluster(tmp_path: Path, zk_connect: str) -> AsyncIterator[ProcessCluster]:
     properties = {"controlled.shutdown.retry.backoff.ms": KAFKA_DEFAULT_BACKOFF_MS}
-    cluster = ProcessCluster(tmp_path, zk_connect, size=3, properties=properties)
-    try:
-        await cluster.start_all()
+    async with ProcessCluster(tmp_path, zk_connect, size=3, properties=properties) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 async def test_a_broker_whose_partners_are_gone_stops_after_one_attempt(

@@ -38,12 +38,8 @@ pytestmark = pytest.mark.timeout(120)
 async def process_cluster(
     tmp_path: Path, zk_connect: str, **properties: Any
 ) -> AsyncIterator[ProcessCluster]:
-    cluster = ProcessCluster(tmp_path, zk_connect, size=3, properties=properties)
-    try:
-        await cluster.start_all()
+    async with ProcessCluster(tmp_path, zk_connect, size=3, properties=properties) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 async def isr_of(data: KafkaZkClient, topic: str) -> tuple[int, tuple[int, ...]]:

@@ -113,6 +113,19 @@ class ProcessCluster:
         for broker in self.brokers.values():
             broker.kill()
 
+    async def __aenter__(self) -> ProcessCluster:
+        """``async with ProcessCluster(...) as cluster``: every broker started, and
+        every one killed on the way out, whatever happened."""
+        try:
+            await self.start_all()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def live(self) -> list[int]:
         return [i for i, b in self.brokers.items() if b.running and not b.paused]

@@ -18,14 +18,12 @@ output, for the test to replay into its own checker::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 
 import trio
 
-from minibroker.client.producer import Producer
-from tests.fault.test_idempotent_durability import every_partition_known, write
+from tests.fault.test_idempotent_durability import idempotent_producers, write
 from tests.support.durability import DurabilityChecker
 
 DELIVERY_TIMEOUT_MS = 120_000  # beyond every fault and heal here: no delivery may expire
@@ -51,22 +49,7 @@ async def main_async(bootstrap: str, topic: str, seed: int, count: int) -> None:
     checker = ReportingChecker(idempotent=True)
     failures: list[str] = []
     stop = trio.Event()
-    producers = [
-        Producer(
-            bootstrap,
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=5,
-            request_timeout_ms=3000,
-            retry_backoff_ms=100,
-            delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
-        )
-        for _ in range(count)
-    ]
-    async with contextlib.AsyncExitStack() as open_producers:
-        for producer in producers:
-            await open_producers.enter_async_context(producer)
-            await every_partition_known(producer, topic)
+    async with idempotent_producers(bootstrap, count, topic, DELIVERY_TIMEOUT_MS) as producers:
         print("ready", flush=True)
         async with trio.open_nursery() as nursery:
             for i, producer in enumerate(producers):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,33 @@ async def every_partition_known(producer: Producer, topic: str = TOPIC) -> None:
             await trio.sleep(0.1)
 
 
+@contextlib.asynccontextmanager
+async def idempotent_producers(
+    bootstrap: str,
+    count: int,
+    topic: str = TOPIC,
+    delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS,
+) -> AsyncIterator[list[Producer]]:
+    """``count`` idempotent acks=all producers that know every partition of ``topic``,
+    closed on the way out."""
+    async with contextlib.AsyncExitStack() as stack:
+        producers = []
+        for _ in range(count):
+            producer = Producer(
+                bootstrap,
+                acks="all",
+                enable_idempotence=True,
+                linger_ms=5,
+                request_timeout_ms=3000,
+                retry_backoff_ms=100,
+                delivery_timeout_ms=delivery_timeout_ms,
+            )
+            await stack.enter_async_context(producer)
+            await every_partition_known(producer, topic)
+            producers.append(producer)
+        yield producers
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_idempotent_producers_lose_nothing_and_write_nothing_twice(
@@ -107,22 +135,7 @@ async def test_idempotent_producers_lose_nothing_and_write_nothing_twice(
         data = KafkaZkClient(zk_client)
         await heal(cluster, data)
         bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
-        producers = [
-            Producer(
-                bootstrap,
-                acks="all",
-                enable_idempotence=True,
-                linger_ms=5,
-                request_timeout_ms=3000,
-                retry_backoff_ms=100,
-                delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
-            )
-            for _ in range(PRODUCERS)
-        ]
-        async with contextlib.AsyncExitStack() as open_producers:
-            for producer in producers:
-                await open_producers.enter_async_context(producer)
-                await every_partition_known(producer)
+        async with idempotent_producers(bootstrap, PRODUCERS) as producers:
             with trio.fail_after(RUN_S + DELIVERY_TIMEOUT_MS / 1000):
                 async with trio.open_nursery() as nursery:
                     for i, producer in enumerate(producers):

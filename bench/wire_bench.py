@@ -52,6 +52,7 @@ from echo import WINDOW_SMALL, echo_process, measure_frames, pipelined, round_tr
 
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import (
+    SCHEMAS,
     ApiKey,
     decode_request,
     encode_request,
@@ -59,7 +60,6 @@ from minibroker.protocol.api import (
     validate_request,
 )
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
-from minibroker.protocol.schemas.data import FETCH
 from minibroker.protocol.schemas.types import (
     REQUIRED,
     Array,
@@ -188,7 +188,7 @@ def codec_figures(seconds: float) -> dict[str, float]:
         lambda: validate_request(ApiKey.FETCH, 0, follower_fetch), seconds
     )
     out["fetch_validate_interpreted_30p"] = rate(
-        lambda: interpret(FETCH.request, 0, follower_fetch), seconds
+        lambda: interpret(SCHEMAS[ApiKey.FETCH].request, 0, follower_fetch), seconds
     )
 
     big_fetch = fetch_body(memoryview(bytearray(1 << 20)))

@@ -91,10 +91,10 @@ class AdminManager:
     def install(self, dispatcher: RequestDispatcher) -> None:
         """Serve CreateTopics and DeleteTopics through ``dispatcher``."""
 
-        def create(header: RequestHeader, body: Body) -> Deferred:
+        def create(header: RequestHeader, body: Body) -> Deferred[Body]:
             return Deferred(lambda: self.create_topics(body))
 
-        def delete(header: RequestHeader, body: Body) -> Deferred:
+        def delete(header: RequestHeader, body: Body) -> Deferred[Body]:
             return Deferred(lambda: self.delete_topics(body))
 
         dispatcher.register(ApiKey.CREATE_TOPICS, create)

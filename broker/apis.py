@@ -317,7 +317,7 @@ class KafkaApis:
             return {"error_code": exc.code, "error_message": exc.message}
         return None
 
-    def _controller_ordered(self, apply: Callable[[], Awaitable[Body]]) -> Deferred:
+    def _controller_ordered(self, apply: Callable[[], Awaitable[Body]]) -> Deferred[Body]:
         """Controller requests take effect in arrival order, as Kafka's one-request-at-a-
         time channel guarantees: a pipelined UpdateMetadata must not overtake the
         LeaderAndIsr before it while that one waits for the disk."""

@@ -22,7 +22,7 @@ from minibroker.protocol.errors import (
     ClusterAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
-from minibroker.protocol.schemas.cluster import RESOURCE_TOPIC
+from minibroker.protocol.messages.cluster import RESOURCE_TOPIC
 
 
 def produce(asker: Asker, body: Body) -> tuple[Body, Completion | None]:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, TypeAlias
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, overload
 
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.request_handler import Buffer, CloseConnection, Pending, Reply
@@ -50,21 +50,30 @@ from minibroker.protocol.errors import (
     KafkaError,
     UnsupportedVersionError,
 )
+from minibroker.protocol.messages.bodies import Route
 
 log = logging.getLogger(__name__)
 
 
-class Deferred:
+RequestT = TypeVar("RequestT")
+ResponseT = TypeVar("ResponseT")
+
+
+class Deferred(Generic[ResponseT]):
     """A handler's answer that needs awaiting: ``wait()`` returns the body (or None)."""
 
     __slots__ = ("wait",)
 
-    def __init__(self, wait: Callable[[], Awaitable[Body | None]]) -> None:
+    def __init__(self, wait: Callable[[], Awaitable[ResponseT | None]]) -> None:
         self.wait = wait
 
 
-HandlerResult: TypeAlias = Body | Deferred | None
+Answer: TypeAlias = ResponseT | Deferred[ResponseT] | None
+"""What a handler returns: its response body, a Deferred one, or None (no response)."""
+
+HandlerResult: TypeAlias = Body | Deferred[Any] | None
 Handler: TypeAlias = Callable[[RequestHeader, Body], HandlerResult]
+"""A handler as the dispatcher stores it: bodies are dicts at run time."""
 
 
 class ResponseEncoder(Protocol):
@@ -101,14 +110,30 @@ class RequestDispatcher:
         self._handlers: dict[int, Handler] = {}
         self._listener_of: dict[int, str] = {}
 
-    def register(self, api_key: ApiKey, handler: Handler, *, listener: str | None = None) -> None:
-        """Serve ``api_key`` with ``handler`` (replacing any handler it had); with
-        ``listener``, only on the listener of that name."""
-        self._handlers[int(api_key)] = handler
+    @overload
+    def register(
+        self,
+        api: Route[RequestT, ResponseT],
+        handler: Callable[[RequestHeader, RequestT], Answer[ResponseT]],
+        *,
+        listener: str | None = None,
+    ) -> None: ...
+
+    @overload
+    def register(self, api: ApiKey, handler: Handler, *, listener: str | None = None) -> None: ...
+
+    def register(
+        self, api: Route[Any, Any] | ApiKey, handler: Any, *, listener: str | None = None
+    ) -> None:
+        """Serve ``api`` with ``handler`` (replacing any handler it had); with
+        ``listener``, only on the listener of that name. ``api`` is a Route of
+        protocol/messages/bodies.py, which types the handler's request and response."""
+        api_key = api.api_key if isinstance(api, Route) else int(api)
+        self._handlers[api_key] = cast(Handler, handler)
         if listener is None:
-            self._listener_of.pop(int(api_key), None)
+            self._listener_of.pop(api_key, None)
         else:
-            self._listener_of[int(api_key)] = listener
+            self._listener_of[api_key] = listener
 
     def serves(self, api_key: int) -> bool:
         return api_key in self._handlers
@@ -145,7 +170,7 @@ class RequestDispatcher:
         self,
         header: RequestHeader,
         request: Body,
-        deferred: Deferred,
+        deferred: Deferred[Any],
         started: float,
         encoder: ResponseEncoder,
     ) -> Callable[[], Awaitable[Sequence[Buffer] | None]]:

@@ -28,14 +28,15 @@ from typing import Protocol
 
 import trio
 
-from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
-from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
+from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
     InvalidRequestError,
     KafkaError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.storage.checkpoint import write_atomically
 from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.model import ProducerIdBlock
@@ -130,19 +131,21 @@ class InitProducerIdApi:
         self.manager = manager
 
     def install(self, dispatcher: RequestDispatcher) -> None:
-        dispatcher.register(ApiKey.INIT_PRODUCER_ID, self.handle_init_producer_id)
+        dispatcher.register(bodies.INIT_PRODUCER_ID, self.handle_init_producer_id)
 
-    def handle_init_producer_id(self, header: RequestHeader, body: Body) -> HandlerResult:
-        if body["transactional_id"] is not None:
+    def handle_init_producer_id(
+        self, header: RequestHeader, request: bodies.InitProducerIdRequest
+    ) -> Answer[bodies.InitProducerIdResponse]:
+        if request["transactional_id"] is not None:
             return _answer(InvalidRequestError("transactional producers are not supported"))
-        producer_id, epoch = body["producer_id"], body["producer_epoch"]
+        producer_id, epoch = request["producer_id"], request["producer_epoch"]
         if (producer_id >= 0) != (epoch >= 0):
             return _answer(InvalidRequestError("producer_id and producer_epoch go together"))
         if producer_id >= 0 and epoch < MAX_EPOCH:
             return {"producer_id": producer_id, "producer_epoch": epoch + 1}
         return Deferred(self._new_producer)
 
-    async def _new_producer(self) -> Body:
+    async def _new_producer(self) -> bodies.InitProducerIdResponse:
         try:
             producer_id = await self.manager.next_id()
         except KafkaError as exc:
@@ -150,7 +153,7 @@ class InitProducerIdApi:
         return {"error_code": NONE, "producer_id": producer_id, "producer_epoch": 0}
 
 
-def _answer(error: KafkaError) -> Body:
+def _answer(error: KafkaError) -> bodies.InitProducerIdResponse:
     return {"error_code": error.code, "producer_id": -1, "producer_epoch": -1}
 
 

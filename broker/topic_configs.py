@@ -66,7 +66,7 @@ from minibroker.protocol.errors import (
     MinibrokerError,
     UnknownTopicOrPartitionError,
 )
-from minibroker.protocol.schemas.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
+from minibroker.protocol.messages.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 
 if TYPE_CHECKING:
     from minibroker.broker.broker_configs import BrokerConfigs

@@ -28,8 +28,8 @@ from minibroker.client.security import SecurityOptions, client_security
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, MinibrokerError, error_for_code
-from minibroker.protocol.schemas.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
-from minibroker.protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
+from minibroker.protocol.messages.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
+from minibroker.protocol.messages.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
 TopicPartition = tuple[str, int]
 CREATE_WAIT_S = 30.0  # how long create_topic waits for every new partition to get a leader

@@ -43,7 +43,7 @@ from minibroker.protocol.errors import (
     UnstableOffsetCommitError,
     error_for_code,
 )
-from minibroker.protocol.schemas.groups import KEY_TYPE_GROUP
+from minibroker.protocol.messages.groups import KEY_TYPE_GROUP
 
 TopicPartition = tuple[str, int]
 

@@ -32,7 +32,7 @@ from minibroker.protocol.errors import (
     NotControllerError,
     RequestTimedOutError,
 )
-from minibroker.protocol.schemas.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
+from minibroker.protocol.messages.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
 T = TypeVar("T")
 

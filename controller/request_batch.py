@@ -12,7 +12,7 @@ Answers: every StopReplica answer goes to ``on_stop_replica_response`` (with its
 request), every LeaderAndIsr answer to ``on_leader_and_isr_response``. Both run in the
 channel's sender task, so they only queue a controller event.
 
-Bodies follow protocol/schemas/control.py (Kafka's messages in snake_case, with one flat
+Bodies follow protocol/messages/control.py (Kafka's messages in snake_case, with one flat
 ``partition_states`` list whose entries name their topic, and brokers as
 ``{id, host, port, rack}``). Every body is stamped with ``controller_id`` and
 ``controller_epoch``, and with the addressed broker's ``broker_epoch`` (the czxid of its

@@ -1,5 +1,5 @@
 """The bodies the group coordinator answers JoinGroup and SyncGroup with, parked or not
-(protocol/schemas/groups.py declares them). Error answers carry no protocol: the
+(protocol/messages/groups.py declares them). Error answers carry no protocol: the
 Kafka listener writes nil (or "" before Kafka v7) there."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CoordinatorApis: the group APIs' handlers, request bodies in, response bodies out.
 
-Bodies are protocol/schemas/groups.py's (Kafka's field names); ``install`` registers
+Bodies are protocol/messages/groups.py's (Kafka's field names); ``install`` registers
 the handlers with the broker's RequestDispatcher, which serves them on both listeners.
 Requests that wait (JoinGroup until the rebalance completes, SyncGroup until the
 assignment is stored, commits and deletions until written with acks=all) answer a
@@ -36,8 +36,8 @@ from minibroker.protocol.errors import (
     KafkaError,
     TopicAlreadyExistsError,
 )
+from minibroker.protocol.messages.groups import KEY_TYPE_GROUP
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, OffsetCommitValue, partition_for
-from minibroker.protocol.schemas.groups import KEY_TYPE_GROUP
 from minibroker.storage.log_config import Clock
 from minibroker.storage.names import TopicPartition
 

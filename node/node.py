@@ -99,7 +99,7 @@ def serve_controller_apis(dispatcher: RequestDispatcher, apis: ControllerApis) -
             header: RequestHeader,
             body: Body,
             method: Callable[[Body], Awaitable[Body]] = method,
-        ) -> Deferred:
+        ) -> Deferred[Body]:
             return Deferred(functools.partial(method, body))
 
         dispatcher.register(api_key, handler)

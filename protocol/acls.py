@@ -222,7 +222,7 @@ def binding_problem(binding: AclBinding) -> str | None:
     return None
 
 
-# -- message bodies (protocol/schemas/acls.py) <-> values --------------------------------------
+# -- message bodies (protocol/messages/acls.py) <-> values --------------------------------------
 
 
 def filter_from_body(body: Mapping[str, Any]) -> AclBindingFilter:

@@ -46,16 +46,8 @@ import msgpack
 
 from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError, frame_prefix
-from minibroker.protocol.schemas import (
-    acls,
-    cluster,
-    control,
-    data,
-    groups,
-    producer,
-    replicas,
-    security,
-)
+from minibroker.protocol.messages import ALL_MESSAGES
+from minibroker.protocol.schemas.from_messages import body_api
 from minibroker.protocol.schemas.packing import Buffer, pack_buffers
 from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
@@ -109,44 +101,9 @@ class ApiKey(IntEnum):
 
 
 SCHEMAS: Final[Mapping[ApiKey, Api]] = {
-    ApiKey.PRODUCE: data.PRODUCE,
-    ApiKey.FETCH: data.FETCH,
-    ApiKey.LIST_OFFSETS: data.LIST_OFFSETS,
-    ApiKey.METADATA: cluster.METADATA,
-    ApiKey.LEADER_AND_ISR: control.LEADER_AND_ISR,
-    ApiKey.STOP_REPLICA: control.STOP_REPLICA,
-    ApiKey.UPDATE_METADATA: control.UPDATE_METADATA,
-    ApiKey.CONTROLLED_SHUTDOWN: control.CONTROLLED_SHUTDOWN,
-    ApiKey.SASL_HANDSHAKE: security.SASL_HANDSHAKE,
-    ApiKey.API_VERSIONS: cluster.API_VERSIONS,
-    ApiKey.CREATE_TOPICS: cluster.CREATE_TOPICS,
-    ApiKey.DELETE_TOPICS: cluster.DELETE_TOPICS,
-    ApiKey.INIT_PRODUCER_ID: producer.INIT_PRODUCER_ID,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: data.OFFSET_FOR_LEADER_EPOCH,
-    ApiKey.DESCRIBE_ACLS: acls.DESCRIBE_ACLS,
-    ApiKey.CREATE_ACLS: acls.CREATE_ACLS,
-    ApiKey.DELETE_ACLS: acls.DELETE_ACLS,
-    ApiKey.DESCRIBE_CONFIGS: cluster.DESCRIBE_CONFIGS,
-    ApiKey.ALTER_CONFIGS: cluster.ALTER_CONFIGS,
-    ApiKey.ALTER_REPLICA_LOG_DIRS: replicas.ALTER_REPLICA_LOG_DIRS,
-    ApiKey.DESCRIBE_LOG_DIRS: replicas.DESCRIBE_LOG_DIRS,
-    ApiKey.SASL_AUTHENTICATE: security.SASL_AUTHENTICATE,
-    ApiKey.ELECT_LEADERS: replicas.ELECT_LEADERS,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: replicas.ALTER_PARTITION_REASSIGNMENTS,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: replicas.LIST_PARTITION_REASSIGNMENTS,
-    ApiKey.DESCRIBE_CLUSTER: cluster.DESCRIBE_CLUSTER,
-    ApiKey.OFFSET_COMMIT: groups.OFFSET_COMMIT,
-    ApiKey.OFFSET_FETCH: groups.OFFSET_FETCH,
-    ApiKey.FIND_COORDINATOR: groups.FIND_COORDINATOR,
-    ApiKey.JOIN_GROUP: groups.JOIN_GROUP,
-    ApiKey.HEARTBEAT: groups.HEARTBEAT,
-    ApiKey.LEAVE_GROUP: groups.LEAVE_GROUP,
-    ApiKey.SYNC_GROUP: groups.SYNC_GROUP,
-    ApiKey.DESCRIBE_GROUPS: groups.DESCRIBE_GROUPS,
-    ApiKey.LIST_GROUPS: groups.LIST_GROUPS,
-    ApiKey.DELETE_GROUPS: groups.DELETE_GROUPS,
-    ApiKey.OFFSET_DELETE: groups.OFFSET_DELETE,
+    ApiKey(key): body_api(message) for key, message in ALL_MESSAGES.items()
 }
+"""The msgpack body schema of every API, derived from its declaration."""
 
 MAX_REQUEST_ELEMENTS: Final = 100_000
 """Array elements one request may hold over all its arrays (partitions, replica lists

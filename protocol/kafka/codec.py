@@ -33,7 +33,6 @@ from typing import Any, Final
 from minibroker.protocol.api import Body, RequestHeader
 from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError
-from minibroker.protocol.kafka.cluster import API_VERSIONS
 from minibroker.protocol.kafka.compiler import (
     Decoder,
     Encoder,
@@ -42,9 +41,10 @@ from minibroker.protocol.kafka.compiler import (
     compile_encoder,
     read_uvarint,
 )
-from minibroker.protocol.kafka.data import PRODUCE
 from minibroker.protocol.kafka.messages import MESSAGES
-from minibroker.protocol.kafka.schema import Message
+from minibroker.protocol.messages.cluster import API_VERSIONS
+from minibroker.protocol.messages.data import PRODUCE
+from minibroker.protocol.messages.form import Message
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
 
 ADVERTISED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {

@@ -26,7 +26,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, Final
 
-from minibroker.protocol.kafka.schema import Array, Field, Primitive, Struct
+from minibroker.protocol.messages.form import Array, Field, Primitive, Struct
 
 SPLICE_BYTES: Final = 32 * 1024
 """Records at least this large are sent as their own buffer instead of being copied."""

@@ -15,7 +15,7 @@ version is on the wire, and this module converts:
 ``request_to_newest`` runs after decoding, ``response_from_newest`` before encoding
 (with the request in the newest shape, which some old answers are built from). The
 old-shape request keys stay in the body at the values the msgpack schemas
-(protocol/schemas/groups.py) give them when absent (``key`` "", ``member_id`` "",
+(protocol/messages/groups.py) give them when absent (``key`` "", ``member_id`` "",
 OffsetFetch's top-level ``group_id`` and ``topics`` None), so a handler sees the same
 body from both listeners. JoinGroup gains ``require_known_member_id``, which Kafka
 derives from the version. Every other API passes through unchanged.
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from typing import Final
 
 from minibroker.protocol.api import Body
-from minibroker.protocol.kafka.groups import FIND_COORDINATOR, JOIN_GROUP, LEAVE_GROUP
-from minibroker.protocol.kafka.offsets import OFFSET_FETCH
+from minibroker.protocol.messages.groups import FIND_COORDINATOR, JOIN_GROUP, LEAVE_GROUP
+from minibroker.protocol.messages.offsets import OFFSET_FETCH
 
 FIND_COORDINATOR_BATCHED: Final = 4
 LEAVE_GROUP_BATCHED: Final = 3

@@ -14,6 +14,7 @@ Primitive types and what they accept after ``msgpack.unpackb(raw=False)``:
     STRING                         str
     BYTES                          bytes (msgpack ``bin``)
     RECORDS                        bytes: RecordBatch v2 data, possibly several batches
+    UUID                           bytes of length 16
 
 How validation works: ``compile_validator(struct, version)`` generates the Python
 source of one function that checks the whole body with inline ``type(x) is int``
@@ -60,6 +61,7 @@ FLOAT64: Final = Primitive("float64", "type({v}) is float")
 STRING: Final = Primitive("string", "type({v}) is str")
 BYTES: Final = Primitive("bytes", "type({v}) is bytes")
 RECORDS: Final = Primitive("records", "type({v}) is bytes")
+UUID: Final = Primitive("uuid", "type({v}) is bytes and len({v}) == 16")
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,7 +103,7 @@ from minibroker.protocol.kafka.codec import (
 )
 from minibroker.protocol.kafka.compiler import SPLICE_BYTES
 from minibroker.protocol.kafka.messages import MESSAGES
-from minibroker.protocol.kafka.schema import Array, Field, Message, Primitive, Struct
+from minibroker.protocol.messages.form import Array, Field, Message, Primitive, Struct
 
 ORACLE: dict[int, tuple[Any, Any]] = {
     0: (ProduceRequest, ProduceResponse),

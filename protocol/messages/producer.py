@@ -1,12 +1,10 @@
-"""Kafka message of the idempotent producer: InitProducerId (see protocol/kafka/schema.py
-for the declaration form, protocol/schemas/producer.py for the body the handler reads;
-the field names are the same there, so no ``key=`` is needed)."""
+"""The idempotent producer's API: InitProducerId."""
 
 from __future__ import annotations
 
 from typing import Final
 
-from minibroker.protocol.kafka.schema import (
+from minibroker.protocol.messages.form import (
     INT16,
     INT32,
     INT64,
@@ -20,11 +18,20 @@ from minibroker.protocol.kafka.schema import (
 INIT_PRODUCER_ID: Final = Message(
     22,
     "InitProducerId",
+    doc="""Give a producer an id and epoch for idempotent (sequence-numbered) produces.
+
+    Request: ``transactional_id`` (nil: an idempotent producer; transactions are not
+    served), ``transaction_timeout_ms`` (unused without transactions), ``producer_id``
+    and ``producer_epoch`` (-1, -1 for a new producer; its current id and epoch to bump
+    the epoch, e.g. after OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID).
+    Response: ``error_code``, ``producer_id``, ``producer_epoch``. When the epoch would
+    pass 32767 a bump answers a fresh id at epoch 0 instead.
+    """,
     valid=versions("0-4"),
     flexible=versions("2+"),
     request=struct(
         f("transactional_id", STRING, null="0+"),
-        f("transaction_timeout_ms", INT32),
+        f("transaction_timeout_ms", INT32, default=60000),
         f("producer_id", INT64, "3+", default=-1),
         f("producer_epoch", INT16, "3+", default=-1),
     ),

@@ -1,13 +1,18 @@
-"""Kafka messages of the data path: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch
-(see protocol/kafka/schema.py for the declaration form, protocol/schemas/data.py for the
-bodies the handlers read: Kafka's ``topic_data`` / ``partition_data`` and
-``responses`` / ``partition_responses`` are ``topics`` / ``partitions`` there)."""
+"""The data path: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch.
+
+Kafka's per-topic collections ``topic_data`` / ``responses`` and per-partition
+``partition_data`` / ``partition_responses`` are ``topics`` and ``partitions`` in the
+bodies handlers read. ``records`` is RecordBatch v2 bytes, possibly several batches.
+
+Sentinels follow Kafka: leader epoch -1 = "unknown / don't check", offset -1 =
+"unknown", replica_id -1 = an ordinary consumer (a follower sends its broker id).
+"""
 
 from __future__ import annotations
 
 from typing import Final
 
-from minibroker.protocol.kafka.schema import (
+from minibroker.protocol.messages.form import (
     INT8,
     INT16,
     INT32,
@@ -21,44 +26,52 @@ from minibroker.protocol.kafka.schema import (
     versions,
 )
 
-_LEADER_AND_EPOCH = struct(
-    f("leader_id", INT32, default=-1),
-    f("leader_epoch", INT32, default=-1),
-)
-
 PRODUCE: Final = Message(
     0,
     "Produce",
+    doc="""Append record batches to partition leaders.
+
+    Request: ``acks`` (0 none, 1 leader, -1 all ISR), ``timeout_ms`` (how long acks=-1
+    may wait), ``topics[].partitions[].records`` one partition's batches.
+    Response: per partition ``error_code``, ``base_offset`` (first offset assigned),
+    ``log_append_time_ms`` (-1 unless the topic uses LogAppendTime),
+    ``log_start_offset``, ``error_message``. acks=0 gets no response at all.
+    """,
     valid=versions("0-9"),
     flexible=versions("9+"),
     request=struct(
         f("transactional_id", STRING, "3+", null="3+"),
-        f("acks", INT16),
-        f("timeout_ms", INT32),
+        f("acks", INT16, required=True),
+        f("timeout_ms", INT32, required=True),
         f(
             "topic_data",
             [
-                f("name", STRING),
+                f("name", STRING, required=True),
                 f(
                     "partition_data",
-                    [f("index", INT32), f("records", RECORDS, null="0+")],
+                    [
+                        f("index", INT32, required=True),
+                        f("records", RECORDS, null="0+", body_null=False, required=True),
+                    ],
                     key="partitions",
+                    required=True,
                 ),
             ],
             key="topics",
+            required=True,
         ),
     ),
     response=struct(
         f(
             "responses",
             [
-                f("name", STRING),
+                f("name", STRING, required=True),
                 f(
                     "partition_responses",
                     [
-                        f("index", INT32),
+                        f("index", INT32, required=True),
                         f("error_code", INT16),
-                        f("base_offset", INT64),
+                        f("base_offset", INT64, default=-1),
                         f("log_append_time_ms", INT64, "2+", default=-1),
                         f("log_start_offset", INT64, "5+", default=-1),
                         f(
@@ -70,9 +83,18 @@ PRODUCE: Final = Message(
                             "8+",
                         ),
                         f("error_message", STRING, "8+", null="8+"),
-                        f("current_leader", _LEADER_AND_EPOCH, "10+", tag=0),
+                        f(
+                            "current_leader",
+                            struct(
+                                f("leader_id", INT32, default=-1),
+                                f("leader_epoch", INT32, default=-1),
+                            ),
+                            "10+",
+                            tag=0,
+                        ),
                     ],
                     key="partitions",
+                    required=True,
                 ),
             ],
             key="topics",
@@ -95,33 +117,50 @@ PRODUCE: Final = Message(
 FETCH: Final = Message(
     1,
     "Fetch",
+    doc="""Read record batches; used by consumers and by followers (replica_id >= 0).
+
+    Request: ``replica_id`` (-1 consumer, else the follower's broker id), ``max_wait_ms``
+    and ``min_bytes`` (long poll: answer once min_bytes are available or max_wait_ms
+    passed), ``max_bytes`` (whole response), ``isolation_level`` (0 read uncommitted,
+    1 read committed), per partition ``fetch_offset``, ``current_leader_epoch`` (fencing,
+    -1 = don't check), ``last_fetched_epoch`` (epoch of the follower's last batch, for
+    divergence detection, -1 = unknown), ``log_start_offset`` (the follower's),
+    ``partition_max_bytes``.
+    Response: per partition ``error_code``, ``high_watermark``, ``last_stable_offset``,
+    ``log_start_offset``, ``diverging_epoch`` (nil, or {epoch, end_offset} when the
+    follower must truncate first), ``current_leader`` (nil or {leader_id, leader_epoch},
+    a hint on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH), ``preferred_read_replica``,
+    ``records`` (whole batches; the first may start before fetch_offset).
+    """,
     valid=versions("4-12"),
     flexible=versions("12+"),
     request=struct(
         f("cluster_id", STRING, "12+", null="12+", tag=0),
         f("replica_id", INT32, default=-1),
-        f("max_wait_ms", INT32),
-        f("min_bytes", INT32),
-        f("max_bytes", INT32, "3+", default=0x7FFFFFFF),
+        f("max_wait_ms", INT32, required=True),
+        f("min_bytes", INT32, required=True),
+        f("max_bytes", INT32, "3+", default=2147483647),
         f("isolation_level", INT8, "4+"),
         f("session_id", INT32, "7+"),
         f("session_epoch", INT32, "7+", default=-1),
         f(
             "topics",
             [
-                f("topic", STRING),
+                f("topic", STRING, required=True),
                 f(
                     "partitions",
                     [
-                        f("partition", INT32),
+                        f("partition", INT32, required=True),
                         f("current_leader_epoch", INT32, "9+", default=-1),
-                        f("fetch_offset", INT64),
+                        f("fetch_offset", INT64, required=True),
                         f("last_fetched_epoch", INT32, "12+", default=-1),
                         f("log_start_offset", INT64, "5+", default=-1),
-                        f("partition_max_bytes", INT32),
+                        f("partition_max_bytes", INT32, required=True),
                     ],
+                    required=True,
                 ),
             ],
+            required=True,
         ),
         f("forgotten_topics_data", [f("topic", STRING), f("partitions", Array(INT32))], "7+"),
         f("rack_id", STRING, "11+"),
@@ -133,13 +172,13 @@ FETCH: Final = Message(
         f(
             "responses",
             [
-                f("topic", STRING),
+                f("topic", STRING, required=True),
                 f(
                     "partitions",
                     [
-                        f("partition_index", INT32),
+                        f("partition_index", INT32, required=True),
                         f("error_code", INT16),
-                        f("high_watermark", INT64),
+                        f("high_watermark", INT64, default=-1),
                         f("last_stable_offset", INT64, "4+", default=-1),
                         f("log_start_offset", INT64, "5+", default=-1),
                         f(
@@ -149,8 +188,18 @@ FETCH: Final = Message(
                             ),
                             "12+",
                             tag=0,
+                            body_null=True,
                         ),
-                        f("current_leader", _LEADER_AND_EPOCH, "12+", tag=1),
+                        f(
+                            "current_leader",
+                            struct(
+                                f("leader_id", INT32, default=-1),
+                                f("leader_epoch", INT32, default=-1),
+                            ),
+                            "12+",
+                            tag=1,
+                            body_null=True,
+                        ),
                         f(
                             "snapshot_id",
                             struct(
@@ -166,8 +215,9 @@ FETCH: Final = Message(
                             null="4+",
                         ),
                         f("preferred_read_replica", INT32, "11+", default=-1),
-                        f("records", RECORDS, null="0+"),
+                        f("records", RECORDS, null="0+", body_null=False, default=b""),
                     ],
+                    required=True,
                 ),
             ],
             key="topics",
@@ -189,24 +239,34 @@ FETCH: Final = Message(
 LIST_OFFSETS: Final = Message(
     2,
     "ListOffsets",
+    doc="""Find offsets by timestamp: -2 earliest (log start), -1 latest (end, or HW for
+    consumers), otherwise the first offset whose timestamp is >= ``timestamp``.
+
+    Request: ``replica_id`` (-1 consumer), ``isolation_level``, per partition
+    ``partition_index``, ``current_leader_epoch`` (-1 = don't check), ``timestamp``.
+    Response: per partition ``error_code``, ``timestamp`` and ``offset`` found (-1, -1
+    when none), ``leader_epoch`` of that offset.
+    """,
     valid=versions("1-6"),
     flexible=versions("6+"),
     request=struct(
-        f("replica_id", INT32),
+        f("replica_id", INT32, default=-1),
         f("isolation_level", INT8, "2+"),
         f(
             "topics",
             [
-                f("name", STRING),
+                f("name", STRING, required=True),
                 f(
                     "partitions",
                     [
-                        f("partition_index", INT32),
+                        f("partition_index", INT32, required=True),
                         f("current_leader_epoch", INT32, "4+", default=-1),
-                        f("timestamp", INT64),
+                        f("timestamp", INT64, required=True),
                     ],
+                    required=True,
                 ),
             ],
+            required=True,
         ),
     ),
     response=struct(
@@ -214,16 +274,17 @@ LIST_OFFSETS: Final = Message(
         f(
             "topics",
             [
-                f("name", STRING),
+                f("name", STRING, required=True),
                 f(
                     "partitions",
                     [
-                        f("partition_index", INT32),
+                        f("partition_index", INT32, required=True),
                         f("error_code", INT16),
                         f("timestamp", INT64, default=-1),
                         f("offset", INT64, default=-1),
                         f("leader_epoch", INT32, "4+", default=-1),
                     ],
+                    required=True,
                 ),
             ],
         ),
@@ -241,23 +302,34 @@ LIST_OFFSETS: Final = Message(
 OFFSET_FOR_LEADER_EPOCH: Final = Message(
     23,
     "OffsetForLeaderEpoch",
+    doc="""Where does a leader epoch end on the leader? (KIP-101, KIP-279.)
+
+    Request: ``replica_id`` (the asking follower, -1 for a consumer), per partition
+    ``current_leader_epoch`` (fencing: the asker's view of the leader's epoch, -1 =
+    don't check) and ``leader_epoch`` (the epoch asked about).
+    Response: per partition ``error_code``, ``leader_epoch`` (the largest epoch <= the
+    one asked about that the leader knows) and ``end_offset`` (the start offset of the
+    next larger epoch, or the log end offset); -1/-1 when unknown.
+    """,
     valid=versions("2-4"),
     flexible=versions("4+"),
     request=struct(
-        f("replica_id", INT32, "3+", default=-2),
+        f("replica_id", INT32, "3+", default=-1),
         f(
             "topics",
             [
-                f("topic", STRING),
+                f("topic", STRING, required=True),
                 f(
                     "partitions",
                     [
-                        f("partition", INT32),
+                        f("partition", INT32, required=True),
                         f("current_leader_epoch", INT32, "2+", default=-1),
-                        f("leader_epoch", INT32),
+                        f("leader_epoch", INT32, required=True),
                     ],
+                    required=True,
                 ),
             ],
+            required=True,
         ),
     ),
     response=struct(
@@ -265,22 +337,19 @@ OFFSET_FOR_LEADER_EPOCH: Final = Message(
         f(
             "topics",
             [
-                f("topic", STRING),
+                f("topic", STRING, required=True),
                 f(
                     "partitions",
                     [
                         f("error_code", INT16),
-                        f("partition", INT32),
+                        f("partition", INT32, required=True),
                         f("leader_epoch", INT32, "1+", default=-1),
                         f("end_offset", INT64, default=-1),
                     ],
+                    required=True,
                 ),
             ],
         ),
     ),
-    history={
-        2: "current_leader_epoch, throttle_time_ms",
-        3: "replica_id",
-        4: "flexible",
-    },
+    history={2: "current_leader_epoch, throttle_time_ms", 3: "replica_id", 4: "flexible"},
 )

@@ -1,10 +1,24 @@
-"""How a Kafka message is declared: fields with version ranges, declared as data.
+"""How a message is declared: fields with version ranges, declared as data.
 
-One ``Message`` per API holds its request and response. Each ``Field`` carries its
-Kafka name in snake_case, its type, the versions that have it, the versions in which it
-may be null, its default, and, for tagged fields, its tag. ``key`` names the dict key
-the broker's handlers use when it differs from Kafka's name (``topic_data`` is
-``topics``), so decoding yields the bodies protocol/schemas/ declares for msgpack.
+One ``Message`` per API holds its request and response, and that one declaration
+serves both wire formats and the handlers' types:
+
+- Kafka's binary protocol (protocol/kafka/compiler.py compiles an encoder and a decoder
+  per version from it);
+- minibroker's msgpack bodies (protocol/schemas/from_messages.py derives the msgpack
+  schema: every field of every version, under its body key);
+- the typed bodies handlers read and return (protocol/messages/bodies.py, generated
+  from these declarations by ``python -m minibroker.protocol.messages.generate``).
+
+Each ``Field`` carries its Kafka name in snake_case, its type, the Kafka versions that
+have it, the versions in which it may be null, its default, and, for tagged fields, its
+tag. ``key`` names the body key handlers use when it differs from Kafka's name
+(``topic_data`` is ``topics``). Two attributes only concern the msgpack body:
+``required`` (a msgpack body must carry the field; the Kafka decoder always fills it),
+and ``body_null`` (whether a msgpack body may carry nil, when that differs from "null in
+some Kafka version"). A field with no Kafka versions (``""``) exists only in msgpack
+bodies (e.g. ``dirty_ratio``, a float Kafka's DescribeLogDirs lacks); a message with no
+Kafka versions is served only on the msgpack listener (the controller's requests).
 
 Wire encodings (every integer big-endian):
 
@@ -75,6 +89,8 @@ UUID: Final = Primitive("uuid")
 STRING: Final = Primitive("string")
 BYTES: Final = Primitive("bytes")
 RECORDS: Final = Primitive("records")
+FLOAT64: Final = Primitive("float64")
+"""Only in msgpack bodies: Kafka's protocol has no float."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +101,7 @@ class Array:
 @dataclass(frozen=True, slots=True)
 class Struct:
     fields: tuple[Field, ...]
+    doc: str = ""
 
 
 KafkaType = Primitive | Array | Struct
@@ -99,6 +116,7 @@ _ZERO: Final[dict[str, Any]] = {
     "string": "",
     "bytes": b"",
     "records": None,
+    "float64": 0.0,
 }
 
 
@@ -115,16 +133,24 @@ class Field:
     default: Any = None
     tag: int | None = None
     key: str = ""
+    required: bool = False
+    body_null: bool | None = None
 
     @property
     def body_key(self) -> str:
         return self.key or self.name
 
+    @property
+    def nullable_in_body(self) -> bool:
+        """Whether a body may carry None here: ``body_null`` when given, else whether
+        some Kafka version has it nullable."""
+        return self.nullable != NONE if self.body_null is None else self.body_null
+
     def default_value(self) -> Any:
         """A fresh default (arrays get a new list each time)."""
         if self.default is not None:
             return self.default
-        if self.nullable != NONE:
+        if self.nullable_in_body:
             return None
         if isinstance(self.type, Array):
             return []
@@ -142,20 +168,28 @@ def f(
     default: Any = None,
     tag: int | None = None,
     key: str = "",
+    required: bool = False,
+    body_null: bool | None = None,
 ) -> Field:
     """Shorthand for a Field: a list of fields is an array of that struct."""
     kafka_type: KafkaType = Array(Struct(tuple(type_))) if isinstance(type_, list) else type_
-    return Field(name, kafka_type, versions(v), versions(null), default, tag, key)
+    return Field(
+        name, kafka_type, versions(v), versions(null), default, tag, key, required, body_null
+    )
 
 
-def struct(*fields: Field) -> Struct:
-    return Struct(tuple(fields))
+def struct(*fields: Field, doc: str = "") -> Struct:
+    keys = [field.body_key for field in fields]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate body keys in {keys}")
+    return Struct(tuple(fields), doc)
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One API: its key, the versions this broker decodes, the flexible versions, and
-    the request and response fields. ``history`` says why each version exists."""
+    """One API: its key, what it does (``doc``), the Kafka versions this broker decodes
+    (``NONE``: served on the msgpack listener only), the flexible versions, and the
+    request and response fields. ``history`` says why each Kafka version exists."""
 
     api_key: int
     name: str
@@ -164,6 +198,11 @@ class Message:
     request: Struct
     response: Struct
     history: dict[int, str] = field(default_factory=dict)
+    doc: str = ""
+
+    @property
+    def on_kafka_wire(self) -> bool:
+        return self.valid != NONE
 
     def is_flexible(self, version: int) -> bool:
         return version in self.flexible

@@ -11,7 +11,7 @@ The request path has three steps (docs/architecture.md, "The request path"):
 
 The dispatcher knows nothing of any wire format: it only sees ``RequestHeader`` (API
 key, version, correlation id, client id) and a ``Body`` (the request's fields by their
-Kafka names in snake_case, as protocol/schemas/ declares them), and hands the answer back
+body keys, as protocol/messages/ declares them), and hands the answer back
 through the ``ResponseEncoder`` it was called with. A second codec (Kafka's binary
 protocol on its own listener) plugs in by decoding its frames into the same header and
 body, implementing ``ResponseEncoder`` for its bytes, and calling ``dispatch``: the

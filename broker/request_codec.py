@@ -10,7 +10,7 @@ calls for every frame (broker/server_connection.py):
 - otherwise the header and the validated body go to the dispatcher, which answers
   through ``encode_response`` / ``encode_error``.
 
-Envelopes and bodies are declared in protocol/api.py and protocol/schemas/. Fetch
+Envelopes are declared in protocol/api.py, bodies in protocol/messages/. Fetch
 responses are *spliced*: record data is sent from segment memory without a copy (see
 protocol/schemas/packing.py); every other response is packed in one msgpack call, which
 is cheaper for the small bodies they carry.

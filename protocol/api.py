@@ -5,10 +5,10 @@ Envelopes (docs/architecture.md, "Wire formats"), each one frame's payload (prot
     request  = msgpack [api_key, api_version, correlation_id, client_id, body]
     response = msgpack [correlation_id, body]
 
-``body`` is a msgpack map with snake_case keys, declared per API in
-``protocol/schemas/`` (data.py, control.py, cluster.py, replicas.py, producer.py,
-groups.py). ``SCHEMAS`` below is the one registry from API key to schema;
-``SUPPORTED_VERSIONS`` and the ApiVersions response derive from it.
+``body`` is a msgpack map with snake_case keys. Every API is declared once in
+``protocol/messages/``; ``SCHEMAS`` below derives each one's msgpack schema from that
+declaration (protocol/schemas/from_messages.py), and ``SUPPORTED_VERSIONS`` and the
+ApiVersions response derive from ``SCHEMAS``.
 
 What a receiver does with a bad request (docs/architecture.md, "Bad input"):
 
@@ -55,7 +55,8 @@ from minibroker.protocol.session import UNKNOWN_SESSION, Session
 _packb = msgpack.Packer(autoreset=True).pack
 
 Body: TypeAlias = dict[str, Any]
-"""A request or response body: its fields by their snake_case names (protocol/schemas/)."""
+"""A request or response body as the codecs see it: fields by their body keys
+(protocol/messages/; handlers use the typed forms in protocol/messages/bodies.py)."""
 
 
 class ApiKey(IntEnum):

@@ -11,7 +11,7 @@ A Kafka frame is an int32 size (protocol/frames.py cuts those) followed by:
       header v1 (flexible versions): v0 + tagged fields; ApiVersions always uses v0
 
 ``decode_request(frame)`` returns the header and the body as the handlers read it
-(protocol/schemas/ key names; Produce's ``records`` as a read-only view of the frame,
+(the body keys of protocol/messages/; Produce's ``records`` as a read-only view of the frame,
 not a copy); ``encode_response(header, body)`` returns the framed
 response as a list of buffers, record data of Fetch responses passed through without a
 copy. Encoders and decoders are compiled on first use of each (API, version) and kept.

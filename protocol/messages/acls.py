@@ -22,6 +22,24 @@ from minibroker.protocol.messages.form import (
     versions,
 )
 
+_HISTORY: Final = {
+    0: "initial (literal resource names only)",
+    1: "pattern types: LITERAL, PREFIXED, and MATCH / ANY in filters (KIP-290)",
+    2: "flexible",
+    3: "adds the User Type principal (KIP-679 / user resources), no field change",
+}
+
+_FILTER: Final = (
+    f("resource_type_filter", INT8, required=True),
+    f("resource_name_filter", STRING, null="0+"),
+    f("pattern_type_filter", INT8, "1+", default=3),
+    f("principal_filter", STRING, null="0+"),
+    f("host_filter", STRING, null="0+"),
+    f("operation", INT8, required=True),
+    f("permission_type", INT8, required=True),
+)
+"""A binding filter: None names, principals and hosts match any."""
+
 DESCRIBE_ACLS: Final = Message(
     29,
     "DescribeAcls",
@@ -34,13 +52,7 @@ DESCRIBE_ACLS: Final = Message(
     valid=versions("1-3"),
     flexible=versions("2+"),
     request=struct(
-        f("resource_type_filter", INT8, required=True),
-        f("resource_name_filter", STRING, null="0+"),
-        f("pattern_type_filter", INT8, "1+", default=3),
-        f("principal_filter", STRING, null="0+"),
-        f("host_filter", STRING, null="0+"),
-        f("operation", INT8, required=True),
-        f("permission_type", INT8, required=True),
+        *_FILTER,
     ),
     response=struct(
         f("throttle_time_ms", INT32),
@@ -65,12 +77,7 @@ DESCRIBE_ACLS: Final = Message(
             ],
         ),
     ),
-    history={
-        0: "initial (literal resource names only)",
-        1: "pattern types: LITERAL, PREFIXED, and MATCH / ANY in filters (KIP-290)",
-        2: "flexible",
-        3: "adds the User Type principal (KIP-679 / user resources), no field change",
-    },
+    history=_HISTORY,
 )
 
 CREATE_ACLS: Final = Message(
@@ -103,12 +110,7 @@ CREATE_ACLS: Final = Message(
         f("throttle_time_ms", INT32),
         f("results", [f("error_code", INT16), f("error_message", STRING, null="0+")]),
     ),
-    history={
-        0: "initial (literal resource names only)",
-        1: "pattern types: LITERAL, PREFIXED, and MATCH / ANY in filters (KIP-290)",
-        2: "flexible",
-        3: "adds the User Type principal (KIP-679 / user resources), no field change",
-    },
+    history=_HISTORY,
 )
 
 DELETE_ACLS: Final = Message(
@@ -126,15 +128,7 @@ DELETE_ACLS: Final = Message(
     request=struct(
         f(
             "filters",
-            [
-                f("resource_type_filter", INT8, required=True),
-                f("resource_name_filter", STRING, null="0+"),
-                f("pattern_type_filter", INT8, "1+", default=3),
-                f("principal_filter", STRING, null="0+"),
-                f("host_filter", STRING, null="0+"),
-                f("operation", INT8, required=True),
-                f("permission_type", INT8, required=True),
-            ],
+            list(_FILTER),
             required=True,
         )
     ),
@@ -162,10 +156,5 @@ DELETE_ACLS: Final = Message(
             ],
         ),
     ),
-    history={
-        0: "initial (literal resource names only)",
-        1: "pattern types: LITERAL, PREFIXED, and MATCH / ANY in filters (KIP-290)",
-        2: "flexible",
-        3: "adds the User Type principal (KIP-679 / user resources), no field change",
-    },
+    history=_HISTORY,
 )

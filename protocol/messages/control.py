@@ -31,6 +31,41 @@ from minibroker.protocol.messages.form import (
     versions,
 )
 
+_CONTROLLER_HEADER: Final = (
+    f("controller_id", INT32, required=True),
+    f("controller_epoch", INT32, required=True),
+    f("broker_epoch", INT64, default=-1),
+)
+
+_TOPIC_PARTITION: Final = (
+    f("topic_name", STRING, required=True),
+    f("partition_index", INT32, required=True),
+)
+
+_PARTITION_STATE: Final = (
+    *_TOPIC_PARTITION,
+    f("controller_epoch", INT32, required=True),
+    f("leader", INT32, required=True),
+    f("leader_epoch", INT32, required=True),
+    f("isr", Array(INT32), required=True),
+    f("zk_version", INT32, required=True),
+    f("replicas", Array(INT32), required=True),
+)
+
+_BROKER: Final = struct(
+    f("id", INT32, required=True),
+    f("host", STRING, required=True),
+    f("port", INT32, required=True),
+    f("rack", STRING, body_null=True),
+    f("kafka_host", STRING, body_null=True),
+    f("kafka_port", INT32, default=-1),
+    doc="A live broker: its id, the listener clients and replicas connect to, and its "
+    "Kafka-protocol listener (kafka_host None when it has none).",
+)
+
+_PARTITION_ERRORS: Final = f("partition_errors", [*_TOPIC_PARTITION, f("error_code", INT16)])
+
+
 LEADER_AND_ISR: Final = Message(
     4,
     "LeaderAndIsr",
@@ -49,52 +84,20 @@ LEADER_AND_ISR: Final = Message(
     valid=versions(""),
     flexible=versions(""),
     request=struct(
-        f("controller_id", INT32, "", required=True),
-        f("controller_epoch", INT32, "", required=True),
-        f("broker_epoch", INT64, "", default=-1),
+        *_CONTROLLER_HEADER,
         f(
             "partition_states",
             [
-                f("topic_name", STRING, "", required=True),
-                f("partition_index", INT32, "", required=True),
-                f("controller_epoch", INT32, "", required=True),
-                f("leader", INT32, "", required=True),
-                f("leader_epoch", INT32, "", required=True),
-                f("isr", Array(INT32), "", required=True),
-                f("zk_version", INT32, "", required=True),
-                f("replicas", Array(INT32), "", required=True),
-                f("adding_replicas", Array(INT32), ""),
-                f("removing_replicas", Array(INT32), ""),
-                f("is_new", BOOL, ""),
+                *_PARTITION_STATE,
+                f("adding_replicas", Array(INT32)),
+                f("removing_replicas", Array(INT32)),
+                f("is_new", BOOL),
             ],
-            "",
             required=True,
         ),
-        f(
-            "live_leaders",
-            [
-                f("id", INT32, "", required=True),
-                f("host", STRING, "", required=True),
-                f("port", INT32, "", required=True),
-                f("rack", STRING, "", body_null=True),
-                f("kafka_host", STRING, "", body_null=True),
-                f("kafka_port", INT32, "", default=-1),
-            ],
-            "",
-        ),
+        f("live_leaders", Array(_BROKER)),
     ),
-    response=struct(
-        f("error_code", INT16, ""),
-        f(
-            "partition_errors",
-            [
-                f("topic_name", STRING, "", required=True),
-                f("partition_index", INT32, "", required=True),
-                f("error_code", INT16, ""),
-            ],
-            "",
-        ),
-    ),
+    response=struct(f("error_code", INT16), _PARTITION_ERRORS),
 )
 
 STOP_REPLICA: Final = Message(
@@ -111,33 +114,18 @@ STOP_REPLICA: Final = Message(
     valid=versions(""),
     flexible=versions(""),
     request=struct(
-        f("controller_id", INT32, "", required=True),
-        f("controller_epoch", INT32, "", required=True),
-        f("broker_epoch", INT64, "", default=-1),
+        *_CONTROLLER_HEADER,
         f(
             "partition_states",
             [
-                f("topic_name", STRING, "", required=True),
-                f("partition_index", INT32, "", required=True),
-                f("leader_epoch", INT32, "", default=-1),
-                f("delete_partition", BOOL, ""),
+                *_TOPIC_PARTITION,
+                f("leader_epoch", INT32, default=-1),
+                f("delete_partition", BOOL),
             ],
-            "",
             required=True,
         ),
     ),
-    response=struct(
-        f("error_code", INT16, ""),
-        f(
-            "partition_errors",
-            [
-                f("topic_name", STRING, "", required=True),
-                f("partition_index", INT32, "", required=True),
-                f("error_code", INT16, ""),
-            ],
-            "",
-        ),
-    ),
+    response=struct(f("error_code", INT16), _PARTITION_ERRORS),
 )
 
 UPDATE_METADATA: Final = Message(
@@ -154,40 +142,15 @@ UPDATE_METADATA: Final = Message(
     valid=versions(""),
     flexible=versions(""),
     request=struct(
-        f("controller_id", INT32, "", required=True),
-        f("controller_epoch", INT32, "", required=True),
-        f("broker_epoch", INT64, "", default=-1),
+        *_CONTROLLER_HEADER,
         f(
             "partition_states",
-            [
-                f("topic_name", STRING, "", required=True),
-                f("partition_index", INT32, "", required=True),
-                f("controller_epoch", INT32, "", required=True),
-                f("leader", INT32, "", required=True),
-                f("leader_epoch", INT32, "", required=True),
-                f("isr", Array(INT32), "", required=True),
-                f("zk_version", INT32, "", required=True),
-                f("replicas", Array(INT32), "", required=True),
-                f("offline_replicas", Array(INT32), ""),
-            ],
-            "",
+            [*_PARTITION_STATE, f("offline_replicas", Array(INT32))],
             required=True,
         ),
-        f(
-            "live_brokers",
-            [
-                f("id", INT32, "", required=True),
-                f("host", STRING, "", required=True),
-                f("port", INT32, "", required=True),
-                f("rack", STRING, "", body_null=True),
-                f("kafka_host", STRING, "", body_null=True),
-                f("kafka_port", INT32, "", default=-1),
-            ],
-            "",
-            required=True,
-        ),
+        f("live_brokers", Array(_BROKER), required=True),
     ),
-    response=struct(f("error_code", INT16, "")),
+    response=struct(f("error_code", INT16)),
 )
 
 CONTROLLED_SHUTDOWN: Final = Message(
@@ -201,18 +164,9 @@ CONTROLLED_SHUTDOWN: Final = Message(
     """,
     valid=versions(""),
     flexible=versions(""),
-    request=struct(
-        f("broker_id", INT32, "", required=True), f("broker_epoch", INT64, "", default=-1)
-    ),
+    request=struct(f("broker_id", INT32, required=True), f("broker_epoch", INT64, default=-1)),
     response=struct(
-        f("error_code", INT16, ""),
-        f(
-            "remaining_partitions",
-            [
-                f("topic_name", STRING, "", required=True),
-                f("partition_index", INT32, "", required=True),
-            ],
-            "",
-        ),
+        f("error_code", INT16),
+        f("remaining_partitions", list(_TOPIC_PARTITION)),
     ),
 )

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 
 from minibroker.broker.authorizer import AclAuthorizer
-from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
+from minibroker.broker.dispatcher import Deferred, RequestDispatcher
 from minibroker.protocol.acls import (
     AccessControlEntry,
     AclBinding,
@@ -30,13 +30,14 @@ from minibroker.protocol.acls import (
     entry_order,
     filter_from_body,
 )
-from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     KafkaError,
     MinibrokerError,
     SecurityDisabledError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.zk.acls import update_acls
 from minibroker.zk.client import ZkClient
 
@@ -51,9 +52,9 @@ class AclApis:
         self.zk = zk
 
     def install(self, dispatcher: RequestDispatcher) -> None:
-        dispatcher.register(ApiKey.DESCRIBE_ACLS, self.handle_describe_acls)
-        dispatcher.register(ApiKey.CREATE_ACLS, self.handle_create_acls)
-        dispatcher.register(ApiKey.DELETE_ACLS, self.handle_delete_acls)
+        dispatcher.register(bodies.DESCRIBE_ACLS, self.handle_describe_acls)
+        dispatcher.register(bodies.CREATE_ACLS, self.handle_create_acls)
+        dispatcher.register(bodies.DELETE_ACLS, self.handle_delete_acls)
 
     def _enabled(self) -> AclAuthorizer:
         if self.authorizer is None:
@@ -62,13 +63,15 @@ class AclApis:
 
     # -- describe ----------------------------------------------------------------------------
 
-    def handle_describe_acls(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_describe_acls(
+        self, header: RequestHeader, request: bodies.DescribeAclsRequest
+    ) -> bodies.DescribeAclsResponse:
         authorizer = self._enabled()
-        selector = filter_from_body(body)
+        selector = filter_from_body(request)
         grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
         for binding in authorizer.bindings(selector):
             grouped.setdefault(binding.pattern, []).append(binding.entry)
-        resources = [
+        resources: list[bodies.DescribeAclsResponseResource] = [
             {
                 "resource_type": pattern.resource_type.code,
                 "resource_name": pattern.name,
@@ -81,20 +84,22 @@ class AclApis:
 
     # -- create ------------------------------------------------------------------------------
 
-    def handle_create_acls(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_create_acls(
+        self, header: RequestHeader, request: bodies.CreateAclsRequest
+    ) -> Deferred[bodies.CreateAclsResponse]:
         authorizer = self._enabled()
-        results: list[Body] = []
+        results: list[bodies.CreateAclsResponseResult] = []
         wanted: dict[ResourcePattern, list[tuple[int, AccessControlEntry]]] = {}
-        for index, creation in enumerate(body["creations"]):
+        for index, creation in enumerate(request["creations"]):
             try:
                 binding = binding_from_creation(creation)
             except KafkaError as exc:
-                results.append(error_body(exc))
+                results.append(refused_creation(exc))
                 continue
             results.append({"error_code": NONE, "error_message": None})
             wanted.setdefault(binding.pattern, []).append((index, binding.entry))
 
-        async def create() -> Body:
+        async def create() -> bodies.CreateAclsResponse:
             for pattern, indexed in wanted.items():
                 entries = frozenset(e for _, e in indexed)
                 try:
@@ -102,40 +107,42 @@ class AclApis:
                 except MinibrokerError as exc:
                     log.warning("cannot store ACLs of %s: %s", pattern, exc)
                     for index, _ in indexed:
-                        results[index] = error_body(KafkaError(f"cannot store: {exc}"))
+                        results[index] = refused_creation(KafkaError(f"cannot store: {exc}"))
             return {"throttle_time_ms": 0, "results": results}
 
         return Deferred(create)
 
     # -- delete ------------------------------------------------------------------------------
 
-    def handle_delete_acls(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_delete_acls(
+        self, header: RequestHeader, request: bodies.DeleteAclsRequest
+    ) -> Deferred[bodies.DeleteAclsResponse]:
         authorizer = self._enabled()
         selectors: list[AclBindingFilter | KafkaError] = []
-        for raw in body["filters"]:
+        for raw in request["filters"]:
             try:
                 selectors.append(filter_from_body(raw))
             except KafkaError as exc:
                 selectors.append(exc)
 
-        async def delete() -> Body:
-            answers = []
+        async def delete() -> bodies.DeleteAclsResponse:
+            answers: list[bodies.DeleteAclsResponseFilterResult] = []
             for selector in selectors:
                 if isinstance(selector, KafkaError):
-                    answers.append({**error_body(selector), "matching_acls": []})
+                    answers.append(refused_filter(selector))
                     continue
                 try:
                     removed = await self._delete_matching(authorizer, selector)
                 except MinibrokerError as exc:
                     error = KafkaError(f"cannot delete: {exc}")
-                    answers.append({**error_body(error), "matching_acls": []})
+                    answers.append(refused_filter(error))
                     continue
                 answers.append(
                     {
                         "error_code": NONE,
                         "error_message": None,
                         "matching_acls": [
-                            {"error_code": NONE, "error_message": None, **binding_body(b)}
+                            binding_body(b) | {"error_code": NONE, "error_message": None}
                             for b in removed
                         ],
                     }
@@ -173,5 +180,11 @@ class AclApis:
         return before, after
 
 
-def error_body(error: KafkaError) -> Body:
+def refused_creation(error: KafkaError) -> bodies.CreateAclsResponseResult:
+    """A CreateAcls result refused with ``error``."""
     return {"error_code": error.code, "error_message": error.message}
+
+
+def refused_filter(error: KafkaError) -> bodies.DeleteAclsResponseFilterResult:
+    """A DeleteAcls filter result refused with ``error``: nothing deleted."""
+    return {"error_code": error.code, "error_message": error.message, "matching_acls": []}

@@ -24,7 +24,7 @@ from minibroker.broker.assignment import (
     validate_topic_name,
 )
 from minibroker.broker.dispatcher import Deferred, RequestDispatcher
-from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     InvalidReplicaAssignmentError,
@@ -35,6 +35,7 @@ from minibroker.protocol.errors import (
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.protocol.messages import bodies
 
 DEFAULT_SETTING = -1
 """num_partitions / replication_factor meaning "use the broker default"."""
@@ -64,10 +65,6 @@ async def _never_ready(topics: Iterable[str]) -> None:
     return None
 
 
-def _error(exc: KafkaError) -> Body:
-    return {"error_code": exc.code, "error_message": exc.message}
-
-
 class AdminManager:
     def __init__(
         self,
@@ -91,24 +88,34 @@ class AdminManager:
     def install(self, dispatcher: RequestDispatcher) -> None:
         """Serve CreateTopics and DeleteTopics through ``dispatcher``."""
 
-        def create(header: RequestHeader, body: Body) -> Deferred[Body]:
-            return Deferred(lambda: self.create_topics(body))
+        def create(
+            header: RequestHeader, request: bodies.CreateTopicsRequest
+        ) -> Deferred[bodies.CreateTopicsResponse]:
+            return Deferred(lambda: self.create_topics(request))
 
-        def delete(header: RequestHeader, body: Body) -> Deferred[Body]:
-            return Deferred(lambda: self.delete_topics(body))
+        def delete(
+            header: RequestHeader, request: bodies.DeleteTopicsRequest
+        ) -> Deferred[bodies.DeleteTopicsResponse]:
+            return Deferred(lambda: self.delete_topics(request))
 
-        dispatcher.register(ApiKey.CREATE_TOPICS, create)
-        dispatcher.register(ApiKey.DELETE_TOPICS, delete)
+        dispatcher.register(bodies.CREATE_TOPICS, create)
+        dispatcher.register(bodies.DELETE_TOPICS, delete)
 
-    async def create_topics(self, body: Body) -> Body:
+    async def create_topics(
+        self, request: bodies.CreateTopicsRequest
+    ) -> bodies.CreateTopicsResponse:
         live = set(await self._zk.get_live_brokers())
         existing = await self._zk.get_topics()
-        names = [t["name"] for t in body["topics"]]
-        results: list[Body] = []
+        names = [t["name"] for t in request["topics"]]
+        results: list[bodies.CreateTopicsResponseTopic] = []
         created: list[str] = []
-        for topic in body["topics"]:
+        for topic in request["topics"]:
             name = topic["name"]
-            result: Body = {"name": name, "num_partitions": -1, "replication_factor": -1}
+            result: bodies.CreateTopicsResponseTopic = {
+                "name": name,
+                "num_partitions": -1,
+                "replication_factor": -1,
+            }
             try:
                 if names.count(name) > 1:
                     raise InvalidRequestError(f"topic {name!r} appears twice in the request")
@@ -116,12 +123,12 @@ class AdminManager:
                 config = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
                 if self._validate_config is not None:
                     self._validate_config(config)
-                if not body["validate_only"]:
+                if not request["validate_only"]:
                     await self._zk.create_topic(name, assignment, config)
                     created.append(name)
                     existing.add(name)
             except KafkaError as exc:
-                result |= _error(exc)
+                result |= {"error_code": exc.code, "error_message": exc.message}
             else:
                 result |= {
                     "error_code": NONE,
@@ -130,13 +137,13 @@ class AdminManager:
                     "replication_factor": len(assignment[0]),
                 }
             results.append(result)
-        if created and body["timeout_ms"] > 0:
-            with trio.move_on_after(body["timeout_ms"] / 1000):
+        if created and request["timeout_ms"] > 0:
+            with trio.move_on_after(request["timeout_ms"] / 1000):
                 await self._topics_ready(created)
         return {"topics": results}
 
     def _assignment_for(
-        self, topic: Body, live: set[int], existing: set[str]
+        self, topic: bodies.CreateTopicsRequestTopic, live: set[int], existing: set[str]
     ) -> dict[int, list[int]]:
         name = topic["name"]
         explicit = topic["assignments"]
@@ -168,14 +175,16 @@ class AdminManager:
             raise InvalidReplicaAssignmentError("every partition needs the same replica count")
         return assignment
 
-    async def delete_topics(self, body: Body) -> Body:
+    async def delete_topics(
+        self, request: bodies.DeleteTopicsRequest
+    ) -> bodies.DeleteTopicsResponse:
         """Mark the topics for deletion, then (Kafka's DelayedDeleteTopics) wait up to
         ``timeout_ms`` until the controller has deleted them; one still there then is
         REQUEST_TIMED_OUT (it stays marked: the deletion goes on, typically once a
         stopped replica's broker is back). ``timeout_ms`` <= 0 answers once marked."""
         existing = await self._zk.get_topics()
-        results: list[Body] = []
-        for name in body["topic_names"]:
+        results: list[bodies.DeleteTopicsResponseTopic] = []
+        for name in request["topic_names"]:
             try:
                 if not self._delete_topic_enable:
                     raise TopicDeletionDisabledError("delete.topic.enable is false")
@@ -183,22 +192,21 @@ class AdminManager:
                     raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
                 await self._zk.mark_topic_for_deletion(name)
             except KafkaError as exc:
-                results.append({"name": name} | _error(exc))
+                results.append({"name": name, "error_code": exc.code, "error_message": exc.message})
             else:
                 results.append({"name": name, "error_code": NONE, "error_message": None})
         marked = {r["name"] for r in results if r["error_code"] == NONE}
-        timeout_ms = body["timeout_ms"]
+        timeout_ms = request["timeout_ms"]
         if marked and timeout_ms > 0:
             with trio.move_on_after(timeout_ms / 1000):
                 await self._zk.wait_for_topics_deleted(marked)
             still_there = await self._zk.get_topics() & marked
             for result in results:
                 if result["name"] in still_there:
-                    result |= _error(
-                        RequestTimedOutError(
-                            f"topic {result['name']!r} is marked for deletion but was not"
-                            f" deleted within {timeout_ms} ms (is a broker holding one of its"
-                            " replicas down?)"
-                        )
+                    timed_out = RequestTimedOutError(
+                        f"topic {result['name']!r} is marked for deletion but was not"
+                        f" deleted within {timeout_ms} ms (is a broker holding one of its"
+                        " replicas down?)"
                     )
+                    result |= {"error_code": timed_out.code, "error_message": timed_out.message}
         return {"topics": results}

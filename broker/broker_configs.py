@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.replication_quota import UNLIMITED as NO_QUOTA
 from minibroker.broker.replication_quota import ReplicationQuotas
-from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     NONE,
     InvalidConfigError,
@@ -41,6 +40,7 @@ from minibroker.protocol.errors import (
     KafkaError,
     MinibrokerError,
 )
+from minibroker.protocol.messages import bodies
 
 if TYPE_CHECKING:
     from minibroker.broker.log_dir_mover import LogDirMover
@@ -181,8 +181,10 @@ class BrokerConfigs:
             raise InvalidRequestError("a standalone broker has no ZooKeeper to keep configs")
         return data
 
-    async def describe(self, resource: Body) -> Body:
-        result: Body = {
+    async def describe(
+        self, resource: bodies.DescribeConfigsRequestResource
+    ) -> bodies.DescribeConfigsResponseResult:
+        result: bodies.DescribeConfigsResponseResult = {
             "resource_type": resource["resource_type"],
             "resource_name": resource["resource_name"],
             "configs": [],
@@ -216,8 +218,10 @@ class BrokerConfigs:
             )
         return result | {"error_code": NONE, "error_message": None}
 
-    async def alter(self, resource: Body, validate_only: bool) -> Body:
-        result: Body = {
+    async def alter(
+        self, resource: bodies.AlterConfigsRequestResource, validate_only: bool
+    ) -> bodies.AlterConfigsResponseResponse:
+        result: bodies.AlterConfigsResponseResponse = {
             "resource_type": resource["resource_type"],
             "resource_name": resource["resource_name"],
         }

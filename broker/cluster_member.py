@@ -52,8 +52,9 @@ from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.security import inter_broker_security
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.net.connection import Connection
-from minibroker.protocol.api import ApiKey, Body
+from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, MinibrokerError
+from minibroker.protocol.messages import bodies
 from minibroker.zk.cluster_id import get_or_create_cluster_id
 from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.model import KAFKA_LISTENER, BrokerInfo, EndPoint, broker_path
@@ -228,7 +229,9 @@ class ClusterMembership:
                 return False
         return False
 
-    async def _a_replica_could_take_over(self, remaining: list[Body]) -> bool:
+    async def _a_replica_could_take_over(
+        self, remaining: list[bodies.ControlledShutdownResponseRemainingPartition]
+    ) -> bool:
         """Is another replica of one of the ``remaining`` partitions on a live broker?
         (Only then can a retry move its leadership; unknown answers yes.)"""
         try:
@@ -248,7 +251,9 @@ class ClusterMembership:
                 return True
         return False
 
-    async def _ask_controller_to_shut_us_down(self) -> list[Body] | None:
+    async def _ask_controller_to_shut_us_down(
+        self,
+    ) -> list[bodies.ControlledShutdownResponseRemainingPartition] | None:
         controller_id = await self.zk.get_controller_id()
         brokers = await self.zk.get_live_brokers()
         if controller_id is None or controller_id not in brokers:
@@ -265,5 +270,8 @@ class ClusterMembership:
             )
         if response["error_code"]:
             return None
-        remaining: list[Body] = response["remaining_partitions"]
+        # The connection hands back untyped decoded bodies: this is the declared shape.
+        remaining: list[bodies.ControlledShutdownResponseRemainingPartition] = response[
+            "remaining_partitions"
+        ]
         return remaining

@@ -37,14 +37,13 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import trio
 
-from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
+from minibroker.broker.dispatcher import Deferred, RequestDispatcher
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     InvalidTopicError,
@@ -52,6 +51,7 @@ from minibroker.protocol.errors import (
     KafkaStorageError,
     ReplicaNotAvailableError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.storage.log import Log
 from minibroker.storage.log_manager import LogManager
 from minibroker.storage.names import TopicPartition
@@ -83,21 +83,23 @@ class LogDirApis:
         self._alter_lock = trio.Lock()
 
     def install(self, dispatcher: RequestDispatcher) -> None:
-        dispatcher.register(ApiKey.ALTER_REPLICA_LOG_DIRS, self.handle_alter_replica_log_dirs)
-        dispatcher.register(ApiKey.DESCRIBE_LOG_DIRS, self.handle_describe_log_dirs)
+        dispatcher.register(bodies.ALTER_REPLICA_LOG_DIRS, self.handle_alter_replica_log_dirs)
+        dispatcher.register(bodies.DESCRIBE_LOG_DIRS, self.handle_describe_log_dirs)
 
     # -- AlterReplicaLogDirs -------------------------------------------------------------------
 
-    def handle_alter_replica_log_dirs(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_alter_replica_log_dirs(
+        self, header: RequestHeader, request: bodies.AlterReplicaLogDirsRequest
+    ) -> Deferred[bodies.AlterReplicaLogDirsResponse]:
         moves = [
             (TopicPartition(topic["name"], partition), entry["path"])
-            for entry in body["dirs"]
+            for entry in request["dirs"]
             for topic in entry["topics"]
             for partition in topic["partitions"]
         ]
 
-        async def apply() -> Body:
-            results: dict[str, list[Body]] = {}
+        async def apply() -> bodies.AlterReplicaLogDirsResponse:
+            results: dict[str, list[bodies.AlterReplicaLogDirsResponseResultPartition]] = {}
             async with self._alter_lock:
                 for tp, path in moves:
                     code = await self.alter(tp, path)
@@ -141,26 +143,31 @@ class LogDirApis:
 
     # -- DescribeLogDirs -----------------------------------------------------------------------
 
-    def handle_describe_log_dirs(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_describe_log_dirs(
+        self, header: RequestHeader, request: bodies.DescribeLogDirsRequest
+    ) -> bodies.DescribeLogDirsResponse:
         wanted: set[TopicPartition] | None = None
-        if body.get("topics") is not None:
-            wanted = {
-                TopicPartition(t["topic"], p) for t in body["topics"] for p in t["partitions"]
-            }
+        requested = request["topics"]
+        if requested is not None:
+            wanted = {TopicPartition(t["topic"], p) for t in requested for p in t["partitions"]}
         return {"throttle_time_ms": 0, "error_code": NONE, "results": self.describe(wanted)}
 
-    def describe(self, wanted: set[TopicPartition] | None) -> list[Body]:
+    def describe(
+        self, wanted: set[TopicPartition] | None
+    ) -> list[bodies.DescribeLogDirsResponseResult]:
         manager = self.replica_manager.log_manager
         current = manager.logs
         futures = manager.future_logs
-        results: list[Body] = []
+        results: list[bodies.DescribeLogDirsResponseResult] = []
         for log_dir in manager.log_dirs:
             if not manager.is_log_dir_online(log_dir):
                 results.append(
                     {"error_code": KafkaStorageError.code, "log_dir": str(log_dir), "topics": []}
                 )
                 continue
-            entries: list[tuple[TopicPartition, Body]] = []
+            entries: list[
+                tuple[TopicPartition, bodies.DescribeLogDirsResponseResultTopicPartition]
+            ] = []
             for tp, log_ in _in_dir(current.items(), log_dir, wanted):
                 entry = _replica(tp, log_, lag=0, is_future=False)
                 entry["dirty_ratio"] = self.dirty_ratio(tp, log_)
@@ -169,7 +176,7 @@ class LogDirApis:
                 source = current.get(tp)
                 lag = 0 if source is None else source.log_end_offset - log_.log_end_offset
                 entries.append((tp, _replica(tp, log_, lag=max(0, lag), is_future=True)))
-            topics: dict[str, list[Body]] = {}
+            topics: dict[str, list[bodies.DescribeLogDirsResponseResultTopicPartition]] = {}
             for tp, entry in sorted(entries, key=lambda e: (e[0], e[1]["is_future"])):
                 topics.setdefault(tp.topic, []).append(entry)
             total, usable = _disk_space(log_dir)
@@ -195,7 +202,9 @@ def _in_dir(
     ]
 
 
-def _replica(tp: TopicPartition, log_: Log, *, lag: int, is_future: bool) -> dict[str, Any]:
+def _replica(
+    tp: TopicPartition, log_: Log, *, lag: int, is_future: bool
+) -> bodies.DescribeLogDirsResponseResultTopicPartition:
     return {
         "partition_index": tp.partition,
         "partition_size": log_.size,

@@ -32,7 +32,7 @@ import logging
 import struct
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Final, Protocol
+from typing import Final, NoReturn, Protocol
 
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_limiter import LogRateLimiter
@@ -44,6 +44,7 @@ from minibroker.protocol.errors import (
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.protocol.sasl import FAILED, CredentialLookup, SaslServer
 
 log = logging.getLogger(__name__)
@@ -187,8 +188,11 @@ def install_sasl_after_login(dispatcher: RequestDispatcher) -> None:
     """SaslHandshake / SaslAuthenticate that reach the dispatcher come after the login
     (or on a listener without SASL): ILLEGAL_SASL_STATE, as Kafka answers them."""
 
-    def refuse(header: RequestHeader, body: Body) -> Body:
+    def refuse(
+        header: RequestHeader,
+        request: bodies.SaslHandshakeRequest | bodies.SaslAuthenticateRequest,
+    ) -> NoReturn:
         raise IllegalSaslStateError("no SASL exchange expected on this connection now")
 
-    dispatcher.register(ApiKey.SASL_HANDSHAKE, refuse)
-    dispatcher.register(ApiKey.SASL_AUTHENTICATE, refuse)
+    dispatcher.register(bodies.SASL_HANDSHAKE, refuse)
+    dispatcher.register(bodies.SASL_AUTHENTICATE, refuse)

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
 
 import trio
 
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.protocol.errors import NONE, KafkaError, TopicAlreadyExistsError
+from minibroker.protocol.messages import bodies
 
 log = logging.getLogger(__name__)
 
-CreateTopics = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+CreateTopics = Callable[[bodies.CreateTopicsRequest], Awaitable[bodies.CreateTopicsResponse]]
 """A CreateTopics handler: request body -> response body."""
 
 QUEUE_SIZE = 64
@@ -75,7 +75,7 @@ class TopicAutoCreator:
             self._queue = None
 
     async def _create(self, create_topics: CreateTopics, names: list[str]) -> None:
-        body = {
+        request: bodies.CreateTopicsRequest = {
             "topics": [
                 {
                     "name": name,
@@ -90,7 +90,7 @@ class TopicAutoCreator:
             "validate_only": False,
         }
         try:
-            response = await create_topics(body)
+            response = await create_topics(request)
         except KafkaError as exc:
             log.warning("auto-creating topics %s failed: %s", names, exc)
             codes = dict.fromkeys(names, exc.code)

@@ -48,7 +48,7 @@ import trio
 
 from minibroker.broker.assignment import validate_topic_name
 from minibroker.broker.config import BrokerConfig, TopicConfig
-from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
+from minibroker.broker.dispatcher import Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replication_quota import (
     FOLLOWER_THROTTLED_REPLICAS,
@@ -56,7 +56,7 @@ from minibroker.broker.replication_quota import (
     AllPartitions,
     throttled_partitions,
 )
-from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     ConfigError,
@@ -66,6 +66,7 @@ from minibroker.protocol.errors import (
     MinibrokerError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 
 if TYPE_CHECKING:
@@ -112,11 +113,11 @@ def describe_topic_config(
     *,
     keys: list[str] | None = None,
     include_documentation: bool = False,
-) -> list[Body]:
+) -> list[bodies.DescribeConfigsResponseResultConfig]:
     """DescribeConfigs ``configs[]`` of one topic: every key (or just ``keys``), in
     table order, each with its value and where it comes from."""
     effective = broker.topic_config()  # broker defaults only: a bad override shows as is
-    entries: list[Body] = []
+    entries: list[bodies.DescribeConfigsResponseResultConfig] = []
     for f in _TOPIC_FIELDS:
         name = f.metadata["name"]
         if keys is not None and name not in keys:
@@ -143,10 +144,6 @@ def describe_topic_config(
     return entries
 
 
-def _error(exc: KafkaError) -> Body:
-    return {"error_code": exc.code, "error_message": exc.message}
-
-
 class TopicConfigs:
     """The two config APIs and the /config/changes listener of one broker."""
 
@@ -171,25 +168,29 @@ class TopicConfigs:
         validate_topic_overrides(self.config, configs)
 
     def install(self, dispatcher: RequestDispatcher) -> None:
-        dispatcher.register(ApiKey.DESCRIBE_CONFIGS, self.handle_describe_configs)
-        dispatcher.register(ApiKey.ALTER_CONFIGS, self.handle_alter_configs)
+        dispatcher.register(bodies.DESCRIBE_CONFIGS, self.handle_describe_configs)
+        dispatcher.register(bodies.ALTER_CONFIGS, self.handle_alter_configs)
 
     # -- DescribeConfigs -------------------------------------------------------------------
 
-    def handle_describe_configs(self, header: RequestHeader, body: Body) -> HandlerResult:
-        async def answer() -> Body:
+    def handle_describe_configs(
+        self, header: RequestHeader, request: bodies.DescribeConfigsRequest
+    ) -> Deferred[bodies.DescribeConfigsResponse]:
+        async def answer() -> bodies.DescribeConfigsResponse:
             results = [
-                await self._describe_resource(resource, body["include_documentation"])
-                for resource in body["resources"]
+                await self._describe_resource(resource, request["include_documentation"])
+                for resource in request["resources"]
             ]
             return {"throttle_time_ms": 0, "results": results}
 
         return Deferred(answer)
 
-    async def _describe_resource(self, resource: Body, include_documentation: bool) -> Body:
+    async def _describe_resource(
+        self, resource: bodies.DescribeConfigsRequestResource, include_documentation: bool
+    ) -> bodies.DescribeConfigsResponseResult:
         if resource["resource_type"] == RESOURCE_BROKER and self.broker_configs is not None:
             return await self.broker_configs.describe(resource)
-        result: Body = {
+        result: bodies.DescribeConfigsResponseResult = {
             "resource_type": resource["resource_type"],
             "resource_name": resource["resource_name"],
             "configs": [],
@@ -201,7 +202,7 @@ class TopicConfigs:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             overrides = await self._read_overrides(topic)
         except KafkaError as exc:
-            return result | _error(exc)
+            return result | {"error_code": exc.code, "error_message": exc.message}
         result["configs"] = describe_topic_config(
             self.config,
             overrides,
@@ -221,20 +222,24 @@ class TopicConfigs:
 
     # -- AlterConfigs ----------------------------------------------------------------------
 
-    def handle_alter_configs(self, header: RequestHeader, body: Body) -> HandlerResult:
-        async def answer() -> Body:
+    def handle_alter_configs(
+        self, header: RequestHeader, request: bodies.AlterConfigsRequest
+    ) -> Deferred[bodies.AlterConfigsResponse]:
+        async def answer() -> bodies.AlterConfigsResponse:
             responses = [
-                await self._alter_resource(resource, body["validate_only"])
-                for resource in body["resources"]
+                await self._alter_resource(resource, request["validate_only"])
+                for resource in request["resources"]
             ]
             return {"throttle_time_ms": 0, "responses": responses}
 
         return Deferred(answer)
 
-    async def _alter_resource(self, resource: Body, validate_only: bool) -> Body:
+    async def _alter_resource(
+        self, resource: bodies.AlterConfigsRequestResource, validate_only: bool
+    ) -> bodies.AlterConfigsResponseResponse:
         if resource["resource_type"] == RESOURCE_BROKER and self.broker_configs is not None:
             return await self.broker_configs.alter(resource, validate_only)
-        result: Body = {
+        result: bodies.AlterConfigsResponseResponse = {
             "resource_type": resource["resource_type"],
             "resource_name": resource["resource_name"],
         }
@@ -257,13 +262,16 @@ class TopicConfigs:
                 await data.set_topic_config(topic, configs, notify=True)
                 log.info("topic %s config overrides set to %s", topic, configs)
         except KafkaError as exc:
-            return result | _error(exc)
+            return result | {"error_code": exc.code, "error_message": exc.message}
         except MinibrokerError as exc:  # ZooKeeper trouble: retriable for the client
-            return result | _error(KafkaError(f"cannot write the config of {topic!r}: {exc}"))
+            message = f"cannot write the config of {topic!r}: {exc}"
+            return result | {"error_code": KafkaError.code, "error_message": message}
         return result | {"error_code": NONE, "error_message": None}
 
     @staticmethod
-    def _check_topic_resource(resource: Body) -> None:
+    def _check_topic_resource(
+        resource: bodies.DescribeConfigsRequestResource | bodies.AlterConfigsRequestResource,
+    ) -> None:
         if resource["resource_type"] != RESOURCE_TOPIC:
             raise InvalidRequestError(
                 f"resource type {resource['resource_type']} is not supported; "

@@ -7,9 +7,9 @@ not the active controller answers NOT_CONTROLLER (the client asks again after re
 metadata).
 
 Each method takes a request body (already validated against protocol/schemas) and
-returns the response body; errors are Kafka error codes in the body, never exceptions.
-The process that runs a broker and its controller candidate (node/) serves them on the
-broker's listener.
+returns the response body (both typed by protocol/messages/bodies.py); errors are Kafka
+error codes in the body, never exceptions. The process that runs a broker and its
+controller candidate (node/) serves them on the broker's listener.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import trio
 from minibroker.controller import events as ev
 from minibroker.controller.context import TopicPartition
 from minibroker.controller.controller import KafkaController
-from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     NONE,
     ElectionNotNeededError,
@@ -32,13 +31,15 @@ from minibroker.protocol.errors import (
     NotControllerError,
     RequestTimedOutError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
 T = TypeVar("T")
 
 
-def _error(exc: KafkaError) -> Body:
-    return {"error_code": exc.code, "error_message": exc.message}
+def _code_and_message(error: KafkaError | None) -> tuple[int, str | None]:
+    """A partition's outcome as its response fields: NONE and no message when it worked."""
+    return (NONE, None) if error is None else (error.code, error.message)
 
 
 class ControllerApis:
@@ -57,12 +58,14 @@ class ControllerApis:
             return await reply.wait()
         raise RequestTimedOutError("the controller did not answer in time")
 
-    async def elect_leaders(self, body: Body) -> Body:
+    async def elect_leaders(
+        self, request: bodies.ElectLeadersRequest
+    ) -> bodies.ElectLeadersResponse:
         try:
-            election_type = body["election_type"]
+            election_type = request["election_type"]
             if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
                 raise InvalidRequestError(f"unknown election type {election_type}")
-            requested = body["topic_partitions"]
+            requested = request["topic_partitions"]
             partitions = (
                 None
                 if requested is None
@@ -76,16 +79,18 @@ class ControllerApis:
             else:
                 event = ev.PreferredReplicaElection(partitions, ev.Reply())
             assert event.reply is not None
-            results = await self._ask_controller(event, event.reply, body["timeout_ms"])
+            results = await self._ask_controller(event, event.reply, request["timeout_ms"])
         except KafkaError as exc:
             return {"error_code": exc.code, "replica_election_results": []}
-        by_topic: dict[str, list[Body]] = {}
+        by_topic: dict[
+            str, list[bodies.ElectLeadersResponseReplicaElectionResultPartitionResult]
+        ] = {}
         for tp, error in sorted(results.items()):
             if partitions is None and isinstance(error, ElectionNotNeededError):
                 continue  # "all partitions": leave out the ones already fine
+            code, message = _code_and_message(error)
             by_topic.setdefault(tp.topic, []).append(
-                {"partition_id": tp.partition}
-                | (_error(error) if error else {"error_code": NONE, "error_message": None})
+                {"partition_id": tp.partition, "error_code": code, "error_message": message}
             )
         return {
             "error_code": NONE,
@@ -94,22 +99,24 @@ class ControllerApis:
             ],
         }
 
-    async def alter_partition_reassignments(self, body: Body) -> Body:
+    async def alter_partition_reassignments(
+        self, request: bodies.AlterPartitionReassignmentsRequest
+    ) -> bodies.AlterPartitionReassignmentsResponse:
         targets: dict[TopicPartition, Sequence[int] | None] = {
             TopicPartition(t["name"], p["partition_index"]): p["replicas"]
-            for t in body["topics"]
+            for t in request["topics"]
             for p in t["partitions"]
         }
         try:
             event = ev.ApiPartitionReassignment(targets)
-            results = await self._ask_controller(event, event.reply, body["timeout_ms"])
+            results = await self._ask_controller(event, event.reply, request["timeout_ms"])
         except KafkaError as exc:
-            return _error(exc) | {"topics": []}
-        by_topic: dict[str, list[Body]] = {}
+            return {"error_code": exc.code, "error_message": exc.message, "topics": []}
+        by_topic: dict[str, list[bodies.AlterPartitionReassignmentsResponseTopicPartition]] = {}
         for tp, error in sorted(results.items()):
+            code, message = _code_and_message(error)
             by_topic.setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition}
-                | (_error(error) if error else {"error_code": NONE, "error_message": None})
+                {"partition_index": tp.partition, "error_code": code, "error_message": message}
             )
         return {
             "error_code": NONE,
@@ -117,17 +124,19 @@ class ControllerApis:
             "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
         }
 
-    async def list_partition_reassignments(self, body: Body) -> Body:
-        wanted = body["topics"]
+    async def list_partition_reassignments(
+        self, request: bodies.ListPartitionReassignmentsRequest
+    ) -> bodies.ListPartitionReassignmentsResponse:
+        wanted = request["topics"]
         try:
             event = ev.ListPartitionReassignments()
-            ongoing = await self._ask_controller(event, event.reply, body["timeout_ms"])
+            ongoing = await self._ask_controller(event, event.reply, request["timeout_ms"])
         except KafkaError as exc:
-            return _error(exc) | {"topics": []}
+            return {"error_code": exc.code, "error_message": exc.message, "topics": []}
         if wanted is not None:
             keep = {TopicPartition(t["name"], p) for t in wanted for p in t["partition_indexes"]}
             ongoing = {tp: v for tp, v in ongoing.items() if tp in keep}
-        by_topic: dict[str, list[Body]] = {}
+        by_topic: dict[str, list[bodies.ListPartitionReassignmentsResponseTopicPartition]] = {}
         for tp, (replicas, adding, removing) in sorted(ongoing.items()):
             by_topic.setdefault(tp.topic, []).append(
                 {
@@ -143,9 +152,11 @@ class ControllerApis:
             "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
         }
 
-    async def controlled_shutdown(self, body: Body, *, timeout_ms: int = 30_000) -> Body:
+    async def controlled_shutdown(
+        self, request: bodies.ControlledShutdownRequest, *, timeout_ms: int = 30_000
+    ) -> bodies.ControlledShutdownResponse:
         try:
-            event = ev.ControlledShutdown(body["broker_id"])
+            event = ev.ControlledShutdown(request["broker_id"])
             remaining = await self._ask_controller(event, event.reply, timeout_ms)
         except KafkaError as exc:
             return {"error_code": exc.code, "remaining_partitions": []}

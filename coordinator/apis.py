@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
@@ -36,6 +35,7 @@ from minibroker.protocol.errors import (
     KafkaError,
     TopicAlreadyExistsError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.groups import KEY_TYPE_GROUP
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, OffsetCommitValue, partition_for
 from minibroker.storage.log_config import Clock
@@ -43,7 +43,7 @@ from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 
-CreateTopics = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+CreateTopics = Callable[[bodies.CreateTopicsRequest], Awaitable[bodies.CreateTopicsResponse]]
 """A CreateTopics handler (broker/admin_manager.py): request body -> response body."""
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -158,7 +158,7 @@ class CoordinatorApis:
             return
         self._creating = True
         live = max(len(self.metadata_cache.brokers), 1)
-        body = {
+        body: bodies.CreateTopicsRequest = {
             "topics": [
                 {
                     "name": OFFSETS_TOPIC,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
@@ -25,10 +26,14 @@ from minibroker.controller.controller import ControllerConfig, KafkaController
 from minibroker.controller.metrics import ControllerCollector
 from minibroker.controller.zk_adapter import ControllerZkAdapter
 from minibroker.coordinator.service import run_group_coordinator
-from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.api import RequestHeader
+from minibroker.protocol.messages import bodies
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.types import ZkEvent
+
+RequestT = TypeVar("RequestT")
+ResponseT = TypeVar("ResponseT")
 
 
 class Node:
@@ -87,19 +92,23 @@ class Node:
 
 def serve_controller_apis(dispatcher: RequestDispatcher, apis: ControllerApis) -> None:
     """Route the controller-only API keys to ``apis`` (replacing an earlier candidate's)."""
-    routes: dict[ApiKey, Callable[[Body], Awaitable[Body]]] = {
-        ApiKey.ELECT_LEADERS: apis.elect_leaders,
-        ApiKey.ALTER_PARTITION_REASSIGNMENTS: apis.alter_partition_reassignments,
-        ApiKey.LIST_PARTITION_REASSIGNMENTS: apis.list_partition_reassignments,
-        ApiKey.CONTROLLED_SHUTDOWN: apis.controlled_shutdown,
-    }
-    for api_key, method in routes.items():
+    dispatcher.register(bodies.ELECT_LEADERS, _deferred(apis.elect_leaders))
+    dispatcher.register(
+        bodies.ALTER_PARTITION_REASSIGNMENTS, _deferred(apis.alter_partition_reassignments)
+    )
+    dispatcher.register(
+        bodies.LIST_PARTITION_REASSIGNMENTS, _deferred(apis.list_partition_reassignments)
+    )
+    dispatcher.register(bodies.CONTROLLED_SHUTDOWN, _deferred(apis.controlled_shutdown))
 
-        def handler(
-            header: RequestHeader,
-            body: Body,
-            method: Callable[[Body], Awaitable[Body]] = method,
-        ) -> Deferred[Body]:
-            return Deferred(functools.partial(method, body))
 
-        dispatcher.register(api_key, handler)
+def _deferred(
+    method: Callable[[RequestT], Awaitable[ResponseT]],
+) -> Callable[[RequestHeader, RequestT], Deferred[ResponseT]]:
+    """A handler answering with ``method``'s reply to the request, awaited in its own task
+    (the controller's event queue may take a while)."""
+
+    def handler(header: RequestHeader, request: RequestT) -> Deferred[ResponseT]:
+        return Deferred(functools.partial(method, request))
+
+    return handler

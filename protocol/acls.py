@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from minibroker.protocol.errors import InvalidRequestError
+from minibroker.protocol.messages import bodies
 
 CLUSTER_NAME: Final = "kafka-cluster"
 """The one Cluster resource's name."""
@@ -225,7 +226,9 @@ def binding_problem(binding: AclBinding) -> str | None:
 # -- message bodies (protocol/messages/acls.py) <-> values --------------------------------------
 
 
-def filter_from_body(body: Mapping[str, Any]) -> AclBindingFilter:
+def filter_from_body(
+    body: bodies.DescribeAclsRequest | bodies.DeleteAclsRequestFilter,
+) -> AclBindingFilter:
     """A DescribeAcls body (or a DeleteAcls filter) as a filter; INVALID_REQUEST for an
     unknown code."""
     type_code = body["resource_type_filter"]
@@ -245,7 +248,7 @@ def filter_from_body(body: Mapping[str, Any]) -> AclBindingFilter:
         raise InvalidRequestError(f"unknown ACL code {exc}") from None
 
 
-def binding_from_creation(creation: Mapping[str, Any]) -> AclBinding:
+def binding_from_creation(creation: bodies.CreateAclsRequestCreation) -> AclBinding:
     try:
         binding = AclBinding(
             ResourcePattern(
@@ -268,7 +271,7 @@ def binding_from_creation(creation: Mapping[str, Any]) -> AclBinding:
     return binding
 
 
-def entry_body(entry: AccessControlEntry) -> dict[str, Any]:
+def entry_body(entry: AccessControlEntry) -> bodies.DescribeAclsResponseResourceAcl:
     return {
         "principal": entry.principal,
         "host": entry.host,
@@ -277,13 +280,17 @@ def entry_body(entry: AccessControlEntry) -> dict[str, Any]:
     }
 
 
-def binding_body(binding: AclBinding) -> dict[str, Any]:
-    pattern = binding.pattern
+def binding_body(binding: AclBinding) -> bodies.DeleteAclsResponseFilterResultMatchingAcl:
+    """One DeleteAcls ``matching_acls`` item, without its error fields."""
+    pattern, entry = binding.pattern, binding.entry
     return {
         "resource_type": pattern.resource_type.code,
         "resource_name": pattern.name,
         "pattern_type": pattern.pattern_type.code,
-        **entry_body(binding.entry),
+        "principal": entry.principal,
+        "host": entry.host,
+        "operation": entry.operation.code,
+        "permission_type": entry.permission.code,
     }
 
 
@@ -306,11 +313,18 @@ def filter_body(selector: AclBindingFilter) -> dict[str, Any]:
     }
 
 
-def creation_body(binding: AclBinding) -> dict[str, Any]:
+def creation_body(binding: AclBinding) -> bodies.CreateAclsRequestCreation:
     """One CreateAcls ``creations`` item."""
-    body = binding_body(binding)
-    body["resource_pattern_type"] = body.pop("pattern_type")
-    return body
+    pattern, entry = binding.pattern, binding.entry
+    return {
+        "resource_type": pattern.resource_type.code,
+        "resource_name": pattern.name,
+        "resource_pattern_type": pattern.pattern_type.code,
+        "principal": entry.principal,
+        "host": entry.host,
+        "operation": entry.operation.code,
+        "permission_type": entry.permission.code,
+    }
 
 
 def binding_from_body(body: Mapping[str, Any]) -> AclBinding:

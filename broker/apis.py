@@ -9,11 +9,12 @@ format: the codec in front of the dispatcher decodes and encodes.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TypeAlias
 
 import trio
 
 from minibroker.broker.controller_fence import ControllerFence
-from minibroker.broker.dispatcher import Deferred, Handler, HandlerResult, RequestDispatcher
+from minibroker.broker.dispatcher import Answer, Deferred, HandlerResult, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import AppendResult, PartitionState
@@ -33,10 +34,8 @@ from minibroker.protocol.errors import (
     StaleBrokerEpochError,
     StaleControllerEpochError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.storage.names import TopicPartition
-
-CONTROLLER_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA})
-"""The requests only the controller may send (checked by ``ControllerFence``)."""
 
 
 class KafkaApis:
@@ -59,30 +58,31 @@ class KafkaApis:
         self.metrics = replica_manager.metrics
         self._controller_queue = InOrder()
         self.topic_auto_creator = TopicAutoCreator(metadata_cache)
-        self._handlers: dict[ApiKey, Handler] = {
-            ApiKey.PRODUCE: self.handle_produce,
-            ApiKey.FETCH: self.handle_fetch,
-            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
-            ApiKey.METADATA: self.handle_metadata,
-            ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
-            ApiKey.STOP_REPLICA: self.handle_stop_replica,
-            ApiKey.UPDATE_METADATA: self.handle_update_metadata,
-            ApiKey.API_VERSIONS: self.handle_api_versions,
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
-            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
-        }
 
     def install(self, dispatcher: RequestDispatcher) -> None:
-        """Serve this class's API keys through ``dispatcher``."""
-        for api_key, handler in self._handlers.items():
-            listener = self.controller_listener if api_key in CONTROLLER_APIS else None
-            dispatcher.register(api_key, handler, listener=listener)
+        """Serve this class's API keys through ``dispatcher``; the controller's requests
+        only on ``controller_listener``."""
+        dispatcher.register(bodies.PRODUCE, self.handle_produce)
+        dispatcher.register(bodies.FETCH, self.handle_fetch)
+        dispatcher.register(ApiKey.LIST_OFFSETS, self.handle_list_offsets)
+        dispatcher.register(ApiKey.METADATA, self.handle_metadata)
+        controller = self.controller_listener
+        dispatcher.register(ApiKey.LEADER_AND_ISR, self.handle_leader_and_isr, listener=controller)
+        dispatcher.register(ApiKey.STOP_REPLICA, self.handle_stop_replica, listener=controller)
+        dispatcher.register(
+            ApiKey.UPDATE_METADATA, self.handle_update_metadata, listener=controller
+        )
+        dispatcher.register(ApiKey.API_VERSIONS, self.handle_api_versions)
+        dispatcher.register(ApiKey.OFFSET_FOR_LEADER_EPOCH, self.handle_offset_for_leader_epoch)
+        dispatcher.register(ApiKey.DESCRIBE_CLUSTER, self.handle_describe_cluster)
 
     # -- produce ---------------------------------------------------------------------------
 
-    def handle_produce(self, header: RequestHeader, body: Body) -> HandlerResult:
-        topics = body["topics"]
-        acks = body["acks"]
+    def handle_produce(
+        self, header: RequestHeader, request: bodies.ProduceRequest
+    ) -> Answer[bodies.ProduceResponse]:
+        topics = request["topics"]
+        acks = request["acks"]
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]
@@ -102,15 +102,15 @@ class KafkaApis:
         if acks == -1 and any(not isinstance(r, KafkaError) for _, r in results):
             manager = self.replica_manager
 
-            async def await_acks() -> Body:
-                outcomes = await manager.wait_for_acks(results, body["timeout_ms"])
+            async def await_acks() -> bodies.ProduceResponse:
+                outcomes = await manager.wait_for_acks(results, request["timeout_ms"])
                 return _produce_body(results, outcomes)
 
             return Deferred(await_acks)
         return _produce_body(results, {})
 
     def _append_partitions(
-        self, acks: int, topics: list[Body]
+        self, acks: int, topics: list[bodies.ProduceRequestTopic]
     ) -> list[tuple[TopicPartition, AppendResult | KafkaError]]:
         """Produce's appends when it names several partitions: counted against the
         limit first, and each partition named twice answered INVALID_REQUEST."""
@@ -153,8 +153,10 @@ class KafkaApis:
 
     # -- fetch -----------------------------------------------------------------------------
 
-    def handle_fetch(self, header: RequestHeader, body: Body) -> HandlerResult:
-        check_partition_count(body["topics"], self.max_partitions)
+    def handle_fetch(
+        self, header: RequestHeader, request: bodies.FetchRequest
+    ) -> Answer[bodies.FetchResponse]:
+        check_partition_count(request["topics"], self.max_partitions)
         requests = [
             FetchPartition(
                 TopicPartition(topic["topic"], p["partition"]),
@@ -162,7 +164,7 @@ class KafkaApis:
                 p["partition_max_bytes"],
                 p["current_leader_epoch"],
             )
-            for topic in body["topics"]
+            for topic in request["topics"]
             for p in topic["partitions"]
         ]
         twice = duplicate_partitions(p.tp for p in requests)
@@ -170,10 +172,10 @@ class KafkaApis:
             requests = [p for p in requests if p.tp not in twice]
         refused = [PartitionRead(tp, None, _named_twice(tp)) for tp in twice]
         fetch = FetchRequest(
-            replica_id=body["replica_id"],
-            max_bytes=min(body["max_bytes"], self.fetch_max_bytes),
-            min_bytes=body["min_bytes"],
-            max_wait_ms=body["max_wait_ms"],
+            replica_id=request["replica_id"],
+            max_bytes=min(request["max_bytes"], self.fetch_max_bytes),
+            min_bytes=request["min_bytes"],
+            max_wait_ms=request["max_wait_ms"],
             partitions=requests,
         )
         manager = self.replica_manager
@@ -182,7 +184,7 @@ class KafkaApis:
         if reads is not None:
             return _fetch_body(reads + refused, metrics)
 
-        async def long_poll() -> Body:
+        async def long_poll() -> bodies.FetchResponse:
             return _fetch_body(await manager.wait_for_fetch(fetch) + refused, metrics)
 
         return Deferred(long_poll)
@@ -376,11 +378,12 @@ class InOrder:
 def _produce_body(
     results: Sequence[tuple[TopicPartition, AppendResult | KafkaError]],
     outcomes: dict[TopicPartition, KafkaError | None],
-) -> Body:
+) -> bodies.ProduceResponse:
     """The Produce answer; ``outcomes`` (acks=all) replace the successes they cover."""
-    responses: dict[str, list[Body]] = {}
+    responses: dict[str, list[bodies.ProduceResponseTopicPartition]] = {}
     for tp, result in results:
         error = result if isinstance(result, KafkaError) else outcomes.get(tp)
+        answer: bodies.ProduceResponseTopicPartition
         if error is not None:
             answer = {
                 "index": tp.partition,
@@ -407,9 +410,12 @@ def _produce_body(
     }
 
 
-def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics | None) -> Body:
-    topics: dict[str, list[Body]] = {}
+def _fetch_body(
+    reads: Sequence[PartitionRead], metrics: BrokerMetrics | None
+) -> bodies.FetchResponse:
+    topics: dict[str, list[bodies.FetchResponseTopicPartition]] = {}
     for read in reads:
+        answer: bodies.FetchResponseTopicPartition
         if read.result is not None:
             r = read.result
             if metrics is not None:
@@ -440,7 +446,16 @@ def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics | None) -
     }
 
 
-def check_partition_count(topics: Sequence[Body], limit: int) -> None:
+RequestTopic: TypeAlias = (
+    bodies.ProduceRequestTopic
+    | bodies.FetchRequestTopic
+    | bodies.ListOffsetsRequestTopic
+    | bodies.OffsetForLeaderEpochRequestTopic
+)
+"""A topic of a request that names partitions, as ``check_partition_count`` reads it."""
+
+
+def check_partition_count(topics: Sequence[RequestTopic], limit: int) -> None:
     """Refuse, before any work, a request naming more than ``limit`` partitions: a
     handler runs on the event loop, ~20 us a partition, while every client waits."""
     count = sum(len(topic["partitions"]) for topic in topics)

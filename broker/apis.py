@@ -64,7 +64,7 @@ class KafkaApis:
         only on ``controller_listener``."""
         dispatcher.register(bodies.PRODUCE, self.handle_produce)
         dispatcher.register(bodies.FETCH, self.handle_fetch)
-        dispatcher.register(ApiKey.LIST_OFFSETS, self.handle_list_offsets)
+        dispatcher.register(bodies.LIST_OFFSETS, self.handle_list_offsets)
         dispatcher.register(ApiKey.METADATA, self.handle_metadata)
         controller = self.controller_listener
         dispatcher.register(ApiKey.LEADER_AND_ISR, self.handle_leader_and_isr, listener=controller)
@@ -73,7 +73,7 @@ class KafkaApis:
             ApiKey.UPDATE_METADATA, self.handle_update_metadata, listener=controller
         )
         dispatcher.register(ApiKey.API_VERSIONS, self.handle_api_versions)
-        dispatcher.register(ApiKey.OFFSET_FOR_LEADER_EPOCH, self.handle_offset_for_leader_epoch)
+        dispatcher.register(bodies.OFFSET_FOR_LEADER_EPOCH, self.handle_offset_for_leader_epoch)
         dispatcher.register(ApiKey.DESCRIBE_CLUSTER, self.handle_describe_cluster)
 
     # -- produce ---------------------------------------------------------------------------
@@ -129,25 +129,33 @@ class KafkaApis:
 
     # -- offset for leader epoch -----------------------------------------------------------
 
-    def handle_offset_for_leader_epoch(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_offset_for_leader_epoch(
+        self, header: RequestHeader, request: bodies.OffsetForLeaderEpochRequest
+    ) -> Answer[bodies.OffsetForLeaderEpochResponse]:
         """Where each asked-about epoch ends on this leader's log (KIP-101, KIP-279)."""
-        check_partition_count(body["topics"], self.max_partitions)
-        topics = []
-        for topic in body["topics"]:
-            answers = []
+        check_partition_count(request["topics"], self.max_partitions)
+        topics: list[bodies.OffsetForLeaderEpochResponseTopic] = []
+        for topic in request["topics"]:
+            answers: list[bodies.OffsetForLeaderEpochResponseTopicPartition] = []
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], p["partition"])
-                answer: Body = {"partition": tp.partition}
                 try:
                     partition = self.replica_manager.partition_or_error(tp)
                     epoch, end = partition.end_offset_for_leader_epoch(
                         p["leader_epoch"], current_leader_epoch=p["current_leader_epoch"]
                     )
                 except KafkaError as exc:
-                    answer.update(error_code=exc.code, leader_epoch=-1, end_offset=-1)
+                    code, epoch, end = exc.code, -1, -1
                 else:
-                    answer.update(error_code=NONE, leader_epoch=epoch, end_offset=end)
-                answers.append(answer)
+                    code = NONE
+                answers.append(
+                    {
+                        "partition": tp.partition,
+                        "error_code": code,
+                        "leader_epoch": epoch,
+                        "end_offset": end,
+                    }
+                )
             topics.append({"topic": topic["topic"], "partitions": answers})
         return {"throttle_time_ms": 0, "topics": topics}
 
@@ -191,20 +199,21 @@ class KafkaApis:
 
     # -- list offsets ----------------------------------------------------------------------
 
-    def handle_list_offsets(self, header: RequestHeader, body: Body) -> HandlerResult:
-        check_partition_count(body["topics"], self.max_partitions)
-        from_replica = body["replica_id"] >= 0
+    def handle_list_offsets(
+        self, header: RequestHeader, request: bodies.ListOffsetsRequest
+    ) -> Answer[bodies.ListOffsetsResponse]:
+        check_partition_count(request["topics"], self.max_partitions)
+        from_replica = request["replica_id"] >= 0
         twice = duplicate_partitions(
             TopicPartition(topic["name"], p["partition_index"])
-            for topic in body["topics"]
+            for topic in request["topics"]
             for p in topic["partitions"]
         )
-        topics = []
-        for topic in body["topics"]:
-            answers = []
+        topics: list[bodies.ListOffsetsResponseTopic] = []
+        for topic in request["topics"]:
+            answers: list[bodies.ListOffsetsResponseTopicPartition] = []
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["name"], p["partition_index"])
-                answer: Body = {"partition_index": tp.partition}
                 try:
                     if tp in twice:
                         raise _named_twice(tp)
@@ -215,10 +224,18 @@ class KafkaApis:
                         current_leader_epoch=p["current_leader_epoch"],
                     )
                 except KafkaError as exc:
-                    answer.update(error_code=exc.code, timestamp=-1, offset=-1, leader_epoch=-1)
+                    code, ts, offset, epoch = exc.code, -1, -1, -1
                 else:
-                    answer.update(error_code=NONE, timestamp=ts, offset=offset, leader_epoch=epoch)
-                answers.append(answer)
+                    code = NONE
+                answers.append(
+                    {
+                        "partition_index": tp.partition,
+                        "error_code": code,
+                        "timestamp": ts,
+                        "offset": offset,
+                        "leader_epoch": epoch,
+                    }
+                )
             topics.append({"name": topic["name"], "partitions": answers})
         return {"throttle_time_ms": 0, "topics": topics}
 

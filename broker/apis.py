@@ -65,16 +65,16 @@ class KafkaApis:
         dispatcher.register(bodies.PRODUCE, self.handle_produce)
         dispatcher.register(bodies.FETCH, self.handle_fetch)
         dispatcher.register(bodies.LIST_OFFSETS, self.handle_list_offsets)
-        dispatcher.register(ApiKey.METADATA, self.handle_metadata)
+        dispatcher.register(bodies.METADATA, self.handle_metadata)
         controller = self.controller_listener
         dispatcher.register(ApiKey.LEADER_AND_ISR, self.handle_leader_and_isr, listener=controller)
         dispatcher.register(ApiKey.STOP_REPLICA, self.handle_stop_replica, listener=controller)
         dispatcher.register(
             ApiKey.UPDATE_METADATA, self.handle_update_metadata, listener=controller
         )
-        dispatcher.register(ApiKey.API_VERSIONS, self.handle_api_versions)
+        dispatcher.register(bodies.API_VERSIONS, self.handle_api_versions)
         dispatcher.register(bodies.OFFSET_FOR_LEADER_EPOCH, self.handle_offset_for_leader_epoch)
-        dispatcher.register(ApiKey.DESCRIBE_CLUSTER, self.handle_describe_cluster)
+        dispatcher.register(bodies.DESCRIBE_CLUSTER, self.handle_describe_cluster)
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -241,19 +241,23 @@ class KafkaApis:
 
     # -- metadata and versions -------------------------------------------------------------
 
-    def handle_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
-        requested = body["topics"]
+    def handle_metadata(
+        self, header: RequestHeader, request: bodies.MetadataRequest
+    ) -> Answer[bodies.MetadataResponse]:
+        requested = request["topics"]
         if requested is not None and len(requested) > self.max_partitions:
             raise InvalidRequestError(
                 f"request names {len(requested)} topics, more than request.max.partitions"
                 f" ({self.max_partitions})"
             )
         names = None if requested is None else [t["name"] for t in requested]
-        if names and body["allow_auto_topic_creation"]:
+        if names and request["allow_auto_topic_creation"]:
             self.topic_auto_creator.request(names)
         return self.metadata_cache.metadata_response(names)
 
-    def handle_describe_cluster(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_describe_cluster(
+        self, header: RequestHeader, request: bodies.DescribeClusterRequest
+    ) -> Answer[bodies.DescribeClusterResponse]:
         """The cluster id, controller and live brokers, from the metadata cache."""
         answer = self.metadata_cache.metadata_response(())
         return {
@@ -262,13 +266,12 @@ class KafkaApis:
             "error_message": None,
             "cluster_id": answer["cluster_id"] or "",
             "controller_id": answer["controller_id"],
-            "brokers": [
-                {"broker_id": b["node_id"], **{k: v for k, v in b.items() if k != "node_id"}}
-                for b in answer["brokers"]
-            ],
+            "brokers": [_cluster_broker(b) for b in answer["brokers"]],
         }
 
-    def handle_api_versions(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_api_versions(
+        self, header: RequestHeader, request: bodies.ApiVersionsRequest
+    ) -> Answer[bodies.ApiVersionsResponse]:
         return api_versions_body()
 
     # -- controller requests ---------------------------------------------------------------
@@ -470,6 +473,21 @@ RequestTopic: TypeAlias = (
     | bodies.OffsetForLeaderEpochRequestTopic
 )
 """A topic of a request that names partitions, as ``check_partition_count`` reads it."""
+
+
+def _cluster_broker(b: bodies.MetadataResponseBroker) -> bodies.DescribeClusterResponseBroker:
+    """A Metadata broker entry as DescribeCluster names it (``broker_id``), with its Kafka
+    listener when it has one."""
+    entry: bodies.DescribeClusterResponseBroker = {
+        "broker_id": b["node_id"],
+        "host": b["host"],
+        "port": b["port"],
+        "rack": b.get("rack"),
+    }
+    if "kafka_host" in b:
+        entry["kafka_host"] = b["kafka_host"]
+        entry["kafka_port"] = b["kafka_port"]
+    return entry
 
 
 def check_partition_count(topics: Sequence[RequestTopic], limit: int) -> None:

@@ -205,6 +205,8 @@ class MetadataResponseBroker(TypedDict, total=False):
     host: Required[str]
     port: Required[int]
     rack: str | None
+    kafka_host: str | None
+    kafka_port: int | None
 
 
 class MetadataResponseTopicPartition(TypedDict, total=False):
@@ -1145,6 +1147,8 @@ class DescribeClusterResponseBroker(TypedDict, total=False):
     host: Required[str]
     port: Required[int]
     rack: str | None
+    kafka_host: str | None
+    kafka_port: int | None
 
 
 class DescribeClusterResponse(TypedDict, total=False):

@@ -1,7 +1,8 @@
 """KafkaApis: the handlers of the data-path and controller API keys.
 
 Each ``handle_*`` method takes the request's header and validated body and returns a
-body, None or a ``Deferred`` (broker/dispatcher.py says what each means); ``install``
+body, None or a ``Deferred`` (broker/dispatcher.py says what each means); the bodies
+are the TypedDicts of protocol/messages/bodies.py, plain dicts at run time. ``install``
 registers them with the broker's ``RequestDispatcher``. The handlers know no wire
 format: the codec in front of the dispatcher decodes and encodes.
 """
@@ -9,12 +10,12 @@ format: the codec in front of the dispatcher decodes and encodes.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 import trio
 
 from minibroker.broker.controller_fence import ControllerFence
-from minibroker.broker.dispatcher import Answer, Deferred, HandlerResult, RequestDispatcher
+from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import AppendResult, PartitionState
@@ -26,7 +27,7 @@ from minibroker.broker.replica_manager import (
 )
 from minibroker.broker.request_handler import CloseConnection
 from minibroker.broker.topic_auto_creation import TopicAutoCreator
-from minibroker.protocol.api import ApiKey, Body, RequestHeader, api_versions_body
+from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
     InvalidRequestError,
@@ -36,6 +37,14 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.messages import bodies
 from minibroker.storage.names import TopicPartition
+
+ControllerRequest: TypeAlias = (
+    bodies.LeaderAndIsrRequest | bodies.StopReplicaRequest | bodies.UpdateMetadataRequest
+)
+"""The requests only the controller may send (checked by ``ControllerFence``)."""
+
+ResponseT = TypeVar("ResponseT")
+ResultT = TypeVar("ResultT")
 
 
 class KafkaApis:
@@ -67,10 +76,10 @@ class KafkaApis:
         dispatcher.register(bodies.LIST_OFFSETS, self.handle_list_offsets)
         dispatcher.register(bodies.METADATA, self.handle_metadata)
         controller = self.controller_listener
-        dispatcher.register(ApiKey.LEADER_AND_ISR, self.handle_leader_and_isr, listener=controller)
-        dispatcher.register(ApiKey.STOP_REPLICA, self.handle_stop_replica, listener=controller)
+        dispatcher.register(bodies.LEADER_AND_ISR, self.handle_leader_and_isr, listener=controller)
+        dispatcher.register(bodies.STOP_REPLICA, self.handle_stop_replica, listener=controller)
         dispatcher.register(
-            ApiKey.UPDATE_METADATA, self.handle_update_metadata, listener=controller
+            bodies.UPDATE_METADATA, self.handle_update_metadata, listener=controller
         )
         dispatcher.register(bodies.API_VERSIONS, self.handle_api_versions)
         dispatcher.register(bodies.OFFSET_FOR_LEADER_EPOCH, self.handle_offset_for_leader_epoch)
@@ -276,7 +285,9 @@ class KafkaApis:
 
     # -- controller requests ---------------------------------------------------------------
 
-    def handle_leader_and_isr(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_leader_and_isr(
+        self, header: RequestHeader, request: bodies.LeaderAndIsrRequest
+    ) -> Answer[bodies.LeaderAndIsrResponse]:
         states = {
             TopicPartition(s["topic_name"], s["partition_index"]): PartitionState(
                 controller_epoch=s["controller_epoch"],
@@ -287,59 +298,71 @@ class KafkaApis:
                 replicas=tuple(s["replicas"]),
                 is_new=s["is_new"],
             )
-            for s in body["partition_states"]
+            for s in request["partition_states"]
         }
 
-        async def apply() -> Body:
-            refused = await self._refuse_unless_from_controller(body)
+        async def apply() -> bodies.LeaderAndIsrResponse:
+            refused = await self._refuse_unless_from_controller(request)
             if refused is not None:
-                return refused | {"partition_errors": []}
-            for broker in body["live_leaders"]:
+                return {
+                    "error_code": refused.code,
+                    "error_message": refused.message,
+                    "partition_errors": [],
+                }
+            for broker in request["live_leaders"]:
                 self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
             errors = await self.replica_manager.become_leader_or_follower(
-                body["controller_epoch"], states
+                request["controller_epoch"], states
             )
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
         return self._controller_ordered(apply)
 
-    def handle_stop_replica(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_stop_replica(
+        self, header: RequestHeader, request: bodies.StopReplicaRequest
+    ) -> Answer[bodies.StopReplicaResponse]:
         stops = [
             (TopicPartition(s["topic_name"], s["partition_index"]), s["delete_partition"])
-            for s in body["partition_states"]
+            for s in request["partition_states"]
         ]
 
-        async def apply() -> Body:
-            refused = await self._refuse_unless_from_controller(body)
+        async def apply() -> bodies.StopReplicaResponse:
+            refused = await self._refuse_unless_from_controller(request)
             if refused is not None:
-                return refused | {"partition_errors": []}
-            errors = await self.replica_manager.stop_replicas(body["controller_epoch"], stops)
+                return {
+                    "error_code": refused.code,
+                    "error_message": refused.message,
+                    "partition_errors": [],
+                }
+            errors = await self.replica_manager.stop_replicas(request["controller_epoch"], stops)
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
         return self._controller_ordered(apply)
 
-    def handle_update_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
-        async def apply() -> Body:
-            refused = await self._refuse_unless_from_controller(body)
+    def handle_update_metadata(
+        self, header: RequestHeader, request: bodies.UpdateMetadataRequest
+    ) -> Answer[bodies.UpdateMetadataResponse]:
+        async def apply() -> bodies.UpdateMetadataResponse:
+            refused = await self._refuse_unless_from_controller(request)
             if refused is not None:
-                return refused
-            self.replica_manager.update_metadata(body)
+                return {"error_code": refused.code, "error_message": refused.message}
+            self.replica_manager.update_metadata(request)
             return {"error_code": NONE}
 
         return self._controller_ordered(apply)
 
-    async def _refuse_unless_from_controller(self, body: Body) -> Body | None:
-        """None if the controller ZooKeeper names sent ``body`` to this broker's current
-        registration; else the error answer (nothing is changed)."""
+    async def _refuse_unless_from_controller(self, request: ControllerRequest) -> KafkaError | None:
+        """None if the controller ZooKeeper names sent ``request`` to this broker's current
+        registration; else the error to answer (nothing is changed)."""
         try:
             await self.fence.check(
-                body["controller_id"], body["controller_epoch"], body["broker_epoch"]
+                request["controller_id"], request["controller_epoch"], request["broker_epoch"]
             )
         except (StaleControllerEpochError, StaleBrokerEpochError) as exc:
-            return {"error_code": exc.code, "error_message": exc.message}
+            return exc
         return None
 
-    def _controller_ordered(self, apply: Callable[[], Awaitable[Body]]) -> Deferred[Body]:
+    def _controller_ordered(self, apply: Callable[[], Awaitable[ResponseT]]) -> Deferred[ResponseT]:
         """Controller requests take effect in arrival order, as Kafka's one-request-at-a-
         time channel guarantees: a pipelined UpdateMetadata must not overtake the
         LeaderAndIsr before it while that one waits for the disk."""
@@ -365,7 +388,7 @@ class InOrder:
         self._next_ticket += 1
         return ticket
 
-    async def run(self, ticket: int, job: Callable[[], Awaitable[Body]]) -> Body:
+    async def run(self, ticket: int, job: Callable[[], Awaitable[ResultT]]) -> ResultT:
         try:
             while self._turn != ticket:
                 event = self._wakeups.setdefault(ticket, trio.Event())
@@ -518,7 +541,10 @@ def _named_twice(tp: TopicPartition) -> InvalidRequestError:
     return InvalidRequestError(f"{tp} is named more than once in the request")
 
 
-def _partition_errors(errors: dict[TopicPartition, int]) -> list[Body]:
+def _partition_errors(
+    errors: dict[TopicPartition, int],
+) -> list[bodies.LeaderAndIsrResponsePartitionError]:
+    """``partition_errors`` of LeaderAndIsr and of StopReplica (the same struct)."""
     return [
         {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": code}
         for tp, code in errors.items()

@@ -24,9 +24,8 @@ or the error their creation failed with.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from minibroker.broker.assignment import validate_topic_name
 from minibroker.protocol.errors import (
@@ -124,11 +123,11 @@ class MetadataCache:
     def note_leader(self, broker_id: int, host: str, port: int) -> None:
         self.leader_endpoints[broker_id] = BrokerInfo(broker_id, host, port)
 
-    def update(self, body: Mapping[str, Any]) -> list[TopicPartition]:
-        """Apply an UpdateMetadata request body; returns the partitions deleted."""
+    def update(self, request: bodies.UpdateMetadataRequest) -> list[TopicPartition]:
+        """Apply an UpdateMetadata request; returns the partitions deleted."""
         self._answers.clear()
-        self.controller_id = body["controller_id"]
-        self.controller_epoch = body["controller_epoch"]
+        self.controller_id = request["controller_id"]
+        self.controller_epoch = request["controller_epoch"]
         self.brokers = {
             b["id"]: BrokerInfo(
                 b["id"],
@@ -138,10 +137,10 @@ class MetadataCache:
                 b.get("kafka_host"),
                 b.get("kafka_port", -1),
             )
-            for b in body["live_brokers"]
+            for b in request["live_brokers"]
         }
         deleted: list[TopicPartition] = []
-        for state in body["partition_states"]:
+        for state in request["partition_states"]:
             tp = TopicPartition(state["topic_name"], state["partition_index"])
             if state["leader"] == LEADER_DURING_DELETE:
                 self._remove(tp)

@@ -276,6 +276,7 @@ class LeaderAndIsrResponsePartitionError(TypedDict, total=False):
 
 class LeaderAndIsrResponse(TypedDict, total=False):
     error_code: int
+    error_message: str | None
     partition_errors: list[LeaderAndIsrResponsePartitionError]
 
 
@@ -301,6 +302,7 @@ class StopReplicaResponsePartitionError(TypedDict, total=False):
 
 class StopReplicaResponse(TypedDict, total=False):
     error_code: int
+    error_message: str | None
     partition_errors: list[StopReplicaResponsePartitionError]
 
 
@@ -335,6 +337,7 @@ class UpdateMetadataRequest(TypedDict):
 
 class UpdateMetadataResponse(TypedDict, total=False):
     error_code: int
+    error_message: str | None
 
 
 class ControlledShutdownRequest(TypedDict):

@@ -43,8 +43,9 @@ LEADER_AND_ISR: Final = Message(
     ``removing_replicas`` (an ongoing reassignment's RAR - OAR and OAR - RAR),
     ``is_new`` (just created: no data to look for elsewhere)}; ``live_leaders[]``
     (brokers leading any of those partitions, so followers know whom to fetch from).
-    Response: ``error_code`` (STALE_CONTROLLER_EPOCH rejects the whole request) and
-    ``partition_errors[]`` of {topic_name, partition_index, error_code}.
+    Response: ``error_code`` (STALE_CONTROLLER_EPOCH rejects the whole request, saying
+    why in ``error_message``) and ``partition_errors[]`` of {topic_name,
+    partition_index, error_code}.
     """,
     valid=versions(""),
     flexible=versions(""),
@@ -85,6 +86,7 @@ LEADER_AND_ISR: Final = Message(
     ),
     response=struct(
         f("error_code", INT16, ""),
+        f("error_message", STRING, "", body_null=True),
         f(
             "partition_errors",
             [
@@ -106,7 +108,7 @@ STOP_REPLICA: Final = Message(
     ``partition_index``, ``leader_epoch`` (fencing; -1 = don't check, -2 = the topic
     is being deleted), ``delete_partition`` (also remove the log: rename to
     ``-delete``)}.
-    Response: ``error_code`` and ``partition_errors[]``.
+    Response: ``error_code``, ``error_message`` and ``partition_errors[]``.
     """,
     valid=versions(""),
     flexible=versions(""),
@@ -128,6 +130,7 @@ STOP_REPLICA: Final = Message(
     ),
     response=struct(
         f("error_code", INT16, ""),
+        f("error_message", STRING, "", body_null=True),
         f(
             "partition_errors",
             [
@@ -149,7 +152,7 @@ UPDATE_METADATA: Final = Message(
     ``partition_index``, ``controller_epoch``, ``leader`` (-1 none, -2 topic being
     deleted), ``leader_epoch``, ``isr``, ``zk_version``, ``replicas``,
     ``offline_replicas``}; ``live_brokers[]`` of {id, host, port, rack}.
-    Response: ``error_code``.
+    Response: ``error_code`` and ``error_message``.
     """,
     valid=versions(""),
     flexible=versions(""),
@@ -187,7 +190,7 @@ UPDATE_METADATA: Final = Message(
             required=True,
         ),
     ),
-    response=struct(f("error_code", INT16, "")),
+    response=struct(f("error_code", INT16, ""), f("error_message", STRING, "", body_null=True)),
 )
 
 CONTROLLED_SHUTDOWN: Final = Message(

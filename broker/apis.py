@@ -1,7 +1,8 @@
 """KafkaApis: the handlers of the data-path and controller API keys.
 
 Each ``handle_*`` method takes the request's header and validated body and returns a
-body, None or a ``Deferred`` (broker/dispatcher.py says what each means); ``install``
+body, None or a ``Deferred`` (broker/dispatcher.py says what each means); the bodies
+are the TypedDicts of protocol/messages/bodies.py, plain dicts at run time. ``install``
 registers them with the broker's ``RequestDispatcher``. The handlers know no wire
 format: the codec in front of the dispatcher decodes and encodes.
 """
@@ -9,11 +10,12 @@ format: the codec in front of the dispatcher decodes and encodes.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TypeAlias, TypeVar
 
 import trio
 
 from minibroker.broker.controller_fence import ControllerFence
-from minibroker.broker.dispatcher import Deferred, Handler, HandlerResult, RequestDispatcher
+from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import AppendResult, PartitionState
@@ -25,7 +27,7 @@ from minibroker.broker.replica_manager import (
 )
 from minibroker.broker.request_handler import CloseConnection
 from minibroker.broker.topic_auto_creation import TopicAutoCreator
-from minibroker.protocol.api import ApiKey, Body, RequestHeader, api_versions_body
+from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
     InvalidRequestError,
@@ -33,10 +35,16 @@ from minibroker.protocol.errors import (
     StaleBrokerEpochError,
     StaleControllerEpochError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.storage.names import TopicPartition
 
-CONTROLLER_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA})
+ControllerRequest: TypeAlias = (
+    bodies.LeaderAndIsrRequest | bodies.StopReplicaRequest | bodies.UpdateMetadataRequest
+)
 """The requests only the controller may send (checked by ``ControllerFence``)."""
+
+ResponseT = TypeVar("ResponseT")
+ResultT = TypeVar("ResultT")
 
 
 class KafkaApis:
@@ -59,30 +67,31 @@ class KafkaApis:
         self.metrics = replica_manager.metrics
         self._controller_queue = InOrder()
         self.topic_auto_creator = TopicAutoCreator(metadata_cache)
-        self._handlers: dict[ApiKey, Handler] = {
-            ApiKey.PRODUCE: self.handle_produce,
-            ApiKey.FETCH: self.handle_fetch,
-            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
-            ApiKey.METADATA: self.handle_metadata,
-            ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
-            ApiKey.STOP_REPLICA: self.handle_stop_replica,
-            ApiKey.UPDATE_METADATA: self.handle_update_metadata,
-            ApiKey.API_VERSIONS: self.handle_api_versions,
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
-            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
-        }
 
     def install(self, dispatcher: RequestDispatcher) -> None:
-        """Serve this class's API keys through ``dispatcher``."""
-        for api_key, handler in self._handlers.items():
-            listener = self.controller_listener if api_key in CONTROLLER_APIS else None
-            dispatcher.register(api_key, handler, listener=listener)
+        """Serve this class's API keys through ``dispatcher``; the controller's requests
+        only on ``controller_listener``."""
+        dispatcher.register(bodies.PRODUCE, self.handle_produce)
+        dispatcher.register(bodies.FETCH, self.handle_fetch)
+        dispatcher.register(bodies.LIST_OFFSETS, self.handle_list_offsets)
+        dispatcher.register(bodies.METADATA, self.handle_metadata)
+        controller = self.controller_listener
+        dispatcher.register(bodies.LEADER_AND_ISR, self.handle_leader_and_isr, listener=controller)
+        dispatcher.register(bodies.STOP_REPLICA, self.handle_stop_replica, listener=controller)
+        dispatcher.register(
+            bodies.UPDATE_METADATA, self.handle_update_metadata, listener=controller
+        )
+        dispatcher.register(bodies.API_VERSIONS, self.handle_api_versions)
+        dispatcher.register(bodies.OFFSET_FOR_LEADER_EPOCH, self.handle_offset_for_leader_epoch)
+        dispatcher.register(bodies.DESCRIBE_CLUSTER, self.handle_describe_cluster)
 
     # -- produce ---------------------------------------------------------------------------
 
-    def handle_produce(self, header: RequestHeader, body: Body) -> HandlerResult:
-        topics = body["topics"]
-        acks = body["acks"]
+    def handle_produce(
+        self, header: RequestHeader, request: bodies.ProduceRequest
+    ) -> Answer[bodies.ProduceResponse]:
+        topics = request["topics"]
+        acks = request["acks"]
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]
@@ -102,15 +111,15 @@ class KafkaApis:
         if acks == -1 and any(not isinstance(r, KafkaError) for _, r in results):
             manager = self.replica_manager
 
-            async def await_acks() -> Body:
-                outcomes = await manager.wait_for_acks(results, body["timeout_ms"])
+            async def await_acks() -> bodies.ProduceResponse:
+                outcomes = await manager.wait_for_acks(results, request["timeout_ms"])
                 return _produce_body(results, outcomes)
 
             return Deferred(await_acks)
         return _produce_body(results, {})
 
     def _append_partitions(
-        self, acks: int, topics: list[Body]
+        self, acks: int, topics: list[bodies.ProduceRequestTopic]
     ) -> list[tuple[TopicPartition, AppendResult | KafkaError]]:
         """Produce's appends when it names several partitions: counted against the
         limit first, and each partition named twice answered INVALID_REQUEST."""
@@ -129,32 +138,42 @@ class KafkaApis:
 
     # -- offset for leader epoch -----------------------------------------------------------
 
-    def handle_offset_for_leader_epoch(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_offset_for_leader_epoch(
+        self, header: RequestHeader, request: bodies.OffsetForLeaderEpochRequest
+    ) -> Answer[bodies.OffsetForLeaderEpochResponse]:
         """Where each asked-about epoch ends on this leader's log (KIP-101, KIP-279)."""
-        check_partition_count(body["topics"], self.max_partitions)
-        topics = []
-        for topic in body["topics"]:
-            answers = []
+        check_partition_count(request["topics"], self.max_partitions)
+        topics: list[bodies.OffsetForLeaderEpochResponseTopic] = []
+        for topic in request["topics"]:
+            answers: list[bodies.OffsetForLeaderEpochResponseTopicPartition] = []
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], p["partition"])
-                answer: Body = {"partition": tp.partition}
                 try:
                     partition = self.replica_manager.partition_or_error(tp)
                     epoch, end = partition.end_offset_for_leader_epoch(
                         p["leader_epoch"], current_leader_epoch=p["current_leader_epoch"]
                     )
                 except KafkaError as exc:
-                    answer.update(error_code=exc.code, leader_epoch=-1, end_offset=-1)
+                    code, epoch, end = exc.code, -1, -1
                 else:
-                    answer.update(error_code=NONE, leader_epoch=epoch, end_offset=end)
-                answers.append(answer)
+                    code = NONE
+                answers.append(
+                    {
+                        "partition": tp.partition,
+                        "error_code": code,
+                        "leader_epoch": epoch,
+                        "end_offset": end,
+                    }
+                )
             topics.append({"topic": topic["topic"], "partitions": answers})
         return {"throttle_time_ms": 0, "topics": topics}
 
     # -- fetch -----------------------------------------------------------------------------
 
-    def handle_fetch(self, header: RequestHeader, body: Body) -> HandlerResult:
-        check_partition_count(body["topics"], self.max_partitions)
+    def handle_fetch(
+        self, header: RequestHeader, request: bodies.FetchRequest
+    ) -> Answer[bodies.FetchResponse]:
+        check_partition_count(request["topics"], self.max_partitions)
         requests = [
             FetchPartition(
                 TopicPartition(topic["topic"], p["partition"]),
@@ -162,7 +181,7 @@ class KafkaApis:
                 p["partition_max_bytes"],
                 p["current_leader_epoch"],
             )
-            for topic in body["topics"]
+            for topic in request["topics"]
             for p in topic["partitions"]
         ]
         twice = duplicate_partitions(p.tp for p in requests)
@@ -170,10 +189,10 @@ class KafkaApis:
             requests = [p for p in requests if p.tp not in twice]
         refused = [PartitionRead(tp, None, _named_twice(tp)) for tp in twice]
         fetch = FetchRequest(
-            replica_id=body["replica_id"],
-            max_bytes=min(body["max_bytes"], self.fetch_max_bytes),
-            min_bytes=body["min_bytes"],
-            max_wait_ms=body["max_wait_ms"],
+            replica_id=request["replica_id"],
+            max_bytes=min(request["max_bytes"], self.fetch_max_bytes),
+            min_bytes=request["min_bytes"],
+            max_wait_ms=request["max_wait_ms"],
             partitions=requests,
         )
         manager = self.replica_manager
@@ -182,27 +201,28 @@ class KafkaApis:
         if reads is not None:
             return _fetch_body(reads + refused, metrics)
 
-        async def long_poll() -> Body:
+        async def long_poll() -> bodies.FetchResponse:
             return _fetch_body(await manager.wait_for_fetch(fetch) + refused, metrics)
 
         return Deferred(long_poll)
 
     # -- list offsets ----------------------------------------------------------------------
 
-    def handle_list_offsets(self, header: RequestHeader, body: Body) -> HandlerResult:
-        check_partition_count(body["topics"], self.max_partitions)
-        from_replica = body["replica_id"] >= 0
+    def handle_list_offsets(
+        self, header: RequestHeader, request: bodies.ListOffsetsRequest
+    ) -> Answer[bodies.ListOffsetsResponse]:
+        check_partition_count(request["topics"], self.max_partitions)
+        from_replica = request["replica_id"] >= 0
         twice = duplicate_partitions(
             TopicPartition(topic["name"], p["partition_index"])
-            for topic in body["topics"]
+            for topic in request["topics"]
             for p in topic["partitions"]
         )
-        topics = []
-        for topic in body["topics"]:
-            answers = []
+        topics: list[bodies.ListOffsetsResponseTopic] = []
+        for topic in request["topics"]:
+            answers: list[bodies.ListOffsetsResponseTopicPartition] = []
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["name"], p["partition_index"])
-                answer: Body = {"partition_index": tp.partition}
                 try:
                     if tp in twice:
                         raise _named_twice(tp)
@@ -213,28 +233,40 @@ class KafkaApis:
                         current_leader_epoch=p["current_leader_epoch"],
                     )
                 except KafkaError as exc:
-                    answer.update(error_code=exc.code, timestamp=-1, offset=-1, leader_epoch=-1)
+                    code, ts, offset, epoch = exc.code, -1, -1, -1
                 else:
-                    answer.update(error_code=NONE, timestamp=ts, offset=offset, leader_epoch=epoch)
-                answers.append(answer)
+                    code = NONE
+                answers.append(
+                    {
+                        "partition_index": tp.partition,
+                        "error_code": code,
+                        "timestamp": ts,
+                        "offset": offset,
+                        "leader_epoch": epoch,
+                    }
+                )
             topics.append({"name": topic["name"], "partitions": answers})
         return {"throttle_time_ms": 0, "topics": topics}
 
     # -- metadata and versions -------------------------------------------------------------
 
-    def handle_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
-        requested = body["topics"]
+    def handle_metadata(
+        self, header: RequestHeader, request: bodies.MetadataRequest
+    ) -> Answer[bodies.MetadataResponse]:
+        requested = request["topics"]
         if requested is not None and len(requested) > self.max_partitions:
             raise InvalidRequestError(
                 f"request names {len(requested)} topics, more than request.max.partitions"
                 f" ({self.max_partitions})"
             )
         names = None if requested is None else [t["name"] for t in requested]
-        if names and body["allow_auto_topic_creation"]:
+        if names and request["allow_auto_topic_creation"]:
             self.topic_auto_creator.request(names)
         return self.metadata_cache.metadata_response(names)
 
-    def handle_describe_cluster(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_describe_cluster(
+        self, header: RequestHeader, request: bodies.DescribeClusterRequest
+    ) -> Answer[bodies.DescribeClusterResponse]:
         """The cluster id, controller and live brokers, from the metadata cache."""
         answer = self.metadata_cache.metadata_response(())
         return {
@@ -243,18 +275,19 @@ class KafkaApis:
             "error_message": None,
             "cluster_id": answer["cluster_id"] or "",
             "controller_id": answer["controller_id"],
-            "brokers": [
-                {"broker_id": b["node_id"], **{k: v for k, v in b.items() if k != "node_id"}}
-                for b in answer["brokers"]
-            ],
+            "brokers": [_cluster_broker(b) for b in answer["brokers"]],
         }
 
-    def handle_api_versions(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_api_versions(
+        self, header: RequestHeader, request: bodies.ApiVersionsRequest
+    ) -> Answer[bodies.ApiVersionsResponse]:
         return api_versions_body()
 
     # -- controller requests ---------------------------------------------------------------
 
-    def handle_leader_and_isr(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_leader_and_isr(
+        self, header: RequestHeader, request: bodies.LeaderAndIsrRequest
+    ) -> Answer[bodies.LeaderAndIsrResponse]:
         states = {
             TopicPartition(s["topic_name"], s["partition_index"]): PartitionState(
                 controller_epoch=s["controller_epoch"],
@@ -265,59 +298,71 @@ class KafkaApis:
                 replicas=tuple(s["replicas"]),
                 is_new=s["is_new"],
             )
-            for s in body["partition_states"]
+            for s in request["partition_states"]
         }
 
-        async def apply() -> Body:
-            refused = await self._refuse_unless_from_controller(body)
+        async def apply() -> bodies.LeaderAndIsrResponse:
+            refused = await self._refuse_unless_from_controller(request)
             if refused is not None:
-                return refused | {"partition_errors": []}
-            for broker in body["live_leaders"]:
+                return {
+                    "error_code": refused.code,
+                    "error_message": refused.message,
+                    "partition_errors": [],
+                }
+            for broker in request["live_leaders"]:
                 self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
             errors = await self.replica_manager.become_leader_or_follower(
-                body["controller_epoch"], states
+                request["controller_epoch"], states
             )
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
         return self._controller_ordered(apply)
 
-    def handle_stop_replica(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_stop_replica(
+        self, header: RequestHeader, request: bodies.StopReplicaRequest
+    ) -> Answer[bodies.StopReplicaResponse]:
         stops = [
             (TopicPartition(s["topic_name"], s["partition_index"]), s["delete_partition"])
-            for s in body["partition_states"]
+            for s in request["partition_states"]
         ]
 
-        async def apply() -> Body:
-            refused = await self._refuse_unless_from_controller(body)
+        async def apply() -> bodies.StopReplicaResponse:
+            refused = await self._refuse_unless_from_controller(request)
             if refused is not None:
-                return refused | {"partition_errors": []}
-            errors = await self.replica_manager.stop_replicas(body["controller_epoch"], stops)
+                return {
+                    "error_code": refused.code,
+                    "error_message": refused.message,
+                    "partition_errors": [],
+                }
+            errors = await self.replica_manager.stop_replicas(request["controller_epoch"], stops)
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
         return self._controller_ordered(apply)
 
-    def handle_update_metadata(self, header: RequestHeader, body: Body) -> HandlerResult:
-        async def apply() -> Body:
-            refused = await self._refuse_unless_from_controller(body)
+    def handle_update_metadata(
+        self, header: RequestHeader, request: bodies.UpdateMetadataRequest
+    ) -> Answer[bodies.UpdateMetadataResponse]:
+        async def apply() -> bodies.UpdateMetadataResponse:
+            refused = await self._refuse_unless_from_controller(request)
             if refused is not None:
-                return refused
-            self.replica_manager.update_metadata(body)
+                return {"error_code": refused.code, "error_message": refused.message}
+            self.replica_manager.update_metadata(request)
             return {"error_code": NONE}
 
         return self._controller_ordered(apply)
 
-    async def _refuse_unless_from_controller(self, body: Body) -> Body | None:
-        """None if the controller ZooKeeper names sent ``body`` to this broker's current
-        registration; else the error answer (nothing is changed)."""
+    async def _refuse_unless_from_controller(self, request: ControllerRequest) -> KafkaError | None:
+        """None if the controller ZooKeeper names sent ``request`` to this broker's current
+        registration; else the error to answer (nothing is changed)."""
         try:
             await self.fence.check(
-                body["controller_id"], body["controller_epoch"], body["broker_epoch"]
+                request["controller_id"], request["controller_epoch"], request["broker_epoch"]
             )
         except (StaleControllerEpochError, StaleBrokerEpochError) as exc:
-            return {"error_code": exc.code, "error_message": exc.message}
+            return exc
         return None
 
-    def _controller_ordered(self, apply: Callable[[], Awaitable[Body]]) -> Deferred[Body]:
+    def _controller_ordered(self, apply: Callable[[], Awaitable[ResponseT]]) -> Deferred[ResponseT]:
         """Controller requests take effect in arrival order, as Kafka's one-request-at-a-
         time channel guarantees: a pipelined UpdateMetadata must not overtake the
         LeaderAndIsr before it while that one waits for the disk."""
@@ -343,7 +388,7 @@ class InOrder:
         self._next_ticket += 1
         return ticket
 
-    async def run(self, ticket: int, job: Callable[[], Awaitable[Body]]) -> Body:
+    async def run(self, ticket: int, job: Callable[[], Awaitable[ResultT]]) -> ResultT:
         try:
             while self._turn != ticket:
                 event = self._wakeups.setdefault(ticket, trio.Event())
@@ -376,11 +421,12 @@ class InOrder:
 def _produce_body(
     results: Sequence[tuple[TopicPartition, AppendResult | KafkaError]],
     outcomes: dict[TopicPartition, KafkaError | None],
-) -> Body:
+) -> bodies.ProduceResponse:
     """The Produce answer; ``outcomes`` (acks=all) replace the successes they cover."""
-    responses: dict[str, list[Body]] = {}
+    responses: dict[str, list[bodies.ProduceResponseTopicPartition]] = {}
     for tp, result in results:
         error = result if isinstance(result, KafkaError) else outcomes.get(tp)
+        answer: bodies.ProduceResponseTopicPartition
         if error is not None:
             answer = {
                 "index": tp.partition,
@@ -407,9 +453,12 @@ def _produce_body(
     }
 
 
-def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics | None) -> Body:
-    topics: dict[str, list[Body]] = {}
+def _fetch_body(
+    reads: Sequence[PartitionRead], metrics: BrokerMetrics | None
+) -> bodies.FetchResponse:
+    topics: dict[str, list[bodies.FetchResponseTopicPartition]] = {}
     for read in reads:
+        answer: bodies.FetchResponseTopicPartition
         if read.result is not None:
             r = read.result
             if metrics is not None:
@@ -440,7 +489,31 @@ def _fetch_body(reads: Sequence[PartitionRead], metrics: BrokerMetrics | None) -
     }
 
 
-def check_partition_count(topics: Sequence[Body], limit: int) -> None:
+RequestTopic: TypeAlias = (
+    bodies.ProduceRequestTopic
+    | bodies.FetchRequestTopic
+    | bodies.ListOffsetsRequestTopic
+    | bodies.OffsetForLeaderEpochRequestTopic
+)
+"""A topic of a request that names partitions, as ``check_partition_count`` reads it."""
+
+
+def _cluster_broker(b: bodies.MetadataResponseBroker) -> bodies.DescribeClusterResponseBroker:
+    """A Metadata broker entry as DescribeCluster names it (``broker_id``), with its Kafka
+    listener when it has one."""
+    entry: bodies.DescribeClusterResponseBroker = {
+        "broker_id": b["node_id"],
+        "host": b["host"],
+        "port": b["port"],
+        "rack": b.get("rack"),
+    }
+    if "kafka_host" in b:
+        entry["kafka_host"] = b["kafka_host"]
+        entry["kafka_port"] = b["kafka_port"]
+    return entry
+
+
+def check_partition_count(topics: Sequence[RequestTopic], limit: int) -> None:
     """Refuse, before any work, a request naming more than ``limit`` partitions: a
     handler runs on the event loop, ~20 us a partition, while every client waits."""
     count = sum(len(topic["partitions"]) for topic in topics)
@@ -468,7 +541,10 @@ def _named_twice(tp: TopicPartition) -> InvalidRequestError:
     return InvalidRequestError(f"{tp} is named more than once in the request")
 
 
-def _partition_errors(errors: dict[TopicPartition, int]) -> list[Body]:
+def _partition_errors(
+    errors: dict[TopicPartition, int],
+) -> list[bodies.LeaderAndIsrResponsePartitionError]:
+    """``partition_errors`` of LeaderAndIsr and of StopReplica (the same struct)."""
     return [
         {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": code}
         for tp, code in errors.items()

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import trio
 
@@ -44,6 +43,7 @@ from minibroker.protocol.errors import (
     StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.names import TopicPartition
 
@@ -239,7 +239,7 @@ class LeadershipChanges(HostedReplicas):
         if self.log_manager.delete_log(tp) is not None:
             self.log_manager.remove_deleted_logs()
 
-    def update_metadata(self, body: Mapping[str, Any]) -> list[TopicPartition]:
+    def update_metadata(self, request: bodies.UpdateMetadataRequest) -> list[TopicPartition]:
         """Apply UpdateMetadata to the cache (raises STALE_CONTROLLER_EPOCH if old)."""
-        self._check_controller_epoch(body["controller_epoch"], "UpdateMetadata")
-        return self.metadata_cache.update(body)
+        self._check_controller_epoch(request["controller_epoch"], "UpdateMetadata")
+        return self.metadata_cache.update(request)

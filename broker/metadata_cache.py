@@ -24,9 +24,8 @@ or the error their creation failed with.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from minibroker.broker.assignment import validate_topic_name
 from minibroker.protocol.errors import (
@@ -35,6 +34,7 @@ from minibroker.protocol.errors import (
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.storage.names import TopicPartition
 
 LEADER_DURING_DELETE = -2
@@ -96,7 +96,7 @@ class MetadataCache:
         # before an UpdateMetadata lists them as live.
         self.leader_endpoints: dict[int, BrokerInfo] = {}
         self._topics: dict[str, dict[int, PartitionInfo]] = {}
-        self._answers: dict[tuple[str, ...] | None, dict[str, Any]] = {}
+        self._answers: dict[tuple[str, ...] | None, bodies.MetadataResponse] = {}
         self._auto_created: dict[str, _AutoCreation] = {}
 
     # -- updates -------------------------------------------------------------------------
@@ -123,11 +123,11 @@ class MetadataCache:
     def note_leader(self, broker_id: int, host: str, port: int) -> None:
         self.leader_endpoints[broker_id] = BrokerInfo(broker_id, host, port)
 
-    def update(self, body: Mapping[str, Any]) -> list[TopicPartition]:
-        """Apply an UpdateMetadata request body; returns the partitions deleted."""
+    def update(self, request: bodies.UpdateMetadataRequest) -> list[TopicPartition]:
+        """Apply an UpdateMetadata request; returns the partitions deleted."""
         self._answers.clear()
-        self.controller_id = body["controller_id"]
-        self.controller_epoch = body["controller_epoch"]
+        self.controller_id = request["controller_id"]
+        self.controller_epoch = request["controller_epoch"]
         self.brokers = {
             b["id"]: BrokerInfo(
                 b["id"],
@@ -137,10 +137,10 @@ class MetadataCache:
                 b.get("kafka_host"),
                 b.get("kafka_port", -1),
             )
-            for b in body["live_brokers"]
+            for b in request["live_brokers"]
         }
         deleted: list[TopicPartition] = []
-        for state in body["partition_states"]:
+        for state in request["partition_states"]:
             tp = TopicPartition(state["topic_name"], state["partition_index"])
             if state["leader"] == LEADER_DURING_DELETE:
                 self._remove(tp)
@@ -224,7 +224,7 @@ class MetadataCache:
         """A broker's endpoint: live brokers first, then leaders LeaderAndIsr named."""
         return self.brokers.get(broker_id) or self.leader_endpoints.get(broker_id)
 
-    def metadata_response(self, topics: Iterable[str] | None) -> dict[str, Any]:
+    def metadata_response(self, topics: Iterable[str] | None) -> bodies.MetadataResponse:
         """The body of a Metadata response for ``topics`` (None = every topic).
 
         Answers are memoised until the cache changes: clients ask the same question
@@ -239,7 +239,7 @@ class MetadataCache:
             answer = self._answers[key] = self._build_response(key)
         return answer
 
-    def _build_response(self, topics: tuple[str, ...] | None) -> dict[str, Any]:
+    def _build_response(self, topics: tuple[str, ...] | None) -> bodies.MetadataResponse:
         names = self.topics() if topics is None else list(topics)
         return {
             "throttle_time_ms": 0,
@@ -251,7 +251,7 @@ class MetadataCache:
             "topics": [self._topic_metadata(name) for name in names],
         }
 
-    def _topic_metadata(self, name: str) -> dict[str, Any]:
+    def _topic_metadata(self, name: str) -> bodies.MetadataResponseTopic:
         partitions = self._topics.get(name)
         if partitions is None:
             creating = self._auto_created.get(name)
@@ -286,7 +286,9 @@ class MetadataCache:
             ],
         }
 
-    def _partition_metadata(self, index: int, info: PartitionInfo) -> dict[str, Any]:
+    def _partition_metadata(
+        self, index: int, info: PartitionInfo
+    ) -> bodies.MetadataResponseTopicPartition:
         live = self.brokers
         offline = set(info.offline_replicas) | {r for r in info.replicas if r not in live}
         return {
@@ -300,10 +302,15 @@ class MetadataCache:
         }
 
 
-def _broker_metadata(b: BrokerInfo) -> dict[str, Any]:
+def _broker_metadata(b: BrokerInfo) -> bodies.MetadataResponseBroker:
     """A Metadata broker entry; ``kafka_host`` / ``kafka_port`` (the Kafka-protocol
     listener, which that listener advertises instead of host/port) only when it has one."""
-    entry: dict[str, Any] = {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+    entry: bodies.MetadataResponseBroker = {
+        "node_id": b.id,
+        "host": b.host,
+        "port": b.port,
+        "rack": b.rack,
+    }
     if b.kafka_host is not None:
         entry["kafka_host"] = b.kafka_host
         entry["kafka_port"] = b.kafka_port

@@ -44,6 +44,7 @@ from minibroker.broker.hosted_replicas import to_log_config as to_log_config
 from minibroker.broker.leadership_changes import LeadershipChanges
 from minibroker.broker.partition import AppendResult
 from minibroker.protocol.errors import InvalidRequiredAcksError, KafkaError, KafkaStorageError
+from minibroker.protocol.messages.bodies import Records
 from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class ReplicaManager(LeadershipChanges):
     # -- produce -----------------------------------------------------------------------------
 
     def append_records(
-        self, required_acks: int, entries: Sequence[tuple[TopicPartition, bytes]]
+        self, required_acks: int, entries: Sequence[tuple[TopicPartition, Records]]
     ) -> list[tuple[TopicPartition, AppendResult | KafkaError]]:
         """Append each entry to its partition's leader log; one result per entry."""
         if required_acks not in VALID_ACKS:

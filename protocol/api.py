@@ -46,7 +46,7 @@ import msgpack
 
 from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError, frame_prefix
-from minibroker.protocol.messages import ALL_MESSAGES
+from minibroker.protocol.messages import ALL_MESSAGES, bodies
 from minibroker.protocol.schemas.from_messages import body_api
 from minibroker.protocol.schemas.packing import Buffer, pack_buffers
 from minibroker.protocol.schemas.types import Api, SchemaError, Validator, compile_validator
@@ -349,7 +349,7 @@ def error_body(exc: KafkaError) -> dict[str, Any]:
     return {"error_code": exc.code, "error_message": exc.message}
 
 
-def api_versions_body() -> dict[str, Any]:
+def api_versions_body() -> bodies.ApiVersionsResponse:
     """The ApiVersions response body: every key in SUPPORTED_VERSIONS."""
     return {
         "error_code": 0,

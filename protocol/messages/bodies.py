@@ -205,6 +205,8 @@ class MetadataResponseBroker(TypedDict, total=False):
     host: Required[str]
     port: Required[int]
     rack: str | None
+    kafka_host: str | None
+    kafka_port: int | None
 
 
 class MetadataResponseTopicPartition(TypedDict, total=False):
@@ -274,6 +276,7 @@ class LeaderAndIsrResponsePartitionError(TypedDict, total=False):
 
 class LeaderAndIsrResponse(TypedDict, total=False):
     error_code: int
+    error_message: str | None
     partition_errors: list[LeaderAndIsrResponsePartitionError]
 
 
@@ -299,6 +302,7 @@ class StopReplicaResponsePartitionError(TypedDict, total=False):
 
 class StopReplicaResponse(TypedDict, total=False):
     error_code: int
+    error_message: str | None
     partition_errors: list[StopReplicaResponsePartitionError]
 
 
@@ -333,6 +337,7 @@ class UpdateMetadataRequest(TypedDict):
 
 class UpdateMetadataResponse(TypedDict, total=False):
     error_code: int
+    error_message: str | None
 
 
 class ControlledShutdownRequest(TypedDict):
@@ -1145,6 +1150,8 @@ class DescribeClusterResponseBroker(TypedDict, total=False):
     host: Required[str]
     port: Required[int]
     rack: str | None
+    kafka_host: str | None
+    kafka_port: int | None
 
 
 class DescribeClusterResponse(TypedDict, total=False):

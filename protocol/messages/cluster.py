@@ -41,7 +41,9 @@ METADATA: Final = Message(
     Request: ``topics`` (nil = all topics, else [{name}]), ``allow_auto_topic_creation``
     (Kafka v4+, default true as there: a broker with auto.create.topics.enable creates
     the unknown topics named; consumers and admin tools send false).
-    Response: ``brokers[]`` of {node_id, host, port, rack}, ``cluster_id``,
+    Response: ``brokers[]`` of {node_id, host, port, rack, kafka_host, kafka_port (the
+    broker's Kafka-protocol listener, only in msgpack bodies; nil or absent if none;
+    the Kafka listener advertises it as host/port)}, ``cluster_id``,
     ``controller_id`` (-1 unknown), ``topics[]`` of {error_code, name, is_internal,
     partitions[] of {error_code, partition_index, leader_id (-1 none), leader_epoch,
     replica_nodes, isr_nodes, offline_replicas}}.
@@ -63,6 +65,8 @@ METADATA: Final = Message(
                 f("host", STRING, required=True),
                 f("port", INT32, required=True),
                 f("rack", STRING, "1+", null="1+"),
+                f("kafka_host", STRING, "", body_null=True),
+                f("kafka_port", INT32, "", body_null=True),
             ],
         ),
         f("cluster_id", STRING, "2+", null="2+"),
@@ -379,7 +383,7 @@ DESCRIBE_CLUSTER: Final = Message(
 
     Request: nothing (``include_cluster_authorized_operations`` is accepted, unused).
     Response: ``error_code``, ``error_message``, ``cluster_id``, ``controller_id``,
-    ``brokers[]`` of {broker_id, host, port, rack}.
+    ``brokers[]`` of {broker_id, host, port, rack, kafka_host, kafka_port (as in Metadata)}.
     """,
     valid=versions("0-1"),
     flexible=versions("0+"),
@@ -400,6 +404,8 @@ DESCRIBE_CLUSTER: Final = Message(
                 f("host", STRING, required=True),
                 f("port", INT32, required=True),
                 f("rack", STRING, null="0+"),
+                f("kafka_host", STRING, "", body_null=True),
+                f("kafka_port", INT32, "", body_null=True),
             ],
         ),
         f("cluster_authorized_operations", INT32, default=NO_AUTHORIZED_OPERATIONS),

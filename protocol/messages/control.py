@@ -63,6 +63,9 @@ _BROKER: Final = struct(
     "Kafka-protocol listener (kafka_host None when it has none).",
 )
 
+_ERROR_MESSAGE: Final = f("error_message", STRING, body_null=True)
+"""Why a request was refused as a whole (a stale controller), None otherwise."""
+
 _PARTITION_ERRORS: Final = f("partition_errors", [*_TOPIC_PARTITION, f("error_code", INT16)])
 
 
@@ -97,7 +100,7 @@ LEADER_AND_ISR: Final = Message(
         ),
         f("live_leaders", Array(_BROKER)),
     ),
-    response=struct(f("error_code", INT16), _PARTITION_ERRORS),
+    response=struct(f("error_code", INT16), _ERROR_MESSAGE, _PARTITION_ERRORS),
 )
 
 STOP_REPLICA: Final = Message(
@@ -125,7 +128,7 @@ STOP_REPLICA: Final = Message(
             required=True,
         ),
     ),
-    response=struct(f("error_code", INT16), _PARTITION_ERRORS),
+    response=struct(f("error_code", INT16), _ERROR_MESSAGE, _PARTITION_ERRORS),
 )
 
 UPDATE_METADATA: Final = Message(
@@ -150,7 +153,7 @@ UPDATE_METADATA: Final = Message(
         ),
         f("live_brokers", Array(_BROKER), required=True),
     ),
-    response=struct(f("error_code", INT16)),
+    response=struct(f("error_code", INT16), _ERROR_MESSAGE),
 )
 
 CONTROLLED_SHUTDOWN: Final = Message(

@@ -5,15 +5,15 @@ Kafka listener writes nil (or "" before Kafka v7) there."""
 from __future__ import annotations
 
 from minibroker.coordinator.group import Group, Member
-from minibroker.protocol.api import Body
 from minibroker.protocol.errors import NONE, KafkaError
+from minibroker.protocol.messages import bodies
 
 
-def join_answer(group: Group, member: Member) -> Body:
+def join_answer(group: Group, member: Member) -> bodies.JoinGroupResponse:
     """The current generation as ``member`` sees it: only the leader gets every member's
     metadata (for the chosen protocol), to compute the assignment from."""
     protocol = group.protocol_name
-    members = []
+    members: list[bodies.JoinGroupResponseMember] = []
     if member.member_id == group.leader_id and protocol is not None:
         members = [
             {
@@ -35,7 +35,7 @@ def join_answer(group: Group, member: Member) -> Body:
     }
 
 
-def join_error(error: KafkaError, member_id: str) -> Body:
+def join_error(error: KafkaError, member_id: str) -> bodies.JoinGroupResponse:
     """A refused JoinGroup; ``member_id`` is the id MEMBER_ID_REQUIRED hands out."""
     return {
         "throttle_time_ms": 0,
@@ -49,7 +49,7 @@ def join_error(error: KafkaError, member_id: str) -> Body:
     }
 
 
-def sync_answer(group: Group, assignment: bytes) -> Body:
+def sync_answer(group: Group, assignment: bytes) -> bodies.SyncGroupResponse:
     return {
         "throttle_time_ms": 0,
         "error_code": NONE,
@@ -59,7 +59,7 @@ def sync_answer(group: Group, assignment: bytes) -> Body:
     }
 
 
-def sync_error(error: KafkaError) -> Body:
+def sync_error(error: KafkaError) -> bodies.SyncGroupResponse:
     return {
         "throttle_time_ms": 0,
         "error_code": error.code,

@@ -20,13 +20,16 @@ a quiet group.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
-from minibroker.broker.dispatcher import Deferred, HandlerResult, RequestDispatcher
+from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.topic_auto_creation import CreateTopics
 from minibroker.coordinator.coordinator import GroupCoordinator, JoinRequest
-from minibroker.coordinator.group import Answer, Group, GroupState
-from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.coordinator.group import Answer as Parked
+from minibroker.coordinator.group import Group, GroupState, KeyT, Written
+from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorLoadInProgressError,
@@ -43,8 +46,8 @@ from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 
-CreateTopics = Callable[[bodies.CreateTopicsRequest], Awaitable[bodies.CreateTopicsResponse]]
-"""A CreateTopics handler (broker/admin_manager.py): request body -> response body."""
+
+ResponseT = TypeVar("ResponseT")
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """Kafka's "not asked for" value of DescribeGroups' authorized_operations."""
@@ -78,27 +81,25 @@ class CoordinatorApis:
         self._creating = False
 
     def install(self, dispatcher: RequestDispatcher) -> None:
-        handlers = {
-            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
-            ApiKey.JOIN_GROUP: self.handle_join_group,
-            ApiKey.SYNC_GROUP: self.handle_sync_group,
-            ApiKey.HEARTBEAT: self.handle_heartbeat,
-            ApiKey.LEAVE_GROUP: self.handle_leave_group,
-            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
-            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
-            ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
-            ApiKey.LIST_GROUPS: self.handle_list_groups,
-            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
-            ApiKey.OFFSET_DELETE: self.handle_offset_delete,
-        }
-        for key, handler in handlers.items():
-            dispatcher.register(key, handler)
+        dispatcher.register(bodies.FIND_COORDINATOR, self.handle_find_coordinator)
+        dispatcher.register(bodies.JOIN_GROUP, self.handle_join_group)
+        dispatcher.register(bodies.SYNC_GROUP, self.handle_sync_group)
+        dispatcher.register(bodies.HEARTBEAT, self.handle_heartbeat)
+        dispatcher.register(bodies.LEAVE_GROUP, self.handle_leave_group)
+        dispatcher.register(bodies.OFFSET_COMMIT, self.handle_offset_commit)
+        dispatcher.register(bodies.OFFSET_FETCH, self.handle_offset_fetch)
+        dispatcher.register(bodies.DESCRIBE_GROUPS, self.handle_describe_groups)
+        dispatcher.register(bodies.LIST_GROUPS, self.handle_list_groups)
+        dispatcher.register(bodies.DELETE_GROUPS, self.handle_delete_groups)
+        dispatcher.register(bodies.OFFSET_DELETE, self.handle_offset_delete)
 
     # -- FindCoordinator -----------------------------------------------------------------------
 
-    def handle_find_coordinator(self, header: RequestHeader, body: Body) -> HandlerResult:
-        keys = body["coordinator_keys"] or [body["key"]]
-        coordinators = [self._coordinator_for(key, body["key_type"]) for key in keys]
+    def handle_find_coordinator(
+        self, header: RequestHeader, request: bodies.FindCoordinatorRequest
+    ) -> Answer[bodies.FindCoordinatorResponse]:
+        keys = request["coordinator_keys"] or [request["key"]]
+        coordinators = [self._coordinator_for(key, request["key_type"]) for key in keys]
         first = coordinators[0]
         return {
             "throttle_time_ms": 0,
@@ -110,7 +111,9 @@ class CoordinatorApis:
             "coordinators": coordinators,
         }
 
-    def _coordinator_for(self, key: str, key_type: int) -> Body:
+    def _coordinator_for(
+        self, key: str, key_type: int
+    ) -> bodies.FindCoordinatorResponseCoordinator:
         try:
             if key_type != KEY_TYPE_GROUP:
                 raise InvalidRequestError(f"key type {key_type}: only groups (0) are served")
@@ -192,64 +195,74 @@ class CoordinatorApis:
 
     # -- membership ----------------------------------------------------------------------------
 
-    def handle_join_group(self, header: RequestHeader, body: Body) -> HandlerResult:
-        session = body["session_timeout_ms"]
-        rebalance = body["rebalance_timeout_ms"]
-        request = JoinRequest(
-            group_id=body["group_id"],
-            member_id=body["member_id"],
-            group_instance_id=body["group_instance_id"],
+    def handle_join_group(
+        self, header: RequestHeader, request: bodies.JoinGroupRequest
+    ) -> Answer[bodies.JoinGroupResponse]:
+        session = request["session_timeout_ms"]
+        rebalance = request["rebalance_timeout_ms"]
+        join = JoinRequest(
+            group_id=request["group_id"],
+            member_id=request["member_id"],
+            group_instance_id=request["group_instance_id"],
             client_id=header.client_id or "",
             client_host=_kafka_client_host(header.session.client_host),
             session_timeout_ms=session,
             rebalance_timeout_ms=session if rebalance < 0 else rebalance,
-            protocol_type=body["protocol_type"],
-            protocols=[(p["name"], p["metadata"]) for p in body["protocols"]],
-            require_known_member_id=body["require_known_member_id"],
+            protocol_type=request["protocol_type"],
+            protocols=[(p["name"], p["metadata"]) for p in request["protocols"]],
+            require_known_member_id=request["require_known_member_id"],
         )
-        return _deferred(self.coordinator.join_group(request))
+        return _deferred(self.coordinator.join_group(join))
 
-    def handle_sync_group(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_sync_group(
+        self, header: RequestHeader, request: bodies.SyncGroupRequest
+    ) -> Answer[bodies.SyncGroupResponse]:
         answer = self.coordinator.sync_group(
-            body["group_id"],
-            body["generation_id"],
-            body["member_id"],
-            body["group_instance_id"],
-            body["protocol_type"],
-            body["protocol_name"],
-            {a["member_id"]: a["assignment"] for a in body["assignments"]},
+            request["group_id"],
+            request["generation_id"],
+            request["member_id"],
+            request["group_instance_id"],
+            request["protocol_type"],
+            request["protocol_name"],
+            {a["member_id"]: a["assignment"] for a in request["assignments"]},
         )
         return _deferred(answer)
 
-    def handle_heartbeat(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_heartbeat(
+        self, header: RequestHeader, request: bodies.HeartbeatRequest
+    ) -> Answer[bodies.HeartbeatResponse]:
         try:
             self.coordinator.heartbeat(
-                body["group_id"],
-                body["generation_id"],
-                body["member_id"],
-                body["group_instance_id"],
+                request["group_id"],
+                request["generation_id"],
+                request["member_id"],
+                request["group_instance_id"],
             )
         except KafkaError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code}
         return {"throttle_time_ms": 0, "error_code": NONE}
 
-    def handle_leave_group(self, header: RequestHeader, body: Body) -> HandlerResult:
-        leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
+    def handle_leave_group(
+        self, header: RequestHeader, request: bodies.LeaveGroupRequest
+    ) -> Answer[bodies.LeaveGroupResponse]:
+        leaving = [(m["member_id"], m["group_instance_id"]) for m in request["members"]]
         if not leaving:
-            leaving = [(body["member_id"], None)]
+            leaving = [(request["member_id"], None)]
         try:
-            members = self.coordinator.leave_group(body["group_id"], leaving)
+            members = self.coordinator.leave_group(request["group_id"], leaving)
         except KafkaError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "members": []}
         # Kafka v0-2 (one member) answer that member's error at the top.
-        top = members[0]["error_code"] if not body["members"] else NONE
+        top = members[0]["error_code"] if not request["members"] else NONE
         return {"throttle_time_ms": 0, "error_code": top, "members": members}
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def handle_offset_commit(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_offset_commit(
+        self, header: RequestHeader, request: bodies.OffsetCommitRequest
+    ) -> Answer[bodies.OffsetCommitResponse]:
         now = self.clock()
-        retention = body["retention_time_ms"]
+        retention = request["retention_time_ms"]
         offsets = {
             TopicPartition(t["name"], p["partition_index"]): OffsetCommitValue(
                 offset=p["committed_offset"],
@@ -258,38 +271,48 @@ class CoordinatorApis:
                 leader_epoch=p["committed_leader_epoch"],
                 expire_timestamp=now + retention if retention >= 0 else -1,
             )
-            for t in body["topics"]
+            for t in request["topics"]
             for p in t["partitions"]
         }
         answer = self.coordinator.commit_offsets(
-            body["group_id"],
-            body["generation_id"],
-            body["member_id"],
-            body["group_instance_id"],
+            request["group_id"],
+            request["generation_id"],
+            request["member_id"],
+            request["group_instance_id"],
             offsets,
         )
 
-        async def wait() -> Body:
-            errors: dict[TopicPartition, int] = (await _outcome(answer))["errors"]
+        async def wait() -> bodies.OffsetCommitResponse:
+            errors = await _outcome(answer)
             return {"throttle_time_ms": 0, "topics": _per_topic(errors)}
 
         return Deferred(wait)
 
-    def handle_offset_fetch(self, header: RequestHeader, body: Body) -> HandlerResult:
-        if body["groups"] is not None:
-            asked = [(g["group_id"], g["topics"]) for g in body["groups"]]
-        elif body["group_id"] is not None:
-            asked = [(body["group_id"], body["topics"])]
+    def handle_offset_fetch(
+        self, header: RequestHeader, request: bodies.OffsetFetchRequest
+    ) -> Answer[bodies.OffsetFetchResponse]:
+        asked: list[tuple[str, Sequence[bodies.OffsetFetchRequestGroupTopic] | None]]
+        if request["groups"] is not None:
+            asked = [(g["group_id"], g["topics"]) for g in request["groups"]]
+        elif request["group_id"] is not None:
+            asked = [(request["group_id"], request["topics"])]
         else:
             raise InvalidRequestError("OffsetFetch names no group")
         groups = [self._fetch_group(group_id, topics) for group_id, topics in asked]
-        answer: Body = {"throttle_time_ms": 0, "error_code": NONE, "topics": [], "groups": groups}
-        if body["groups"] is None:
+        answer: bodies.OffsetFetchResponse = {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "topics": [],
+            "groups": groups,
+        }
+        if request["groups"] is None:
             answer["error_code"] = groups[0]["error_code"]
             answer["topics"] = groups[0]["topics"]
         return answer
 
-    def _fetch_group(self, group_id: str, topics: list[Body] | None) -> Body:
+    def _fetch_group(
+        self, group_id: str, topics: Sequence[bodies.OffsetFetchRequestGroupTopic] | None
+    ) -> bodies.OffsetFetchResponseGroup:
         tps = (
             None
             if topics is None
@@ -305,22 +328,26 @@ class CoordinatorApis:
 
     # -- administration ------------------------------------------------------------------------
 
-    def handle_describe_groups(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_describe_groups(
+        self, header: RequestHeader, request: bodies.DescribeGroupsRequest
+    ) -> Answer[bodies.DescribeGroupsResponse]:
         return {
             "throttle_time_ms": 0,
-            "groups": [self._describe(group_id) for group_id in body["groups"]],
+            "groups": [self._describe(group_id) for group_id in request["groups"]],
         }
 
-    def _describe(self, group_id: str) -> Body:
+    def _describe(self, group_id: str) -> bodies.DescribeGroupsResponseGroup:
         try:
             group = self.coordinator.describe_group(group_id)
         except KafkaError as exc:
             return _described(group_id, None, exc.code)
         return _described(group_id, group, NONE)
 
-    def handle_list_groups(self, header: RequestHeader, body: Body) -> HandlerResult:
-        wanted = {s.lower() for s in body["states_filter"]}
-        groups = [
+    def handle_list_groups(
+        self, header: RequestHeader, request: bodies.ListGroupsRequest
+    ) -> Answer[bodies.ListGroupsResponse]:
+        wanted = {s.lower() for s in request["states_filter"]}
+        groups: list[bodies.ListGroupsResponseGroup] = [
             {
                 "group_id": g.group_id,
                 "protocol_type": g.protocol_type or "",
@@ -334,11 +361,13 @@ class CoordinatorApis:
         code = CoordinatorLoadInProgressError.code if self.coordinator.manager.loading else NONE
         return {"throttle_time_ms": 0, "error_code": code, "groups": groups}
 
-    def handle_delete_groups(self, header: RequestHeader, body: Body) -> HandlerResult:
-        answer = self.coordinator.delete_groups(body["groups_names"])
+    def handle_delete_groups(
+        self, header: RequestHeader, request: bodies.DeleteGroupsRequest
+    ) -> Answer[bodies.DeleteGroupsResponse]:
+        answer = self.coordinator.delete_groups(request["groups_names"])
 
-        async def wait() -> Body:
-            errors: dict[str, int] = (await _outcome(answer))["errors"]
+        async def wait() -> bodies.DeleteGroupsResponse:
+            errors = await _outcome(answer)
             return {
                 "throttle_time_ms": 0,
                 "results": [{"group_id": g, "error_code": c} for g, c in errors.items()],
@@ -346,19 +375,21 @@ class CoordinatorApis:
 
         return Deferred(wait)
 
-    def handle_offset_delete(self, header: RequestHeader, body: Body) -> HandlerResult:
+    def handle_offset_delete(
+        self, header: RequestHeader, request: bodies.OffsetDeleteRequest
+    ) -> Answer[bodies.OffsetDeleteResponse]:
         tps = [
             TopicPartition(t["name"], p["partition_index"])
-            for t in body["topics"]
+            for t in request["topics"]
             for p in t["partitions"]
         ]
         try:
-            answer = self.coordinator.delete_offsets(body["group_id"], tps)
+            answer = self.coordinator.delete_offsets(request["group_id"], tps)
         except KafkaError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "topics": []}
 
-        async def wait() -> Body:
-            errors: dict[TopicPartition, int] = (await _outcome(answer))["errors"]
+        async def wait() -> bodies.OffsetDeleteResponse:
+            errors = await _outcome(answer)
             return {"throttle_time_ms": 0, "error_code": NONE, "topics": _per_topic(errors)}
 
         return Deferred(wait)
@@ -367,23 +398,25 @@ class CoordinatorApis:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _deferred(answer: Answer) -> HandlerResult:
+def _deferred(parked: Parked[ResponseT]) -> Answer[ResponseT]:
     """An answer already set is returned now; else the request waits for it."""
-    ready = answer.get()
-    return ready if ready is not None else Deferred(answer.wait)
+    ready = parked.get()
+    return ready if ready is not None else Deferred(parked.wait)
 
 
-async def _outcome(answer: Answer) -> Body:
-    """The body of a detached write (GroupCoordinator.detached); its error re-raised."""
-    body = await answer.wait()
-    error = body.get("_error")
+async def _outcome(parked: Parked[Written[KeyT]]) -> dict[KeyT, int]:
+    """The error codes of a detached write (GroupCoordinator.detached); the error that
+    failed it as a whole re-raised."""
+    written = await parked.wait()
+    error = written.get("_error")
     if isinstance(error, KafkaError):
         raise error
-    return body
+    return written["errors"]
 
 
-def _per_topic(errors: dict[TopicPartition, int]) -> list[Body]:
-    topics: dict[str, list[Body]] = {}
+def _per_topic(errors: dict[TopicPartition, int]) -> list[bodies.OffsetCommitResponseTopic]:
+    """Error codes by topic, as OffsetCommit and OffsetDelete (same shape) answer them."""
+    topics: dict[str, list[bodies.OffsetCommitResponseTopicPartition]] = {}
     for tp, code in errors.items():
         topics.setdefault(tp.topic, []).append(
             {"partition_index": tp.partition, "error_code": code}
@@ -391,7 +424,9 @@ def _per_topic(errors: dict[TopicPartition, int]) -> list[Body]:
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
-def _fetched(tp: TopicPartition, value: OffsetCommitValue | None, code: int) -> tuple[str, Body]:
+def _fetched(
+    tp: TopicPartition, value: OffsetCommitValue | None, code: int
+) -> tuple[str, bodies.OffsetFetchResponseGroupTopicPartition]:
     return tp.topic, {
         "partition_index": tp.partition,
         "committed_offset": -1 if value is None else value.offset,
@@ -401,14 +436,16 @@ def _fetched(tp: TopicPartition, value: OffsetCommitValue | None, code: int) -> 
     }
 
 
-def _grouped(partitions: list[tuple[str, Body]]) -> list[Body]:
-    topics: dict[str, list[Body]] = {}
+def _grouped(
+    partitions: list[tuple[str, bodies.OffsetFetchResponseGroupTopicPartition]],
+) -> list[bodies.OffsetFetchResponseGroupTopic]:
+    topics: dict[str, list[bodies.OffsetFetchResponseGroupTopicPartition]] = {}
     for topic, partition in partitions:
         topics.setdefault(topic, []).append(partition)
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
-def _described(group_id: str, group: Group | None, code: int) -> Body:
+def _described(group_id: str, group: Group | None, code: int) -> bodies.DescribeGroupsResponseGroup:
     """A DescribeGroups entry. As Kafka's GroupMetadata.summary: members' metadata,
     assignments and the protocol only while the group is Stable (otherwise they are
     about to change); an unknown group is Dead with no members."""

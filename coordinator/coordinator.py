@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass
 
 from minibroker.coordinator.answers import join_answer, join_error, sync_answer, sync_error
-from minibroker.coordinator.group import Answer, Group, GroupState, Member
+from minibroker.coordinator.group import Answer, Group, GroupState, JoinAnswer, Member, SyncAnswer
 from minibroker.coordinator.membership import GroupMembership
 from minibroker.coordinator.offset_operations import GroupOffsetOperations
 from minibroker.coordinator.rebalance import GroupConfig as GroupConfig
@@ -75,17 +75,17 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
 
     # -- JoinGroup -----------------------------------------------------------------------------
 
-    def join_group(self, request: JoinRequest) -> Answer:
+    def join_group(self, request: JoinRequest) -> JoinAnswer:
         """Handle a JoinGroup: its Answer is filled now (errors, MEMBER_ID_REQUIRED) or
         when the rebalance completes."""
-        answer = Answer()
+        answer: JoinAnswer = Answer()
         try:
             self._join(request, answer)
         except KafkaError as exc:
             answer.set(join_error(exc, request.member_id))
         return answer
 
-    def _join(self, req: JoinRequest, answer: Answer) -> None:
+    def _join(self, req: JoinRequest, answer: JoinAnswer) -> None:
         self._check_group(req.group_id)
         if not (
             self.config.min_session_timeout_ms
@@ -115,7 +115,7 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
         else:
             self._join_known_member(group, req, answer)
 
-    def _join_unknown_member(self, group: Group, req: JoinRequest, answer: Answer) -> None:
+    def _join_unknown_member(self, group: Group, req: JoinRequest, answer: JoinAnswer) -> None:
         new_id = f"{req.client_id or 'member'}-{uuid.uuid4()}"
         if req.group_instance_id is not None:
             old_id = group.static_member_id(req.group_instance_id)
@@ -138,7 +138,7 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
             return
         self._add_member_and_rebalance(group, req, new_id, answer)
 
-    def _join_known_member(self, group: Group, req: JoinRequest, answer: Answer) -> None:
+    def _join_known_member(self, group: Group, req: JoinRequest, answer: JoinAnswer) -> None:
         if req.member_id in group.pending_members:
             group.pending_members.discard(req.member_id)
             self._add_member_and_rebalance(group, req, req.member_id, answer)
@@ -165,7 +165,7 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
                 answer.set(join_answer(group, member))
 
     def _replace_static_member(
-        self, group: Group, req: JoinRequest, old_id: str, new_id: str, answer: Answer
+        self, group: Group, req: JoinRequest, old_id: str, new_id: str, answer: JoinAnswer
     ) -> None:
         old = group.members[old_id]
         # The old incarnation's parked requests learn they are fenced.
@@ -192,7 +192,7 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
         self.join_purgatory.notify(group.group_id)
 
     def _add_member_and_rebalance(
-        self, group: Group, req: JoinRequest, member_id: str, answer: Answer
+        self, group: Group, req: JoinRequest, member_id: str, answer: JoinAnswer
     ) -> None:
         if len(group.members) >= self.config.max_size:
             raise GroupMaxSizeReachedError(f"group {group.group_id!r} is full")
@@ -215,7 +215,7 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
         self.join_purgatory.notify(group.group_id)
 
     def _update_member_and_rebalance(
-        self, group: Group, member: Member, req: JoinRequest, answer: Answer
+        self, group: Group, member: Member, req: JoinRequest, answer: JoinAnswer
     ) -> None:
         if member.awaiting_join is not None and member.awaiting_join is not answer:
             # The client gave up on its earlier join and sent another: answer that one.
@@ -239,8 +239,8 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
-    ) -> Answer:
-        answer = Answer()
+    ) -> SyncAnswer:
+        answer: SyncAnswer = Answer()
         try:
             self._check_group(group_id)
             group = self.manager.group(group_id)

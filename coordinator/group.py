@@ -23,11 +23,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final, Generic, TypeAlias, TypedDict, TypeVar
 
 import trio
 
-from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.errors import KafkaError, MinibrokerError
+from minibroker.protocol.messages import bodies
 from minibroker.protocol.offsets_topic import OffsetCommitValue
 from minibroker.storage.names import TopicPartition
 
@@ -58,16 +59,22 @@ class IllegalGroupTransition(MinibrokerError):
     """A transition the table does not allow: a coordinator bug, never a client's."""
 
 
-class Answer:
+AnswerT = TypeVar("AnswerT")
+KeyT = TypeVar("KeyT")
+
+
+class Answer(Generic[AnswerT]):
     """A parked request's answer: set once by the coordinator, awaited by the request."""
 
     __slots__ = ("_event", "_value")
 
+    _value: AnswerT
+    """Assigned by the first ``set``; read only once the event is set."""
+
     def __init__(self) -> None:
         self._event = trio.Event()
-        self._value: dict[str, Any] = {}
 
-    def set(self, value: dict[str, Any]) -> None:
+    def set(self, value: AnswerT) -> None:
         if not self._event.is_set():
             self._value = value
             self._event.set()
@@ -76,13 +83,29 @@ class Answer:
     def is_set(self) -> bool:
         return self._event.is_set()
 
-    def get(self) -> dict[str, Any] | None:
+    def get(self) -> AnswerT | None:
         """The answer if set, else None."""
         return self._value if self._event.is_set() else None
 
-    async def wait(self) -> dict[str, Any]:
+    async def wait(self) -> AnswerT:
         await self._event.wait()
         return self._value
+
+
+class Written(TypedDict, Generic[KeyT], total=False):
+    """What a write the coordinator runs detached from the request answers: each key's
+    error code once written, or (``error_code`` and ``_error``) the error that failed
+    it as a whole, which the request's handler raises."""
+
+    errors: dict[KeyT, int]
+    error_code: int
+    _error: KafkaError
+
+
+JoinAnswer: TypeAlias = Answer[bodies.JoinGroupResponse]
+"""A JoinGroup's answer (coordinator/answers.py builds the bodies)."""
+SyncAnswer: TypeAlias = Answer[bodies.SyncGroupResponse]
+"""A SyncGroup's answer."""
 
 
 @dataclass(slots=True, eq=False)
@@ -98,8 +121,8 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    awaiting_join: Answer | None = None
-    awaiting_sync: Answer | None = None
+    awaiting_join: JoinAnswer | None = None
+    awaiting_sync: SyncAnswer | None = None
     heartbeat_deadline: float = 0.0
     """Trio time after which the member is expired (unless awaiting join or sync)."""
     is_new: bool = True

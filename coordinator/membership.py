@@ -29,7 +29,6 @@ from minibroker.coordinator.answers import join_error, sync_error
 from minibroker.coordinator.group import Group, GroupState, Member
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
 from minibroker.coordinator.rebalance import GroupConfig, GroupRebalancer
-from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -39,6 +38,7 @@ from minibroker.protocol.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.storage.log_config import Clock
 
 log = logging.getLogger("minibroker.coordinator.coordinator")  # the GroupCoordinator's
@@ -120,12 +120,14 @@ class GroupMembership(GroupRebalancer):
 
     # -- LeaveGroup ----------------------------------------------------------------------------
 
-    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[Body]:
+    def leave_group(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> list[bodies.LeaveGroupResponseMember]:
         """Remove members; per member {member_id, group_instance_id, error_code}. Raises
         what the whole request answers."""
         self._check_group(group_id)
         group = self.manager.group(group_id)
-        results = []
+        results: list[bodies.LeaveGroupResponseMember] = []
         for member_id, instance_id in leaving:
             code = NONE
             if group is None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from minibroker.coordinator.group import Answer, Group, GroupState, Member
+from minibroker.coordinator.group import Answer, Group, GroupState, KeyT, Member, Written
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
-from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -39,7 +38,7 @@ class GroupOffsetOperations:
     def _heartbeat(self, member: Member) -> None:
         raise NotImplementedError
 
-    def detached(self, fn: Callable[[], Awaitable[Body]]) -> Answer:
+    def detached(self, fn: Callable[[], Awaitable[Written[KeyT]]]) -> Answer[Written[KeyT]]:
         raise NotImplementedError
 
     # -- offsets -------------------------------------------------------------------------------
@@ -51,9 +50,9 @@ class GroupOffsetOperations:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetCommitValue],
-    ) -> Answer:
+    ) -> Answer[Written[TopicPartition]]:
         """Answer: ``{"errors": {tp: code}}`` once the commit is written (or refused)."""
-        answer = Answer()
+        answer: Answer[Written[TopicPartition]] = Answer()
         try:
             group = self._group_for_commit(group_id, generation_id, member_id, group_instance_id)
         except KafkaError as exc:
@@ -67,7 +66,7 @@ class GroupOffsetOperations:
             else:
                 valid[tp] = value
 
-        async def write() -> Body:
+        async def write() -> Written[TopicPartition]:
             error = await self.manager.store_offsets(group, valid)
             code = NONE if error is None else error.code
             return {"errors": {**errors, **dict.fromkeys(valid, code)}}
@@ -122,7 +121,7 @@ class GroupOffsetOperations:
     def list_groups(self) -> list[Group]:
         return self.manager.owned_groups()
 
-    def delete_groups(self, group_ids: list[str]) -> Answer:
+    def delete_groups(self, group_ids: list[str]) -> Answer[Written[str]]:
         """Answer: ``{"errors": {group_id: code}}``."""
         errors: dict[str, int] = {}
         deletable: list[Group] = []
@@ -139,7 +138,7 @@ class GroupOffsetOperations:
             else:
                 deletable.append(group)
 
-        async def delete() -> Body:
+        async def delete() -> Written[str]:
             for group in deletable:
                 error = await self.manager.delete_group(group)
                 errors[group.group_id] = NONE if error is None else error.code
@@ -147,7 +146,9 @@ class GroupOffsetOperations:
 
         return self.detached(delete)
 
-    def delete_offsets(self, group_id: str, tps: list[TopicPartition]) -> Answer:
+    def delete_offsets(
+        self, group_id: str, tps: list[TopicPartition]
+    ) -> Answer[Written[TopicPartition]]:
         """Answer: ``{"errors": {tp: code}}``; raises what the whole request answers."""
         self.manager.check_owner(group_id)
         group = self.manager.group(group_id)
@@ -169,7 +170,7 @@ class GroupOffsetOperations:
             else:
                 deletable.append(tp)
 
-        async def delete() -> Body:
+        async def delete() -> Written[TopicPartition]:
             error = await self.manager.delete_offsets(group, deletable)
             code = NONE if error is None else error.code
             return {"errors": {**errors, **dict.fromkeys(deletable, code)}}

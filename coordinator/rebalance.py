@@ -34,9 +34,8 @@ import trio
 
 from minibroker.broker.purgatory import Purgatory
 from minibroker.coordinator.answers import join_answer, sync_error
-from minibroker.coordinator.group import Answer, Group, GroupState, Member
+from minibroker.coordinator.group import Answer, Group, GroupState, KeyT, Member, Written
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
-from minibroker.protocol.api import Body
 from minibroker.protocol.errors import (
     CoordinatorNotAvailableError,
     InvalidGroupIdError,
@@ -79,9 +78,9 @@ class GroupRebalancer:
             raise CoordinatorNotAvailableError("the group coordinator is not running")
         self._nursery.start_soon(fn, *args)
 
-    def detached(self, fn: Callable[[], Awaitable[Body]]) -> Answer:
-        """Run ``fn`` in the coordinator's nursery; its body lands in the Answer."""
-        answer = Answer()
+    def detached(self, fn: Callable[[], Awaitable[Written[KeyT]]]) -> Answer[Written[KeyT]]:
+        """Run ``fn`` in the coordinator's nursery; what it answers lands in the Answer."""
+        answer: Answer[Written[KeyT]] = Answer()
 
         async def run() -> None:
             try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -131,7 +131,10 @@ async def member_id_for(coordinator: GroupCoordinator, **kwargs: Any) -> str:
     return member_id
 
 
-def answered(answer: Answer) -> dict[str, Any]:
+T = TypeVar("T")
+
+
+def answered(answer: Answer[T]) -> T:
     body = answer.get()
     assert body is not None, "the request is still parked"
     return body

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, overload
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.request_handler import Buffer, CloseConnection, Pending, Reply
@@ -110,25 +110,18 @@ class RequestDispatcher:
         self._handlers: dict[int, Handler] = {}
         self._listener_of: dict[int, str] = {}
 
-    @overload
     def register(
         self,
         api: Route[RequestT, ResponseT],
         handler: Callable[[RequestHeader, RequestT], Answer[ResponseT]],
         *,
         listener: str | None = None,
-    ) -> None: ...
-
-    @overload
-    def register(self, api: ApiKey, handler: Handler, *, listener: str | None = None) -> None: ...
-
-    def register(
-        self, api: Route[Any, Any] | ApiKey, handler: Any, *, listener: str | None = None
     ) -> None:
-        """Serve ``api`` with ``handler`` (replacing any handler it had); with
-        ``listener``, only on the listener of that name. ``api`` is a Route of
-        protocol/messages/bodies.py, which types the handler's request and response."""
-        api_key = api.api_key if isinstance(api, Route) else int(api)
+        """Serve ``api`` (a Route of protocol/messages/bodies.py, which types the
+        handler's request and response) with ``handler``, replacing any handler it had;
+        with ``listener``, only on the listener of that name."""
+        api_key = api.api_key
+        # Bodies are dicts at run time; the Route's types are for the handler's author.
         self._handlers[api_key] = cast(Handler, handler)
         if listener is None:
             self._listener_of.pop(api_key, None)

@@ -20,6 +20,7 @@ from minibroker.protocol.errors import (
     NotLeaderOrFollowerError,
     UnsupportedVersionError,
 )
+from minibroker.protocol.messages import bodies
 
 HEADER = RequestHeader(ApiKey.METADATA, 0, 7, "test")
 
@@ -38,7 +39,7 @@ class TextCodec:
 
 def dispatcher_serving(handler: object) -> RequestDispatcher:
     dispatcher = RequestDispatcher(BrokerMetrics())
-    dispatcher.register(ApiKey.METADATA, handler)  # type: ignore[arg-type]
+    dispatcher.register(bodies.METADATA, handler)  # type: ignore[arg-type]
     return dispatcher
 
 
@@ -117,7 +118,7 @@ def test_a_key_bound_to_a_listener_is_refused_on_the_others() -> None:
         return {"error_code": NONE}
 
     dispatcher = RequestDispatcher(BrokerMetrics())
-    dispatcher.register(ApiKey.STOP_REPLICA, handler, listener="TEXT")
+    dispatcher.register(bodies.STOP_REPLICA, handler, listener="TEXT")
     header = RequestHeader(ApiKey.STOP_REPLICA, 0, 9, "forger")
 
     class OtherListener(TextCodec):

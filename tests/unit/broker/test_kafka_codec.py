@@ -19,6 +19,7 @@ from minibroker.broker.request_handler import Buffer, CloseConnection, Pending
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import NotLeaderOrFollowerError
 from minibroker.protocol.kafka.codec import encode_request
+from minibroker.protocol.messages.bodies import Route
 
 UNSUPPORTED_VERSION = 35
 NOT_LEADER_OR_FOLLOWER = 6
@@ -36,7 +37,7 @@ PRODUCE_BODY = {
 def codec_serving(**handlers: Any) -> KafkaCodec:
     dispatcher = RequestDispatcher(BrokerMetrics())
     for name, handler in handlers.items():
-        dispatcher.register(ApiKey[name.upper()], handler)
+        dispatcher.register(Route(ApiKey[name.upper()]), handler)
     return KafkaCodec(dispatcher)
 
 

@@ -22,6 +22,7 @@ from minibroker.protocol.errors import (
     CoordinatorNotAvailableError,
     NotCoordinatorError,
 )
+from minibroker.protocol.messages.bodies import Route
 from tests.unit.broker.test_kafka_codec import answer, frame_of
 
 OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
@@ -54,7 +55,7 @@ COORDINATOR_LOAD_IN_PROGRESS = 14
 def codec_serving(handlers: dict[int, Handler]) -> KafkaCodec:
     dispatcher = RequestDispatcher(BrokerMetrics())
     for api_key, handler in handlers.items():
-        dispatcher.register(ApiKey(api_key), handler)
+        dispatcher.register(Route(api_key), handler)
     return KafkaCodec(dispatcher)
 
 

@@ -129,6 +129,9 @@ class FetchReader:
                 reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
                 if fetch_satisfied(reads, fetch):
                     return self._record_throttled(fetch.replica_id, reads)
+                # Parked, it holds no record data: the wake re-reads. (A client can park
+                # many fetches of max_bytes each; their reads would all stay in memory.)
+                del reads
                 wake = min(deadline, self._throttle_retry_at(fetch.replica_id))
                 if not await waiter.wait_until(wake) and wake >= deadline:
                     reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)

@@ -15,6 +15,7 @@ fetches.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,12 @@ from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.names import TopicPartition
 
 THROTTLE_RETRY_MIN_S = 0.005
+PARKED_FETCH_MAX_BYTES = 64 * 1024 * 1024
+"""What the parked (delayed) fetches of a broker may read in all: each reserves its
+``max_bytes`` while it waits, and once the reservations reach this a newly parked fetch
+reads at most what is left (at least one batch, as any fetch). Without it a client could
+park many long polls of a large ``max_bytes`` per connection whose reads, all due at the
+same deadline, held the memory and the event loop together."""
 """Shortest pause before a parked, throttled follower fetch reads again (no spinning)."""
 
 
@@ -109,6 +116,8 @@ class FetchReader:
         self.replication_quotas = replication_quotas
         self._on_corrupt_read = on_corrupt_read
         self._on_follower_fetch = on_follower_fetch
+        self.parked_bytes = 0
+        """The ``max_bytes`` reserved by the fetches parked now."""
 
     def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | None:
         """Kafka's fetchMessages, first half: the answer now, or None if the fetch must
@@ -121,7 +130,18 @@ class FetchReader:
 
     async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
         """The delayed fetch: parked on its partitions, re-read on every append or HW
-        move there, answered once satisfied or at ``max_wait_ms``."""
+        move there, answered once satisfied or at ``max_wait_ms``. It reads at most the
+        share of ``PARKED_FETCH_MAX_BYTES`` it could reserve."""
+        reserved = max(0, min(fetch.max_bytes, PARKED_FETCH_MAX_BYTES - self.parked_bytes))
+        if reserved < fetch.max_bytes:
+            fetch = dataclasses.replace(fetch, max_bytes=reserved)
+        self.parked_bytes += reserved
+        try:
+            return await self._parked(fetch)
+        finally:
+            self.parked_bytes -= reserved
+
+    async def _parked(self, fetch: FetchRequest) -> list[PartitionRead]:
         deadline = trio.current_time() + fetch.max_wait_ms / 1000
         keys = [p.tp for p in fetch.partitions]
         while True:

@@ -31,7 +31,7 @@ TOPIC = "big"
 PARTITION_BYTES = 4 * 1024 * 1024
 """Size of the partition the abusers fetch (the issue's recipe: 4 MB)."""
 VALUE_BYTES = 256 * 1024  # one record per batch, well under message.max.bytes
-RSS_BOUND = 1 << 30
+RSS_BOUND = 512 << 20
 """Broker memory that must not be exceeded, whatever the abusers do."""
 ANSWER_BOUND_S = 0.1
 """How long the well-behaved client may wait for a small answer."""

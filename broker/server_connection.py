@@ -342,6 +342,7 @@ class Connection:
         frame_started = math.inf  # when the first bytes of the frame in progress came
         reserved = False  # whether the frame in progress is counted whole
         answered = False  # whether the last read's requests were all answered already
+        buffered = 0  # bytes of the next frame(s) the decoder holds
         while True:
             if not reserved:
                 # A new request (or one whose size just became known) is admitted only
@@ -355,9 +356,12 @@ class Connection:
                     frame_started = trio.current_time()  # paused by us, not the client
             # What the decoder holds was counted after the last read (only reads and
             # handled frames change it).
-            reserved = decoder.frame_length is not None
+            if buffered:
+                reserved = decoder.frame_length is not None
+                size = min(max(RECEIVE_BYTES, decoder.bytes_needed), MAX_RECEIVE)
+            else:
+                reserved, size = False, RECEIVE_BYTES
             frame_deadline = frame_started + server.request_receive_timeout_s
-            size = min(max(RECEIVE_BYTES, decoder.bytes_needed), MAX_RECEIVE)
             data = await self._receive(size, frame_deadline, answered)
             if not data:
                 return  # EOF, idle or too slow: the replies already queued still go out
@@ -420,9 +424,11 @@ class Connection:
                     if await self._wait_until_drained() and decoder.buffered:
                         frame_started = trio.current_time()
                     await trio.lowlevel.checkpoint()  # fairness to other connections
-            if decoder.buffered and frame_started == math.inf:
+            buffered = decoder.buffered
+            if buffered and frame_started == math.inf:
                 frame_started = trio.current_time()  # a frame has started arriving
-            self._hold_request_bytes(decoder)  # the frames handled are no longer held
+            if buffered or self.request_bytes:
+                self._hold_request_bytes(decoder)  # the frames handled are no longer held
             if not queue:
                 continue
             if not pending and self.writer_wakeup is not None:

@@ -39,6 +39,13 @@ Memory: what a client makes the broker hold is bounded, whatever the client does
 Fairness: the reader yields to other connections every ``FRAMES_PER_TURN`` frames, so
 one client's burst of tiny requests cannot hold the event loop.
 
+Reads: the reader tries the socket at once (what is there costs no scheduler pass), but
+right after answering every request it has read, a client that sends one request and
+waits has sent nothing yet: a try would only fail (a system call and an exception per
+round trip). A connection whose tries there keep failing waits first instead, probing
+now and then (``read_credit``), so a send-and-wait client costs one read per request
+and a pipelining one still finds its next request read at once.
+
 Deadlines: a connection is idle when it has nothing in flight and has sent nothing for
 ``connections.max.idle.ms``; it is then closed. A request frame that has started
 arriving must be complete within ``request_receive_timeout_s``
@@ -108,6 +115,15 @@ RECEIVE_BYTES = 256 * 1024
 
 MAX_RECEIVE = 4 * 1024 * 1024
 """While a large frame is arriving, receive up to what it still needs, up to this."""
+
+ANSWERED_READ_PROBE = 16
+"""A reader that keeps finding nothing when it reads at once after answering (its client
+sends one request and waits for the answer) waits first instead; every this many
+answers it tries at once again, to notice a client that has started pipelining."""
+
+MAX_READ_CREDIT = 4
+"""How many reads after an answer in a row may find nothing before a reader that
+usually found the next request there already starts waiting first."""
 
 COALESCE_BYTES = 64 * 1024
 """Ready responses smaller than this are joined into one send (fewer syscalls)."""
@@ -197,6 +213,12 @@ class Connection:
         self.watched_reads = isinstance(stream, trio.SocketStream)
         self.idle_at = math.inf  # when the read waiting now makes the connection idle
         self.read_waiting = False
+        # Reads right after answering everything read so far: ``read_credit`` > 0 tries
+        # them at once (a pipelining client's next request is often there already),
+        # 0 waits first (a send-and-wait client's never is: the try costs a system call
+        # and an exception), probing again every ANSWERED_READ_PROBE answers.
+        self.read_credit = 1
+        self.answers_until_probe = ANSWERED_READ_PROBE
 
     def _authenticated(self, principal: str) -> None:
         self.session = Session(principal, self.session.client_host, self.session.listener)
@@ -276,8 +298,9 @@ class Connection:
         held = decoder.buffered
         if decoder.frame_length is not None:
             held += decoder.bytes_needed
-        self.server.queued_bytes.add(held - self.request_bytes)
-        self.request_bytes = held
+        if held != self.request_bytes:
+            self.server.queued_bytes.add(held - self.request_bytes)
+            self.request_bytes = held
 
     def _queued(self, slot: _Slot) -> None:
         """A reply became ready: its bytes are queued until written."""
@@ -318,6 +341,8 @@ class Connection:
         direct = isinstance(self.stream, trio.SocketStream)
         frame_started = math.inf  # when the first bytes of the frame in progress came
         reserved = False  # whether the frame in progress is counted whole
+        answered = False  # whether the last read's requests were all answered already
+        buffered = 0  # bytes of the next frame(s) the decoder holds
         while True:
             if not reserved:
                 # A new request (or one whose size just became known) is admitted only
@@ -329,16 +354,21 @@ class Connection:
                     waited = True
                 if waited and frame_started != math.inf:
                     frame_started = trio.current_time()  # paused by us, not the client
-            self._hold_request_bytes(decoder)
-            reserved = decoder.frame_length is not None
+            # What the decoder holds was counted after the last read (only reads and
+            # handled frames change it).
+            if buffered:
+                reserved = decoder.frame_length is not None
+                size = min(max(RECEIVE_BYTES, decoder.bytes_needed), MAX_RECEIVE)
+            else:
+                reserved, size = False, RECEIVE_BYTES
             frame_deadline = frame_started + server.request_receive_timeout_s
-            size = min(max(RECEIVE_BYTES, decoder.bytes_needed), MAX_RECEIVE)
-            data = await self._receive(size, frame_deadline)
+            data = await self._receive(size, frame_deadline, answered)
             if not data:
                 return  # EOF, idle or too slow: the replies already queued still go out
             server.bytes_in += len(data)
             decoder.feed(data)
             pending = False  # whether this read queued a reply that must still wait
+            answered = False
             while True:
                 try:
                     frame = decoder.next_frame()
@@ -374,10 +404,12 @@ class Connection:
                     # the socket takes it whole (the usual case); any rest is queued.
                     rest = self._write_now(reply[0])
                     if rest is None:
+                        answered = True
                         if handled % FRAMES_PER_TURN == 0:
                             await trio.lowlevel.checkpoint()  # fairness to other connections
                         continue
                     reply = [rest]
+                answered = False
                 slot = _Slot()
                 if isinstance(reply, Pending):
                     self.pending += 1
@@ -392,9 +424,11 @@ class Connection:
                     if await self._wait_until_drained() and decoder.buffered:
                         frame_started = trio.current_time()
                     await trio.lowlevel.checkpoint()  # fairness to other connections
-            if decoder.buffered and frame_started == math.inf:
+            buffered = decoder.buffered
+            if buffered and frame_started == math.inf:
                 frame_started = trio.current_time()  # a frame has started arriving
-            self._hold_request_bytes(decoder)  # the frames handled are no longer held
+            if buffered or self.request_bytes:
+                self._hold_request_bytes(decoder)  # the frames handled are no longer held
             if not queue:
                 continue
             if not pending and self.writer_wakeup is not None:
@@ -420,12 +454,17 @@ class Connection:
         self.server.closed[reason] += 1
         refusal_log.warning("closing connection from %s: %s", self.peer, why)
 
-    async def _receive(self, size: int, frame_deadline: float) -> bytes | bytearray:
+    async def _receive(
+        self, size: int, frame_deadline: float, answered: bool = False
+    ) -> bytes | bytearray:
         """Next received bytes; b"" at EOF, once idle for the idle timeout, or when the
-        frame in progress is still incomplete at ``frame_deadline``."""
+        frame in progress is still incomplete at ``frame_deadline``. ``answered``: every
+        request read so far has been answered (the client may be waiting for that)."""
         server = self.server
         stream = self.stream
-        if isinstance(stream, (trio.SocketStream, TlsStream)):
+        if isinstance(stream, (trio.SocketStream, TlsStream)) and (
+            not answered or self._try_after_answer()
+        ):
             # What is already there is read at once, with no timer and no scheduler
             # pass (net/socket_io.py, TlsStream.receive_now); a read that fills the
             # buffer, where more may be waiting, still yields once so that one busy
@@ -439,6 +478,8 @@ class Connection:
                     full = size
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return b""
+            if answered:
+                self._tried_after_answer(data is not None)
             if data is not None:
                 if len(data) >= full:
                     await trio.lowlevel.checkpoint()
@@ -458,7 +499,8 @@ class Connection:
             with trio.move_on_at(min(idle_deadline, frame_deadline)):
                 try:
                     if isinstance(stream, trio.SocketStream):
-                        # The read above found nothing: wait before trying again.
+                        # The read above found nothing (or was not worth trying): wait
+                        # before trying again.
                         return await socket_io.receive_some(stream, size, wait_first=True)
                     return await stream.receive_some(size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -481,6 +523,22 @@ class Connection:
                 server.closed["idle"] += 1
                 log.info("closing idle connection from %s", self.peer)
                 return b""
+
+    def _try_after_answer(self) -> bool:
+        """Whether a read right after answering tries at once (see ``read_credit``)."""
+        if self.read_credit:
+            return True
+        self.answers_until_probe -= 1
+        if self.answers_until_probe:
+            return False
+        self.answers_until_probe = ANSWERED_READ_PROBE
+        return True
+
+    def _tried_after_answer(self, found: bool) -> None:
+        if found:
+            self.read_credit = min(self.read_credit + 1, MAX_READ_CREDIT)
+        elif self.read_credit:
+            self.read_credit -= 1
 
     async def _complete(self, slot: _Slot, reply: Pending) -> None:
         """Run a pending reply and put its result in the slot (even if it fails)."""

@@ -121,9 +121,12 @@ class TlsStream(trio.abc.Stream):
         ``DECRYPT_BYTES``); waits for at least one record. b"" once the peer closed the
         TLS session."""
         size = max_bytes or TRANSPORT_RECEIVE_BYTES
+        # A cancel lands before anything is decrypted: bytes handed out of the TLS
+        # session and then dropped by a Cancelled would be lost to the next read.
+        await trio.lowlevel.checkpoint_if_cancelled()
         data = self.receive_now(size)
         if data is not None:
-            await trio.lowlevel.checkpoint()
+            await trio.lowlevel.cancel_shielded_checkpoint()
             return data
         while data is None:
             if self._outgoing.pending:

@@ -460,6 +460,8 @@ class Connection:
                     if isinstance(stream, trio.SocketStream):
                         # The read above found nothing: wait before trying again.
                         return await socket_io.receive_some(stream, size, wait_first=True)
+                    if isinstance(stream, TlsStream):
+                        return await stream.receive_some(size, wait_first=True)
                     return await stream.receive_some(size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return b""

@@ -116,15 +116,27 @@ class TlsStream(trio.abc.Stream):
 
     # -- receiving ---------------------------------------------------------------------
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(
+        self, max_bytes: int | None = None, *, wait_first: bool = False
+    ) -> bytes:
         """Every decrypted byte already received, up to ``max_bytes`` (and
         ``DECRYPT_BYTES``); waits for at least one record. b"" once the peer closed the
-        TLS session."""
+        TLS session.
+
+        ``wait_first``: the caller knows the socket has nothing yet (it just tried, or
+        it just sent the request whose answer it awaits), so the socket is waited on
+        before it is read, as net/socket_io.py's ``receive_some`` does; records
+        already buffered are still handed out first.
+        """
         size = max_bytes or TRANSPORT_RECEIVE_BYTES
         # A cancel lands before anything is decrypted: bytes handed out of the TLS
         # session and then dropped by a Cancelled would be lost to the next read.
         await trio.lowlevel.checkpoint_if_cancelled()
-        data = self.receive_now(size)
+        if wait_first:
+            self._check_open()
+            data = self._decrypt(size) if self._buffered() else None
+        else:
+            data = self.receive_now(size)
         if data is not None:
             await trio.lowlevel.cancel_shielded_checkpoint()
             return data
@@ -153,6 +165,12 @@ class TlsStream(trio.abc.Stream):
         ):
             self._receive_into_bio(sock, _transport_receive_size(size))
         return self._decrypt(size)
+
+    def _buffered(self) -> bool:
+        """Whether a record may be decryptable without reading the socket: bytes in the
+        incoming BIO, or plaintext OpenSSL holds from a record it already decrypted
+        (a partial record inside OpenSSL cannot complete without more bytes)."""
+        return bool(self._eof or self._incoming.pending or self._tls.pending())
 
     def _decrypt(self, size: int) -> bytes | None:
         """Decrypt the records already received, up to ``size`` bytes; None when not

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from socket import MSG_PEEK
 
 import pytest
 import trio
@@ -342,5 +343,31 @@ async def test_a_receive_cancelled_while_waiting_loses_nothing_and_the_stream_re
             received = bytearray(first)
             received.extend(await _receive_exactly(server, len(payload) - len(first)))
     assert received == payload
+    await client.aclose()
+    await server.aclose()
+
+
+@pytest.mark.parametrize(
+    ("first_read", "rest"), [(100, b"b" * 100), (150, b"b" * 50)], ids=["record", "part"]
+)
+async def test_a_read_that_waits_first_still_hands_out_records_already_buffered(
+    contexts: tuple[object, object], first_read: int, rest: bytes
+) -> None:
+    """``wait_first`` skips trying the socket, never what the stream already holds: a
+    whole record left in its buffer, or the rest of one already decrypted, comes out
+    at once (waiting on the socket instead would wait for bytes that never come)."""
+    left, right = await _tcp_pair()
+    server, client = await _handshaken(contexts, left, right)
+    await client.send_all(b"a" * 100)
+    await client.send_all(b"b" * 100)
+    ciphertext = 2 * (100 + 22)  # two records: header, tag and content type each
+    with trio.fail_after(10):
+        while len(await left.socket.recv(4096, MSG_PEEK)) < ciphertext:
+            await trio.sleep(0.01)  # no event says "this many bytes are there"
+    first = server.receive_now(first_read)  # both records go into its buffer
+    assert first is not None
+    assert first == (b"a" * 100 + b"b" * 100)[:first_read]
+    with trio.fail_after(10):
+        assert await server.receive_some(1000, wait_first=True) == rest
     await client.aclose()
     await server.aclose()

@@ -17,6 +17,14 @@ most of what TLS costs here (the cipher itself runs at GB/s). ``TlsStream`` inst
 Any other transport than a plain socket (tests use memory streams) goes through its
 own ``receive_some`` / ``send_all``.
 
+Why memory BIOs rather than a non-blocking ``ssl.SSLSocket`` on the socket itself
+(OpenSSL reading and writing the descriptor, sparing the copies through the BIOs):
+without read-ahead, which Python's ``ssl`` does not offer, OpenSSL reads each record
+with two ``read`` calls (its header, then its body) and writes each 16 KiB record with
+its own ``write``; measured over loopback, receiving and decrypting took 7-35% more
+CPU per MiB that way than one large ``readv`` here, and sending no less. Kernel TLS,
+which would spare the copies, needs the kernel's ``tls`` module.
+
 One task reads and one task writes at a time (as with any Trio stream). Both may need
 to send: a read can produce TLS records of its own (a key update's answer), so every
 transport write holds ``_send_lock`` and drains the outgoing BIO in order.

@@ -337,8 +337,8 @@ class Connection:
         handle = self.handle
         queue = self.queue
         handled = 0
-        # A plain socket's one-buffer replies may be written by the reader at once.
-        direct = isinstance(self.stream, trio.SocketStream)
+        # A socket's one-buffer replies (plain or TLS) may be written by the reader at once.
+        direct = isinstance(self.stream, (trio.SocketStream, TlsStream))
         frame_started = math.inf  # when the first bytes of the frame in progress came
         reserved = False  # whether the frame in progress is counted whole
         answered = False  # whether the last read's requests were all answered already
@@ -444,10 +444,16 @@ class Connection:
                 self._wake_writer()
 
     def _write_now(self, data: Buffer) -> memoryview | None:
-        """Write what the plain socket takes of ``data`` now; the rest, or None."""
-        assert isinstance(self.stream, trio.SocketStream)
-        sent = socket_io.write_now(self.stream, data)
-        self.server.bytes_out += sent  # the rest is counted when it is sent
+        """Write what the socket takes of ``data`` now (encrypted first under TLS); the
+        rest, or None. The rest is counted in ``bytes_out`` when it is sent."""
+        stream = self.stream
+        if isinstance(stream, TlsStream):
+            rest = stream.send_now(data)
+            self.server.bytes_out += _nbytes(data) - (0 if rest is None else rest.nbytes)
+            return rest
+        assert isinstance(stream, trio.SocketStream)
+        sent = socket_io.write_now(stream, data)
+        self.server.bytes_out += sent
         return None if sent == len(data) else memoryview(data)[sent:]
 
     def _refuse(self, reason: str, why: str) -> None:
@@ -502,6 +508,8 @@ class Connection:
                         # The read above found nothing (or was not worth trying): wait
                         # before trying again.
                         return await socket_io.receive_some(stream, size, wait_first=True)
+                    if isinstance(stream, TlsStream):
+                        return await stream.receive_some(size, wait_first=True)
                     return await stream.receive_some(size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return b""

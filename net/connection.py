@@ -463,7 +463,11 @@ class Connection:
                     frame = decoder.next_frame()
                     if frame is NEED_DATA:
                         size = min(max(RECEIVE_SIZE, decoder.bytes_needed), MAX_RECEIVE_SIZE)
-                        data = await socket_io.receive_some(stream, size, wait_first=wait_first)
+                        data: bytes | bytearray
+                        if isinstance(stream, TlsStream):
+                            data = await stream.receive_some(size, wait_first=wait_first)
+                        else:
+                            data = await socket_io.receive_some(stream, size, wait_first=wait_first)
                         wait_first = False
                         if not data:
                             raise NetworkError(f"connection closed by {self.host}:{self.port}")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.security import server_ssl_context
@@ -135,6 +136,24 @@ async def test_garbage_or_plaintext_on_a_tls_port_is_refused_and_others_are_serv
     assert server.closed["tls_handshake"] == 1
     assert handler.sessions == []  # nothing reached the handler
     assert await answered(server.port, pki)
+
+
+async def test_an_answer_larger_than_the_socket_takes_at_once_arrives_whole_and_in_order(
+    tls_server: tuple[BrokerServer, ScriptedHandler], pki: dict[str, Path]
+) -> None:
+    """A one-buffer answer is encrypted and written by the reader as far as the socket
+    takes it; the rest, and the answer after it, follow in order through the writer.
+    ``bytes_out`` counts the answers' bytes, not the ciphertext."""
+    server, _ = tls_server
+    size = 16 * 1024 * 1024  # far beyond loopback socket buffers: written in parts
+    tls = await tls_connect(server.port, pki)
+    await tls.send_all(encode_frame(f"size:{size}".encode()))
+    await trio.testing.wait_all_tasks_blocked()  # the broker wrote what fits, then waits
+    await tls.send_all(encode_frame(b"now:after"))
+    big, after = await read_frames(tls, 2)
+    assert (len(big), after) == (size, b"after")
+    await tls.aclose()
+    assert server.bytes_out == (4 + size) + (4 + len(b"after"))
 
 
 async def test_a_client_certificate_from_another_ca_is_refused(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from socket import MSG_PEEK
 
 import pytest
 import trio
@@ -264,5 +265,109 @@ async def test_a_read_asking_for_a_whole_large_frame_gets_every_record_already_t
     payload = os.urandom(3 * 1024 * 1024)
     await client.send_all(payload)  # a memory stream takes it all at once
     assert await server.receive_some(4 * 1024 * 1024) == payload
+    await client.aclose()
+    await server.aclose()
+
+
+class CutAfter(trio.abc.Stream):
+    """A transport that, once ``cut_at`` is set, sends only that many more bytes and
+    then closes the connection: the peer sees it end in the middle of a TLS record."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.cut_at: int | None = None
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.stream.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self.cut_at is None:
+            await self.stream.send_all(data)
+            return
+        await self.stream.send_all(memoryview(data)[: self.cut_at])
+        await self.stream.aclose()
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+@pytest.mark.parametrize("socket", [False, True], ids=["memory", "tcp"])
+async def test_a_connection_ending_inside_a_record_hands_out_the_whole_records_then_breaks(
+    contexts: tuple[object, object], socket: bool
+) -> None:
+    """The peer vanishes 40,000 bytes into its ciphertext: the reader gets the records
+    that arrived whole (a prefix of what was sent, never a byte of the cut record) and
+    then a broken stream, not an end of stream that would pass for a clean close."""
+    left, right = await _tcp_pair() if socket else trio.testing.memory_stream_pair()
+    cutting = CutAfter(right)
+    server, client = await _handshaken(contexts, left, cutting)
+    payload = os.urandom(100 * 1024)
+    cutting.cut_at = 40_000  # two whole records and part of the third
+    await client.send_all(payload)
+    received = bytearray()
+    with pytest.raises(trio.BrokenResourceError):
+        while True:
+            data = await server.receive_some(1024 * 1024)
+            assert data, "a cut connection must not read as a clean end of stream"
+            received.extend(data)
+    assert len(received) == 2 * TLS_RECORD
+    assert received == payload[: len(received)]
+    await server.aclose()
+
+
+async def test_a_receive_cancelled_while_waiting_loses_nothing_and_the_stream_reads_on(
+    contexts: tuple[object, object],
+) -> None:
+    """A reader blocked on an idle connection is cancelled (a timeout, a server
+    stopping a task): the stream stays usable, and what the peer sends afterwards
+    (records already started included) arrives whole and in order."""
+    server, client = await _handshaken(contexts, *await _tcp_pair())
+    payload = os.urandom(3 * 1024 * 1024)
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.receive_some, 1024)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught
+    with trio.fail_after(20):  # a lost byte would leave the reader waiting forever
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client.send_all, payload)
+            # Cancelled again part-way through the transfer, with records half received.
+            with trio.CancelScope() as partway:
+                first = await server.receive_some(64 * 1024)
+                partway.cancel()
+                await server.receive_some(64 * 1024)
+            received = bytearray(first)
+            received.extend(await _receive_exactly(server, len(payload) - len(first)))
+    assert received == payload
+    await client.aclose()
+    await server.aclose()
+
+
+@pytest.mark.parametrize(
+    ("first_read", "rest"), [(100, b"b" * 100), (150, b"b" * 50)], ids=["record", "part"]
+)
+async def test_a_read_that_waits_first_still_hands_out_records_already_buffered(
+    contexts: tuple[object, object], first_read: int, rest: bytes
+) -> None:
+    """``wait_first`` skips trying the socket, never what the stream already holds: a
+    whole record left in its buffer, or the rest of one already decrypted, comes out
+    at once (waiting on the socket instead would wait for bytes that never come)."""
+    left, right = await _tcp_pair()
+    server, client = await _handshaken(contexts, left, right)
+    await client.send_all(b"a" * 100)
+    await client.send_all(b"b" * 100)
+    ciphertext = 2 * (100 + 22)  # two records: header, tag and content type each
+    with trio.fail_after(10):
+        while len(await left.socket.recv(4096, MSG_PEEK)) < ciphertext:
+            await trio.sleep(0.01)  # no event says "this many bytes are there"
+    first = server.receive_now(first_read)  # both records go into its buffer
+    assert first is not None
+    assert first == (b"a" * 100 + b"b" * 100)[:first_read]
+    with trio.fail_after(10):
+        assert await server.receive_some(1000, wait_first=True) == rest
     await client.aclose()
     await server.aclose()

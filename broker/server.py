@@ -38,7 +38,8 @@ import trio
 
 from minibroker.broker.queued_bytes import QueuedBytes
 from minibroker.broker.request_handler import Authenticator, RequestHandler
-from minibroker.broker.server_connection import MAX_UNSENT_BYTES, Connection, refusal_log
+from minibroker.broker.server_connection import MAX_UNSENT_BYTES, Connection
+from minibroker.broker.server_replies import refusal_log
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.errors import MinibrokerError
 from minibroker.protocol.session import ANONYMOUS, Session

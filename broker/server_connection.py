@@ -8,7 +8,8 @@ How this works. Each accepted connection (broker/server.py) runs two tasks:
   the answer has to wait (a long-polling Fetch, later acks=all). Only a ``Pending``
   reply costs a task; most requests are answered inline, which is what makes small
   pipelined requests cheap.
-- the *writer* takes the replies' slots from the connection's queue in arrival order
+- the *writer* (broker/server_replies.py, which ``Connection`` inherits) takes the
+  replies' slots from the connection's queue in arrival order
   and writes each one when it is ready, so responses leave strictly in request order
   even when a later request finished first. Consecutive ready replies are sent together.
   When every reply of a read is ready and the writer is idle, the reader sends them
@@ -65,35 +66,19 @@ limited (broker/log_limiter.py).
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import select
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable
 
 import trio
 
-from minibroker.broker.log_limiter import LogRateLimiter
-from minibroker.broker.queued_bytes import QueuedBytes
-from minibroker.broker.request_handler import (
-    Authenticator,
-    Buffer,
-    CloseConnection,
-    Pending,
-    Reply,
-    RequestHandler,
-)
+from minibroker.broker.request_handler import CloseConnection, Pending, Reply
+from minibroker.broker.server_replies import ReplySlot, ReplyWriter, Server, log
 from minibroker.net import socket_io
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 from minibroker.protocol.session import Session
-
-# The server's logger: a connection's lines are the server's to its operators.
-log = logging.getLogger("minibroker.broker.server")
-refusal_log = LogRateLimiter(log)
-"""Closes a client can trigger at will (shared with the server's TLS handshake refusals)."""
-
 
 MAX_IN_FLIGHT = 256
 """Requests read but not yet answered, per connection: bounds memory per client."""
@@ -125,58 +110,13 @@ MAX_READ_CREDIT = 4
 """How many reads after an answer in a row may find nothing before a reader that
 usually found the next request there already starts waiting first."""
 
-COALESCE_BYTES = 64 * 1024
-"""Ready responses smaller than this are joined into one send (fewer syscalls)."""
-
 MAX_UNSENT_BYTES = 1024 * 1024
 """Queued response bytes at which a connection stops being read: a client that reads
 at all drains this within a round trip; one that does not is held to it (plus one
 response, which may be up to fetch.max.bytes)."""
 
 
-class Server(Protocol):
-    """What a connection uses of the server that accepted it (``BrokerServer``): its
-    handler and limits, the broker-wide byte budget, and the counters it adds to."""
-
-    handler: RequestHandler
-    sasl: Authenticator | None
-    max_frame_bytes: int
-    idle_timeout_s: float
-    request_receive_timeout_s: float
-    max_unsent_bytes: int
-    queued_bytes: QueuedBytes
-    closed: dict[str, int]
-    """Connections closed, by reason (broker/server.py's CLOSE_REASONS)."""
-    bytes_in: int
-    bytes_out: int
-
-
-class _Slot:
-    """One request's place in its connection's response order."""
-
-    __slots__ = ("buffers", "done", "event", "nbytes")
-
-    def __init__(self) -> None:
-        self.buffers: Sequence[Buffer] | None = None
-        self.nbytes = 0
-        self.done = False
-        self.event: trio.Event | None = None
-
-    def finish(self, buffers: Sequence[Buffer] | None) -> None:
-        self.buffers = buffers
-        if buffers:
-            self.nbytes = sum(_nbytes(buf) for buf in buffers)
-        self.done = True
-        if self.event is not None:
-            self.event.set()
-
-    async def wait(self) -> None:
-        if not self.done:
-            self.event = trio.Event()
-            await self.event.wait()
-
-
-class Connection:
+class Connection(ReplyWriter):
     """One client connection: its reader, its writer and the replies queued between.
 
     The queue is a plain deque plus two events rather than a memory channel: queuing a
@@ -200,7 +140,7 @@ class Connection:
         if server.sasl is not None:
             auth = server.sasl.exchange(peer, self._authenticated)
             self.handle = functools.partial(server.handler.handle, auth=auth)
-        self.queue: deque[_Slot] = deque()
+        self.queue: deque[ReplySlot] = deque()
         self.writing = 0  # replies taken off the queue and being written
         self.reading_done = False
         self.writer_wakeup: trio.Event | None = None
@@ -302,17 +242,6 @@ class Connection:
             self.server.queued_bytes.add(held - self.request_bytes)
             self.request_bytes = held
 
-    def _queued(self, slot: _Slot) -> None:
-        """A reply became ready: its bytes are queued until written."""
-        self.unsent_bytes += slot.nbytes
-        self.server.queued_bytes.add(slot.nbytes)
-
-    def _sent(self, batch: list[_Slot]) -> None:
-        sent = sum(slot.nbytes for slot in batch)
-        self.unsent_bytes -= sent
-        self.server.queued_bytes.add(-sent)
-        self._wake_reader()
-
     def _backlogged(self) -> bool:
         """Whether this client must read its responses before more requests are handled."""
         return (
@@ -384,7 +313,7 @@ class Connection:
                     reply = handle(frame, self.session)
                 except CloseConnection as exc:
                     if exc.reply is not None:  # the refusal goes out before the close
-                        slot = _Slot()
+                        slot = ReplySlot()
                         slot.finish(exc.reply)
                         self._queued(slot)
                         queue.append(slot)
@@ -410,7 +339,7 @@ class Connection:
                         continue
                     reply = [rest]
                 answered = False
-                slot = _Slot()
+                slot = ReplySlot()
                 if isinstance(reply, Pending):
                     self.pending += 1
                     nursery.start_soon(self._complete, slot, reply)
@@ -442,23 +371,6 @@ class Connection:
                 self._sent(batch)
             else:
                 self._wake_writer()
-
-    def _write_now(self, data: Buffer) -> memoryview | None:
-        """Write what the socket takes of ``data`` now (encrypted first under TLS); the
-        rest, or None. The rest is counted in ``bytes_out`` when it is sent."""
-        stream = self.stream
-        if isinstance(stream, TlsStream):
-            rest = stream.send_now(data)
-            self.server.bytes_out += _nbytes(data) - (0 if rest is None else rest.nbytes)
-            return rest
-        assert isinstance(stream, trio.SocketStream)
-        sent = socket_io.write_now(stream, data)
-        self.server.bytes_out += sent
-        return None if sent == len(data) else memoryview(data)[sent:]
-
-    def _refuse(self, reason: str, why: str) -> None:
-        self.server.closed[reason] += 1
-        refusal_log.warning("closing connection from %s: %s", self.peer, why)
 
     async def _receive(
         self, size: int, frame_deadline: float, answered: bool = False
@@ -547,105 +459,3 @@ class Connection:
             self.read_credit = min(self.read_credit + 1, MAX_READ_CREDIT)
         elif self.read_credit:
             self.read_credit -= 1
-
-    async def _complete(self, slot: _Slot, reply: Pending) -> None:
-        """Run a pending reply and put its result in the slot (even if it fails)."""
-        buffers: Sequence[Buffer] | None = None
-        try:
-            buffers = await reply.wait()
-        finally:
-            slot.finish(buffers)
-            self._queued(slot)
-            self.pending -= 1
-            self._wake_reader()
-
-    async def _write_replies(self, nursery: trio.Nursery) -> None:
-        queue = self.queue
-        try:
-            while True:
-                if not queue:
-                    if self.reading_done:
-                        return
-                    self.writer_wakeup = trio.Event()
-                    await self.writer_wakeup.wait()
-                    continue
-                await queue[0].wait()
-                batch: list[_Slot] = []
-                while queue and queue[0].done:  # every ready reply shares the sends
-                    batch.append(queue.popleft())
-                self.writing = len(batch)
-                self._wake_reader()  # queue space
-                await self._send(batch)
-                self.writing = 0
-                self._sent(batch)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            log.debug("connection from %s broke while writing: %r", self.peer, exc)
-            nursery.cancel_scope.cancel()
-
-    async def _send(self, batch: list[_Slot]) -> None:
-        chunks: list[Buffer] = []  # small buffers joined, large record data as it is
-        small: list[Buffer] = []
-        small_bytes = 0
-        for slot in batch:
-            for buf in slot.buffers or ():
-                n = len(buf)
-                self.server.bytes_out += n
-                if n >= COALESCE_BYTES:
-                    if small:
-                        chunks.append(b"".join(small))
-                        small, small_bytes = [], 0
-                    chunks.append(buf)  # large record data: sent from its own memory
-                    continue
-                small.append(buf)
-                small_bytes += n
-                if small_bytes >= COALESCE_BYTES:
-                    chunks.append(b"".join(small))
-                    small, small_bytes = [], 0
-        if small:
-            chunks.append(b"".join(small))
-        stream = self.stream
-        if isinstance(stream, trio.SocketStream):
-            await self._write_buffers(stream, chunks)
-            return
-        for chunk in chunks:
-            await self._send_all(chunk)
-
-    async def _write_buffers(self, stream: trio.SocketStream, chunks: list[Buffer]) -> None:
-        """Write ``chunks`` with writev (net/socket_io.py): what follows a large record
-        buffer (a Kafka Fetch answer's trailing tagged fields) leaves with its last
-        bytes. A peer that accepts none of it for the idle timeout is gone."""
-        chunks = socket_io.write_buffers_now(stream, chunks)
-        stalled = self.server.idle_timeout_s
-        while chunks:
-            with trio.move_on_after(stalled) as scope:
-                await trio.lowlevel.wait_writable(stream.socket)
-            if scope.cancelled_caught:
-                self._refuse("stalled_response", f"no response byte accepted for {stalled:g} s")
-                raise trio.BrokenResourceError("peer stopped reading its responses")
-            chunks = socket_io.write_buffers_now(stream, chunks)
-
-    async def _send_all(self, data: Buffer) -> None:
-        """Write ``data``; a peer that accepts none of it for the idle timeout is gone."""
-        stream = self.stream
-        if isinstance(stream, trio.SocketStream):
-            # Most replies fit the socket buffer: written at once, no timer, no
-            # scheduler pass (net/socket_io.py); the rest goes out below.
-            sent = socket_io.write_now(stream, data)
-            if sent == len(data):
-                return
-            data = memoryview(data)[sent:]
-        elif isinstance(stream, TlsStream):
-            rest = stream.send_now(data)  # the same under TLS
-            if rest is None:
-                return
-            data = rest
-        stalled = self.server.idle_timeout_s
-        with trio.move_on_after(stalled) as scope:
-            await stream.send_all(data)
-        if scope.cancelled_caught:
-            self._refuse("stalled_response", f"no response byte accepted for {stalled:g} s")
-            raise trio.BrokenResourceError("peer stopped reading its responses")
-
-
-def _nbytes(buf: Buffer) -> int:
-    return buf.nbytes if isinstance(buf, memoryview) else len(buf)

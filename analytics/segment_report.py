@@ -6,8 +6,9 @@ batches, leader_epochs, corruption, divergence; see analytics.report) plus
 ``summary.txt``, and prints progress lines and that summary.
 
 How this works: the ``minibroker`` data source's ``partials`` view is read once and
-cached (one task per segment slice, decoded and aggregated on the executors, so the JVM
-sees a few rows per slice and minute, not one per record); every report is a pure
+cached (one task per core, each reading its share of the segment slices, decoded and
+aggregated on the executors, so the JVM sees a few rows per slice and minute, not one
+per record); every report is a pure
 function of it. The driver zips ``protocol`` and ``analytics`` and ships them with
 ``addPyFile`` (``analytics.datasource.register``), so executors need only pyspark, not
 the project: the job runs unchanged on a cluster whose workers see the log dirs at the
@@ -70,7 +71,9 @@ def _progress(line: str) -> None:
 
 def scan_frame(spark: SparkSession, options: JobOptions, kind: str = "partials") -> DataFrame:
     """The data source's ``kind`` view for ``options`` (not yet read)."""
-    reader = spark.read.format(FORMAT_NAME).option("kind", kind)
+    # One task per core: each task's fixed cost is paid once per core, not per slice.
+    tasks = spark.sparkContext.defaultParallelism
+    reader = spark.read.format(FORMAT_NAME).option("kind", kind).option("tasks", str(tasks))
     if options.topics:
         reader = reader.option("topics", ",".join(options.topics))
     if options.from_timestamp is not None:

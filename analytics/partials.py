@@ -22,7 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from minibroker.analytics.columns import constant_column, null_struct, scan_chunks, slice_columns
+from minibroker.analytics.columns import (
+    ARROW_BATCH_ROWS,
+    constant_column,
+    null_struct,
+    scan_chunks,
+    slice_columns,
+)
 from minibroker.analytics.layout import SegmentSlice
 from minibroker.analytics.scan import ALL_TIME, TimeRange
 from minibroker.analytics.schema import KIND_GROUP, MINUTE_MS, PARTIALS
@@ -130,6 +136,10 @@ def partial_batches(
     groups: list[pa.Table] = []
     held = 0  # rows in groups
     fold_at = MERGE_GROUP_ROWS
+    # A chunk of ARROW_BATCH_ROWS records keeps only ~1/16 as many batch rows: they are
+    # sent on in batches of ARROW_BATCH_ROWS too, as each batch costs Spark a fixed price.
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
     # Checksums are only read by the divergence check, from the record rows.
     for rows in scan_chunks(piece, time_range, checksums=keep_records):
         records = rows.records
@@ -148,7 +158,15 @@ def partial_batches(
         kept = rows.to_arrow(piece, with_records=keep_records)
         if kept.num_rows:
             no_group = null_struct(_GROUP_TYPE, kept.num_rows)
-            yield pa.RecordBatch.from_arrays([*kept.columns, no_group], schema=PARTIALS_ARROW)
+            pending.append(
+                pa.RecordBatch.from_arrays([*kept.columns, no_group], schema=PARTIALS_ARROW)
+            )
+            pending_rows += kept.num_rows
+        if pending_rows >= ARROW_BATCH_ROWS:
+            yield pa.concat_batches(pending)
+            pending, pending_rows = [], 0
+    if pending:
+        yield pa.concat_batches(pending)
     if groups:
         merged = groups[0] if len(groups) == 1 else pa.concat_tables(groups)
         yield _group_rows(piece, _aggregate(merged, first_pass=False))

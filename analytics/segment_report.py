@@ -47,7 +47,12 @@ from minibroker.analytics.jobargs import (
     first_missing_dir,
     options_from_args,
 )
-from minibroker.analytics.layout import SegmentSlice, plan_slices
+from minibroker.analytics.layout import (
+    UNSPLIT_BYTES,
+    SegmentSlice,
+    balanced_groups,
+    plan_slices,
+)
 from minibroker.analytics.report import build_partial_reports
 from minibroker.analytics.summary import SegmentRead, format_summary, human_bytes
 
@@ -69,11 +74,16 @@ def _progress(line: str) -> None:
     print(f"[{PROG}] {line}", flush=True)
 
 
+def scan_tasks(spark: SparkSession) -> int:
+    """Tasks a scan runs as: one per core, so each task's fixed cost is paid once per
+    core, not once per slice."""
+    return spark.sparkContext.defaultParallelism
+
+
 def scan_frame(spark: SparkSession, options: JobOptions, kind: str = "partials") -> DataFrame:
     """The data source's ``kind`` view for ``options`` (not yet read)."""
-    # One task per core: each task's fixed cost is paid once per core, not per slice.
-    tasks = spark.sparkContext.defaultParallelism
-    reader = spark.read.format(FORMAT_NAME).option("kind", kind).option("tasks", str(tasks))
+    tasks = str(scan_tasks(spark))
+    reader = spark.read.format(FORMAT_NAME).option("kind", kind).option("tasks", tasks)
     if options.topics:
         reader = reader.option("topics", ",".join(options.topics))
     if options.from_timestamp is not None:
@@ -130,10 +140,11 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     started = monotonic()
     register(spark)
     topics = frozenset(options.topics) if options.topics else None
-    pieces = plan_slices(options.log_dirs, topics)
-    files = len({p.segment for p in pieces})
+    pieces = plan_slices(options.log_dirs, topics, UNSPLIT_BYTES)
+    files = len(pieces)
     size = sum(p.end - p.start for p in pieces)
-    progress(f"planned {files} segment file(s), {human_bytes(size)}, as {len(pieces)} task(s)")
+    tasks = len(balanced_groups(pieces, scan_tasks(spark))) or 1
+    progress(f"planned {files} segment file(s), {human_bytes(size)}, as {tasks} task(s)")
 
     scan = scan_frame(spark, options).cache()
     with TaskProgress(spark, progress):

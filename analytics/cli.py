@@ -26,6 +26,7 @@ from pathlib import Path
 
 from minibroker.analytics.discover import log_dirs_of_config, log_dirs_under
 from minibroker.analytics.jobargs import (
+    DRIVER_JAVA_OPTIONS,
     EXIT_ERROR,
     EXIT_USAGE,
     UsageError,
@@ -44,6 +45,8 @@ SPARK_LOG = "spark.log"
 JOB_ERROR_PREFIX = "segment_report: error:"
 QUIET_SPARK_CONF = ("spark.ui.showConsoleProgress=false",)
 """Spark's console progress bar redraws one stderr line; the job prints its own progress."""
+JOB_SPARK_CONF = (f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}",)
+"""Always passed: the JVM options the job runs best with (``jobargs.DRIVER_JAVA_OPTIONS``)."""
 
 
 def spark_submit_path() -> Path:
@@ -147,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
         args.log_dirs = ",".join(log_dirs)
         out = Path(args.out) if args.out else default_out_dir()
         args.out = str(out)
-        command = submit_command(args, () if args.verbose else QUIET_SPARK_CONF)
+        quiet = () if args.verbose else QUIET_SPARK_CONF
+        command = submit_command(args, JOB_SPARK_CONF + quiet)
     except UsageError as exc:
         print(f"minibroker analyze: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -12,20 +12,28 @@ Options (all optional):
     from_timestamp  keep records with timestamp >= this (ms)
     to_timestamp    keep records with timestamp < this (ms)
     split_bytes     segments larger than this are scanned by several tasks
+    tasks           scan in exactly this many tasks of near-equal bytes (the report job
+                    passes Spark's default parallelism: one task per core); each task
+                    reads its slices one after the other. Default: one task per slice.
+                    With it, slices are cut only where tasks meet, unless split_bytes
+                    is also given
 
 How this works: ``partitions()`` (run once, on the driver side) plans one
 ``SegmentSlice`` per segment, or per batch-aligned byte range of a large segment
-(``analytics.layout``); each becomes one Spark task whose ``read()`` decodes it on an
-executor into Arrow record batches of the view (``analytics.columns``), which Spark
-takes as columns. Spark ships this class to its Python workers by
-module name, so ``minibroker.analytics`` and ``minibroker.protocol`` must be importable
-there: ``register`` zips both packages and adds the zip with ``SparkContext.addPyFile``
-— this is what lets the job run unchanged where the project is not installed on the
-workers, and run the driver's version of the code where it is.
+(``analytics.layout``); each becomes one Spark task, or with ``tasks`` the slices are
+dealt into that many groups of near-equal bytes, one task each. A task's ``read()``
+decodes its slices on an executor into Arrow record batches of the view
+(``analytics.columns``), which Spark takes as columns. Spark ships this class to its
+Python workers by module name, so ``minibroker.analytics`` and ``minibroker.protocol``
+must be importable there: ``register`` zips both packages and adds the zip with
+``SparkContext.addPyFile`` — this is what lets the job run unchanged where the project
+is not installed on the workers, and run the driver's version of the code where it is.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,7 +45,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from minibroker.analytics.columns import view_batches
-from minibroker.analytics.layout import SPLIT_BYTES, SegmentSlice, plan_slices
+from minibroker.analytics.layout import (
+    SPLIT_BYTES,
+    UNSPLIT_BYTES,
+    SegmentSlice,
+    balanced_groups,
+    plan_slices,
+)
 from minibroker.analytics.partials import partial_batches, replicated_partitions
 from minibroker.analytics.scan import TimeRange
 from minibroker.analytics.schema import VIEWS
@@ -67,12 +81,15 @@ def _int_option(options: Mapping[str, str], name: str) -> int | None:
 
 
 class SlicePartition(InputPartition):
-    """One Spark task: one slice of one segment; ``replicated`` when its partition is
-    found in several log dirs (the partials view then keeps its record rows)."""
+    """One Spark task: slices of segments, read in order; ``replicated`` names the
+    (topic, partition)s among them found in several log dirs (the partials view keeps
+    their record rows)."""
 
-    def __init__(self, piece: SegmentSlice, replicated: bool = False) -> None:
-        super().__init__(piece)
-        self.piece = piece
+    def __init__(
+        self, pieces: Sequence[SegmentSlice], replicated: frozenset[tuple[str, int]]
+    ) -> None:
+        super().__init__(tuple(pieces))
+        self.pieces = tuple(pieces)
         self.replicated = replicated
 
 
@@ -87,23 +104,28 @@ class MinibrokerReader(DataSourceReader):
         self.time_range = TimeRange(
             _int_option(options, "from_timestamp"), _int_option(options, "to_timestamp")
         )
-        self.split_bytes = _int_option(options, "split_bytes") or SPLIT_BYTES
+        self.tasks = _int_option(options, "tasks")
+        if self.tasks is not None and self.tasks < 1:
+            raise ValueError(f"option tasks must be >= 1, got {self.tasks}")
+        # With a task count, cutting slices at split_bytes too would only walk the
+        # files' batch prefixes for nothing: a task reads its slices in a row anyway.
+        split_bytes = _int_option(options, "split_bytes")
+        self.split_bytes = split_bytes or (UNSPLIT_BYTES if self.tasks else SPLIT_BYTES)
 
     def partitions(self) -> Sequence[InputPartition]:
         pieces = plan_slices(self.log_dirs, self.topics, self.split_bytes)
         replicated = replicated_partitions(pieces)
+        groups = balanced_groups(pieces, self.tasks) if self.tasks else [[p] for p in pieces]
         # Spark needs at least one partition; an empty one reads nothing.
-        slices = [SlicePartition(p, (p.topic, p.partition) in replicated) for p in pieces]
-        return slices or [InputPartition(None)]
+        return [SlicePartition(group, replicated) for group in groups] or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        piece = getattr(partition, "piece", None)
-        if piece is None:
-            return iter(())
-        if self.kind == "partials":
-            replicated = bool(getattr(partition, "replicated", False))
-            return partial_batches(piece, self.time_range, keep_records=replicated)
-        return view_batches(self.kind, piece, self.time_range)
+        for piece in getattr(partition, "pieces", ()):
+            if self.kind == "partials":
+                keep = (piece.topic, piece.partition) in getattr(partition, "replicated", ())
+                yield from partial_batches(piece, self.time_range, keep_records=keep)
+            else:
+                yield from view_batches(self.kind, piece, self.time_range)
 
 
 class MinibrokerDataSource(DataSource):
@@ -136,15 +158,32 @@ def package_zip(directory: Path) -> Path:
     The zip's ``minibroker/__init__.py`` is a bare one (the real one also loads the
     client, which executors never use). Spark puts the zip ahead of site-packages on
     the workers' path, so they run the driver's code even where another copy of the
-    project is installed."""
+    project is installed.
+
+    Each module also goes in compiled (``_bytecode``): zipimport cannot cache what it
+    compiles, and Spark forks a fresh planner process that imports this data source
+    twice per query, on the query's critical path."""
     root = Path(__file__).resolve().parent.parent
     target = directory / "minibroker-analytics.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("minibroker/__init__.py", _ZIP_PACKAGE_INIT)
         for package in SHIPPED_PACKAGES:
             for source in sorted((root / package).rglob("*.py")):
-                archive.write(source, "minibroker/" + source.relative_to(root).as_posix())
+                name = "minibroker/" + source.relative_to(root).as_posix()
+                archive.write(source, name)
+                archive.writestr(name + "c", _bytecode(source))
     return target
+
+
+def _bytecode(source: Path) -> bytes:
+    """``source`` as a .pyc that is never checked against its source (the zip is built
+    from both at once). zipimport takes it only from an interpreter of the same bytecode
+    version, and compiles the .py itself otherwise."""
+    data = source.read_bytes()
+    code = compile(data, str(source), "exec", dont_inherit=True)
+    unchecked_hash = 0b01  # PEP 552 flags: hash-based, not checked
+    header = importlib.util.MAGIC_NUMBER + unchecked_hash.to_bytes(4, "little")
+    return header + importlib.util.source_hash(data) + marshal.dumps(code)
 
 
 def register(spark: SparkSession) -> None:

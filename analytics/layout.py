@@ -14,25 +14,35 @@ batchLength) prefixes, so no batch is ever split between two tasks. A prefix tha
 no sense (a corrupt length) stops the walk: the rest of the file stays one slice and the
 executor reports the corruption precisely.
 
+``balanced_groups`` deals the slices of a scan into a few groups of near-equal bytes,
+one Spark task each (one per core): a Python data source task has a fixed cost (its
+command shipped, its worker fed, its result sent back) that ten 128 MiB tasks on two
+cores pay five times over. Groups are cut at batch boundaries the same way.
+
 Nothing here imports Spark: the planning is a plain function the data source calls.
 """
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import re
 import struct
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from minibroker.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
 
 SPLIT_BYTES = 256 * 1024 * 1024
-"""Largest slice one task scans: a 1 GiB segment still keeps 4 tasks (2 cores) busy,
-while each task's fixed cost (~0.1 s of JVM and Python CPU to start a Python data
-source task) stays small next to its scan. Task memory does not grow with it: a task
-streams its slice as bounded Arrow batches."""
+"""Largest slice one task scans when the scan is one task per slice (the data source's
+default): a 1 GiB segment still keeps 4 tasks (2 cores) busy, while each task's fixed
+cost (~0.1 s of JVM and Python CPU to start a Python data source task) stays small next
+to its scan. Task memory does not grow with it: a task streams its slice as bounded
+Arrow batches."""
+UNSPLIT_BYTES = 1 << 62
+"""A split size no segment reaches: one slice per segment file."""
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]{1,249})-(?P<partition>\d+)$")
 _SEGMENT_FILE = re.compile(r"^(?P<base>\d{20})\.log$")
@@ -80,33 +90,73 @@ def read_broker_id(log_dir: Path) -> int | None:
     return None
 
 
+def _boundary_at_or_after(mapped: mmap.mmap, pos: int, size: int, target: int) -> int | None:
+    """The first batch boundary at or after ``target``, walking the 12-byte prefixes
+    from ``pos`` (itself a boundary); None when the data ends first or a prefix makes no
+    sense (a corrupt length: the rest stays whole and its task reports it precisely)."""
+    unpack = _PREFIX.unpack_from
+    while pos < target and pos + BATCH_HEADER_SIZE <= size:
+        _, batch_length = unpack(mapped, pos)
+        if batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+            return None
+        pos += LOG_OVERHEAD + batch_length
+    if pos >= size or pos < target:
+        return None
+    return pos
+
+
+def _cut_at(path: str, start: int, size: int, targets: Sequence[int]) -> list[int]:
+    """``start`` and the first batch boundary at or after each of the ascending
+    ``targets`` (all in ``(start, size)``), up to the first that cannot be found.
+
+    The walk reads the prefixes from a memory map and stops at the last cut."""
+    cuts = [start]
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        size = min(size, len(mapped))
+        for target in targets:
+            pos = _boundary_at_or_after(mapped, cuts[-1], size, target)
+            if pos is None:
+                break
+            if pos > cuts[-1]:
+                cuts.append(pos)
+    return cuts
+
+
 def batch_boundaries(path: Path, size: int, split_bytes: int) -> list[int]:
     """Start positions of the slices of one segment: 0, then the first batch boundary
     at or after each of the ``ceil(size / split_bytes) - 1`` points that cut the file
     into equal parts (equal tasks, no sliver of a slice for a file just over the limit).
-
-    The walk reads the 12-byte prefixes from a memory map and stops at the last cut:
-    it runs once per query, before any task starts.
+    It runs once per query, before any task starts.
     """
-    cuts = [0]
     parts = -(-size // split_bytes)
     if parts <= 1:
-        return cuts
-    targets = [size * k // parts for k in range(1, parts)]
-    unpack = _PREFIX.unpack_from
-    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        pos = 0
-        size = min(size, len(mapped))
-        for target in targets:
-            while pos < target and pos + BATCH_HEADER_SIZE <= size:
-                _, batch_length = unpack(mapped, pos)
-                if batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
-                    return cuts  # corrupt length: the rest is one task, which reports it
-                pos += LOG_OVERHEAD + batch_length
-            if pos >= size or pos < target:
-                return cuts
-            cuts.append(pos)
-    return cuts
+        return [0]
+    return _cut_at(str(path), 0, size, [size * k // parts for k in range(1, parts)])
+
+
+def balanced_groups(pieces: Sequence[SegmentSlice], parts: int) -> list[list[SegmentSlice]]:
+    """``pieces`` (in plan order) dealt into at most ``parts`` runs of near-equal bytes.
+
+    Laid end to end, the pieces are cut at the first batch boundary at or after each
+    ``k / parts`` of their bytes (a piece is split there into two slices), and each
+    slice joins the group its first byte falls in. A cut that cannot be placed (a
+    corrupt length) leaves its piece whole, in the group where it starts.
+    """
+    total = sum(p.end - p.start for p in pieces)
+    if parts <= 1 or total == 0:
+        return [list(pieces)] if pieces else []
+    targets = [total * k // parts for k in range(1, parts)]
+    groups: list[list[SegmentSlice]] = [[] for _ in range(parts)]
+    done = 0  # bytes of the pieces before this one
+    for piece in pieces:
+        size = piece.end - piece.start
+        inside = [piece.start + t - done for t in targets if done < t < done + size]
+        cuts = _cut_at(piece.segment, piece.start, piece.end, inside) if inside else [piece.start]
+        for start, end in zip(cuts, [*cuts[1:], piece.end], strict=True):
+            group = bisect.bisect_right(targets, done + start - piece.start)
+            groups[group].append(replace(piece, start=start, end=end))
+        done += size
+    return [group for group in groups if group]
 
 
 def plan_slices(

@@ -22,10 +22,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from minibroker.analytics.columns import constant_column, null_struct, scan_chunks, slice_columns
+from minibroker.analytics.columns import (
+    ARROW_BATCH_ROWS,
+    constant_column,
+    null_struct,
+    scan_chunks,
+    slice_columns,
+)
 from minibroker.analytics.layout import SegmentSlice
 from minibroker.analytics.scan import ALL_TIME, TimeRange
 from minibroker.analytics.schema import KIND_GROUP, MINUTE_MS, PARTIALS
+
+MERGE_GROUP_ROWS = 1 << 18
+"""Group rows a slice's scan holds before folding them together: bounds a task's memory
+by its slice's distinct (key, minute) pairs, however long the slice."""
 
 PARTIALS_ARROW = to_arrow_schema(PARTIALS, timezone="UTC")
 _TYPES = {field.name: field.type for field in PARTIALS_ARROW}
@@ -124,17 +134,39 @@ def partial_batches(
     batches: its batch and corruption rows (and record rows if ``keep_records``), in
     file order, then its group rows."""
     groups: list[pa.Table] = []
+    held = 0  # rows in groups
+    fold_at = MERGE_GROUP_ROWS
+    # A chunk of ARROW_BATCH_ROWS records keeps only ~1/16 as many batch rows: they are
+    # sent on in batches of ARROW_BATCH_ROWS too, as each batch costs Spark a fixed price.
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
     # Checksums are only read by the divergence check, from the record rows.
     for rows in scan_chunks(piece, time_range, checksums=keep_records):
         records = rows.records
         if records.offset:
-            groups.append(
-                _record_groups(records.key, records.timestamp, records.offset, records.value_size)
+            chunk = _record_groups(
+                records.key, records.timestamp, records.offset, records.value_size
             )
+            groups.append(chunk)
+            held += chunk.num_rows
+            if held > fold_at:
+                # A long slice of many keys: fold what is held so far into one table,
+                # and fold again only once as many rows again are held.
+                groups = [_aggregate(pa.concat_tables(groups), first_pass=False)]
+                held = groups[0].num_rows
+                fold_at = max(MERGE_GROUP_ROWS, 2 * held)
         kept = rows.to_arrow(piece, with_records=keep_records)
         if kept.num_rows:
             no_group = null_struct(_GROUP_TYPE, kept.num_rows)
-            yield pa.RecordBatch.from_arrays([*kept.columns, no_group], schema=PARTIALS_ARROW)
+            pending.append(
+                pa.RecordBatch.from_arrays([*kept.columns, no_group], schema=PARTIALS_ARROW)
+            )
+            pending_rows += kept.num_rows
+        if pending_rows >= ARROW_BATCH_ROWS:
+            yield pa.concat_batches(pending)
+            pending, pending_rows = [], 0
+    if pending:
+        yield pa.concat_batches(pending)
     if groups:
         merged = groups[0] if len(groups) == 1 else pa.concat_tables(groups)
         yield _group_rows(piece, _aggregate(merged, first_pass=False))

@@ -6,8 +6,9 @@ batches, leader_epochs, corruption, divergence; see analytics.report) plus
 ``summary.txt``, and prints progress lines and that summary.
 
 How this works: the ``minibroker`` data source's ``partials`` view is read once and
-cached (one task per segment slice, decoded and aggregated on the executors, so the JVM
-sees a few rows per slice and minute, not one per record); every report is a pure
+cached (one task per core, each reading its share of the segment slices, decoded and
+aggregated on the executors, so the JVM sees a few rows per slice and minute, not one
+per record); every report is a pure
 function of it. The driver zips ``protocol`` and ``analytics`` and ships them with
 ``addPyFile`` (``analytics.datasource.register``), so executors need only pyspark, not
 the project: the job runs unchanged on a cluster whose workers see the log dirs at the
@@ -46,7 +47,12 @@ from minibroker.analytics.jobargs import (
     first_missing_dir,
     options_from_args,
 )
-from minibroker.analytics.layout import SegmentSlice, plan_slices
+from minibroker.analytics.layout import (
+    UNSPLIT_BYTES,
+    SegmentSlice,
+    balanced_groups,
+    plan_slices,
+)
 from minibroker.analytics.report import build_partial_reports
 from minibroker.analytics.summary import SegmentRead, format_summary, human_bytes
 
@@ -68,9 +74,16 @@ def _progress(line: str) -> None:
     print(f"[{PROG}] {line}", flush=True)
 
 
+def scan_tasks(spark: SparkSession) -> int:
+    """Tasks a scan runs as: one per core, so each task's fixed cost is paid once per
+    core, not once per slice."""
+    return spark.sparkContext.defaultParallelism
+
+
 def scan_frame(spark: SparkSession, options: JobOptions, kind: str = "partials") -> DataFrame:
     """The data source's ``kind`` view for ``options`` (not yet read)."""
-    reader = spark.read.format(FORMAT_NAME).option("kind", kind)
+    tasks = str(scan_tasks(spark))
+    reader = spark.read.format(FORMAT_NAME).option("kind", kind).option("tasks", tasks)
     if options.topics:
         reader = reader.option("topics", ",".join(options.topics))
     if options.from_timestamp is not None:
@@ -127,10 +140,11 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     started = monotonic()
     register(spark)
     topics = frozenset(options.topics) if options.topics else None
-    pieces = plan_slices(options.log_dirs, topics)
-    files = len({p.segment for p in pieces})
+    pieces = plan_slices(options.log_dirs, topics, UNSPLIT_BYTES)
+    files = len(pieces)
     size = sum(p.end - p.start for p in pieces)
-    progress(f"planned {files} segment file(s), {human_bytes(size)}, as {len(pieces)} task(s)")
+    tasks = len(balanced_groups(pieces, scan_tasks(spark))) or 1
+    progress(f"planned {files} segment file(s), {human_bytes(size)}, as {tasks} task(s)")
 
     scan = scan_frame(spark, options).cache()
     with TaskProgress(spark, progress):

@@ -10,11 +10,12 @@ then measures, on the same files:
   the report job reads (``analytics.partials``: CRC check, column decode, per-record
   checksum, Arrow batches, records folded into key-and-minute groups with
   pyarrow.compute) and adding up the records of the groups - exactly what a Spark task
-  does, minus Spark;
-- scan_records_per_s: the same through Spark: the data source's partials view read
-  (planning, one task per slice (analytics.layout.SPLIT_BYTES) on the executors, a few
-  group, batch and corruption rows per slice into the JVM) and the groups' records
-  summed by Spark;
+  does, minus Spark (one slice per segment file: nothing to cut for one process);
+- scan_records_per_s: the same through Spark, as the report job reads it: the data
+  source's partials view read (planning, one task per core on the executors, each
+  scanning its share of the slices, a few group, batch and corruption rows per slice
+  into the JVM) and the groups' records summed by Spark, all timed from the query's
+  start to its answer back in Python (the SparkSession is up and warm before);
 - scan_ratio: the median scan over the median plain figure;
 - two_process_records_per_s / two_process_ratio: the plain scan's work dealt to two
   worker processes (no Spark): the ceiling two cores of this shared box gave at the
@@ -56,8 +57,13 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from minibroker.analytics.columns import scan_batches
-from minibroker.analytics.jobargs import JobOptions
-from minibroker.analytics.layout import SegmentSlice, plan_slices
+from minibroker.analytics.jobargs import DRIVER_JAVA_OPTIONS, JobOptions
+from minibroker.analytics.layout import (
+    UNSPLIT_BYTES,
+    SegmentSlice,
+    balanced_groups,
+    plan_slices,
+)
 from minibroker.analytics.partials import partial_batches, replicated_partitions
 from minibroker.analytics.scan import scan_rows
 from minibroker.analytics.schema import KIND_GROUP
@@ -107,11 +113,17 @@ def write_data(root: Path, size_mb: int, segment_mb: int) -> int:
     return written
 
 
+def whole_segments(root: Path) -> list[SegmentSlice]:
+    """One slice per segment file: a single process has no use for cutting them (the
+    planning walk that finds cuts is Spark's cost, so it is timed on Spark's side only)."""
+    return plan_slices([str(root)], split_bytes=UNSPLIT_BYTES)
+
+
 def object_scan(root: Path) -> tuple[int, float]:
     """(records, seconds) for a single-process scan building one tuple per row."""
     started = time.perf_counter()
     records = 0
-    for piece in plan_slices([str(root)]):
+    for piece in whole_segments(root):
         for row in scan_rows(piece):
             if row[0] == "record":
                 records += 1
@@ -122,7 +134,7 @@ def plain_scan(root: Path) -> tuple[int, float]:
     """(records, seconds) for a single-process scan computing the partials view, as the
     data source's tasks do (record rows kept for replicated partitions)."""
     started = time.perf_counter()
-    pieces = plan_slices([str(root)])
+    pieces = whole_segments(root)
     records = count_partials(pieces, replicated_partitions(pieces))
     return records, time.perf_counter() - started
 
@@ -141,14 +153,13 @@ def count_partials(pieces: list[SegmentSlice], replicated: frozenset[tuple[str, 
 
 def two_process_scan(root: Path, pool: Any) -> tuple[int, float]:
     """(records, seconds) for ``plain_scan``'s work split between two processes of
-    ``pool`` (already started), slices dealt largest first to the lighter one: what
-    two cores can give this machine right now, Spark or not."""
+    ``pool`` (already started), the segments dealt into two runs of near-equal bytes
+    as the Spark scan's tasks get them: what two cores can give this machine right
+    now, Spark or not."""
     started = time.perf_counter()
-    pieces = plan_slices([str(root)])
+    pieces = whole_segments(root)
     replicated = replicated_partitions(pieces)
-    shares: list[list[SegmentSlice]] = [[], []]
-    for piece in sorted(pieces, key=lambda p: p.end - p.start, reverse=True):
-        min(shares, key=lambda share: sum(p.end - p.start for p in share)).append(piece)
+    shares = balanced_groups(pieces, 2)
     counts = pool.starmap(count_partials, [(share, replicated) for share in shares])
     return sum(counts), time.perf_counter() - started
 
@@ -157,7 +168,7 @@ def plain_row_scan(root: Path) -> tuple[int, float]:
     """(records, seconds) for a single-process scan building the scan view's batches."""
     started = time.perf_counter()
     records = 0
-    for piece in plan_slices([str(root)]):
+    for piece in whole_segments(root):
         for batch in scan_batches(piece):
             records += pc.sum(pc.equal(batch.column("kind"), "record")).as_py() or 0
     return records, time.perf_counter() - started
@@ -197,6 +208,7 @@ class SparkBench:
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.memory", "4g")
+            .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)  # as the job runs
             .config("spark.sql.shuffle.partitions", "4")
             .getOrCreate()
         )

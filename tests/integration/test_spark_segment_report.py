@@ -129,6 +129,17 @@ def test_data_source_gives_the_same_rows_when_segments_are_split_into_ranges(
 
 
 @pytest.mark.timeout(120)
+def test_data_source_reads_in_exactly_the_tasks_asked_with_the_same_rows(
+    spark: SparkSession, data: DataSet
+) -> None:
+    whole = spark.read.format("minibroker").load(data.load_path)
+    grouped = spark.read.format("minibroker").option("tasks", "2").load(data.load_path)
+
+    assert grouped.rdd.getNumPartitions() == 2
+    assert sorted(map(_row_key, grouped.collect())) == sorted(map(_row_key, whole.collect()))
+
+
+@pytest.mark.timeout(120)
 def test_data_source_filters_topics_and_a_time_range(spark: SparkSession, data: DataSet) -> None:
     df = (
         spark.read.format("minibroker")

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from minibroker.analytics import cli
-from minibroker.analytics.jobargs import OneLineParser, add_job_arguments
+from minibroker.analytics.datasource import package_zip
+from minibroker.analytics.jobargs import DRIVER_JAVA_OPTIONS, OneLineParser, add_job_arguments
 from minibroker.analytics.segment_report import main as job_main
 from minibroker.analytics.summary import format_summary, show_key
 
@@ -81,6 +85,39 @@ def test_analyze_runs_pysparks_spark_submit_on_the_job_file_with_the_same_argume
         "--log-dirs", "a,b", "--out", "o", "--topics", "t1", "--from-timestamp", "5",
         "--top-keys", "10",
     ]  # fmt: skip
+
+
+def test_analyze_always_passes_the_jobs_jvm_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = _analyze_args("--log-dirs", str(tmp_path), "--out", str(tmp_path / "o"), "--verbose")
+    seen: list[list[str]] = []
+
+    def fake_run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        seen.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(cli.subprocess, "run", fake_run)
+
+    assert cli.run(args) == 0
+    (command,) = seen
+    assert command[3:5] == ["--conf", f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}"]
+
+
+def test_executors_import_the_shipped_packages_compiled_from_the_zip(tmp_path: Path) -> None:
+    archive = package_zip(tmp_path)
+    with zipfile.ZipFile(archive) as z:
+        names = set(z.namelist())
+    sources = {n for n in names if n.endswith(".py") and n != "minibroker/__init__.py"}
+
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+         "import minibroker.analytics.layout as m; print(m.__file__)", str(archive)],
+        cwd=tmp_path, capture_output=True, text=True, check=True, timeout=20,
+    ).stdout.strip()  # fmt: skip
+
+    assert sources and {n + "c" for n in sources} <= names
+    assert loaded == f"{archive}/minibroker/analytics/layout.pyc"
 
 
 def test_analyze_checks_arguments_before_starting_spark(

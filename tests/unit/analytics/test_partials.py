@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from minibroker.analytics import columns, partials
 from minibroker.analytics.columns import scan_batches
 from minibroker.analytics.layout import plan_slices
 from minibroker.analytics.partials import PARTIALS_ARROW, partial_batches, replicated_partitions
@@ -99,6 +100,21 @@ def test_partials_keep_batch_and_corruption_rows_in_order_and_records_only_when_
     got = [r for r in _partial_rows(log_dir, split, keep_records) if r["kind"] != KIND_GROUP]
 
     assert got == expected
+
+
+def test_a_slice_holding_many_groups_folds_them_as_it_goes_to_the_same_figures(
+    log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = _partial_rows(log_dir, 1 << 40, False)
+    monkeypatch.setattr(partials, "MERGE_GROUP_ROWS", 1)
+    monkeypatch.setattr(columns, "ARROW_BATCH_ROWS", 3)  # many chunks per slice
+
+    folded = _partial_rows(log_dir, 1 << 40, False)
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row["segment"], row["position"], row["kind"], repr(row["group"]))
+
+    assert sorted(folded, key=key) == sorted(whole, key=key)
 
 
 def test_only_partitions_found_in_two_log_dirs_are_replicated(tmp_path: Path) -> None:

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.analytics.layout import parse_partition_dir, plan_slices, read_broker_id
+from minibroker.analytics.layout import (
+    balanced_groups,
+    parse_partition_dir,
+    plan_slices,
+    read_broker_id,
+)
 from minibroker.analytics.scan import (
     Corruption,
     ScannedBatch,
@@ -110,6 +115,47 @@ def test_a_segment_just_over_the_split_size_is_cut_in_halves_not_left_a_sliver(
     pieces = plan_slices([str(tmp_path)], split_bytes=size - batch // 2)
 
     assert [(p.start, p.end) for p in pieces] == [(0, 11 * batch), (11 * batch, size)]
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 7])
+def test_groups_cut_slices_at_batch_boundaries_into_near_equal_runs_in_plan_order(
+    tmp_path: Path, parts: int
+) -> None:
+    for partition, batches in ((0, 20), (1, 7)):
+        log = PartitionLog(tmp_path, "t", partition)
+        for i in range(batches):
+            log.append(make_records(3))
+            if i == 12:
+                log.roll()
+    pieces = plan_slices([str(tmp_path)])
+    batch = pieces[0].end // 13
+
+    groups = balanced_groups(pieces, parts)
+
+    assert len(groups) == parts
+    sizes = [sum(p.end - p.start for p in group) for group in groups]
+    assert max(sizes) - min(sizes) <= batch
+    flat = [p for group in groups for p in group]
+    assert [(p.segment, p.end) for p in flat if p.end == p.start] == []
+    assert [(p.segment, p.start) for p in flat if p.start == 0] == [(p.segment, 0) for p in pieces]
+    assert _offsets([i for p in flat for i in scan_slice(p)]) == _offsets(
+        [i for p in pieces for i in scan_slice(p)]
+    )
+
+
+def test_a_corrupt_length_leaves_its_piece_whole_in_the_group_it_starts_in(
+    tmp_path: Path,
+) -> None:
+    log = PartitionLog(tmp_path, "t", 0)
+    for _ in range(10):
+        log.append(make_records(3))
+    segment = log.segments[0]
+    data = bytearray(segment.read_bytes())
+    data[8:12] = b"\x00\x00\x00\x01"  # the first batch's length: impossible
+    segment.write_bytes(bytes(data))
+    (piece,) = plan_slices([str(tmp_path)])
+
+    assert balanced_groups([piece], 2) == [[piece]]
 
 
 def test_scan_reads_gzip_null_keys_headers_and_several_segments(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ parse is one corruption row with the same reason, and none of its records is kep
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator, Mapping
 from itertools import repeat
 from typing import Any
@@ -27,12 +26,17 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from minibroker.analytics.layout import SegmentSlice
+from minibroker.analytics.record_section import (
+    RecordColumns,
+    decode_records,
+    records_section,
+    time_bounds,
+)
 from minibroker.analytics.scan import (
     ALL_TIME,
     TIMESTAMP_TYPE_NAMES,
     Corruption,
     TimeRange,
-    headers_checksum,
     walk_slice,
 )
 from minibroker.analytics.schema import (
@@ -42,30 +46,18 @@ from minibroker.analytics.schema import (
     RECORDS,
     SCAN,
 )
-from minibroker.protocol.compression import Compression, decompress
-from minibroker.protocol.crc32c import crc32c
+from minibroker.protocol.compression import Compression
 from minibroker.protocol.errors import CorruptMessageError
 from minibroker.protocol.records import (
-    BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
-    Header,
     TimestampType,
-    read_varint,
-    validate_batch,
 )
 from minibroker.protocol.records.batch import TIMESTAMP_TYPE_BIT
-from minibroker.protocol.records.varint import raw_varint
 
 ARROW_BATCH_ROWS = 8192
 """Rows per Arrow batch handed to Spark (a batch ends at a record batch's end, so it
 may be a little longer): amortises per-batch cost; ~8 MiB of 1 KiB values at most."""
-
-_MIN_TIMESTAMP = -(1 << 63)
-_MAX_TIMESTAMP = 1 << 63  # one past the largest int64: every timestamp is below it
-_CHECKSUM_PREFIX = struct.Struct(">iqi")  # leader epoch, timestamp, key length
-_CHECKSUM_PREFIX_NULL_KEY = struct.Struct(">iqii")  # ... key length -1, value length
-_LENGTH = struct.Struct(">i")
 
 RECORDS_ARROW = to_arrow_schema(RECORDS, timezone="UTC")
 SCAN_ARROW = to_arrow_schema(SCAN, timezone="UTC")
@@ -88,224 +80,6 @@ _TIMESTAMP_TYPE_NAMES = {
     TIMESTAMP_TYPE_BIT: TIMESTAMP_TYPE_NAMES[TimestampType.LOG_APPEND_TIME],
 }
 """Batch-row names straight from the attributes bits (no enum per batch)."""
-
-
-class _Records:
-    """One column list per field a record contributes, for either view."""
-
-    def __init__(self, values: bool, checksums: bool = True) -> None:
-        self.values = values  # records view: values and headers; scan view: sizes, checksums
-        self.checksums = checksums  # scan view: False leaves header counts and checksums out
-        self.offset: list[int] = []
-        self.timestamp: list[int] = []
-        self.key: list[bytes | None] = []
-        self.value: list[bytes | None] = []
-        self.value_size: list[int] = []
-        self.header_count: list[int] = []
-        self.checksum: list[int] = []
-        self.header_end: list[int] = [0]  # list offsets into header_name / header_value
-        self.header_name: list[str] = []
-        self.header_value: list[bytes | None] = []
-
-    def _lists(self) -> list[list[Any]]:
-        return [
-            self.offset,
-            self.timestamp,
-            self.key,
-            self.value,
-            self.value_size,
-            self.header_count,
-            self.checksum,
-            self.header_end,
-            self.header_name,
-            self.header_value,
-        ]
-
-    def mark(self) -> list[int]:
-        return [len(column) for column in self._lists()]
-
-    def rollback(self, mark: list[int]) -> None:
-        """Drop what was appended since ``mark``: a batch's records are all or nothing."""
-        for column, length in zip(self._lists(), mark, strict=True):
-            del column[length:]
-
-
-def _time_bounds(time_range: TimeRange) -> tuple[int, int]:
-    low = _MIN_TIMESTAMP if time_range.start is None else time_range.start
-    high = _MAX_TIMESTAMP if time_range.end is None else time_range.end
-    return low, high
-
-
-def _records_section(view: memoryview, pos: int) -> tuple[BatchHeader, bytes]:
-    """The CRC-checked header of the batch at ``pos`` and its records, decompressed."""
-    header = validate_batch(view, pos)
-    section = bytes(view[pos + BATCH_HEADER_SIZE : pos + header.size])
-    if header.compression is not Compression.NONE:
-        try:
-            section = decompress(header.compression, section)
-        except CorruptMessageError as exc:
-            raise CorruptMessageError(f"batch at {pos}: {exc}") from exc
-    return header, section
-
-
-def _decode_records(section: bytes, header: BatchHeader, low: int, high: int, out: _Records) -> int:
-    """Append the records of ``section`` with ``low <= timestamp < high`` to ``out``;
-    return how many. Raises CorruptMessageError as ``protocol.records.decode_batch``
-    does, for the same bytes, after appending part of the batch (``_Records.rollback``).
-
-    The hot loop: varints of one and two bytes (every delta, count and length of a
-    record under 8 KiB) are decoded inline, longer ones by ``raw_varint``; each inline
-    block computes the raw varint ``n`` and then unzigzags it.
-    """
-    values = out.values
-    checksums = out.checksums
-    add_offset = out.offset.append
-    add_timestamp = out.timestamp.append
-    add_key = out.key.append
-    add_value = out.value.append
-    add_value_size = out.value_size.append
-    add_header_count = out.header_count.append
-    add_checksum = out.checksum.append
-    add_header_end = out.header_end.append
-    header_names = out.header_name
-    header_values = out.header_value
-    pack_prefix = _CHECKSUM_PREFIX.pack
-    pack_null_key = _CHECKSUM_PREFIX_NULL_KEY.pack
-    pack_length = _LENGTH.pack
-    epoch = header.partition_leader_epoch
-    base_offset = header.base_offset
-    base_timestamp = header.base_timestamp
-    log_append = header.timestamp_type != 0
-    max_timestamp = header.max_timestamp
-    size = len(section)
-    pos = 0
-    kept = 0
-    headers: tuple[Header, ...]
-    try:
-        for _ in range(header.record_count):
-            # length
-            n = section[pos]
-            if n < 0x80:
-                pos += 1
-            elif section[pos + 1] < 0x80:
-                n = (n & 0x7F) | (section[pos + 1] << 7)
-                pos += 2
-            else:
-                n, pos = raw_varint(section, pos)
-            end = pos + ((n >> 1) ^ -(n & 1))
-            # attributes (unused in v2), then timestampDelta
-            n = section[pos + 1]
-            if n < 0x80:
-                pos += 2
-            else:
-                n, pos = raw_varint(section, pos + 1)
-            timestamp_delta = (n >> 1) ^ -(n & 1)
-            # offsetDelta
-            n = section[pos]
-            if n < 0x80:
-                pos += 1
-            elif section[pos + 1] < 0x80:
-                n = (n & 0x7F) | (section[pos + 1] << 7)
-                pos += 2
-            else:
-                n, pos = raw_varint(section, pos)
-            offset_delta = (n >> 1) ^ -(n & 1)
-            # key (most often null: zigzag -1 is the single byte 1)
-            n = section[pos]
-            if n == 1:
-                key = None
-                pos += 1
-            else:
-                if n < 0x80:
-                    pos += 1
-                elif section[pos + 1] < 0x80:
-                    n = (n & 0x7F) | (section[pos + 1] << 7)
-                    pos += 2
-                else:
-                    n, pos = raw_varint(section, pos)
-                n = (n >> 1) ^ -(n & 1)
-                key = section[pos : pos + n]
-                pos += n
-            # value
-            n = section[pos]
-            if n < 0x80:
-                pos += 1
-            elif section[pos + 1] < 0x80:
-                n = (n & 0x7F) | (section[pos + 1] << 7)
-                pos += 2
-            else:
-                n, pos = raw_varint(section, pos)
-            if n == 1:
-                value = None
-            else:
-                n = (n >> 1) ^ -(n & 1)
-                value = section[pos : pos + n]
-                pos += n
-            # headers
-            if section[pos] == 0:
-                pos += 1
-                headers = ()
-            else:
-                header_count, pos = read_varint(section, pos)
-                headers, pos = _decode_headers(section, pos, header_count)
-            if pos != end:
-                raise CorruptMessageError("record length does not match its fields")
-            timestamp = max_timestamp if log_append else base_timestamp + timestamp_delta
-            if not low <= timestamp < high:
-                continue
-            kept += 1
-            add_offset(base_offset + offset_delta)
-            add_timestamp(timestamp)
-            add_key(key)
-            if values:
-                add_value(value)
-                if headers:
-                    for name, header_value in headers:
-                        header_names.append(name)
-                        header_values.append(header_value)
-                add_header_end(len(header_names))
-                continue
-            # scan view: the value's size and the record's checksum
-            # (scan.record_checksum, computed with as few calls as the bytes allow)
-            value_size = -1 if value is None else len(value)
-            add_value_size(value_size)
-            if not checksums:
-                continue
-            add_header_count(len(headers))
-            # One CRC call over the bytes laid end to end: a call costs more than the copy.
-            if key is None:
-                prefix = pack_null_key(epoch, timestamp, -1, value_size)
-            else:
-                prefix = pack_prefix(epoch, timestamp, len(key)) + key + pack_length(value_size)
-            crc = crc32c(prefix + value if value else prefix)
-            if headers:
-                crc = headers_checksum(headers, crc)
-            add_checksum(crc)
-    except IndexError:
-        raise CorruptMessageError("record data ends early") from None
-    if pos != size:
-        raise CorruptMessageError("bytes left over after the last record of the batch")
-    return kept
-
-
-def _decode_headers(section: bytes, pos: int, count: int) -> tuple[tuple[Header, ...], int]:
-    """A record's headers, read and checked as ``protocol.records`` reads them."""
-    if count < 0:
-        raise CorruptMessageError("negative header count")
-    headers: list[Header] = []
-    for _ in range(count):
-        name_length, pos = read_varint(section, pos)
-        if name_length < 0:
-            raise CorruptMessageError("record header with a null key")
-        name = section[pos : pos + name_length].decode(errors="replace")
-        pos += name_length
-        value_length, pos = read_varint(section, pos)
-        value = None if value_length < 0 else section[pos : pos + value_length]
-        pos += max(value_length, 0)
-        headers.append((name, value))
-    if pos > len(section):
-        raise CorruptMessageError("record header runs past the end of the batch")
-    return tuple(headers), pos
 
 
 def _struct(
@@ -343,16 +117,16 @@ def record_batches(
     piece: SegmentSlice, time_range: TimeRange = ALL_TIME
 ) -> Iterator[pa.RecordBatch]:
     """The ``records`` view of ``piece`` (``analytics.schema.RECORDS``) as Arrow batches."""
-    low, high = _time_bounds(time_range)
-    out = _Records(values=True)
+    low, high = time_bounds(time_range)
+    out = RecordColumns(values=True)
     per_batch: dict[str, list[Any]] = {"timestamp_type": [], "epoch": [], "base": []}
     for item in walk_slice(piece, time_range):
         if isinstance(item, Corruption):
             continue
         mark = out.mark()
         try:
-            header, section = _records_section(item.view, item.position)
-            kept = _decode_records(section, header, low, high, out)
+            header, section = records_section(item.view, item.position)
+            kept = decode_records(section, header, low, high, out)
         except CorruptMessageError:
             out.rollback(mark)
             continue
@@ -362,14 +136,14 @@ def record_batches(
         per_batch["base"].extend(repeat(header.base_offset, kept))
         if len(out.offset) >= ARROW_BATCH_ROWS:
             yield _records_arrow(piece, out, per_batch)
-            out = _Records(values=True)
+            out = RecordColumns(values=True)
             per_batch = {name: [] for name in per_batch}
     if out.offset:
         yield _records_arrow(piece, out, per_batch)
 
 
 def _records_arrow(
-    piece: SegmentSlice, out: _Records, per_batch: dict[str, list[Any]]
+    piece: SegmentSlice, out: RecordColumns, per_batch: dict[str, list[Any]]
 ) -> pa.RecordBatch:
     rows = len(out.offset)
     types = {field.name: field.type for field in RECORDS_ARROW}
@@ -409,7 +183,7 @@ class ScanRows:
     then its batch row), as ``scan.scan_rows`` yields them."""
 
     def __init__(self, checksums: bool = True) -> None:
-        self.records = _Records(values=False, checksums=checksums)
+        self.records = RecordColumns(values=False, checksums=checksums)
         self.record_position: list[int] = []
         self.record_base_offset: list[int] = []
         self.record_epoch: list[int] = []
@@ -458,7 +232,7 @@ class ScanRows:
 
     def to_arrow(self, piece: SegmentSlice, with_records: bool = True) -> pa.RecordBatch:
         """The rows in file order; without the record rows unless ``with_records``."""
-        records = self.records if with_records else _Records(values=False)
+        records = self.records if with_records else RecordColumns(values=False)
         batch_columns = self._batch_columns()
         common = [self.record_position, self.record_base_offset, self.record_epoch]
         blocks = [
@@ -549,7 +323,7 @@ def scan_chunks(
     """The scan view's rows of ``piece`` as column lists, ``ARROW_BATCH_ROWS`` at a time
     (``ScanRows.to_arrow`` makes one Arrow batch of each). Without ``checksums`` the
     records' header counts and checksums are not computed (their lists stay empty)."""
-    low, high = _time_bounds(time_range)
+    low, high = time_bounds(time_range)
     rows = ScanRows(checksums)
     for item in walk_slice(piece, time_range):
         if isinstance(item, Corruption):
@@ -557,8 +331,8 @@ def scan_chunks(
             continue
         mark = rows.records.mark()
         try:
-            header, section = _records_section(item.view, item.position)
-            kept = _decode_records(section, header, low, high, rows.records)
+            header, section = records_section(item.view, item.position)
+            kept = decode_records(section, header, low, high, rows.records)
         except CorruptMessageError as exc:
             rows.records.rollback(mark)
             rows.add_corruption(

@@ -1,4 +1,5 @@
-"""KafkaApis: the handlers of the data-path and controller API keys.
+"""KafkaApis: the handlers of the data-path and metadata API keys (the controller's
+requests are broker/controller_apis.py's).
 
 Each ``handle_*`` method takes the request's header and validated body and returns a
 body, None or a ``Deferred`` (broker/dispatcher.py says what each means); the bodies
@@ -9,16 +10,13 @@ format: the codec in front of the dispatcher decodes and encodes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypeAlias, TypeVar
 
-import trio
-
-from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.partition import AppendResult, PartitionState
+from minibroker.broker.partition import AppendResult
 from minibroker.broker.replica_manager import (
     FetchPartition,
     FetchRequest,
@@ -32,16 +30,9 @@ from minibroker.protocol.errors import (
     NONE,
     InvalidRequestError,
     KafkaError,
-    StaleBrokerEpochError,
-    StaleControllerEpochError,
 )
 from minibroker.protocol.messages import bodies
 from minibroker.storage.names import TopicPartition
-
-ControllerRequest: TypeAlias = (
-    bodies.LeaderAndIsrRequest | bodies.StopReplicaRequest | bodies.UpdateMetadataRequest
-)
-"""The requests only the controller may send (checked by ``ControllerFence``)."""
 
 ResponseT = TypeVar("ResponseT")
 ResultT = TypeVar("ResultT")
@@ -52,35 +43,20 @@ class KafkaApis:
         self,
         replica_manager: ReplicaManager,
         metadata_cache: MetadataCache,
-        fence: ControllerFence,
-        *,
-        controller_listener: str = "PLAINTEXT",
     ) -> None:
-        """``fence`` decides whether a controller request comes from the controller;
-        controller requests are served on ``controller_listener`` only."""
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
-        self.fence = fence
-        self.controller_listener = controller_listener
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
         self.max_partitions = replica_manager.config.request_max_partitions
         self.metrics = replica_manager.metrics
-        self._controller_queue = InOrder()
         self.topic_auto_creator = TopicAutoCreator(metadata_cache)
 
     def install(self, dispatcher: RequestDispatcher) -> None:
-        """Serve this class's API keys through ``dispatcher``; the controller's requests
-        only on ``controller_listener``."""
+        """Serve this class's API keys through ``dispatcher``."""
         dispatcher.register(bodies.PRODUCE, self.handle_produce)
         dispatcher.register(bodies.FETCH, self.handle_fetch)
         dispatcher.register(bodies.LIST_OFFSETS, self.handle_list_offsets)
         dispatcher.register(bodies.METADATA, self.handle_metadata)
-        controller = self.controller_listener
-        dispatcher.register(bodies.LEADER_AND_ISR, self.handle_leader_and_isr, listener=controller)
-        dispatcher.register(bodies.STOP_REPLICA, self.handle_stop_replica, listener=controller)
-        dispatcher.register(
-            bodies.UPDATE_METADATA, self.handle_update_metadata, listener=controller
-        )
         dispatcher.register(bodies.API_VERSIONS, self.handle_api_versions)
         dispatcher.register(bodies.OFFSET_FOR_LEADER_EPOCH, self.handle_offset_for_leader_epoch)
         dispatcher.register(bodies.DESCRIBE_CLUSTER, self.handle_describe_cluster)
@@ -283,137 +259,6 @@ class KafkaApis:
     ) -> Answer[bodies.ApiVersionsResponse]:
         return api_versions_body()
 
-    # -- controller requests ---------------------------------------------------------------
-
-    def handle_leader_and_isr(
-        self, header: RequestHeader, request: bodies.LeaderAndIsrRequest
-    ) -> Answer[bodies.LeaderAndIsrResponse]:
-        states = {
-            TopicPartition(s["topic_name"], s["partition_index"]): PartitionState(
-                controller_epoch=s["controller_epoch"],
-                leader=s["leader"],
-                leader_epoch=s["leader_epoch"],
-                isr=tuple(s["isr"]),
-                zk_version=s["zk_version"],
-                replicas=tuple(s["replicas"]),
-                is_new=s["is_new"],
-            )
-            for s in request["partition_states"]
-        }
-
-        async def apply() -> bodies.LeaderAndIsrResponse:
-            refused = await self._refuse_unless_from_controller(request)
-            if refused is not None:
-                return {
-                    "error_code": refused.code,
-                    "error_message": refused.message,
-                    "partition_errors": [],
-                }
-            for broker in request["live_leaders"]:
-                self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
-            errors = await self.replica_manager.become_leader_or_follower(
-                request["controller_epoch"], states
-            )
-            return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
-
-        return self._controller_ordered(apply)
-
-    def handle_stop_replica(
-        self, header: RequestHeader, request: bodies.StopReplicaRequest
-    ) -> Answer[bodies.StopReplicaResponse]:
-        stops = [
-            (TopicPartition(s["topic_name"], s["partition_index"]), s["delete_partition"])
-            for s in request["partition_states"]
-        ]
-
-        async def apply() -> bodies.StopReplicaResponse:
-            refused = await self._refuse_unless_from_controller(request)
-            if refused is not None:
-                return {
-                    "error_code": refused.code,
-                    "error_message": refused.message,
-                    "partition_errors": [],
-                }
-            errors = await self.replica_manager.stop_replicas(request["controller_epoch"], stops)
-            return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
-
-        return self._controller_ordered(apply)
-
-    def handle_update_metadata(
-        self, header: RequestHeader, request: bodies.UpdateMetadataRequest
-    ) -> Answer[bodies.UpdateMetadataResponse]:
-        async def apply() -> bodies.UpdateMetadataResponse:
-            refused = await self._refuse_unless_from_controller(request)
-            if refused is not None:
-                return {"error_code": refused.code, "error_message": refused.message}
-            self.replica_manager.update_metadata(request)
-            return {"error_code": NONE}
-
-        return self._controller_ordered(apply)
-
-    async def _refuse_unless_from_controller(self, request: ControllerRequest) -> KafkaError | None:
-        """None if the controller ZooKeeper names sent ``request`` to this broker's current
-        registration; else the error to answer (nothing is changed)."""
-        try:
-            await self.fence.check(
-                request["controller_id"], request["controller_epoch"], request["broker_epoch"]
-            )
-        except (StaleControllerEpochError, StaleBrokerEpochError) as exc:
-            return exc
-        return None
-
-    def _controller_ordered(self, apply: Callable[[], Awaitable[ResponseT]]) -> Deferred[ResponseT]:
-        """Controller requests take effect in arrival order, as Kafka's one-request-at-a-
-        time channel guarantees: a pipelined UpdateMetadata must not overtake the
-        LeaderAndIsr before it while that one waits for the disk."""
-        ticket = self._controller_queue.ticket()
-        return Deferred(lambda: self._controller_queue.run(ticket, apply))
-
-
-class InOrder:
-    """Runs async jobs one at a time in the order their tickets were taken.
-
-    A job whose task is cancelled before its turn (its connection closed) gives up its
-    ticket, so it never blocks the jobs after it.
-    """
-
-    def __init__(self) -> None:
-        self._next_ticket = 0
-        self._turn = 0
-        self._abandoned: set[int] = set()
-        self._wakeups: dict[int, trio.Event] = {}
-
-    def ticket(self) -> int:
-        ticket = self._next_ticket
-        self._next_ticket += 1
-        return ticket
-
-    async def run(self, ticket: int, job: Callable[[], Awaitable[ResultT]]) -> ResultT:
-        try:
-            while self._turn != ticket:
-                event = self._wakeups.setdefault(ticket, trio.Event())
-                await event.wait()
-        except BaseException:
-            self._wakeups.pop(ticket, None)
-            if self._turn == ticket:  # woken and cancelled at once: pass the turn on
-                self._advance()
-            else:
-                self._abandoned.add(ticket)
-            raise
-        try:
-            return await job()
-        finally:
-            self._advance()
-
-    def _advance(self) -> None:
-        self._turn += 1
-        while self._turn in self._abandoned:
-            self._abandoned.discard(self._turn)
-            self._turn += 1
-        event = self._wakeups.pop(self._turn, None)
-        if event is not None:
-            event.set()
-
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -539,13 +384,3 @@ def duplicate_partitions(tps: Iterable[TopicPartition]) -> set[TopicPartition]:
 
 def _named_twice(tp: TopicPartition) -> InvalidRequestError:
     return InvalidRequestError(f"{tp} is named more than once in the request")
-
-
-def _partition_errors(
-    errors: dict[TopicPartition, int],
-) -> list[bodies.LeaderAndIsrResponsePartitionError]:
-    """``partition_errors`` of LeaderAndIsr and of StopReplica (the same struct)."""
-    return [
-        {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": code}
-        for tp, code in errors.items()
-    ]

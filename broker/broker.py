@@ -47,6 +47,7 @@ from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, par
 from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.controller_apis import ControllerApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.credentials import CredentialCache
@@ -228,13 +229,11 @@ class Broker:
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
         )
-        apis = KafkaApis(
-            replica_manager,
-            self.metadata_cache,
-            fence,
-            controller_listener=config.inter_broker_listener,
-        )
+        apis = KafkaApis(replica_manager, self.metadata_cache)
         apis.install(self.dispatcher)
+        ControllerApis(replica_manager, self.metadata_cache, fence).install(
+            self.dispatcher, listener=config.inter_broker_listener
+        )
         install_sasl_after_login(self.dispatcher)
         self.log_dir_mover = LogDirMover(  # moves between this broker's dirs
             replica_manager,

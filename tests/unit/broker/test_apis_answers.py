@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from minibroker.broker.apis import KafkaApis
+from minibroker.broker.controller_apis import ControllerApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.metadata_cache import BrokerInfo
@@ -22,9 +23,16 @@ HEADER = RequestHeader(0, 0, 1, "test")
 
 @pytest.fixture
 def apis(tmp_path: Path) -> Iterator[KafkaApis]:
-    """KafkaApis of a standalone broker whose fence obeys no controller."""
+    """KafkaApis of a standalone broker."""
     with replica_manager(broker_config(tmp_path, broker_id=ME)) as manager:
-        yield KafkaApis(manager, manager.metadata_cache, ControllerFence(None, ME))
+        yield KafkaApis(manager, manager.metadata_cache)
+
+
+@pytest.fixture
+def controller_apis(tmp_path: Path) -> Iterator[ControllerApis]:
+    """ControllerApis of a standalone broker whose fence obeys no controller."""
+    with replica_manager(broker_config(tmp_path, broker_id=ME)) as manager:
+        yield ControllerApis(manager, manager.metadata_cache, ControllerFence(None, ME))
 
 
 async def answer_of(result: object) -> object:
@@ -75,10 +83,10 @@ CONTROL = {"controller_id": 2, "controller_epoch": 5, "broker_epoch": 10}
 
 
 async def test_leader_and_isr_from_no_controller_is_refused_with_the_reason_and_no_partitions(
-    apis: KafkaApis,
+    controller_apis: ControllerApis,
 ) -> None:
     request = CONTROL | {"partition_states": [], "live_leaders": []}
-    answer = await answer_of(apis.handle_leader_and_isr(HEADER, request))
+    answer = await answer_of(controller_apis.handle_leader_and_isr(HEADER, request))
     assert answer == {
         "error_code": StaleControllerEpochError.code,
         "error_message": "a standalone broker obeys no controller",
@@ -87,10 +95,10 @@ async def test_leader_and_isr_from_no_controller_is_refused_with_the_reason_and_
 
 
 async def test_stop_replica_from_no_controller_is_refused_with_the_reason_and_no_partitions(
-    apis: KafkaApis,
+    controller_apis: ControllerApis,
 ) -> None:
     request = CONTROL | {"partition_states": []}
-    answer = await answer_of(apis.handle_stop_replica(HEADER, request))
+    answer = await answer_of(controller_apis.handle_stop_replica(HEADER, request))
     assert answer == {
         "error_code": StaleControllerEpochError.code,
         "error_message": "a standalone broker obeys no controller",
@@ -99,13 +107,13 @@ async def test_stop_replica_from_no_controller_is_refused_with_the_reason_and_no
 
 
 async def test_update_metadata_from_no_controller_is_refused_and_changes_nothing(
-    apis: KafkaApis,
+    controller_apis: ControllerApis,
 ) -> None:
     request = CONTROL | {"partition_states": [], "live_brokers": []}
-    apis.metadata_cache.register_self("h1", 9001)
-    answer = await answer_of(apis.handle_update_metadata(HEADER, request))
+    controller_apis.metadata_cache.register_self("h1", 9001)
+    answer = await answer_of(controller_apis.handle_update_metadata(HEADER, request))
     assert answer == {
         "error_code": StaleControllerEpochError.code,
         "error_message": "a standalone broker obeys no controller",
     }
-    assert list(apis.metadata_cache.brokers) == [ME]
+    assert list(controller_apis.metadata_cache.brokers) == [ME]

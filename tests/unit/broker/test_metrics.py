@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.controller_apis import ControllerApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
 from minibroker.broker.metrics_state import (
@@ -163,7 +164,8 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     await manager.become_leader_or_follower(1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))})
     await produce(broker, b"a", b"b", b"c")
     fence = ControllerFence(None, ME, accept_any=True)
-    KafkaApis(manager, broker.metadata_cache, fence).install(broker.dispatcher)
+    KafkaApis(manager, broker.metadata_cache).install(broker.dispatcher)
+    ControllerApis(manager, broker.metadata_cache, fence).install(broker.dispatcher)
     codec = MsgpackCodec(broker.dispatcher)
 
     def fetch(replica_id: int, offset: int) -> None:

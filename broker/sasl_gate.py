@@ -9,6 +9,11 @@ it first). The states, one table (``_ALLOWED``):
     HANDSHAKE --SaslHandshake(mechanism enabled)--> AUTHENTICATE
     AUTHENTICATE --SaslAuthenticate(token)--> AUTHENTICATE (SCRAM's first round)
                                           \\-> DONE (the mechanism completed)
+    AUTHENTICATE --SaslAuthenticate(PLAIN token)--> CHECKING --> DONE
+
+PLAIN's check derives the salted password (PBKDF2: milliseconds of CPU) in a worker
+thread, answering through a ``Pending`` reply, so logins never hold the event loop that
+other connections share; in CHECKING the connection takes no request.
 
 Anything else - another API, a second handshake, a token before the handshake - is
 answered ILLEGAL_SASL_STATE and the connection closed; an unknown mechanism
@@ -34,9 +39,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Final, NoReturn, Protocol
 
+import trio
+
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_limiter import LogRateLimiter
-from minibroker.broker.request_handler import Buffer, CloseConnection, Reply
+from minibroker.broker.request_handler import Buffer, CloseConnection, Pending, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     IllegalSaslStateError,
@@ -45,7 +52,7 @@ from minibroker.protocol.errors import (
     UnsupportedSaslMechanismError,
 )
 from minibroker.protocol.messages import bodies
-from minibroker.protocol.sasl import FAILED, CredentialLookup, SaslServer
+from minibroker.protocol.sasl import FAILED, PLAIN, CredentialLookup, SaslServer
 
 log = logging.getLogger(__name__)
 _failures = LogRateLimiter(log)  # a client can fail logins as fast as it likes
@@ -60,6 +67,7 @@ class Encoder(Protocol):
 class SaslState(enum.Enum):
     HANDSHAKE = "handshake"
     AUTHENTICATE = "authenticate"
+    CHECKING = "checking"  # a PLAIN password is being derived in a worker thread
     DONE = "done"
 
 
@@ -124,25 +132,63 @@ class SaslExchange:
             )
         if header.api_key == ApiKey.SASL_HANDSHAKE:
             return self._handshake(header, body, encoder)
-        try:
-            token = self._step(body["auth_bytes"])
-        except SaslAuthenticationFailedError as exc:
-            answer = {"error_code": exc.code, "error_message": FAILED, "auth_bytes": b""}
-            raise CloseConnection(
-                "authentication failed",
-                reply=encoder.encode_response(header, answer),
-                reason="authentication",
-            ) from exc
-        answer = {"error_code": 0, "error_message": None, "auth_bytes": token}
-        return encoder.encode_response(header, {**answer, "session_lifetime_ms": 0})
+
+        def answer(token: bytes) -> Sequence[Buffer]:
+            ok = {"error_code": 0, "error_message": None, "auth_bytes": token}
+            return encoder.encode_response(header, {**ok, "session_lifetime_ms": 0})
+
+        def refusal(exc: SaslAuthenticationFailedError) -> Sequence[Buffer]:
+            failed = {"error_code": exc.code, "error_message": FAILED, "auth_bytes": b""}
+            return encoder.encode_response(header, failed)
+
+        return self._answer(body["auth_bytes"], answer, refusal)
 
     def raw_token(self, frame: bytes) -> Reply:
         """A raw SASL token (after SaslHandshake v0): the answer is a raw token too."""
-        try:
-            token = self._step(frame)
-        except SaslAuthenticationFailedError as exc:
-            raise CloseConnection("authentication failed", reason="authentication") from exc
-        return [struct.pack(">i", len(token)) + token]
+        if self.state is SaslState.CHECKING:
+            raise CloseConnection(
+                "a SASL token sent before the last one was answered", reason="authentication"
+            )
+
+        def answer(token: bytes) -> Sequence[Buffer]:
+            return [struct.pack(">i", len(token)) + token]
+
+        return self._answer(frame, answer, lambda exc: None)
+
+    def _answer(
+        self,
+        token: bytes,
+        answer: Callable[[bytes], Sequence[Buffer]],
+        refusal: Callable[[SaslAuthenticationFailedError], Sequence[Buffer] | None],
+    ) -> Reply:
+        """The mechanism's answer to ``token``. PLAIN derives the salted password
+        (PBKDF2, milliseconds of CPU) in a worker thread, so that logins never hold the
+        event loop other connections share; meanwhile this connection accepts no
+        request (CHECKING). A failed login answers ``refusal`` and ends the
+        connection."""
+        sasl = self.sasl
+        assert sasl is not None
+        if sasl.mechanism != PLAIN:
+            try:
+                return answer(self._step(token))
+            except SaslAuthenticationFailedError as exc:
+                raise CloseConnection(
+                    "authentication failed", reply=refusal(exc), reason="authentication"
+                ) from exc
+        self.state = SaslState.CHECKING
+
+        async def checked() -> Sequence[Buffer]:
+            try:
+                reply = await trio.to_thread.run_sync(sasl.step, token)
+            except SaslAuthenticationFailedError as exc:
+                self._failed(sasl)
+                raise CloseConnection(
+                    "authentication failed", reply=refusal(exc), reason="authentication"
+                ) from exc
+            self._stepped(sasl)
+            return answer(reply)
+
+        return Pending(checked)
 
     def _handshake(self, header: RequestHeader, body: Body, encoder: Encoder) -> Reply:
         listener = self.listener
@@ -166,22 +212,32 @@ class SaslExchange:
         try:
             answer = sasl.step(token)
         except SaslAuthenticationFailedError:
-            self.listener.failed[sasl.mechanism] += 1
-            _failures.warning(
-                "failed authentication with %s from %s on listener %s",
-                sasl.mechanism,
-                self.peer,
-                self.listener.listener,
-            )
-            log.debug("authentication from %s failed: %s", self.peer, sasl.failure)
+            self._failed(sasl)
             raise
+        self._stepped(sasl)
+        return answer
+
+    def _failed(self, sasl: SaslServer) -> None:
+        self.listener.failed[sasl.mechanism] += 1
+        _failures.warning(
+            "failed authentication with %s from %s on listener %s",
+            sasl.mechanism,
+            self.peer,
+            self.listener.listener,
+        )
+        log.debug("authentication from %s failed: %s", self.peer, sasl.failure)
+
+    def _stepped(self, sasl: SaslServer) -> None:
+        """After a successful step: done when the mechanism completed, else the next
+        token is awaited."""
         if sasl.complete:
             self.listener.succeeded[sasl.mechanism] += 1
             self.state = SaslState.DONE
             self.done = True
             self.raw_tokens = False
             self.on_authenticated(f"User:{sasl.user}")
-        return answer
+        else:
+            self.state = SaslState.AUTHENTICATE
 
 
 def install_sasl_after_login(dispatcher: RequestDispatcher) -> None:

@@ -21,7 +21,13 @@ import trio
 
 from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.broker.queued_bytes import QueuedBytes
-from minibroker.broker.request_handler import Authenticator, Buffer, Pending, RequestHandler
+from minibroker.broker.request_handler import (
+    Authenticator,
+    Buffer,
+    CloseConnection,
+    Pending,
+    RequestHandler,
+)
 from minibroker.net import socket_io
 from minibroker.net.tls import TlsStream
 
@@ -55,13 +61,15 @@ class Server(Protocol):
 class ReplySlot:
     """One request's place in its connection's response order."""
 
-    __slots__ = ("buffers", "done", "event", "nbytes")
+    __slots__ = ("buffers", "closing", "done", "event", "nbytes")
 
     def __init__(self) -> None:
         self.buffers: Sequence[Buffer] | None = None
         self.nbytes = 0
         self.done = False
         self.event: trio.Event | None = None
+        self.closing: CloseConnection | None = None
+        """Set when the connection ends once this reply is sent (a failed login)."""
 
     def finish(self, buffers: Sequence[Buffer] | None) -> None:
         self.buffers = buffers
@@ -123,10 +131,15 @@ class ReplyWriter:
         refusal_log.warning("closing connection from %s: %s", self.peer, why)
 
     async def _complete(self, slot: ReplySlot, reply: Pending) -> None:
-        """Run a pending reply and put its result in the slot (even if it fails)."""
+        """Run a pending reply and put its result in the slot (even if it fails). A
+        reply that ends the connection (``CloseConnection``) is sent, then the
+        connection ends."""
         buffers: Sequence[Buffer] | None = None
         try:
             buffers = await reply.wait()
+        except CloseConnection as exc:
+            buffers = exc.reply
+            slot.closing = exc
         finally:
             slot.finish(buffers)
             self._queued(slot)
@@ -147,11 +160,18 @@ class ReplyWriter:
                 batch: list[ReplySlot] = []
                 while queue and queue[0].done:  # every ready reply shares the sends
                     batch.append(queue.popleft())
+                    if batch[-1].closing is not None:
+                        break  # the last reply of this connection
                 self.writing = len(batch)
                 self._wake_reader()  # queue space
                 await self._send(batch)
                 self.writing = 0
                 self._sent(batch)
+                closing = batch[-1].closing
+                if closing is not None:
+                    self._refuse(closing.reason, str(closing))
+                    nursery.cancel_scope.cancel()
+                    return
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection from %s broke while writing: %r", self.peer, exc)
             nursery.cancel_scope.cancel()

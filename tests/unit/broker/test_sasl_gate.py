@@ -5,12 +5,14 @@ and Kafka's SaslHandshake v0 with raw tokens."""
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
+import trio
 
-from minibroker.broker.request_handler import Buffer, CloseConnection
+from minibroker.broker.request_handler import Buffer, CloseConnection, Pending
 from minibroker.broker.sasl_gate import SaslListener, SaslState
 from minibroker.protocol.api import ApiKey, RequestHeader
 from minibroker.protocol.errors import KafkaError
@@ -92,18 +94,58 @@ def test_an_unknown_mechanism_is_answered_with_the_enabled_ones_and_closed(
     assert encoder.bodies == [{"error_code": 33, "mechanisms": ["PLAIN", "SCRAM-SHA-512"]}]
 
 
-def test_a_failed_login_is_answered_counted_and_closed(listener: SaslListener) -> None:
+async def test_a_failed_login_is_answered_counted_and_closed(listener: SaslListener) -> None:
     principals: list[str] = []
     exchange = listener.exchange("peer", principals.append)
     encoder = Recorder()
     exchange.handle(header(ApiKey.SASL_HANDSHAKE), {"mechanism": "PLAIN"}, encoder)
+    checked = exchange.handle(
+        header(ApiKey.SASL_AUTHENTICATE), {"auth_bytes": b"\x00alice\x00bad"}, encoder
+    )
+    assert isinstance(checked, Pending)
     with pytest.raises(CloseConnection) as closed:
-        exchange.handle(
-            header(ApiKey.SASL_AUTHENTICATE), {"auth_bytes": b"\x00alice\x00bad"}, encoder
-        )
+        await checked.wait()
     assert closed.value.reason == "authentication"
+    assert closed.value.reply == [b"response"]
     assert encoder.bodies[-1]["error_code"] == 58
     assert principals == [] and listener.failed["PLAIN"] == 1
+
+
+async def test_a_plain_password_is_derived_off_the_event_loop_and_nothing_is_taken_meanwhile() -> (
+    None
+):
+    derivation_started, release = threading.Event(), threading.Event()
+
+    def slow_lookup(mechanism: str, user: str) -> ScramCredential | None:
+        derivation_started.set()
+        release.wait(10)
+        return lookup(mechanism, user)
+
+    listener = SaslListener("SASL_SSL", ["PLAIN"], slow_lookup, raw_tokens=True)
+    principals: list[str] = []
+    exchange = listener.exchange("peer", principals.append)
+    exchange.handle(header(ApiKey.SASL_HANDSHAKE), {"mechanism": "PLAIN"}, Recorder())
+    checked = exchange.handle(
+        header(ApiKey.SASL_AUTHENTICATE), {"auth_bytes": b"\x00alice\x00pw"}, Recorder()
+    )
+    assert isinstance(checked, Pending)
+    answers: list[object] = []
+
+    async def answer() -> None:
+        answers.append(await checked.wait())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(answer)
+        await trio.to_thread.run_sync(derivation_started.wait)
+        # The loop runs on while the thread derives; the connection takes no request.
+        assert exchange.state is SaslState.CHECKING and not exchange.done
+        encoder = Recorder()
+        with pytest.raises(CloseConnection):
+            exchange.handle(header(ApiKey.SASL_AUTHENTICATE), {"auth_bytes": b"x"}, encoder)
+        assert [e.name for e in encoder.errors] == ["ILLEGAL_SASL_STATE"]
+        release.set()
+    assert answers == [[b"response"]]
+    assert exchange.done and principals == ["User:alice"]
 
 
 def test_handshake_v0_switches_to_raw_tokens_until_the_login_completes(

@@ -11,7 +11,7 @@ format: the codec in front of the dispatcher decodes and encodes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias
 
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
@@ -33,9 +33,6 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.messages import bodies
 from minibroker.storage.names import TopicPartition
-
-ResponseT = TypeVar("ResponseT")
-ResultT = TypeVar("ResultT")
 
 
 class KafkaApis:

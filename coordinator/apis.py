@@ -39,6 +39,7 @@ from minibroker.protocol.errors import (
     TopicAlreadyExistsError,
 )
 from minibroker.protocol.messages import bodies
+from minibroker.protocol.messages.form import NO_AUTHORIZED_OPERATIONS
 from minibroker.protocol.messages.groups import KEY_TYPE_GROUP
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, OffsetCommitValue, partition_for
 from minibroker.storage.log_config import Clock
@@ -48,9 +49,6 @@ log = logging.getLogger(__name__)
 
 
 ResponseT = TypeVar("ResponseT")
-
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-"""Kafka's "not asked for" value of DescribeGroups' authorized_operations."""
 
 OFFSETS_TOPIC_SEGMENT_BYTES = 104857600
 """Kafka's offsets.topic.segment.bytes: smaller than log segments, so that compaction
@@ -457,7 +455,7 @@ def _described(group_id: str, group: Group | None, code: int) -> bodies.Describe
             "protocol_type": "",
             "protocol_data": "",
             "members": [],
-            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "authorized_operations": NO_AUTHORIZED_OPERATIONS,
         }
     stable = group.state is GroupState.STABLE
     protocol = group.protocol_name if stable else None
@@ -480,7 +478,7 @@ def _described(group_id: str, group: Group | None, code: int) -> bodies.Describe
             }
             for m in group.members.values()
         ],
-        "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
 

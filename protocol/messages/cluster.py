@@ -15,6 +15,7 @@ from minibroker.protocol.messages.form import (
     INT16,
     INT32,
     INT64,
+    NO_AUTHORIZED_OPERATIONS,
     STRING,
     UUID,
     Array,
@@ -23,9 +24,6 @@ from minibroker.protocol.messages.form import (
     struct,
     versions,
 )
-
-NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
-"""Authorized-operations sentinel: not asked for."""
 
 RESOURCE_TOPIC: Final = 2
 """``resource_type`` of a topic (Kafka's ConfigResource.Type)."""

@@ -92,6 +92,10 @@ RECORDS: Final = Primitive("records")
 FLOAT64: Final = Primitive("float64")
 """Only in msgpack bodies: Kafka's protocol has no float."""
 
+NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
+"""Kafka's authorized-operations sentinel (Metadata, DescribeCluster, DescribeGroups):
+not asked for."""
+
 
 @dataclass(frozen=True, slots=True)
 class Array:

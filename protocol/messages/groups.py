@@ -32,6 +32,7 @@ from minibroker.protocol.messages.form import (
     INT8,
     INT16,
     INT32,
+    NO_AUTHORIZED_OPERATIONS,
     STRING,
     Array,
     Message,
@@ -39,9 +40,6 @@ from minibroker.protocol.messages.form import (
     struct,
     versions,
 )
-
-NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
-"""DescribeGroups' authorized-operations sentinel: not asked for."""
 
 KEY_TYPE_GROUP: Final = 0
 """FindCoordinator's ``key_type`` for a consumer group (1 is a transactional id)."""

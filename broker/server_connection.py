@@ -74,11 +74,13 @@ from collections.abc import Callable
 import trio
 
 from minibroker.broker.request_handler import CloseConnection, Pending, Reply
-from minibroker.broker.server_replies import ReplySlot, ReplyWriter, Server, log
+from minibroker.broker.server_replies import ReplySlot, ReplyWriter, Server, log, read_fd_now
 from minibroker.net import socket_io
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 from minibroker.protocol.session import Session
+
+wait_readable = trio.lowlevel.wait_readable
 
 MAX_IN_FLIGHT = 256
 """Requests read but not yet answered, per connection: bounds memory per client."""
@@ -133,6 +135,7 @@ class Connection(ReplyWriter):
     ) -> None:
         self.server = server
         self.stream = stream
+        self.fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
         self.peer = peer
         self.session = session
         """Who this connection speaks for; a SASL login replaces it."""
@@ -150,7 +153,8 @@ class Connection(ReplyWriter):
         self.pending = 0  # replies still being worked out
         # A plain socket's reads between frames have no timer of their own: the idle
         # watch (_watch_idle) ends the one still waiting at ``idle_at``.
-        self.watched_reads = isinstance(stream, trio.SocketStream)
+        self.watched_reads = self.fd >= 0
+        self._now = trio.lowlevel.current_clock().current_time
         self.idle_at = math.inf  # when the read waiting now makes the connection idle
         self.read_waiting = False
         # Reads right after answering everything read so far: ``read_credit`` > 0 tries
@@ -295,18 +299,23 @@ class Connection(ReplyWriter):
             if not data:
                 return  # EOF, idle or too slow: the replies already queued still go out
             server.bytes_in += len(data)
-            decoder.feed(data)
+            # A read that is one whole request (send-and-wait) skips the decoder's buffer.
+            frame: bytes | None = decoder.whole_frame(data) if type(data) is bytes else None
+            if frame is None:
+                decoder.feed(data)
             pending = False  # whether this read queued a reply that must still wait
             answered = False
             while True:
-                try:
-                    frame = decoder.next_frame()
-                except FrameError as exc:
-                    self._refuse("bad_frame", str(exc))
-                    return
-                if frame is NEED_DATA:
-                    break
-                assert isinstance(frame, bytes)
+                if frame is None:
+                    try:
+                        next_frame = decoder.next_frame()
+                    except FrameError as exc:
+                        self._refuse("bad_frame", str(exc))
+                        return
+                    if next_frame is NEED_DATA:
+                        break
+                    assert isinstance(next_frame, bytes)
+                    frame = next_frame
                 reserved = False
                 frame_started = math.inf  # the next frame's bytes, if any: timed below
                 try:
@@ -319,6 +328,7 @@ class Connection(ReplyWriter):
                         queue.append(slot)
                     self._refuse(exc.reason, str(exc))
                     return
+                frame = None
                 handled += 1
                 if (
                     direct
@@ -380,7 +390,8 @@ class Connection(ReplyWriter):
         request read so far has been answered (the client may be waiting for that)."""
         server = self.server
         stream = self.stream
-        if isinstance(stream, (trio.SocketStream, TlsStream)) and (
+        fd = self.fd
+        if (fd >= 0 or isinstance(stream, TlsStream)) and (
             not answered or self._try_after_answer()
         ):
             # What is already there is read at once, with no timer and no scheduler
@@ -388,11 +399,12 @@ class Connection(ReplyWriter):
             # buffer, where more may be waiting, still yields once so that one busy
             # client cannot hog the loop.
             try:
-                if isinstance(stream, TlsStream):
+                if fd < 0:
+                    assert isinstance(stream, TlsStream)
                     data = stream.receive_now(size)
                     full = min(size, DECRYPT_BYTES)
                 else:
-                    data = socket_io.receive_now(stream, size)
+                    data = read_fd_now(fd, size)
                     full = size
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return b""
@@ -403,11 +415,17 @@ class Connection(ReplyWriter):
                     await trio.lowlevel.checkpoint()
                 return data
         if self.watched_reads and frame_deadline == math.inf:
-            # Between frames on a plain socket: the idle watch is this wait's timer.
-            self.idle_at = trio.current_time() + server.idle_timeout_s
+            # Between frames on a plain socket: the idle watch is this wait's timer. The
+            # wait and the read go to the descriptor itself (socket_io.receive_some's,
+            # minus looking it up from the stream each time).
+            self.idle_at = self._now() + server.idle_timeout_s
             self.read_waiting = True
             try:
-                return await socket_io.receive_some(stream, size, wait_first=True)
+                while True:
+                    await wait_readable(fd)
+                    data = read_fd_now(fd, size)
+                    if data is not None:
+                        return data
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return b""  # closed, or woken by the idle watch
             finally:

@@ -12,7 +12,6 @@ import trio
 from minibroker.broker import server_connection
 from minibroker.broker.request_handler import Reply
 from minibroker.broker.server import BrokerServer
-from minibroker.net import socket_io
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 from minibroker.protocol.session import Session
 
@@ -31,15 +30,15 @@ class ReadCounter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.reads = self.empty = 0
-        real = socket_io.receive_now
+        real = server_connection.read_fd_now
 
-        def counted(stream: trio.SocketStream, size: int) -> bytes | None:
-            data = real(stream, size)
+        def counted(fd: int, size: int) -> bytes | None:
+            data = real(fd, size)
             self.reads += 1
             self.empty += data is None
             return data
 
-        monkeypatch.setattr(socket_io, "receive_now", counted)
+        monkeypatch.setattr(server_connection, "read_fd_now", counted)
 
 
 async def receive_answer(stream: trio.SocketStream, decoder: FrameDecoder) -> bytes:

@@ -232,7 +232,7 @@ class Partition:
 
     def append_records_to_leader(self, records: Buffer, required_acks: int) -> AppendResult:
         """Validate, assign offsets and append; raises the KafkaError for the partition."""
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # not self.is_leader
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
         config = self.config
         if required_acks == -1 and len(self.isr) < config.min_insync_replicas:

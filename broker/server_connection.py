@@ -269,6 +269,7 @@ class Connection(ReplyWriter):
         decoder = FrameDecoder(server.max_frame_bytes)
         handle = self.handle
         queue = self.queue
+        budget = server.queued_bytes
         handled = 0
         # A socket's one-buffer replies (plain or TLS) may be written by the reader at once.
         direct = isinstance(self.stream, (trio.SocketStream, TlsStream))
@@ -280,8 +281,14 @@ class Connection(ReplyWriter):
             if not reserved:
                 # A new request (or one whose size just became known) is admitted only
                 # while the broker-wide budget has room.
-                waited = self._backlogged() and await self._wait_until_drained()
-                if server.queued_bytes.full:
+                # (``_backlogged()`` and ``budget.full`` written out: they are asked
+                # once per request.)
+                waited = (
+                    len(queue) >= MAX_IN_FLIGHT
+                    or self.pending >= MAX_PENDING
+                    or self.unsent_bytes >= server.max_unsent_bytes
+                ) and await self._wait_until_drained()
+                if budget.used >= budget.limit:
                     self._wake_writer()  # our own queued replies may be what fills it
                     await server.queued_bytes.wait_for_room(self._held)
                     waited = True
@@ -301,7 +308,8 @@ class Connection(ReplyWriter):
             server.bytes_in += len(data)
             # A read that is one whole request (send-and-wait) skips the decoder's buffer.
             frame: bytes | None = decoder.whole_frame(data) if type(data) is bytes else None
-            if frame is None:
+            whole = frame is not None  # then the decoder holds nothing, before and after
+            if not whole:
                 decoder.feed(data)
             pending = False  # whether this read queued a reply that must still wait
             answered = False
@@ -333,7 +341,7 @@ class Connection(ReplyWriter):
                 if (
                     direct
                     and not queue
-                    and not decoder.buffered
+                    and (whole or not decoder.buffered)
                     and type(reply) is list
                     and len(reply) == 1
                     and self.writer_wakeup is not None
@@ -363,7 +371,7 @@ class Connection(ReplyWriter):
                     if await self._wait_until_drained() and decoder.buffered:
                         frame_started = trio.current_time()
                     await trio.lowlevel.checkpoint()  # fairness to other connections
-            buffered = decoder.buffered
+            buffered = 0 if whole else decoder.buffered
             if buffered and frame_started == math.inf:
                 frame_started = trio.current_time()  # a frame has started arriving
             if buffered or self.request_bytes:
@@ -391,9 +399,18 @@ class Connection(ReplyWriter):
         server = self.server
         stream = self.stream
         fd = self.fd
-        if (fd >= 0 or isinstance(stream, TlsStream)) and (
-            not answered or self._try_after_answer()
-        ):
+        if answered and not self.read_credit:
+            # A send-and-wait client's next request cannot be there yet: wait first,
+            # but try at once every ANSWERED_READ_PROBE answers (see ``read_credit``).
+            self.answers_until_probe -= 1
+            if not self.answers_until_probe:
+                self.answers_until_probe = ANSWERED_READ_PROBE
+                answered_try = True
+            else:
+                answered_try = False
+        else:
+            answered_try = True
+        if answered_try and (fd >= 0 or isinstance(stream, TlsStream)):
             # What is already there is read at once, with no timer and no scheduler
             # pass (net/socket_io.py, TlsStream.receive_now); a read that fills the
             # buffer, where more may be waiting, still yields once so that one busy
@@ -461,16 +478,6 @@ class Connection(ReplyWriter):
                 server.closed["idle"] += 1
                 log.info("closing idle connection from %s", self.peer)
                 return b""
-
-    def _try_after_answer(self) -> bool:
-        """Whether a read right after answering tries at once (see ``read_credit``)."""
-        if self.read_credit:
-            return True
-        self.answers_until_probe -= 1
-        if self.answers_until_probe:
-            return False
-        self.answers_until_probe = ANSWERED_READ_PROBE
-        return True
 
     def _tried_after_answer(self, found: bool) -> None:
         if found:

@@ -43,18 +43,6 @@ COALESCE_BYTES = 64 * 1024
 """Ready responses smaller than this are joined into one send (fewer syscalls)."""
 
 
-def write_fd_now(fd: int, data: Buffer) -> int:
-    """Write what the socket ``fd`` takes of ``data`` now; how many bytes (maybe 0).
-    ``socket_io.write_now`` on the connection's cached descriptor: a small request's
-    round trip spares the two Python calls of looking the descriptor up each time."""
-    try:
-        return os.write(fd, data)
-    except BlockingIOError:
-        return 0
-    except OSError as exc:
-        raise _stream_error(exc) from exc
-
-
 def read_fd_now(fd: int, size: int) -> bytes | None:
     """Up to ``size`` bytes already received on the socket ``fd`` (b"" at EOF), or None
     when none are there (``socket_io.receive_now`` on a cached descriptor)."""
@@ -157,7 +145,14 @@ class ReplyWriter:
             rest = stream.send_now(data)
             self.server.bytes_out += _nbytes(data) - (0 if rest is None else rest.nbytes)
             return rest
-        sent = write_fd_now(self.fd, data)
+        try:
+            # The cached descriptor, written to directly (socket_io.write_now minus the
+            # descriptor lookup and one call: this runs once per small request).
+            sent = os.write(self.fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise _stream_error(exc) from exc
         self.server.bytes_out += sent
         return None if sent == len(data) else memoryview(data)[sent:]
 

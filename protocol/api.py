@@ -313,6 +313,14 @@ def encode_response(
     return pack_buffers([correlation_id, body], length_prefix=framed)
 
 
+def encode_packed_response(correlation_id: int, body: Any) -> list[Buffer]:
+    """``encode_response(correlation_id, body, splice=False)``: one framed buffer, for
+    the answers that never carry record data. The broker calls it once per such
+    request: a plain call, with no keyword arguments to match."""
+    packed = _packb([correlation_id, body])
+    return [frame_prefix(len(packed)) + packed]
+
+
 def decode_response(
     payload: bytes | bytearray | memoryview, api_key: int, api_version: int
 ) -> tuple[int, Any]:

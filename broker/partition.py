@@ -199,7 +199,7 @@ class Partition:
         The local LEO always counts; a follower counts once it is in the ISR (follower
         fetches feed ``remote_replicas``). A single-replica leader thus has HW = LEO.
         """
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # not self.is_leader (once per produce)
             return False
         candidate = self.log.log_end_offset
         for replica_id in self.isr:

@@ -271,7 +271,10 @@ def decode_request(
             raise InvalidRequestBody(f"request too large to decode: {exc}", header) from exc
         raise InvalidRequestBody(f"unparseable request body: {exc}", header) from exc
     header = _header_of(envelope, session)
-    validate = _validator_for(header)
+    # _validator_for, written out: this runs once per request.
+    validate = _REQUEST_VALIDATORS.get((header.api_key, header.api_version))
+    if validate is None:
+        raise UnsupportedRequestVersion(_unsupported(header.api_key, header.api_version), header)
     body = envelope[4]
     try:
         validate(body)

@@ -45,7 +45,10 @@ right after answering every request it has read, a client that sends one request
 waits has sent nothing yet: a try would only fail (a system call and an exception per
 round trip). A connection whose tries there keep failing waits first instead, probing
 now and then (``read_credit``), so a send-and-wait client costs one read per request
-and a pipelining one still finds its next request read at once.
+and a pipelining one still finds its next request read at once. A read that is exactly
+one frame (such a client's request) is cut without passing through the decoder's
+buffer, and a plain socket is read, waited on and written through its descriptor,
+looked up once per connection.
 
 Deadlines: a connection is idle when it has nothing in flight and has sent nothing for
 ``connections.max.idle.ms``; it is then closed. A request frame that has started

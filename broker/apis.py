@@ -265,33 +265,42 @@ def _produce_body(
     outcomes: dict[TopicPartition, KafkaError | None],
 ) -> bodies.ProduceResponse:
     """The Produce answer; ``outcomes`` (acks=all) replace the successes they cover."""
+    if len(results) == 1:  # one partition (every send-and-wait): no grouping by topic
+        tp, result = results[0]
+        partitions = [_produce_answer(tp, result, outcomes)]
+        return {"topics": [{"name": tp.topic, "partitions": partitions}], "throttle_time_ms": 0}
     responses: dict[str, list[bodies.ProduceResponseTopicPartition]] = {}
     for tp, result in results:
-        error = result if isinstance(result, KafkaError) else outcomes.get(tp)
-        answer: bodies.ProduceResponseTopicPartition
-        if error is not None:
-            answer = {
-                "index": tp.partition,
-                "error_code": error.code,
-                "base_offset": -1,
-                "log_append_time_ms": -1,
-                "log_start_offset": -1,
-                "error_message": error.message,
-            }
-        else:
-            assert isinstance(result, AppendResult)
-            answer = {
-                "index": tp.partition,
-                "error_code": NONE,
-                "base_offset": result.info.first_offset,
-                "log_append_time_ms": result.log_append_time_ms,
-                "log_start_offset": result.log_start_offset,
-                "error_message": None,
-            }
-        responses.setdefault(tp.topic, []).append(answer)
+        responses.setdefault(tp.topic, []).append(_produce_answer(tp, result, outcomes))
     return {
         "topics": [{"name": name, "partitions": parts} for name, parts in responses.items()],
         "throttle_time_ms": 0,
+    }
+
+
+def _produce_answer(
+    tp: TopicPartition,
+    result: AppendResult | KafkaError,
+    outcomes: dict[TopicPartition, KafkaError | None],
+) -> bodies.ProduceResponseTopicPartition:
+    error = result if isinstance(result, KafkaError) else outcomes.get(tp)
+    if error is not None:
+        return {
+            "index": tp.partition,
+            "error_code": error.code,
+            "base_offset": -1,
+            "log_append_time_ms": -1,
+            "log_start_offset": -1,
+            "error_message": error.message,
+        }
+    assert isinstance(result, AppendResult)
+    return {
+        "index": tp.partition,
+        "error_code": NONE,
+        "base_offset": result.info.first_offset,
+        "log_append_time_ms": result.log_append_time_ms,
+        "log_start_offset": result.log_start_offset,
+        "error_message": None,
     }
 
 

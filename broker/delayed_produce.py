@@ -120,7 +120,10 @@ class DelayedProducePurgatory(Purgatory[TopicPartition]):
             self._parked -= 1
 
     def notify(self, key: TopicPartition) -> int:
-        return super().notify(key) + self._complete(key)
+        # Every acks=1 append to a single-replica leader moves the HW and lands here,
+        # usually with nobody waiting: that case costs no further call.
+        woken = super().notify(key) if key in self._watchers else 0
+        return woken + self._complete(key) if key in self._acks else woken
 
     def notify_all(self) -> None:
         super().notify_all()

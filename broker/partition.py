@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from minibroker.broker.config import TopicConfig
 from minibroker.broker.log_validator import (
@@ -84,8 +85,10 @@ class RemoteReplica:
         self.last_caught_up_time_ms = now_ms if in_sync else 0
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """What one leader append did. A tuple: built once per produce, where a frozen
+    dataclass's field-by-field ``__init__`` costs a small request a microsecond."""
+
     info: LogAppendInfo
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
@@ -196,7 +199,7 @@ class Partition:
         The local LEO always counts; a follower counts once it is in the ISR (follower
         fetches feed ``remote_replicas``). A single-replica leader thus has HW = LEO.
         """
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # not self.is_leader (once per produce)
             return False
         candidate = self.log.log_end_offset
         for replica_id in self.isr:
@@ -229,7 +232,7 @@ class Partition:
 
     def append_records_to_leader(self, records: Buffer, required_acks: int) -> AppendResult:
         """Validate, assign offsets and append; raises the KafkaError for the partition."""
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # not self.is_leader
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
         config = self.config
         if required_acks == -1 and len(self.isr) < config.min_insync_replicas:
@@ -255,7 +258,9 @@ class Partition:
             epoch = self.epoch_for_offset(info.last_offset)
             return AppendResult(info, -1, self.log.log_start_offset, False, epoch)
         moved = self.maybe_increment_high_watermark()
-        return AppendResult(info, append_time, self.log.log_start_offset, moved, self.leader_epoch)
+        return AppendResult._make(
+            (info, append_time, self.log.log_start_offset, moved, self.leader_epoch)
+        )
 
     def read(
         self,

@@ -32,6 +32,7 @@ from minibroker.protocol.api import (
     RejectedRequest,
     RequestHeader,
     decode_request,
+    encode_packed_response,
     encode_response,
     error_body,
 )
@@ -71,8 +72,9 @@ class MsgpackCodec:
         return self.dispatcher.dispatch(header, body, self)
 
     def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:
-        splice = header.api_key in SPLICED_RESPONSES
-        return encode_response(header.correlation_id, body, splice=splice)
+        if header.api_key in SPLICED_RESPONSES:
+            return encode_response(header.correlation_id, body, splice=True)
+        return encode_packed_response(header.correlation_id, body)
 
     def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]:
         return encode_response(header.correlation_id, error_body(error), splice=False)

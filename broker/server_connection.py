@@ -45,7 +45,10 @@ right after answering every request it has read, a client that sends one request
 waits has sent nothing yet: a try would only fail (a system call and an exception per
 round trip). A connection whose tries there keep failing waits first instead, probing
 now and then (``read_credit``), so a send-and-wait client costs one read per request
-and a pipelining one still finds its next request read at once.
+and a pipelining one still finds its next request read at once. A read that is exactly
+one frame (such a client's request) is cut without passing through the decoder's
+buffer, and a plain socket is read, waited on and written through its descriptor,
+looked up once per connection.
 
 Deadlines: a connection is idle when it has nothing in flight and has sent nothing for
 ``connections.max.idle.ms``; it is then closed. A request frame that has started
@@ -74,11 +77,13 @@ from collections.abc import Callable
 import trio
 
 from minibroker.broker.request_handler import CloseConnection, Pending, Reply
-from minibroker.broker.server_replies import ReplySlot, ReplyWriter, Server, log
+from minibroker.broker.server_replies import ReplySlot, ReplyWriter, Server, log, read_fd_now
 from minibroker.net import socket_io
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 from minibroker.protocol.session import Session
+
+wait_readable = trio.lowlevel.wait_readable
 
 MAX_IN_FLIGHT = 256
 """Requests read but not yet answered, per connection: bounds memory per client."""
@@ -133,6 +138,7 @@ class Connection(ReplyWriter):
     ) -> None:
         self.server = server
         self.stream = stream
+        self.fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
         self.peer = peer
         self.session = session
         """Who this connection speaks for; a SASL login replaces it."""
@@ -150,7 +156,8 @@ class Connection(ReplyWriter):
         self.pending = 0  # replies still being worked out
         # A plain socket's reads between frames have no timer of their own: the idle
         # watch (_watch_idle) ends the one still waiting at ``idle_at``.
-        self.watched_reads = isinstance(stream, trio.SocketStream)
+        self.watched_reads = self.fd >= 0
+        self._now = trio.lowlevel.current_clock().current_time
         self.idle_at = math.inf  # when the read waiting now makes the connection idle
         self.read_waiting = False
         # Reads right after answering everything read so far: ``read_credit`` > 0 tries
@@ -265,6 +272,7 @@ class Connection(ReplyWriter):
         decoder = FrameDecoder(server.max_frame_bytes)
         handle = self.handle
         queue = self.queue
+        budget = server.queued_bytes
         handled = 0
         # A socket's one-buffer replies (plain or TLS) may be written by the reader at once.
         direct = isinstance(self.stream, (trio.SocketStream, TlsStream))
@@ -276,8 +284,14 @@ class Connection(ReplyWriter):
             if not reserved:
                 # A new request (or one whose size just became known) is admitted only
                 # while the broker-wide budget has room.
-                waited = self._backlogged() and await self._wait_until_drained()
-                if server.queued_bytes.full:
+                # (``_backlogged()`` and ``budget.full`` written out: they are asked
+                # once per request.)
+                waited = (
+                    len(queue) >= MAX_IN_FLIGHT
+                    or self.pending >= MAX_PENDING
+                    or self.unsent_bytes >= server.max_unsent_bytes
+                ) and await self._wait_until_drained()
+                if budget.used >= budget.limit:
                     self._wake_writer()  # our own queued replies may be what fills it
                     await server.queued_bytes.wait_for_room(self._held)
                     waited = True
@@ -295,18 +309,24 @@ class Connection(ReplyWriter):
             if not data:
                 return  # EOF, idle or too slow: the replies already queued still go out
             server.bytes_in += len(data)
-            decoder.feed(data)
+            # A read that is one whole request (send-and-wait) skips the decoder's buffer.
+            frame: bytes | None = decoder.whole_frame(data) if type(data) is bytes else None
+            whole = frame is not None  # then the decoder holds nothing, before and after
+            if not whole:
+                decoder.feed(data)
             pending = False  # whether this read queued a reply that must still wait
             answered = False
             while True:
-                try:
-                    frame = decoder.next_frame()
-                except FrameError as exc:
-                    self._refuse("bad_frame", str(exc))
-                    return
-                if frame is NEED_DATA:
-                    break
-                assert isinstance(frame, bytes)
+                if frame is None:
+                    try:
+                        next_frame = decoder.next_frame()
+                    except FrameError as exc:
+                        self._refuse("bad_frame", str(exc))
+                        return
+                    if next_frame is NEED_DATA:
+                        break
+                    assert isinstance(next_frame, bytes)
+                    frame = next_frame
                 reserved = False
                 frame_started = math.inf  # the next frame's bytes, if any: timed below
                 try:
@@ -319,11 +339,12 @@ class Connection(ReplyWriter):
                         queue.append(slot)
                     self._refuse(exc.reason, str(exc))
                     return
+                frame = None
                 handled += 1
                 if (
                     direct
                     and not queue
-                    and not decoder.buffered
+                    and (whole or not decoder.buffered)
                     and type(reply) is list
                     and len(reply) == 1
                     and self.writer_wakeup is not None
@@ -353,7 +374,7 @@ class Connection(ReplyWriter):
                     if await self._wait_until_drained() and decoder.buffered:
                         frame_started = trio.current_time()
                     await trio.lowlevel.checkpoint()  # fairness to other connections
-            buffered = decoder.buffered
+            buffered = 0 if whole else decoder.buffered
             if buffered and frame_started == math.inf:
                 frame_started = trio.current_time()  # a frame has started arriving
             if buffered or self.request_bytes:
@@ -380,19 +401,30 @@ class Connection(ReplyWriter):
         request read so far has been answered (the client may be waiting for that)."""
         server = self.server
         stream = self.stream
-        if isinstance(stream, (trio.SocketStream, TlsStream)) and (
-            not answered or self._try_after_answer()
-        ):
+        fd = self.fd
+        if answered and not self.read_credit:
+            # A send-and-wait client's next request cannot be there yet: wait first,
+            # but try at once every ANSWERED_READ_PROBE answers (see ``read_credit``).
+            self.answers_until_probe -= 1
+            if not self.answers_until_probe:
+                self.answers_until_probe = ANSWERED_READ_PROBE
+                answered_try = True
+            else:
+                answered_try = False
+        else:
+            answered_try = True
+        if answered_try and (fd >= 0 or isinstance(stream, TlsStream)):
             # What is already there is read at once, with no timer and no scheduler
             # pass (net/socket_io.py, TlsStream.receive_now); a read that fills the
             # buffer, where more may be waiting, still yields once so that one busy
             # client cannot hog the loop.
             try:
-                if isinstance(stream, TlsStream):
+                if fd < 0:
+                    assert isinstance(stream, TlsStream)
                     data = stream.receive_now(size)
                     full = min(size, DECRYPT_BYTES)
                 else:
-                    data = socket_io.receive_now(stream, size)
+                    data = read_fd_now(fd, size)
                     full = size
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return b""
@@ -403,11 +435,17 @@ class Connection(ReplyWriter):
                     await trio.lowlevel.checkpoint()
                 return data
         if self.watched_reads and frame_deadline == math.inf:
-            # Between frames on a plain socket: the idle watch is this wait's timer.
-            self.idle_at = trio.current_time() + server.idle_timeout_s
+            # Between frames on a plain socket: the idle watch is this wait's timer. The
+            # wait and the read go to the descriptor itself (socket_io.receive_some's,
+            # minus looking it up from the stream each time).
+            self.idle_at = self._now() + server.idle_timeout_s
             self.read_waiting = True
             try:
-                return await socket_io.receive_some(stream, size, wait_first=True)
+                while True:
+                    await wait_readable(fd)
+                    data = read_fd_now(fd, size)
+                    if data is not None:
+                        return data
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return b""  # closed, or woken by the idle watch
             finally:
@@ -443,16 +481,6 @@ class Connection(ReplyWriter):
                 server.closed["idle"] += 1
                 log.info("closing idle connection from %s", self.peer)
                 return b""
-
-    def _try_after_answer(self) -> bool:
-        """Whether a read right after answering tries at once (see ``read_credit``)."""
-        if self.read_credit:
-            return True
-        self.answers_until_probe -= 1
-        if self.answers_until_probe:
-            return False
-        self.answers_until_probe = ANSWERED_READ_PROBE
-        return True
 
     def _tried_after_answer(self, found: bool) -> None:
         if found:

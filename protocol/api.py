@@ -271,7 +271,10 @@ def decode_request(
             raise InvalidRequestBody(f"request too large to decode: {exc}", header) from exc
         raise InvalidRequestBody(f"unparseable request body: {exc}", header) from exc
     header = _header_of(envelope, session)
-    validate = _validator_for(header)
+    # _validator_for, written out: this runs once per request.
+    validate = _REQUEST_VALIDATORS.get((header.api_key, header.api_version))
+    if validate is None:
+        raise UnsupportedRequestVersion(_unsupported(header.api_key, header.api_version), header)
     body = envelope[4]
     try:
         validate(body)
@@ -311,6 +314,14 @@ def encode_response(
         packed = _packb([correlation_id, body])
         return [frame_prefix(len(packed)) + packed if framed else packed]
     return pack_buffers([correlation_id, body], length_prefix=framed)
+
+
+def encode_packed_response(correlation_id: int, body: Any) -> list[Buffer]:
+    """``encode_response(correlation_id, body, splice=False)``: one framed buffer, for
+    the answers that never carry record data. The broker calls it once per such
+    request: a plain call, with no keyword arguments to match."""
+    packed = _packb([correlation_id, body])
+    return [frame_prefix(len(packed)) + packed]
 
 
 def decode_response(

@@ -128,6 +128,17 @@ class FrameDecoder:
             self._chunks.append(chunk)
             self._buffered += len(chunk)
 
+    def whole_frame(self, data: bytes) -> bytes | None:
+        """The payload of ``data`` when it is exactly one frame and nothing is buffered
+        (a send-and-wait client's request: the usual read), without keeping it as a
+        chunk; None otherwise, and then ``data`` is the caller's to ``feed``."""
+        if self._buffered or self._frame_len >= 0 or len(data) < PREFIX_SIZE or self._broken:
+            return None
+        n = _unpack_prefix(data, 0)[0]
+        if n != len(data) - PREFIX_SIZE or n > self.max_frame_bytes:
+            return None
+        return data[PREFIX_SIZE:]
+
     def next_frame(self) -> bytes | _NeedData:
         """The next whole frame's payload, or ``NEED_DATA``; raises ``FrameError``."""
         if self._broken:

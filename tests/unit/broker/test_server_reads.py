@@ -8,11 +8,11 @@ import socket
 
 import pytest
 import trio
+import trio.testing
 
 from minibroker.broker import server_connection
 from minibroker.broker.request_handler import Reply
 from minibroker.broker.server import BrokerServer
-from minibroker.net import socket_io
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 from minibroker.protocol.session import Session
 
@@ -31,15 +31,15 @@ class ReadCounter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.reads = self.empty = 0
-        real = socket_io.receive_now
+        real = server_connection.read_fd_now
 
-        def counted(stream: trio.SocketStream, size: int) -> bytes | None:
-            data = real(stream, size)
+        def counted(fd: int, size: int) -> bytes | None:
+            data = real(fd, size)
             self.reads += 1
             self.empty += data is None
             return data
 
-        monkeypatch.setattr(socket_io, "receive_now", counted)
+        monkeypatch.setattr(server_connection, "read_fd_now", counted)
 
 
 async def receive_answer(stream: trio.SocketStream, decoder: FrameDecoder) -> bytes:
@@ -83,3 +83,23 @@ async def test_a_send_and_wait_client_is_read_once_per_request(
     probes = ROUND_TRIPS // server_connection.ANSWERED_READ_PROBE
     assert counter.empty <= probes + server_connection.MAX_READ_CREDIT + 1
     assert counter.reads - counter.empty == ROUND_TRIPS
+
+
+async def test_whole_split_and_pipelined_requests_are_answered_in_order() -> None:
+    # A read that is exactly one frame skips the decoder's buffer; reads that hold part
+    # of a frame, or several, go through it: the answers are the same either way.
+    async with trio.open_nursery() as nursery:
+        client = await serve_pair(nursery)
+        decoder = FrameDecoder()
+        await client.send_all(encode_frame(b"whole"))
+        assert await receive_answer(client, decoder) == b"whole"
+        split = encode_frame(b"split across reads")
+        await client.send_all(split[:6])
+        await trio.testing.wait_all_tasks_blocked()  # the server has read the first part
+        await client.send_all(split[6:])
+        assert await receive_answer(client, decoder) == b"split across reads"
+        await client.send_all(encode_frame(b"one") + encode_frame(b"two"))
+        assert [await receive_answer(client, decoder) for _ in range(2)] == [b"one", b"two"]
+        await client.send_all(encode_frame(b"whole again"))
+        assert await receive_answer(client, decoder) == b"whole again"
+        nursery.cancel_scope.cancel()

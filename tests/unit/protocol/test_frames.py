@@ -150,3 +150,50 @@ def test_empty_feed_is_not_end_of_stream() -> None:
     assert decoder.next_frame() is NEED_DATA
     decoder.feed(encode_frame(b""))
     assert decoder.next_frame() == b""
+
+
+@NO_DEADLINE
+@given(st.binary(max_size=300))
+def test_a_read_that_is_exactly_one_frame_is_cut_without_buffering(payload: bytes) -> None:
+    decoder = FrameDecoder()
+    assert decoder.whole_frame(encode_frame(payload)) == payload
+    assert decoder.buffered == 0
+    decoder.feed(encode_frame(b"next"))  # the decoder goes on as if it had been fed
+    assert drain(decoder) == [b"next"]
+
+
+@pytest.mark.parametrize(
+    ("data", "frames"),
+    [
+        (encode_frame(b"one") + encode_frame(b"two"), [b"one", b"two"]),  # two frames
+        (encode_frame(b"one")[:-1], []),  # a frame cut short
+        (encode_frame(b"one") + b"\x00", [b"one"]),  # a frame and the next one's start
+        (b"\x00\x00", []),  # not even a length prefix
+    ],
+)
+def test_a_read_that_is_not_exactly_one_frame_is_left_to_the_buffer(
+    data: bytes, frames: list[bytes]
+) -> None:
+    decoder = FrameDecoder()
+    assert decoder.whole_frame(data) is None
+    assert decoder.buffered == 0  # nothing was taken: the caller feeds it
+    decoder.feed(data)
+    assert drain(decoder) == frames
+
+
+def test_a_whole_frame_after_buffered_bytes_is_left_to_the_buffer() -> None:
+    decoder = FrameDecoder()
+    decoder.feed(encode_frame(b"first")[:3])
+    assert decoder.whole_frame(encode_frame(b"second")) is None
+    decoder.feed(encode_frame(b"first")[3:])
+    assert drain(decoder) == [b"first"]
+
+
+def test_a_whole_frame_over_the_limit_is_left_to_next_frame_to_refuse() -> None:
+    decoder = FrameDecoder(max_frame_bytes=4)
+    data = encode_frame(b"too long")
+    assert decoder.whole_frame(data) is None
+    decoder.feed(data)
+    with pytest.raises(FrameError):
+        decoder.next_frame()
+    assert decoder.whole_frame(encode_frame(b"ok")) is None  # a failed decoder takes none

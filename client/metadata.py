@@ -23,7 +23,7 @@ from typing import Any
 import trio
 
 from minibroker.client.errors import wire_error
-from minibroker.net.connection import Connection
+from minibroker.net.connection import Call, Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -147,7 +147,7 @@ class ClusterMetadata:
         return [p.partition for p in info.partitions if p.leader >= 0]
 
 
-def _checked(api_key: ApiKey, response: Any) -> Any:
+def _checked(api_key: int, response: Any) -> Any:
     """The response, unless its top-level error_code says the whole request failed.
 
     That covers an API the broker does not serve (UNSUPPORTED_VERSION) and errors of
@@ -155,7 +155,7 @@ def _checked(api_key: ApiKey, response: Any) -> Any:
     """
     code = response.get("error_code", 0) if isinstance(response, dict) else 0
     if code:
-        raise wire_error(code, api_key.name, response.get("error_message"))
+        raise wire_error(code, ApiKey(api_key).name, response.get("error_message"))
     return response
 
 
@@ -280,6 +280,28 @@ class ClusterClient:
         except NetworkError:
             if broker is not None:
                 self.drop_connection(broker.host, broker.port)
+            self.request_update()
+            raise
+
+    def usable_connection(self, node_id: int) -> Connection | None:
+        """The open connection to broker ``node_id``, None when there is none usable
+        (``request`` would open one). For a caller that sends a Call on it itself."""
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            return None
+        conn = self._connections.get((broker.host, broker.port))
+        return conn if conn is not None and conn.is_usable else None
+
+    async def response(self, call: Call) -> Any:
+        """Send ``call`` (made on a ``usable_connection``) if it is not on the wire yet
+        and wait for its response, as ``request`` does; a task cancelled here leaves the
+        call for another task to await."""
+        try:
+            return _checked(call.api_key, await call.response())
+        except NetworkError:
+            conn = call.connection
+            if self._connections.get((conn.host, conn.port)) is conn:
+                self.drop_connection(conn.host, conn.port)
             self.request_update()
             raise
 

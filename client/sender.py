@@ -43,6 +43,7 @@ from minibroker.client.accumulator import ProducerBatch, RecordAccumulator
 from minibroker.client.errors import wire_error, with_context
 from minibroker.client.idempotence import FATAL_ERRORS, RESET_ERRORS, IdempotenceState
 from minibroker.client.metadata import ClusterClient
+from minibroker.net.connection import Call, Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     DuplicateSequenceNumberError,
@@ -116,21 +117,40 @@ class Sender:
                     with trio.move_on_at(next_at):
                         await self.acc.wakeup.wait()
             finally:
-                self._nursery = None  # closing: drain_now starts nothing more
+                self._nursery = None  # closing: drain_here starts nothing more
 
-    def drain_now(self) -> None:
-        """Start requests for the batches ready now, from the calling task.
+    async def drain_here(self) -> None:
+        """Start requests for the batches ready now; wait for one of them in this task.
 
-        For ``Producer.send`` with no linger: the record's request starts at once
-        instead of after the drain loop's next turn (one scheduler pass less per round
-        trip). The batch opened for it did not wake the loop (``draining_next``): the
+        For ``Producer.send`` with no linger, right after it appended its record: the
+        request goes out from the caller's task, which then reads the answer itself, so
+        a round trip costs one scheduler pass (the wait for the socket) instead of three
+        (start a task, that task's wait, waking the caller). That takes a connection
+        already open to the leader; otherwise, and for every other request, a task
+        sends it. A caller cancelled meanwhile hands its request to a task of the
+        sender, which carries it on: the records still go, as if a task had sent them.
+
+        The batch opened for the record did not wake the loop (``draining_next``): the
         loop is woken here only if something is left for it (a batch that cannot go
         yet, or whose leader is unknown).
         """
-        if self._nursery is not None:
-            self._drain(trio.current_time(), self._nursery)
+        nursery = self._nursery
+        here: tuple[int, list[ProducerBatch], Connection] | None = None
+        if nursery is not None:  # None: closing, nothing more starts
+            for node, batches in self._take_ready(trio.current_time())[1].items():
+                self._in_flight[node] += 1
+                self.in_flight_batches.update(batches)
+                conn = None
+                if here is None and self.acks:  # acks=0: nothing to wait for, a task sends it
+                    conn = self.cluster.usable_connection(node)
+                if conn is None:
+                    nursery.start_soon(self._produce, node, batches)
+                else:
+                    here = (node, batches, conn)
         if self.acc.has_queued_batches():
             self.acc.wakeup.set()
+        if here is not None:
+            await self._produce_here(*here)
 
     async def _init_producer_id(self) -> None:
         idempotence = self.idempotence
@@ -148,11 +168,21 @@ class Sender:
 
     def _drain(self, now: float, nursery: trio.Nursery) -> float:
         """Start requests for every ready batch that can go; returns the next deadline."""
+        next_at, by_node = self._take_ready(now)
+        for node, batches in by_node.items():
+            self._in_flight[node] += 1
+            self.in_flight_batches.update(batches)
+            nursery.start_soon(self._produce, node, batches)
+        return next_at
+
+    def _take_ready(self, now: float) -> tuple[float, dict[int, list[ProducerBatch]]]:
+        """Take every ready batch that can go, grouped by leader (one request each);
+        also returns when to look again."""
         idempotence = self.idempotence
         if idempotence is not None:
             if idempotence.fatal is not None:
                 self.acc.abort_all(idempotence.fatal)
-                return math.inf
+                return math.inf, {}
             idempotence.maybe_bump()
         meta = self.cluster.metadata
         by_node: dict[int, list[ProducerBatch]] = {}
@@ -193,11 +223,7 @@ class Sender:
         if unknown_leader:
             self.cluster.request_update()
             next_at = min(next_at, now + self.retry_backoff_s)
-        for node, batches in by_node.items():
-            self._in_flight[node] += 1
-            self.in_flight_batches.update(batches)
-            nursery.start_soon(self._produce, node, batches)
-        return next_at
+        return next_at, by_node
 
     def _request_body(self, batches: list[ProducerBatch]) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -213,38 +239,84 @@ class Sender:
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
 
-    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+    async def _produce(
+        self, node: int, batches: list[ProducerBatch], call: Call | None = None
+    ) -> None:
+        """One Produce request, in a task of the sender's nursery. ``call``: the request
+        of a ``drain_here`` whose caller was cancelled, carried on from where it was."""
         try:
-            body = self._request_body(batches)
-            if self.acks == 0:
-                await self.cluster.send(node, ApiKey.PRODUCE, body)
-                self.in_flight_batches.difference_update(batches)
-                for batch in batches:
-                    self.acc.finish(batch, base_offset=-1)
-                return
-            # The broker answers acks=all within timeout_ms; allow the network a margin.
-            response = await self.cluster.request(
-                node, ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
-            )
+            if call is not None:
+                response = await self.cluster.response(call)
+            else:
+                body = self._request_body(batches)
+                if self.acks == 0:
+                    await self.cluster.send(node, ApiKey.PRODUCE, body)
+                    self.in_flight_batches.difference_update(batches)
+                    for batch in batches:
+                        self.acc.finish(batch, base_offset=-1)
+                    return
+                # The broker answers acks=all within timeout_ms; allow the network a margin.
+                response = await self.cluster.request(
+                    node, ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
+                )
         except KafkaError as exc:  # network, timeout, or a request-level error
-            self.in_flight_batches.difference_update(batches)
-            for batch in batches:
-                self._retry_or_fail(batch, exc)
+            self._request_failed(batches, exc)
             return
         finally:
-            self._in_flight[node] -= 1
-            for batch in batches:
-                self._muted.discard((batch.topic, batch.partition))
-                if self.idempotence is not None:
-                    self.idempotence.answered(batch)
-            if self.acc.has_queued_batches() or self.idempotence is not None:
-                # A batch may have waited for this request's slot or its partition:
-                # the drain loop looks again. With none queued it would find nothing.
-                self.acc.wakeup.set()
+            self._answered(node, batches)
         # Not in `finally`: a request cancelled by close() leaves its batches here, and
         # abort_in_flight() fails them.
         self.in_flight_batches.difference_update(batches)
         self._handle_response(batches, response)
+
+    async def _produce_here(
+        self, node: int, batches: list[ProducerBatch], conn: Connection
+    ) -> None:
+        """``_produce`` in the calling task (``drain_here``), on an open connection."""
+        call = None
+        try:
+            body = self._request_body(batches)
+            call = conn.call(
+                ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
+            )
+            response = await self.cluster.response(call)
+        except KafkaError as exc:
+            self._request_failed(batches, exc)
+            self._answered(node, batches)
+            return
+        except BaseException:
+            # The caller was cancelled (or interrupted): a task carries the request on,
+            # sending it if it is not on the wire yet, so the records are not lost.
+            nursery = self._nursery
+            if nursery is not None:
+                nursery.start_soon(self._produce, node, batches, call)
+            else:  # closing: abort_in_flight() fails the batches
+                if call is not None:
+                    call.abandon()
+                self._answered(node, batches)
+            raise
+        self._answered(node, batches)
+        self.in_flight_batches.difference_update(batches)
+        self._handle_response(batches, response)
+
+    def _request_failed(self, batches: list[ProducerBatch], error: KafkaError) -> None:
+        """A Produce request failed as a whole: retry or fail each of its batches."""
+        self.in_flight_batches.difference_update(batches)
+        for batch in batches:
+            self._retry_or_fail(batch, error)
+
+    def _answered(self, node: int, batches: list[ProducerBatch]) -> None:
+        """A Produce request is over (answered, failed or cancelled): its slot and its
+        partitions are free again."""
+        self._in_flight[node] -= 1
+        for batch in batches:
+            self._muted.discard((batch.topic, batch.partition))
+            if self.idempotence is not None:
+                self.idempotence.answered(batch)
+        if self.acc.has_queued_batches() or self.idempotence is not None:
+            # A batch may have waited for this request's slot or its partition:
+            # the drain loop looks again. With none queued it would find nothing.
+            self.acc.wakeup.set()
 
     def _handle_response(self, batches: list[ProducerBatch], response: dict[str, Any]) -> None:
         results: dict[tuple[str, int], dict[str, Any]] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -55,11 +56,15 @@ class FakeCluster:
         self.answer = answer
         self.requests: list[tuple[int, dict[str, Any]]] = []
         self.updates = 0
+        self.calls_here = 0  # requests sent and awaited by the caller's own task
         self.topics: set[str] = set()
+        self._wire: trio.Nursery  # where calls are answered (run()'s nursery)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        await trio.sleep_forever()
+        async with trio.open_nursery() as nursery:
+            self._wire = nursery
+            task_status.started()
+            await trio.sleep_forever()
 
     def request_update(self) -> None:
         self.updates += 1
@@ -69,6 +74,50 @@ class FakeCluster:
         self.requests.append((node, body))
         await trio.sleep(0)
         return self.answer(node, body)
+
+    def usable_connection(self, node: int) -> FakeConnection:
+        """Every broker counts as connected: ``send`` takes the caller-task path."""
+        return FakeConnection(node)
+
+    async def response(self, call: FakeCall) -> Any:
+        """A call sent from the caller's task, answered as ``request`` answers. Like a
+        request on the wire, it is made once however many tasks wait for it."""
+        if call.answered is None:
+            self.calls_here += 1
+            call.answered = trio.Event()
+            self._wire.start_soon(call.ask, self)
+        await call.answered.wait()
+        if isinstance(call.outcome, KafkaError):
+            raise call.outcome
+        return call.outcome
+
+
+@dataclasses.dataclass
+class FakeCall:
+    node: int
+    api_key: ApiKey
+    body: dict[str, Any]
+    answered: trio.Event | None = None
+    outcome: Any = None
+
+    async def ask(self, cluster: FakeCluster) -> None:
+        try:
+            self.outcome = await cluster.request(self.node, self.api_key, self.body)
+        except KafkaError as exc:
+            self.outcome = exc
+        assert self.answered is not None
+        self.answered.set()
+
+    def abandon(self) -> None:
+        pass
+
+
+@dataclasses.dataclass
+class FakeConnection:
+    node: int
+
+    def call(self, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> FakeCall:
+        return FakeCall(self.node, api_key, body)
 
 
 def _producer(cluster: FakeCluster, **options: Any) -> Producer:
@@ -227,3 +276,38 @@ async def test_closing_on_an_error_fails_records_still_waiting_for_metadata() ->
             raise RuntimeError
     with pytest.raises(KafkaError, match="unknown-yet"):
         await delivery.result()
+
+
+@pytest.mark.timeout(10)
+async def test_a_send_with_no_linger_is_sent_and_awaited_by_the_callers_own_task() -> None:
+    cluster = FakeCluster(_metadata([1, 2]))
+    async with _producer(cluster, linger_ms=0) as producer:
+        first = await producer.send("t", b"a", partition=1)
+        second = await producer.send("t", b"b", partition=1)
+    assert (first.partition, first.offset) == (second.partition, second.offset) == (1, 100)
+    assert cluster.calls_here == 2 and len(cluster.requests) == 2
+
+
+@pytest.mark.timeout(10)
+async def test_a_send_cancelled_while_awaiting_its_answer_still_delivers_the_record() -> None:
+    release = trio.Event()
+    answered: list[bytes | None] = []
+
+    class GatedCluster(FakeCluster):
+        async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+            self.requests.append((node, body))
+            await release.wait()
+            [partition] = body["topics"][0]["partitions"]
+            answered.extend(r.value for r in decode_batch(partition["records"])[1])
+            return self.answer(node, body)
+
+    cluster = GatedCluster(_metadata([1]))
+    async with _producer(cluster, linger_ms=0) as producer:
+        with trio.move_on_after(0.05) as scope:
+            await producer.send("t", b"cut short")
+        assert scope.cancelled_caught
+        release.set()
+        await producer.send("t", b"next")
+        await producer.flush()
+        assert producer._acc.pending_batches == 0  # the cut-short record's batch completed
+    assert answered == [b"cut short", b"next"]  # each sent once, in order

@@ -292,18 +292,23 @@ class ClusterClient:
         conn = self._connections.get((broker.host, broker.port))
         return conn if conn is not None and conn.is_usable else None
 
-    async def response(self, call: Call) -> Any:
+    async def response(self, call: Call, *, bounded: bool = True) -> Any:
         """Send ``call`` (made on a ``usable_connection``) if it is not on the wire yet
         and wait for its response, as ``request`` does; a task cancelled here leaves the
-        call for another task to await."""
+        call for another task to await. ``bounded``: as in ``Call.response``."""
         try:
-            return _checked(call.api_key, await call.response())
+            return _checked(call.api_key, await call.response(bounded=bounded))
         except NetworkError:
             conn = call.connection
             if self._connections.get((conn.host, conn.port)) is conn:
                 self.drop_connection(conn.host, conn.port)
             self.request_update()
             raise
+
+    async def time_out(self, call: Call) -> None:
+        """``call`` (awaited ``bounded=False``) is past its deadline: break its connection
+        unless it was answered (``Connection.time_out``)."""
+        await call.connection.time_out(call)
 
     async def send(self, node_id: int, api_key: ApiKey, body: dict[str, Any]) -> None:
         """A request without response (Produce with acks=0)."""

@@ -97,6 +97,11 @@ class Sender:
         self._muted: set[tuple[str, int]] = set()  # partitions with a batch in flight
         self.in_flight_batches: set[ProducerBatch] = set()  # failed by abort_in_flight()
         self._nursery: trio.Nursery | None = None  # run()'s, where requests are started
+        # Requests that callers' tasks await without a cancel scope (drain_here), oldest
+        # (earliest deadline) first: the drain loop times them out. While it holds any,
+        # the loop's timer is armed for the oldest one (``_watching``).
+        self._calls_here: dict[Call, None] = {}
+        self._watching = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -110,7 +115,7 @@ class Sender:
                     now = trio.current_time()
                     for batch in self.acc.expire(now):
                         self._fail(batch, RequestTimedOutError("delivery timeout expired"))
-                    next_at = self._drain(now, nursery)
+                    next_at = min(self._drain(now, nursery), self._watch(now, nursery))
                     if next_at == math.inf:  # no timer to arm: the usual case, cheaper
                         await self.acc.wakeup.wait()
                         continue
@@ -118,6 +123,24 @@ class Sender:
                         await self.acc.wakeup.wait()
             finally:
                 self._nursery = None  # closing: drain_here starts nothing more
+                with trio.CancelScope(shield=True):
+                    # Nobody watches their deadlines any more: they fail now, as the
+                    # requests of the sender's own tasks do when it closes.
+                    for call in list(self._calls_here):
+                        await self.cluster.time_out(call)
+
+    def _watch(self, now: float, nursery: trio.Nursery) -> float:
+        """Time out the requests awaited in callers' tasks whose deadline passed; returns
+        the next deadline to look at (inf: none in flight, the timer is not needed)."""
+        calls = self._calls_here
+        while calls:
+            call = next(iter(calls))
+            if call.deadline > now:
+                return call.deadline
+            del calls[call]
+            nursery.start_soon(self.cluster.time_out, call)
+        self._watching = False
+        return math.inf
 
     async def drain_here(self) -> None:
         """Start requests for the batches ready now; wait for one of them in this task.
@@ -274,17 +297,30 @@ class Sender:
     ) -> None:
         """``_produce`` in the calling task (``drain_here``), on an open connection."""
         call = None
+        calls = self._calls_here
         try:
             body = self._request_body(batches)
             call = conn.call(
                 ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
             )
-            response = await self.cluster.response(call)
+            # Its deadline is the drain loop's to enforce (see _watch): no cancel scope.
+            calls[call] = None
+            if not self._watching:  # the loop arms its timer for it
+                self._watching = True
+                self.acc.wakeup.set()
+            response = await self.cluster.response(call, bounded=False)
         except KafkaError as exc:
-            self._request_failed(batches, exc)
+            calls.pop(call, None)  # type: ignore[arg-type]
+            if self._nursery is None:  # closed meanwhile: nothing would send a retry
+                self.in_flight_batches.difference_update(batches)
+                for batch in batches:
+                    self._fail(batch, exc)
+            else:
+                self._request_failed(batches, exc)
             self._answered(node, batches)
             return
         except BaseException:
+            calls.pop(call, None)  # type: ignore[arg-type]
             # The caller was cancelled (or interrupted): a task carries the request on,
             # sending it if it is not on the wire yet, so the records are not lost.
             nursery = self._nursery
@@ -295,6 +331,7 @@ class Sender:
                     call.abandon()
                 self._answered(node, batches)
             raise
+        calls.pop(call, None)  # _watch dropped it if the answer came at its deadline
         self._answered(node, batches)
         self.in_flight_batches.difference_update(batches)
         self._handle_response(batches, response)

@@ -173,12 +173,15 @@ class Call:
         if self.wake is not None:
             self.wake.set()
 
-    async def response(self) -> Any:
+    async def response(self, *, bounded: bool = True) -> Any:
         """Send the request if it is not on the wire yet, then wait for its answer.
 
         Raises NetworkError (the connection is unusable) or RequestTimedOutError (the
-        deadline passed: the call is abandoned)."""
-        return await self.connection._response(self)
+        deadline passed: the call is abandoned). ``bounded=False`` waits without a
+        cancel scope for the deadline (on a small request's round trip, entering and
+        leaving one costs more CPU than the rest of the client's work): the caller then
+        enforces the deadline itself with ``Connection.time_out``."""
+        return await self.connection._response(self, bounded=bounded)
 
     def abandon(self) -> None:
         """Give the call up: its response, when it comes, is read and dropped."""
@@ -407,15 +410,12 @@ class Connection:
         timeout = self.request_timeout if timeout is None else timeout
         return Call(self, api_key, version, self._next_correlation_id(), body, timeout)
 
-    async def _response(self, call: Call) -> Any:
-        with trio.move_on_at(call.deadline):
-            try:
-                if not call.queued:
-                    await self._send(call, call.request_body, expect_response=True)
-                await self._wait(call)
-            except NetworkError:
-                if call.error is None:
-                    raise  # broken before its frame was queued
+    async def _response(self, call: Call, *, bounded: bool = True) -> Any:
+        if bounded:
+            with trio.move_on_at(call.deadline):
+                await self._exchange(call)
+        else:
+            await self._exchange(call)
         if call.error is not None:
             raise NetworkError(call.error.message) from call.error
         if not call.finished:
@@ -425,6 +425,24 @@ class Connection:
                 f"no response within {call.timeout}s"
             )
         return call.body
+
+    async def _exchange(self, call: Call) -> None:
+        try:
+            if not call.queued:
+                await self._send(call, call.request_body, expect_response=True)
+            await self._wait(call)
+        except NetworkError:
+            if call.error is None:
+                raise  # broken before its frame was queued
+
+    async def time_out(self, call: Call) -> None:
+        """``call``'s deadline passed: unless it was answered meanwhile, break the
+        connection (as Kafka's clients do on a request timeout), which fails it and
+        every other call on it with NetworkError. For calls awaited ``bounded=False``."""
+        if call.finished or self.state is not ConnectionState.OPEN:
+            return
+        where = f"api {call.api_key} v{call.version} to {self.host}:{self.port}"
+        await self._break(NetworkError(f"{where}: no response within {call.timeout}s"))
 
     async def send(self, api_key: int, body: Any, *, version: int | None = None) -> None:
         """Send a request that gets no response (Produce with acks=0)."""

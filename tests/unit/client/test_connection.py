@@ -279,6 +279,33 @@ async def test_an_abandoned_call_leaves_its_answer_to_be_dropped() -> None:
         assert (await metadata(conn, "next", timeout=5))["topics"][0]["name"] == "next"
 
 
+@pytest.mark.timeout(20)
+async def test_time_out_breaks_the_connection_of_an_unbounded_call_left_unanswered() -> None:
+    async def never(header: RequestHeader, body: Any) -> Any:
+        await trio.sleep_forever()
+
+    async with server(never) as (port, _), Connection("127.0.0.1", port) as conn:
+        call = conn.call(ApiKey.METADATA, {"topics": [{"name": "lost"}]}, timeout=5)
+        async with trio.open_nursery() as nursery:
+
+            async def watchdog() -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                await conn.time_out(call)
+
+            nursery.start_soon(watchdog)
+            with pytest.raises(NetworkError, match="no response within 5"):
+                await call.response(bounded=False)
+        assert not conn.is_usable
+
+
+async def test_time_out_leaves_an_answered_call_and_its_connection_alone() -> None:
+    async with server() as (port, _), Connection("127.0.0.1", port) as conn:
+        call = conn.call(ApiKey.METADATA, {"topics": [{"name": "fine"}]}, timeout=5)
+        assert (await call.response(bounded=False))["topics"][0]["name"] == "fine"
+        await conn.time_out(call)
+        assert conn.is_usable
+
+
 async def test_server_closing_mid_request_fails_every_pending_request() -> None:
     async def hang_up_after_three(stream: trio.SocketStream) -> None:
         decoder = FrameDecoder()

@@ -11,6 +11,7 @@ import trio
 
 from minibroker.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from minibroker.client.producer import Producer
+from minibroker.client.sender import RESPONSE_MARGIN_S
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     KafkaError,
@@ -79,7 +80,7 @@ class FakeCluster:
         """Every broker counts as connected: ``send`` takes the caller-task path."""
         return FakeConnection(node)
 
-    async def response(self, call: FakeCall) -> Any:
+    async def response(self, call: FakeCall, *, bounded: bool = True) -> Any:
         """A call sent from the caller's task, answered as ``request`` answers. Like a
         request on the wire, it is made once however many tasks wait for it."""
         if call.answered is None:
@@ -91,22 +92,31 @@ class FakeCluster:
             raise call.outcome
         return call.outcome
 
+    async def time_out(self, call: FakeCall) -> None:
+        """Like a broken connection: the call fails with NetworkError."""
+        if call.answered is not None and not call.answered.is_set():
+            call.outcome = NetworkError("no response within the request timeout")
+            call.answered.set()
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(eq=False)
 class FakeCall:
     node: int
     api_key: ApiKey
     body: dict[str, Any]
+    deadline: float
     answered: trio.Event | None = None
     outcome: Any = None
 
     async def ask(self, cluster: FakeCluster) -> None:
         try:
-            self.outcome = await cluster.request(self.node, self.api_key, self.body)
+            outcome = await cluster.request(self.node, self.api_key, self.body)
         except KafkaError as exc:
-            self.outcome = exc
+            outcome = exc
         assert self.answered is not None
-        self.answered.set()
+        if not self.answered.is_set():  # not timed out meanwhile
+            self.outcome = outcome
+            self.answered.set()
 
     def abandon(self) -> None:
         pass
@@ -116,8 +126,8 @@ class FakeCall:
 class FakeConnection:
     node: int
 
-    def call(self, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> FakeCall:
-        return FakeCall(self.node, api_key, body)
+    def call(self, api_key: ApiKey, body: dict[str, Any], *, timeout: float) -> FakeCall:
+        return FakeCall(self.node, api_key, body, trio.current_time() + timeout)
 
 
 def _producer(cluster: FakeCluster, **options: Any) -> Producer:
@@ -311,3 +321,26 @@ async def test_a_send_cancelled_while_awaiting_its_answer_still_delivers_the_rec
         await producer.flush()
         assert producer._acc.pending_batches == 0  # the cut-short record's batch completed
     assert answered == [b"cut short", b"next"]  # each sent once, in order
+
+
+@pytest.mark.timeout(10)
+async def test_a_send_whose_answer_never_comes_is_timed_out_by_the_drain_loop_and_retried(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    attempts: list[float] = []
+
+    class SilentOnceCluster(FakeCluster):
+        async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+            attempts.append(trio.current_time())
+            if len(attempts) == 1:
+                await trio.sleep_forever()  # this answer is lost
+            return self.answer(node, body)
+
+    cluster = SilentOnceCluster(_metadata([1]))
+    async with _producer(cluster, linger_ms=0, request_timeout_ms=1000) as producer:
+        started = trio.current_time()
+        metadata = await producer.send("t", b"v")
+    assert metadata.offset == 0
+    assert len(attempts) == 2  # the first timed out at its deadline, the retry answered
+    # request timeout plus the sender's margin, then the retry backoff
+    assert attempts[1] - started == pytest.approx(1.0 + RESPONSE_MARGIN_S + 0.001, abs=0.01)

@@ -96,6 +96,10 @@ class ClusterMetadata:
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     controller_id: int = -1
     cluster_id: str | None = None
+    # available_partitions' answers: the producer asks once per batch it sends
+    _available: dict[str, tuple[int, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def from_response(cls, body: dict[str, Any]) -> ClusterMetadata:
@@ -140,11 +144,16 @@ class ClusterMetadata:
         info = self.topics.get(topic)
         return len(info.partitions) if info is not None else 0
 
-    def available_partitions(self, topic: str) -> list[int]:
-        info = self.topics.get(topic)
-        if info is None:
-            return []
-        return [p.partition for p in info.partitions if p.leader >= 0]
+    def available_partitions(self, topic: str) -> tuple[int, ...]:
+        """The topic's partitions that have a leader."""
+        available = self._available.get(topic)
+        if available is None:
+            info = self.topics.get(topic)
+            if info is None:
+                return ()
+            available = tuple(p.partition for p in info.partitions if p.leader >= 0)
+            self._available[topic] = available
+        return available
 
 
 def _checked(api_key: int, response: Any) -> Any:

@@ -350,9 +350,10 @@ class Sender:
             self._muted.discard((batch.topic, batch.partition))
             if self.idempotence is not None:
                 self.idempotence.answered(batch)
-        if self.acc.has_queued_batches() or self.idempotence is not None:
-            # A batch may have waited for this request's slot or its partition:
-            # the drain loop looks again. With none queued it would find nothing.
+        if self.acc.has_queued_batches():
+            # A batch may have waited for this request's slot or its partition (or, with
+            # idempotence, for its turn or an epoch bump): the drain loop looks again.
+            # With none queued it would find nothing; a retry re-queued wakes it itself.
             self.acc.wakeup.set()
 
     def _handle_response(self, batches: list[ProducerBatch], response: dict[str, Any]) -> None:

@@ -310,17 +310,20 @@ class Sender:
                 self.acc.wakeup.set()
             response = await self.cluster.response(call, bounded=False)
         except KafkaError as exc:
-            calls.pop(call, None)  # type: ignore[arg-type]
+            if call is not None:
+                calls.pop(call, None)
             if self._nursery is None:  # closed meanwhile: nothing would send a retry
                 self.in_flight_batches.difference_update(batches)
                 for batch in batches:
-                    self._fail(batch, exc)
+                    if not batch.done.is_set():  # abort_in_flight() may have been first
+                        self._fail(batch, exc)
             else:
                 self._request_failed(batches, exc)
             self._answered(node, batches)
             return
         except BaseException:
-            calls.pop(call, None)  # type: ignore[arg-type]
+            if call is not None:
+                calls.pop(call, None)
             # The caller was cancelled (or interrupted): a task carries the request on,
             # sending it if it is not on the wire yet, so the records are not lost.
             nursery = self._nursery
@@ -334,6 +337,8 @@ class Sender:
         calls.pop(call, None)  # _watch dropped it if the answer came at its deadline
         self._answered(node, batches)
         self.in_flight_batches.difference_update(batches)
+        if self._nursery is None:  # closed meanwhile: abort_in_flight() may have been first
+            batches = [batch for batch in batches if not batch.done.is_set()]
         self._handle_response(batches, response)
 
     def _request_failed(self, batches: list[ProducerBatch], error: KafkaError) -> None:

@@ -344,3 +344,27 @@ async def test_a_send_whose_answer_never_comes_is_timed_out_by_the_drain_loop_an
     assert len(attempts) == 2  # the first timed out at its deadline, the retry answered
     # request timeout plus the sender's margin, then the retry backoff
     assert attempts[1] - started == pytest.approx(1.0 + RESPONSE_MARGIN_S + 0.001, abs=0.01)
+
+
+@pytest.mark.timeout(10)
+async def test_closing_fails_a_send_another_task_still_awaits_without_counting_it_twice() -> None:
+    class SilentCluster(FakeCluster):
+        async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+            await trio.sleep_forever()
+
+    errors: list[KafkaError] = []
+
+    async def send_one(producer: Producer) -> None:
+        try:
+            await producer.send("t", b"never answered")
+        except KafkaError as exc:
+            errors.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(RuntimeError):
+            async with _producer(SilentCluster(_metadata([1])), linger_ms=0) as producer:
+                nursery.start_soon(send_one, producer)
+                await trio.testing.wait_all_tasks_blocked()
+                raise RuntimeError("leave the block without flushing")
+    assert len(errors) == 1  # the connection broken at close, or abort_in_flight()
+    assert producer._acc.pending_batches == 0

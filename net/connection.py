@@ -246,6 +246,9 @@ class Connection:
         self._reader: Call | None = None
         self._correlation_ids = itertools.count()
         self._error: NetworkError | None = None  # why it is BROKEN or CLOSED
+        # The boundaries every write and read pass (stateless: made once, not per request)
+        self._send_errors = _network_errors("send to", host, port)
+        self._receive_errors = _network_errors("receive from", host, port)
         self.state = ConnectionState.NEW
 
     def __repr__(self) -> str:
@@ -482,7 +485,7 @@ class Connection:
                 pending.queued = True
                 pending.request_body = None
             try:
-                with _network_errors("send to", self.host, self.port):
+                with self._send_errors:
                     if len(buffers) == 1:  # a request without large record data
                         await socket_io.send_all(stream, buffers[0])
                     else:
@@ -535,7 +538,7 @@ class Connection:
         # there yet (a try would cost a system call and an exception per round trip).
         wait_first = True
         try:
-            with _network_errors("receive from", self.host, self.port):
+            with self._receive_errors:
                 while not pending.finished:
                     frame = decoder.next_frame()
                     if frame is NEED_DATA:

@@ -9,6 +9,12 @@ partitions led by the same broker go into ONE Produce request (up to
 pipelines them. Then the loop sleeps until the accumulator's wakeup event (a batch
 opened or filled, a request finished) or the next linger deadline.
 
+``Producer.send`` with no linger drains from the caller's task instead (``drain_here``)
+and waits for its own request there, without a cancel scope: one scheduler pass per
+round trip. The loop then also watches those requests' deadlines (``_watch``) and
+breaks the connection of one left unanswered, as Kafka's clients do; a caller
+cancelled mid-request hands the request to a task, which carries it on.
+
 A partition error that is retriable (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
 NETWORK_EXCEPTION, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS, ...) puts the batch back at
 the head of its partition after ``retry_backoff`` and asks for fresh metadata, so the

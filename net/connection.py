@@ -8,6 +8,10 @@ answers in that order (docs/architecture.md, "Wire formats") and each response's
 correlation id is checked against the oldest entry, a mismatch meaning the stream can no
 longer be trusted.
 
+``call`` hands out a request as a :class:`Call` instead, for callers that may pass the
+wait on to another task (a producer whose caller was cancelled) or that enforce its
+deadline themselves (``response(bounded=False)`` and ``time_out``).
+
 There is no background reader task (so no nursery to own and no task outliving its
 caller): the waiting callers take turns reading. When nobody is reading, the first
 caller to wait becomes the reader; it reads frames and hands each to its entry (waking

@@ -204,7 +204,7 @@ class Delivery(tuple[ProducerBatch | PendingRecord, int]):
 
     async def result(self) -> RecordMetadata:
         """Wait for the broker's answer; raises the batch's KafkaError if it failed."""
-        batch, index = self
+        batch = self[0]
         if isinstance(batch, PendingRecord):
             await batch.ready.wait()
             if batch.error is not None:
@@ -212,6 +212,17 @@ class Delivery(tuple[ProducerBatch | PendingRecord, int]):
             assert batch.target is not None
             return await batch.target.result()
         await batch.done.wait()
+        return self.outcome()
+
+    def outcome(self) -> RecordMetadata:
+        """The result of a record that is ``done()``: its metadata, or its batch's error
+        raised."""
+        batch, index = self
+        if isinstance(batch, PendingRecord):
+            if batch.error is not None:
+                raise batch.error
+            assert batch.target is not None
+            return batch.target.outcome()
         if batch.error is not None:
             raise batch.error
         offset = -1 if batch.base_offset < 0 else batch.base_offset + index

@@ -23,7 +23,7 @@ from typing import Any
 import trio
 
 from minibroker.client.errors import wire_error
-from minibroker.net.connection import Connection
+from minibroker.net.connection import Call, Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -96,6 +96,10 @@ class ClusterMetadata:
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     controller_id: int = -1
     cluster_id: str | None = None
+    # available_partitions' answers: the producer asks once per batch it sends
+    _available: dict[str, tuple[int, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def from_response(cls, body: dict[str, Any]) -> ClusterMetadata:
@@ -140,14 +144,19 @@ class ClusterMetadata:
         info = self.topics.get(topic)
         return len(info.partitions) if info is not None else 0
 
-    def available_partitions(self, topic: str) -> list[int]:
-        info = self.topics.get(topic)
-        if info is None:
-            return []
-        return [p.partition for p in info.partitions if p.leader >= 0]
+    def available_partitions(self, topic: str) -> tuple[int, ...]:
+        """The topic's partitions that have a leader."""
+        available = self._available.get(topic)
+        if available is None:
+            info = self.topics.get(topic)
+            if info is None:
+                return ()
+            available = tuple(p.partition for p in info.partitions if p.leader >= 0)
+            self._available[topic] = available
+        return available
 
 
-def _checked(api_key: ApiKey, response: Any) -> Any:
+def _checked(api_key: int, response: Any) -> Any:
     """The response, unless its top-level error_code says the whole request failed.
 
     That covers an API the broker does not serve (UNSUPPORTED_VERSION) and errors of
@@ -155,7 +164,7 @@ def _checked(api_key: ApiKey, response: Any) -> Any:
     """
     code = response.get("error_code", 0) if isinstance(response, dict) else 0
     if code:
-        raise wire_error(code, api_key.name, response.get("error_message"))
+        raise wire_error(code, ApiKey(api_key).name, response.get("error_message"))
     return response
 
 
@@ -282,6 +291,33 @@ class ClusterClient:
                 self.drop_connection(broker.host, broker.port)
             self.request_update()
             raise
+
+    def usable_connection(self, node_id: int) -> Connection | None:
+        """The open connection to broker ``node_id``, None when there is none usable
+        (``request`` would open one). For a caller that sends a Call on it itself."""
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            return None
+        conn = self._connections.get((broker.host, broker.port))
+        return conn if conn is not None and conn.is_usable else None
+
+    async def response(self, call: Call, *, bounded: bool = True) -> Any:
+        """Send ``call`` (made on a ``usable_connection``) if it is not on the wire yet
+        and wait for its response, as ``request`` does; a task cancelled here leaves the
+        call for another task to await. ``bounded``: as in ``Call.response``."""
+        try:
+            return _checked(call.api_key, await call.response(bounded=bounded))
+        except NetworkError:
+            conn = call.connection
+            if self._connections.get((conn.host, conn.port)) is conn:
+                self.drop_connection(conn.host, conn.port)
+            self.request_update()
+            raise
+
+    async def time_out(self, call: Call) -> None:
+        """``call`` (awaited ``bounded=False``) is past its deadline: break its connection
+        unless it was answered (``Connection.time_out``)."""
+        await call.connection.time_out(call)
 
     async def send(self, node_id: int, api_key: ApiKey, body: dict[str, Any]) -> None:
         """A request without response (Produce with acks=0)."""

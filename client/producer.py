@@ -290,12 +290,15 @@ class Producer:
         if acc.linger_s or self._waiting:
             delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
             return await delivery.result()
-        acc.draining_next = True  # drain_now below looks at once: no sender loop turn
+        acc.draining_next = True  # drain_here below looks at once: no sender loop turn
         try:
             delivery = self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
         finally:
             acc.draining_next = False
-        self._sender.drain_now()  # its request starts now, not at the sender's turn
+        # The request starts now, from this task, which mostly reads the answer itself.
+        await self._sender.drain_here()
+        if delivery.done():  # no further scheduler pass to collect it
+            return delivery.outcome()
         return await delivery.result()
 
     async def enqueue(

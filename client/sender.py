@@ -9,6 +9,12 @@ partitions led by the same broker go into ONE Produce request (up to
 pipelines them. Then the loop sleeps until the accumulator's wakeup event (a batch
 opened or filled, a request finished) or the next linger deadline.
 
+``Producer.send`` with no linger drains from the caller's task instead (``drain_here``)
+and waits for its own request there, without a cancel scope: one scheduler pass per
+round trip. The loop then also watches those requests' deadlines (``_watch``) and
+breaks the connection of one left unanswered, as Kafka's clients do; a caller
+cancelled mid-request hands the request to a task, which carries it on.
+
 A partition error that is retriable (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
 NETWORK_EXCEPTION, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS, ...) puts the batch back at
 the head of its partition after ``retry_backoff`` and asks for fresh metadata, so the
@@ -43,6 +49,7 @@ from minibroker.client.accumulator import ProducerBatch, RecordAccumulator
 from minibroker.client.errors import wire_error, with_context
 from minibroker.client.idempotence import FATAL_ERRORS, RESET_ERRORS, IdempotenceState
 from minibroker.client.metadata import ClusterClient
+from minibroker.net.connection import Call, Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     DuplicateSequenceNumberError,
@@ -96,6 +103,11 @@ class Sender:
         self._muted: set[tuple[str, int]] = set()  # partitions with a batch in flight
         self.in_flight_batches: set[ProducerBatch] = set()  # failed by abort_in_flight()
         self._nursery: trio.Nursery | None = None  # run()'s, where requests are started
+        # Requests that callers' tasks await without a cancel scope (drain_here), oldest
+        # (earliest deadline) first: the drain loop times them out. While it holds any,
+        # the loop's timer is armed for the oldest one (``_watching``).
+        self._calls_here: dict[Call, None] = {}
+        self._watching = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -109,28 +121,65 @@ class Sender:
                     now = trio.current_time()
                     for batch in self.acc.expire(now):
                         self._fail(batch, RequestTimedOutError("delivery timeout expired"))
-                    next_at = self._drain(now, nursery)
+                    next_at = min(self._drain(now, nursery), self._watch(now, nursery))
                     if next_at == math.inf:  # no timer to arm: the usual case, cheaper
                         await self.acc.wakeup.wait()
                         continue
                     with trio.move_on_at(next_at):
                         await self.acc.wakeup.wait()
             finally:
-                self._nursery = None  # closing: drain_now starts nothing more
+                self._nursery = None  # closing: drain_here starts nothing more
+                with trio.CancelScope(shield=True):
+                    # Nobody watches their deadlines any more: they fail now, as the
+                    # requests of the sender's own tasks do when it closes.
+                    for call in list(self._calls_here):
+                        await self.cluster.time_out(call)
 
-    def drain_now(self) -> None:
-        """Start requests for the batches ready now, from the calling task.
+    def _watch(self, now: float, nursery: trio.Nursery) -> float:
+        """Time out the requests awaited in callers' tasks whose deadline passed; returns
+        the next deadline to look at (inf: none in flight, the timer is not needed)."""
+        calls = self._calls_here
+        while calls:
+            call = next(iter(calls))
+            if call.deadline > now:
+                return call.deadline
+            del calls[call]
+            nursery.start_soon(self.cluster.time_out, call)
+        self._watching = False
+        return math.inf
 
-        For ``Producer.send`` with no linger: the record's request starts at once
-        instead of after the drain loop's next turn (one scheduler pass less per round
-        trip). The batch opened for it did not wake the loop (``draining_next``): the
+    async def drain_here(self) -> None:
+        """Start requests for the batches ready now; wait for one of them in this task.
+
+        For ``Producer.send`` with no linger, right after it appended its record: the
+        request goes out from the caller's task, which then reads the answer itself, so
+        a round trip costs one scheduler pass (the wait for the socket) instead of three
+        (start a task, that task's wait, waking the caller). That takes a connection
+        already open to the leader; otherwise, and for every other request, a task
+        sends it. A caller cancelled meanwhile hands its request to a task of the
+        sender, which carries it on: the records still go, as if a task had sent them.
+
+        The batch opened for the record did not wake the loop (``draining_next``): the
         loop is woken here only if something is left for it (a batch that cannot go
         yet, or whose leader is unknown).
         """
-        if self._nursery is not None:
-            self._drain(trio.current_time(), self._nursery)
+        nursery = self._nursery
+        here: tuple[int, list[ProducerBatch], Connection] | None = None
+        if nursery is not None:  # None: closing, nothing more starts
+            for node, batches in self._take_ready(trio.current_time())[1].items():
+                self._in_flight[node] += 1
+                self.in_flight_batches.update(batches)
+                conn = None
+                if here is None and self.acks:  # acks=0: nothing to wait for, a task sends it
+                    conn = self.cluster.usable_connection(node)
+                if conn is None:
+                    nursery.start_soon(self._produce, node, batches)
+                else:
+                    here = (node, batches, conn)
         if self.acc.has_queued_batches():
             self.acc.wakeup.set()
+        if here is not None:
+            await self._produce_here(*here)
 
     async def _init_producer_id(self) -> None:
         idempotence = self.idempotence
@@ -148,11 +197,21 @@ class Sender:
 
     def _drain(self, now: float, nursery: trio.Nursery) -> float:
         """Start requests for every ready batch that can go; returns the next deadline."""
+        next_at, by_node = self._take_ready(now)
+        for node, batches in by_node.items():
+            self._in_flight[node] += 1
+            self.in_flight_batches.update(batches)
+            nursery.start_soon(self._produce, node, batches)
+        return next_at
+
+    def _take_ready(self, now: float) -> tuple[float, dict[int, list[ProducerBatch]]]:
+        """Take every ready batch that can go, grouped by leader (one request each);
+        also returns when to look again."""
         idempotence = self.idempotence
         if idempotence is not None:
             if idempotence.fatal is not None:
                 self.acc.abort_all(idempotence.fatal)
-                return math.inf
+                return math.inf, {}
             idempotence.maybe_bump()
         meta = self.cluster.metadata
         by_node: dict[int, list[ProducerBatch]] = {}
@@ -193,11 +252,7 @@ class Sender:
         if unknown_leader:
             self.cluster.request_update()
             next_at = min(next_at, now + self.retry_backoff_s)
-        for node, batches in by_node.items():
-            self._in_flight[node] += 1
-            self.in_flight_batches.update(batches)
-            nursery.start_soon(self._produce, node, batches)
-        return next_at
+        return next_at, by_node
 
     def _request_body(self, batches: list[ProducerBatch]) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -213,38 +268,104 @@ class Sender:
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
 
-    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+    async def _produce(
+        self, node: int, batches: list[ProducerBatch], call: Call | None = None
+    ) -> None:
+        """One Produce request, in a task of the sender's nursery. ``call``: the request
+        of a ``drain_here`` whose caller was cancelled, carried on from where it was."""
         try:
-            body = self._request_body(batches)
-            if self.acks == 0:
-                await self.cluster.send(node, ApiKey.PRODUCE, body)
-                self.in_flight_batches.difference_update(batches)
-                for batch in batches:
-                    self.acc.finish(batch, base_offset=-1)
-                return
-            # The broker answers acks=all within timeout_ms; allow the network a margin.
-            response = await self.cluster.request(
-                node, ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
-            )
+            if call is not None:
+                response = await self.cluster.response(call)
+            else:
+                body = self._request_body(batches)
+                if self.acks == 0:
+                    await self.cluster.send(node, ApiKey.PRODUCE, body)
+                    self.in_flight_batches.difference_update(batches)
+                    for batch in batches:
+                        self.acc.finish(batch, base_offset=-1)
+                    return
+                # The broker answers acks=all within timeout_ms; allow the network a margin.
+                response = await self.cluster.request(
+                    node, ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
+                )
         except KafkaError as exc:  # network, timeout, or a request-level error
-            self.in_flight_batches.difference_update(batches)
-            for batch in batches:
-                self._retry_or_fail(batch, exc)
+            self._request_failed(batches, exc)
             return
         finally:
-            self._in_flight[node] -= 1
-            for batch in batches:
-                self._muted.discard((batch.topic, batch.partition))
-                if self.idempotence is not None:
-                    self.idempotence.answered(batch)
-            if self.acc.has_queued_batches() or self.idempotence is not None:
-                # A batch may have waited for this request's slot or its partition:
-                # the drain loop looks again. With none queued it would find nothing.
-                self.acc.wakeup.set()
+            self._answered(node, batches)
         # Not in `finally`: a request cancelled by close() leaves its batches here, and
         # abort_in_flight() fails them.
         self.in_flight_batches.difference_update(batches)
         self._handle_response(batches, response)
+
+    async def _produce_here(
+        self, node: int, batches: list[ProducerBatch], conn: Connection
+    ) -> None:
+        """``_produce`` in the calling task (``drain_here``), on an open connection."""
+        call = None
+        calls = self._calls_here
+        try:
+            body = self._request_body(batches)
+            call = conn.call(
+                ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
+            )
+            # Its deadline is the drain loop's to enforce (see _watch): no cancel scope.
+            calls[call] = None
+            if not self._watching:  # the loop arms its timer for it
+                self._watching = True
+                self.acc.wakeup.set()
+            response = await self.cluster.response(call, bounded=False)
+        except KafkaError as exc:
+            if call is not None:
+                calls.pop(call, None)
+            if self._nursery is None:  # closed meanwhile: nothing would send a retry
+                self.in_flight_batches.difference_update(batches)
+                for batch in batches:
+                    if not batch.done.is_set():  # abort_in_flight() may have been first
+                        self._fail(batch, exc)
+            else:
+                self._request_failed(batches, exc)
+            self._answered(node, batches)
+            return
+        except BaseException:
+            if call is not None:
+                calls.pop(call, None)
+            # The caller was cancelled (or interrupted): a task carries the request on,
+            # sending it if it is not on the wire yet, so the records are not lost.
+            nursery = self._nursery
+            if nursery is not None:
+                nursery.start_soon(self._produce, node, batches, call)
+            else:  # closing: abort_in_flight() fails the batches
+                if call is not None:
+                    call.abandon()
+                self._answered(node, batches)
+            raise
+        calls.pop(call, None)  # _watch dropped it if the answer came at its deadline
+        self._answered(node, batches)
+        self.in_flight_batches.difference_update(batches)
+        if self._nursery is None:  # closed meanwhile: abort_in_flight() may have been first
+            batches = [batch for batch in batches if not batch.done.is_set()]
+        self._handle_response(batches, response)
+
+    def _request_failed(self, batches: list[ProducerBatch], error: KafkaError) -> None:
+        """A Produce request failed as a whole: retry or fail each of its batches."""
+        self.in_flight_batches.difference_update(batches)
+        for batch in batches:
+            self._retry_or_fail(batch, error)
+
+    def _answered(self, node: int, batches: list[ProducerBatch]) -> None:
+        """A Produce request is over (answered, failed or cancelled): its slot and its
+        partitions are free again."""
+        self._in_flight[node] -= 1
+        for batch in batches:
+            self._muted.discard((batch.topic, batch.partition))
+            if self.idempotence is not None:
+                self.idempotence.answered(batch)
+        if self.acc.has_queued_batches():
+            # A batch may have waited for this request's slot or its partition (or, with
+            # idempotence, for its turn or an epoch bump): the drain loop looks again.
+            # With none queued it would find nothing; a retry re-queued wakes it itself.
+            self.acc.wakeup.set()
 
     def _handle_response(self, batches: list[ProducerBatch], response: dict[str, Any]) -> None:
         results: dict[tuple[str, int], dict[str, Any]] = {}

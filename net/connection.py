@@ -8,6 +8,10 @@ answers in that order (docs/architecture.md, "Wire formats") and each response's
 correlation id is checked against the oldest entry, a mismatch meaning the stream can no
 longer be trusted.
 
+``call`` hands out a request as a :class:`Call` instead, for callers that may pass the
+wait on to another task (a producer whose caller was cancelled) or that enforce its
+deadline themselves (``response(bounded=False)`` and ``time_out``).
+
 There is no background reader task (so no nursery to own and no task outliving its
 caller): the waiting callers take turns reading. When nobody is reading, the first
 caller to wait becomes the reader; it reads frames and hands each to its entry (waking
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 from collections import deque
 from collections.abc import Iterator
 from types import TracebackType
@@ -116,26 +121,53 @@ class IllegalConnectionTransition(RuntimeError):
     """A Connection was used out of order (connect twice, connect after close)."""
 
 
-class _Pending:
-    """One request awaiting its response (or waiting to become the reader)."""
+class Call:
+    """One request and, once read, its response (or the error that stands for it).
+
+    ``Connection.request`` makes one per request. ``Connection.call`` hands one out, so
+    that a caller can send it and wait for it in a way another task may carry on:
+    ``await call.response()`` sends the request (unless it is already on the wire) and
+    waits for the answer until the call's deadline. A task cancelled inside leaves the
+    call alive (nothing is abandoned): another task may await ``response()`` again, or
+    ``abandon()`` it.
+    """
 
     __slots__ = (
         "abandoned",
         "api_key",
         "body",
+        "connection",
         "correlation_id",
+        "deadline",
         "error",
         "finished",
+        "queued",
+        "request_body",
+        "timeout",
         "version",
         "wake",
     )
 
-    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        api_key: int,
+        version: int,
+        correlation_id: int,
+        request_body: Any = None,
+        timeout: float = math.inf,
+    ) -> None:
+        self.connection = connection
         self.api_key = api_key
         self.version = version
         self.correlation_id = correlation_id
+        self.request_body = request_body  # dropped once the frame is written
+        self.timeout = timeout
+        # Trio clock: the end of sending and waiting (inf: none, for ``send``'s calls)
+        self.deadline = trio.current_time() + timeout if timeout != math.inf else math.inf
         self.body: Any = None
         self.error: NetworkError | None = None
+        self.queued = False  # in the connection's FIFO: its frame is (being) written
         self.finished = False  # body or error is set
         self.abandoned = False  # its caller gave up: drop the response
         self.wake: trio.Event | None = None  # set when finished or handed the reader role
@@ -144,6 +176,21 @@ class _Pending:
         self.finished = True
         if self.wake is not None:
             self.wake.set()
+
+    async def response(self, *, bounded: bool = True) -> Any:
+        """Send the request if it is not on the wire yet, then wait for its answer.
+
+        Raises NetworkError (the connection is unusable) or RequestTimedOutError (the
+        deadline passed: the call is abandoned). ``bounded=False`` waits without a
+        cancel scope for the deadline (on a small request's round trip, entering and
+        leaving one costs more CPU than the rest of the client's work): the caller then
+        enforces the deadline itself with ``Connection.time_out``."""
+        return await self.connection._response(self, bounded=bounded)
+
+    def abandon(self) -> None:
+        """Give the call up: its response, when it comes, is read and dropped."""
+        if not self.finished:
+            self.abandoned = True
 
 
 class _network_errors:
@@ -199,10 +246,13 @@ class Connection:
         self.security = security
         self._stream: trio.abc.Stream | None = None
         self._send_lock = trio.Lock()
-        self._pending: deque[_Pending] = deque()
-        self._reader: _Pending | None = None
+        self._pending: deque[Call] = deque()
+        self._reader: Call | None = None
         self._correlation_ids = itertools.count()
         self._error: NetworkError | None = None  # why it is BROKEN or CLOSED
+        # The boundaries every write and read pass (stateless: made once, not per request)
+        self._send_errors = _network_errors("send to", host, port)
+        self._receive_errors = _network_errors("receive from", host, port)
         self.state = ConnectionState.NEW
 
     def __repr__(self) -> str:
@@ -344,35 +394,67 @@ class Connection:
         default ``request_timeout``) covers waiting to send, sending and the response.
         Raises NetworkError (the connection is unusable) or RequestTimedOutError.
         """
+        call = self.call(api_key, body, version=version, timeout=timeout)
+        try:
+            return await self._response(call)
+        finally:
+            call.abandon()  # cancelled: nobody will wait for the answer
+
+    def call(
+        self,
+        api_key: int,
+        body: Any,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+    ) -> Call:
+        """A request not sent yet: ``await call.response()`` sends it and waits for its
+        answer (``version`` and ``timeout`` as in ``request``); see :class:`Call`."""
         if api_key == ApiKey.PRODUCE and type(body) is dict and body.get("acks") == 0:
             # No response will come; waiting for one would misalign every later answer.
             raise ValueError("Produce with acks=0 gets no response: use Connection.send")
         version = latest_version(api_key) if version is None else version
-        pending = _Pending(api_key, version, self._next_correlation_id())
         timeout = self.request_timeout if timeout is None else timeout
-        with trio.move_on_after(timeout):
-            try:
-                await self._send(pending, body, expect_response=True)
-                await self._wait(pending)
-            except NetworkError:
-                if pending.error is None:
-                    raise  # broken before its frame was queued
-            finally:
-                if not pending.finished:
-                    pending.abandoned = True
-        if pending.error is not None:
-            raise NetworkError(pending.error.message) from pending.error
-        if not pending.finished:
+        return Call(self, api_key, version, self._next_correlation_id(), body, timeout)
+
+    async def _response(self, call: Call, *, bounded: bool = True) -> Any:
+        if bounded:
+            with trio.move_on_at(call.deadline):
+                await self._exchange(call)
+        else:
+            await self._exchange(call)
+        if call.error is not None:
+            raise NetworkError(call.error.message) from call.error
+        if not call.finished:
+            call.abandon()
             raise RequestTimedOutError(
-                f"api {api_key} v{version} to {self.host}:{self.port}: "
-                f"no response within {timeout}s"
+                f"api {call.api_key} v{call.version} to {self.host}:{self.port}: "
+                f"no response within {call.timeout}s"
             )
-        return pending.body
+        return call.body
+
+    async def _exchange(self, call: Call) -> None:
+        try:
+            if not call.queued:
+                await self._send(call, call.request_body, expect_response=True)
+            await self._wait(call)
+        except NetworkError:
+            if call.error is None:
+                raise  # broken before its frame was queued
+
+    async def time_out(self, call: Call) -> None:
+        """``call``'s deadline passed: unless it was answered meanwhile, break the
+        connection (as Kafka's clients do on a request timeout), which fails it and
+        every other call on it with NetworkError. For calls awaited ``bounded=False``."""
+        if call.finished or self.state is not ConnectionState.OPEN:
+            return
+        where = f"api {call.api_key} v{call.version} to {self.host}:{self.port}"
+        await self._break(NetworkError(f"{where}: no response within {call.timeout}s"))
 
     async def send(self, api_key: int, body: Any, *, version: int | None = None) -> None:
         """Send a request that gets no response (Produce with acks=0)."""
         version = latest_version(api_key) if version is None else version
-        pending = _Pending(api_key, version, self._next_correlation_id())
+        pending = Call(self, api_key, version, self._next_correlation_id())
         await self._send(pending, body, expect_response=False)
 
     def _next_correlation_id(self) -> int:
@@ -385,7 +467,7 @@ class Connection:
             raise NetworkError(self._error.message) from self._error
         raise NetworkError(f"connection to {self.host}:{self.port} not open")
 
-    async def _send(self, pending: _Pending, body: Any, *, expect_response: bool) -> None:
+    async def _send(self, pending: Call, body: Any, *, expect_response: bool) -> None:
         self._raise_if_unusable()
         buffers = encode_request_buffers(
             pending.api_key, pending.version, pending.correlation_id, self.client_id, body
@@ -404,8 +486,10 @@ class Connection:
             assert stream is not None
             if expect_response:
                 self._pending.append(pending)
+                pending.queued = True
+                pending.request_body = None
             try:
-                with _network_errors("send to", self.host, self.port):
+                with self._send_errors:
                     if len(buffers) == 1:  # a request without large record data
                         await socket_io.send_all(stream, buffers[0])
                     else:
@@ -425,7 +509,7 @@ class Connection:
 
     # -- reading: callers take turns -------------------------------------------------
 
-    async def _wait(self, pending: _Pending) -> None:
+    async def _wait(self, pending: Call) -> None:
         try:
             while not pending.finished:
                 if self._reader is None:
@@ -443,14 +527,14 @@ class Connection:
             if self._reader is None:
                 self._hand_over_reading(leaving=pending)
 
-    def _hand_over_reading(self, leaving: _Pending) -> None:
+    def _hand_over_reading(self, leaving: Call) -> None:
         """Wake the oldest other caller still waiting, so that someone keeps reading."""
         for waiting in self._pending:
             if waiting is not leaving and not waiting.abandoned and waiting.wake is not None:
                 waiting.wake.set()
                 return
 
-    async def _read_until(self, pending: _Pending) -> None:
+    async def _read_until(self, pending: Call) -> None:
         stream = self._stream
         assert stream is not None
         decoder = self._decoder
@@ -458,7 +542,7 @@ class Connection:
         # there yet (a try would cost a system call and an exception per round trip).
         wait_first = True
         try:
-            with _network_errors("receive from", self.host, self.port):
+            with self._receive_errors:
                 while not pending.finished:
                     frame = decoder.next_frame()
                     if frame is NEED_DATA:

@@ -10,6 +10,7 @@ refresh without losing acknowledged records.
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -87,6 +88,29 @@ async def test_send_reports_the_offset_the_consumer_finds_with_headers(broker: B
         (1, b"k", None, ()),
     ]
     assert records[0].timestamp == 1234
+
+
+@pytest.mark.parametrize("acks", [1, "all"])
+async def test_sends_cut_short_at_any_point_still_write_each_record_once_in_order(
+    broker: Broker, acks: int | str
+) -> None:
+    await FakeController(broker).lead("t")
+    rng = random.Random(23)
+    values = [b"%04d" % i for i in range(300)]
+    cut_short = 0
+    async with Producer(bootstrap(broker), acks=acks, linger_ms=0) as producer:
+        for value in values:
+            # Cancelled before the request is written, while it waits for its answer,
+            # or not at all: the record goes anyway, sent by the producer's own task.
+            with trio.move_on_after(rng.choice((0, 0, 1e-5, 1e-4, 1))) as scope:
+                await producer.send("t", value)
+            cut_short += scope.cancelled_caught
+    assert cut_short > 0
+    async with Consumer(bootstrap(broker), auto_offset_reset="earliest") as consumer:
+        consumer.assign([("t", 0)])
+        records = await poll_until(consumer, len(values))
+        assert not await consumer.poll(200)  # and nothing twice
+    assert [r.value for r in records] == values
 
 
 async def test_gzip_batches_round_trip(broker: Broker) -> None:

@@ -239,6 +239,73 @@ async def test_a_cancelled_reader_hands_reading_over_to_the_other_callers() -> N
     assert sorted(got) == ["second", "third"]
 
 
+@pytest.mark.timeout(20)
+async def test_a_call_whose_waiter_was_cancelled_is_answered_to_the_next_waiter() -> None:
+    release = trio.Event()
+
+    async def gated(header: RequestHeader, body: Any) -> Any:
+        await release.wait()
+        return metadata_answer(header, body)
+
+    async with server(gated) as (port, seen), Connection("127.0.0.1", port) as conn:
+        call = conn.call(ApiKey.METADATA, {"topics": [{"name": "kept"}]}, timeout=5)
+        with trio.CancelScope() as scope:
+            scope.cancel()  # due at once: the frame is not even written
+            await call.response()
+        assert not call.queued
+        with trio.move_on_after(0.05):  # written, then the wait is cut short
+            await call.response()
+        release.set()
+        body = await call.response()  # sent once, answered to whoever waits now
+    assert body["topics"][0]["name"] == "kept"
+    assert [header.correlation_id for header in seen] == [call.correlation_id]
+
+
+@pytest.mark.timeout(20)
+async def test_an_abandoned_call_leaves_its_answer_to_be_dropped() -> None:
+    release = trio.Event()
+
+    async def gate_first(header: RequestHeader, body: Any) -> Any:
+        if body["topics"][0]["name"] == "first":
+            await release.wait()
+        return metadata_answer(header, body)
+
+    async with server(gate_first) as (port, _), Connection("127.0.0.1", port) as conn:
+        call = conn.call(ApiKey.METADATA, {"topics": [{"name": "first"}]}, timeout=5)
+        with trio.move_on_after(0.05):
+            await call.response()
+        call.abandon()
+        release.set()
+        assert (await metadata(conn, "next", timeout=5))["topics"][0]["name"] == "next"
+
+
+@pytest.mark.timeout(20)
+async def test_time_out_breaks_the_connection_of_an_unbounded_call_left_unanswered() -> None:
+    async def never(header: RequestHeader, body: Any) -> Any:
+        await trio.sleep_forever()
+
+    async with server(never) as (port, _), Connection("127.0.0.1", port) as conn:
+        call = conn.call(ApiKey.METADATA, {"topics": [{"name": "lost"}]}, timeout=5)
+        async with trio.open_nursery() as nursery:
+
+            async def watchdog() -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                await conn.time_out(call)
+
+            nursery.start_soon(watchdog)
+            with pytest.raises(NetworkError, match="no response within 5"):
+                await call.response(bounded=False)
+        assert not conn.is_usable
+
+
+async def test_time_out_leaves_an_answered_call_and_its_connection_alone() -> None:
+    async with server() as (port, _), Connection("127.0.0.1", port) as conn:
+        call = conn.call(ApiKey.METADATA, {"topics": [{"name": "fine"}]}, timeout=5)
+        assert (await call.response(bounded=False))["topics"][0]["name"] == "fine"
+        await conn.time_out(call)
+        assert conn.is_usable
+
+
 async def test_server_closing_mid_request_fails_every_pending_request() -> None:
     async def hang_up_after_three(stream: trio.SocketStream) -> None:
         decoder = FrameDecoder()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ import trio
 
 from minibroker.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from minibroker.client.producer import Producer
+from minibroker.client.sender import RESPONSE_MARGIN_S
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     KafkaError,
@@ -55,11 +57,15 @@ class FakeCluster:
         self.answer = answer
         self.requests: list[tuple[int, dict[str, Any]]] = []
         self.updates = 0
+        self.calls_here = 0  # requests sent and awaited by the caller's own task
         self.topics: set[str] = set()
+        self._wire: trio.Nursery  # where calls are answered (run()'s nursery)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        await trio.sleep_forever()
+        async with trio.open_nursery() as nursery:
+            self._wire = nursery
+            task_status.started()
+            await trio.sleep_forever()
 
     def request_update(self) -> None:
         self.updates += 1
@@ -69,6 +75,59 @@ class FakeCluster:
         self.requests.append((node, body))
         await trio.sleep(0)
         return self.answer(node, body)
+
+    def usable_connection(self, node: int) -> FakeConnection:
+        """Every broker counts as connected: ``send`` takes the caller-task path."""
+        return FakeConnection(node)
+
+    async def response(self, call: FakeCall, *, bounded: bool = True) -> Any:
+        """A call sent from the caller's task, answered as ``request`` answers. Like a
+        request on the wire, it is made once however many tasks wait for it."""
+        if call.answered is None:
+            self.calls_here += 1
+            call.answered = trio.Event()
+            self._wire.start_soon(call.ask, self)
+        await call.answered.wait()
+        if isinstance(call.outcome, KafkaError):
+            raise call.outcome
+        return call.outcome
+
+    async def time_out(self, call: FakeCall) -> None:
+        """Like a broken connection: the call fails with NetworkError."""
+        if call.answered is not None and not call.answered.is_set():
+            call.outcome = NetworkError("no response within the request timeout")
+            call.answered.set()
+
+
+@dataclasses.dataclass(eq=False)
+class FakeCall:
+    node: int
+    api_key: ApiKey
+    body: dict[str, Any]
+    deadline: float
+    answered: trio.Event | None = None
+    outcome: Any = None
+
+    async def ask(self, cluster: FakeCluster) -> None:
+        try:
+            outcome = await cluster.request(self.node, self.api_key, self.body)
+        except KafkaError as exc:
+            outcome = exc
+        assert self.answered is not None
+        if not self.answered.is_set():  # not timed out meanwhile
+            self.outcome = outcome
+            self.answered.set()
+
+    def abandon(self) -> None:
+        pass
+
+
+@dataclasses.dataclass
+class FakeConnection:
+    node: int
+
+    def call(self, api_key: ApiKey, body: dict[str, Any], *, timeout: float) -> FakeCall:
+        return FakeCall(self.node, api_key, body, trio.current_time() + timeout)
 
 
 def _producer(cluster: FakeCluster, **options: Any) -> Producer:
@@ -227,3 +286,85 @@ async def test_closing_on_an_error_fails_records_still_waiting_for_metadata() ->
             raise RuntimeError
     with pytest.raises(KafkaError, match="unknown-yet"):
         await delivery.result()
+
+
+@pytest.mark.timeout(10)
+async def test_a_send_with_no_linger_is_sent_and_awaited_by_the_callers_own_task() -> None:
+    cluster = FakeCluster(_metadata([1, 2]))
+    async with _producer(cluster, linger_ms=0) as producer:
+        first = await producer.send("t", b"a", partition=1)
+        second = await producer.send("t", b"b", partition=1)
+    assert (first.partition, first.offset) == (second.partition, second.offset) == (1, 100)
+    assert cluster.calls_here == 2 and len(cluster.requests) == 2
+
+
+@pytest.mark.timeout(10)
+async def test_a_send_cancelled_while_awaiting_its_answer_still_delivers_the_record() -> None:
+    release = trio.Event()
+    answered: list[bytes | None] = []
+
+    class GatedCluster(FakeCluster):
+        async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+            self.requests.append((node, body))
+            await release.wait()
+            [partition] = body["topics"][0]["partitions"]
+            answered.extend(r.value for r in decode_batch(partition["records"])[1])
+            return self.answer(node, body)
+
+    cluster = GatedCluster(_metadata([1]))
+    async with _producer(cluster, linger_ms=0) as producer:
+        with trio.move_on_after(0.05) as scope:
+            await producer.send("t", b"cut short")
+        assert scope.cancelled_caught
+        release.set()
+        await producer.send("t", b"next")
+        await producer.flush()
+        assert producer._acc.pending_batches == 0  # the cut-short record's batch completed
+    assert answered == [b"cut short", b"next"]  # each sent once, in order
+
+
+@pytest.mark.timeout(10)
+async def test_a_send_whose_answer_never_comes_is_timed_out_by_the_drain_loop_and_retried(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    attempts: list[float] = []
+
+    class SilentOnceCluster(FakeCluster):
+        async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+            attempts.append(trio.current_time())
+            if len(attempts) == 1:
+                await trio.sleep_forever()  # this answer is lost
+            return self.answer(node, body)
+
+    cluster = SilentOnceCluster(_metadata([1]))
+    async with _producer(cluster, linger_ms=0, request_timeout_ms=1000) as producer:
+        started = trio.current_time()
+        metadata = await producer.send("t", b"v")
+    assert metadata.offset == 0
+    assert len(attempts) == 2  # the first timed out at its deadline, the retry answered
+    # request timeout plus the sender's margin, then the retry backoff
+    assert attempts[1] - started == pytest.approx(1.0 + RESPONSE_MARGIN_S + 0.001, abs=0.01)
+
+
+@pytest.mark.timeout(10)
+async def test_closing_fails_a_send_another_task_still_awaits_without_counting_it_twice() -> None:
+    class SilentCluster(FakeCluster):
+        async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+            await trio.sleep_forever()
+
+    errors: list[KafkaError] = []
+
+    async def send_one(producer: Producer) -> None:
+        try:
+            await producer.send("t", b"never answered")
+        except KafkaError as exc:
+            errors.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(RuntimeError):
+            async with _producer(SilentCluster(_metadata([1])), linger_ms=0) as producer:
+                nursery.start_soon(send_one, producer)
+                await trio.testing.wait_all_tasks_blocked()
+                raise RuntimeError("leave the block without flushing")
+    assert len(errors) == 1  # the connection broken at close, or abort_in_flight()
+    assert producer._acc.pending_batches == 0

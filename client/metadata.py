@@ -23,7 +23,8 @@ from typing import Any
 import trio
 
 from minibroker.client.errors import wire_error
-from minibroker.net.connection import Call, Connection
+from minibroker.net.calls import Call
+from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (

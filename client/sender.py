@@ -49,7 +49,8 @@ from minibroker.client.accumulator import ProducerBatch, RecordAccumulator
 from minibroker.client.errors import wire_error, with_context
 from minibroker.client.idempotence import FATAL_ERRORS, RESET_ERRORS, IdempotenceState
 from minibroker.client.metadata import ClusterClient
-from minibroker.net.connection import Call, Connection
+from minibroker.net.calls import Call
+from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     DuplicateSequenceNumberError,

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import enum
 import itertools
-import math
 from collections import deque
 from collections.abc import Iterator
 from types import TracebackType
@@ -61,12 +60,11 @@ from typing import Any, Final
 import trio
 
 from minibroker.net import socket_io
+from minibroker.net.calls import Call, CallReader
 from minibroker.net.security import ClientSecurity
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.api import (
     ApiKey,
-    MalformedResponse,
-    decode_response,
     encode_request_buffers,
     latest_version,
 )
@@ -77,7 +75,7 @@ from minibroker.protocol.errors import (
     SaslAuthenticationFailedError,
     error_for_code,
 )
-from minibroker.protocol.frames import DEFAULT_MAX_FRAME_BYTES, NEED_DATA, FrameDecoder, FrameError
+from minibroker.protocol.frames import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameError
 from minibroker.protocol.sasl import SaslClient
 from minibroker.protocol.schemas.packing import Buffer
 
@@ -86,12 +84,6 @@ CONNECT_TIMEOUT_S: Final = 10.0
 
 REQUEST_TIMEOUT_S: Final = 30.0
 """Kafka's request.timeout.ms default; long polls pass their own, larger timeout."""
-
-RECEIVE_SIZE: Final = 256 * 1024
-"""Bytes asked of each receive: large enough that a 1 MiB fetch is a handful of reads."""
-
-MAX_RECEIVE_SIZE: Final = 4 * 1024 * 1024
-"""Upper bound of one receive while the decoder knows a large frame is in progress."""
 
 COALESCE_MAX_BYTES: Final = 64 * 1024
 """Adjacent buffers up to this size are joined into one send (fewer syscalls)."""
@@ -119,78 +111,6 @@ TRANSITIONS: Final[dict[ConnectionState, frozenset[ConnectionState]]] = {
 
 class IllegalConnectionTransition(RuntimeError):
     """A Connection was used out of order (connect twice, connect after close)."""
-
-
-class Call:
-    """One request and, once read, its response (or the error that stands for it).
-
-    ``Connection.request`` makes one per request. ``Connection.call`` hands one out, so
-    that a caller can send it and wait for it in a way another task may carry on:
-    ``await call.response()`` sends the request (unless it is already on the wire) and
-    waits for the answer until the call's deadline. A task cancelled inside leaves the
-    call alive (nothing is abandoned): another task may await ``response()`` again, or
-    ``abandon()`` it.
-    """
-
-    __slots__ = (
-        "abandoned",
-        "api_key",
-        "body",
-        "connection",
-        "correlation_id",
-        "deadline",
-        "error",
-        "finished",
-        "queued",
-        "request_body",
-        "timeout",
-        "version",
-        "wake",
-    )
-
-    def __init__(
-        self,
-        connection: Connection,
-        api_key: int,
-        version: int,
-        correlation_id: int,
-        request_body: Any = None,
-        timeout: float = math.inf,
-    ) -> None:
-        self.connection = connection
-        self.api_key = api_key
-        self.version = version
-        self.correlation_id = correlation_id
-        self.request_body = request_body  # dropped once the frame is written
-        self.timeout = timeout
-        # Trio clock: the end of sending and waiting (inf: none, for ``send``'s calls)
-        self.deadline = trio.current_time() + timeout if timeout != math.inf else math.inf
-        self.body: Any = None
-        self.error: NetworkError | None = None
-        self.queued = False  # in the connection's FIFO: its frame is (being) written
-        self.finished = False  # body or error is set
-        self.abandoned = False  # its caller gave up: drop the response
-        self.wake: trio.Event | None = None  # set when finished or handed the reader role
-
-    def finish(self) -> None:
-        self.finished = True
-        if self.wake is not None:
-            self.wake.set()
-
-    async def response(self, *, bounded: bool = True) -> Any:
-        """Send the request if it is not on the wire yet, then wait for its answer.
-
-        Raises NetworkError (the connection is unusable) or RequestTimedOutError (the
-        deadline passed: the call is abandoned). ``bounded=False`` waits without a
-        cancel scope for the deadline (on a small request's round trip, entering and
-        leaving one costs more CPU than the rest of the client's work): the caller then
-        enforces the deadline itself with ``Connection.time_out``."""
-        return await self.connection._response(self, bounded=bounded)
-
-    def abandon(self) -> None:
-        """Give the call up: its response, when it comes, is read and dropped."""
-        if not self.finished:
-            self.abandoned = True
 
 
 class _network_errors:
@@ -221,7 +141,7 @@ class _network_errors:
             raise NetworkError(f"{what}: protocol violation: {exc}") from exc
 
 
-class Connection:
+class Connection(CallReader):
     """A pipelined request/response connection; see the module docstring."""
 
     def __init__(
@@ -506,76 +426,6 @@ class Connection:
                 raise
         finally:
             lock.release()
-
-    # -- reading: callers take turns -------------------------------------------------
-
-    async def _wait(self, pending: Call) -> None:
-        try:
-            while not pending.finished:
-                if self._reader is None:
-                    self._reader = pending
-                    try:
-                        await self._read_until(pending)
-                    finally:
-                        self._reader = None
-                else:
-                    pending.wake = trio.Event()
-                    await pending.wake.wait()
-        finally:
-            # Leaving (done, cancelled or timed out) while nobody reads: a caller that
-            # was handed the role, or the reader itself, passes it on.
-            if self._reader is None:
-                self._hand_over_reading(leaving=pending)
-
-    def _hand_over_reading(self, leaving: Call) -> None:
-        """Wake the oldest other caller still waiting, so that someone keeps reading."""
-        for waiting in self._pending:
-            if waiting is not leaving and not waiting.abandoned and waiting.wake is not None:
-                waiting.wake.set()
-                return
-
-    async def _read_until(self, pending: Call) -> None:
-        stream = self._stream
-        assert stream is not None
-        decoder = self._decoder
-        # The first read waits before trying: the answer to a request just sent is not
-        # there yet (a try would cost a system call and an exception per round trip).
-        wait_first = True
-        try:
-            with self._receive_errors:
-                while not pending.finished:
-                    frame = decoder.next_frame()
-                    if frame is NEED_DATA:
-                        size = min(max(RECEIVE_SIZE, decoder.bytes_needed), MAX_RECEIVE_SIZE)
-                        data: bytes | bytearray
-                        if isinstance(stream, TlsStream):
-                            data = await stream.receive_some(size, wait_first=wait_first)
-                        else:
-                            data = await socket_io.receive_some(stream, size, wait_first=wait_first)
-                        wait_first = False
-                        if not data:
-                            raise NetworkError(f"connection closed by {self.host}:{self.port}")
-                        decoder.feed(data)
-                    else:
-                        assert isinstance(frame, bytes)
-                        self._deliver(frame)
-        except NetworkError as exc:
-            with trio.CancelScope(shield=True):
-                await self._break(exc)
-
-    def _deliver(self, frame: bytes) -> None:
-        if not self._pending:
-            raise MalformedResponse("a response to no request")
-        pending = self._pending[0]  # popped only once valid: a failure fails it too
-        correlation_id, body = decode_response(frame, pending.api_key, pending.version)
-        if correlation_id != pending.correlation_id:
-            raise MalformedResponse(
-                f"correlation id {correlation_id}, expected {pending.correlation_id}"
-            )
-        self._pending.popleft()
-        if not pending.abandoned:
-            pending.body = body
-            pending.finish()
 
 
 def _raise_sasl_error(body: Any) -> None:

@@ -13,8 +13,8 @@ then measures, on the same files:
   does, minus Spark (one slice per segment file: nothing to cut for one process);
 - scan_records_per_s: the same through Spark, as the report job reads it: the data
   source's partials view read (planning, one task per core on the executors, each
-  scanning its share of the slices, a few group, batch and corruption rows per slice
-  into the JVM) and the groups' records summed by Spark, all timed from the query's
+  scanning its share of the slices, a few group, batch summary and corruption rows per
+  slice into the JVM) and the groups' records summed by Spark, all timed from the query's
   start to its answer back in Python (the SparkSession is up and warm before);
 - scan_ratio: the median scan over the median plain figure;
 - two_process_records_per_s / two_process_ratio: the plain scan's work dealt to two

@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from minibroker.analytics.columns import scan_batches
-from minibroker.analytics.jobargs import DRIVER_JAVA_OPTIONS, JobOptions
+from minibroker.analytics.jobargs import JOB_CONF, JobOptions
 from minibroker.analytics.layout import (
     UNSPLIT_BYTES,
     SegmentSlice,
@@ -208,7 +208,7 @@ class SparkBench:
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.memory", "4g")
-            .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)  # as the job runs
+            .config(map=dict(JOB_CONF))  # as `minibroker analyze` runs the job
             .config("spark.sql.shuffle.partitions", "4")
             .getOrCreate()
         )

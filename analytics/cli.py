@@ -26,9 +26,9 @@ from pathlib import Path
 
 from minibroker.analytics.discover import log_dirs_of_config, log_dirs_under
 from minibroker.analytics.jobargs import (
-    DRIVER_JAVA_OPTIONS,
     EXIT_ERROR,
     EXIT_USAGE,
+    JOB_CONF,
     UsageError,
     add_filter_arguments,
     first_missing_dir,
@@ -45,8 +45,8 @@ SPARK_LOG = "spark.log"
 JOB_ERROR_PREFIX = "segment_report: error:"
 QUIET_SPARK_CONF = ("spark.ui.showConsoleProgress=false",)
 """Spark's console progress bar redraws one stderr line; the job prints its own progress."""
-JOB_SPARK_CONF = (f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}",)
-"""Always passed: the JVM options the job runs best with (``jobargs.DRIVER_JAVA_OPTIONS``)."""
+JOB_SPARK_CONF = tuple(f"{key}={value}" for key, value in JOB_CONF.items())
+"""Always passed: the settings the job runs best with (``jobargs.JOB_CONF``)."""
 
 
 def spark_submit_path() -> Path:

@@ -73,8 +73,8 @@ _PLACEHOLDERS: dict[pa.DataType, object] = {
 }
 """What fills the fields of a null struct (the field types the scan view uses)."""
 
-_COMPRESSION_MASK = 0x07  # attributes bits 0-2
-_COMPRESSION_NAMES = {int(c): c.name.lower() for c in Compression}
+COMPRESSION_MASK = 0x07  # attributes bits 0-2
+COMPRESSION_NAMES = {int(c): c.name.lower() for c in Compression}
 _TIMESTAMP_TYPE_NAMES = {
     0: TIMESTAMP_TYPE_NAMES[TimestampType.CREATE_TIME],
     TIMESTAMP_TYPE_BIT: TIMESTAMP_TYPE_NAMES[TimestampType.LOG_APPEND_TIME],
@@ -180,28 +180,41 @@ class ScanRows:
     Each block has the struct of its own kind filled and the other two null (their
     fields are constant placeholders that nobody reads), all built by Arrow in C; one
     ``take`` then interleaves the blocks back into file order (a batch's records,
-    then its batch row), as ``scan.scan_rows`` yields them."""
+    then its batch row), as ``scan.scan_rows`` yields them.
 
-    def __init__(self, checksums: bool = True) -> None:
-        self.records = RecordColumns(values=False, checksums=checksums)
+    The partials view builds fewer rows: without ``record_rows`` the records are still
+    decoded into ``records`` (offsets, timestamps, keys, value sizes) but get no row, no
+    header count and no checksum; without ``batch_rows`` each decoded batch's header is
+    kept in ``batch_headers`` (one append; it is summarised later) instead of a row."""
+
+    def __init__(self, record_rows: bool = True, batch_rows: bool = True) -> None:
+        self.record_rows = record_rows
+        self.batch_rows = batch_rows
+        self.records = RecordColumns(values=False, checksums=record_rows)
         self.record_position: list[int] = []
         self.record_base_offset: list[int] = []
         self.record_epoch: list[int] = []
         self.batches: list[tuple[Any, ...]] = []  # position, base offset, epoch, batch fields
+        self.batch_headers: list[BatchHeader] = []  # without batch_rows
         self.corruptions: list[Corruption] = []
         self.order: list[tuple[int, int, int]] = []  # (block, first index, rows)
 
     @property
     def rows(self) -> int:
+        """Rows held, counting each decoded record (a row of its own or not)."""
         return len(self.records.offset) + len(self.batches) + len(self.corruptions)
 
     def add_batch(self, position: int, header: BatchHeader, kept: int) -> None:
         """The rows of a decoded batch: ``kept`` records (already appended to
         ``records``), then the batch's own row."""
-        self.order.append((0, len(self.record_position), kept))
-        self.record_position.extend(repeat(position, kept))
-        self.record_base_offset.extend(repeat(header.base_offset, kept))
-        self.record_epoch.extend(repeat(header.partition_leader_epoch, kept))
+        if self.record_rows:
+            self.order.append((0, len(self.record_position), kept))
+            self.record_position.extend(repeat(position, kept))
+            self.record_base_offset.extend(repeat(header.base_offset, kept))
+            self.record_epoch.extend(repeat(header.partition_leader_epoch, kept))
+        if not self.batch_rows:
+            self.batch_headers.append(header)
+            return
         self.order.append((1, len(self.batches), 1))
         attributes = header.attributes
         self.batches.append(
@@ -213,7 +226,7 @@ class ScanRows:
                 header.record_count,
                 kept,
                 header.batch_length + LOG_OVERHEAD,
-                _COMPRESSION_NAMES[attributes & _COMPRESSION_MASK],
+                COMPRESSION_NAMES[attributes & COMPRESSION_MASK],
                 _TIMESTAMP_TYPE_NAMES[attributes & TIMESTAMP_TYPE_BIT],
                 header.max_timestamp,
                 header.producer_id,
@@ -230,8 +243,9 @@ class ScanRows:
         self.order.append((2, len(self.corruptions), 1))
         self.corruptions.append(item)
 
-    def to_arrow(self, piece: SegmentSlice, with_records: bool = True) -> pa.RecordBatch:
-        """The rows in file order; without the record rows unless ``with_records``."""
+    def to_arrow(self, piece: SegmentSlice) -> pa.RecordBatch:
+        """The rows held, in file order."""
+        with_records = self.record_rows
         records = self.records if with_records else RecordColumns(values=False)
         batch_columns = self._batch_columns()
         common = [self.record_position, self.record_base_offset, self.record_epoch]
@@ -267,8 +281,6 @@ class ScanRows:
         starts = [0, blocks[0].num_rows, blocks[0].num_rows + blocks[1].num_rows]
         order: list[int] = []
         for block, first, rows in self.order:
-            if block == 0 and not with_records:
-                continue
             start = starts[block] + first
             order.extend(range(start, start + rows))
         return pa.concat_batches(blocks).take(pa.array(order, type=pa.int64()))
@@ -318,13 +330,16 @@ def scan_batches(piece: SegmentSlice, time_range: TimeRange = ALL_TIME) -> Itera
 
 
 def scan_chunks(
-    piece: SegmentSlice, time_range: TimeRange = ALL_TIME, checksums: bool = True
+    piece: SegmentSlice,
+    time_range: TimeRange = ALL_TIME,
+    record_rows: bool = True,
+    batch_rows: bool = True,
 ) -> Iterator[ScanRows]:
-    """The scan view's rows of ``piece`` as column lists, ``ARROW_BATCH_ROWS`` at a time
-    (``ScanRows.to_arrow`` makes one Arrow batch of each). Without ``checksums`` the
-    records' header counts and checksums are not computed (their lists stay empty)."""
+    """The scan view's rows of ``piece`` as column lists, ``ARROW_BATCH_ROWS`` decoded
+    records, batches and corruptions at a time (``ScanRows.to_arrow`` makes one Arrow
+    batch of each); ``record_rows`` and ``batch_rows`` as in ``ScanRows``."""
     low, high = time_bounds(time_range)
-    rows = ScanRows(checksums)
+    rows = ScanRows(record_rows, batch_rows)
     for item in walk_slice(piece, time_range):
         if isinstance(item, Corruption):
             rows.add_corruption(item)
@@ -343,8 +358,8 @@ def scan_chunks(
             rows.add_batch(item.position, header, kept)
         if rows.rows >= ARROW_BATCH_ROWS:
             yield rows
-            rows = ScanRows(checksums)
-    if rows.order:
+            rows = ScanRows(record_rows, batch_rows)
+    if rows.rows:
         yield rows
 
 

@@ -2,21 +2,25 @@
 
 How this works: the slice is decoded exactly as for the ``scan`` view
 (``analytics.columns.scan_chunks``), minus the per-record checksums unless its record
-rows are kept. Its batch and corruption rows pass through as they
-are; its record rows pass through only when the partition is replicated (found in two
-or more log dirs: the divergence report compares those replicas offset by offset).
-Every record is also folded, with ``pyarrow.compute`` in C, into one ``group`` row per
-(key, minute) of the slice: records, value bytes, first/last offset and timestamp.
+rows are kept. Its corruption rows pass through as they are; its record rows pass
+through only when the partition is replicated (found in two or more log dirs: the
+divergence report compares those replicas offset by offset). Every record is also
+folded, with ``pyarrow.compute`` in C, into one ``group`` row per (key, minute) of the
+slice: records, value bytes, first/last offset and timestamp. Every batch is folded
+into one ``batch_summary`` row per (compression codec, leader epoch) of the slice:
+batches, records and bytes with their smallest and largest, first and last offset.
 
-Each report sums, takes the min or max of, or counts the distinct keys of these groups
+Each report sums, takes the min or max of, or counts the distinct keys of these rows
 (``analytics.report``), which gives exactly the figures it would compute from the
-records themselves: so Spark's JVM reads a few rows per slice and per minute instead of
-one row per record, and the per-record work runs in the Python workers, in parallel.
+records and batches themselves: so Spark's JVM reads a few rows per slice and per
+minute instead of one row per record and one per batch, and the per-record and
+per-batch work runs in the Python workers, in parallel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from operator import add
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +28,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from minibroker.analytics.columns import (
     ARROW_BATCH_ROWS,
+    COMPRESSION_MASK,
+    COMPRESSION_NAMES,
     constant_column,
     null_struct,
     scan_chunks,
@@ -31,7 +37,8 @@ from minibroker.analytics.columns import (
 )
 from minibroker.analytics.layout import SegmentSlice
 from minibroker.analytics.scan import ALL_TIME, TimeRange
-from minibroker.analytics.schema import KIND_GROUP, MINUTE_MS, PARTIALS
+from minibroker.analytics.schema import KIND_BATCH_SUMMARY, KIND_GROUP, MINUTE_MS, PARTIALS
+from minibroker.protocol.records import LOG_OVERHEAD, BatchHeader
 
 MERGE_GROUP_ROWS = 1 << 18
 """Group rows a slice's scan holds before folding them together: bounds a task's memory
@@ -40,6 +47,7 @@ by its slice's distinct (key, minute) pairs, however long the slice."""
 PARTIALS_ARROW = to_arrow_schema(PARTIALS, timezone="UTC")
 _TYPES = {field.name: field.type for field in PARTIALS_ARROW}
 _GROUP_TYPE = _TYPES["group"]
+_SUMMARY_TYPE = _TYPES["batch_summary"]
 _GROUP_KEYS = ["key", "minute"]
 _SUMS = [("records", "sum"), ("value_bytes", "sum")]
 _GROUP_FIELDS = ["records", "value_bytes", "first_offset", "last_offset", "first_timestamp",
@@ -107,41 +115,132 @@ def _record_groups(
     return _aggregate(table, first_pass=True)
 
 
+_FOLDS: tuple[Callable[[int, int], int], ...] = (add, add, min, max, add, max, min, max)
+"""How two batch summaries' figures combine, field by field (``BATCH_SUMMARY``'s order)."""
+
+
+class BatchSummaries:
+    """A slice's batches folded per (compression codec, leader epoch): what the batch,
+    leader-epoch and partition reports read of them (``analytics.schema.BATCH_SUMMARY``).
+
+    ``add`` takes a chunk's batch headers at once and folds each column with one
+    builtin (sum, min, max) over it: no Python step per batch beyond the header the
+    decoder already built."""
+
+    def __init__(self) -> None:
+        self.figures: dict[tuple[int, int], list[int]] = {}
+        """(codec, epoch) -> the fields of ``BATCH_SUMMARY`` after the codec's name."""
+
+    def add(self, headers: Sequence[BatchHeader]) -> None:
+        if not headers:
+            return
+        column = _columns(headers)
+        epochs = set(column["partition_leader_epoch"])
+        codecs = {attributes & COMPRESSION_MASK for attributes in set(column["attributes"])}
+        if len(epochs) == 1 and len(codecs) == 1:
+            self._fold((codecs.pop(), epochs.pop()), column)
+            return
+        split: dict[tuple[int, int], list[BatchHeader]] = {}
+        for header in headers:
+            key = (header.attributes & COMPRESSION_MASK, header.partition_leader_epoch)
+            split.setdefault(key, []).append(header)
+        for key, some in split.items():
+            self._fold(key, _columns(some))
+
+    def _fold(self, key: tuple[int, int], column: dict[str, tuple[int, ...]]) -> None:
+        counts = column["record_count"]
+        lengths = column["batch_length"]
+        bases = column["base_offset"]
+        batches = len(counts)
+        figures = [
+            batches,
+            sum(counts),
+            min(counts),
+            max(counts),
+            sum(lengths) + LOG_OVERHEAD * batches,
+            max(lengths) + LOG_OVERHEAD,
+            min(bases),
+            max(map(add, bases, column["last_offset_delta"])),
+        ]
+        held = self.figures.get(key)
+        if held is not None:
+            figures = [fold(a, b) for fold, a, b in zip(_FOLDS, held, figures, strict=True)]
+        self.figures[key] = figures
+
+    def to_arrow(self, piece: SegmentSlice) -> pa.RecordBatch:
+        """One row of the partials view per (codec, epoch), placed at the slice's start."""
+        keys = list(self.figures)
+        fields = list(zip(*self.figures.values(), strict=True))
+        summary = pa.StructArray.from_arrays(
+            [
+                pa.array([COMPRESSION_NAMES[codec] for codec, _ in keys], pa.string()),
+                *(
+                    pa.array(values, f.type)
+                    for values, f in zip(fields, list(_SUMMARY_TYPE)[1:], strict=True)
+                ),
+            ],
+            fields=list(_SUMMARY_TYPE),
+        )
+        epochs = pa.array([epoch for _, epoch in keys], _TYPES["leader_epoch"])
+        return _summary_rows(KIND_BATCH_SUMMARY, piece, epochs, batch_summary=summary)
+
+
+def _columns(headers: Sequence[BatchHeader]) -> dict[str, tuple[int, ...]]:
+    """Batch headers as one tuple per field, by field name (transposed in C)."""
+    return dict(zip(BatchHeader._fields, zip(*headers, strict=True), strict=True))
+
+
+def _summary_rows(
+    kind: str,
+    piece: SegmentSlice,
+    epochs: pa.Array,
+    group: pa.StructArray | None = None,
+    batch_summary: pa.StructArray | None = None,
+) -> pa.RecordBatch:
+    """Rows of the partials view that sum up part of a slice (``group`` or
+    ``batch_summary`` filled), placed at the slice's start."""
+    rows = len(epochs)
+    columns = [
+        *slice_columns(kind, piece, _TYPES, rows),
+        constant_column(piece.start, _TYPES["position"], rows),
+        pa.nulls(rows, _TYPES["batch_base_offset"]),
+        epochs,
+        null_struct(_TYPES["record"], rows),
+        null_struct(_TYPES["batch"], rows),
+        null_struct(_TYPES["corruption"], rows),
+        null_struct(_GROUP_TYPE, rows) if group is None else group,
+        null_struct(_SUMMARY_TYPE, rows) if batch_summary is None else batch_summary,
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=PARTIALS_ARROW)
+
+
 def _group_rows(piece: SegmentSlice, groups: pa.Table) -> pa.RecordBatch:
     """``groups`` as rows of the partials view, placed at the slice's start."""
-    rows = groups.num_rows
     group = pa.StructArray.from_arrays(
         [groups.column(field.name).combine_chunks().cast(field.type) for field in _GROUP_TYPE],
         fields=list(_GROUP_TYPE),
     )
-    columns = [
-        *slice_columns(KIND_GROUP, piece, _TYPES, rows),
-        constant_column(piece.start, _TYPES["position"], rows),
-        pa.nulls(rows, _TYPES["batch_base_offset"]),
-        pa.nulls(rows, _TYPES["leader_epoch"]),
-        null_struct(_TYPES["record"], rows),
-        null_struct(_TYPES["batch"], rows),
-        null_struct(_TYPES["corruption"], rows),
-        group,
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=PARTIALS_ARROW)
+    return _summary_rows(
+        KIND_GROUP, piece, pa.nulls(groups.num_rows, _TYPES["leader_epoch"]), group=group
+    )
 
 
 def partial_batches(
     piece: SegmentSlice, time_range: TimeRange = ALL_TIME, keep_records: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """The ``partials`` view of ``piece`` (``analytics.schema.PARTIALS``) as Arrow
-    batches: its batch and corruption rows (and record rows if ``keep_records``), in
-    file order, then its group rows."""
+    batches: its corruption rows (and record rows if ``keep_records``), in file order,
+    then its batch summary and group rows."""
     groups: list[pa.Table] = []
     held = 0  # rows in groups
     fold_at = MERGE_GROUP_ROWS
-    # A chunk of ARROW_BATCH_ROWS records keeps only ~1/16 as many batch rows: they are
-    # sent on in batches of ARROW_BATCH_ROWS too, as each batch costs Spark a fixed price.
+    summaries = BatchSummaries()
+    # Rows passed through (corruption, kept records) are sent on in batches of
+    # ARROW_BATCH_ROWS or more, as each batch costs Spark a fixed price.
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
     # Checksums are only read by the divergence check, from the record rows.
-    for rows in scan_chunks(piece, time_range, checksums=keep_records):
+    for rows in scan_chunks(piece, time_range, record_rows=keep_records, batch_rows=False):
         records = rows.records
         if records.offset:
             chunk = _record_groups(
@@ -155,18 +254,27 @@ def partial_batches(
                 groups = [_aggregate(pa.concat_tables(groups), first_pass=False)]
                 held = groups[0].num_rows
                 fold_at = max(MERGE_GROUP_ROWS, 2 * held)
-        kept = rows.to_arrow(piece, with_records=keep_records)
-        if kept.num_rows:
-            no_group = null_struct(_GROUP_TYPE, kept.num_rows)
+        summaries.add(rows.batch_headers)
+        if rows.order:
+            kept = rows.to_arrow(piece)
+            rows_kept = kept.num_rows
+            no_group = null_struct(_GROUP_TYPE, rows_kept)
+            no_summary = null_struct(_SUMMARY_TYPE, rows_kept)
             pending.append(
-                pa.RecordBatch.from_arrays([*kept.columns, no_group], schema=PARTIALS_ARROW)
+                pa.RecordBatch.from_arrays(
+                    [*kept.columns, no_group, no_summary], schema=PARTIALS_ARROW
+                )
             )
-            pending_rows += kept.num_rows
+            pending_rows += rows_kept
         if pending_rows >= ARROW_BATCH_ROWS:
             yield pa.concat_batches(pending)
             pending, pending_rows = [], 0
     if pending:
         yield pa.concat_batches(pending)
+    # The slice's summing-up rows go as one Arrow batch.
+    tail = [summaries.to_arrow(piece)] if summaries.figures else []
     if groups:
         merged = groups[0] if len(groups) == 1 else pa.concat_tables(groups)
-        yield _group_rows(piece, _aggregate(merged, first_pass=False))
+        tail.append(_group_rows(piece, _aggregate(merged, first_pass=False)))
+    if tail:
+        yield pa.concat_batches(tail)

@@ -5,7 +5,7 @@ output, so each function is tested on small hand-made DataFrames.
 
 Input is the data source's ``partials`` view (analytics.schema.PARTIALS; what the job
 reads) or its ``scan`` view (analytics.schema.SCAN), split by ``split_scan`` into three
-flat frames, plus the record groups:
+flat frames, plus the record groups and the batch summaries:
 
     records     log_dir, broker_id, topic, partition, segment, position,
                 batch_base_offset, leader_epoch, offset, timestamp, key, value_size,
@@ -19,14 +19,20 @@ flat frames, plus the record groups:
 
     groups      topic, partition, log_dir, broker_id, key, minute, records, value_bytes,
                 first_offset, last_offset, first_timestamp, last_timestamp
+    summaries   topic, partition, log_dir, broker_id, leader_epoch, compression,
+                batches, records, min_records, max_records, bytes, max_bytes,
+                first_offset, last_offset
 
 The figures drawn from records (partition summary, records per minute, top keys) are
 computed over groups: sums, mins, maxes and distinct keys of groups equal those of the
 records they hold, whether a group holds one record (``group_records``, from the scan
 view) or all of a slice's records of one key and minute (the partials view, aggregated
-on the executors by ``analytics.partials``). The divergence check reads records: the
-partials view keeps them for partitions found in two or more log dirs, the only ones
-it compares.
+on the executors by ``analytics.partials``). Likewise the figures drawn from batches
+(partition summary, batch statistics, leader epochs) are computed over batch
+summaries, of one batch each (``summarise_batches``) or of all of a slice's batches of
+one codec and leader epoch; averages are sums over counts, as Spark's ``avg`` divides
+them. The divergence check reads records: the partials view keeps them for partitions
+found in two or more log dirs, the only ones it compares.
 
 Per-partition figures are per replica (keyed by log_dir as well): when several brokers'
 log dirs are given, each replica gets its own row and ``divergence`` compares them.
@@ -41,6 +47,7 @@ from pyspark.sql import functions as F
 
 from minibroker.analytics.schema import (
     KIND_BATCH,
+    KIND_BATCH_SUMMARY,
     KIND_CORRUPTION,
     KIND_GROUP,
     KIND_RECORD,
@@ -94,6 +101,23 @@ def group_records(records: DataFrame) -> DataFrame:
     )
 
 
+def summarise_batches(batches: DataFrame) -> DataFrame:
+    """Each batch as a summary of one (the summaries' columns, see the module docstring)."""
+    return batches.select(
+        *REPLICA,
+        "leader_epoch",
+        "compression",
+        F.lit(1).cast("long").alias("batches"),
+        F.col("record_count").cast("long").alias("records"),
+        F.col("record_count").alias("min_records"),
+        F.col("record_count").alias("max_records"),
+        F.col("size").cast("long").alias("bytes"),
+        F.col("size").alias("max_bytes"),
+        F.col("batch_base_offset").alias("first_offset"),
+        "last_offset",
+    )
+
+
 def one_copy(groups: DataFrame) -> DataFrame:
     """The record groups of one replica per partition: the one holding the most records
     (ties: the first log dir by name). Choosing replicas, not deduplicating offsets,
@@ -116,12 +140,14 @@ def _per_minute_rate(count: Column, first_ts: Column, last_ts: Column) -> Column
 
 
 def partition_summary(records: DataFrame, batches: DataFrame, corruption: DataFrame) -> DataFrame:
-    """``partition_summary_from_groups`` of the records themselves."""
-    return partition_summary_from_groups(group_records(records), batches, corruption)
+    """``partition_summary_from_groups`` of the records and batches themselves."""
+    return partition_summary_from_groups(
+        group_records(records), summarise_batches(batches), corruption
+    )
 
 
 def partition_summary_from_groups(
-    groups: DataFrame, batches: DataFrame, corruption: DataFrame
+    groups: DataFrame, summaries: DataFrame, corruption: DataFrame
 ) -> DataFrame:
     """Per replica: records, batches, bytes on disk, value bytes, first/last offset and
     timestamp, records per minute, approximate distinct keys, null keys, corruption.
@@ -133,7 +159,15 @@ def partition_summary_from_groups(
     """
     tagged = (
         groups.select(*REPLICA, *(f.name for f in SCAN_GROUP.fields), _tag(KIND_GROUP))
-        .unionByName(batches.select(*REPLICA, "size", _tag("batch")), allowMissingColumns=True)
+        .unionByName(
+            summaries.select(
+                *REPLICA,
+                F.col("batches").alias("batch_count"),
+                F.col("bytes").alias("batch_bytes"),
+                _tag("batch"),
+            ),
+            allowMissingColumns=True,
+        )
         .unionByName(
             corruption.select(*REPLICA, "length", _tag("corruption")), allowMissingColumns=True
         )
@@ -141,8 +175,8 @@ def partition_summary_from_groups(
     is_group = F.col("_kind") == KIND_GROUP
     summary = tagged.groupBy(*REPLICA).agg(
         F.coalesce(F.sum("records"), F.lit(0)).alias("records"),
-        F.count(F.when(F.col("_kind") == "batch", 1)).alias("batches"),
-        F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
+        F.coalesce(F.sum("batch_count"), F.lit(0)).alias("batches"),
+        F.coalesce(F.sum("batch_bytes"), F.lit(0)).alias("bytes"),
         F.coalesce(F.sum("value_bytes"), F.lit(0)).alias("value_bytes"),
         F.min("first_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
@@ -212,28 +246,45 @@ def top_keys_from_groups(groups: DataFrame, n: int = DEFAULT_TOP_KEYS) -> DataFr
 
 
 def batch_stats(batches: DataFrame) -> DataFrame:
+    """``batch_stats_from_summaries`` of the batches themselves."""
+    return batch_stats_from_summaries(summarise_batches(batches))
+
+
+def batch_stats_from_summaries(summaries: DataFrame) -> DataFrame:
     """Per replica and compression codec: batches, records, records per batch
     (min/avg/max) and batch size in bytes (avg/max)."""
-    return batches.groupBy(*REPLICA, "compression").agg(
-        F.count(F.lit(1)).alias("batches"),
-        F.sum("record_count").alias("records"),
-        F.min("record_count").alias("min_records_per_batch"),
-        F.round(F.avg("record_count"), 2).alias("avg_records_per_batch"),
-        F.max("record_count").alias("max_records_per_batch"),
-        F.round(F.avg("size"), 1).alias("avg_batch_bytes"),
-        F.max("size").alias("max_batch_bytes"),
-        F.sum("size").alias("bytes"),
+    batches = _batch_count()
+    return summaries.groupBy(*REPLICA, "compression").agg(
+        batches.alias("batches"),
+        F.sum("records").alias("records"),
+        F.min("min_records").alias("min_records_per_batch"),
+        F.round(F.sum("records") / batches, 2).alias("avg_records_per_batch"),
+        F.max("max_records").alias("max_records_per_batch"),
+        F.round(F.sum("bytes") / batches, 1).alias("avg_batch_bytes"),
+        F.max("max_bytes").alias("max_batch_bytes"),
+        F.sum("bytes").alias("bytes"),
     )
 
 
 def leader_epochs(batches: DataFrame) -> DataFrame:
+    """``leader_epochs_from_summaries`` of the batches themselves."""
+    return leader_epochs_from_summaries(summarise_batches(batches))
+
+
+def leader_epochs_from_summaries(summaries: DataFrame) -> DataFrame:
     """Per replica, each leader epoch seen with its start offset (first offset written
     in it, as in Kafka's leader-epoch-checkpoint), last offset and batch count."""
-    return batches.groupBy(*REPLICA, "leader_epoch").agg(
-        F.min("batch_base_offset").alias("start_offset"),
+    return summaries.groupBy(*REPLICA, "leader_epoch").agg(
+        F.min("first_offset").alias("start_offset"),
         F.max("last_offset").alias("last_offset"),
-        F.count(F.lit(1)).alias("batches"),
+        _batch_count().alias("batches"),
     )
+
+
+def _batch_count() -> Column:
+    """The summaries' batches added up, never null: as a count of batch rows would be
+    (the reports' Parquet schemas keep that column required)."""
+    return F.coalesce(F.sum("batches"), F.lit(0).cast("long"))
 
 
 def corruption_report(corruption: DataFrame) -> DataFrame:
@@ -311,7 +362,7 @@ def divergence(records: DataFrame) -> DataFrame:
 def build_reports(scan: DataFrame, top_n: int = DEFAULT_TOP_KEYS) -> dict[str, DataFrame]:
     """Every report of the job, by output name, from the scan view."""
     records, batches, corruption = split_scan(scan)
-    return _reports(group_records(records), records, batches, corruption, top_n)
+    return _reports(group_records(records), summarise_batches(batches), records, corruption, top_n)
 
 
 def build_partial_reports(
@@ -319,20 +370,27 @@ def build_partial_reports(
 ) -> dict[str, DataFrame]:
     """Every report of the job, by output name, from the partials view: the same
     tables ``build_reports`` makes from the scan view of the same files."""
-    records, batches, corruption = split_scan(partials)
+    records, _, corruption = split_scan(partials)
     groups = partials.where(F.col("kind") == KIND_GROUP).select(*REPLICA, "group.*")
-    return _reports(groups, records, batches, corruption, top_n)
+    summaries = partials.where(F.col("kind") == KIND_BATCH_SUMMARY).select(
+        *REPLICA, "leader_epoch", "batch_summary.*"
+    )
+    return _reports(groups, summaries, records, corruption, top_n)
 
 
 def _reports(
-    groups: DataFrame, records: DataFrame, batches: DataFrame, corruption: DataFrame, top_n: int
+    groups: DataFrame,
+    summaries: DataFrame,
+    records: DataFrame,
+    corruption: DataFrame,
+    top_n: int,
 ) -> dict[str, DataFrame]:
     return {
-        "partitions": partition_summary_from_groups(groups, batches, corruption),
+        "partitions": partition_summary_from_groups(groups, summaries, corruption),
         "records_per_minute": records_per_minute_from_groups(groups),
         "top_keys": top_keys_from_groups(groups, top_n),
-        "batches": batch_stats(batches),
-        "leader_epochs": leader_epochs(batches),
+        "batches": batch_stats_from_summaries(summaries),
+        "leader_epochs": leader_epochs_from_summaries(summaries),
         "corruption": corruption_report(corruption),
         "divergence": divergence(records),
     }

@@ -11,13 +11,16 @@ the kind-specific ones in one struct each (null for the other kinds). Records ca
 value sizes and a per-record checksum instead of values, so a report over a large log
 moves little data into the JVM.
 
-``PARTIALS`` (what the report job reads): the scan view's batch and corruption rows,
-its record rows only for partitions found in two or more log dirs (the divergence check
-compares them offset by offset), and instead of the other records a few ``group``
-rows: per slice, key and minute, how many records, their value bytes and first/last
-offset and timestamp (``analytics.partials``). Every report figure is a sum, min, max
-or distinct-key count of these, so the executors aggregate and the JVM reads a few
-rows per slice instead of one per record.
+``PARTIALS`` (what the report job reads): the scan view's corruption rows, its record
+rows only for partitions found in two or more log dirs (the divergence check compares
+them offset by offset), and instead of the other records a few ``group`` rows: per
+slice, key and minute, how many records, their value bytes and first/last offset and
+timestamp; instead of the batch rows a few ``batch_summary`` rows: per slice,
+compression codec and leader epoch (the ``leader_epoch`` column), how many batches,
+their records and bytes with the smallest and largest of each, and their first and last
+offset (``analytics.partials``). Every report figure is a sum, min, max or distinct-key
+count of these, so the executors aggregate and the JVM reads a few rows per slice
+instead of one per record and one per batch.
 
 Column order here must match the tuples built in ``analytics.scan`` and the Arrow
 batches built in ``analytics.columns``.
@@ -40,6 +43,7 @@ KIND_RECORD = "record"
 KIND_BATCH = "batch"
 KIND_CORRUPTION = "corruption"
 KIND_GROUP = "group"
+KIND_BATCH_SUMMARY = "batch_summary"
 MINUTE_MS = 60_000
 """A group row's minute: ``floor(timestamp / MINUTE_MS) * MINUTE_MS``, divided as doubles
 (as Spark's ``/`` does), so executors and Spark put a record in the same minute."""
@@ -127,6 +131,26 @@ SCAN_GROUP = StructType(
     ]
 )
 
-PARTIALS = StructType([*SCAN.fields, StructField("group", SCAN_GROUP)])
+BATCH_SUMMARY = StructType(
+    [
+        StructField("compression", StringType(), False),
+        StructField("batches", LongType(), False),
+        StructField("records", LongType(), False),  # sum of the batches' record counts
+        StructField("min_records", IntegerType(), False),
+        StructField("max_records", IntegerType(), False),
+        StructField("bytes", LongType(), False),  # on disk, headers included
+        StructField("max_bytes", IntegerType(), False),
+        StructField("first_offset", LongType(), False),  # smallest base offset
+        StructField("last_offset", LongType(), False),  # largest last offset
+    ]
+)
+
+PARTIALS = StructType(
+    [
+        *SCAN.fields,
+        StructField("group", SCAN_GROUP),
+        StructField("batch_summary", BATCH_SUMMARY),
+    ]
+)
 
 VIEWS = {"records": RECORDS, "scan": SCAN, "partials": PARTIALS}

@@ -150,7 +150,7 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     with TaskProgress(spark, progress):
         rows = scan.count()
     progress(
-        f"scanned into {rows:,} rows (record groups, batches, corrupt regions) "
+        f"scanned into {rows:,} rows (record groups, batch summaries, corrupt regions) "
         f"in {monotonic() - started:.1f} s"
     )
 

@@ -13,8 +13,8 @@ then measures, on the same files:
   does, minus Spark (one slice per segment file: nothing to cut for one process);
 - scan_records_per_s: the same through Spark, as the report job reads it: the data
   source's partials view read (planning, one task per core on the executors, each
-  scanning its share of the slices, a few group, batch and corruption rows per slice
-  into the JVM) and the groups' records summed by Spark, all timed from the query's
+  scanning its share of the slices, a few group, batch summary and corruption rows per
+  slice into the JVM) and the groups' records summed by Spark, all timed from the query's
   start to its answer back in Python (the SparkSession is up and warm before);
 - scan_ratio: the median scan over the median plain figure;
 - two_process_records_per_s / two_process_ratio: the plain scan's work dealt to two
@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from minibroker.analytics.columns import scan_batches
-from minibroker.analytics.jobargs import DRIVER_JAVA_OPTIONS, JobOptions
+from minibroker.analytics.jobargs import JOB_CONF, JobOptions
 from minibroker.analytics.layout import (
     UNSPLIT_BYTES,
     SegmentSlice,
@@ -208,7 +208,7 @@ class SparkBench:
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.memory", "4g")
-            .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)  # as the job runs
+            .config(map=dict(JOB_CONF))  # as `minibroker analyze` runs the job
             .config("spark.sql.shuffle.partitions", "4")
             .getOrCreate()
         )

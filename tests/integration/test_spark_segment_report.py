@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from minibroker.analytics import cli, report
-from minibroker.analytics.jobargs import OneLineParser, add_job_arguments
+from minibroker.analytics.jobargs import JOB_CONF, OneLineParser, add_job_arguments
 from minibroker.protocol.records import Compression, Record
 from tests.support.spark import SHORT_JVM_OPTIONS, PartitionLog, make_records, spark
 
@@ -196,7 +196,8 @@ def _run_spark_submit(data: DataSet, out: Path) -> subprocess.CompletedProcess[s
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing installed
     env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                SPARK_LOCAL_IP="127.0.0.1")  # fmt: skip
-    spark_submit, *rest = cli.submit_command(args)
+    sockets = "spark.python.unix.domain.socket.enabled"  # as `minibroker analyze` runs the job
+    spark_submit, *rest = cli.submit_command(args, (f"{sockets}={JOB_CONF[sockets]}",))
     return subprocess.run(
         [spark_submit, "--driver-java-options", SHORT_JVM_OPTIONS, *rest, "--top-keys", "3"],
         env=env,

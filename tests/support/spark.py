@@ -24,6 +24,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from minibroker.analytics.datasource import register
+from minibroker.analytics.jobargs import JOB_CONF
 from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     Compression,
@@ -40,9 +41,11 @@ SPARK_TEST_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.python.unix.domain.socket.enabled": JOB_CONF["spark.python.unix.domain.socket.enabled"],
 }
 """Small, short-lived: no UI, few shuffle tasks, loopback only. The JVM options trade
-peak speed (unused on tiny data) for much less JIT and GC work on a busy 2-core box."""
+peak speed (unused on tiny data) for much less JIT and GC work on a busy 2-core box;
+Python workers are reached as the job reaches them (``jobargs.JOB_CONF``)."""
 
 SHORT_JVM_OPTIONS = SPARK_TEST_CONF["spark.driver.extraJavaOptions"]
 

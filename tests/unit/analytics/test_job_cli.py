@@ -87,7 +87,7 @@ def test_analyze_runs_pysparks_spark_submit_on_the_job_file_with_the_same_argume
     ]  # fmt: skip
 
 
-def test_analyze_always_passes_the_jobs_jvm_options(
+def test_analyze_always_passes_the_jobs_jvm_options_and_unix_socket_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     args = _analyze_args("--log-dirs", str(tmp_path), "--out", str(tmp_path / "o"), "--verbose")
@@ -101,7 +101,12 @@ def test_analyze_always_passes_the_jobs_jvm_options(
 
     assert cli.run(args) == 0
     (command,) = seen
-    assert command[3:5] == ["--conf", f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}"]
+    assert command[3:7] == [
+        "--conf",
+        f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}",
+        "--conf",
+        "spark.python.unix.domain.socket.enabled=true",
+    ]
 
 
 def test_executors_import_the_shipped_packages_compiled_from_the_zip(tmp_path: Path) -> None:

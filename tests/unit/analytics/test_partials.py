@@ -1,4 +1,5 @@
-"""The partials view: the scan view's rows with records folded into per-minute key groups."""
+"""The partials view: the scan view's rows with records folded into per-minute key groups
+and batches into per-codec, per-epoch summaries."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from minibroker.analytics import columns, partials
 from minibroker.analytics.columns import scan_batches
 from minibroker.analytics.layout import plan_slices
 from minibroker.analytics.partials import PARTIALS_ARROW, partial_batches, replicated_partitions
-from minibroker.analytics.schema import KIND_GROUP, KIND_RECORD, MINUTE_MS
+from minibroker.analytics.schema import (
+    KIND_BATCH,
+    KIND_BATCH_SUMMARY,
+    KIND_CORRUPTION,
+    KIND_GROUP,
+    KIND_RECORD,
+    MINUTE_MS,
+)
 from tests.unit.analytics.test_columns import log_dir
 
 __all__ = ["log_dir"]  # the fixture: one partition with every kind of batch and damage
@@ -89,20 +97,76 @@ def test_partials_fold_every_record_into_its_key_and_minute_group(
     assert all(r["record"] is None and r["batch"] is None for r in partial)
 
 
-@SPLITS
-@pytest.mark.parametrize("keep_records", [False, True])
-def test_partials_keep_batch_and_corruption_rows_in_order_and_records_only_when_asked(
-    log_dir: Path, split: int, keep_records: bool
-) -> None:
-    scan = _scan_rows(log_dir, split)
-    expected = [{**r, "group": None} for r in scan if keep_records or r["kind"] != KIND_RECORD]
+def _summed_batches(
+    summaries: list[tuple[tuple[Any, ...], list[int]]],
+) -> dict[tuple[Any, ...], list[int]]:
+    """batches, records, min/max records, bytes, max bytes, first/last offset per key."""
+    folds = (sum, sum, min, max, sum, max, min, max)
+    by_key: dict[tuple[Any, ...], list[list[int]]] = defaultdict(list)
+    for key, figures in summaries:
+        by_key[key].append(figures)
+    return {
+        key: [fold(column) for fold, column in zip(folds, zip(*rows, strict=True), strict=True)]
+        for key, rows in by_key.items()
+    }
 
-    got = [r for r in _partial_rows(log_dir, split, keep_records) if r["kind"] != KIND_GROUP]
+
+@SPLITS
+def test_partials_fold_every_batch_into_its_codec_and_epoch_summary(
+    log_dir: Path, split: int
+) -> None:
+    batches = [r for r in _scan_rows(log_dir, split) if r["kind"] == KIND_BATCH]
+    expected = _summed_batches(
+        [
+            (
+                (r["log_dir"], r["topic"], r["partition"], b["compression"], r["leader_epoch"]),
+                [1, b["record_count"], b["record_count"], b["record_count"], b["size"],
+                 b["size"], r["batch_base_offset"], b["last_offset"]],
+            )
+            for r in batches
+            for b in [r["batch"]]
+        ]
+    )  # fmt: skip
+
+    partial = [r for r in _partial_rows(log_dir, split, False) if r["kind"] == KIND_BATCH_SUMMARY]
+    got = _summed_batches(
+        [
+            (
+                (r["log_dir"], r["topic"], r["partition"], s["compression"], r["leader_epoch"]),
+                [s["batches"], s["records"], s["min_records"], s["max_records"], s["bytes"],
+                 s["max_bytes"], s["first_offset"], s["last_offset"]],
+            )
+            for r in partial
+            for s in [r["batch_summary"]]
+        ]
+    )  # fmt: skip
 
     assert got == expected
+    assert len(expected) > 2  # several codecs and epochs, some in one slice
+    assert len(partial) < len(batches)  # batches of one codec and epoch share a row
+    assert all(r["record"] is None and r["group"] is None for r in partial)
 
 
-def test_a_slice_holding_many_groups_folds_them_as_it_goes_to_the_same_figures(
+@SPLITS
+@pytest.mark.parametrize("keep_records", [False, True])
+def test_partials_keep_corruption_rows_in_order_and_records_only_when_asked(
+    log_dir: Path, split: int, keep_records: bool
+) -> None:
+    kept = {KIND_CORRUPTION, KIND_RECORD} if keep_records else {KIND_CORRUPTION}
+    scan = _scan_rows(log_dir, split)
+    expected = [{**r, "group": None, "batch_summary": None} for r in scan if r["kind"] in kept]
+
+    got = [
+        r
+        for r in _partial_rows(log_dir, split, keep_records)
+        if r["kind"] not in (KIND_GROUP, KIND_BATCH_SUMMARY)
+    ]
+
+    assert got == expected
+    assert any(r["kind"] == KIND_CORRUPTION for r in got)
+
+
+def test_a_slice_read_in_many_chunks_folds_groups_and_batches_to_the_same_figures(
     log_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     whole = _partial_rows(log_dir, 1 << 40, False)
@@ -112,7 +176,8 @@ def test_a_slice_holding_many_groups_folds_them_as_it_goes_to_the_same_figures(
     folded = _partial_rows(log_dir, 1 << 40, False)
 
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
-        return (row["segment"], row["position"], row["kind"], repr(row["group"]))
+        return (row["segment"], row["position"], row["kind"], repr(row["group"]),
+                repr(row["batch_summary"]), repr(row["leader_epoch"]))  # fmt: skip
 
     assert sorted(folded, key=key) == sorted(whole, key=key)
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from minibroker.analytics import report
-from minibroker.analytics.schema import SCAN
+from minibroker.analytics.schema import PARTIALS, SCAN
 from tests.unit.analytics import frames
 
 pytestmark = pytest.mark.timeout(120)  # the first test also pays the JVM start
@@ -133,6 +134,55 @@ def test_leader_epochs_give_each_epoch_its_start_offset(spark: SparkSession) -> 
     assert got == [(0, 0, 9, 2), (3, 10, 11, 1)]
 
 
+def test_batch_figures_from_summaries_of_many_batches_equal_those_from_the_batches(
+    spark: SparkSession,
+) -> None:
+    rows = [
+        {"batch_base_offset": 0, "record_count": 3, "size": 310, "compression": "none"},
+        {"batch_base_offset": 3, "record_count": 1, "size": 95, "compression": "none"},
+        {"batch_base_offset": 4, "record_count": 7, "size": 777, "compression": "none"},
+        {"batch_base_offset": 11, "record_count": 2, "size": 120, "compression": "gzip"},
+        {"batch_base_offset": 13, "record_count": 4, "size": 400, "leader_epoch": 2},
+        {"batch_base_offset": 0, "record_count": 5, "size": 500, "log_dir": B},
+    ]
+    bats = frames.batches(spark, rows)
+    # what a task sends for these batches: one summary per replica, codec and epoch
+    summaries = (
+        report.summarise_batches(bats)
+        .groupBy(*report.REPLICA, "leader_epoch", "compression")
+        .agg(
+            F.sum("batches").alias("batches"),
+            F.sum("records").alias("records"),
+            F.min("min_records").alias("min_records"),
+            F.max("max_records").alias("max_records"),
+            F.sum("bytes").alias("bytes"),
+            F.max("max_bytes").alias("max_bytes"),
+            F.min("first_offset").alias("first_offset"),
+            F.max("last_offset").alias("last_offset"),
+        )
+    )
+    no_groups = report.group_records(frames.records(spark, [])).limit(0)
+    no_damage = frames.corruption(spark, []).limit(0)
+
+    def same(expected: DataFrame, got: DataFrame) -> None:
+        assert got.schema == expected.schema
+        assert sorted(map(tuple, got.collect())) == sorted(map(tuple, expected.collect()))
+
+    assert summaries.count() == 4
+    same(report.batch_stats(bats), report.batch_stats_from_summaries(summaries))
+    same(report.leader_epochs(bats), report.leader_epochs_from_summaries(summaries))
+    same(
+        report.partition_summary_from_groups(no_groups, report.summarise_batches(bats), no_damage),
+        report.partition_summary_from_groups(no_groups, summaries, no_damage),
+    )
+    stats = {
+        (r.log_dir, r.compression): r
+        for r in report.batch_stats_from_summaries(summaries).collect()
+    }
+    plain = stats[("/logs/a", "none")]  # epochs 0 and 2: 15 records and 1582 bytes in 4
+    assert (plain.avg_records_per_batch, plain.avg_batch_bytes) == (3.75, 395.5)
+
+
 def _replica(log_dir: str, checksums: list[int], start: int = 0) -> list[dict[str, object]]:
     return [
         {"log_dir": log_dir, "offset": start + i, "checksum": c} for i, c in enumerate(checksums)
@@ -194,3 +244,41 @@ def test_build_reports_splits_the_scan_view_into_every_named_report(spark: Spark
         "divergence",
     }
     assert all(df.count() == 0 for df in reports.values())
+
+
+_REPLICA_COLUMNS = "topic string!, partition int!, log_dir string!, broker_id int"
+REPORT_COLUMNS = {
+    "partitions": f"{_REPLICA_COLUMNS}, records bigint!, batches bigint!, bytes bigint!, "
+    "value_bytes bigint!, first_offset bigint, last_offset bigint, first_timestamp bigint, "
+    "last_timestamp bigint, records_per_minute double, approx_distinct_keys bigint!, "
+    "null_keys bigint!, corrupt_regions bigint!, corrupt_bytes bigint!",
+    "records_per_minute": "topic string!, partition int!, minute bigint, records bigint, "
+    "value_bytes bigint",
+    "top_keys": "topic string!, rank int!, key binary, records bigint",
+    "batches": f"{_REPLICA_COLUMNS}, compression string, batches bigint!, records bigint, "
+    "min_records_per_batch int, avg_records_per_batch double, max_records_per_batch int, "
+    "avg_batch_bytes double, max_batch_bytes int, bytes bigint",
+    "leader_epochs": f"{_REPLICA_COLUMNS}, leader_epoch int, start_offset bigint, "
+    "last_offset bigint, batches bigint!",
+    "corruption": f"{_REPLICA_COLUMNS}, segment string!, position bigint!, length bigint, "
+    "batch_base_offset bigint, reason string",
+    "divergence": "topic string!, partition int!, replicas array<string>!, "
+    "broker_ids array<int>!, common_start bigint, smallest_end bigint, "
+    "compared_offsets bigint!, diverging_offsets bigint, first_diverging_offset bigint, "
+    "agree boolean",
+}
+"""Each report's columns as the job writes them to Parquet (``!``: required): a contract."""
+
+
+def test_reports_from_the_partials_view_keep_their_parquet_columns(spark: SparkSession) -> None:
+    reports = report.build_partial_reports(spark.createDataFrame([], PARTIALS))
+
+    got = {
+        name: ", ".join(
+            f"{f.name} {f.dataType.simpleString()}{'' if f.nullable else '!'}"
+            for f in frame.schema.fields
+        )
+        for name, frame in reports.items()
+    }
+
+    assert got == REPORT_COLUMNS

@@ -32,8 +32,10 @@ is not installed on the workers, and run the driver's version of the code where 
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import marshal
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -61,6 +63,7 @@ SHIPPED_PACKAGES = ("protocol", "analytics")
 """What executors must import: the codec and this data source (analytics -> protocol)."""
 
 _shipped_to: set[str] = set()  # application ids that already have the zip
+_zip_path: Path | None = None  # this process's zip, built once (see shipped_zip)
 
 
 def parse_topics(text: str | None) -> frozenset[str] | None:
@@ -186,13 +189,23 @@ def _bytecode(source: Path) -> bytes:
     return header + importlib.util.source_hash(data) + marshal.dumps(code)
 
 
+def shipped_zip() -> Path:
+    """This process's ``package_zip``, built on first use in a temp dir that lives as
+    long as the driver (Spark serves the file from it to every application the process
+    starts) and is removed when the process exits."""
+    global _zip_path
+    if _zip_path is None:
+        directory = tempfile.mkdtemp(prefix="minibroker-pyfiles-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        _zip_path = package_zip(Path(directory))
+    return _zip_path
+
+
 def register(spark: SparkSession) -> None:
     """Ship the packages to this application's executors and register the format."""
     context = spark.sparkContext
     app_id = context.applicationId
     if app_id not in _shipped_to:
-        # The temp dir lives as long as the driver: Spark serves the file from it.
-        directory = Path(tempfile.mkdtemp(prefix="minibroker-pyfiles-"))
-        context.addPyFile(str(package_zip(directory)))
+        context.addPyFile(str(shipped_zip()))
         _shipped_to.add(app_id)
     spark.dataSource.register(MinibrokerDataSource)

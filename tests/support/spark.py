@@ -13,7 +13,9 @@ answers with the truth, and it can damage files on purpose (``corrupt_batch``, `
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -55,7 +57,9 @@ def local_spark_session(app_name: str = "minibroker-tests") -> SparkSession:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = SparkSession.builder.master("local[2]").appName(app_name)
-    builder = builder.config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="mb-wh-"))
+    warehouse = tempfile.mkdtemp(prefix="mb-wh-")  # Spark may write to it until exit
+    atexit.register(shutil.rmtree, warehouse, ignore_errors=True)
+    builder = builder.config("spark.sql.warehouse.dir", warehouse)
     for key, value in SPARK_TEST_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

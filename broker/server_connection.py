@@ -77,8 +77,9 @@ from collections.abc import Callable
 import trio
 
 from minibroker.broker.request_handler import CloseConnection, Pending, Reply
-from minibroker.broker.server_replies import ReplySlot, ReplyWriter, Server, log, read_fd_now
+from minibroker.broker.server_replies import ReplySlot, ReplyWriter, Server, log
 from minibroker.net import socket_io
+from minibroker.net.socket_io import read_fd_now
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 from minibroker.protocol.session import Session

@@ -12,9 +12,7 @@ refused (``stalled_response``) and the connection ends.
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
 from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
@@ -41,24 +39,6 @@ refusal_log = LogRateLimiter(log)
 
 COALESCE_BYTES = 64 * 1024
 """Ready responses smaller than this are joined into one send (fewer syscalls)."""
-
-
-def read_fd_now(fd: int, size: int) -> bytes | None:
-    """Up to ``size`` bytes already received on the socket ``fd`` (b"" at EOF), or None
-    when none are there (``socket_io.receive_now`` on a cached descriptor)."""
-    try:
-        return os.read(fd, size)
-    except BlockingIOError:
-        return None
-    except OSError as exc:
-        raise _stream_error(exc) from exc
-
-
-def _stream_error(exc: OSError) -> trio.BrokenResourceError | trio.ClosedResourceError:
-    """A socket's OSError as the Trio stream methods raise it."""
-    if exc.errno == errno.EBADF:
-        return trio.ClosedResourceError("the socket was closed")
-    return trio.BrokenResourceError(f"socket error: {exc}")
 
 
 class Server(Protocol):
@@ -145,14 +125,7 @@ class ReplyWriter:
             rest = stream.send_now(data)
             self.server.bytes_out += _nbytes(data) - (0 if rest is None else rest.nbytes)
             return rest
-        try:
-            # The cached descriptor, written to directly (socket_io.write_now minus the
-            # descriptor lookup and one call: this runs once per small request).
-            sent = os.write(self.fd, data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise _stream_error(exc) from exc
+        sent = socket_io.write_fd_now(self.fd, data)  # once per small request
         self.server.bytes_out += sent
         return None if sent == len(data) else memoryview(data)[sent:]
 

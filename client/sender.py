@@ -168,8 +168,6 @@ class Sender:
         here: tuple[int, list[ProducerBatch], Connection] | None = None
         if nursery is not None:  # None: closing, nothing more starts
             for node, batches in self._take_ready(trio.current_time())[1].items():
-                self._in_flight[node] += 1
-                self.in_flight_batches.update(batches)
                 conn = None
                 if here is None and self.acks:  # acks=0: nothing to wait for, a task sends it
                     conn = self.cluster.usable_connection(node)
@@ -200,14 +198,12 @@ class Sender:
         """Start requests for every ready batch that can go; returns the next deadline."""
         next_at, by_node = self._take_ready(now)
         for node, batches in by_node.items():
-            self._in_flight[node] += 1
-            self.in_flight_batches.update(batches)
             nursery.start_soon(self._produce, node, batches)
         return next_at
 
     def _take_ready(self, now: float) -> tuple[float, dict[int, list[ProducerBatch]]]:
-        """Take every ready batch that can go, grouped by leader (one request each);
-        also returns when to look again."""
+        """Take every ready batch that can go, grouped by leader (one request each, its
+        in-flight slot taken: the caller sends it); also returns when to look again."""
         idempotence = self.idempotence
         if idempotence is not None:
             if idempotence.fatal is not None:
@@ -253,6 +249,9 @@ class Sender:
         if unknown_leader:
             self.cluster.request_update()
             next_at = min(next_at, now + self.retry_backoff_s)
+        for node, batches in by_node.items():
+            self._in_flight[node] += 1
+            self.in_flight_batches.update(batches)
         return next_at, by_node
 
     def _request_body(self, batches: list[ProducerBatch]) -> dict[str, Any]:

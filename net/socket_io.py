@@ -32,8 +32,14 @@ def _stream_error(exc: OSError) -> trio.BrokenResourceError | trio.ClosedResourc
 
 def write_now(stream: trio.SocketStream, data: Buffer) -> int:
     """Write what the socket takes of ``data`` now; returns how many bytes (maybe 0)."""
+    return write_fd_now(stream.socket.fileno(), data)
+
+
+def write_fd_now(fd: int, data: Buffer) -> int:
+    """``write_now`` on the socket's descriptor, for a caller that keeps it (a lookup
+    less on a path taken once per small request)."""
     try:
-        return os.write(stream.socket.fileno(), data)
+        return os.write(fd, data)
     except BlockingIOError:
         return 0
     except OSError as exc:
@@ -81,8 +87,13 @@ def write_buffers_now(stream: trio.SocketStream, buffers: Sequence[Buffer]) -> l
 
 def receive_now(stream: trio.SocketStream, size: int) -> bytes | None:
     """Up to ``size`` bytes already received (b"" at EOF), or None when none are there."""
+    return read_fd_now(stream.socket.fileno(), size)
+
+
+def read_fd_now(fd: int, size: int) -> bytes | None:
+    """``receive_now`` on the socket's descriptor, for a caller that keeps it."""
     try:
-        return os.read(stream.socket.fileno(), size)
+        return os.read(fd, size)
     except BlockingIOError:
         return None
     except OSError as exc:

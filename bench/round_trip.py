@@ -6,11 +6,11 @@
 Starts a standalone broker (bench/standalone.py), then sends ``--num-records`` records
 one at a time with ``Producer(acks=..., linger_ms=0)``, each ``await send(...)`` waiting
 for its acknowledgement before the next one starts. Reports the latency percentiles,
-sequential produces per second, and the broker process's CPU time per request, read
-from /proc/<pid>/stat before and after (user + system; the clock-tick resolution is
-10 ms, hence the many requests). ``--profile`` / ``--broker-profile`` write cProfiles
-of the client / the broker timed by CPU time, not the wall clock. The last line of
-stdout is one JSON object.
+sequential produces per second, and the broker process's CPU time per request (user +
+system, and each apart), read from /proc/<pid>/stat before and after (the clock-tick
+resolution is 10 ms, hence the many requests). ``--profile`` / ``--broker-profile``
+write cProfiles of the client / the broker timed by CPU time, not the wall clock. The
+last line of stdout is one JSON object.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` (all its threads), from /proc."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU time of process ``pid`` (all its threads), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S  # utime, stime
+    return int(fields[11]) / TICKS_PER_S, int(fields[12]) / TICKS_PER_S  # utime, stime
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -73,7 +73,8 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
             latencies.append(clock() - sent)
         elapsed = clock() - start
         cpu = time.process_time() - cpu
-        broker_cpu = cpu_seconds(args.broker_pid) - broker_cpu
+        user, system = cpu_seconds(args.broker_pid)
+        broker_user, broker_system = user - broker_cpu[0], system - broker_cpu[1]
     latencies.sort()
     n = args.num_records
     return {
@@ -86,7 +87,9 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 3),
         "p999_ms": round(percentile(latencies, 0.999) * 1000, 3),
         "max_ms": round(latencies[-1] * 1000, 3),
-        "broker_cpu_us_per_request": round(broker_cpu / n * 1e6, 1),
+        "broker_cpu_us_per_request": round((broker_user + broker_system) / n * 1e6, 1),
+        "broker_user_us_per_request": round(broker_user / n * 1e6, 1),
+        "broker_system_us_per_request": round(broker_system / n * 1e6, 1),
         "client_cpu_us_per_request": round(cpu / n * 1e6, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }

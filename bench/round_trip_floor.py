@@ -16,12 +16,12 @@ a TCP connection on 127.0.0.1 with TCP_NODELAY, against three pairings:
 - ``trio``: that server answering the smallest Trio client (the same loop on the other
   side): the best a Trio broker and a Trio client can do together.
 
-For each: round trips per second, microseconds per round trip, and the server's CPU
-time per request (user + system, measured by the server from its first request to the
-client's hang-up). ``--same-cpu`` pins every process to the first CPU this one may run
-on, which takes the wake-up of a sleeping CPU out of each round trip: the difference
-shows what that wake-up costs on this machine. The last line of stdout is one JSON
-object. Without a C compiler the two pairings with the C client are reported as
+For each: round trips per second, microseconds per round trip, and the server's CPU time
+per request (user + system, and each apart, measured by the server from its first
+request to the client's hang-up). ``--same-cpu`` pins every process to the first CPU
+this one may run on, which takes the wake-up of a sleeping CPU out of each round trip:
+the difference shows what that wake-up costs on this machine. The last line of stdout is
+one JSON object. Without a C compiler the two pairings with the C client are reported as
 skipped.
 """
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -63,12 +64,7 @@ C_SOURCE = r"""
 #include <sys/resource.h>
 #include <sys/socket.h>
 
-static double cpu_s(void) {
-    struct rusage r;
-    getrusage(RUSAGE_SELF, &r);
-    return r.ru_utime.tv_sec + r.ru_stime.tv_sec
-        + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
-}
+static double seconds(struct timeval t) { return t.tv_sec + t.tv_usec / 1e6; }
 
 static double wall_s(void) {
     struct timespec t;
@@ -95,15 +91,18 @@ int main(int argc, char **argv) {
         int conn = accept(listener, NULL, NULL);
         setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
         long answered = 0;
-        double start = 0;
+        struct rusage start, end;
         for (;;) {
             ssize_t n = read(conn, buf, sizeof buf);
             if (n <= 0) break;
-            if (answered == 0) start = cpu_s();
+            if (answered == 0) getrusage(RUSAGE_SELF, &start);
             if (write(conn, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 30) != 30) break;
             answered++;
         }
-        printf("%ld %.3f\n", answered, (cpu_s() - start) / answered * 1e6);
+        getrusage(RUSAGE_SELF, &end);
+        printf("%ld %.3f %.3f\n", answered,
+               (seconds(end.ru_utime) - seconds(start.ru_utime)) / answered * 1e6,
+               (seconds(end.ru_stime) - seconds(start.ru_stime)) / answered * 1e6);
         return 0;
     }
     if (argc == 5 && strcmp(argv[1], "send") == 0) {
@@ -159,7 +158,7 @@ async def trio_serve() -> None:
     conn.setblocking(False)
     fd = conn.fileno()
     answered = 0
-    start = 0.0
+    start = resource.getrusage(resource.RUSAGE_SELF)
     while True:
         data = read_now(fd)
         if data is None:
@@ -168,10 +167,13 @@ async def trio_serve() -> None:
         if not data:
             break
         if answered == 0:
-            start = time.process_time()
+            start = resource.getrusage(resource.RUSAGE_SELF)
         os.write(fd, ANSWER)
         answered += 1
-    print(answered, (time.process_time() - start) / answered * 1e6, flush=True)
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    user_us = (end.ru_utime - start.ru_utime) / answered * 1e6
+    system_us = (end.ru_stime - start.ru_stime) / answered * 1e6
+    print(answered, f"{user_us:.3f}", f"{system_us:.3f}", flush=True)
 
 
 async def trio_send(port: int, warmup: int, count: int) -> None:
@@ -215,14 +217,16 @@ def pair(server: list[str], client: list[str], round_trips: int) -> dict[str, An
             check=True,
             timeout=TIMEOUT_S,
         )
-        answered, server_cpu_us = serving.stdout.read().split()
+        answered, user_us, system_us = serving.stdout.read().split()
         serving.wait(timeout=TIMEOUT_S)
     seconds = float(sending.stdout)
     assert int(answered) == WARMUP + round_trips, (answered, round_trips)
     return {
         "round_trips_per_s": round(round_trips / seconds),
         "us_per_round_trip": round(seconds / round_trips * 1e6, 1),
-        "server_cpu_us_per_request": round(float(server_cpu_us), 1),
+        "server_cpu_us_per_request": round(float(user_us) + float(system_us), 1),
+        "server_user_us_per_request": round(float(user_us), 1),
+        "server_system_us_per_request": round(float(system_us), 1),
     }
 
 

@@ -81,6 +81,9 @@ HELP = "run a local cluster: ZooKeeper and brokers, and stop or restart one brok
 
 ZOOKEEPER_READY = re.compile(rb"zookeeper\.connect=([\w.\-]+):(\d+)")
 METRICS_PORT = re.compile(rb"metrics on port (\d+)")
+# Without --kafka-base-port, broker i's Kafka listener is this far above its msgpack port:
+# `dev up` alone serves Kafka's clients and tools on 19092, 19093, ...
+KAFKA_PORT_OFFSET = 10_000
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -107,8 +110,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--kafka-base-port",
         type=int,
         default=None,
-        help="also serve Kafka's binary protocol: broker i on base+i-1 (0 = any; "
-        "default: no Kafka listener)",
+        help="Kafka's binary protocol: broker i on base+i-1 (0 = any; default: --base-port "
+        f"+ {KAFKA_PORT_OFFSET}, so 19092; none when --base-port is 0)",
     )
     up.add_argument(
         "--secure",
@@ -172,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_up(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 100:
         raise UsageError("--brokers must be 1..100")
+    if args.kafka_base_port is None:
+        args.kafka_base_port = default_kafka_base_port(args.base_port, args.brokers)
     for flag in ("base_port", "zookeeper_port", "metrics_base_port", "kafka_base_port"):
         port = getattr(args, flag)
         span = args.brokers if flag != "zookeeper_port" else 1
@@ -181,6 +186,15 @@ def _run_up(args: argparse.Namespace) -> int:
         args.data_dir = DEFAULT_DATA_DIR
         _refuse_if_running_elsewhere(args.data_dir)
     return run_async(_up, args)
+
+
+def default_kafka_base_port(base_port: int, brokers: int) -> int | None:
+    """Where the Kafka listeners go without --kafka-base-port: KAFKA_PORT_OFFSET above the
+    msgpack ones; none when those take any free port (0) or the offset runs out of ports."""
+    kafka_base = base_port + KAFKA_PORT_OFFSET
+    if not base_port or kafka_base + brokers > 65536:
+        return None
+    return kafka_base
 
 
 def _refuse_if_running_elsewhere(data_dir: Path) -> None:

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.client.cli.dev import ChildInfo, DevState, check_ports_free, down, pid_running
+from minibroker.client.cli.dev import (
+    ChildInfo,
+    DevState,
+    check_ports_free,
+    default_kafka_base_port,
+    down,
+    pid_running,
+)
 from minibroker.client.cli.dev_state import (
     DevError,
     find_data_dir,
@@ -143,6 +150,14 @@ def test_a_port_in_time_wait_is_free_for_the_next_up() -> None:
         with pytest.raises(DevError, match=f"port {port} \\(ZooKeeper\\) is in use"):
             check_ports_free(_up_args(port))
     check_ports_free(_up_args(port))
+
+
+def test_up_serves_kafkas_protocol_10000_above_its_own_ports_unless_those_are_any() -> None:
+    assert default_kafka_base_port(9092, brokers=3) == 19092  # 19092, 19093, 19094
+    assert default_kafka_base_port(9192, brokers=1) == 19192
+    assert default_kafka_base_port(0, brokers=3) is None  # any msgpack port: no fixed Kafka one
+    assert default_kafka_base_port(55533, brokers=3) == 65533  # up to 65535
+    assert default_kafka_base_port(55534, brokers=3) is None  # 65536 would be out of range
 
 
 def _up_args(zookeeper_port: int) -> argparse.Namespace:

@@ -124,6 +124,17 @@ def test_every_broker_environment_is_a_valid_broker_config(
     ]
     assert [c.metrics_port for c in configs] == [9308, 9309, 9310]
     assert all(c.default_replication_factor == 3 for c in configs)
+    # Kafka's clients and tools reach every broker 10,000 above its msgpack port
+    assert [c.kafka_listen_address for c in configs] == [
+        ("0.0.0.0", 19092),
+        ("0.0.0.0", 19093),
+        ("0.0.0.0", 19094),
+    ]
+    assert [c.kafka_advertised_address for c in configs] == [
+        ("127.0.0.1", 19092),
+        ("127.0.0.1", 19093),
+        ("127.0.0.1", 19094),
+    ]
 
 
 def test_each_broker_keeps_two_log_dirs_on_its_own_named_volumes(
@@ -148,7 +159,8 @@ def test_services_share_one_network_namespace_publishing_on_loopback_only(
     for name in ("zookeeper", *BROKERS, "prometheus", "analytics"):
         assert services[name]["network_mode"] == "service:net", name
     published = {(p["host_ip"], p["published"], p["target"]) for p in _ports(services["net"])}
-    assert published == {("127.0.0.1", port, port) for port in (9092, 9093, 9094, 9090)}
+    ports = (9092, 9093, 9094, 19092, 19093, 19094, 9090)
+    assert published == {("127.0.0.1", port, port) for port in ports}
 
 
 def test_brokers_wait_for_a_healthy_zookeeper(default_config: dict[str, Any]) -> None:
@@ -194,6 +206,9 @@ def test_host_network_override_puts_everything_on_the_host_loopback(
         config = broker_config_of(services[name])
         assert config.listen_address[0] == "127.0.0.1"
         assert config.advertised_address == config.listen_address
+        assert config.kafka_listen_address is not None
+        assert config.kafka_listen_address[0] == "127.0.0.1"
+        assert config.kafka_advertised_address == config.kafka_listen_address
     command = " ".join(services["prometheus"]["command"])
     assert "--web.listen-address=127.0.0.1:9090" in command
 
@@ -202,6 +217,7 @@ def test_ports_and_images_follow_the_environment() -> None:
     env = {
         "MINIBROKER_PORT_2": "19093",
         "MINIBROKER_METRICS_PORT_2": "19309",
+        "MINIBROKER_KAFKA_PORT_2": "29093",
         "MINIBROKER_ZOOKEEPER_PORT": "12181",
         "MINIBROKER_IMAGE": "minibroker:test",
     }
@@ -209,6 +225,7 @@ def test_ports_and_images_follow_the_environment() -> None:
     broker = broker_config_of(config["services"]["broker-2"])
     assert broker.listen_address == ("127.0.0.1", 19093)
     assert broker.metrics_port == 19309
+    assert broker.kafka_listen_address == broker.kafka_advertised_address == ("127.0.0.1", 29093)
     assert broker.zookeeper_connect == "127.0.0.1:12181"
     assert "--port=12181" in config["services"]["zookeeper"]["command"]
     assert config["services"]["broker-1"]["image"] == "minibroker:test"

@@ -16,8 +16,9 @@ What the test does differently from a user, and why:
   ``PYTHONPATH`` is the clone, so the commands run the clone's code.
 - The CLI has no environment variable for its bootstrap servers, so the shell blocks run
   with a ``minibroker`` shell function that appends ``--bootstrap-server <the test's
-  cluster>`` to client commands, and ``127.0.0.1:9092`` in the Python example is
-  replaced by the cluster's address. Nothing else is changed.
+  cluster>`` to client commands, and ``127.0.0.1:9092`` in the Python examples is
+  replaced by the cluster's address (``127.0.0.1:19092``, the Kafka listeners', by
+  theirs). Nothing else is changed.
 - ``PATH`` loses every directory holding a ``minibroker`` command, so the Tour's own
   ``source .venv/bin/activate`` is what makes ``minibroker`` found.
 - ``XDG_CACHE_HOME`` points into the test's tmp dir, where ``minibroker analyze`` writes
@@ -26,6 +27,7 @@ What the test does differently from a user, and why:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -43,6 +45,7 @@ from tests.support.readme import README, block, commands
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"  # dev up's Kafka listeners: 10,000 above
 # Commands that talk to no broker, so they get no --bootstrap-server.
 LOCAL_COMMANDS = ("dev", "zookeeper", "broker", "analyze", "dump-log")
 TOUR_TIMEOUT_S = 180.0
@@ -55,6 +58,7 @@ class Clone:
     path: Path
     env: dict[str, str]
     bootstrap: str
+    kafka_bootstrap: str
 
     def bash(self, script: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """Run ``script`` as a user would type it, plus the bootstrap shell function."""
@@ -100,8 +104,8 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
         XDG_CACHE_HOME=str(root / "cache"),
         SPARK_LOCAL_IP="127.0.0.1",
     )
-    with LocalCluster(path / ".minibroker") as cluster:
-        yield Clone(path, env, cluster.bootstrap)
+    with LocalCluster(path / ".minibroker", kafka_listeners=True) as cluster:
+        yield Clone(path, env, cluster.bootstrap, cluster.kafka_bootstrap)
 
 
 def test_quick_start_is_two_scripts_that_exist_and_parse() -> None:
@@ -123,6 +127,30 @@ def test_the_tour_runs_as_written(clone: Clone) -> None:
     # the consume template '%p/%o %k=%v': partition/offset key=value
     consumed = sorted(re.findall(r"^\d+/\d+ (\w+=.+)$", done.stdout, re.MULTILINE))
     assert consumed == ["alice=paid", "alice=signed up", "bob=signed up"]
+
+
+def test_the_kafka_clients_section_runs_as_written(clone: Clone) -> None:
+    shell = block("Kafka clients", "sh")
+    example = block("Kafka clients", "python")
+    assert DEFAULT_KAFKA_BOOTSTRAP in shell and DEFAULT_KAFKA_BOOTSTRAP in example
+    (clone.path / "kafka_example.py").write_text(
+        example.replace(DEFAULT_KAFKA_BOOTSTRAP, clone.kafka_bootstrap)
+    )
+    shell = shell.replace(DEFAULT_KAFKA_BOOTSTRAP, clone.kafka_bootstrap)
+
+    done = clone.bash(
+        f"source .venv/bin/activate\n{shell}\npython kafka_example.py", TOUR_TIMEOUT_S
+    )
+
+    assert done.returncode == 0, f"the Kafka clients section failed:\n{done.stdout}\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    # kcat's '%p/%o %k=%s %h' shows its own records and header; the CLI reads the same
+    from_kcat = sorted(re.findall(r"^\d+/\d+ (k\d=\w+ origin=kcat)$", done.stdout, re.M))
+    assert from_kcat == ["k1=hello origin=kcat", "k2=world origin=kcat"]
+    assert sorted(line for line in lines if line in ("hello", "world")) == ["hello", "world"]
+    cluster_info = next(line for line in lines if line.startswith("{"))
+    kafka_addresses = sorted(b["kafka"] for b in json.loads(cluster_info)["brokers"])
+    assert kafka_addresses == sorted(clone.kafka_bootstrap.split(","))
 
 
 def test_the_python_example_runs_after_the_tour_and_ends(clone: Clone) -> None:
@@ -149,9 +177,9 @@ def test_analyze_reads_every_log_dir_of_the_dev_cluster_quietly(clone: Clone) ->
     assert sorted(line.split(":")[0].strip() for line in read.splitlines()) == [
         str(d.resolve()) for d in log_dirs
     ]
-    # 3 records of the Tour and 2 of the example, each on 3 replicas
+    # 3 records of the Tour, 3 of the Kafka clients and 2 of the example, each on 3 replicas
     header = next(line for line in done.stdout.splitlines() if "segment report:" in line)
-    assert "6 log dir(s)" in header and ", 15 records," in header, header
+    assert "6 log dir(s)" in header and ", 24 records," in header, header
     assert done.stderr == ""  # Spark's log lines went to spark.log
     reports = list((clone.path.parent / "cache" / "minibroker" / "reports").iterdir())
     assert len(reports) == 1 and (reports[0] / "summary.txt").is_file()
@@ -159,7 +187,7 @@ def test_analyze_reads_every_log_dir_of_the_dev_cluster_quietly(clone: Clone) ->
     status = subprocess.run(
         ["git", "status", "--porcelain"], cwd=clone.path, capture_output=True, text=True
     )
-    assert status.stdout.splitlines() == ["?? example.py"]
+    assert sorted(status.stdout.splitlines()) == ["?? example.py", "?? kafka_example.py"]
 
 
 def test_readme_links_no_document_outside_the_repository() -> None:

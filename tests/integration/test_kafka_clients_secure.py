@@ -1,12 +1,16 @@
 """Kafka's own clients against `dev up --secure` (SASL_SSL Kafka listeners, ACLs on):
 kafka-python and confluent-kafka log in with SCRAM-SHA-512 over TLS, produce and
 consume, and read what the bundled client wrote with client.properties; a login with
-a wrong password is refused."""
+a wrong password is refused; the README's "Secure cluster" commands run as written."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -16,7 +20,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from minibroker.client.admin import Admin
 from minibroker.client.producer import Producer
 from minibroker.protocol.errors import SaslAuthenticationFailedError, TopicAuthorizationFailedError
+from tests.support.broker_process import child_env
 from tests.support.cluster import LocalCluster
+from tests.support.readme import block, with_bootstrap
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -26,7 +32,7 @@ RECORDS = 50
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(
-        tmp_path_factory.mktemp("secure"), brokers=2, kafka_listeners=True, secure=True
+        tmp_path_factory.mktemp("secure"), brokers=3, kafka_listeners=True, secure=True
     ) as running:
         yield running
 
@@ -144,3 +150,38 @@ async def test_a_user_added_with_the_cli_logs_in_but_acls_refuse_it_until_grante
         except SaslAuthenticationFailedError:
             assert time.monotonic() < deadline, "bob never became known to the brokers"
             await trio.sleep(0.2)
+
+
+def test_the_readmes_secure_cluster_commands_run_as_written(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # Run where the README's .minibroker/ is this cluster's data dir, with its ZooKeeper
+    # and Kafka listeners in place of 127.0.0.1:2181 and :19092 (tests take no fixed port).
+    shell = block("Secure cluster", "sh")
+    (tmp_path / ".minibroker").symlink_to(cluster.data_dir)
+    zookeeper = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
+    for readme_address, ours in (("127.0.0.1:2181", zookeeper),
+                                 ("127.0.0.1:19092", cluster.kafka_bootstrap)):  # fmt: skip
+        assert readme_address in shell
+        shell = shell.replace(readme_address, ours)
+    path = os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", "")))
+
+    done = subprocess.run(
+        ["bash", "-c", with_bootstrap(shell, cluster.bootstrap)],
+        cwd=tmp_path,
+        env={**child_env(), "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+    assert done.returncode == 0, f"the Secure cluster block failed:\n{done.stdout}\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    assert lines.count("paid") == 2  # the bundled consumer and kcat read the record
+    assert "User bob: SCRAM-SHA-512 credentials set" in lines
+    # `users list`: a USER / MECHANISMS table
+    listed = dict(line.split() for line in lines[lines.index("USER    MECHANISMS") + 1 :])
+    assert {"admin", "bob", "broker"} <= listed.keys()
+    assert "SCRAM-SHA-512" in listed["bob"].split(",")
+    assert not (tmp_path / "bob.password").exists()

@@ -40,14 +40,12 @@ import pytest
 
 from tests.support.broker_process import ROOT
 from tests.support.cluster import LocalCluster
-from tests.support.readme import README, block, commands
+from tests.support.readme import README, block, commands, with_bootstrap
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"  # dev up's Kafka listeners: 10,000 above
-# Commands that talk to no broker, so they get no --bootstrap-server.
-LOCAL_COMMANDS = ("dev", "zookeeper", "broker", "analyze", "dump-log")
 TOUR_TIMEOUT_S = 180.0
 EXAMPLE_TIMEOUT_S = 120.0
 ANALYZE_TIMEOUT_S = 600.0  # a Spark JVM and one job over a few small segments, 2 busy cores
@@ -62,16 +60,8 @@ class Clone:
 
     def bash(self, script: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """Run ``script`` as a user would type it, plus the bootstrap shell function."""
-        local = "|".join(LOCAL_COMMANDS)
-        prelude = (
-            "set -e -o pipefail\n"
-            "minibroker() {\n"
-            f'  case "$1" in {local}) command minibroker "$@" ;;\n'
-            f'  *) command minibroker "$@" --bootstrap-server {self.bootstrap} ;; esac\n'
-            "}\n"
-        )
         return subprocess.run(
-            ["bash", "-c", prelude + script],
+            ["bash", "-c", with_bootstrap(script, self.bootstrap)],
             cwd=self.path,
             env=self.env,
             capture_output=True,

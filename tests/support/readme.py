@@ -2,7 +2,8 @@
 
 ``block("Tour", "sh")`` is the first ``sh`` block under the ``## Tour...`` heading (an
 indented block inside a list item counts, without its indentation); ``commands(text)``
-are its command lines without comments.
+are its command lines without comments; ``with_bootstrap(script, servers)`` runs a block
+against a test's cluster.
 """
 
 from __future__ import annotations
@@ -49,3 +50,23 @@ def commands(shell_block: str) -> list[str]:
     """The command lines of a shell block (comments and blank lines dropped)."""
     lines = (line.split("  #")[0].strip() for line in shell_block.splitlines())
     return [line for line in lines if line and not line.startswith("#")]
+
+
+# CLI commands that talk to no broker (ZooKeeper or local files), so they get no
+# --bootstrap-server.
+LOCAL_COMMANDS = ("dev", "zookeeper", "broker", "analyze", "dump-log", "users")
+
+
+def with_bootstrap(script: str, bootstrap: str) -> str:
+    """``script`` for bash, with ``minibroker`` as a shell function that appends
+    ``--bootstrap-server BOOTSTRAP`` to client commands: the CLI has no environment
+    variable for its bootstrap servers, and a README block talks to 127.0.0.1:9092."""
+    local = "|".join(LOCAL_COMMANDS)
+    prelude = (
+        "set -e -o pipefail\n"
+        "minibroker() {\n"
+        f'  case "$1" in {local}) command minibroker "$@" ;;\n'
+        f'  *) command minibroker "$@" --bootstrap-server {bootstrap} ;; esac\n'
+        "}\n"
+    )
+    return prelude + script

@@ -35,7 +35,6 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
@@ -62,6 +61,13 @@ from minibroker.client.cli.dev_control import (
     wait_for_line,
     wait_for_registered,
 )
+from minibroker.client.cli.dev_ports import (
+    KAFKA_PORT_OFFSET,
+    check_port_ranges,
+    check_ports_free,
+    default_kafka_base_port,
+    free_port,
+)
 from minibroker.client.cli.dev_state import (
     DEFAULT_DATA_DIR,
     STATE_FILE,
@@ -81,9 +87,6 @@ HELP = "run a local cluster: ZooKeeper and brokers, and stop or restart one brok
 
 ZOOKEEPER_READY = re.compile(rb"zookeeper\.connect=([\w.\-]+):(\d+)")
 METRICS_PORT = re.compile(rb"metrics on port (\d+)")
-# Without --kafka-base-port, broker i's Kafka listener is this far above its msgpack port:
-# `dev up` alone serves Kafka's clients and tools on 19092, 19093, ...
-KAFKA_PORT_OFFSET = 10_000
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -177,24 +180,11 @@ def _run_up(args: argparse.Namespace) -> int:
         raise UsageError("--brokers must be 1..100")
     if args.kafka_base_port is None:
         args.kafka_base_port = default_kafka_base_port(args.base_port, args.brokers)
-    for flag in ("base_port", "zookeeper_port", "metrics_base_port", "kafka_base_port"):
-        port = getattr(args, flag)
-        span = args.brokers if flag != "zookeeper_port" else 1
-        if port and not 0 < port + span < 65536:
-            raise UsageError(f"--{flag.replace('_', '-')} out of range: {port}")
+    check_port_ranges(args)
     if args.data_dir is None:
         args.data_dir = DEFAULT_DATA_DIR
         _refuse_if_running_elsewhere(args.data_dir)
     return run_async(_up, args)
-
-
-def default_kafka_base_port(base_port: int, brokers: int) -> int | None:
-    """Where the Kafka listeners go without --kafka-base-port: KAFKA_PORT_OFFSET above the
-    msgpack ones; none when those take any free port (0) or the offset runs out of ports."""
-    kafka_base = base_port + KAFKA_PORT_OFFSET
-    if not base_port or kafka_base + brokers > 65536:
-        return None
-    return kafka_base
 
 
 def _refuse_if_running_elsewhere(data_dir: Path) -> None:
@@ -209,46 +199,6 @@ def _refuse_if_running_elsewhere(data_dir: Path) -> None:
             f"a dev cluster is already running in {recorded} (pid {state.supervisor_pid}); "
             f"`minibroker dev down` stops it, `--data-dir DIR` with other ports starts another"
         )
-
-
-def _probe_socket() -> socket.socket:
-    """A socket bound as the servers bind theirs: SO_REUSEADDR (trio's listeners,
-    ZooKeeper, the metrics server), so a port in TIME_WAIT is free and only a listener
-    makes it busy."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    return sock
-
-
-def _free_port() -> int:
-    with _probe_socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def check_ports_free(args: argparse.Namespace) -> None:
-    """Refuse ports something already listens on, naming who wanted them."""
-    wanted = [(args.zookeeper_port, "ZooKeeper")]
-    for i in range(args.brokers):
-        if args.base_port:
-            wanted.append((args.base_port + i, f"broker {i + 1}"))
-        if args.metrics_base_port:
-            wanted.append((args.metrics_base_port + i, f"broker {i + 1} metrics"))
-        if args.kafka_base_port:
-            wanted.append((args.kafka_base_port + i, f"broker {i + 1} Kafka listener"))
-    for port, who in wanted:
-        if not port:
-            continue
-        with _probe_socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-                sock.listen(1)
-            except OSError:
-                raise DevError(
-                    f"port {port} ({who}) is in use: is another cluster running? "
-                    "(--base-port, --zookeeper-port and --metrics-base-port choose others)"
-                ) from None
 
 
 # --- dev up --------------------------------------------------------------------------
@@ -289,7 +239,7 @@ class _Supervisor:
             "zookeeper",
             cli_argv(
                 "zookeeper",
-                *("--port", str(args.zookeeper_port or _free_port()), "--data-dir", str(zk_dir)),
+                *("--port", str(args.zookeeper_port or free_port()), "--data-dir", str(zk_dir)),
             ),
         )
         found = await wait_for_line("zookeeper", zk_log, ZOOKEEPER_READY, offset, zk.poll)

@@ -16,14 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.client.cli.dev import (
-    ChildInfo,
-    DevState,
-    check_ports_free,
-    default_kafka_base_port,
-    down,
-    pid_running,
-)
+from minibroker.client.cli.dev import ChildInfo, DevState, down, pid_running
+from minibroker.client.cli.dev_ports import check_ports_free, default_kafka_base_port
 from minibroker.client.cli.dev_state import (
     DevError,
     find_data_dir,

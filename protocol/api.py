@@ -38,6 +38,7 @@ always see the error code instead of a schema failure.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any, Final, NamedTuple, TypeAlias
@@ -209,8 +210,39 @@ def _header_after_failure(payload: bytes | bytearray | memoryview) -> RequestHea
     except MalformedRequest:
         raise
     except Exception as exc:
+        kafka_request = _kafka_request(head)
+        if kafka_request is not None:
+            raise MalformedRequest(
+                f"{kafka_request} on the msgpack listener: Kafka clients connect to the "
+                "broker's Kafka listener (kafka.listeners)"
+            ) from exc
         raise MalformedRequest(f"unparseable request header: {exc}") from exc
     return _header_of([*items, None])
+
+
+_KAFKA_HEADER: Final = struct.Struct(">hhih")
+"""A Kafka request header's start: API key, version, correlation id, client id length."""
+_KAFKA_MAX_VERSION: Final = 20  # above any version a Kafka API has had
+
+
+def _kafka_request(head: bytes | bytearray | memoryview) -> str | None:
+    """What ``head`` asks for when it reads as a Kafka-protocol request header (a Kafka
+    client pointed at the msgpack listener), e.g. "a Kafka-protocol ApiVersions v3
+    request from client 'rdkafka'"; None when it does not."""
+    if len(head) < _KAFKA_HEADER.size:
+        return None
+    api_key, version, _, id_length = _KAFKA_HEADER.unpack_from(head)
+    end = _KAFKA_HEADER.size + max(id_length, 0)
+    if not 0 <= version <= _KAFKA_MAX_VERSION or id_length < -1 or end > len(head):
+        return None
+    try:
+        name = SCHEMAS[ApiKey(api_key)].name
+    except (ValueError, KeyError):
+        return None
+    client = bytes(head[_KAFKA_HEADER.size : end]).decode("utf-8", "replace")
+    return f"a Kafka-protocol {name} v{version} request" + (
+        f" from client {client!r}" if client else ""
+    )
 
 
 def _validator_for(header: RequestHeader) -> Validator:

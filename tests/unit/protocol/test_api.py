@@ -4,6 +4,7 @@ that keep the header, and encode_response producing exactly msgpack.packb's byte
 from __future__ import annotations
 
 import contextlib
+import struct
 from typing import Any
 
 import msgpack
@@ -249,6 +250,48 @@ def test_an_unparseable_header_means_close_the_connection(payload: bytes) -> Non
         except InvalidRequestBody:  # trailing bytes after a good header are the body's fault
             assert payload.endswith(b"trailing")
             raise MalformedRequest("accepted: header parsed") from None
+
+
+def kafka_request_header(api_key: int, version: int, client_id: bytes | None) -> bytes:
+    """A Kafka-protocol request header (v1: API key, version, correlation id, client id)."""
+    if client_id is None:
+        return struct.pack(">hhih", api_key, version, 7, -1)
+    return struct.pack(">hhih", api_key, version, 7, len(client_id)) + client_id
+
+
+@pytest.mark.parametrize(
+    ("payload", "named"),
+    [
+        (kafka_request_header(18, 3, b"rdkafka") + b"\x00" * 30,
+         "ApiVersions v3 request from client 'rdkafka'"),
+        (kafka_request_header(3, 12, None) + b"\x01" * 30, "Metadata v12 request on"),
+        (kafka_request_header(0, 9, b"") + b"\x00" * 30, "Produce v9 request on"),
+    ],
+)  # fmt: skip
+def test_a_kafka_client_on_the_msgpack_listener_is_told_where_kafka_clients_go(
+    payload: bytes, named: str
+) -> None:
+    with pytest.raises(MalformedRequest) as refused:
+        decode_request(payload)
+
+    message = str(refused.value)
+    assert f"a Kafka-protocol {named}" in message
+    assert message.endswith("connect to the broker's Kafka listener (kafka.listeners)")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        kafka_request_header(18, 3, b"rdkafka")[:9],  # cut inside the client id length
+        kafka_request_header(18, 3, b"rdkafka")[:12],  # cut inside the client id
+        kafka_request_header(18, 99, b"rdkafka"),  # no Kafka API has a version 99
+        kafka_request_header(999, 0, b"x"),  # no such API
+        kafka_request_header(18, 3, None)[:8] + struct.pack(">h", -2),  # no such length
+    ],
+)
+def test_bytes_that_only_start_like_a_kafka_header_are_just_unparseable(payload: bytes) -> None:
+    with pytest.raises(MalformedRequest, match="unparseable request header"):
+        decode_request(payload)
 
 
 @NO_DEADLINE

@@ -337,17 +337,22 @@ class ClusterClient:
         candidates = [(b.host, b.port) for b in self.metadata.brokers.values()]
         candidates += [a for a in self.bootstrap if a not in candidates]
         last: Exception | None = None
+        unanswered = ""  # why a broker that took the connection did not answer
         for host, port in candidates:
             try:
                 conn = await self.connection_to(host, port)
+            except NetworkError as exc:
+                last = exc
+                continue
+            try:
                 response = await conn.request(api_key, body, **kwargs)
             except NetworkError as exc:
                 self.drop_connection(host, port)
-                last = exc
+                last, unanswered = exc, f" ({exc}: is it a broker's msgpack port?)"
             else:
                 return _checked(api_key, response)
         where = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
-        raise NetworkError(f"cannot reach any broker at {where}") from last
+        raise NetworkError(f"cannot reach any broker at {where}{unanswered}") from last
 
     # --- metadata --------------------------------------------------------------------
 

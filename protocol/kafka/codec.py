@@ -128,10 +128,19 @@ def _skip_tagged_fields(frame: bytes, pos: int) -> int:
     return pos
 
 
+_MSGPACK_REQUEST_START = b"\x95"
+"""A msgpack request's first byte (a 5-element array): as a Kafka header, a negative API key."""
+
+
 def decode_request_header(
     frame: bytes, session: Session = UNKNOWN_SESSION
 ) -> tuple[RequestHeader, int]:
     """The v1 part of a request header and where it ends (before any tagged fields)."""
+    if frame[:1] == _MSGPACK_REQUEST_START:
+        raise MalformedKafkaRequest(
+            "a msgpack-protocol request on the Kafka listener: minibroker's own clients "
+            "connect to the broker's msgpack listener (listeners)"
+        )
     try:
         api_key, api_version, correlation_id, n = _HEADER.unpack_from(frame, 0)
         pos = _HEADER.size

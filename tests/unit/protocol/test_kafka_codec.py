@@ -90,7 +90,8 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from minibroker.protocol.api import RequestHeader
+from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.api import encode_request as encode_msgpack_request
 from minibroker.protocol.kafka.codec import (
     ADVERTISED_VERSIONS,
     MalformedKafkaRequest,
@@ -386,6 +387,19 @@ def test_init_producer_id_matches_an_independent_struct_encoding() -> None:
 def test_malformed_requests_are_refused(payload: bytes) -> None:
     with pytest.raises(MalformedKafkaRequest):
         decode_request(payload)
+
+
+def test_a_msgpack_client_on_the_kafka_listener_is_told_where_it_belongs() -> None:
+    # minibroker's own client's Metadata request, as its msgpack listener would read it
+    payload = encode_msgpack_request(ApiKey.METADATA, 0, 7, "minibroker", {"topics": None})
+
+    with pytest.raises(MalformedKafkaRequest) as refused:
+        decode_request(payload)
+
+    assert str(refused.value) == (
+        "a msgpack-protocol request on the Kafka listener: minibroker's own clients "
+        "connect to the broker's msgpack listener (listeners)"
+    )
 
 
 def test_bytes_after_a_complete_body_are_ignored_as_kafka_ignores_them() -> None:

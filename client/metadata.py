@@ -24,7 +24,7 @@ import trio
 
 from minibroker.client.errors import wire_error
 from minibroker.net.calls import Call
-from minibroker.net.connection import Connection
+from minibroker.net.connection import Connection, PackedBody
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -280,7 +280,7 @@ class ClusterClient:
         return await self.connection_to(broker.host, broker.port)
 
     async def request(
-        self, node_id: int, api_key: ApiKey, body: dict[str, Any], **kwargs: Any
+        self, node_id: int, api_key: ApiKey, body: dict[str, Any] | PackedBody, **kwargs: Any
     ) -> Any:
         """One request to broker ``node_id``; a failed connection is dropped and raised."""
         broker = self.metadata.brokers.get(node_id)
@@ -320,7 +320,7 @@ class ClusterClient:
         unless it was answered (``Connection.time_out``)."""
         await call.connection.time_out(call)
 
-    async def send(self, node_id: int, api_key: ApiKey, body: dict[str, Any]) -> None:
+    async def send(self, node_id: int, api_key: ApiKey, body: dict[str, Any] | PackedBody) -> None:
         """A request without response (Produce with acks=0)."""
         broker = self.metadata.brokers.get(node_id)
         conn = await self.broker_connection(node_id)

@@ -49,8 +49,9 @@ from minibroker.client.accumulator import ProducerBatch, RecordAccumulator
 from minibroker.client.errors import wire_error, with_context
 from minibroker.client.idempotence import FATAL_ERRORS, RESET_ERRORS, IdempotenceState
 from minibroker.client.metadata import ClusterClient
+from minibroker.client.produce_request import ProduceBodies
 from minibroker.net.calls import Call
-from minibroker.net.connection import Connection
+from minibroker.net.connection import Connection, PackedBody
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     DuplicateSequenceNumberError,
@@ -98,6 +99,7 @@ class Sender:
         self.request_timeout_s = request_timeout_s
         self.compression = compression
         self.max_request_size = max_request_size
+        self._bodies = ProduceBodies(acks, int(request_timeout_s * 1000))
         self._on_batch_drained = on_batch_drained
         self._in_flight: dict[int, int] = defaultdict(int)
         self.preserve_order = preserve_order
@@ -254,19 +256,15 @@ class Sender:
             self.in_flight_batches.update(batches)
         return next_at, by_node
 
-    def _request_body(self, batches: list[ProducerBatch]) -> dict[str, Any]:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for batch in batches:
-            records = batch.encode(self.compression)
-            topics.setdefault(batch.topic, []).append(
-                {"index": batch.partition, "records": records}
+    def _request_body(self, batches: list[ProducerBatch]) -> dict[str, Any] | PackedBody:
+        if len(batches) == 1:  # a send-and-wait's request: packed from a cached prefix
+            batch = batches[0]
+            return self._bodies.one_batch(
+                batch.topic, batch.partition, batch.encode(self.compression)
             )
-        return {
-            "transactional_id": None,
-            "acks": self.acks,
-            "timeout_ms": int(self.request_timeout_s * 1000),
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        }
+        return self._bodies.body(
+            [(batch.topic, batch.partition, batch.encode(self.compression)) for batch in batches]
+        )
 
     async def _produce(
         self, node: int, batches: list[ProducerBatch], call: Call | None = None

@@ -307,7 +307,7 @@ class ClusterClient:
         and wait for its response, as ``request`` does; a task cancelled here leaves the
         call for another task to await. ``bounded``: as in ``Call.response``."""
         try:
-            return _checked(call.api_key, await call.response(bounded=bounded))
+            return _checked(call.api_key, await call.connection._response(call, bounded=bounded))
         except NetworkError:
             conn = call.connection
             if self._connections.get((conn.host, conn.port)) is conn:

@@ -202,7 +202,10 @@ class Connection(CallReader):
         self._decoder = FrameDecoder(max_frame_bytes)
         self.security = security
         self._stream: trio.abc.Stream | None = None
-        self._send_lock = trio.Lock()
+        # Whose turn it is to write: a frame is written by one caller at a time, in FIFO
+        # order (trio.Lock's rules, without its bookkeeping for the uncontended case).
+        self._writing = False
+        self._write_turns = trio.lowlevel.ParkingLot()  # callers waiting for their turn
         self._pending: deque[Call] = deque()
         self._reader: Call | None = None
         self._correlation_ids = itertools.count()
@@ -375,11 +378,21 @@ class Connection(CallReader):
         return Call(self, api_key, version, self._next_correlation_id(), body, timeout)
 
     async def _response(self, call: Call, *, bounded: bool = True) -> Any:
-        if bounded:
-            with trio.move_on_at(call.deadline):
-                await self._exchange(call)
-        else:
-            await self._exchange(call)
+        # Sending and waiting are spelled out in both branches rather than put in a
+        # helper coroutine: every level of awaits is walked again on each resume.
+        try:
+            if bounded:
+                with trio.move_on_at(call.deadline):
+                    if not call.queued:
+                        await self._send(call, call.request_body, expect_response=True)
+                    await self._wait(call)
+            else:
+                if not call.queued:
+                    await self._send(call, call.request_body, expect_response=True)
+                await self._wait(call)
+        except NetworkError:
+            if call.error is None:
+                raise  # broken before its frame was queued
         if call.error is not None:
             raise NetworkError(call.error.message) from call.error
         if not call.finished:
@@ -389,15 +402,6 @@ class Connection(CallReader):
                 f"no response within {call.timeout}s"
             )
         return call.body
-
-    async def _exchange(self, call: Call) -> None:
-        try:
-            if not call.queued:
-                await self._send(call, call.request_body, expect_response=True)
-            await self._wait(call)
-        except NetworkError:
-            if call.error is None:
-                raise  # broken before its frame was queued
 
     async def time_out(self, call: Call) -> None:
         """``call``'s deadline passed: unless it was answered meanwhile, break the
@@ -434,11 +438,10 @@ class Connection(CallReader):
             buffers = encode_request_buffers(
                 pending.api_key, pending.version, pending.correlation_id, self.client_id, body
             )
-        lock = self._send_lock
-        try:
-            lock.acquire_nowait()  # uncontended: no schedule point (send_all has its own)
-        except trio.WouldBlock:
-            await lock.acquire()
+        if self._writing:  # another caller writes: wait until it hands us the turn
+            await self._write_turns.park()
+        else:  # uncontended: no schedule point (send_all has its own)
+            self._writing = True
         try:
             # A cancel that is already due must land here, where no byte has been written;
             # send_all's own first check comes right after, with no schedule point between.
@@ -467,7 +470,10 @@ class Connection(CallReader):
                     await self._break(NetworkError(f"send to {self.host}:{self.port} cut short"))
                 raise
         finally:
-            lock.release()
+            if self._write_turns:  # the oldest waiter's turn (``_writing`` stays set)
+                self._write_turns.unpark()
+            else:
+                self._writing = False
 
 
 def _raise_sasl_error(body: Any) -> None:

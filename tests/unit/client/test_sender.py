@@ -140,7 +140,12 @@ class FakeConnection:
     node: int
 
     def call(
-        self, api_key: ApiKey, body: dict[str, Any] | PackedBody, *, timeout: float
+        self,
+        api_key: ApiKey,
+        body: dict[str, Any] | PackedBody,
+        *,
+        version: int | None = None,
+        timeout: float,
     ) -> FakeCall:
         return FakeCall(self.node, api_key, body_dict(body), trio.current_time() + timeout)
 

@@ -61,7 +61,7 @@ import msgpack
 import trio
 
 from minibroker.net import socket_io
-from minibroker.net.calls import Call, CallReader
+from minibroker.net.calls import BOUNDARY_ERRORS, Call, CallReader
 from minibroker.net.security import ClientSecurity
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.api import (
@@ -169,13 +169,17 @@ class _network_errors:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
-        if exc is None:
-            return
+        if isinstance(exc, BOUNDARY_ERRORS):
+            raise self.translate(exc) from exc
+
+    def translate(self, exc: BaseException) -> NetworkError:
+        """The NetworkError standing for one of ``BOUNDARY_ERRORS``, for a caller that
+        catches them itself (``except BOUNDARY_ERRORS``: free when nothing is raised,
+        where entering and leaving ``with`` costs two calls per request)."""
         what = f"{self.verb} {self.host}:{self.port}"
-        if isinstance(exc, OSError | trio.BrokenResourceError | trio.ClosedResourceError):
-            raise NetworkError(f"{what}: {exc or type(exc).__name__}") from exc
         if isinstance(exc, FrameError):  # includes MalformedResponse
-            raise NetworkError(f"{what}: protocol violation: {exc}") from exc
+            return NetworkError(f"{what}: protocol violation: {exc}")
+        return NetworkError(f"{what}: {exc or type(exc).__name__}")
 
 
 class Connection(CallReader):
@@ -202,6 +206,8 @@ class Connection(CallReader):
         self._decoder = FrameDecoder(max_frame_bytes)
         self.security = security
         self._stream: trio.abc.Stream | None = None
+        self._socket: trio.SocketStream | None = None  # _stream, when a plain socket
+        self._tls: TlsStream | None = None  # _stream, when TLS
         # Whose turn it is to write: a frame is written by one caller at a time, in FIFO
         # order (trio.Lock's rules, without its bookkeeping for the uncontended case).
         self._writing = False
@@ -255,6 +261,10 @@ class Connection(CallReader):
             await trio.aclose_forcefully(stream)
             self._raise_if_unusable()
         self._stream = stream
+        # A plain socket is read and written directly (net/socket_io.py), a TLS stream
+        # through its own methods: told apart once here, not on every request.
+        self._socket = stream if isinstance(stream, trio.SocketStream) else None
+        self._tls = stream if isinstance(stream, TlsStream) else None
         self._move(ConnectionState.OPEN)
         security = self.security
         if security is not None and security.mechanism is not None:
@@ -429,7 +439,8 @@ class Connection(CallReader):
         raise NetworkError(f"connection to {self.host}:{self.port} not open")
 
     async def _send(self, pending: Call, body: Any, *, expect_response: bool) -> None:
-        self._raise_if_unusable()
+        if self.state is not ConnectionState.OPEN:
+            self._raise_if_unusable()
         if type(body) is PackedBody:
             buffers = packed_request_frame(
                 pending.api_key, pending.version, pending.correlation_id, self.client_id, body
@@ -446,7 +457,8 @@ class Connection(CallReader):
             # A cancel that is already due must land here, where no byte has been written;
             # send_all's own first check comes right after, with no schedule point between.
             await trio.lowlevel.checkpoint_if_cancelled()
-            self._raise_if_unusable()
+            if self.state is not ConnectionState.OPEN:
+                self._raise_if_unusable()
             stream = self._stream
             assert stream is not None
             if expect_response:
@@ -454,12 +466,14 @@ class Connection(CallReader):
                 pending.queued = True
                 pending.request_body = None
             try:
-                with self._send_errors:
+                try:
                     if len(buffers) == 1:  # a request without large record data
                         await socket_io.send_all(stream, buffers[0])
                     else:
                         for chunk in _coalesce(buffers):
                             await socket_io.send_all(stream, chunk)
+                except BOUNDARY_ERRORS as exc:
+                    raise self._send_errors.translate(exc) from exc
             except NetworkError as exc:
                 with trio.CancelScope(shield=True):
                     await self._break(exc)

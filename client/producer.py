@@ -348,11 +348,8 @@ class Producer:
     # --- internals -------------------------------------------------------------------
 
     def _batch_closed(self, topic: str, partition: int) -> None:
-        partitioner = self._partitioner
-        if partitioner.sticky(topic) != partition:
-            return  # not the sticky partition's batch: nothing moves (on_new_batch's rule)
         meta = self.cluster.metadata
-        partitioner.on_new_batch(
+        self._partitioner.on_new_batch(
             topic, partition, meta.partition_count(topic), meta.available_partitions(topic)
         )
 

@@ -121,11 +121,14 @@ def packed_request_frame(
     (fixarray 4, 0x94) becomes that of an array of 5 (0x95)."""
     head = _pack_head([int(api_key), api_version, correlation_id, client_id])
     parts = body.parts
+    if len(parts) == 1:  # the usual small request: one buffer
+        part = parts[0]
+        size = len(head) + (part.nbytes if isinstance(part, memoryview) else len(part))
+        return [b"".join((frame_prefix(size), b"\x95", head[1:], part))]
     size = len(head)
     for part in parts:
         size += part.nbytes if isinstance(part, memoryview) else len(part)
-    first = b"".join((frame_prefix(size), b"\x95", memoryview(head)[1:], parts[0]))
-    return [first] if len(parts) == 1 else [first, *parts[1:]]
+    return [b"".join((frame_prefix(size), b"\x95", head[1:], parts[0])), *parts[1:]]
 
 
 class ConnectionState(enum.Enum):

@@ -24,7 +24,7 @@ import trio
 
 from minibroker.client.errors import wire_error
 from minibroker.net.calls import Call
-from minibroker.net.connection import Connection
+from minibroker.net.connection import Connection, PackedBody
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -280,7 +280,7 @@ class ClusterClient:
         return await self.connection_to(broker.host, broker.port)
 
     async def request(
-        self, node_id: int, api_key: ApiKey, body: dict[str, Any], **kwargs: Any
+        self, node_id: int, api_key: ApiKey, body: dict[str, Any] | PackedBody, **kwargs: Any
     ) -> Any:
         """One request to broker ``node_id``; a failed connection is dropped and raised."""
         broker = self.metadata.brokers.get(node_id)
@@ -307,7 +307,7 @@ class ClusterClient:
         and wait for its response, as ``request`` does; a task cancelled here leaves the
         call for another task to await. ``bounded``: as in ``Call.response``."""
         try:
-            return _checked(call.api_key, await call.response(bounded=bounded))
+            return _checked(call.api_key, await call.connection._response(call, bounded=bounded))
         except NetworkError:
             conn = call.connection
             if self._connections.get((conn.host, conn.port)) is conn:
@@ -320,7 +320,7 @@ class ClusterClient:
         unless it was answered (``Connection.time_out``)."""
         await call.connection.time_out(call)
 
-    async def send(self, node_id: int, api_key: ApiKey, body: dict[str, Any]) -> None:
+    async def send(self, node_id: int, api_key: ApiKey, body: dict[str, Any] | PackedBody) -> None:
         """A request without response (Produce with acks=0)."""
         broker = self.metadata.brokers.get(node_id)
         conn = await self.broker_connection(node_id)

@@ -260,11 +260,13 @@ class Producer:
         if partition is None:
             partitioner = self._partitioner
             sticky = partitioner.sticky(topic) if key is None else None
-            # The partitions with a leader are only looked at to choose a new sticky one:
-            # not listed for every record (a list as long as the topic's partitions).
-            choosing = key is None and (sticky is None or sticky >= count)
-            available = meta.available_partitions(topic) if choosing else ()
-            partition = partitioner.partition(topic, key, count, available)
+            if sticky is not None and sticky < count:
+                partition = sticky  # what partitioner.partition would answer: skip it
+            else:
+                # The partitions with a leader are only looked at to choose a new sticky
+                # one: not listed for every record (a list as long as the topic's).
+                available = meta.available_partitions(topic) if key is None else ()
+                partition = partitioner.partition(topic, key, count, available)
         elif may_wait and partition >= count and self._tasks.nursery is not None:
             return self._wait_for_topic(topic, value, key, headers, partition, timestamp_ms)
         elif not 0 <= partition < count:

@@ -49,9 +49,10 @@ from minibroker.client.accumulator import ProducerBatch, RecordAccumulator
 from minibroker.client.errors import wire_error, with_context
 from minibroker.client.idempotence import FATAL_ERRORS, RESET_ERRORS, IdempotenceState
 from minibroker.client.metadata import ClusterClient
+from minibroker.client.produce_request import ProduceBodies
 from minibroker.net.calls import Call
-from minibroker.net.connection import Connection
-from minibroker.protocol.api import ApiKey
+from minibroker.net.connection import Connection, PackedBody
+from minibroker.protocol.api import ApiKey, latest_version
 from minibroker.protocol.errors import (
     DuplicateSequenceNumberError,
     KafkaError,
@@ -64,6 +65,7 @@ from minibroker.protocol.records import Compression
 log = logging.getLogger(__name__)
 
 RESPONSE_MARGIN_S = 5.0  # beyond the broker's own acks timeout before we give up waiting
+PRODUCE_VERSION = latest_version(ApiKey.PRODUCE)  # looked up once, not per request
 
 
 def _with_partition(error: KafkaError, batch: ProducerBatch) -> KafkaError:
@@ -98,6 +100,7 @@ class Sender:
         self.request_timeout_s = request_timeout_s
         self.compression = compression
         self.max_request_size = max_request_size
+        self._bodies = ProduceBodies(acks, int(request_timeout_s * 1000))
         self._on_batch_drained = on_batch_drained
         self._in_flight: dict[int, int] = defaultdict(int)
         self.preserve_order = preserve_order
@@ -210,17 +213,21 @@ class Sender:
                 self.acc.abort_all(idempotence.fatal)
                 return math.inf, {}
             idempotence.maybe_bump()
+        acc = self.acc
         meta = self.cluster.metadata
         by_node: dict[int, list[ProducerBatch]] = {}
-        bytes_by_node: dict[int, int] = defaultdict(int)
+        bytes_by_node: dict[int, int] = {}
         next_at = math.inf
         unknown_leader = False
-        for topic, partition, queue in self.acc.partitions_with_batches():
+        # Comparisons, not min(): this runs for every send-and-wait.
+        for topic, partition, queue in acc.partitions_with_batches():
             batch = queue[0]
-            next_at = min(next_at, batch.deadline)
-            ready_at = self.acc.head_ready_at(batch)
+            if batch.deadline < next_at:
+                next_at = batch.deadline
+            ready_at = acc.head_ready_at(batch)
             if ready_at > now:
-                next_at = min(next_at, ready_at)
+                if ready_at < next_at:
+                    next_at = ready_at
                 continue
             leader = meta.leader(topic, partition)
             if leader < 0 or leader not in meta.brokers:
@@ -233,15 +240,20 @@ class Sender:
                     continue  # a request finishing sets the wakeup event
             elif (topic, partition) in self._muted:
                 continue  # its previous batch is in flight (preserve_order)
-            if bytes_by_node[leader] and bytes_by_node[leader] + batch.size > self.max_request_size:
+            taken = bytes_by_node.get(leader, 0)
+            if taken and taken + batch.size > self.max_request_size:
                 next_at = now  # the rest goes in the next request, right away
                 continue
             queue.popleft()
             if not batch.sealed:
                 self._on_batch_drained(topic, partition)  # a lingered batch: move sticky on
             batch.sealed = True
-            by_node.setdefault(leader, []).append(batch)
-            bytes_by_node[leader] += batch.size
+            batches = by_node.get(leader)
+            if batches is None:
+                by_node[leader] = [batch]
+            else:
+                batches.append(batch)
+            bytes_by_node[leader] = taken + batch.size
             if idempotence is not None:
                 idempotence.sending(batch)
             elif self.preserve_order:
@@ -254,19 +266,15 @@ class Sender:
             self.in_flight_batches.update(batches)
         return next_at, by_node
 
-    def _request_body(self, batches: list[ProducerBatch]) -> dict[str, Any]:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for batch in batches:
-            records = batch.encode(self.compression)
-            topics.setdefault(batch.topic, []).append(
-                {"index": batch.partition, "records": records}
+    def _request_body(self, batches: list[ProducerBatch]) -> dict[str, Any] | PackedBody:
+        if len(batches) == 1:  # a send-and-wait's request: packed from a cached prefix
+            batch = batches[0]
+            return self._bodies.one_batch(
+                batch.topic, batch.partition, batch.encode(self.compression)
             )
-        return {
-            "transactional_id": None,
-            "acks": self.acks,
-            "timeout_ms": int(self.request_timeout_s * 1000),
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        }
+        return self._bodies.body(
+            [(batch.topic, batch.partition, batch.encode(self.compression)) for batch in batches]
+        )
 
     async def _produce(
         self, node: int, batches: list[ProducerBatch], call: Call | None = None
@@ -307,7 +315,10 @@ class Sender:
         try:
             body = self._request_body(batches)
             call = conn.call(
-                ApiKey.PRODUCE, body, timeout=self.request_timeout_s + RESPONSE_MARGIN_S
+                ApiKey.PRODUCE,
+                body,
+                version=PRODUCE_VERSION,
+                timeout=self.request_timeout_s + RESPONSE_MARGIN_S,
             )
             # Its deadline is the drain loop's to enforce (see _watch): no cancel scope.
             calls[call] = None

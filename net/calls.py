@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from contextlib import AbstractContextManager
 from typing import Any, Final, Protocol
 
 import trio
@@ -20,13 +19,24 @@ from minibroker.net import socket_io
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.api import MalformedResponse, decode_response
 from minibroker.protocol.errors import NetworkError
-from minibroker.protocol.frames import NEED_DATA, FrameDecoder
+from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 
 RECEIVE_SIZE: Final = 256 * 1024
 """Bytes asked of each receive: large enough that a 1 MiB fetch is a handful of reads."""
 
 MAX_RECEIVE_SIZE: Final = 4 * 1024 * 1024
 """Upper bound of one receive while the decoder knows a large frame is in progress."""
+
+
+BOUNDARY_ERRORS: Final = (OSError, trio.BrokenResourceError, trio.ClosedResourceError, FrameError)
+"""What a socket, a Trio stream or the frame decoder raise: each becomes NetworkError
+(net/connection.py's ``_network_errors``, the one boundary)."""
+
+
+class Translating(Protocol):
+    """Makes the NetworkError that stands for one of ``BOUNDARY_ERRORS``."""
+
+    def translate(self, exc: BaseException) -> NetworkError: ...
 
 
 class Answering(Protocol):
@@ -119,10 +129,12 @@ class CallReader:
     host: str
     port: int
     _stream: trio.abc.Stream | None
+    _socket: trio.SocketStream | None  # _stream, when a plain socket
+    _tls: TlsStream | None  # _stream, when TLS
     _decoder: FrameDecoder
     _pending: deque[Call]
     _reader: Call | None
-    _receive_errors: AbstractContextManager[None]  # errors become NetworkError
+    _receive_errors: Translating  # errors become NetworkError
 
     async def _break(self, error: NetworkError) -> None:
         raise NotImplementedError
@@ -156,27 +168,47 @@ class CallReader:
         stream = self._stream
         assert stream is not None
         decoder = self._decoder
+        # A plain socket is read here, not through socket_io.receive_some: one level of
+        # awaits less to walk on each resume of a lone caller's round trip.
+        socket = self._socket
+        tls = self._tls
         # The first read waits before trying: the answer to a request just sent is not
         # there yet (a try would cost a system call and an exception per round trip).
         wait_first = True
         try:
-            with self._receive_errors:
+            try:
                 while not pending.finished:
                     frame = decoder.next_frame()
-                    if frame is NEED_DATA:
-                        size = min(max(RECEIVE_SIZE, decoder.bytes_needed), MAX_RECEIVE_SIZE)
-                        data: bytes | bytearray
-                        if isinstance(stream, TlsStream):
-                            data = await stream.receive_some(size, wait_first=wait_first)
-                        else:
-                            data = await socket_io.receive_some(stream, size, wait_first=wait_first)
-                        wait_first = False
-                        if not data:
-                            raise NetworkError(f"connection closed by {self.host}:{self.port}")
-                        decoder.feed(data)
-                    else:
+                    if frame is not NEED_DATA:
                         assert isinstance(frame, bytes)
                         self._deliver(frame)
+                        continue
+                    size = decoder.bytes_needed  # more than RECEIVE_SIZE: a large frame
+                    if size <= RECEIVE_SIZE:
+                        size = RECEIVE_SIZE
+                    elif size > MAX_RECEIVE_SIZE:
+                        size = MAX_RECEIVE_SIZE
+                    data: bytes | bytearray | None
+                    if socket is not None:
+                        data = None if wait_first else socket_io.receive_now(socket, size)
+                        while data is None:
+                            await trio.lowlevel.wait_readable(socket.socket)
+                            data = socket_io.receive_now(socket, size)
+                    elif tls is not None:
+                        data = await tls.receive_some(size, wait_first=wait_first)
+                    else:
+                        data = await stream.receive_some(size)
+                    wait_first = False
+                    if not data:
+                        raise NetworkError(f"connection closed by {self.host}:{self.port}")
+                    # The usual read is exactly one answer: no copy into the decoder.
+                    whole = decoder.whole_frame(data) if type(data) is bytes else None
+                    if whole is None:
+                        decoder.feed(data)
+                    else:
+                        self._deliver(whole)
+            except BOUNDARY_ERRORS as exc:  # the boundary (see net/connection.py)
+                raise self._receive_errors.translate(exc) from exc
         except NetworkError as exc:
             with trio.CancelScope(shield=True):
                 await self._break(exc)

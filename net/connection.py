@@ -57,10 +57,11 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Final
 
+import msgpack
 import trio
 
 from minibroker.net import socket_io
-from minibroker.net.calls import Call, CallReader
+from minibroker.net.calls import BOUNDARY_ERRORS, Call, CallReader
 from minibroker.net.security import ClientSecurity
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.api import (
@@ -75,7 +76,12 @@ from minibroker.protocol.errors import (
     SaslAuthenticationFailedError,
     error_for_code,
 )
-from minibroker.protocol.frames import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameError
+from minibroker.protocol.frames import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameDecoder,
+    FrameError,
+    frame_prefix,
+)
 from minibroker.protocol.sasl import SaslClient
 from minibroker.protocol.schemas.packing import Buffer
 
@@ -89,6 +95,40 @@ COALESCE_MAX_BYTES: Final = 64 * 1024
 """Adjacent buffers up to this size are joined into one send (fewer syscalls)."""
 
 DEFAULT_CLIENT_ID: Final = "minibroker"
+
+_pack_head = msgpack.Packer(autoreset=True).pack
+
+
+class PackedBody:
+    """A request body the caller packed itself: ``b"".join(parts)`` is exactly the
+    msgpack bytes ``encode_request_buffers`` would write for the body as a dict. For a
+    request sent once per small round trip (a one-batch Produce), where walking the
+    dict for large binary values costs more than packing it. A large value may be a
+    part of its own, sent without being copied, as ``encode_request_buffers`` does."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[Buffer]) -> None:
+        self.parts = parts
+
+
+def packed_request_frame(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: PackedBody
+) -> list[Buffer]:
+    """The frame ``encode_request_buffers`` writes, around a body packed by the caller:
+    the envelope is the msgpack array [api_key, version, correlation_id, client_id,
+    body], so its first four items are packed as an array of 4 whose header byte
+    (fixarray 4, 0x94) becomes that of an array of 5 (0x95)."""
+    head = _pack_head([int(api_key), api_version, correlation_id, client_id])
+    parts = body.parts
+    if len(parts) == 1:  # the usual small request: one buffer
+        part = parts[0]
+        size = len(head) + (part.nbytes if isinstance(part, memoryview) else len(part))
+        return [b"".join((frame_prefix(size), b"\x95", head[1:], part))]
+    size = len(head)
+    for part in parts:
+        size += part.nbytes if isinstance(part, memoryview) else len(part)
+    return [b"".join((frame_prefix(size), b"\x95", head[1:], parts[0])), *parts[1:]]
 
 
 class ConnectionState(enum.Enum):
@@ -132,13 +172,17 @@ class _network_errors:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
-        if exc is None:
-            return
+        if isinstance(exc, BOUNDARY_ERRORS):
+            raise self.translate(exc) from exc
+
+    def translate(self, exc: BaseException) -> NetworkError:
+        """The NetworkError standing for one of ``BOUNDARY_ERRORS``, for a caller that
+        catches them itself (``except BOUNDARY_ERRORS``: free when nothing is raised,
+        where entering and leaving ``with`` costs two calls per request)."""
         what = f"{self.verb} {self.host}:{self.port}"
-        if isinstance(exc, OSError | trio.BrokenResourceError | trio.ClosedResourceError):
-            raise NetworkError(f"{what}: {exc or type(exc).__name__}") from exc
         if isinstance(exc, FrameError):  # includes MalformedResponse
-            raise NetworkError(f"{what}: protocol violation: {exc}") from exc
+            return NetworkError(f"{what}: protocol violation: {exc}")
+        return NetworkError(f"{what}: {exc or type(exc).__name__}")
 
 
 class Connection(CallReader):
@@ -165,7 +209,12 @@ class Connection(CallReader):
         self._decoder = FrameDecoder(max_frame_bytes)
         self.security = security
         self._stream: trio.abc.Stream | None = None
-        self._send_lock = trio.Lock()
+        self._socket: trio.SocketStream | None = None  # _stream, when a plain socket
+        self._tls: TlsStream | None = None  # _stream, when TLS
+        # Whose turn it is to write: a frame is written by one caller at a time, in FIFO
+        # order (trio.Lock's rules, without its bookkeeping for the uncontended case).
+        self._writing = False
+        self._write_turns = trio.lowlevel.ParkingLot()  # callers waiting for their turn
         self._pending: deque[Call] = deque()
         self._reader: Call | None = None
         self._correlation_ids = itertools.count()
@@ -215,6 +264,10 @@ class Connection(CallReader):
             await trio.aclose_forcefully(stream)
             self._raise_if_unusable()
         self._stream = stream
+        # A plain socket is read and written directly (net/socket_io.py), a TLS stream
+        # through its own methods: told apart once here, not on every request.
+        self._socket = stream if isinstance(stream, trio.SocketStream) else None
+        self._tls = stream if isinstance(stream, TlsStream) else None
         self._move(ConnectionState.OPEN)
         security = self.security
         if security is not None and security.mechanism is not None:
@@ -338,11 +391,21 @@ class Connection(CallReader):
         return Call(self, api_key, version, self._next_correlation_id(), body, timeout)
 
     async def _response(self, call: Call, *, bounded: bool = True) -> Any:
-        if bounded:
-            with trio.move_on_at(call.deadline):
-                await self._exchange(call)
-        else:
-            await self._exchange(call)
+        # Sending and waiting are spelled out in both branches rather than put in a
+        # helper coroutine: every level of awaits is walked again on each resume.
+        try:
+            if bounded:
+                with trio.move_on_at(call.deadline):
+                    if not call.queued:
+                        await self._send(call, call.request_body, expect_response=True)
+                    await self._wait(call)
+            else:
+                if not call.queued:
+                    await self._send(call, call.request_body, expect_response=True)
+                await self._wait(call)
+        except NetworkError:
+            if call.error is None:
+                raise  # broken before its frame was queued
         if call.error is not None:
             raise NetworkError(call.error.message) from call.error
         if not call.finished:
@@ -352,15 +415,6 @@ class Connection(CallReader):
                 f"no response within {call.timeout}s"
             )
         return call.body
-
-    async def _exchange(self, call: Call) -> None:
-        try:
-            if not call.queued:
-                await self._send(call, call.request_body, expect_response=True)
-            await self._wait(call)
-        except NetworkError:
-            if call.error is None:
-                raise  # broken before its frame was queued
 
     async def time_out(self, call: Call) -> None:
         """``call``'s deadline passed: unless it was answered meanwhile, break the
@@ -388,20 +442,26 @@ class Connection(CallReader):
         raise NetworkError(f"connection to {self.host}:{self.port} not open")
 
     async def _send(self, pending: Call, body: Any, *, expect_response: bool) -> None:
-        self._raise_if_unusable()
-        buffers = encode_request_buffers(
-            pending.api_key, pending.version, pending.correlation_id, self.client_id, body
-        )
-        lock = self._send_lock
-        try:
-            lock.acquire_nowait()  # uncontended: no schedule point (send_all has its own)
-        except trio.WouldBlock:
-            await lock.acquire()
+        if self.state is not ConnectionState.OPEN:
+            self._raise_if_unusable()
+        if type(body) is PackedBody:
+            buffers = packed_request_frame(
+                pending.api_key, pending.version, pending.correlation_id, self.client_id, body
+            )
+        else:
+            buffers = encode_request_buffers(
+                pending.api_key, pending.version, pending.correlation_id, self.client_id, body
+            )
+        if self._writing:  # another caller writes: wait until it hands us the turn
+            await self._write_turns.park()
+        else:  # uncontended: no schedule point (send_all has its own)
+            self._writing = True
         try:
             # A cancel that is already due must land here, where no byte has been written;
             # send_all's own first check comes right after, with no schedule point between.
             await trio.lowlevel.checkpoint_if_cancelled()
-            self._raise_if_unusable()
+            if self.state is not ConnectionState.OPEN:
+                self._raise_if_unusable()
             stream = self._stream
             assert stream is not None
             if expect_response:
@@ -409,12 +469,14 @@ class Connection(CallReader):
                 pending.queued = True
                 pending.request_body = None
             try:
-                with self._send_errors:
+                try:
                     if len(buffers) == 1:  # a request without large record data
                         await socket_io.send_all(stream, buffers[0])
                     else:
                         for chunk in _coalesce(buffers):
                             await socket_io.send_all(stream, chunk)
+                except BOUNDARY_ERRORS as exc:
+                    raise self._send_errors.translate(exc) from exc
             except NetworkError as exc:
                 with trio.CancelScope(shield=True):
                     await self._break(exc)
@@ -425,7 +487,10 @@ class Connection(CallReader):
                     await self._break(NetworkError(f"send to {self.host}:{self.port} cut short"))
                 raise
         finally:
-            lock.release()
+            if self._write_turns:  # the oldest waiter's turn (``_writing`` stays set)
+                self._write_turns.unpark()
+            else:
+                self._writing = False
 
 
 def _raise_sasl_error(body: Any) -> None:

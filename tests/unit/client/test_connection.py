@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from functools import partial
@@ -503,3 +504,69 @@ async def test_many_callers_with_random_delays_timeouts_and_cancels_each_get_the
     assert all(name == got for name, got in answered.items())
     assert len(answered) + len(gave_up) == len(delays)
     assert answered  # the run is not vacuous
+
+
+SMALL_SOCKET_BUFFER = 64 * 1024  # both ends' buffers together hold a few hundred KiB
+
+
+@pytest.mark.timeout(30)
+async def test_writers_take_turns_in_order_and_one_cancelled_while_waiting_writes_nothing() -> None:
+    """A frame that fills the socket holds the turn to write; the callers behind it
+    write after it, in the order they came, and one cancelled before its turn leaves
+    no byte on the wire (the connection stays usable)."""
+    records = bytes(range(256)) * 4096 * 4  # 4 MiB: far more than the socket buffers hold
+    reading = trio.Event()  # the server reads nothing before it is set
+    seen: list[str] = []
+
+    async def gated(stream: trio.SocketStream) -> None:
+        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_SOCKET_BUFFER)
+        await reading.wait()
+
+        async def on_request(header: RequestHeader, body: Any, frame: bytes) -> None:
+            name = body["topics"][0]["name"]
+            assert body["topics"][0]["partitions"][0]["records"] == records
+            seen.append(name)
+            answer = {"topics": [{"name": name, "partitions": [{"index": 0, "base_offset": 0}]}]}
+            for buf in encode_response(header.correlation_id, answer):
+                await stream.send_all(buf)
+
+        with suppress(trio.BrokenResourceError):
+            await serve_frames(stream, on_request)
+
+    def produce(name: str) -> dict[str, Any]:
+        partitions = [{"index": 0, "records": records}]
+        return {"acks": 1, "timeout_ms": 1000, "topics": [{"name": name, "partitions": partitions}]}
+
+    answered: list[str] = []
+    async with trio.open_nursery() as servers:
+        port = await listen(servers, gated)
+        async with Connection("127.0.0.1", port) as conn, trio.open_nursery() as nursery:
+            assert isinstance(conn._stream, trio.SocketStream)
+            conn._stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SMALL_SOCKET_BUFFER)
+
+            async def send(name: str) -> None:
+                body = await conn.request(ApiKey.PRODUCE, produce(name), timeout=20)
+                answered.append(body["topics"][0]["name"])
+
+            cancelled = trio.CancelScope()
+
+            async def send_cancelled() -> None:
+                with cancelled:
+                    await send("cancelled")
+
+            nursery.start_soon(send, "first")  # its frame fills the socket: it holds the turn
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(send_cancelled)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(send, "second")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(send, "third")
+            await trio.testing.wait_all_tasks_blocked()
+            cancelled.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            reading.set()
+        assert conn.state is ConnectionState.CLOSED
+        servers.cancel_scope.cancel()
+    assert seen == ["first", "second", "third"]
+    assert answered == ["first", "second", "third"]
+    assert cancelled.cancelled_caught

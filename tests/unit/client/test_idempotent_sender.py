@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from minibroker.client.producer import Producer
+from minibroker.net.connection import PackedBody
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     ConfigError,
@@ -27,7 +28,7 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.records import decode_records, iter_headers
 from minibroker.storage.log import Log
-from tests.unit.client.test_sender import FakeCluster, _metadata
+from tests.unit.client.test_sender import FakeCluster, _metadata, body_dict
 from tests.unit.storage.batches import SMALL, read_all
 
 
@@ -50,8 +51,11 @@ class FakeLeader(FakeCluster):
         self.next_producer_id += 1
         return {"error_code": 0, "producer_id": self.next_producer_id, "producer_epoch": 0}
 
-    async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+    async def request(
+        self, node: int, api_key: ApiKey, body: dict[str, Any] | PackedBody, **kw: Any
+    ) -> Any:
         assert api_key == ApiKey.PRODUCE
+        body = body_dict(body)
         self.produces += 1
         number = self.produces
         if self.slow_every and number % self.slow_every == 1:

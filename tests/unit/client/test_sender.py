@@ -6,12 +6,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import msgpack
 import pytest
 import trio
 
 from minibroker.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from minibroker.client.producer import Producer
 from minibroker.client.sender import RESPONSE_MARGIN_S
+from minibroker.net.connection import PackedBody
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     KafkaError,
@@ -31,6 +33,14 @@ def _metadata(leaders: list[int]) -> ClusterMetadata:
         PartitionInfo("t", p, leader, 0, (1, 2), (1, 2)) for p, leader in enumerate(leaders)
     )
     return ClusterMetadata(brokers, {"t": TopicInfo("t", parts)}, controller_id=1)
+
+
+def body_dict(body: dict[str, Any] | PackedBody) -> dict[str, Any]:
+    """A request body as the broker reads it (the sender packs one-batch bodies itself)."""
+    if isinstance(body, PackedBody):
+        unpacked: dict[str, Any] = msgpack.unpackb(b"".join(body.parts))
+        return unpacked
+    return body
 
 
 def ok_answer(node: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -70,8 +80,11 @@ class FakeCluster:
     def request_update(self) -> None:
         self.updates += 1
 
-    async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+    async def request(
+        self, node: int, api_key: ApiKey, body: dict[str, Any] | PackedBody, **kw: Any
+    ) -> Any:
         assert api_key == ApiKey.PRODUCE
+        body = body_dict(body)
         self.requests.append((node, body))
         await trio.sleep(0)
         return self.answer(node, body)
@@ -126,8 +139,15 @@ class FakeCall:
 class FakeConnection:
     node: int
 
-    def call(self, api_key: ApiKey, body: dict[str, Any], *, timeout: float) -> FakeCall:
-        return FakeCall(self.node, api_key, body, trio.current_time() + timeout)
+    def call(
+        self,
+        api_key: ApiKey,
+        body: dict[str, Any] | PackedBody,
+        *,
+        version: int | None = None,
+        timeout: float,
+    ) -> FakeCall:
+        return FakeCall(self.node, api_key, body_dict(body), trio.current_time() + timeout)
 
 
 def _producer(cluster: FakeCluster, **options: Any) -> Producer:
@@ -179,10 +199,12 @@ async def test_not_leader_is_retried_after_a_metadata_update() -> None:
 async def test_a_lost_connection_is_retried() -> None:
     failures = [NetworkError("connection reset")]
 
-    async def flaky(node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+    async def flaky(
+        node: int, api_key: ApiKey, body: dict[str, Any] | PackedBody, **kw: Any
+    ) -> Any:
         if failures:
             raise failures.pop()
-        return ok_answer(node, body)
+        return ok_answer(node, body_dict(body))
 
     cluster = FakeCluster(_metadata([2]))
     cluster.request = flaky  # type: ignore[method-assign]
@@ -229,10 +251,12 @@ async def test_a_retried_batch_keeps_its_place_in_the_partition() -> None:
     calls = 0
     in_flight: set[int] = set()
 
-    async def write(node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+    async def write(
+        node: int, api_key: ApiKey, body: dict[str, Any] | PackedBody, **kw: Any
+    ) -> Any:
         nonlocal calls
         calls += 1
-        [partition] = body["topics"][0]["partitions"]
+        [partition] = body_dict(body)["topics"][0]["partitions"]
         assert partition["index"] not in in_flight, "two batches of a partition in flight"
         in_flight.add(partition["index"])
         await trio.sleep(0.001 * (calls % 3))  # answers take varying time
@@ -304,7 +328,10 @@ async def test_a_send_cancelled_while_awaiting_its_answer_still_delivers_the_rec
     answered: list[bytes | None] = []
 
     class GatedCluster(FakeCluster):
-        async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+        async def request(
+            self, node: int, api_key: ApiKey, body: dict[str, Any] | PackedBody, **kw: Any
+        ) -> Any:
+            body = body_dict(body)
             self.requests.append((node, body))
             await release.wait()
             [partition] = body["topics"][0]["partitions"]
@@ -330,11 +357,13 @@ async def test_a_send_whose_answer_never_comes_is_timed_out_by_the_drain_loop_an
     attempts: list[float] = []
 
     class SilentOnceCluster(FakeCluster):
-        async def request(self, node: int, api_key: ApiKey, body: dict[str, Any], **kw: Any) -> Any:
+        async def request(
+            self, node: int, api_key: ApiKey, body: dict[str, Any] | PackedBody, **kw: Any
+        ) -> Any:
             attempts.append(trio.current_time())
             if len(attempts) == 1:
                 await trio.sleep_forever()  # this answer is lost
-            return self.answer(node, body)
+            return self.answer(node, body_dict(body))
 
     cluster = SilentOnceCluster(_metadata([1]))
     async with _producer(cluster, linger_ms=0, request_timeout_ms=1000) as producer:

@@ -282,8 +282,9 @@ class Partition:
             epoch = self.epoch_for_offset(info.last_offset)
             return AppendResult(info, -1, self.log.log_start_offset, False, epoch)
         moved = self.maybe_increment_high_watermark()
-        return AppendResult._make(
-            (info, append_time, self.log.log_start_offset, moved, self.leader_epoch)
+        # tuple.__new__: no generated __new__ or length check, once per produce.
+        return tuple.__new__(
+            AppendResult, (info, append_time, self.log.log_start_offset, moved, self.leader_epoch)
         )
 
     def read(

@@ -165,6 +165,9 @@ def test_damaged_and_truncated_batches_raise_the_same_errors(
         compiled_codec,
         lambda: log_validator.count_records(damaged, BATCH_HEADER_SIZE, len(damaged), 0),
     )
+    # the produce check: one batch filling the buffer, then with bytes after it
+    same(compiled_codec, lambda: log_validator.check_record_counts(damaged))
+    same(compiled_codec, lambda: log_validator.check_record_counts(damaged + b"\x00" * 61))
 
 
 def batch_of(

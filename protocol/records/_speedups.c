@@ -751,9 +751,13 @@ static PyObject *
 batch_header(PyObject *module, PyObject *args)
 {
     Py_buffer view;
-    Py_ssize_t pos;
-    if (!PyArg_ParseTuple(args, "y*n", &view, &pos))
+    PyObject *where;
+    if (!PyArg_ParseTuple(args, "y*O!", &view, &PyLong_Type, &where))
         return NULL;
+    /* A position past any buffer (even past Py_ssize_t) is the Python code's to refuse. */
+    Py_ssize_t pos = PyLong_AsSsize_t(where);
+    if (pos == -1 && PyErr_Occurred())
+        PyErr_Clear();
     const uint8_t *p = (const uint8_t *)view.buf;
     PyObject *result = NULL;
     if (!have_crc32c_instruction || pos < 0 || view.len - pos < BATCH_HEADER_SIZE)

@@ -494,8 +494,10 @@ def test_large_batches_and_bad_positions_are_left_to_python(compiled_codec: Modu
     assert compiled_codec.batch_header(large, 0) is None
     with codec(compiled_codec):
         assert validate_batch(large).record_count == 1  # still checked, by Python
-    for pos in (-1, 1, len(small), 2**62):
+    for pos in (-1, 1, len(small), 2**62, 2**64, -(2**64)):
         assert compiled_codec.batch_header(small, pos) is None
+    with codec(compiled_codec), pytest.raises(CorruptMessageError):
+        validate_batch(small, 2**64)
 
 
 def test_fuzzed_headers_pass_the_compiled_check_only_when_python_passes_them(

@@ -29,6 +29,7 @@ from minibroker.protocol.records import (
     ConsumerRecord,
     DecodedRecord,
     Record,
+    accel,
     decode_batch,
     decode_consumer_records,
     encode_batch,
@@ -397,6 +398,27 @@ def test_a_missing_compiled_module_falls_back_to_python() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "python b'v'"
+
+
+def test_a_compiled_module_older_than_the_source_is_not_used() -> None:
+    probe = (
+        "import sys, types\n"
+        "stale = types.ModuleType('_speedups')\n"
+        "stale.count_records = lambda *args: 1 / 0  # a build without batch_header\n"
+        "sys.modules['minibroker.protocol.records._speedups'] = stale\n"
+        "from minibroker.protocol.records import accel, encode_values, validate_batch\n"
+        "print(accel.BACKEND, validate_batch(encode_values([b'v'], timestamp=1)).record_count)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "python 1"
+
+
+def test_the_built_module_has_every_function_the_python_code_calls(
+    compiled_codec: ModuleType,
+) -> None:
+    assert all(callable(getattr(compiled_codec, name)) for name in accel.FUNCTIONS)
 
 
 wide_timestamp_st = st.one_of(

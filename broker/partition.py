@@ -34,6 +34,7 @@ from minibroker.broker.log_validator import (
     stamp_log_append_time,
     stored_codec,
 )
+from minibroker.protocol.compression import Compression
 from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -96,6 +97,26 @@ class AppendResult(NamedTuple):
     leader_epoch: int = NO_EPOCH  # the epoch stamped into the batches (acks=all checks it)
 
 
+class _AppendRules(NamedTuple):
+    """What a leader append asks of a topic's config, worked out once per config (a
+    TopicConfig is frozen: a change replaces ``Partition.config``) rather than on
+    every produce."""
+
+    config: TopicConfig
+    compact: bool  # records need keys
+    codec: Compression | None  # what batches are stored in; None: as the producer sent
+    log_append_time: bool
+
+    @classmethod
+    def of(cls, config: TopicConfig) -> _AppendRules:
+        return cls(
+            config,
+            "compact" in config.cleanup_policy,
+            stored_codec(config.compression_type),
+            config.log_append_time,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     """What a fetch of one partition found; ``records`` may be a view of segment data."""
@@ -121,6 +142,7 @@ class Partition:
         self.local_broker_id = local_broker_id
         self.log = log
         self.config = config
+        self._append_rules: _AppendRules | None = None  # worked out at the first append
         self.clock = clock
         self.leader_id = -1
         self.leader_epoch = NO_EPOCH
@@ -241,14 +263,16 @@ class Partition:
                 f"{config.min_insync_replicas}"
             )
         check_record_counts(records)
-        if "compact" in config.cleanup_policy:
+        rules = self._append_rules
+        if rules is None or rules.config is not config:  # first append, or a new config
+            rules = self._append_rules = _AppendRules.of(config)
+        if rules.compact:
             check_keys(records)
-        codec = stored_codec(config.compression_type)
-        if codec is not None:
-            records = recompress(records, codec)
+        if rules.codec is not None:
+            records = recompress(records, rules.codec)
         buf = bytearray(records)
         append_time = -1
-        if config.log_append_time:
+        if rules.log_append_time:
             append_time = self.clock()
             stamp_log_append_time(buf, append_time)
         info = self.log.append(buf, assign_offsets=True, leader_epoch=self.leader_epoch)
@@ -258,8 +282,9 @@ class Partition:
             epoch = self.epoch_for_offset(info.last_offset)
             return AppendResult(info, -1, self.log.log_start_offset, False, epoch)
         moved = self.maybe_increment_high_watermark()
-        return AppendResult._make(
-            (info, append_time, self.log.log_start_offset, moved, self.leader_epoch)
+        # tuple.__new__: no generated __new__ or length check, once per produce.
+        return tuple.__new__(
+            AppendResult, (info, append_time, self.log.log_start_offset, moved, self.leader_epoch)
         )
 
     def read(

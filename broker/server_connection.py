@@ -319,6 +319,8 @@ class Connection(ReplyWriter):
             answered = False
             while True:
                 if frame is None:
+                    if whole:
+                        break  # the read's one frame is handled and the decoder is empty
                     try:
                         next_frame = decoder.next_frame()
                     except FrameError as exc:

@@ -184,7 +184,8 @@ def _header_of(envelope: Any, session: Session = UNKNOWN_SESSION) -> RequestHead
         or not (client_id is None or type(client_id) is str)
     ):
         raise MalformedRequest("request header has wrong types")
-    return RequestHeader(api_key, api_version, correlation_id, client_id, session)
+    # tuple.__new__: the NamedTuple's generated __new__ is a Python call per request.
+    return tuple.__new__(RequestHeader, (api_key, api_version, correlation_id, client_id, session))
 
 
 _HEADER_BYTES: Final = MAX_STRING_BYTES + 64

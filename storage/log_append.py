@@ -120,6 +120,8 @@ def validate_and_assign(
             max_timestamp, offset_of_max = header.max_timestamp, next_offset - 1
         position += size
         count += 1
-    return AppendedBatches(
-        first_offset, next_offset, max_timestamp, offset_of_max, count, epochs, producers
+    # tuple.__new__: the NamedTuple's generated __new__ is a Python call per append.
+    return tuple.__new__(
+        AppendedBatches,
+        (first_offset, next_offset, max_timestamp, offset_of_max, count, epochs, producers),
     )

@@ -18,6 +18,18 @@ NO_SPEEDUPS_ENV = "MINIBROKER_NO_SPEEDUPS"
 """Set to anything but "" or "0" to run the pure-Python codec even when the compiled
 one is built."""
 
+FUNCTIONS = (
+    "decode_records",
+    "scan_values",
+    "count_records",
+    "encode_values",
+    "encode_records",
+    "batch_header",
+)
+"""What the Python code calls on the compiled module. A build older than the source
+(an in-place ``.so`` left from before a pull) may lack some: it is then not used at
+all, rather than failing on the first call, until ``scripts/build-speedups`` runs."""
+
 speedups: ModuleType | None
 if os.environ.get(NO_SPEEDUPS_ENV, "") not in ("", "0"):
     speedups = None
@@ -26,6 +38,8 @@ else:
         from minibroker.protocol.records import _speedups as speedups
     except ImportError:  # not built: no compiler, or a checkout without build-speedups
         speedups = None
+    if speedups is not None and not all(hasattr(speedups, name) for name in FUNCTIONS):
+        speedups = None  # a stale build
 
 BACKEND = "python" if speedups is None else "c"
 """Which record codec runs: "c" or "python"."""

@@ -11,6 +11,7 @@ from minibroker.broker.partition import Partition, PartitionState
 from minibroker.broker.replica_manager import to_log_config
 from minibroker.protocol.errors import (
     FencedLeaderEpochError,
+    InvalidRecordError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -132,6 +133,20 @@ def test_log_append_time_topics_carry_the_broker_clock(tmp_path: Path) -> None:
     assert result.log_append_time_ms == NOW
     [record] = decode_records(partition.read(0, 1 << 20, from_follower=False).records)
     assert record.timestamp == NOW
+
+
+def test_a_replaced_topic_config_rules_the_next_append(tmp_path: Path) -> None:
+    partition = make_partition(tmp_path)
+    partition.make_leader(leader_state())
+    partition.append_records_to_leader(records(b"keyless"), required_acks=1)
+    partition.config = BrokerConfig.from_properties(
+        None, {"log.cleanup.policy": "compact", "log.message.timestamp.type": "LogAppendTime"}
+    ).topic_config()
+    with pytest.raises(InvalidRecordError):
+        partition.append_records_to_leader(records(b"keyless"), required_acks=1)
+    keyed = encode_batch([Record(b"v", key=b"k", timestamp=5)])
+    result = partition.append_records_to_leader(keyed, required_acks=1)
+    assert result.log_append_time_ms == NOW
 
 
 def test_list_offsets_by_timestamp_stays_below_the_hw_for_consumers(tmp_path: Path) -> None:

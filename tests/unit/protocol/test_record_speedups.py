@@ -29,13 +29,15 @@ from minibroker.protocol.records import (
     ConsumerRecord,
     DecodedRecord,
     Record,
+    accel,
     decode_batch,
     decode_consumer_records,
     encode_batch,
     encode_values,
     read_header,
+    validate_batch,
 )
-from minibroker.protocol.records.batch import assemble_batch
+from minibroker.protocol.records.batch import _HEADER, BatchHeader, assemble_batch
 from minibroker.protocol.records.decode import _decode_section_python
 from minibroker.protocol.records.encode import _encode_values_python
 from minibroker.protocol.records.types import TimestampType
@@ -164,6 +166,9 @@ def test_damaged_and_truncated_batches_raise_the_same_errors(
         compiled_codec,
         lambda: log_validator.count_records(damaged, BATCH_HEADER_SIZE, len(damaged), 0),
     )
+    # the produce check: one batch filling the buffer, then with bytes after it
+    same(compiled_codec, lambda: log_validator.check_record_counts(damaged))
+    same(compiled_codec, lambda: log_validator.check_record_counts(damaged + b"\x00" * 61))
 
 
 def batch_of(
@@ -395,6 +400,27 @@ def test_a_missing_compiled_module_falls_back_to_python() -> None:
     assert out.stdout.strip() == "python b'v'"
 
 
+def test_a_compiled_module_older_than_the_source_is_not_used() -> None:
+    probe = (
+        "import sys, types\n"
+        "stale = types.ModuleType('_speedups')\n"
+        "stale.count_records = lambda *args: 1 / 0  # a build without batch_header\n"
+        "sys.modules['minibroker.protocol.records._speedups'] = stale\n"
+        "from minibroker.protocol.records import accel, encode_values, validate_batch\n"
+        "print(accel.BACKEND, validate_batch(encode_values([b'v'], timestamp=1)).record_count)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "python 1"
+
+
+def test_the_built_module_has_every_function_the_python_code_calls(
+    compiled_codec: ModuleType,
+) -> None:
+    assert all(callable(getattr(compiled_codec, name)) for name in accel.FUNCTIONS)
+
+
 wide_timestamp_st = st.one_of(
     st.none(),
     st.integers(-(2**45), 2**45),
@@ -448,3 +474,70 @@ def test_the_compiled_encoder_writes_headers_and_nulls_itself(compiled_codec: Mo
     assert section == encode_batch(records, now_ms=9)[BATCH_HEADER_SIZE:]
     with codec(None):
         assert section == encode_batch(records, now_ms=9)[BATCH_HEADER_SIZE:]
+
+
+# --- batch_header: validate_batch's checks in one call --------------------------------
+
+
+@settings(max_examples=200)
+@given(batch=batch_st, data=st.data())
+def test_both_codecs_validate_batches_alike_whole_damaged_or_cut(
+    compiled_codec: ModuleType, batch: bytes, data: st.DataObject
+) -> None:
+    """Any byte of the batch (header fields, CRC, records) overwritten, the batch cut
+    short, or found after another batch: the same header or the same error."""
+    damaged = bytearray(batch)
+    for _ in range(data.draw(st.integers(0, 2))):
+        damaged[data.draw(st.integers(0, len(damaged) - 1))] = data.draw(st.integers(0, 255))
+    damaged = damaged[: data.draw(st.integers(len(damaged) - 3, len(damaged)))]
+    for buf in (bytes(damaged), memoryview(bytearray(damaged))):
+        kind, header = same(compiled_codec, lambda b=buf: validate_batch(b, 0))
+        assert kind != "returned" or type(header) is BatchHeader
+    second = batch + bytes(damaged)
+    same(compiled_codec, lambda: validate_batch(second, len(batch)))
+
+
+def test_the_compiled_check_returns_exactly_the_header_struct(compiled_codec: ModuleType) -> None:
+    batch = encode_batch(
+        [Record(b"v" * 100, key=b"k", timestamp=2**41)],
+        base_offset=INT64_MAX - 3,
+        producer_id=2**50,
+        producer_epoch=7,
+        base_sequence=2**31 - 2,
+    )
+    fields = compiled_codec.batch_header(batch, 0)
+    assert fields == _HEADER.unpack_from(batch, 0)
+    assert compiled_codec.batch_header(b"\x00" * 8 + batch, 8) == fields
+
+
+def test_large_batches_and_bad_positions_are_left_to_python(compiled_codec: ModuleType) -> None:
+    small = encode_batch([Record(b"v")])
+    large = encode_batch([Record(b"v" * 5000)])
+    assert compiled_codec.batch_header(large, 0) is None
+    with codec(compiled_codec):
+        assert validate_batch(large).record_count == 1  # still checked, by Python
+    for pos in (-1, 1, len(small), 2**62, 2**64, -(2**64)):
+        assert compiled_codec.batch_header(small, pos) is None
+    with codec(compiled_codec), pytest.raises(CorruptMessageError):
+        validate_batch(small, 2**64)
+
+
+def test_fuzzed_headers_pass_the_compiled_check_only_when_python_passes_them(
+    compiled_codec: ModuleType,
+) -> None:
+    rng = random.Random(31)
+    good = encode_batch([Record(b"value", key=b"key", timestamp=5)] * 3)
+    passed = 0
+    for _ in range(3000):
+        damaged = bytearray(good)
+        where = rng.randrange(BATCH_HEADER_SIZE)  # header fields and the CRC
+        damaged[where] = rng.randrange(256)
+        fields = compiled_codec.batch_header(bytes(damaged), 0)
+        with codec(None):
+            try:
+                expected: Any = tuple(validate_batch(bytes(damaged)))
+            except CorruptMessageError:
+                expected = None
+        assert fields is None or fields == expected
+        passed += fields is not None
+    assert passed  # baseOffset and partitionLeaderEpoch lie outside the CRC

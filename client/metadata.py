@@ -24,9 +24,9 @@ import trio
 
 from minibroker.client.errors import wire_error
 from minibroker.net.calls import Call
-from minibroker.net.connection import Connection, PackedBody
+from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
-from minibroker.protocol.api import ApiKey
+from minibroker.protocol.api import ApiKey, PackedBody
 from minibroker.protocol.errors import (
     ConfigError,
     KafkaError,

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import msgpack
 
-from minibroker.net.connection import PackedBody
+from minibroker.protocol.api import PackedBody
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -36,8 +36,7 @@ from minibroker.protocol.records import (
     accel,
     encode_values,
 )
-from minibroker.protocol.schemas.packing import SPLICE_MIN_BYTES
-from minibroker.protocol.schemas.packing import _bin_header as bin_header
+from minibroker.protocol.schemas.packing import SPLICE_MIN_BYTES, bin_header
 
 _packb = msgpack.Packer(autoreset=True).pack
 _EMPTY_BIN: Final = b"\xc4\x00"  # how msgpack packs b"": cut off the cached prefix

@@ -51,8 +51,8 @@ from minibroker.client.idempotence import FATAL_ERRORS, RESET_ERRORS, Idempotenc
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.produce_request import ProduceBodies
 from minibroker.net.calls import Call
-from minibroker.net.connection import Connection, PackedBody
-from minibroker.protocol.api import ApiKey, latest_version
+from minibroker.net.connection import Connection
+from minibroker.protocol.api import ApiKey, PackedBody, latest_version
 from minibroker.protocol.errors import (
     DuplicateSequenceNumberError,
     KafkaError,

@@ -30,13 +30,39 @@ MAX_RECEIVE_SIZE: Final = 4 * 1024 * 1024
 
 BOUNDARY_ERRORS: Final = (OSError, trio.BrokenResourceError, trio.ClosedResourceError, FrameError)
 """What a socket, a Trio stream or the frame decoder raise: each becomes NetworkError
-(net/connection.py's ``_network_errors``, the one boundary)."""
+(``NetworkBoundary``, the one boundary)."""
 
 
-class Translating(Protocol):
-    """Makes the NetworkError that stands for one of ``BOUNDARY_ERRORS``."""
+class NetworkBoundary:
+    """The boundary: OS, Trio stream and framing errors become NetworkError, once.
 
-    def translate(self, exc: BaseException) -> NetworkError: ...
+    A class rather than a @contextmanager generator: it sits on every request's path.
+    """
+
+    __slots__ = ("host", "port", "verb")
+
+    def __init__(self, verb: str, host: str, port: int) -> None:
+        self.verb = verb  # the message is only built on failure: this is the hot path
+        self.host = host
+        self.port = port
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if isinstance(exc, BOUNDARY_ERRORS):
+            raise self.translate(exc) from exc
+
+    def translate(self, exc: BaseException) -> NetworkError:
+        """The NetworkError standing for one of ``BOUNDARY_ERRORS``, for a caller that
+        catches them itself (``except BOUNDARY_ERRORS``: free when nothing is raised,
+        where entering and leaving ``with`` costs two calls per request)."""
+        what = f"{self.verb} {self.host}:{self.port}"
+        if isinstance(exc, FrameError):  # includes MalformedResponse
+            return NetworkError(f"{what}: protocol violation: {exc}")
+        return NetworkError(f"{what}: {exc or type(exc).__name__}")
 
 
 class Answering(Protocol):
@@ -134,7 +160,7 @@ class CallReader:
     _decoder: FrameDecoder
     _pending: deque[Call]
     _reader: Call | None
-    _receive_errors: Translating  # errors become NetworkError
+    _receive_errors: NetworkBoundary  # errors become NetworkError
 
     async def _break(self, error: NetworkError) -> None:
         raise NotImplementedError

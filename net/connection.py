@@ -2,11 +2,11 @@
 
 How this works: frames and bodies are encoded and decoded by the sans-IO ``protocol``
 package; this module only moves bytes. Any number of tasks may call ``request`` at once
-(pipelining). Each caller takes the send lock, appends its entry to the pending FIFO and
-writes its frame, so the FIFO order is the order requests hit the wire; the broker
-answers in that order (docs/architecture.md, "Wire formats") and each response's
-correlation id is checked against the oldest entry, a mismatch meaning the stream can no
-longer be trusted.
+(pipelining). Each caller waits for its turn to write (first come, first served),
+appends its entry to the pending FIFO and writes its frame, so the FIFO order is the
+order requests hit the wire; the broker answers in that order (docs/architecture.md,
+"Wire formats") and each response's correlation id is checked against the oldest entry,
+a mismatch meaning the stream can no longer be trusted.
 
 ``call`` hands out a request as a :class:`Call` instead, for callers that may pass the
 wait on to another task (a producer whose caller was cancelled) or that enforce its
@@ -21,7 +21,7 @@ switch; a cancelled or timed-out reader passes the role on in a ``finally``. Tri
 ``receive_some`` loses no data when cancelled and the frame decoder keeps partial
 frames, so a change of reader mid-frame is harmless.
 
-Failure model (the one boundary where OS and Trio errors become ours, ``_network_errors``):
+Failure model (the one boundary where OS and Trio errors become ours, ``NetworkBoundary``):
 
 - connect failure, reset, EOF, an unparseable or unexpected response: the connection is
   *broken*; every pending request and every later one raises ``NetworkError`` (code 13,
@@ -57,17 +57,18 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Final
 
-import msgpack
 import trio
 
 from minibroker.net import socket_io
-from minibroker.net.calls import BOUNDARY_ERRORS, Call, CallReader
+from minibroker.net.calls import BOUNDARY_ERRORS, Call, CallReader, NetworkBoundary
 from minibroker.net.security import ClientSecurity
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.api import (
     ApiKey,
+    PackedBody,
     encode_request_buffers,
     latest_version,
+    packed_request_frame,
 )
 from minibroker.protocol.errors import (
     KafkaError,
@@ -79,8 +80,6 @@ from minibroker.protocol.errors import (
 from minibroker.protocol.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameDecoder,
-    FrameError,
-    frame_prefix,
 )
 from minibroker.protocol.sasl import SaslClient
 from minibroker.protocol.schemas.packing import Buffer
@@ -95,40 +94,6 @@ COALESCE_MAX_BYTES: Final = 64 * 1024
 """Adjacent buffers up to this size are joined into one send (fewer syscalls)."""
 
 DEFAULT_CLIENT_ID: Final = "minibroker"
-
-_pack_head = msgpack.Packer(autoreset=True).pack
-
-
-class PackedBody:
-    """A request body the caller packed itself: ``b"".join(parts)`` is exactly the
-    msgpack bytes ``encode_request_buffers`` would write for the body as a dict. For a
-    request sent once per small round trip (a one-batch Produce), where walking the
-    dict for large binary values costs more than packing it. A large value may be a
-    part of its own, sent without being copied, as ``encode_request_buffers`` does."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self, parts: list[Buffer]) -> None:
-        self.parts = parts
-
-
-def packed_request_frame(
-    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: PackedBody
-) -> list[Buffer]:
-    """The frame ``encode_request_buffers`` writes, around a body packed by the caller:
-    the envelope is the msgpack array [api_key, version, correlation_id, client_id,
-    body], so its first four items are packed as an array of 4 whose header byte
-    (fixarray 4, 0x94) becomes that of an array of 5 (0x95)."""
-    head = _pack_head([int(api_key), api_version, correlation_id, client_id])
-    parts = body.parts
-    if len(parts) == 1:  # the usual small request: one buffer
-        part = parts[0]
-        size = len(head) + (part.nbytes if isinstance(part, memoryview) else len(part))
-        return [b"".join((frame_prefix(size), b"\x95", head[1:], part))]
-    size = len(head)
-    for part in parts:
-        size += part.nbytes if isinstance(part, memoryview) else len(part)
-    return [b"".join((frame_prefix(size), b"\x95", head[1:], parts[0])), *parts[1:]]
 
 
 class ConnectionState(enum.Enum):
@@ -151,38 +116,6 @@ TRANSITIONS: Final[dict[ConnectionState, frozenset[ConnectionState]]] = {
 
 class IllegalConnectionTransition(RuntimeError):
     """A Connection was used out of order (connect twice, connect after close)."""
-
-
-class _network_errors:
-    """The boundary: OS, Trio stream and framing errors become NetworkError, once.
-
-    A class rather than a @contextmanager generator: it sits on every request's path.
-    """
-
-    __slots__ = ("host", "port", "verb")
-
-    def __init__(self, verb: str, host: str, port: int) -> None:
-        self.verb = verb  # the message is only built on failure: this is the hot path
-        self.host = host
-        self.port = port
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        if isinstance(exc, BOUNDARY_ERRORS):
-            raise self.translate(exc) from exc
-
-    def translate(self, exc: BaseException) -> NetworkError:
-        """The NetworkError standing for one of ``BOUNDARY_ERRORS``, for a caller that
-        catches them itself (``except BOUNDARY_ERRORS``: free when nothing is raised,
-        where entering and leaving ``with`` costs two calls per request)."""
-        what = f"{self.verb} {self.host}:{self.port}"
-        if isinstance(exc, FrameError):  # includes MalformedResponse
-            return NetworkError(f"{what}: protocol violation: {exc}")
-        return NetworkError(f"{what}: {exc or type(exc).__name__}")
 
 
 class Connection(CallReader):
@@ -220,8 +153,8 @@ class Connection(CallReader):
         self._correlation_ids = itertools.count()
         self._error: NetworkError | None = None  # why it is BROKEN or CLOSED
         # The boundaries every write and read pass (stateless: made once, not per request)
-        self._send_errors = _network_errors("send to", host, port)
-        self._receive_errors = _network_errors("receive from", host, port)
+        self._send_errors = NetworkBoundary("send to", host, port)
+        self._receive_errors = NetworkBoundary("receive from", host, port)
         self.state = ConnectionState.NEW
 
     def __repr__(self) -> str:
@@ -279,7 +212,7 @@ class Connection(CallReader):
                 raise
 
     async def _open_stream(self) -> trio.abc.Stream:
-        boundary = _network_errors("connect to", self.host, self.port)
+        boundary = NetworkBoundary("connect to", self.host, self.port)
         context = None if self.security is None else self.security.ssl_context
         try:
             with boundary, trio.fail_after(self.connect_timeout):

@@ -34,7 +34,7 @@ _H = struct.Struct(">BH").pack
 _I = struct.Struct(">BI").pack
 
 
-def _bin_header(n: int) -> bytes:
+def bin_header(n: int) -> bytes:
     if n < 0x100:
         return _B(0xC4) + _B(n)
     if n < 0x10000:
@@ -136,7 +136,7 @@ class _Writer:
         elif t in _BINARY:
             n = obj.nbytes if t is memoryview else len(obj)
             if n >= splice_min:
-                self.out += _bin_header(n)
+                self.out += bin_header(n)
                 self.pieces.append(self.out)
                 self.pieces.append(obj)
                 self.out = bytearray()

@@ -16,8 +16,7 @@ import pytest
 import trio
 
 from minibroker.client.producer import Producer
-from minibroker.net.connection import PackedBody
-from minibroker.protocol.api import ApiKey
+from minibroker.protocol.api import ApiKey, PackedBody
 from minibroker.protocol.errors import (
     ConfigError,
     DuplicateSequenceNumberError,

@@ -7,8 +7,13 @@ import msgpack
 import pytest
 
 from minibroker.client.produce_request import ProduceBodies, encode_plain_values, produce_body
-from minibroker.net.connection import PackedBody, packed_request_frame
-from minibroker.protocol.api import ApiKey, encode_request_buffers, latest_version
+from minibroker.protocol.api import (
+    ApiKey,
+    PackedBody,
+    encode_request_buffers,
+    latest_version,
+    packed_request_frame,
+)
 from minibroker.protocol.records import accel, decode_batch, encode_values
 from minibroker.protocol.schemas.packing import SPLICE_MIN_BYTES
 

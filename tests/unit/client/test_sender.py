@@ -13,8 +13,7 @@ import trio
 from minibroker.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from minibroker.client.producer import Producer
 from minibroker.client.sender import RESPONSE_MARGIN_S
-from minibroker.net.connection import PackedBody
-from minibroker.protocol.api import ApiKey
+from minibroker.protocol.api import ApiKey, PackedBody
 from minibroker.protocol.errors import (
     KafkaError,
     MessageTooLargeError,

@@ -138,6 +138,12 @@ class LeadershipChanges(HostedReplicas):
             changed = [p for p, state in followers if p.make_follower(state)]
             for partition in changed:
                 self._wake(partition.tp)  # parked fetches answer NOT_LEADER_OR_FOLLOWER
+                log.info(
+                    "now following %s: leader %d at epoch %d",
+                    partition.tp,
+                    partition.leader_id,
+                    partition.leader_epoch,
+                )
             if changed and self.fetcher is not None:
                 self.fetcher.remove_partitions(p.tp for p in changed)
                 self.fetcher.add_partitions(changed)

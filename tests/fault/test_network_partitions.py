@@ -34,6 +34,7 @@ import itertools
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -266,11 +267,33 @@ def report_figures(tmp_path: Path, scenario: str, seed: int, run: Run, **figures
         results.write(json.dumps(line) + "\n")
 
 
+# What the brokers logged about a partition's leaders, ISR and truncations.
+_HISTORY_WORDS = ("now leading", "now following", "ISR", "truncating", "LeaderAndIsr")
+_HISTORY_LINES = 80
+
+
+def history(run: Run, report: DurabilityReport) -> str:
+    """The brokers' log lines on leadership, ISR and truncation of the partitions a
+    report's violations name, in time order: what a failure needs explained."""
+    partitions = set(re.findall(r"\('(\w+)', (\d+)\)", " ".join(report.violations)))
+    if not partitions:
+        return ""
+    names = tuple(f"{topic}-{partition}" for topic, partition in sorted(partitions))
+    lines = []
+    for out in sorted(run.cluster.root.glob("broker-*.out")):
+        for line in out.read_text(errors="replace").splitlines():
+            if any(name in line for name in names) and any(w in line for w in _HISTORY_WORDS):
+                lines.append(line)
+    lines.sort()  # each line starts with its timestamp
+    shown = lines[-_HISTORY_LINES:]
+    return f"\nbroker logs on {', '.join(names)} (last {len(shown)}):\n  " + "\n  ".join(shown)
+
+
 def assert_durable(run: Run, context: object = "") -> None:
     """The acks=all and the idempotent topics kept every promise of the checker."""
     report, idempotent = run.report(), run.report(IDEMPOTENT_TOPIC)
-    assert report.ok, f"{context} acks=all: {report.summary()}"
-    assert idempotent.ok, f"{context} idempotent: {idempotent.summary()}"
+    assert report.ok, f"{context} acks=all: {report.summary()}{history(run, report)}"
+    assert idempotent.ok, f"{context} idempotent: {idempotent.summary()}{history(run, idempotent)}"
     assert not run.failed_deliveries, f"{context} failed: {run.failed_deliveries[:5]}"
     assert report.acknowledged and idempotent.acknowledged, f"{context} nothing acknowledged"
 

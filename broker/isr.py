@@ -198,6 +198,14 @@ class IsrManager:
             current = (await store.read_partition_states([tp])).get(tp)
         except Exception as exc:  # ZooKeeper trouble: the next check tries again
             log.warning("cannot write the ISR of %s: %r", tp, exc)
+            if expand and partition.leader_epoch == epoch and partition.is_leader:
+                # The write may have reached ZooKeeper before the connection dropped; the
+                # controller may then elect the new member, so the HW waits for it from
+                # now on (only slower if it did not). The version stays the one we know:
+                # the next write re-reads the state if ZooKeeper's moved on.
+                log.info("%s: counting %s as in sync until its ISR is known", tp, sorted(new_isr))
+                partition.isr = new_isr
+                self._on_isr_changed(partition, True)
             return
         finally:
             self._in_flight.discard(partition.tp)

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -287,4 +288,67 @@ async def test_isr_change_is_written_conditionally_then_applied_and_reported(
         manager.maybe_expand(partition, F2)
         await trio.testing.wait_all_tasks_blocked()
         assert store.state.isr == (ME, F2) and partition.isr == {ME, F2}
+        nursery.cancel_scope.cancel()
+
+
+class LosingStore(FakeStore):
+    """Loses the connection with the next write in flight, after ZooKeeper applied it
+    (``applied``) or before it got there: the leader cannot tell which."""
+
+    def __init__(self, state: LeaderAndIsr, *, applied: bool) -> None:
+        super().__init__(state)
+        self.applied = applied
+        self.lose_next = True
+
+    async def update_partition_states(
+        self, states: Mapping[ZkTopicPartition, LeaderAndIsr]
+    ) -> WriteResult:
+        if not self.lose_next:
+            return await super().update_partition_states(states)
+        self.lose_next = False
+        if self.applied:
+            await super().update_partition_states(states)
+        raise ConnectionError("connection lost with the write in flight")
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+async def test_an_isr_expansion_lost_in_flight_makes_the_hw_wait_for_the_new_member(
+    tmp_path: Path, applied: bool
+) -> None:
+    # ZooKeeper may now list F2 as in sync, so the controller may elect it: the leader
+    # must not acknowledge what F2 lacks, whichever way the write went.
+    clock = Clock()
+    partition = make_leader(tmp_path, clock, isr=(ME, F1))
+    store = LosingStore(LeaderAndIsr(ME, 0, (ME, F1), 1, zk_version=0), applied=applied)
+    manager = IsrManager(
+        partitions=lambda: [partition],
+        store=store,
+        on_isr_changed=lambda p, expanded: None,
+        clock=clock,
+        replica_lag_time_max_ms=LAG_MS,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        fetch(partition, F2, 0)  # caught up with the HW (0): it may join
+        manager.maybe_expand(partition, F2)
+        await trio.testing.wait_all_tasks_blocked()
+        assert (F2 in store.state.isr) is applied
+
+        last = append(partition, b"a", b"b")
+        fetch(partition, F1, last + 1)  # F1 has both records; F2 has neither
+
+        assert partition.isr == {ME, F1, F2}
+        assert partition.high_watermark == 0  # nothing acknowledged that F2 lacks
+        fetch(partition, F2, last + 1)
+        assert partition.high_watermark == last + 1
+
+        # The next ISR write settles it: F2 falls behind and is shrunk out, written
+        # against the stored version (re-read after a lost race) either way.
+        clock.now += LAG_MS + 1
+        fetch(partition, F1, last + 1)
+        for _ in range(2):  # a lost race re-reads first, then writes
+            manager.maybe_shrink_all()
+            await trio.testing.wait_all_tasks_blocked()
+        assert store.state.isr == (ME, F1) and partition.isr == {ME, F1}
+        assert partition.zk_version == store.state.zk_version
         nursery.cancel_scope.cancel()

@@ -224,6 +224,17 @@ async def test_delayed_produce_answers_every_waiter_when_leadership_moves(tmp_pa
     assert all(isinstance(w.error, NotLeaderOrFollowerError) for w in parked)
 
 
+def isr_manager(partition: Partition, store: FakeStore, clock: Clock) -> IsrManager:
+    """The ISR manager of a broker leading ``partition`` alone, writing to ``store``."""
+    return IsrManager(
+        partitions=lambda: [partition],
+        store=store,
+        on_isr_changed=lambda p, expanded: None,
+        clock=clock,
+        replica_lag_time_max_ms=LAG_MS,
+    )
+
+
 class FakeStore:
     """The partition state znode of one partition, with its version."""
 
@@ -259,13 +270,7 @@ async def test_isr_change_is_written_conditionally_then_applied_and_reported(
     clock = Clock()
     partition = make_leader(tmp_path, clock, isr=(ME, F1, F2))
     store = FakeStore(LeaderAndIsr(ME, 0, (ME, F1, F2), 1, zk_version=0))
-    manager = IsrManager(
-        partitions=lambda: [partition],
-        store=store,
-        on_isr_changed=lambda p, expanded: None,
-        clock=clock,
-        replica_lag_time_max_ms=LAG_MS,
-    )
+    manager = isr_manager(partition, store, clock)
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run)
         fetch(partition, F1, 0)
@@ -320,13 +325,7 @@ async def test_an_isr_expansion_lost_in_flight_makes_the_hw_wait_for_the_new_mem
     clock = Clock()
     partition = make_leader(tmp_path, clock, isr=(ME, F1))
     store = LosingStore(LeaderAndIsr(ME, 0, (ME, F1), 1, zk_version=0), applied=applied)
-    manager = IsrManager(
-        partitions=lambda: [partition],
-        store=store,
-        on_isr_changed=lambda p, expanded: None,
-        clock=clock,
-        replica_lag_time_max_ms=LAG_MS,
-    )
+    manager = isr_manager(partition, store, clock)
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run)
         fetch(partition, F2, 0)  # caught up with the HW (0): it may join

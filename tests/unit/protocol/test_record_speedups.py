@@ -394,10 +394,7 @@ def test_a_missing_compiled_module_falls_back_to_python() -> None:
         "batch = encode_values([b'v'], timestamp=1)\n"
         "print(accel.BACKEND, decode_batch(batch)[1][0].value)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert out.stdout.strip() == "python b'v'"
+    assert run_probe(probe) == "python b'v'"
 
 
 def test_a_compiled_module_older_than_the_source_is_not_used() -> None:
@@ -409,10 +406,15 @@ def test_a_compiled_module_older_than_the_source_is_not_used() -> None:
         "from minibroker.protocol.records import accel, encode_values, validate_batch\n"
         "print(accel.BACKEND, validate_batch(encode_values([b'v'], timestamp=1)).record_count)"
     )
+    assert run_probe(probe) == "python 1"
+
+
+def run_probe(probe: str) -> str:
+    """What ``python -c probe`` prints, stripped (a fresh interpreter: a fresh import)."""
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
-    assert out.stdout.strip() == "python 1"
+    return out.stdout.strip()
 
 
 def test_the_built_module_has_every_function_the_python_code_calls(

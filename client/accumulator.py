@@ -30,7 +30,6 @@ from typing import cast
 
 import trio
 
-from minibroker.client.produce_request import encode_plain_values
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.records import Compression, Header, Record, encode_batch, encode_values
 
@@ -114,15 +113,6 @@ class ProducerBatch:
             # A null value needs the general encoder (`in` is one C-level scan).
             if self.simple and None not in self.values:
                 values = cast(list[bytes], self.values)
-                if compression is Compression.NONE:
-                    self.encoded = encode_plain_values(
-                        values,
-                        timestamp=self.timestamp,
-                        producer_id=self.producer_id,
-                        producer_epoch=self.producer_epoch,
-                        base_sequence=self.base_sequence,
-                    )
-                    return self.encoded
                 self.encoded = encode_values(
                     values,
                     timestamp=self.timestamp,

@@ -46,6 +46,10 @@ LOG_OVERHEAD = 12
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+# The header cut at its CRC: baseOffset, batchLength, partitionLeaderEpoch, magic, crc |
+# attributes .. recordCount, the part the CRC covers (it covers the records after it).
+_HEAD = struct.Struct(">qiibI")
+_CRC_COVERED = struct.Struct(">hiqqqhii")
 _CRC_START = 21  # attributes: first byte the CRC covers
 _CRC_OFFSET = 17
 _ATTRIBUTES = struct.Struct(">h")
@@ -247,28 +251,24 @@ def assemble_batch(
 ) -> bytes:
     """The batch: a header describing ``records_section`` (``count`` encoded records,
     compressed here with ``compression``), its CRC computed, then the section."""
-    records_section = compress(compression, records_section)
+    if compression is not Compression.NONE:
+        records_section = compress(compression, records_section)
     attributes = int(compression) | (
         TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
     )
-    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records_section)
-    header = bytearray(
-        _HEADER.pack(
-            base_offset,
-            batch_length,
-            partition_leader_epoch,
-            MAGIC,
-            0,
-            attributes,
-            count - 1,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        )
+    # The two halves are packed apart, so the CRC is known before the first is: no
+    # header buffer patched in place (this runs for every batch a producer sends).
+    covered = _CRC_COVERED.pack(
+        attributes,
+        count - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
     )
-    crc = crc32c(records_section, crc32c(memoryview(header)[_CRC_START:]))
-    _U32.pack_into(header, _CRC_OFFSET, crc)
-    return bytes(header) + records_section
+    crc = crc32c(records_section, crc32c(covered))
+    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records_section)
+    head = _HEAD.pack(base_offset, batch_length, partition_leader_epoch, MAGIC, crc)
+    return b"".join((head, covered, records_section))

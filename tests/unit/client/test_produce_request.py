@@ -1,12 +1,12 @@
-"""The sender's packed one-batch Produce bodies, and the batches of plain values it
-encodes, are byte for byte what the general encoders write."""
+"""The sender's packed one-batch Produce bodies are byte for byte what the general
+encoder writes."""
 
 from __future__ import annotations
 
 import msgpack
 import pytest
 
-from minibroker.client.produce_request import ProduceBodies, encode_plain_values, produce_body
+from minibroker.client.produce_request import ProduceBodies, produce_body
 from minibroker.protocol.api import (
     ApiKey,
     PackedBody,
@@ -14,7 +14,6 @@ from minibroker.protocol.api import (
     latest_version,
     packed_request_frame,
 )
-from minibroker.protocol.records import accel, decode_batch, encode_values
 from minibroker.protocol.schemas.packing import SPLICE_MIN_BYTES
 
 # Around each width of msgpack's bin header (8, 16, 32 bits) and the splice threshold.
@@ -75,42 +74,3 @@ def test_a_packed_body_makes_the_frame_the_general_encoder_makes(
     )
     assert b"".join(frame) == b"".join(general)
     assert len(frame) == len(general)  # large records are spliced the same way
-
-
-@pytest.mark.parametrize("speedups", ["c", "python"])
-@pytest.mark.parametrize(
-    "values",
-    [
-        [b"v"],
-        [b""],
-        [b"x" * 100],
-        [bytes([n % 256]) * n for n in range(1, 300, 7)],
-        [b"y" * 70_000],
-    ],
-)
-@pytest.mark.parametrize(
-    ("producer_id", "producer_epoch", "base_sequence"), [(-1, -1, -1), (4001, 3, 2**31 - 5)]
-)
-def test_plain_values_encode_to_the_bytes_of_the_protocol_encoder(
-    monkeypatch: pytest.MonkeyPatch,
-    speedups: str,
-    values: list[bytes],
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-) -> None:
-    if speedups == "python":
-        monkeypatch.setattr(accel, "speedups", None)
-    elif accel.speedups is None:
-        pytest.fail("the compiled record codec is not built (scripts/build-speedups)")
-    stamps = {"timestamp": 1_700_000_000_123}
-    ids = {"producer_id": producer_id, "producer_epoch": producer_epoch}
-    encoded = encode_plain_values(values, **stamps, **ids, base_sequence=base_sequence)
-    assert encoded == encode_values(values, **stamps, **ids, base_sequence=base_sequence)
-    _, records = decode_batch(encoded)  # and it reads back, CRC checked
-    assert [r.value for r in records] == values
-
-
-def test_plain_values_refuse_an_empty_batch_as_the_protocol_encoder_does() -> None:
-    with pytest.raises(ValueError):
-        encode_plain_values([], timestamp=0, producer_id=-1, producer_epoch=-1, base_sequence=-1)

@@ -67,14 +67,17 @@ record_st = st.builds(
 records_st = st.lists(record_st, min_size=1, max_size=20)
 
 
-def kafka_python_batch(records: list[Record], compression: int = 0) -> bytes:
+def kafka_python_batch(
+    records: list[Record], compression: int = 0, producer: tuple[int, int, int] = (-1, -1, -1)
+) -> bytes:
+    producer_id, producer_epoch, base_sequence = producer
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
         is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
         batch_size=1 << 24,
     )
     for offset, record in enumerate(records):
@@ -100,6 +103,20 @@ def test_varints_match_the_protocol_guide(value: int, encoded: bytes) -> None:
 @given(records_st)
 def test_encoding_is_byte_identical_to_an_independent_implementation(records: list[Record]) -> None:
     assert encode_batch(records) == kafka_python_batch(records)
+
+
+@given(
+    records_st,
+    st.integers(0, 2**63 - 1),
+    st.integers(0, 2**15 - 1),
+    st.integers(0, 2**31 - 1),
+)
+def test_idempotent_batches_are_byte_identical_to_an_independent_implementation(
+    records: list[Record], producer_id: int, producer_epoch: int, base_sequence: int
+) -> None:
+    ids = {"producer_id": producer_id, "producer_epoch": producer_epoch}
+    encoded = encode_batch(records, **ids, base_sequence=base_sequence)
+    assert encoded == kafka_python_batch(records, producer=(*ids.values(), base_sequence))
 
 
 @given(records_st)

@@ -2,7 +2,7 @@
 fixed-size big-endian entries, searched by binary search on the mapping.
 
 How this works. A writable index is created at its maximum size (segment.index.bytes
-rounded down to whole entries) and mapped once, so appending an entry is one
+rounded down to whole entries) as a sparse file, so appending an entry is one
 ``pack_into`` on the mapping. How many entries are valid lives only in memory: on disk
 it is recoverable because the file is trimmed to exactly ``entries * ENTRY_SIZE`` when
 its segment is rolled or closed. Reopening an existing file counts every whole entry in
@@ -11,15 +11,26 @@ untrimmed file left by a crash carries trailing zero entries that break the stri
 ordering the check demands, and the segment then rebuilds the index from its log. An
 index is never trusted without that check.
 
-Entries removed by ``truncate_entries`` are zeroed so that stale but well-ordered
-entries can never reappear in an untrimmed file after a crash.
+Entries removed by ``truncate_entries`` are zeroed (as a hole: the file is cut and
+grown back, so nothing is written) so that stale but well-ordered entries can never
+reappear in an untrimmed file after a crash. The preallocated tail is a hole too: an
+index takes disk only for the pages its entries were written to, before and after any
+restart.
 
-Concurrency: one thread at a time (the owning Log serialises calls). No buffer over the
-mapping is ever handed out, so the mapping can always be resized or closed.
+Descriptors: an index holds no descriptor of its own and is mapped on first use (the
+first entry written or read), as Kafka's lazily loaded indexes are. Python's mmap keeps
+a duplicate descriptor per mapping, so a broker with thousands of empty partitions
+holds one descriptor per segment (its ``.log``), not five; size changes go through the
+path, and ``open_for_fsync`` opens a private descriptor for a flush.
+
+Concurrency: one thread at a time (the owning Log serialises calls), except
+``open_for_fsync``, which a flushing worker thread may call. No buffer over the mapping
+is ever handed out, so the mapping can always be resized or closed.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import operator
 import os
@@ -37,41 +48,56 @@ class IndexFile:
     ENTRY: ClassVar[struct.Struct]
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        *,
+        writable: bool = True,
+        create: bool = False,
     ) -> None:
+        """Open the index at ``path``, creating it (preallocated) when missing;
+        ``create``: the caller knows it is missing (a new segment)."""
         self.path = path
         self.base_offset = base_offset
         self.writable = writable
+        self.closed = False
         self._mm: mmap.mmap | None = None
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        existed = path.exists()
-        self.max_entries = 0
-        self._fd = os.open(path, flags, 0o644)
+        existed = not create and path.exists()
+        fd = os.open(path, flags, 0o644)
         try:
             if not existed:
-                os.ftruncate(self._fd, self._round(max_index_size))
-                self.entries = 0
-            length = os.fstat(self._fd).st_size
-            if existed:
-                self.entries = length // self.ENTRY_SIZE
-            self._length = length
-            self._map(length)
-        except BaseException:
-            os.close(self._fd)
-            raise
+                os.ftruncate(fd, self._round(max_index_size))
+            length = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        self.entries = length // self.ENTRY_SIZE if existed else 0
+        self._set_length(length)
 
     # --- mapping management ----------------------------------------------------------
 
     def _round(self, size: int) -> int:
         return max(size, 0) // self.ENTRY_SIZE * self.ENTRY_SIZE
 
-    def _map(self, length: int) -> None:
+    def _set_length(self, length: int) -> None:
+        self._length = length
         self.max_entries = length // self.ENTRY_SIZE  # an attribute: read on every append
-        if length == 0:  # mmap cannot map an empty file; zero entries need no mapping
-            self._mm = None
-            return
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        self._mm = mmap.mmap(self._fd, length, access=access)
+
+    def _mapping(self) -> mmap.mmap:
+        """The mapping of the whole file, made on first use. Only called with entries
+        to read or a slot to write, so the file is never empty here."""
+        mm = self._mm
+        if mm is None:
+            if self.closed:
+                raise ValueError(f"{self.path}: index is closed")
+            fd = os.open(self.path, os.O_RDWR if self.writable else os.O_RDONLY)
+            try:
+                access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+                mm = self._mm = mmap.mmap(fd, self._length, access=access)
+            finally:
+                os.close(fd)  # the mapping keeps a duplicate of its own
+        return mm
 
     def _unmap(self) -> None:
         if self._mm is not None:
@@ -80,17 +106,22 @@ class IndexFile:
             self._mm.close()
             self._mm = None
 
-    def resize(self, new_size: int) -> None:
-        """Set the file (and mapping) to ``new_size`` rounded down to whole entries,
-        never below the valid entries. Used to trim on roll/close and to grow an index
-        that becomes active again."""
-        length = max(self._round(new_size), self.entries * self.ENTRY_SIZE)
-        if length == self._length:
-            return
+    def _cut_and_grow(self, cut: int, length: int) -> None:
+        """Set the file to ``cut`` bytes, then to ``length``: what lies past ``cut``
+        becomes a hole (zeros that take no disk)."""
         self._unmap()
-        os.ftruncate(self._fd, length)
-        self._length = length
-        self._map(length)
+        os.truncate(self.path, cut)
+        if length != cut:
+            os.truncate(self.path, length)
+        self._set_length(length)
+
+    def resize(self, new_size: int) -> None:
+        """Set the file to ``new_size`` rounded down to whole entries, never below the
+        valid entries. Used to trim on roll/close and to grow an index that becomes
+        active again (the growth is a hole)."""
+        length = max(self._round(new_size), self.entries * self.ENTRY_SIZE)
+        if length != self._length:
+            self._cut_and_grow(length, length)
 
     def trim(self) -> None:
         """Shrink the file to exactly the valid entries (on roll and close)."""
@@ -105,26 +136,35 @@ class IndexFile:
     def size_in_bytes(self) -> int:
         return self.entries * self.ENTRY_SIZE
 
+    def open_for_fsync(self) -> int:
+        """A private read-only descriptor of the file, for a flush in another thread
+        (fsync through it also writes back the pages dirtied through the mapping:
+        Linux keeps one page cache for both). Raises OSError once the index is closed."""
+        if self.closed:
+            raise OSError(errno.EBADF, f"{self.path}: index is closed")
+        return os.open(self.path, os.O_RDONLY)
+
     def flush(self) -> None:
-        """Make the entries durable. fsync of the file also writes back pages dirtied
-        through the mapping (Linux keeps one page cache for both)."""
-        if self._fd >= 0 and self.writable:
-            os.fsync(self._fd)
+        """Make the entries durable."""
+        if self.closed or not self.writable:
+            return
+        fd = self.open_for_fsync()
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
-        if self._fd < 0:
+        if self.closed:
             return
         self.trim()
         self._unmap()
-        os.close(self._fd)
-        self._fd = -1
+        self.closed = True
 
     def abandon(self) -> None:
         """Close without trimming (what a crash leaves)."""
-        if self._fd >= 0:
-            self._unmap()
-            os.close(self._fd)
-            self._fd = -1
+        self._unmap()
+        self.closed = True
 
     def delete(self) -> None:
         self.close()
@@ -137,21 +177,22 @@ class IndexFile:
     # --- entries ---------------------------------------------------------------------
 
     def _write(self, slot: int, *fields: int) -> None:
-        assert self._mm is not None
-        self.ENTRY.pack_into(self._mm, slot * self.ENTRY_SIZE, *fields)
+        mm = self._mm
+        if mm is None:
+            mm = self._mapping()
+        self.ENTRY.pack_into(mm, slot * self.ENTRY_SIZE, *fields)
         self.entries = slot + 1
 
     def raw_entry(self, slot: int) -> tuple[int, ...]:
         """The stored fields of entry ``slot`` (relative offsets not yet made absolute)."""
-        assert self._mm is not None
-        return self.ENTRY.unpack_from(self._mm, slot * self.ENTRY_SIZE)
+        return self.ENTRY.unpack_from(self._mm or self._mapping(), slot * self.ENTRY_SIZE)
 
     def _floor_slot(self, key: int, field: struct.Struct, field_offset: int) -> int:
         """Largest slot whose ``field`` (at ``field_offset`` within the entry) is <= key,
         or -1. Fields are non-decreasing by invariant, so this is a binary search."""
-        mm = self._mm
-        if mm is None or self.entries == 0:
+        if self.entries == 0:
             return -1
+        mm = self._mm or self._mapping()
         unpack = field.unpack_from
         size = self.ENTRY_SIZE
         if unpack(mm, field_offset)[0] > key:
@@ -166,11 +207,15 @@ class IndexFile:
         return lo
 
     def truncate_entries(self, count: int) -> None:
-        """Keep only the first ``count`` entries; zero the rest (see module doc)."""
+        """Keep only the first ``count`` entries; zero the rest (see module doc).
+
+        The file is cut at the new end and grown back: the removed entries read as
+        zeros from a hole, and no page is written. Zeroing them through the mapping
+        instead wrote out the whole preallocation after a crash (the reopened untrimmed
+        file counts every slot as an entry): 20 MB per empty partition."""
         count = max(0, min(count, self.entries))
-        if count < self.entries and self._mm is not None:
-            start, end = count * self.ENTRY_SIZE, self.entries * self.ENTRY_SIZE
-            self._mm[start:end] = bytes(end - start)
+        if count < self.entries and self.writable:
+            self._cut_and_grow(count * self.ENTRY_SIZE, self._length)
         self.entries = count
 
     def reset(self, max_index_size: int) -> None:
@@ -196,8 +241,8 @@ class IndexFile:
 
     def columns(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The two fields of every valid entry as two tuples (one C-level unpack)."""
-        if self._mm is None or not self.entries:
+        if not self.entries:
             return (), ()
         fields = self.ENTRY.format.lstrip(">")
-        flat = struct.unpack_from(">" + fields * self.entries, self._mm)
+        flat = struct.unpack_from(">" + fields * self.entries, self._mm or self._mapping())
         return flat[0::2], flat[1::2]

@@ -38,9 +38,15 @@ class OffsetIndex(IndexFile):
     ENTRY: ClassVar[struct.Struct] = struct.Struct(">ii")
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        *,
+        writable: bool = True,
+        create: bool = False,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable=writable)
+        super().__init__(path, base_offset, max_index_size, writable=writable, create=create)
 
     def entry(self, slot: int) -> OffsetPosition:
         rel, position = self.raw_entry(slot)

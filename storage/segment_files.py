@@ -65,14 +65,16 @@ class SegmentFiles:
         create: bool,
         writable: bool = True,
         file_suffix: str = "",
+        clear_stale: bool = True,
     ) -> None:
         """``file_suffix`` follows each file name (the cleaner writes a segment as
-        ``.cleaned`` files, see ``change_file_suffixes``)."""
+        ``.cleaned`` files, see ``change_file_suffixes``). ``clear_stale=False``: the
+        caller knows no file of this segment exists (a dir it just made)."""
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.log_path = segment_path(directory, base_offset, LOG_SUFFIX + file_suffix)
-        if create:
+        if create and clear_stale:
             # A file left by a crash in the middle of an earlier roll is stale.
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 segment_path(directory, base_offset, suffix + file_suffix).unlink(missing_ok=True)
@@ -85,8 +87,12 @@ class SegmentFiles:
         time_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX + file_suffix)
         # A missing index is created empty and must be rebuilt (sanity_check says so).
         self.index_missing = not create and not (index_path.exists() and time_path.exists())
-        self.offset_index = OffsetIndex(index_path, base_offset, max_index_size, writable=writable)
-        self.time_index = TimeIndex(time_path, base_offset, max_index_size, writable=writable)
+        self.offset_index = OffsetIndex(
+            index_path, base_offset, max_index_size, writable=writable, create=create
+        )
+        self.time_index = TimeIndex(
+            time_path, base_offset, max_index_size, writable=writable, create=create
+        )
         self._bytes_since_last_index_entry = 0
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = base_offset
@@ -203,10 +209,10 @@ class SegmentFiles:
     def dup_fds(self) -> list[int]:
         """Private descriptors of the three files (see Log.flush); raises OSError when
         the segment was closed meanwhile."""
-        fds: list[int] = []
+        fds = [os.dup(self._fd)]
         try:
-            for fd_owner in (self, self.offset_index, self.time_index):
-                fds.append(os.dup(fd_owner._fd))
+            for index in (self.offset_index, self.time_index):
+                fds.append(index.open_for_fsync())
         except OSError:
             for fd in fds:
                 os.close(fd)

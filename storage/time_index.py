@@ -39,9 +39,15 @@ class TimeIndex(IndexFile):
     ENTRY: ClassVar[struct.Struct] = struct.Struct(">qi")
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, *, writable: bool = True
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        *,
+        writable: bool = True,
+        create: bool = False,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable=writable)
+        super().__init__(path, base_offset, max_index_size, writable=writable, create=create)
 
     def entry(self, slot: int) -> TimestampOffset:
         timestamp, rel = self.raw_entry(slot)

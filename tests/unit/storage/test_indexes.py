@@ -3,6 +3,7 @@ the sanity check that keeps a crash-damaged index from being trusted."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,37 @@ def test_untrimmed_index_left_by_a_crash_fails_the_sanity_check(tmp_path: Path) 
         reopened.sanity_check(log_size=10**6)
     reopened.close()
     index.close()
+
+
+def test_rebuilding_an_untrimmed_index_keeps_its_preallocation_a_hole(tmp_path: Path) -> None:
+    # After a crash the reopened file counts every slot of its 10 MiB as an entry;
+    # zeroing them by writes allocated all of it (20 MB per empty partition).
+    path = tmp_path / "a.index"
+    OffsetIndex(path, BASE, 10 * 1024 * 1024).abandon()  # what a crash leaves
+    reopened = OffsetIndex(path, BASE, 10 * 1024 * 1024)
+    assert reopened.entries == reopened.max_entries  # untrusted until checked
+    reopened.reset(10 * 1024 * 1024)  # what recovery does before rebuilding
+    reopened.append(BASE + 5, 4096)
+    reopened.abandon()
+    assert path.stat().st_size == 10 * 1024 * 1024
+    assert path.stat().st_blocks * 512 <= 8192  # the one page written, not 10 MiB
+    again = OffsetIndex(path, BASE, 10 * 1024 * 1024)
+    again.truncate_to(BASE)  # the removed tail reads as zeros: no stale entry returns
+    again.abandon()
+    assert path.read_bytes() == bytes(10 * 1024 * 1024)
+
+
+def test_an_index_holds_a_descriptor_only_while_mapped(tmp_path: Path) -> None:
+    # Thousands of empty partitions: one descriptor each (the .log), not five.
+    fds = len(os.listdir("/proc/self/fd"))
+    indexes = [OffsetIndex(tmp_path / f"{i}.index", BASE, 4096) for i in range(20)]
+    assert len(os.listdir("/proc/self/fd")) == fds
+    indexes[0].append(BASE + 1, 100)  # mapped on first use; the mapping keeps one
+    assert len(os.listdir("/proc/self/fd")) == fds + 1
+    assert indexes[0].lookup(BASE + 1) == OffsetPosition(BASE + 1, 100)
+    for index in indexes:
+        index.close()
+    assert len(os.listdir("/proc/self/fd")) == fds
 
 
 @pytest.mark.parametrize(

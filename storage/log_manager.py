@@ -12,6 +12,7 @@ Each log dir holds partition dirs and, at its root, the per-dir files::
 Start-up: every ``<topic>-<partition>`` dir is loaded as a Log; if the dir had no
 ``.kafka_cleanshutdown`` each log revalidates everything after its checkpointed
 recovery point (a missing or corrupt checkpoint means "from 0": slower, never wrong).
+Each dir logs how far its load got (storage/log_load_progress.py).
 ``...-future`` dirs are loaded as future logs (a replica being moved here by a log-dir
 move); ``...-delete`` dirs are queued for removal. The clean-shutdown marker is removed
 once loading is done, so a crash from then on is seen as unclean.
@@ -64,6 +65,7 @@ from minibroker.storage.corruption import CorruptionStats
 from minibroker.storage.errors import CorruptCheckpointError, LogDirError
 from minibroker.storage.log import FlushStats, Log
 from minibroker.storage.log_config import Clock, LogConfig, system_clock
+from minibroker.storage.log_load_progress import LOAD_PROGRESS_INTERVAL_S, LogLoadProgress
 from minibroker.storage.names import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -86,7 +88,9 @@ class LogManager:
         *,
         topic_config: Callable[[str], LogConfig] | None = None,
         clock: Clock = system_clock,
+        load_progress_interval_s: float = LOAD_PROGRESS_INTERVAL_S,
     ) -> None:
+        """``load_progress_interval_s``: at most how often start-up logs its progress."""
         if not log_dirs:
             raise LogDirError("log.dirs is empty")
         self.log_dirs = [Path(d).absolute() for d in log_dirs]
@@ -103,6 +107,7 @@ class LogManager:
         self._lock_fds: list[int] = []
         self.preferred_log_dirs: dict[TopicPartition, Path] = {}
         self.offline_log_dirs: set[Path] = set()
+        self._load_progress_interval_s = load_progress_interval_s
         try:
             for log_dir in self.log_dirs:
                 self._lock(log_dir)
@@ -144,6 +149,7 @@ class LogManager:
         clean = clean_marker.exists()
         recovery_points = self._read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
         log_starts = self._read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        to_load: list[tuple[Path, TopicPartition, str]] = []
         for path in sorted(log_dir.iterdir()):
             parsed = parse_partition_dir(path.name)
             if parsed is None or not path.is_dir():
@@ -151,11 +157,16 @@ class LogManager:
             tp, suffix = parsed
             if suffix == DELETE_DIR_SUFFIX:
                 self._pending_dir_deletes.append(path)
-                continue
+            else:
+                to_load.append((path, tp, suffix))
+        progress = LogLoadProgress(
+            log_dir, len(to_load), clean=clean, interval_s=self._load_progress_interval_s
+        )
+        for path, tp, suffix in to_load:
             logs = self._future_logs if suffix == FUTURE_DIR_SUFFIX else self._logs
             if tp in logs:
                 raise LogDirError(f"{tp} found twice: in {logs[tp].dir} and {path}")
-            logs[tp] = Log(
+            loaded = logs[tp] = Log(
                 path,
                 self._topic_config(tp.topic),
                 log_start_offset=log_starts.get(tp, 0),
@@ -165,6 +176,8 @@ class LogManager:
                 flush_stats=self.flush_stats,
                 corruption_stats=self.corruption_stats,
             )
+            progress.log_loaded(recovered=bool(loaded.recovered_segments))
+        progress.finish()
         clean_marker.unlink(missing_ok=True)
 
     # --- lookup and creation ---------------------------------------------------------

@@ -61,10 +61,20 @@ class LogState:
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._truncations = 0  # lets a flush in another thread notice a truncation
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True)
+        except FileExistsError:
+            self.new_dir = False
+        else:
+            self.new_dir = True
+            """The partition dir was made here, empty: loading has nothing to scan, check
+            or clear in it (a broker creating thousands of partitions skips four
+            directory listings and three unlinks per partition)."""
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
         self.producer_state = ProducerStateManager(
-            directory, producer_id_expiration_ms=config.producer_id_expiration_ms
+            directory,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
+            empty_dir=self.new_dir,
         )
 
     # --- offsets ---------------------------------------------------------------------
@@ -124,6 +134,7 @@ class LogState:
             created_ms=self.clock(),
             create=create,
             file_suffix=file_suffix,
+            clear_stale=not (self.new_dir and not self._segments),
         )
 
     def _add_segment(self, segment: LogSegment) -> None:

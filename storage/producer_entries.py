@@ -102,10 +102,13 @@ class ProducerStateBase:
         directory: Path,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        empty_dir: bool = False,
     ) -> None:
+        """``empty_dir``: the dir was just made, so it holds no snapshot to list."""
         self.dir = directory
         self.name = directory.name
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # the state reflects every producer batch below this
-        self._snapshots: set[int] | None = None  # offsets of the snapshot files (lazy)
+        # Offsets of the snapshot files (listed on first need).
+        self._snapshots: set[int] | None = set() if empty_dir else None

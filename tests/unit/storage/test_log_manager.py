@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 
 from minibroker.protocol.errors import LogDirNotFoundError
 from minibroker.storage.errors import LogDirError
+from minibroker.storage.log_load_progress import LogLoadProgress
 from minibroker.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from minibroker.storage.names import TopicPartition
 from minibroker.storage.segment import LogSegment
@@ -240,3 +243,60 @@ def test_flushing_in_a_thread_races_safely_with_appends_rolls_and_truncation(
     assert passes[0] > 10  # the flusher really ran alongside
     assert read_all(log) == expected
     logs.close()
+
+
+def test_loading_says_how_many_logs_of_each_dir_are_loaded_and_recovered(
+    dirs: list[Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    logs = manager(dirs)
+    for partition in range(6):
+        logs.get_or_create_log(TopicPartition("t", partition)).append(batch([b"x"]))
+    logs.abandon()  # a crash: every log is recovered
+    with caplog.at_level(logging.INFO, logger="minibroker.storage.log_load_progress"):
+        again = LogManager(dirs, SMALL, clock=lambda: 1_000, load_progress_interval_s=0)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == (
+        f"loading 3 logs in {dirs[0]} (no clean shutdown: recovering past each recovery point)"
+    )
+    # A line per log here (interval 0), never a "loaded 3/3 ... after" before the last.
+    assert re.fullmatch(rf"loaded 1/3 logs in {dirs[0]} \(1 recovered\) after [\d.]+ s", lines[1])
+    assert re.fullmatch(rf"loaded 3/3 logs in {dirs[0]} \(3 recovered\) in [\d.]+ s", lines[3])
+    assert lines[4].startswith(f"loading 3 logs in {dirs[1]} (no clean")
+    again.close()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="minibroker.storage.log_load_progress"):
+        manager(dirs).close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == f"loading 3 logs in {dirs[0]} (clean shutdown: no recovery)"
+    assert re.fullmatch(rf"loaded 3/3 logs in {dirs[0]} \(0 recovered\) in [\d.]+ s", lines[1])
+
+
+def test_progress_lines_come_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    with caplog.at_level(logging.INFO, logger="minibroker.storage.log_load_progress"):
+        progress = LogLoadProgress(
+            Path("/d"), 100, clean=False, interval_s=1.0, monotonic=lambda: now[0]
+        )
+        for loaded in range(1, 101):
+            now[0] = loaded * 0.1  # ten logs a second
+            progress.log_loaded(recovered=loaded % 2 == 0)
+        progress.finish()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[1:4] == [
+        "loaded 10/100 logs in /d (5 recovered) after 1.0 s",
+        "loaded 20/100 logs in /d (10 recovered) after 2.0 s",
+        "loaded 30/100 logs in /d (15 recovered) after 3.0 s",
+    ]
+    assert len(lines) == 1 + 9 + 1  # the start, one a second, the end
+    assert lines[-1] == "loaded 100/100 logs in /d (50 recovered) in 10.0 s"
+
+
+def test_a_clean_close_writes_no_producer_snapshot_for_an_empty_log(dirs: list[Path]) -> None:
+    # Two fsyncs per idle partition made stopping a broker of thousands take tens of
+    # seconds; an empty log has nothing a snapshot would spare replaying.
+    logs = manager(dirs)
+    empty, written = logs.get_or_create_log(T0), logs.get_or_create_log(T1)
+    written.append(batch([b"x"]))
+    logs.close()
+    assert not list(empty.dir.glob("*.snapshot"))
+    assert [p.name for p in written.dir.glob("*.snapshot")] == ["00000000000000000001.snapshot"]

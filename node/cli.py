@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 import trio
 
 from minibroker.broker.config import BrokerConfig
+from minibroker.node.process_limits import raise_open_files_limit, share_the_gil
 from minibroker.protocol.errors import ConfigError
 from minibroker.protocol.heap import keep_freed_memory
 
@@ -94,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_properties(args.config, overrides_from(args))
     _setup_logging(args.log_level, config.broker_id)
     keep_freed_memory()
+    share_the_gil()
+    raise_open_files_limit()
     try:
         trio.run(serve_until_signalled, config)
     except BaseExceptionGroup as group:

@@ -49,6 +49,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
+from minibroker.zk.multi_read import READS_PER_REQUEST, MultiReadRequest
+from minibroker.zk.poll_handler import PollHandler
 from minibroker.zk.types import (
     BadVersion,
     CheckOp,
@@ -68,6 +70,7 @@ from minibroker.zk.types import (
     ZkEvent,
     ZkSessionExpired,
     ZkState,
+    ZkUnimplemented,
     split_connect_string,
     translate_error,
 )
@@ -160,6 +163,7 @@ class ZkClient:
         self._kazoo = KazooClient(
             hosts=self.hosts,
             timeout=session_timeout,
+            handler=PollHandler(),
             connection_retry=KazooRetry(max_tries=-1, max_delay=RECONNECT_MAX_DELAY_S),
         )
         self._token: trio.lowlevel.TrioToken | None = None
@@ -169,6 +173,7 @@ class ZkClient:
         # as. Touched only on the Trio thread.
         self._armed: set[WatchEvent] = set()
         self._closing = False
+        self._multi_read = True  # until the server says it has none
 
     @property
     def session_id(self) -> int | None:
@@ -292,11 +297,16 @@ class ZkClient:
     async def get_many(
         self, paths: Sequence[str], *, watch: bool = False
     ) -> list[tuple[bytes, Stat] | ZkError]:
-        """``get`` of many znodes in one round trip; each failure is returned, not raised."""
+        """``get`` of many znodes in one round trip; each failure is returned, not raised.
+        Without watches they go as multiReads (zk/multi_read.py) where the server has
+        them."""
         watcher = self._watcher(watch)
-        results = await self._pipeline(
-            [functools.partial(self._kazoo.get_async, path, watcher) for path in paths]
-        )
+        if not watch and self._multi_read and paths:
+            results = await self._multi_read_pipeline(paths)
+        else:
+            results = await self._pipeline(
+                [functools.partial(self._kazoo.get_async, path, watcher) for path in paths]
+            )
         if watch:
             self._armed.update(
                 WatchEvent(WatchType.CHANGED, path)
@@ -391,6 +401,35 @@ class ZkClient:
             return results
 
         return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+
+    async def _multi_read_pipeline(self, paths: Sequence[str]) -> list[Any]:
+        """Every path's (data, stat) or error, through multiReads of READS_PER_REQUEST
+        paths, all sent before any answer is awaited; pipelined getData requests if the
+        server has no multiRead (ZooKeeper before 3.6)."""
+        chroot = self._kazoo.chroot
+        chunks = [paths[i : i + READS_PER_REQUEST] for i in range(0, len(paths), READS_PER_REQUEST)]
+
+        def issue(chunk: Sequence[str]) -> Callable[[], Any]:
+            def call() -> Any:
+                result = self._kazoo.handler.async_result()
+                self._kazoo._call(MultiReadRequest([chroot + p for p in chunk]), result)
+                return result
+
+            return call
+
+        answers = await self._pipeline([issue(chunk) for chunk in chunks])
+        if any(isinstance(a, ZkUnimplemented) for a in answers):
+            self._multi_read = False
+            return await self._pipeline(
+                [functools.partial(self._kazoo.get_async, path) for path in paths]
+            )
+        results: list[Any] = []
+        for chunk, answer in zip(chunks, answers, strict=True):
+            if isinstance(answer, ZkError):
+                results += [answer] * len(chunk)
+            else:
+                results += [r if isinstance(r, tuple) else translate_error(r) for r in answer]
+        return results
 
     def _watcher(self, watch: bool) -> Callable[[WatchedEvent], None] | None:
         # Always the same bound method, so kazoo keeps one watcher per znode and a

@@ -38,6 +38,7 @@ import contextlib
 import ctypes
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -189,6 +190,14 @@ def is_serving(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> bool:
     """True when the server at host:port accepts sessions (``srvr`` reports its version
     instead of "not currently serving requests")."""
     return four_letter_word(host, port, "srvr", timeout).startswith(b"Zookeeper version:")
+
+
+def packets_received(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> int:
+    """How many packets (requests, pings included) the server has received since it
+    started (``srvr``'s "Received"); -1 if it does not say. Benchmarks and tests count
+    the requests an operation costs with it."""
+    found = re.search(rb"Received: (\d+)", four_letter_word(host, port, "srvr", timeout))
+    return int(found.group(1)) if found else -1
 
 
 def _size(path: Path) -> int:

@@ -20,6 +20,7 @@ from kazoo.exceptions import (
     NotEmptyError,
     OperationTimeoutError,
     SessionExpiredError,
+    UnimplementedError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
@@ -62,6 +63,10 @@ class ZkSessionExpired(ZkError):
     """The session ended (expired or closed); its ephemerals and watches are gone."""
 
 
+class ZkUnimplemented(ZkError):
+    """The server does not know the request (multiRead before ZooKeeper 3.6)."""
+
+
 _ERRORS: tuple[tuple[type[BaseException], type[ZkError]], ...] = (
     (NodeExistsError, NodeExists),
     (NoNodeError, NoNode),
@@ -73,6 +78,7 @@ _ERRORS: tuple[tuple[type[BaseException], type[ZkError]], ...] = (
     (ConnectionDropped, ZkConnectionLoss),
     (OperationTimeoutError, ZkConnectionLoss),
     (KazooTimeoutError, ZkConnectionLoss),
+    (UnimplementedError, ZkUnimplemented),
 )
 
 

@@ -24,7 +24,8 @@ from minibroker.zk.client import (
     ZkState,
     open_zk_client,
 )
-from minibroker.zk.server import pick_free_port
+from minibroker.zk.multi_read import READS_PER_REQUEST
+from minibroker.zk.server import ZooKeeperServer, packets_received, pick_free_port
 from tests.support.zookeeper import ExpireSession
 
 pytestmark = pytest.mark.timeout(30)
@@ -149,6 +150,25 @@ async def test_batched_reads_and_writes_report_each_failure(zk_client: ZkClient)
     )
     assert not isinstance(written[0], BaseException) and written[0].version == 1
     assert isinstance(written[1], BadVersion)
+
+
+async def test_many_reads_go_as_a_few_multi_reads_in_the_chroot(
+    zk_client: ZkClient, zookeeper_server: ZooKeeperServer
+) -> None:
+    # A new controller reads every partition state: one request per znode cost seconds.
+    count = 2 * READS_PER_REQUEST + 3
+    await zk_client.create_many(
+        [CreateOp(f"/r/{i}", str(i).encode()) for i in range(count)], makepath=True
+    )
+    paths = [f"/r/{i}" for i in range(count)] + ["/r/missing"]
+    before = packets_received("127.0.0.1", zookeeper_server.port)
+    read = await zk_client.get_many(paths)
+    requests = packets_received("127.0.0.1", zookeeper_server.port) - before
+    assert [r[0] for r in read[:-1] if not isinstance(r, BaseException)] == [
+        str(i).encode() for i in range(count)
+    ]
+    assert isinstance(read[-1], NoNode)  # a missing znode fails alone
+    assert requests <= 4  # three multiReads, maybe a ping
 
 
 async def test_connecting_to_a_dead_port_fails_with_connection_loss() -> None:

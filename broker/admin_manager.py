@@ -46,9 +46,9 @@ class AdminZk(Protocol):
 
     async def get_live_brokers(self, *, watch: bool = ...) -> Mapping[int, Any]: ...
     async def get_topics(self, *, watch: bool = ...) -> set[str]: ...
-    async def create_topic(
-        self, topic: str, partitions: Mapping[int, Sequence[int]], config: Mapping[str, str]
-    ) -> None: ...
+    async def create_topics(
+        self, topics: Mapping[str, tuple[Mapping[int, Sequence[int]], Mapping[str, str]]]
+    ) -> Mapping[str, KafkaError | None]: ...
     async def mark_topic_for_deletion(self, topic: str) -> bool: ...
     async def wait_for_topics_deleted(self, topics: Iterable[str]) -> None: ...
 
@@ -108,7 +108,7 @@ class AdminManager:
         existing = await self._zk.get_topics()
         names = [t["name"] for t in request["topics"]]
         results: list[bodies.CreateTopicsResponseTopic] = []
-        created: list[str] = []
+        valid: dict[str, tuple[dict[int, list[int]], dict[str, str]]] = {}
         for topic in request["topics"]:
             name = topic["name"]
             result: bodies.CreateTopicsResponseTopic = {
@@ -123,13 +123,10 @@ class AdminManager:
                 config = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
                 if self._validate_config is not None:
                     self._validate_config(config)
-                if not request["validate_only"]:
-                    await self._zk.create_topic(name, assignment, config)
-                    created.append(name)
-                    existing.add(name)
             except KafkaError as exc:
                 result |= {"error_code": exc.code, "error_message": exc.message}
             else:
+                valid[name] = assignment, config
                 result |= {
                     "error_code": NONE,
                     "error_message": None,
@@ -137,6 +134,22 @@ class AdminManager:
                     "replication_factor": len(assignment[0]),
                 }
             results.append(result)
+        created: list[str] = []
+        if valid and not request["validate_only"]:
+            # Every topic's znodes in one batch: one after the other, a request of a
+            # thousand one-partition topics cost thousands of ZooKeeper round trips.
+            outcomes = await self._zk.create_topics(valid)
+            for result in results:
+                error = outcomes.get(result["name"])
+                if error is not None:
+                    result |= {
+                        "error_code": error.code,
+                        "error_message": error.message,
+                        "num_partitions": -1,
+                        "replication_factor": -1,
+                    }
+                elif result["name"] in valid:
+                    created.append(result["name"])
         if created and request["timeout_ms"] > 0:
             with trio.move_on_after(request["timeout_ms"] / 1000):
                 await self._topics_ready(created)

@@ -91,8 +91,9 @@ class ControllerZk(PartitionStateStore, Protocol):
         removing: Mapping[int, Sequence[int]],
     ) -> None: ...
 
-    async def get_unclean_leader_election_override(self, topic: str) -> bool | None:
-        """The topic's ``unclean.leader.election.enable`` from /config/topics/T."""
+    async def get_unclean_leader_election_overrides(self, topics: Iterable[str]) -> dict[str, bool]:
+        """``unclean.leader.election.enable`` from /config/topics/T, of those of
+        ``topics`` that set it (one round trip)."""
         ...
 
     async def get_config_changes(self, *, watch: bool) -> list[str]:

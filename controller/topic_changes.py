@@ -84,9 +84,9 @@ class TopicChangeHandler:
                 self._ctx.set_assignment(tp, ar)
                 loaded.add(tp)
             self._note_recorded_reassignment(topic, replicas)
-            override = await self._zk.get_unclean_leader_election_override(topic)
-            if override is not None:
-                self._unclean.set_override(topic, override)
+        overrides = await self._zk.get_unclean_leader_election_overrides(assignments)
+        for topic, override in overrides.items():
+            self._unclean.set_override(topic, override)
         return loaded
 
     async def skip_config_changes_so_far(self) -> None:
@@ -136,13 +136,15 @@ class TopicChangeHandler:
             return
         self._last_config_change = fresh[-1]
         newly_unclean: set[str] = set()
-        for topic in await self._zk.read_config_change_topics(fresh):
-            if topic not in self._ctx.assignments:
-                continue
+        changed = [
+            topic
+            for topic in await self._zk.read_config_change_topics(fresh)
+            if topic in self._ctx.assignments
+        ]
+        overrides = await self._zk.get_unclean_leader_election_overrides(changed)
+        for topic in changed:
             was_allowed = self._unclean.allowed(topic)
-            self._unclean.set_override(
-                topic, await self._zk.get_unclean_leader_election_override(topic)
-            )
+            self._unclean.set_override(topic, overrides.get(topic))
             if self._unclean.allowed(topic) and not was_allowed:
                 newly_unclean.add(topic)
         offline = {

@@ -84,14 +84,7 @@ class ControllerZkAdapter:
     async def get_topic_assignments(
         self, topics: Iterable[str], *, watch: bool
     ) -> dict[str, TopicAssignment]:
-        if not watch:
-            return await self.data.get_assignments(topics)
-        found: dict[str, TopicAssignment] = {}
-        for topic in topics:
-            assignment = await self.data.get_assignment(topic, watch=True)
-            if assignment is not None:
-                found[topic] = assignment
-        return found
+        return await self.data.get_assignments(topics, watch=watch)
 
     async def set_topic_assignment(
         self,
@@ -110,9 +103,13 @@ class ControllerZkAdapter:
             assignment, controller_epoch_zk_version=self._fence_version()
         )
 
-    async def get_unclean_leader_election_override(self, topic: str) -> bool | None:
-        value = (await self.data.get_topic_config(topic)).get(UNCLEAN_LEADER_ELECTION_KEY)
-        return None if value is None else value.strip().lower() == "true"
+    async def get_unclean_leader_election_overrides(self, topics: Iterable[str]) -> dict[str, bool]:
+        configs = await self.data.get_topic_configs(topics)
+        return {
+            topic: value.strip().lower() == "true"
+            for topic, config in configs.items()
+            if (value := config.get(UNCLEAN_LEADER_ELECTION_KEY)) is not None
+        }
 
     async def get_config_changes(self, *, watch: bool) -> list[str]:
         return await config_change_names(self.data.zk, watch=watch)

@@ -69,8 +69,7 @@ class NotificationZnodes(ZnodeAccess):
         return changed
 
     async def delete_isr_change_notifications(self, names: Iterable[str]) -> None:
-        for name in names:
-            await self._delete_if_present(isr_change_path(name))
+        await self._delete_all_present(isr_change_path(name) for name in names)
 
     async def create_log_dir_event_notification(self, broker_id: int) -> str:
         """A broker reports that one of its log dirs failed; returns the znode's name."""
@@ -104,8 +103,7 @@ class NotificationZnodes(ZnodeAccess):
         return brokers
 
     async def delete_log_dir_event_notifications(self, names: Iterable[str]) -> None:
-        for name in names:
-            await self._delete_if_present(log_dir_event_path(name))
+        await self._delete_all_present(log_dir_event_path(name) for name in names)
 
     async def get_reassignment(
         self, *, watch: bool = False

@@ -60,16 +60,60 @@ class TopicZnodes(ZnodeAccess):
         """Write the topic's config, then its assignment (Kafka's order: a controller
         that sees the topic always finds its config). TopicAlreadyExistsError if the
         assignment znode exists (also while a deletion is pending)."""
-        if await self.zk.exists(topic_path(topic)) is not None:
-            raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
-        await self.set_topic_config(topic, config, notify=False)
-        assignment = TopicAssignment(topic, {p: tuple(r) for p, r in partitions.items()})
-        try:
-            await self.zk.create(
-                topic_path(topic), encode_topic_assignment(assignment), makepath=True
+        error = (await self.create_topics({topic: (partitions, config)}))[topic]
+        if error is not None:
+            raise error
+
+    async def create_topics(
+        self, topics: Mapping[str, tuple[Mapping[int, Sequence[int]], Mapping[str, str]]]
+    ) -> dict[str, TopicAlreadyExistsError | None]:
+        """``create_topic`` for many topics at once, each as (assignment, config): a
+        handful of pipelined round trips whatever their number, where one topic after
+        the other cost four round trips each. Per topic None, or why it was not made."""
+        names = sorted(topics)
+        outcome: dict[str, TopicAlreadyExistsError | None] = {}
+        present = await self.zk.get_many([topic_path(t) for t in names])
+        for name, result in zip(names, present, strict=True):
+            if not isinstance(result, NoNode):
+                if isinstance(result, ZkError):
+                    raise result
+                outcome[name] = TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        new = [t for t in names if t not in outcome]
+        configs = [encode_topic_config(topics[t][1]) for t in new]
+        written = await self.zk.set_many(
+            [SetOp(topic_config_path(t), data) for t, data in zip(new, configs, strict=True)]
+        )
+        missing = [
+            CreateOp(topic_config_path(t), data)
+            for t, data, result in zip(new, configs, written, strict=True)
+            if isinstance(result, NoNode)
+        ]
+        errors = [r for r in written if isinstance(r, ZkError) and not isinstance(r, NoNode)]
+        errors += [
+            r
+            for r in await self.zk.create_many(missing, makepath=True)
+            if isinstance(r, ZkError) and not isinstance(r, NodeExists)
+        ]
+        if errors:
+            raise errors[0]
+        assignments = [
+            CreateOp(
+                topic_path(t),
+                encode_topic_assignment(
+                    TopicAssignment(t, {p: tuple(r) for p, r in topics[t][0].items()})
+                ),
             )
-        except NodeExists as exc:
-            raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.") from exc
+            for t in new
+        ]
+        made = await self.zk.create_many(assignments, makepath=True)
+        for name, path in zip(new, made, strict=True):
+            if isinstance(path, NodeExists):
+                outcome[name] = TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+            elif isinstance(path, ZkError):
+                raise path
+            else:
+                outcome[name] = None
+        return outcome
 
     async def get_assignment(self, topic: str, *, watch: bool = False) -> TopicAssignment | None:
         """``watch`` arms a data watch on the topic znode (Kafka's PartitionModifications)."""
@@ -79,9 +123,13 @@ class TopicZnodes(ZnodeAccess):
             return None
         return decode_topic_assignment(topic, data, zk_version=stat.version)
 
-    async def get_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+    async def get_assignments(
+        self, topics: Iterable[str], *, watch: bool = False
+    ) -> dict[str, TopicAssignment]:
+        """The assignments of those of ``topics`` that exist, in one round trip;
+        ``watch`` arms each one's data watch (PartitionModifications)."""
         names = sorted(topics)
-        results = await self.zk.get_many([topic_path(t) for t in names])
+        results = await self.zk.get_many([topic_path(t) for t in names], watch=watch)
         found = {}
         for topic, result in zip(names, results, strict=True):
             if isinstance(result, NoNode):
@@ -101,6 +149,19 @@ class TopicZnodes(ZnodeAccess):
         )
         stat = (await self._write([op], controller_epoch_zk_version))[-1]
         return dataclasses.replace(assignment, zk_version=stat.version)
+
+    async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The configs of those of ``topics`` that have one, in one round trip."""
+        names = sorted(topics)
+        results = await self.zk.get_many([topic_config_path(t) for t in names])
+        found = {}
+        for topic, result in zip(names, results, strict=True):
+            if isinstance(result, NoNode):
+                continue
+            if isinstance(result, ZkError):
+                raise result
+            found[topic] = decode_topic_config(topic, result[0])
+        return found
 
     async def get_topic_config(self, topic: str) -> dict[str, str]:
         try:
@@ -165,8 +226,7 @@ class TopicZnodes(ZnodeAccess):
         return set(await self._children(DELETE_TOPICS_PATH, watch))
 
     async def delete_topic_deletion_marks(self, topics: Iterable[str]) -> None:
-        for topic in topics:
-            await self._delete_if_present(delete_topic_path(topic))
+        await self._delete_all_present(delete_topic_path(topic) for topic in topics)
 
     async def delete_topic_znodes(self, topic: str) -> None:
         """Last step of a deletion: assignment, partition states and config go."""
@@ -198,12 +258,15 @@ class TopicZnodes(ZnodeAccess):
     ) -> WriteResult:
         """Create state znodes (and their parents); an existing one is a conflict."""
         tps = sorted(states)
-        parents = sorted({partitions_path(tp.topic) for tp in tps}) + [
-            partition_path(tp) for tp in tps
-        ]
-        for result in await self.zk.create_many([CreateOp(p) for p in parents]):
-            if isinstance(result, ZkError) and not isinstance(result, NodeExists):
-                raise result
+        # Each level of parents in its own batch: a transaction that fails on a parent
+        # made earlier must not leave a child's parent missing in a later one.
+        for parents in (
+            sorted({partitions_path(tp.topic) for tp in tps}),
+            map(partition_path, tps),
+        ):
+            for result in await self._write_each([CreateOp(p) for p in parents], None):
+                if isinstance(result, ZkError) and not isinstance(result, NodeExists):
+                    raise result
         ops = [CreateOp(partition_state_path(tp), encode_partition_state(states[tp])) for tp in tps]
         outcomes = await self._write_each(ops, controller_epoch_zk_version)
         written = WriteResult()

@@ -24,6 +24,8 @@ from minibroker.zk.client import (
 )
 from minibroker.zk.data import BrokerIdInUseError, KafkaZkClient
 from minibroker.zk.model import BrokerInfo, EndPoint, TopicAssignment
+from minibroker.zk.server import ZooKeeperServer, packets_received
+from minibroker.zk.znodes import OPS_PER_TRANSACTION
 from tests.support.zookeeper import ExpireSession
 
 pytestmark = pytest.mark.timeout(30)
@@ -220,6 +222,51 @@ async def test_partition_state_update_fails_on_stale_zk_version_and_succeeds_aft
         "version": 1,
         "leader_epoch": 1,
         "isr": [2],
+    }
+
+
+async def test_many_fenced_state_writes_cost_a_few_requests_and_keep_per_partition_outcomes(
+    kzk: KafkaZkClient, zookeeper_server: ZooKeeperServer
+) -> None:
+    # A failover updates thousands of state znodes: one ZooKeeper request each made it
+    # take seconds. They go as transactions of many writes, and a write that loses its
+    # race still fails alone.
+    count = 2 * OPS_PER_TRANSACTION + 50
+    await kzk.create_topic("many", {p: [1, 2] for p in range(count)}, {})
+    _, fence = await kzk.register_controller(1)
+    tps = [TopicPartition("many", p) for p in range(count)]
+    created = await kzk.create_partition_states(
+        {tp: LeaderAndIsr(1, 0, (1, 2), 1, -1) for tp in tps}, controller_epoch_zk_version=fence
+    )
+    assert created.conflicts == set() and len(created.written) == count
+    racing = tps[OPS_PER_TRANSACTION + 7]  # a leader changes this one's ISR meanwhile
+    await kzk.update_partition_states({racing: LeaderAndIsr(1, 0, (1,), 1, 0)})
+
+    before = packets_received("127.0.0.1", zookeeper_server.port)
+    elected = {tp: state.new_leader(2, (2,), 1) for tp, state in created.written.items()}
+    result = await kzk.update_partition_states(elected, controller_epoch_zk_version=fence)
+    requests = packets_received("127.0.0.1", zookeeper_server.port) - before
+    assert result.conflicts == {racing}
+    assert set(result.written) == set(tps) - {racing}
+    # Three transactions, the one holding the conflict again without it, maybe a ping.
+    assert requests <= 5
+    states = await kzk.read_partition_states(tps)
+    assert states[racing].isr == (1,) and states[tps[0]].leader == 2
+
+
+async def test_two_conflicts_in_one_transaction_each_fail_alone(kzk: KafkaZkClient) -> None:
+    await kzk.create_topic("two", {p: [1, 2] for p in range(6)}, {})
+    tps = [TopicPartition("two", p) for p in range(6)]
+    created = await kzk.create_partition_states(
+        {tp: LeaderAndIsr(1, 0, (1, 2), 1, -1) for tp in tps}
+    )
+    for racing in (tps[1], tps[4]):
+        await kzk.update_partition_states({racing: LeaderAndIsr(1, 0, (1,), 1, 0)})
+    elected = {tp: state.new_leader(2, (2,), 1) for tp, state in created.written.items()}
+    result = await kzk.update_partition_states(elected)
+    assert result.conflicts == {tps[1], tps[4]}
+    assert {tp: s.zk_version for tp, s in result.written.items()} == {
+        tp: 1 for tp in tps if tp not in (tps[1], tps[4])
     }
 
 

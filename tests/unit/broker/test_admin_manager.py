@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 from minibroker.broker.admin_manager import AdminManager
+from minibroker.protocol.errors import KafkaError, TopicAlreadyExistsError
 from minibroker.zk.model import BrokerInfo, EndPoint
 
 
@@ -37,11 +38,18 @@ class AdminZk:
     async def get_topics(self, *, watch: bool = False) -> set[str]:
         return set(self.topics)
 
-    async def create_topic(
-        self, topic: str, partitions: Mapping[int, Sequence[int]], config: Mapping[str, str]
-    ) -> None:
-        self.topics[topic] = {p: list(r) for p, r in partitions.items()}
-        self.configs[topic] = dict(config)
+    async def create_topics(
+        self, topics: Mapping[str, tuple[Mapping[int, Sequence[int]], Mapping[str, str]]]
+    ) -> dict[str, KafkaError | None]:
+        outcome: dict[str, KafkaError | None] = {}
+        for topic, (partitions, config) in topics.items():
+            if topic in self.topics:
+                outcome[topic] = TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
+                continue
+            self.topics[topic] = {p: list(r) for p, r in partitions.items()}
+            self.configs[topic] = dict(config)
+            outcome[topic] = None
+        return outcome
 
     async def mark_topic_for_deletion(self, topic: str) -> bool:
         self.marked.add(topic)

@@ -212,8 +212,8 @@ class FakeControllerZk(FakeStateStore):
             {p: tuple(r) for p, r in removing.items() if r},
         )
 
-    async def get_unclean_leader_election_override(self, topic: str) -> bool | None:
-        return self.unclean_overrides.get(topic)
+    async def get_unclean_leader_election_overrides(self, topics: Iterable[str]) -> dict[str, bool]:
+        return {t: self.unclean_overrides[t] for t in topics if t in self.unclean_overrides}
 
     async def get_config_changes(self, *, watch: bool) -> list[str]:
         return sorted(self.config_changes)

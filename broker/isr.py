@@ -16,11 +16,15 @@ ISR changes (the leader owns the ISR between leader elections):
 
 A change is written first, to ``/brokers/topics/T/partitions/P/state`` with a
 conditional update on the zkVersion this leader knows, and applied in memory only once
-ZooKeeper has it: while the write is in flight the HW keeps using the old ISR, which is
-the safe side for both directions (a shrinking ISR still waits for the slow follower,
-an expanding one does not count the new member yet). A lost race (BadVersion) re-reads
-the znode; if it still names this leader at this epoch the leader adopts its ISR and
-version and the next check decides again, otherwise a LeaderAndIsr is on its way.
+ZooKeeper has it. Changes are queued and one writer task sends every queued change in
+one pipelined batch (a broker back from an outage expands thousands of ISRs at once:
+one ZooKeeper round trip each, in sequence or in a thread apiece, took seconds); what
+is queued while a batch is in flight goes in the next. While a write is in flight the
+HW keeps using the old ISR, which is the safe side for both directions (a shrinking ISR
+still waits for the slow follower, an expanding one does not count the new member
+yet). A lost race (BadVersion) re-reads the znode; if it still names this leader at
+this epoch the leader adopts its ISR and version and the next check decides again,
+otherwise a LeaderAndIsr is on its way.
 
 Changed partitions are also reported under ``/isr_change_notification`` in batches, as
 Kafka does: at most every ``ISR_PROPAGATION_CHECK_S``, once no change came for
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import trio
@@ -124,6 +129,48 @@ def out_of_sync_replicas(partition: Partition, now_ms: int, max_lag_ms: int) -> 
 
 # -- the ISR writer --------------------------------------------------------------------------
 
+LOGGED_CHANGES = 5
+"""ISR changes a log line names; the rest of a batch is counted."""
+
+
+def _describe(partition: Partition, new_isr: frozenset[int], expand: bool) -> str:
+    how = "expands" if expand else "shrinks"
+    return f"{partition.tp} {how} from {sorted(partition.isr)} to {sorted(new_isr)}"
+
+
+@dataclass(frozen=True, slots=True)
+class _IsrChange:
+    """One queued ISR change, with the leadership (epoch) and znode version it was
+    decided under."""
+
+    partition: Partition
+    new_isr: frozenset[int]
+    expand: bool
+    epoch: int = field(init=False)
+    version: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epoch", self.partition.leader_epoch)
+        object.__setattr__(self, "version", self.partition.zk_version)
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.partition.tp.topic, self.partition.tp.partition)
+
+    def state(self) -> LeaderAndIsr:
+        partition = self.partition
+        return LeaderAndIsr(
+            leader=partition.local_broker_id,
+            leader_epoch=self.epoch,
+            isr=tuple(sorted(self.new_isr)),
+            controller_epoch=partition.controller_epoch,
+            zk_version=self.version,
+        )
+
+    def still_current(self) -> bool:
+        """This broker still leads the partition in the epoch the change was made in."""
+        return self.partition.leader_epoch == self.epoch and self.partition.is_leader
+
 
 class IsrManager:
     """Writes ISR changes and reports them; see the module docstring."""
@@ -143,7 +190,9 @@ class IsrManager:
         self._clock = clock
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._nursery: trio.Nursery | None = None
-        self._in_flight: set[TopicPartition] = set()
+        self._in_flight: set[TopicPartition] = set()  # queued or being written
+        self._queued: list[_IsrChange] = []
+        self._wake_writer = trio.Event()
         self._changed: set[TopicPartition] = set()
         self._last_change = 0.0
         self._last_propagation = 0.0
@@ -170,68 +219,103 @@ class IsrManager:
         tp = partition.tp
         if tp in self._in_flight or new_isr == partition.isr:
             return
-        store = self._store
-        if store is None or self._nursery is None:
+        if self._store is None or self._nursery is None:
             self._apply(partition, new_isr, partition.zk_version, expand)
             return
         self._in_flight.add(tp)
-        self._nursery.start_soon(self._write, store, partition, new_isr, expand)
+        self._queued.append(_IsrChange(partition, new_isr, expand))
+        self._wake_writer.set()
 
-    async def _write(
-        self, store: IsrStore, partition: Partition, new_isr: frozenset[int], expand: bool
-    ) -> None:
-        tp = TopicPartition(partition.tp.topic, partition.tp.partition)
-        epoch, version = partition.leader_epoch, partition.zk_version
-        state = LeaderAndIsr(
-            leader=partition.local_broker_id,
-            leader_epoch=epoch,
-            isr=tuple(sorted(new_isr)),
-            controller_epoch=partition.controller_epoch,
-            zk_version=version,
-        )
+    async def _write_queued(self, store: IsrStore) -> None:
+        """The writer task: every change queued so far, in one batch, until cancelled."""
+        while True:
+            await self._wake_writer.wait()
+            self._wake_writer = trio.Event()
+            batch, self._queued = self._queued, []
+            try:
+                await self._write(store, batch)
+            finally:
+                for change in batch:
+                    self._in_flight.discard(change.partition.tp)
+
+    async def _write(self, store: IsrStore, batch: list[_IsrChange]) -> None:
+        states = {change.tp: change.state() for change in batch}
         try:
-            result = await store.update_partition_states({tp: state})
-            if tp in result.written:
-                if partition.leader_epoch == epoch and partition.is_leader:
-                    self._apply(partition, new_isr, result.written[tp].zk_version, expand)
-                return
-            current = (await store.read_partition_states([tp])).get(tp)
+            result = await store.update_partition_states(states)
+            lost = [change for change in batch if change.tp not in result.written]
+            current = await store.read_partition_states([c.tp for c in lost]) if lost else {}
         except Exception as exc:  # ZooKeeper trouble: the next check tries again
-            log.warning("cannot write the ISR of %s: %r", tp, exc)
-            if expand and partition.leader_epoch == epoch and partition.is_leader:
-                # The write may have reached ZooKeeper before the connection dropped; the
-                # controller may then elect the new member, so the HW waits for it from
-                # now on (only slower if it did not). The version stays the one we know:
-                # the next write re-reads the state if ZooKeeper's moved on.
-                log.info("%s: counting %s as in sync until its ISR is known", tp, sorted(new_isr))
-                partition.isr = new_isr
-                self._on_isr_changed(partition, True)
+            log.warning("cannot write the ISR of %d partitions: %r", len(batch), exc)
+            for change in batch:
+                partition = change.partition
+                if change.expand and change.still_current():
+                    # The write may have reached ZooKeeper before the connection
+                    # dropped; the controller may then elect the new member, so the HW
+                    # waits for it from now on (only slower if it did not). The version
+                    # stays the one we know: the next write re-reads the state if
+                    # ZooKeeper's moved on.
+                    log.info(
+                        "%s: counting %s as in sync until its ISR is known",
+                        change.tp,
+                        sorted(change.new_isr),
+                    )
+                    partition.isr = change.new_isr
+                    self._on_isr_changed(partition, True)
             return
-        finally:
-            self._in_flight.discard(partition.tp)
+        applied: list[str] = []
+        for change in batch:
+            written = result.written.get(change.tp)
+            if written is not None:
+                if change.still_current():
+                    applied.append(_describe(change.partition, change.new_isr, change.expand))
+                    self._apply(
+                        change.partition,
+                        change.new_isr,
+                        written.zk_version,
+                        change.expand,
+                        logged=False,
+                    )
+            else:
+                self._adopt(change, current.get(change.tp))
+        if applied:  # one line per batch: a broker back from an outage rejoins thousands
+            shown = ", ".join(applied[:LOGGED_CHANGES])
+            more = (
+                f" and {len(applied) - LOGGED_CHANGES} more"
+                if len(applied) > LOGGED_CHANGES
+                else ""
+            )
+            log.info("ISR of %d partitions changed: %s%s", len(applied), shown, more)
+
+    def _adopt(self, change: _IsrChange, current: LeaderAndIsr | None) -> None:
+        """After a lost race: take the stored ISR if the state still names this
+        leadership (the next check decides again), else a LeaderAndIsr is coming."""
+        partition = change.partition
         if (
             current is not None
             and current.leader == partition.local_broker_id
             and current.leader_epoch == partition.leader_epoch
             and partition.is_leader
         ):
-            log.info("%s: ISR update lost a race; adopting %s from ZooKeeper", tp, current.isr)
+            log.info(
+                "%s: ISR update lost a race; adopting %s from ZooKeeper", change.tp, current.isr
+            )
             partition.zk_version = current.zk_version
             partition.isr = frozenset(current.isr)
             self._on_isr_changed(partition, True)
         else:
-            log.info("%s: ISR update skipped, the partition state moved on: %s", tp, current)
+            log.info("%s: ISR update skipped, the partition state moved on: %s", change.tp, current)
 
     def _apply(
-        self, partition: Partition, new_isr: frozenset[int], version: int, expand: bool
+        self,
+        partition: Partition,
+        new_isr: frozenset[int],
+        version: int,
+        expand: bool,
+        *,
+        logged: bool = True,
     ) -> None:
-        log.info(
-            "%s ISR %s from %s to %s",
-            partition.tp,
-            "expands" if expand else "shrinks",
-            sorted(partition.isr),
-            sorted(new_isr),
-        )
+        if logged:
+            log.info("ISR of %s", _describe(partition, new_isr, expand))
         partition.isr = new_isr
         partition.zk_version = version
         if expand:
@@ -276,6 +360,8 @@ class IsrManager:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._shrink_loop)
+            if self._store is not None:
+                nursery.start_soon(self._write_queued, self._store)
             task_status.started()
             while True:
                 await trio.sleep(ISR_PROPAGATION_CHECK_S)

@@ -50,14 +50,18 @@ class Clock:
 
 
 def make_leader(
-    tmp_path: Path, clock: Clock, isr: tuple[int, ...] = (ME, F1, F2), min_insync: str = "1"
+    tmp_path: Path,
+    clock: Clock,
+    isr: tuple[int, ...] = (ME, F1, F2),
+    min_insync: str = "1",
+    index: int = 0,
 ) -> Partition:
     properties = {"min.insync.replicas": min_insync}
     config = BrokerConfig.from_properties(None, properties).topic_config()
     partition = Partition(
-        TopicPartition("t", 0),
+        TopicPartition("t", index),
         local_broker_id=ME,
-        log=Log(tmp_path / "t-0", to_log_config(config)),
+        log=Log(tmp_path / f"t-{index}", to_log_config(config)),
         config=config,
         clock=clock,
     )
@@ -350,4 +354,70 @@ async def test_an_isr_expansion_lost_in_flight_makes_the_hw_wait_for_the_new_mem
             await trio.testing.wait_all_tasks_blocked()
         assert store.state.isr == (ME, F1) and partition.isr == {ME, F1}
         assert partition.zk_version == store.state.zk_version
+        nursery.cancel_scope.cancel()
+
+
+class CountingStore:
+    """Partition state znodes of many partitions; records every batch written."""
+
+    def __init__(self, states: Mapping[ZkTopicPartition, LeaderAndIsr]) -> None:
+        self.states = dict(states)
+        self.batches: list[list[ZkTopicPartition]] = []
+        self.release = trio.Event()
+
+    async def update_partition_states(
+        self, states: Mapping[ZkTopicPartition, LeaderAndIsr]
+    ) -> WriteResult:
+        self.batches.append(sorted(states))
+        await self.release.wait()
+        result = WriteResult()
+        for tp, new in states.items():
+            self.states[tp] = dataclasses.replace(new, zk_version=new.zk_version + 1)
+            result.written[tp] = self.states[tp]
+        return result
+
+    async def read_partition_states(
+        self, partitions: Iterable[ZkTopicPartition]
+    ) -> dict[ZkTopicPartition, LeaderAndIsr]:
+        return {tp: self.states[tp] for tp in partitions}
+
+    async def create_isr_change_notification(self, partitions: Iterable[ZkTopicPartition]) -> str:
+        return "isr_change_0000000000"
+
+
+async def test_isr_changes_of_many_partitions_go_to_zookeeper_in_one_batch(
+    tmp_path: Path,
+) -> None:
+    # A broker back from an outage rejoins the ISR of every partition it follows: one
+    # write per partition, each waiting its turn, made that take seconds.
+    clock = Clock()
+    partitions = [make_leader(tmp_path, clock, isr=(ME, F1), index=i) for i in range(5)]
+    store = CountingStore(
+        {ZkTopicPartition("t", i): LeaderAndIsr(ME, 0, (ME, F1), 1, 0) for i in range(5)}
+    )
+    manager = IsrManager(
+        partitions=lambda: partitions,
+        store=store,
+        on_isr_changed=lambda p, expanded: None,
+        clock=clock,
+        replica_lag_time_max_ms=LAG_MS,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(manager.run)
+        for partition in partitions[:2]:
+            fetch(partition, F2, 0)
+            manager.maybe_expand(partition, F2)
+        await trio.testing.wait_all_tasks_blocked()
+        for partition in partitions[2:]:  # queued while the first batch is in flight
+            fetch(partition, F2, 0)
+            manager.maybe_expand(partition, F2)
+        assert all(p.isr == {ME, F1} for p in partitions)  # nothing applied unwritten
+        store.release.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.batches == [
+            [ZkTopicPartition("t", 0), ZkTopicPartition("t", 1)],
+            [ZkTopicPartition("t", i) for i in range(2, 5)],
+        ]
+        assert all(p.isr == {ME, F1, F2} for p in partitions)
+        assert all(store.states[ZkTopicPartition("t", i)].isr == (ME, F1, F2) for i in range(5))
         nursery.cancel_scope.cancel()

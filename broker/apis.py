@@ -171,13 +171,13 @@ class KafkaApis:
             partitions=requests,
         )
         manager = self.replica_manager
-        reads = manager.fetch_messages(fetch)
+        found = manager.fetch_messages(fetch)
         metrics = self.metrics if fetch.replica_id < 0 else None  # Kafka's BytesOut: consumers
-        if reads is not None:
-            return _fetch_body(reads + refused, metrics)
+        if isinstance(found, list):
+            return _fetch_body(found + refused, metrics)
 
         async def long_poll() -> bodies.FetchResponse:
-            return _fetch_body(await manager.wait_for_fetch(fetch) + refused, metrics)
+            return _fetch_body(await manager.wait_for_fetch(fetch, found) + refused, metrics)
 
         return Deferred(long_poll)
 

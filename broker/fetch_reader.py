@@ -19,6 +19,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import trio
 
@@ -82,6 +83,14 @@ class PartitionRead:
         return 0 if self.result is None else len(self.result.records)
 
 
+class EarlierRead(NamedTuple):
+    """An unsatisfied fetch's first read and the fetch purgatory's notification count
+    when it was made: while no notify came since, it is still what a read would find."""
+
+    reads: list[PartitionRead]
+    notifications: int
+
+
 def fetch_satisfied(reads: Sequence[PartitionRead], fetch: FetchRequest) -> bool:
     """A fetch is answered once it has min_bytes, or as soon as any partition fails."""
     total = 0
@@ -119,42 +128,62 @@ class FetchReader:
         self.parked_bytes = 0
         """The ``max_bytes`` reserved by the fetches parked now."""
 
-    def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | None:
-        """Kafka's fetchMessages, first half: the answer now, or None if the fetch must
-        wait (``wait_for_fetch``) - it asked to wait, found fewer than ``min_bytes``
-        and no partition failed."""
+    def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | EarlierRead:
+        """Kafka's fetchMessages, first half: the answer now, or, if the fetch must wait
+        (it asked to wait, found fewer than ``min_bytes`` and no partition failed), what
+        it found, for ``wait_for_fetch``."""
+        notifications = self.fetch_waiters.notifications
         reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
         if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
             return self._record_throttled(fetch.replica_id, reads)
-        return None
+        return EarlierRead(reads, notifications)
 
-    async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
+    async def wait_for_fetch(
+        self, fetch: FetchRequest, earlier: EarlierRead | None = None
+    ) -> list[PartitionRead]:
         """The delayed fetch: parked on its partitions, re-read on every append or HW
         move there, answered once satisfied or at ``max_wait_ms``. It reads at most the
-        share of ``PARKED_FETCH_MAX_BYTES`` it could reserve."""
+        share of ``PARKED_FETCH_MAX_BYTES`` it could reserve. ``earlier``: what
+        ``fetch_messages`` found, used instead of a first read if nothing changed since."""
         reserved = max(0, min(fetch.max_bytes, PARKED_FETCH_MAX_BYTES - self.parked_bytes))
         if reserved < fetch.max_bytes:
             fetch = dataclasses.replace(fetch, max_bytes=reserved)
         self.parked_bytes += reserved
         try:
-            return await self._parked(fetch)
+            return await self._parked(fetch, earlier)
         finally:
             self.parked_bytes -= reserved
 
-    async def _parked(self, fetch: FetchRequest) -> list[PartitionRead]:
+    async def _parked(
+        self, fetch: FetchRequest, earlier: EarlierRead | None
+    ) -> list[PartitionRead]:
         deadline = trio.current_time() + fetch.max_wait_ms / 1000
         keys = [p.tp for p in fetch.partitions]
         while True:
             with self.fetch_waiters.watch(keys) as waiter:
-                reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                reads: list[PartitionRead] | None
+                if (
+                    earlier is not None
+                    and earlier.notifications == self.fetch_waiters.notifications
+                    and not any(read.size for read in earlier.reads)
+                ):
+                    reads = earlier.reads  # a follower's idle partitions: no second read
+                else:
+                    reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                earlier = None
                 if fetch_satisfied(reads, fetch):
                     return self._record_throttled(fetch.replica_id, reads)
                 # Parked, it holds no record data: the wake re-reads. (A client can park
                 # many fetches of max_bytes each; their reads would all stay in memory.)
-                del reads
+                # A read without any is kept: unless something wakes the fetch, none of
+                # its partitions changed, and reading a follower's thousands of idle
+                # partitions again at the deadline doubled what an idle broker spent.
+                if any(read.size for read in reads):
+                    reads = None
                 wake = min(deadline, self._throttle_retry_at(fetch.replica_id))
                 if not await waiter.wait_until(wake) and wake >= deadline:
-                    reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                    if reads is None:
+                        reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
                     return self._record_throttled(fetch.replica_id, reads)
 
     def read(

@@ -26,8 +26,9 @@ UpdateMetadata to the metadata cache.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import trio
 
@@ -62,6 +63,18 @@ def write_epoch_checkpoints(caches: Sequence[LeaderEpochCache]) -> None:
             log.warning("cannot write %s yet: %r", cache.path, exc)
 
 
+LOGGED_PARTITIONS = 5
+"""Partitions a state-change log line names; the rest are counted."""
+
+
+def _some(items: Iterable[str], total: int) -> str:
+    """The first LOGGED_PARTITIONS of ``total`` ``items`` (formatted only as far as
+    shown), and how many more there are."""
+    shown = list(itertools.islice(items, LOGGED_PARTITIONS))
+    more = total - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
 class LeadershipChanges(HostedReplicas):
     """Applies the controller's LeaderAndIsr, StopReplica and UpdateMetadata."""
 
@@ -84,6 +97,7 @@ class LeadershipChanges(HostedReplicas):
             accepted: list[tuple[TopicPartition, PartitionState]] = []
             leaders: list[tuple[Partition, PartitionState]] = []
             followers: list[tuple[Partition, PartitionState]] = []
+            stale: list[tuple[TopicPartition, int, int]] = []
             for tp, state in states.items():
                 current = self.partitions.get(tp)
                 offline = self.log_manager.offline_log_dirs
@@ -96,12 +110,7 @@ class LeadershipChanges(HostedReplicas):
                     errors[tp] = KafkaStorageError.code
                     continue
                 if current is not None and state.leader_epoch <= current.leader_epoch:
-                    log.warning(
-                        "ignoring LeaderAndIsr for %s: leader epoch %d is not newer than %d",
-                        tp,
-                        state.leader_epoch,
-                        current.leader_epoch,
-                    )
+                    stale.append((tp, state.leader_epoch, current.leader_epoch))
                     errors[tp] = StaleControllerEpochError.code
                     continue
                 if self.broker_id not in state.replicas:
@@ -118,6 +127,13 @@ class LeadershipChanges(HostedReplicas):
                     continue
                 accepted.append((tp, state))
                 errors[tp] = NONE
+            if stale:
+                log.warning(
+                    "ignoring LeaderAndIsr for %d partitions: leader epoch not newer than the"
+                    " one applied (%s)",
+                    len(stale),
+                    _some((f"{tp} {new} <= {have}" for tp, new, have in stale), len(stale)),
+                )
             errors |= await self._create_partitions(
                 [tp for tp, _ in accepted if tp not in self.partitions]
             )
@@ -134,15 +150,24 @@ class LeadershipChanges(HostedReplicas):
             for partition, state in leaders:
                 partition.make_leader(state)
                 self._wake(partition.tp)
-                log.info("now leading %s at epoch %d", partition.tp, state.leader_epoch)
             changed = [p for p, state in followers if p.make_follower(state)]
             for partition in changed:
                 self._wake(partition.tp)  # parked fetches answer NOT_LEADER_OR_FOLLOWER
+            # One line per request, not per partition: a LeaderAndIsr may carry 10,000.
+            if leaders:
                 log.info(
-                    "now following %s: leader %d at epoch %d",
-                    partition.tp,
-                    partition.leader_id,
-                    partition.leader_epoch,
+                    "now leading %d partitions (%s)",
+                    len(leaders),
+                    _some((f"{p.tp} at epoch {s.leader_epoch}" for p, s in leaders), len(leaders)),
+                )
+            if changed:
+                log.info(
+                    "now following %d partitions (%s)",
+                    len(changed),
+                    _some(
+                        (f"{p.tp}: leader {p.leader_id}, epoch {p.leader_epoch}" for p in changed),
+                        len(changed),
+                    ),
                 )
             if changed and self.fetcher is not None:
                 self.fetcher.remove_partitions(p.tp for p in changed)

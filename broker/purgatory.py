@@ -68,6 +68,9 @@ class Purgatory(Generic[K]):
     def __init__(self, name: str) -> None:
         self.name = name
         self._watchers: dict[K, set[Waiter[K]]] = {}
+        self.notifications = 0
+        """How many notifies there have been, of any key: a check made when this was N
+        still holds while it is N."""
 
     def watch(self, keys: Iterable[K]) -> Waiter[K]:
         """Register a waiter on ``keys``; use it as a context manager to unregister."""
@@ -79,6 +82,7 @@ class Purgatory(Generic[K]):
 
     def notify(self, key: K) -> int:
         """Wake every waiter of ``key``; returns how many were woken."""
+        self.notifications += 1
         waiters = self._watchers.pop(key, None)
         if not waiters:
             return 0
@@ -88,6 +92,7 @@ class Purgatory(Generic[K]):
 
     def notify_all(self) -> None:
         """Wake everyone (shutdown, or a change that touches every partition)."""
+        self.notifications += 1
         watchers, self._watchers = self._watchers, {}
         for waiters in watchers.values():
             for waiter in waiters:

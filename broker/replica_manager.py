@@ -35,6 +35,7 @@ from pathlib import Path
 import trio
 
 from minibroker.broker.delayed_produce import PendingAck, await_replication
+from minibroker.broker.fetch_reader import EarlierRead as EarlierRead
 from minibroker.broker.fetch_reader import FetchPartition as FetchPartition
 from minibroker.broker.fetch_reader import FetchRequest as FetchRequest
 from minibroker.broker.fetch_reader import PartitionRead as PartitionRead
@@ -91,14 +92,16 @@ class ReplicaManager(LeadershipChanges):
 
     # -- fetch -------------------------------------------------------------------------------
 
-    def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | None:
-        """Kafka's fetchMessages, first half: the answer now, or None if the fetch must
-        wait (``wait_for_fetch``); broker/fetch_reader.py."""
+    def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | EarlierRead:
+        """Kafka's fetchMessages, first half: the answer now, or what was found if the
+        fetch must wait (``wait_for_fetch``); broker/fetch_reader.py."""
         return self.fetch_reader.fetch_messages(fetch)
 
-    async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
+    async def wait_for_fetch(
+        self, fetch: FetchRequest, earlier: EarlierRead | None = None
+    ) -> list[PartitionRead]:
         """The delayed fetch, answered once satisfied or at ``max_wait_ms``."""
-        return await self.fetch_reader.wait_for_fetch(fetch)
+        return await self.fetch_reader.wait_for_fetch(fetch, earlier)
 
     def read(
         self, replica_id: int, max_bytes: int, partitions: Sequence[FetchPartition]

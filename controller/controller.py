@@ -337,11 +337,15 @@ class KafkaController:
         self.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, ctx.leadership)
         self.batch.send_requests(ctx.epoch)
         self.replica_state_machine.initialize_states()
-        online = {r for r, s in ctx.replica_states.items() if s is ReplicaState.ONLINE}
-        await self.replica_state_machine.handle_state_changes(online, ReplicaState.ONLINE)
         self.partition_state_machine.initialize_states()
+        # Leaders for the partitions whose leader is gone first, the dead brokers out of
+        # the ISRs next, and only then every live replica's state again (Kafka sends
+        # that first): resending 10,000 partitions to each broker, all but these already
+        # known to it, held up the elections by seconds.
         await self.partition_state_machine.trigger_online_partition_state_change()
         await self._take_dead_replicas_offline()
+        online = {r for r, s in ctx.replica_states.items() if s is ReplicaState.ONLINE}
+        await self.replica_state_machine.handle_state_changes(online, ReplicaState.ONLINE)
         await self.reassignment.resume_after_failover()
         if await self.zk.get_preferred_replica_election(watch=True):
             self.events.put(ev.PreferredReplicaElection(from_zk=True))

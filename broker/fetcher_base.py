@@ -70,6 +70,7 @@ class FetcherBase:
         self._in_flight: trio.CancelScope | None = None
         self._conn: Connection | None = None
         self._held: set[TopicPartition] = set()  # left out of the last fetch by the throttle
+        self._next_turn = 0  # where the next fetch of a fetcher over the partition cap starts
         self._throttle_wake = math.inf  # when the follower quota frees up for them
 
     def __repr__(self) -> str:

@@ -5,17 +5,19 @@ OFFSET_OUT_OF_RANGE (see broker/replica_fetcher.py's docstring)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import trio
 
-from minibroker.broker.fetcher_base import REQUEST_TIMEOUT_S, FetcherBase
+from minibroker.broker.fetcher_base import REQUEST_TIMEOUT_S, FetcherBase, FetchState
 from minibroker.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
 from minibroker.broker.truncation import decide_truncation
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import NONE, error_for_code
 from minibroker.storage.leader_epoch import UNDEFINED_EPOCH
+from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +40,22 @@ class FetcherTruncation(FetcherBase):
     """A fetcher's truncation: before fetching, and after OFFSET_OUT_OF_RANGE."""
 
     async def _truncate(self, conn: Connection) -> None:
+        """Truncate every partition that needs it and is not paused, all of them
+        together: one OffsetForLeaderEpoch per round (each round lowers a partition's
+        latest epoch, KIP-279) for every partition still deciding, where one request
+        per partition after a leadership change left thousands of partitions unfetched
+        long enough to fall out of their ISRs."""
         now = trio.current_time()
+        pending: dict[TopicPartition, FetchState] = {}
         for tp, state in list(self.states.items()):
-            partition = state.partition
-            if partition.leader_epoch != state.epoch:
-                state.epoch, state.truncating = partition.leader_epoch, True
-            if not state.truncating or not state.ready(now):
-                continue
-            for _ in range(MAX_TRUNCATION_ROUNDS):
+            if state.partition.leader_epoch != state.epoch:
+                state.epoch, state.truncating = state.partition.leader_epoch, True
+            if state.truncating and state.ready(now):
+                pending[tp] = state
+        for _ in range(MAX_TRUNCATION_ROUNDS):
+            asks: dict[TopicPartition, tuple[FetchState, int]] = {}
+            for tp, state in pending.items():
+                partition = state.partition
                 latest = partition.log.leader_epoch_cache.latest_epoch
                 if latest == UNDEFINED_EPOCH:
                     # No epoch history at all: the HW is the only bound we have.
@@ -53,15 +63,23 @@ class FetcherTruncation(FetcherBase):
                         partition, min(partition.high_watermark, partition.log_end_offset)
                     )
                     state.truncating = False
-                    break
-                answer = await self._offset_for_leader_epoch(conn, partition, latest)
+                else:
+                    asks[tp] = (state, latest)
+            if not asks:
+                return
+            answers = await self._offsets_for_leader_epochs(conn, asks)
+            pending = {}
+            refused: dict[str, list[TopicPartition]] = {}
+            for tp, (state, _) in asks.items():
+                partition = state.partition
+                answer = answers.get(tp)
                 if self.states.get(tp) is not state or partition.leader_epoch != state.epoch:
-                    break  # LeaderAndIsr moved on while we asked
-                code = answer["error_code"]
-                if code != NONE:
-                    log.info("%s: OffsetForLeaderEpoch: %s", tp, error_for_code(code).name)
+                    continue  # LeaderAndIsr moved on while we asked
+                if answer is None or answer["error_code"] != NONE:
+                    code = NONE if answer is None else answer["error_code"]
+                    refused.setdefault(error_for_code(code).name, []).append(tp)
                     self._pause(state, code)
-                    break
+                    continue
                 step = decide_truncation(
                     answer["leader_epoch"],
                     answer["end_offset"],
@@ -72,31 +90,48 @@ class FetcherTruncation(FetcherBase):
                 truncate_follower(partition, step.offset)
                 if step.complete:
                     state.truncating = False
-                    break
+                else:
+                    pending[tp] = state
+            for name, tps in refused.items():
+                log.info(
+                    "OffsetForLeaderEpoch from %d: %s for %d partitions (%s)",
+                    self.source_id,
+                    name,
+                    len(tps),
+                    ", ".join(map(str, tps[:5])),
+                )
+            if not pending:
+                return
 
-    async def _offset_for_leader_epoch(
-        self, conn: Connection, partition: Partition, epoch: int
-    ) -> dict[str, Any]:
-        body = {
-            "replica_id": self.manager.broker_id,
-            "topics": [
-                {
-                    "topic": partition.tp.topic,
-                    "partitions": [
-                        {
-                            "partition": partition.tp.partition,
-                            "current_leader_epoch": partition.leader_epoch,
-                            "leader_epoch": epoch,
-                        }
-                    ],
-                }
-            ],
-        }
-        response = await conn.request(
-            ApiKey.OFFSET_FOR_LEADER_EPOCH, body, timeout=REQUEST_TIMEOUT_S
-        )
-        answer: dict[str, Any] = response["topics"][0]["partitions"][0]
-        return answer
+    async def _offsets_for_leader_epochs(
+        self, conn: Connection, asks: Mapping[TopicPartition, tuple[FetchState, int]]
+    ) -> dict[TopicPartition, dict[str, Any]]:
+        """The leader's answer for each (partition, epoch) asked about, in requests of
+        at most request.max.partitions partitions (the leader refuses more)."""
+        cap = self.manager.config.request_max_partitions
+        items = list(asks.items())
+        answers: dict[TopicPartition, dict[str, Any]] = {}
+        for start in range(0, len(items), cap):
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for tp, (state, epoch) in items[start : start + cap]:
+                topics.setdefault(tp.topic, []).append(
+                    {
+                        "partition": tp.partition,
+                        "current_leader_epoch": state.partition.leader_epoch,
+                        "leader_epoch": epoch,
+                    }
+                )
+            body = {
+                "replica_id": self.manager.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            }
+            response = await conn.request(
+                ApiKey.OFFSET_FOR_LEADER_EPOCH, body, timeout=REQUEST_TIMEOUT_S
+            )
+            for topic in response["topics"]:
+                for answer in topic["partitions"]:
+                    answers[TopicPartition(topic["topic"], answer["partition"])] = answer
+        return answers
 
     async def _handle_offset_out_of_range(self, conn: Connection, partition: Partition) -> None:
         """Our LEO is outside the leader's [log start, LEO]: see the module docstring."""

@@ -15,9 +15,10 @@ Each partition in a fetcher is first *truncating*, then *fetching*:
 - fetching: one long-polling Fetch (``replica_id`` = our id, ``current_leader_epoch``
   fencing, ``replica.fetch.wait.max.ms`` / ``replica.fetch.min.bytes`` /
   ``replica.fetch.max.bytes``) covers every fetching partition of the fetcher, at
-  offset = our LEO. Batches are appended as they are (``append_as_follower`` keeps
-  offsets and epochs); then our HW = min(leader HW, our LEO) and our log start follows
-  the leader's.
+  offset = our LEO; a fetcher of more than ``request.max.partitions`` (which the leader
+  refuses in one request) sends them in turns. Batches are appended as they are
+  (``append_as_follower`` keeps offsets and epochs); then our HW = min(leader HW, our
+  LEO) and our log start follows the leader's.
 
 The replication throttle (broker/replication_quota.py): a partition listed in its
 topic's ``follower.replication.throttled.replicas`` for this broker, and not caught up
@@ -130,10 +131,8 @@ class ReplicaFetcher(FetcherTruncation):
         self._held.clear()
         quota = self.manager.quota
         budget = FetchBudget(quota)
-        for tp, state in self.states.items():
+        for tp, state in self._next_partitions(now, config.request_max_partitions):
             partition = state.partition
-            if state.truncating or not state.ready(now) or partition.leader_epoch != state.epoch:
-                continue
             max_bytes = config.replica_fetch_max_bytes
             if self._throttles(state):
                 max_bytes = budget.take(max_bytes)
@@ -189,6 +188,23 @@ class ReplicaFetcher(FetcherTruncation):
                     continue  # truncated or promoted while the fetch was out
                 await self._process(conn, state, answer)
         return True
+
+    def _next_partitions(self, now: float, cap: int) -> list[tuple[TopicPartition, FetchState]]:
+        """The partitions ready to fetch, at most ``cap`` of them (the leader refuses a
+        Fetch naming more than its request.max.partitions): a fetcher holding more
+        takes turns, each round starting where the last one stopped."""
+        ready = [
+            (tp, state)
+            for tp, state in self.states.items()
+            if not state.truncating
+            and state.ready(now)
+            and state.partition.leader_epoch == state.epoch
+        ]
+        if len(ready) <= cap:
+            return ready
+        start = self._next_turn % len(ready)
+        self._next_turn = start + cap
+        return (ready[start:] + ready[:start])[:cap]
 
     def _throttled_here(self, partition: Partition) -> bool:
         """Is ``partition`` listed in its topic's follower throttle for this broker?"""

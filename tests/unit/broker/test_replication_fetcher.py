@@ -85,3 +85,85 @@ def test_a_leaders_partitions_spread_over_its_fetchers_stably() -> None:
     spread = {fetcher_index(tp, 3) for tp in tps}
     assert spread == {0, 1, 2}
     assert [fetcher_index(tp, 3) for tp in tps] == [fetcher_index(tp, 3) for tp in tps]
+
+
+class RecordingLeader:
+    """Answers OffsetForLeaderEpoch (our epochs end where our logs do) and Fetch (no
+    data), refusing, as a broker does, a request naming more than ``cap`` partitions."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.requests: list[tuple[int, list[TopicPartition]]] = []
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        tps = [
+            TopicPartition(t["topic"], p["partition"])
+            for t in body["topics"]
+            for p in t["partitions"]
+        ]
+        assert len(tps) <= self.cap, f"{len(tps)} partitions in one request"
+        self.requests.append((api_key, tps))
+        if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            answer = {"error_code": 0, "leader_epoch": 1, "end_offset": 0}
+        else:
+            assert api_key == ApiKey.FETCH
+            answer = {"error_code": 0, "high_watermark": 0, "log_start_offset": 0, "records": b""}
+        return {
+            "topics": [
+                {
+                    "topic": t["topic"],
+                    "partitions": [
+                        answer | {"partition": p["partition"], "partition_index": p["partition"]}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
+
+
+def followers(tmp_path: Path, count: int) -> list[Partition]:
+    config = BrokerConfig.from_properties(None, {"broker.id": str(ME)})
+    topic = config.topic_config()
+    partitions = []
+    for p in range(count):
+        tp = TopicPartition("t", p)
+        log = Log(tmp_path / str(tp), to_log_config(topic))
+        log.leader_epoch_cache.assign(1, 0)
+        partition = Partition(tp, local_broker_id=ME, log=log, config=topic, clock=lambda: 0)
+        partition.make_follower(
+            PartitionState(
+                controller_epoch=1,
+                leader=LEADER,
+                leader_epoch=1,
+                isr=(1, 2),
+                zk_version=0,
+                replicas=(1, 2),
+            )
+        )
+        partitions.append(partition)
+    return partitions
+
+
+async def test_a_fetcher_over_the_partition_cap_truncates_in_one_batch_and_fetches_in_turns(
+    tmp_path: Path,
+) -> None:
+    # A leader of more than request.max.partitions partitions refused every Fetch of a
+    # follower of all of them, which then fell out of every ISR; and one truncation
+    # request per partition after a leadership change stalled fetching for as long.
+    config = BrokerConfig.from_properties(
+        None, {"broker.id": str(ME), "request.max.partitions": "4"}
+    )
+    fetcher = ReplicaFetcher(ReplicaFetcherManager(config, address_of=lambda b: None), LEADER, 0)
+    for partition in followers(tmp_path, 10):
+        fetcher.add(partition)
+    leader = RecordingLeader(cap=4)
+    await fetcher._truncate(leader)  # type: ignore[arg-type]
+    epochs = [tps for key, tps in leader.requests if key == ApiKey.OFFSET_FOR_LEADER_EPOCH]
+    assert [len(tps) for tps in epochs] == [4, 4, 2]  # every partition, capped per request
+    assert not any(state.truncating for state in fetcher.states.values())
+    for _ in range(3):
+        assert await fetcher._fetch(leader)  # type: ignore[arg-type]
+    fetched = [tps for key, tps in leader.requests if key == ApiKey.FETCH]
+    assert [len(tps) for tps in fetched] == [4, 4, 4]
+    assert {tp for tps in fetched for tp in tps} == set(fetcher.states)  # everyone's turn

@@ -364,11 +364,14 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
         deleted), and it does not move the recovery point if the log was truncated
         while it ran (the flushed bytes may not be the log's any more).
         """
-        self.leader_epoch_cache.flush()  # epochs below the recovery point must be durable
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         recovery_point = self.recovery_point
         if target <= recovery_point:
+            # Nothing to move: every epoch starting below the recovery point was made
+            # durable when it got there (an idle partition's checkpoint needs no fsync;
+            # two per partition made stopping thousands of them take seconds).
             return
+        self.leader_epoch_cache.flush()  # epochs below the recovery point must be durable
         truncations = self._truncations
         segments = list(self._segments)  # one step under the GIL
         fds: list[int] = []

@@ -45,13 +45,22 @@ class ReplicaStateMachine:
     def initialize_states(self) -> None:
         """On failover: replicas on live brokers are Online; the others are marked
         Ineligible, which blocks deleting them until their broker is back."""
-        for tp in self._ctx.all_partitions():
-            for broker_id in self._ctx.replicas_for(tp):
-                replica = PartitionReplica(tp.topic, tp.partition, broker_id)
-                online = self._ctx.is_replica_online(broker_id, tp, include_shutting_down=True)
-                self._ctx.replica_states[replica] = (
-                    ReplicaState.ONLINE if online else ReplicaState.DELETION_INELIGIBLE
-                )
+        ctx = self._ctx
+        live, failed_dirs = ctx.live_brokers, ctx.replicas_on_offline_dirs
+        states = ctx.replica_states
+        online, ineligible = ReplicaState.ONLINE, ReplicaState.DELETION_INELIGIBLE
+        for topic, partitions in ctx.assignments.items():
+            for partition, replicas in partitions.items():
+                for broker_id in replicas:
+                    # is_replica_online(include_shutting_down=True), inlined: 30,000 calls
+                    # at 10,000 partitions held up a failover.
+                    up = broker_id in live and not (
+                        broker_id in failed_dirs
+                        and TopicPartition(topic, partition) in failed_dirs[broker_id]
+                    )
+                    states[PartitionReplica(topic, partition, broker_id)] = (
+                        online if up else ineligible
+                    )
 
     async def handle_state_changes(
         self, replicas: Iterable[PartitionReplica], target: ReplicaState

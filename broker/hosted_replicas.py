@@ -28,6 +28,7 @@ import trio
 
 from minibroker.broker.config import BrokerConfig, TopicConfig
 from minibroker.broker.delayed_produce import DelayedProducePurgatory
+from minibroker.broker.epoch_checkpoints import EpochCheckpointWriter
 from minibroker.broker.fetch_reader import FetchReader
 from minibroker.broker.hw_checkpoint import HighWatermarkCheckpoint
 from minibroker.broker.isr import IsrManager, IsrStore, record_follower_fetch
@@ -164,6 +165,7 @@ class HostedReplicas:
             clock=clock,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         )
+        self.epoch_checkpoints = EpochCheckpointWriter()
         self._state_change_lock = trio.Lock()
         # The LogManager is not thread-safe: whoever hands it to a worker thread (log
         # creation and deletion here, retention and checkpoints in log maintenance)

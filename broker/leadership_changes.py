@@ -17,7 +17,7 @@ the corrupt-replica route (broker/corruption.py). Then each partition becomes le
 (its fetcher stops) or follower (handed to the replica fetcher, which truncates its
 log), the requests parked on it wake, and the leadership listeners learn what this
 broker now leads and what it stopped leading. New leaders' leader-epoch checkpoints
-are written last, off the event loop.
+are written after the answer, off the event loop (broker/epoch_checkpoints.py).
 
 ``stop_replicas`` (StopReplica) stops serving the partitions (and repairs a corrupt one
 now out of service), deleting their logs when asked. ``update_metadata`` hands
@@ -45,22 +45,10 @@ from minibroker.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from minibroker.protocol.messages import bodies
-from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.names import TopicPartition
 
 # One logger for the whole ReplicaManager, whichever of its parts reports.
 log = logging.getLogger("minibroker.broker.replica_manager")
-
-
-def write_epoch_checkpoints(caches: Sequence[LeaderEpochCache]) -> None:
-    """Write the leader-epoch checkpoints new leaderships left pending (worker thread).
-    A failure is only logged: ``Log.flush`` writes a pending checkpoint again before it
-    moves the recovery point, and reports a failing disk from there."""
-    for cache in caches:
-        try:
-            cache.write_pending()
-        except OSError as exc:
-            log.warning("cannot write %s yet: %r", cache.path, exc)
 
 
 LOGGED_PARTITIONS = 5
@@ -175,12 +163,8 @@ class LeadershipChanges(HostedReplicas):
             self._leadership_changed(
                 [p for p, _ in leaders], [p.tp for p, _ in followers if not p.is_leader]
             )
-            if leaders:
-                # After the whole state change, off the event loop: ~1-10 ms of file
-                # writes per partition there stalled every request (a controlled
-                # shutdown moves a third of the leaderships in one request).
-                caches = [p.log.leader_epoch_cache for p, _ in leaders]
-                await trio.to_thread.run_sync(write_epoch_checkpoints, caches)
+            # Off the event loop and after the answer (broker/epoch_checkpoints.py).
+            self.epoch_checkpoints.write_soon(p.log.leader_epoch_cache for p, _ in leaders)
             return errors
 
     async def _create_partitions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:

@@ -136,9 +136,11 @@ class ReplicaManager(LeadershipChanges):
         await self.hw_checkpoint.write(self.partitions)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Periodic work: the HW checkpoint; ISR expiry and propagation (broker/isr.py)."""
+        """Periodic work: the HW checkpoint; ISR expiry and propagation (broker/isr.py);
+        new leaderships' epoch checkpoints (broker/epoch_checkpoints.py)."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.isr_manager.run)
+            await nursery.start(self.epoch_checkpoints.run)
             task_status.started()
             interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
             while True:

@@ -369,7 +369,9 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
         if target <= recovery_point:
             # Nothing to move: every epoch starting below the recovery point was made
             # durable when it got there (an idle partition's checkpoint needs no fsync;
-            # two per partition made stopping thousands of them take seconds).
+            # two per partition made stopping thousands of them take seconds). One a
+            # new leadership left pending is still written, as Kafka has it.
+            self.leader_epoch_cache.write_pending()
             return
         self.leader_epoch_cache.flush()  # epochs below the recovery point must be durable
         truncations = self._truncations

@@ -146,7 +146,12 @@ class ControllerBrokerRequestBatch:
             # transition in the same round re-adds it.
             new_before = previous is not None and previous.is_new
             per_broker[tp] = replace(entry, is_new=True) if new_before else entry
-        self.add_update_metadata(self._context.live_or_shutting_down_broker_ids, [tp])
+        # add_update_metadata(every live broker, [tp]), written out: a failover calls
+        # this for each of 20,000 replicas.
+        self._metadata_brokers.update(self._context.live_brokers)
+        lai = self._context.leadership_for_metadata(tp)
+        if lai is not None:
+            self._metadata_partitions[tp] = lai
 
     def add_stop_replica(
         self, broker_ids: Iterable[int], tp: TopicPartition, *, delete: bool

@@ -2,10 +2,15 @@
 
 How this works: ``send`` (called by the request batch from the event loop) only puts the
 request on the broker's queue and returns. The broker's sender task takes requests in
-order, one at a time, over one connection: a broker must see LeaderAndIsr before the
-UpdateMetadata and StopReplica that followed it. A request that fails on the network
-(connection refused, reset, timeout) is retried on a fresh connection after
-RETRY_BACKOFF_S, for as long as the broker is registered: when the controller sees the
+order over one connection: a broker must see LeaderAndIsr before the UpdateMetadata and
+StopReplica that followed it. It sends up to PIPELINE_DEPTH of them before awaiting the
+first answer (the broker handles a controller's requests in order and answers in
+order): waiting for each answer before sending the next made an election's
+UpdateMetadata wait until the controller's own event loop, busy with the rest of a
+failover, got round to reading the LeaderAndIsr answer. When the network fails
+(connection refused, reset, timeout) every unanswered request is sent again, in order,
+on a fresh connection after RETRY_BACKOFF_S, for as long as the broker is registered
+(a broker ignores a LeaderAndIsr it already applied): when the controller sees the
 broker die it calls ``remove_broker``, which cancels the task and drops its queue (the
 broker gets the full state again when it comes back, in onBrokerStartup).
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,8 +51,21 @@ REQUEST_TIMEOUT_S = 30.0
 """Kafka's controller.socket.timeout.ms: give up on one attempt after this long."""
 
 
+PIPELINE_DEPTH = 8
+"""Requests on the wire to one broker before the first is answered: a batch's
+LeaderAndIsr, UpdateMetadata and StopReplica, and what the next batches queued."""
+
+
+class BrokerCall(Protocol):
+    """One request on a BrokerConnection (net/calls.py's ``Call``)."""
+
+    async def send(self) -> None: ...
+
+    async def response(self) -> Body: ...
+
+
 class BrokerConnection(Protocol):
-    async def request(self, api_key: int, body: Body) -> Body: ...
+    def call(self, api_key: int, body: Body, *, timeout: float | None = None) -> BrokerCall: ...
 
     async def aclose(self) -> None: ...
 
@@ -158,55 +177,89 @@ class ControllerChannelManager:
         scope: trio.CancelScope,
     ) -> None:
         connection: BrokerConnection | None = None
+        unanswered: deque[_Request] = deque()
         with scope:
             try:
-                async for request in receive:
-                    response, connection = await self._deliver(broker, request, connection)
-                    if response is None:
-                        continue
-                    code = response.get("error_code", 0)
-                    if code:
-                        log.warning(
-                            "broker %d answered api %d with %s",
-                            broker.id,
-                            request.api_key,
-                            error_for_code(code).name,
-                        )
-                    if request.on_response is not None:
-                        request.on_response(broker.id, response)
+                while True:
+                    if not unanswered:
+                        try:
+                            unanswered.append(await receive.receive())
+                        except trio.EndOfChannel:
+                            return
+                    while len(unanswered) < PIPELINE_DEPTH:
+                        try:
+                            unanswered.append(receive.receive_nowait())
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                    connection = await self._deliver(broker, unanswered, connection)
             finally:
                 if connection is not None:
                     with trio.CancelScope(shield=True):
                         await _close_quietly(connection)
 
     async def _deliver(
-        self, broker: BrokerAddress, request: _Request, connection: BrokerConnection | None
-    ) -> tuple[Body | None, BrokerConnection | None]:
-        """Send until answered; returns (response or None if hopeless, connection)."""
-        while True:
+        self,
+        broker: BrokerAddress,
+        unanswered: deque[_Request],
+        connection: BrokerConnection | None,
+    ) -> BrokerConnection | None:
+        """Get every request of ``unanswered`` answered (each sent before the first
+        answer is awaited), taking each off as its answer comes; returns the connection
+        to go on with."""
+        while unanswered:
             try:
                 if connection is None:
                     with trio.fail_after(self._connect_timeout_s):
                         connection = await self._connector(broker)
-                with trio.fail_after(self._request_timeout_s):
-                    response: dict[str, Any] = await connection.request(
-                        request.api_key, request.body
-                    )
-                return response, connection
+                calls = [
+                    connection.call(r.api_key, r.body, timeout=self._request_timeout_s)
+                    for r in unanswered
+                ]
+                for call in calls:
+                    await call.send()
+                for call in calls:
+                    with trio.fail_after(self._request_timeout_s):
+                        response: dict[str, Any] = await call.response()
+                    self._answered(broker, unanswered.popleft(), response)
+                return connection
             except KafkaError as exc:
-                if not exc.retriable:
+                if not exc.retriable:  # hopeless: drop it, the rest go on a new connection
+                    request = unanswered.popleft()
                     log.error(
                         "api %d request to broker %d failed: %s", request.api_key, broker.id, exc
                     )
-                    return None, connection
+                    if connection is not None:
+                        await _close_quietly(connection)
+                        connection = None
+                    continue
                 failure: BaseException = exc
             except _NETWORK_ERRORS as exc:
                 failure = exc
-            log.info("resending api %d to broker %d after %s", request.api_key, broker.id, failure)
+            log.info(
+                "resending %d requests (api %d first) to broker %d after %s",
+                len(unanswered),
+                unanswered[0].api_key,
+                broker.id,
+                failure,
+            )
             if connection is not None:
                 await _close_quietly(connection)
                 connection = None
             await trio.sleep(self._retry_backoff_s)
+        return connection
+
+    @staticmethod
+    def _answered(broker: BrokerAddress, request: _Request, response: Body) -> None:
+        code = response.get("error_code", 0)
+        if code:
+            log.warning(
+                "broker %d answered api %d with %s",
+                broker.id,
+                request.api_key,
+                error_for_code(code).name,
+            )
+        if request.on_response is not None:
+            request.on_response(broker.id, response)
 
 
 async def _close_quietly(connection: BrokerConnection) -> None:

@@ -73,6 +73,8 @@ class Answering(Protocol):
 
     async def _response(self, call: Call, *, bounded: bool = True) -> Any: ...
 
+    async def _send_call(self, call: Call) -> None: ...
+
     async def time_out(self, call: Call) -> None: ...
 
 
@@ -131,6 +133,13 @@ class Call:
         self.finished = True
         if self.wake is not None:
             self.wake.set()
+
+    async def send(self) -> None:
+        """Put the request on the wire now, without waiting for its answer: several
+        calls sent one after the other are answered in that order (pipelining), each by
+        its ``response()``. Raises NetworkError when the connection cannot be used."""
+        if not self.queued:
+            await self.connection._send_call(self)
 
     async def response(self, *, bounded: bool = True) -> Any:
         """Send the request if it is not on the wire yet, then wait for its answer.

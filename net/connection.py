@@ -323,6 +323,10 @@ class Connection(CallReader):
         timeout = self.request_timeout if timeout is None else timeout
         return Call(self, api_key, version, self._next_correlation_id(), body, timeout)
 
+    async def _send_call(self, call: Call) -> None:
+        """``call.send()``: its frame on the wire, its answer awaited later."""
+        await self._send(call, call.request_body, expect_response=True)
+
     async def _response(self, call: Call, *, bounded: bool = True) -> Any:
         # Sending and waiting are spelled out in both branches rather than put in a
         # helper coroutine: every level of awaits is walked again on each resume.

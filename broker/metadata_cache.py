@@ -304,17 +304,17 @@ class MetadataCache:
         self, index: int, info: PartitionInfo
     ) -> bodies.MetadataResponseTopicPartition:
         live = self.brokers
-        if info.leader in live and not info.offline_replicas:
-            if all(r in live for r in info.replicas):  # the usual case, without the sets
-                return {
-                    "error_code": NONE,
-                    "partition_index": index,
-                    "leader_id": info.leader,
-                    "leader_epoch": info.leader_epoch,
-                    "replica_nodes": list(info.replicas),
-                    "isr_nodes": list(info.isr),
-                    "offline_replicas": [],
-                }
+        usual = info.leader in live and not info.offline_replicas
+        if usual and all(r in live for r in info.replicas):  # without the sets below
+            return {
+                "error_code": NONE,
+                "partition_index": index,
+                "leader_id": info.leader,
+                "leader_epoch": info.leader_epoch,
+                "replica_nodes": list(info.replicas),
+                "isr_nodes": list(info.isr),
+                "offline_replicas": [],
+            }
         offline = set(info.offline_replicas) | {r for r in info.replicas if r not in live}
         return {
             "error_code": NONE if info.leader in live else LeaderNotAvailableError.code,

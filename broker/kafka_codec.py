@@ -116,9 +116,9 @@ class _Exchange:
 
     def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:
         if header.api_key == ApiKey.METADATA:
-            body = _advertise_kafka_listeners(body, "node_id")
+            body = advertise_kafka_listeners(body, "node_id")
         elif header.api_key == ApiKey.DESCRIBE_CLUSTER:
-            body = _advertise_kafka_listeners(body, "broker_id")
+            body = advertise_kafka_listeners(body, "broker_id")
         elif header.api_key == ApiKey.FIND_COORDINATOR:
             body = advertise_kafka_coordinators(body)
         body = response_from_newest(header.api_key, header.api_version, self.request, body)
@@ -131,7 +131,8 @@ class _Exchange:
         return encode_response(header, body)
 
 
-def _advertise_kafka_listeners(body: Body, id_key: str) -> Body:
+def advertise_kafka_listeners(body: Body, id_key: str) -> Body:
+    """A Metadata or DescribeCluster answer naming each broker's Kafka listener."""
     brokers = [
         {
             id_key: b[id_key],

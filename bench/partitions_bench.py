@@ -196,6 +196,22 @@ class Bench:
             self.sampler.stop()
             self.zk_requests[name] = self.zk_packets() - before
 
+    async def restart(
+        self,
+        broker_id: int,
+        phase: str,
+        in_sync: Callable[[], Awaitable[bool]],
+        figures: dict[str, Any],
+    ) -> None:
+        """Start the stopped broker as ``phase``: ``<phase>_serving_s`` until it serves,
+        ``<phase>_in_sync_s`` until ``in_sync`` holds."""
+        with self.phase(phase):
+            started = time.monotonic()
+            await self.start(broker_id, phase)
+            figures[f"{phase}_serving_s"] = round(time.monotonic() - started, 2)
+            await self.wait(in_sync, f"full ISRs after {phase}")
+            figures[f"{phase}_in_sync_s"] = round(time.monotonic() - started, 2)
+
     async def start(self, broker_id: int, phase: str) -> None:
         """Start a broker and sample it from its first moments."""
         broker = self.cluster.brokers[broker_id]
@@ -513,12 +529,7 @@ async def _measure_phases(
         figures["shutdown_exit_s"] = round(exit_s[0], 2)
 
     # 3. Clean restart.
-    with bench.phase("clean_restart"):
-        started = time.monotonic()
-        await bench.start(victim, "clean_restart")
-        figures["clean_restart_serving_s"] = round(time.monotonic() - started, 2)
-        await bench.wait(bench.in_sync(partitions, controller), "full ISRs after the restart")
-        figures["clean_restart_in_sync_s"] = round(time.monotonic() - started, 2)
+    await bench.restart(victim, "clean_restart", bench.in_sync(partitions, controller), figures)
     figures["disk_kb_per_partition_clean_restart"] = bench.disk_kb_per_partition(replicas)
 
     # 4. kill -9 and restart at once, as a supervisor would. The controller sees the
@@ -527,12 +538,9 @@ async def _measure_phases(
     epochs = {tp: p["leader_epoch"] for tp, p in (await bench.partitions(controller)).items()}
     cluster.kill(victim)
     offset = len(bench.output(victim))
-    with bench.phase("kill9_restart"):
-        started = time.monotonic()
-        await bench.start(victim, "kill9_restart")
-        figures["kill9_restart_serving_s"] = round(time.monotonic() - started, 2)
-        await bench.wait(bench.in_sync(partitions, controller, epochs), "full ISRs after kill -9")
-        figures["kill9_restart_in_sync_s"] = round(time.monotonic() - started, 2)
+    await bench.restart(
+        victim, "kill9_restart", bench.in_sync(partitions, controller, epochs), figures
+    )
     output = bench.output(victim)[offset:]
     loaded = LOADED.search(output)
     figures["kill9_restart_load_s"] = float(loaded.group(4)) if loaded else None
@@ -550,12 +558,9 @@ async def _measure_phases(
         return all(victim not in p["isr_nodes"] for p in parts.values())
 
     figures["kill9_isr_shrink_s"] = round(await bench.wait(out_of_every_isr, "ISR shrink"), 2)
-    with bench.phase("kill9_down_restart"):
-        started = time.monotonic()
-        await bench.start(victim, "kill9_down_restart")
-        figures["kill9_down_restart_serving_s"] = round(time.monotonic() - started, 2)
-        await bench.wait(bench.in_sync(partitions, controller), "full ISRs after the outage")
-        figures["kill9_down_restart_in_sync_s"] = round(time.monotonic() - started, 2)
+    await bench.restart(
+        victim, "kill9_down_restart", bench.in_sync(partitions, controller), figures
+    )
 
     # 6. kill -9 of the controller's broker.
     survivors = [b for b in cluster.live if b != controller]

@@ -17,7 +17,6 @@ The mmap/trim/crash rules are those of ``storage.index_file``.
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from minibroker.storage.errors import CorruptIndexError
@@ -36,17 +35,6 @@ class OffsetPosition(NamedTuple):
 class OffsetIndex(IndexFile):
     ENTRY_SIZE: ClassVar[int] = 8
     ENTRY: ClassVar[struct.Struct] = struct.Struct(">ii")
-
-    def __init__(
-        self,
-        path: Path,
-        base_offset: int,
-        max_index_size: int,
-        *,
-        writable: bool = True,
-        create: bool = False,
-    ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable=writable, create=create)
 
     def entry(self, slot: int) -> OffsetPosition:
         rel, position = self.raw_entry(slot)

@@ -17,7 +17,6 @@ the segment starts its forward scan there. The mmap/trim/crash rules are those o
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from minibroker.storage.errors import CorruptIndexError
@@ -37,17 +36,6 @@ class TimestampOffset(NamedTuple):
 class TimeIndex(IndexFile):
     ENTRY_SIZE: ClassVar[int] = 12
     ENTRY: ClassVar[struct.Struct] = struct.Struct(">qi")
-
-    def __init__(
-        self,
-        path: Path,
-        base_offset: int,
-        max_index_size: int,
-        *,
-        writable: bool = True,
-        create: bool = False,
-    ) -> None:
-        super().__init__(path, base_offset, max_index_size, writable=writable, create=create)
 
     def entry(self, slot: int) -> TimestampOffset:
         timestamp, rel = self.raw_entry(slot)

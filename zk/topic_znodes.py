@@ -128,16 +128,11 @@ class TopicZnodes(ZnodeAccess):
     ) -> dict[str, TopicAssignment]:
         """The assignments of those of ``topics`` that exist, in one round trip;
         ``watch`` arms each one's data watch (PartitionModifications)."""
-        names = sorted(topics)
-        results = await self.zk.get_many([topic_path(t) for t in names], watch=watch)
-        found = {}
-        for topic, result in zip(names, results, strict=True):
-            if isinstance(result, NoNode):
-                continue
-            if isinstance(result, ZkError):
-                raise result
-            found[topic] = decode_topic_assignment(topic, result[0], zk_version=result[1].version)
-        return found
+        present = await self._read_present(sorted(topics), topic_path, watch=watch)
+        return {
+            topic: decode_topic_assignment(topic, data, zk_version=stat.version)
+            for topic, (data, stat) in present.items()
+        }
 
     async def set_assignment(
         self, assignment: TopicAssignment, *, controller_epoch_zk_version: int | None = None
@@ -152,16 +147,8 @@ class TopicZnodes(ZnodeAccess):
 
     async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """The configs of those of ``topics`` that have one, in one round trip."""
-        names = sorted(topics)
-        results = await self.zk.get_many([topic_config_path(t) for t in names])
-        found = {}
-        for topic, result in zip(names, results, strict=True):
-            if isinstance(result, NoNode):
-                continue
-            if isinstance(result, ZkError):
-                raise result
-            found[topic] = decode_topic_config(topic, result[0])
-        return found
+        present = await self._read_present(sorted(topics), topic_config_path)
+        return {topic: decode_topic_config(topic, data) for topic, (data, _) in present.items()}
 
     async def get_topic_config(self, topic: str) -> dict[str, str]:
         try:
@@ -239,16 +226,11 @@ class TopicZnodes(ZnodeAccess):
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr]:
         """The state of each partition that has a state znode."""
-        tps = sorted(partitions)
-        results = await self.zk.get_many([partition_state_path(tp) for tp in tps])
-        states = {}
-        for tp, result in zip(tps, results, strict=True):
-            if isinstance(result, NoNode):
-                continue
-            if isinstance(result, ZkError):
-                raise result
-            states[tp] = decode_partition_state(tp, result[0], result[1].version)
-        return states
+        present = await self._read_present(sorted(partitions), partition_state_path)
+        return {
+            tp: decode_partition_state(tp, data, stat.version)
+            for tp, (data, stat) in present.items()
+        }
 
     async def create_partition_states(
         self,

@@ -21,6 +21,7 @@ from minibroker.zk.client import (
     CheckOp,
     DeleteOp,
     NoNode,
+    Stat,
     TxnOp,
     ZkClient,
     ZkError,
@@ -30,6 +31,7 @@ from minibroker.zk.values import ControllerMovedError
 
 Clock = Callable[[], int]
 T = TypeVar("T")
+K = TypeVar("K")
 
 OPS_PER_TRANSACTION = 200
 """Independent writes per ZooKeeper transaction: one request each made a failover's
@@ -102,6 +104,21 @@ class ZnodeAccess:
     def _check_fence(result: object, guard: Sequence[TxnOp]) -> None:
         if isinstance(result, BadVersion) and guard and result.failed_op == 0:
             raise ControllerMovedError("/controller_epoch changed: resign") from result
+
+    async def _read_present(
+        self, keys: Sequence[K], path_of: Callable[[K], str], *, watch: bool = False
+    ) -> dict[K, tuple[bytes, Stat]]:
+        """The data and stat of each of ``keys``' znodes that exists, in one round trip
+        (``watch`` arms each one's data watch); any error but a missing znode is raised."""
+        results = await self.zk.get_many([path_of(key) for key in keys], watch=watch)
+        found: dict[K, tuple[bytes, Stat]] = {}
+        for key, result in zip(keys, results, strict=True):
+            if isinstance(result, NoNode):
+                continue
+            if isinstance(result, ZkError):
+                raise result
+            found[key] = result
+        return found
 
     async def _read_optional(
         self, path: str, watch: bool, decode: Callable[[bytes], T], empty: Callable[[], T]

@@ -33,17 +33,17 @@ class ScriptedLeader:
         return {"topics": [{"name": "t", "partitions": [answer]}]}
 
 
-def follower_with(tmp_path: Path, records: int) -> Partition:
+def follower_with(tmp_path: Path, records: int, partition: int = 0) -> Partition:
+    """A follower of LEADER at epoch 1 holding ``records`` records of epoch 0."""
     config = BrokerConfig.from_properties(None, {"broker.id": str(ME)})
     topic = config.topic_config()
-    log = Log(tmp_path / "t-0", to_log_config(topic))
+    tp = TopicPartition("t", partition)
+    log = Log(tmp_path / str(tp), to_log_config(topic))
     for i in range(records):
         data = bytearray(encode_batch([Record(b"v%d" % i, timestamp=1)]))
         log.append(data, leader_epoch=0)
-    partition = Partition(
-        TopicPartition("t", 0), local_broker_id=ME, log=log, config=topic, clock=lambda: 0
-    )
-    partition.make_follower(
+    follower = Partition(tp, local_broker_id=ME, log=log, config=topic, clock=lambda: 0)
+    follower.make_follower(
         PartitionState(
             controller_epoch=1,
             leader=LEADER,
@@ -53,7 +53,7 @@ def follower_with(tmp_path: Path, records: int) -> Partition:
             replicas=(1, 2),
         )
     )
-    return partition
+    return follower
 
 
 def fetcher() -> ReplicaFetcher:
@@ -122,29 +122,6 @@ class RecordingLeader:
         }
 
 
-def followers(tmp_path: Path, count: int) -> list[Partition]:
-    config = BrokerConfig.from_properties(None, {"broker.id": str(ME)})
-    topic = config.topic_config()
-    partitions = []
-    for p in range(count):
-        tp = TopicPartition("t", p)
-        log = Log(tmp_path / str(tp), to_log_config(topic))
-        log.leader_epoch_cache.assign(1, 0)
-        partition = Partition(tp, local_broker_id=ME, log=log, config=topic, clock=lambda: 0)
-        partition.make_follower(
-            PartitionState(
-                controller_epoch=1,
-                leader=LEADER,
-                leader_epoch=1,
-                isr=(1, 2),
-                zk_version=0,
-                replicas=(1, 2),
-            )
-        )
-        partitions.append(partition)
-    return partitions
-
-
 async def test_a_fetcher_over_the_partition_cap_truncates_in_one_batch_and_fetches_in_turns(
     tmp_path: Path,
 ) -> None:
@@ -155,7 +132,9 @@ async def test_a_fetcher_over_the_partition_cap_truncates_in_one_batch_and_fetch
         None, {"broker.id": str(ME), "request.max.partitions": "4"}
     )
     fetcher = ReplicaFetcher(ReplicaFetcherManager(config, address_of=lambda b: None), LEADER, 0)
-    for partition in followers(tmp_path, 10):
+    for index in range(10):
+        partition = follower_with(tmp_path, records=0, partition=index)
+        partition.log.leader_epoch_cache.assign(1, 0)
         fetcher.add(partition)
     leader = RecordingLeader(cap=4)
     await fetcher._truncate(leader)  # type: ignore[arg-type]

@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import functools
 import math
-import select
 from collections import deque
 from collections.abc import Callable
 
@@ -79,7 +78,7 @@ import trio
 from minibroker.broker.request_handler import CloseConnection, Pending, Reply
 from minibroker.broker.server_replies import ReplySlot, ReplyWriter, Server, log
 from minibroker.net import socket_io
-from minibroker.net.socket_io import read_fd_now
+from minibroker.net.socket_io import read_fd_now, readable_now
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 from minibroker.protocol.session import Session
@@ -213,7 +212,7 @@ class Connection(ReplyWriter):
                     # (as the per-read timer did).
                     self.idle_at = now + server.idle_timeout_s
                     continue
-                if select.select([sock], [], [], 0)[0]:
+                if readable_now(sock.fileno()):
                     # Bytes that arrived just as the deadline passed (a descheduled
                     # process sees both at once) still count: the read wakes for them.
                     self.idle_at = now + server.idle_timeout_s

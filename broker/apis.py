@@ -13,6 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
+from minibroker.broker.authorized_operations import (
+    cluster_operations,
+    everything,
+    metadata_operations,
+)
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
@@ -28,6 +33,7 @@ from minibroker.broker.topic_auto_creation import TopicAutoCreator
 from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
+    InvalidRecordError,
     InvalidRequestError,
     KafkaError,
 )
@@ -169,6 +175,10 @@ class KafkaApis:
             min_bytes=request["min_bytes"],
             max_wait_ms=request["max_wait_ms"],
             partitions=requests,
+            # Kafka's ClientMetadata: a consumer's Fetch v11+ may be served by followers.
+            client_rack=request["rack_id"]
+            if header.api_version >= FOLLOWER_FETCH_VERSION and request["replica_id"] < 0
+            else None,
         )
         manager = self.replica_manager
         reads = manager.fetch_messages(fetch)
@@ -237,7 +247,8 @@ class KafkaApis:
         names = None if requested is None else [t["name"] for t in requested]
         if names and request["allow_auto_topic_creation"]:
             self.topic_auto_creator.request(names)
-        return self.metadata_cache.metadata_response(names)
+        answer = self.metadata_cache.metadata_response(names)
+        return metadata_operations(answer, request, everything)
 
     def handle_describe_cluster(
         self, header: RequestHeader, request: bodies.DescribeClusterRequest
@@ -251,6 +262,9 @@ class KafkaApis:
             "cluster_id": answer["cluster_id"] or "",
             "controller_id": answer["controller_id"],
             "brokers": [_cluster_broker(b) for b in answer["brokers"]],
+            "cluster_authorized_operations": cluster_operations(
+                request["include_cluster_authorized_operations"], everything
+            ),
         }
 
     def handle_api_versions(
@@ -287,7 +301,7 @@ def _produce_answer(
 ) -> bodies.ProduceResponseTopicPartition:
     error = result if isinstance(result, KafkaError) else outcomes.get(tp)
     if error is not None:
-        return {
+        answer: bodies.ProduceResponseTopicPartition = {
             "index": tp.partition,
             "error_code": error.code,
             "base_offset": -1,
@@ -295,6 +309,12 @@ def _produce_answer(
             "log_start_offset": -1,
             "error_message": error.message,
         }
+        if isinstance(error, InvalidRecordError) and error.record_errors:
+            answer["record_errors"] = [
+                {"batch_index": index, "batch_index_error_message": why}
+                for index, why in error.record_errors
+            ]
+        return answer
     assert isinstance(result, AppendResult)
     return {
         "index": tp.partition,
@@ -323,6 +343,7 @@ def _fetch_body(
                 "last_stable_offset": r.high_watermark,
                 "log_start_offset": r.log_start_offset,
                 "records": r.records,
+                "preferred_read_replica": read.preferred_read_replica,
             }
         else:
             assert read.error is not None
@@ -341,6 +362,9 @@ def _fetch_body(
         "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
     }
 
+
+FOLLOWER_FETCH_VERSION = 11
+"""Fetch v11 brought rack_id and preferred_read_replica (KIP-392)."""
 
 RequestTopic: TypeAlias = (
     bodies.ProduceRequestTopic

@@ -68,7 +68,9 @@ class BrokerConfig(GroupSettings, ReplicationSettings, LogSettings, ListenerSett
         at_least(0),
     )
     broker_rack: str | None = config_key(
-        "broker.rack", None, "Rack of this broker (metadata only)."
+        "broker.rack",
+        None,
+        "Rack of this broker (metadata, and follower fetching: replica.selector.class).",
     )
     zookeeper_connect: str | None = config_key(
         "zookeeper.connect",

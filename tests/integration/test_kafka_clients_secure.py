@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 import trio
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -150,6 +151,47 @@ async def test_a_user_added_with_the_cli_logs_in_but_acls_refuse_it_until_grante
         except SaslAuthenticationFailedError:
             assert time.monotonic() < deadline, "bob never became known to the brokers"
             await trio.sleep(0.2)
+
+
+async def test_authorized_operations_are_the_principals_own(cluster: LocalCluster) -> None:
+    """With ACLs, DescribeTopics and DescribeCluster list what the asking principal may
+    do: the super user everything, a user granted Read on a topic Read and Describe."""
+    await topic_from_the_bundled_client(cluster, "carols")
+    password = cluster.data_dir / "carol.password"
+    password.write_text("carol-secret\n")
+    zookeeper = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
+    added = cluster.cli(
+        *("users", "add", "carol", "--password-file", str(password), "--zookeeper", zookeeper),
+        bootstrap=False,
+    )
+    assert added.returncode == 0, added.stderr
+    granted = cluster.cli(
+        *("acl", "add", "--allow-principal", "User:carol", "--operation", "Read"),
+        *("--topic", "carols", "--command-config", cluster.state["client_config"]),
+    )
+    assert granted.returncode == 0, granted.stderr
+    op = confluent_kafka.admin.AclOperation
+    topics = confluent_kafka.TopicCollection(["carols"])
+
+    def described(config: dict[str, str]) -> set[object]:
+        admin = confluent_kafka.admin.AdminClient(
+            {**config, "bootstrap.servers": cluster.kafka_bootstrap}
+        )
+        deadline = time.monotonic() + 30
+        while True:  # carol's login and ACL reach every broker within a watch round trip
+            try:
+                found = admin.describe_topics(topics, include_authorized_operations=True)
+                return set(found["carols"].result(timeout=30).authorized_operations)
+            except confluent_kafka.KafkaException:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+
+    assert described(cluster.client_properties) == {
+        op.READ, op.WRITE, op.CREATE, op.DELETE, op.ALTER, op.DESCRIBE,
+        op.DESCRIBE_CONFIGS, op.ALTER_CONFIGS,
+    }  # fmt: skip
+    carol = {**cluster.client_properties, "sasl.username": "carol", "sasl.password": "carol-secret"}
+    assert described(carol) == {op.READ, op.DESCRIBE}
 
 
 def test_the_readmes_secure_cluster_commands_run_as_written(

@@ -346,7 +346,9 @@ async def test_concurrent_creations_of_one_topic_make_it_once_and_tell_the_rest_
         topic = f"raced-{round_}"
         outcomes: list[str] = []
 
-        async def create(broker_id: int, topic: str = topic) -> None:
+        async def create(
+            broker_id: int, topic: str = topic, outcomes: list[str] = outcomes
+        ) -> None:
             try:
                 await kzk.create_topic(topic, {0: [broker_id]}, {"retention.ms": "1000"})
             except TopicAlreadyExistsError:

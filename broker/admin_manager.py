@@ -53,8 +53,11 @@ class AdminZk(Protocol):
     async def wait_for_topics_deleted(self, topics: Iterable[str]) -> None: ...
 
 
-ConfigValidator = Callable[[Mapping[str, str]], None]
-"""Raises InvalidConfigError naming the bad key (broker/topic_configs.py's table)."""
+ConfigValidator = Callable[
+    [Mapping[str, str]], Sequence[bodies.CreateTopicsResponseTopicConfig] | None
+]
+"""Raises InvalidConfigError naming the bad key (broker/topic_configs.py's table); else
+returns the topic's resulting configs for the answer (None: none to report)."""
 
 TopicsReady = Callable[[Iterable[str]], Awaitable[None]]
 """Returns once this broker's metadata knows every named topic (CreateTopics waits for it
@@ -121,8 +124,9 @@ class AdminManager:
                     raise InvalidRequestError(f"topic {name!r} appears twice in the request")
                 assignment = self._assignment_for(topic, live, existing)
                 config = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
+                configs = None
                 if self._validate_config is not None:
-                    self._validate_config(config)
+                    configs = self._validate_config(config)
                 if not request["validate_only"]:
                     await self._zk.create_topic(name, assignment, config)
                     created.append(name)
@@ -135,6 +139,7 @@ class AdminManager:
                     "error_message": None,
                     "num_partitions": len(assignment),
                     "replication_factor": len(assignment[0]),
+                    "configs": list(configs or ()),
                 }
             results.append(result)
         if created and request["timeout_ms"] > 0:

@@ -163,9 +163,21 @@ class TopicConfigs:
         # Resource type BROKER (4) and brokers/<id> changes (broker/broker_configs.py).
         self.broker_configs = broker_configs
 
-    def validate(self, configs: Mapping[str, str]) -> None:
-        """CreateTopics' check of a new topic's configs (broker/admin_manager.py)."""
+    def validate(self, configs: Mapping[str, str]) -> list[bodies.CreateTopicsResponseTopicConfig]:
+        """CreateTopics' check of a new topic's configs (broker/admin_manager.py); returns
+        every config the topic then has, as CreateTopics v5+ answers them (Kafka's Admin
+        client reads that list from every created topic)."""
         validate_topic_overrides(self.config, configs)
+        return [
+            {
+                "name": entry["name"],
+                "value": entry["value"],
+                "read_only": entry["read_only"],
+                "config_source": entry["config_source"],
+                "is_sensitive": entry["is_sensitive"],
+            }
+            for entry in describe_topic_config(self.config, configs)
+        ]
 
     def install(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(bodies.DESCRIBE_CONFIGS, self.handle_describe_configs)

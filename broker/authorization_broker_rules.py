@@ -72,8 +72,8 @@ def metadata(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
     """``metadata_topics``, and the authorized operations asked for, the principal's."""
     allowed, complete = metadata_topics(asker, body)
     if (
-        not body["include_topic_authorized_operations"]
-        and not body["include_cluster_authorized_operations"]
+        not body.get("include_topic_authorized_operations")
+        and not body.get("include_cluster_authorized_operations")
     ):
         return allowed, complete
     request = cast(bodies.MetadataRequest, body)
@@ -87,7 +87,7 @@ def metadata(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
 
 def describe_cluster(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
     asker.require_cluster(Operation.DESCRIBE)
-    if not body["include_cluster_authorized_operations"]:
+    if not body.get("include_cluster_authorized_operations"):
         return body, None
     return body, lambda answer: {
         **answer,

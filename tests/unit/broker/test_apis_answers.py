@@ -15,6 +15,7 @@ from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.metadata_cache import BrokerInfo
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import NONE, StaleControllerEpochError
+from minibroker.protocol.messages.form import NO_AUTHORIZED_OPERATIONS
 from tests.support.broker import broker_config, replica_manager
 
 ME = 1
@@ -66,7 +67,13 @@ def test_describe_cluster_names_brokers_by_id_with_their_kafka_listener_if_any(
             },
             {"broker_id": 2, "host": "h2", "port": 9002, "rack": None},
         ],
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
+    asked = apis.handle_describe_cluster(
+        HEADER, {"include_cluster_authorized_operations": True, "endpoint_type": 1}
+    )
+    # No authorizer: every cluster operation (KIP-430 bits 5, 7, 8, 9, 10, 11, 12).
+    assert asked["cluster_authorized_operations"] == sum(1 << n for n in (5, 7, 8, 9, 10, 11, 12))
 
 
 def test_describe_cluster_answers_an_empty_cluster_id_before_joining_a_cluster(

@@ -177,16 +177,19 @@ public final class ClientJudge {
         Map<String, AtomicInteger> seen = new ConcurrentHashMap<>();
         Map<Integer, List<String>> assignments = new ConcurrentHashMap<>();
         Map<Integer, AtomicInteger> revoked = new ConcurrentHashMap<>();
+        Map<Integer, String> finals = new ConcurrentHashMap<>();
+        Map<Integer, Set<Integer>> ownedBy = new ConcurrentHashMap<>();
         CountDownLatch done = new CountDownLatch(1);
         List<Thread> members = new ArrayList<>();
         for (int m = 0; m < 3; m++) {
             int member = m;
             assignments.put(member, Collections.synchronizedList(new ArrayList<>()));
+            ownedBy.put(member, Collections.synchronizedSet(new TreeSet<>()));
             revoked.put(member, new AtomicInteger());
             Thread thread = new Thread(() -> {
                 try {
-                    consumeAsMember(
-                            bootstrap, topic, group, assignor, member, seen, assignments, revoked, done);
+                    consumeAsMember(bootstrap, topic, group, assignor, member, seen, assignments,
+                            revoked, finals, ownedBy.get(member), done);
                 } catch (RuntimeException exc) {
                     ERRORS.add("member " + member + ": " + exc);
                     done.countDown();
@@ -194,7 +197,7 @@ public final class ClientJudge {
             });
             members.add(thread);
             thread.start();
-            Thread.sleep(1500); // members join one after another: rebalances happen
+            Thread.sleep(2500); // members join one after another: rebalances happen
         }
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(bootstrap))) {
             for (int i = 0; i < records; i++) {
@@ -203,7 +206,20 @@ public final class ClientJudge {
             producer.flush();
         }
         long deadline = System.currentTimeMillis() + DEADLINE_MS;
-        while (seen.size() < records && System.currentTimeMillis() < deadline && done.getCount() > 0) {
+        // Every record consumed, and the group settled: each partition owned exactly once.
+        while (System.currentTimeMillis() < deadline && done.getCount() > 0) {
+            List<Integer> owned = new ArrayList<>();
+            ownedBy.values().forEach(set -> {
+                synchronized (set) {
+                    owned.addAll(set);
+                }
+            });
+            Collections.sort(owned);
+            boolean settled = owned.size() == partitionCount(bootstrap, topic)
+                    && new TreeSet<>(owned).size() == owned.size();
+            if (seen.size() >= records && settled) {
+                break;
+            }
             Thread.sleep(100);
         }
         done.countDown();
@@ -222,8 +238,19 @@ public final class ClientJudge {
             ArrayNode history = member.putArray("assignments");
             assignments.get(m).forEach(history::add);
             member.put("partitions_revoked", revoked.get(m).get());
+            member.put("final", finals.getOrDefault(m, "[]"));
         }
         return report;
+    }
+
+    static final Map<String, Integer> PARTITIONS = new ConcurrentHashMap<>();
+
+    static int partitionCount(String bootstrap, String topic) {
+        return PARTITIONS.computeIfAbsent(topic, t -> {
+            try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(bootstrap, null))) {
+                return c.partitionsFor(t).size();
+            }
+        });
     }
 
     static void consumeAsMember(
@@ -235,24 +262,31 @@ public final class ClientJudge {
             Map<String, AtomicInteger> seen,
             Map<Integer, List<String>> assignments,
             Map<Integer, AtomicInteger> revoked,
+            Map<Integer, String> finals,
+            Set<Integer> owned,
             CountDownLatch done) {
         Properties props = consumerProps(bootstrap, group);
         props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, ASSIGNORS.get(assignor));
         props.put(ConsumerConfig.CLIENT_ID_CONFIG, "member-" + member);
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            Set<Integer> owned = new TreeSet<>();
             consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
                 @Override
                 public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
                     revoked.get(member).addAndGet(partitions.size());
                     partitions.forEach(tp -> owned.remove(tp.partition()));
-                    consumer.commitSync();
+                    try {
+                        consumer.commitSync();
+                    } catch (org.apache.kafka.common.KafkaException rebalancing) {
+                        // committed after every poll already; nothing is lost
+                    }
                 }
 
                 @Override
                 public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
                     partitions.forEach(tp -> owned.add(tp.partition()));
-                    assignments.get(member).add(owned.toString());
+                    synchronized (owned) {
+                        assignments.get(member).add(owned.toString());
+                    }
                 }
             });
             while (done.getCount() > 0) {
@@ -262,7 +296,14 @@ public final class ClientJudge {
                         seen.computeIfAbsent(value, v -> new AtomicInteger()).incrementAndGet();
                     }
                 }
-                consumer.commitSync();
+                try {
+                    consumer.commitSync();
+                } catch (org.apache.kafka.common.errors.RebalanceInProgressException again) {
+                    // a cooperative rebalance is under way: the next poll completes it
+                }
+            }
+            synchronized (owned) {
+                finals.put(member, owned.toString()); // before close revokes everything
             }
         }
     }

@@ -18,8 +18,9 @@ from tests.support.cluster import LocalCluster
 
 RESULTS = ROOT / "build" / "judges" / "results.json"
 
-JUDGE_PROPERTIES = ("group.initial.rebalance.delay.ms=0",)
-"""Members joining one by one each cause a rebalance (the judges want those)."""
+JUDGE_PROPERTIES = ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000")
+"""Members joining one by one each cause a rebalance (the judges want those); short
+sessions, as kafka-python's own test brokers allow (its group tests ask for 3 s)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:

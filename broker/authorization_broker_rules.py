@@ -71,9 +71,8 @@ OFFSET_FOR_LEADER_EPOCH_TOPICS: Final = per_topic(
 def metadata(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
     """``metadata_topics``, and the authorized operations asked for, the principal's."""
     allowed, complete = metadata_topics(asker, body)
-    if (
-        not body.get("include_topic_authorized_operations")
-        and not body.get("include_cluster_authorized_operations")
+    if not body.get("include_topic_authorized_operations") and not body.get(
+        "include_cluster_authorized_operations"
     ):
         return allowed, complete
     request = cast(bodies.MetadataRequest, body)

@@ -42,12 +42,13 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
 from minibroker.broker.assignment import validate_topic_name
 from minibroker.broker.config import BrokerConfig, TopicConfig
+from minibroker.broker.config_keys import config_text
 from minibroker.broker.dispatcher import Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replication_quota import (
@@ -91,13 +92,6 @@ _BUILT_IN = BrokerConfig()  # the broker keys' defaults, to tell static config f
 _TOPIC_FIELDS = dataclasses.fields(TopicConfig)
 
 
-def _text(value: Any) -> str:
-    """A typed config value as Kafka prints it (booleans lower-case)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def validate_topic_overrides(broker: BrokerConfig, configs: Mapping[str, str]) -> TopicConfig:
     """The topic config ``configs`` would give; InvalidConfigError naming the first bad
     key (unknown, unparsable or out of range)."""
@@ -125,7 +119,7 @@ def describe_topic_config(
         if name in overrides:
             value, source = overrides[name], SOURCE_TOPIC_CONFIG
         else:
-            value = _text(getattr(effective, f.name))
+            value = config_text(getattr(effective, f.name))
             inherits = f.metadata["inherits"]
             configured = inherits is not None and getattr(broker, inherits) != getattr(
                 _BUILT_IN, inherits

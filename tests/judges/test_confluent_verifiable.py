@@ -34,7 +34,7 @@ from tests.support.judges import ToolSession
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 CLIENT = (
-    f"confluent-kafka {confluent_kafka.version()[0]} kafkatest"
+    f"confluent-kafka {confluent_kafka.version()} kafkatest"
     f" (librdkafka {confluent_kafka.libversion()[0]})"
 )
 TOPIC = "verifiable"

@@ -137,8 +137,10 @@ def run_tools(calls: list[ToolCall], timeout: float = JAVA_TIMEOUT_S) -> dict[st
             )
         )
         done = subprocess.run(
-            ["java", "-cp", kafka_classpath(), "dev.minibroker.judges.ToolRunner"]
-            + [str(calls_file), str(results_file)],
+            [
+                *("java", "-cp", kafka_classpath(), "dev.minibroker.judges.ToolRunner"),
+                *(str(calls_file), str(results_file)),
+            ],
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -129,18 +129,24 @@ async def test_a_kafka_client_with_a_wrong_password_is_refused(cluster: LocalClu
     assert errors and errors[0].code() == confluent_kafka.KafkaError._AUTHENTICATION
 
 
-async def test_a_user_added_with_the_cli_logs_in_but_acls_refuse_it_until_granted(
-    cluster: LocalCluster,
-) -> None:
-    password = cluster.data_dir / "bob.password"
-    password.write_text("bob-secret\n")
+def add_user(cluster: LocalCluster, name: str, password: str) -> dict[str, str]:
+    """``minibroker users add`` of a SCRAM user; its client properties."""
+    password_file = cluster.data_dir / f"{name}.password"
+    password_file.write_text(f"{password}\n")
     zookeeper = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
     added = cluster.cli(
-        *("users", "add", "bob", "--password-file", str(password), "--zookeeper", zookeeper),
+        *("users", "add", name, "--password-file", str(password_file)),
+        *("--zookeeper", zookeeper),
         bootstrap=False,
     )
     assert added.returncode == 0, added.stderr
-    bob = {**cluster.client_properties, "sasl.username": "bob", "sasl.password": "bob-secret"}
+    return {**cluster.client_properties, "sasl.username": name, "sasl.password": password}
+
+
+async def test_a_user_added_with_the_cli_logs_in_but_acls_refuse_it_until_granted(
+    cluster: LocalCluster,
+) -> None:
+    bob = add_user(cluster, "bob", "bob-secret")
     deadline = time.monotonic() + 30
     while True:  # the brokers apply the notification within a watch round trip
         try:
@@ -157,14 +163,7 @@ async def test_authorized_operations_are_the_principals_own(cluster: LocalCluste
     """With ACLs, DescribeTopics and DescribeCluster list what the asking principal may
     do: the super user everything, a user granted Read on a topic Read and Describe."""
     await topic_from_the_bundled_client(cluster, "carols")
-    password = cluster.data_dir / "carol.password"
-    password.write_text("carol-secret\n")
-    zookeeper = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
-    added = cluster.cli(
-        *("users", "add", "carol", "--password-file", str(password), "--zookeeper", zookeeper),
-        bootstrap=False,
-    )
-    assert added.returncode == 0, added.stderr
+    carol = add_user(cluster, "carol", "carol-secret")
     granted = cluster.cli(
         *("acl", "add", "--allow-principal", "User:carol", "--operation", "Read"),
         *("--topic", "carols", "--command-config", cluster.state["client_config"]),
@@ -190,7 +189,6 @@ async def test_authorized_operations_are_the_principals_own(cluster: LocalCluste
         op.READ, op.WRITE, op.CREATE, op.DELETE, op.ALTER, op.DESCRIBE,
         op.DESCRIBE_CONFIGS, op.ALTER_CONFIGS,
     }  # fmt: skip
-    carol = {**cluster.client_properties, "sasl.username": "carol", "sasl.password": "carol-secret"}
     assert described(carol) == {op.READ, op.DESCRIBE}
 
 

@@ -58,10 +58,17 @@ def record_result(key: str, entry: dict[str, Any], path: Path = RESULTS) -> None
     path.write_text(json.dumps(results, indent=1, sort_keys=True))
 
 
+def judged_cluster(
+    tmp_path_factory: pytest.TempPathFactory, name: str, **options: Any
+) -> Iterator[LocalCluster]:
+    """A cluster with Kafka listeners and the judges' properties, for a fixture to yield."""
+    with LocalCluster(
+        tmp_path_factory.mktemp(name), kafka_listeners=True, properties=JUDGE_PROPERTIES, **options
+    ) as running:
+        yield running
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """One plain 3-broker cluster for every judge (a start costs ~10 s)."""
-    with LocalCluster(
-        tmp_path_factory.mktemp("judged"), kafka_listeners=True, properties=JUDGE_PROPERTIES
-    ) as running:
-        yield running
+    yield from judged_cluster(tmp_path_factory, "judged")

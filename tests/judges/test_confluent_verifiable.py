@@ -113,12 +113,8 @@ def test_verifiable_clients_consume_every_acknowledged_record_through_rebalances
     cluster: LocalCluster,
 ) -> None:
     tools = ToolSession(cluster.kafka_bootstrap)
-    tools.add(
-        "create",
-        "kafka-topics",
-        *("--create", "--topic", TOPIC, "--partitions", "4", "--replication-factor", "3"),
-    )
-    assert tools.run()["create"].exit == 0
+    tools.create_topic(TOPIC, 4)
+    assert tools.run()[TOPIC].exit == 0
     clients = [consumer(cluster, "c1"), consumer(cluster, "c2")]
     try:
         wait_for(lambda: all(c.named("partitions_assigned") for c in clients), "first assignment")

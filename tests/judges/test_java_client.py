@@ -28,12 +28,7 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 def create_topics(cluster: LocalCluster, *specs: tuple[str, int]) -> None:
     tools = ToolSession(cluster.kafka_bootstrap)
     for name, partitions in specs:
-        tools.add(
-            name,
-            "kafka-topics",
-            *("--create", "--topic", name, "--partitions", str(partitions)),
-            *("--replication-factor", "3"),
-        )
+        tools.create_topic(name, partitions)
     for name, result in tools.run().items():
         assert result.exit == 0, (name, result.stdout, result.stderr)
 

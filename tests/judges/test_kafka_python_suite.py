@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.judges.conftest import JUDGE_PROPERTIES, record_result
+from tests.judges.conftest import judged_cluster, record_result
 from tests.support.cluster import LocalCluster
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
@@ -148,13 +148,7 @@ def outcomes(junit: Path) -> dict[str, tuple[str, str]]:
 @pytest.fixture(scope="module")
 def one_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Its fixtures assume one broker (a partition's replica on the broker it describes)."""
-    with LocalCluster(
-        tmp_path_factory.mktemp("kafka-python-judged"),
-        brokers=1,
-        kafka_listeners=True,
-        properties=JUDGE_PROPERTIES,
-    ) as running:
-        yield running
+    yield from judged_cluster(tmp_path_factory, "kafka-python-judged", brokers=1)
 
 
 @pytest.mark.judge(CLIENT, "its integration tests against an external broker")

@@ -48,12 +48,7 @@ def test_kafka_topics_and_kafka_configs_create_describe_and_delete_topics(
     cluster: LocalCluster,
 ) -> None:
     tools = ToolSession(cluster.kafka_bootstrap)
-    tools.add(
-        "create",
-        "kafka-topics",
-        *("--create", "--topic", "tools-topic", "--partitions", "3"),
-        *("--replication-factor", "3", "--config", "retention.ms=86400000"),
-    )
+    tools.create_topic("tools-topic", 3, "--config", "retention.ms=86400000")
     tools.add("list", "kafka-topics", "--list")
     tools.add("describe", "kafka-topics", "--describe", "--topic", "tools-topic")
     tools.add(
@@ -78,7 +73,7 @@ def test_kafka_topics_and_kafka_configs_create_describe_and_delete_topics(
     tools.add("delete", "kafka-topics", "--delete", "--topic", "tools-topic")
     results = tools.run()
 
-    assert ok(results["create"]).lines == ["Created topic tools-topic."]
+    assert ok(results["tools-topic"]).lines == ["Created topic tools-topic."]
     assert "tools-topic" in ok(results["list"]).lines
     described = ok(results["describe"])
     assert described.lines[0].startswith("Topic: tools-topic\t")
@@ -118,11 +113,7 @@ def test_console_tools_round_trip_keys_and_headers_and_consumer_groups_manage_th
     cluster: LocalCluster,
 ) -> None:
     tools = ToolSession(cluster.kafka_bootstrap)
-    tools.add(
-        "create",
-        "kafka-topics",
-        *("--create", "--topic", "console", "--partitions", "1", "--replication-factor", "3"),
-    )
+    tools.create_topic("console", 1)
     lines = "".join(f"origin:tools,n:{i}\tkey-{i}:value {i}\n" for i in range(20))
     tools.add(
         "produce",
@@ -152,7 +143,7 @@ def test_console_tools_round_trip_keys_and_headers_and_consumer_groups_manage_th
     tools.add("list-after", "kafka-consumer-groups", "--list")
     results = tools.run()
 
-    ok(results["create"])
+    ok(results["console"])
     ok(results["produce"])
     consumed = ok(results["consume"])
     assert consumed.lines == [
@@ -192,11 +183,7 @@ def test_reassign_partitions_moves_replicas_and_log_dirs_describes_them(
     cluster: LocalCluster,
 ) -> None:
     tools = ToolSession(cluster.kafka_bootstrap)
-    tools.add(
-        "create",
-        "kafka-topics",
-        *("--create", "--topic", "moved", "--replica-assignment", "1:2,2:3"),
-    )
+    tools.create_topic("moved", 2, "--replica-assignment", "1:2,2:3")
     tools.add(
         "produce",
         "kafka-console-producer",
@@ -214,7 +201,7 @@ def test_reassign_partitions_moves_replicas_and_log_dirs_describes_them(
     )
     tools.add("log-dirs-before", "kafka-log-dirs", "--describe", "--broker-list", "1,2,3")
     results = tools.run()
-    ok(results["create"])
+    ok(results["moved"])
     ok(results["produce"])
     generated = ok(results["generate"]).lines
     current = json.loads(generated[generated.index("Current partition replica assignment") + 1])
@@ -306,11 +293,7 @@ def test_reassign_partitions_moves_replicas_and_log_dirs_describes_them(
 @pytest.mark.judge(TOOLS, "kafka-producer-perf-test and kafka-consumer-perf-test")
 def test_perf_tools_send_and_read_every_record(cluster: LocalCluster) -> None:
     tools = ToolSession(cluster.kafka_bootstrap)
-    tools.add(
-        "create",
-        "kafka-topics",
-        *("--create", "--topic", "perf", "--partitions", "3", "--replication-factor", "3"),
-    )
+    tools.create_topic("perf", 3)
     tools.add(
         "produce",
         "kafka-producer-perf-test",
@@ -319,7 +302,7 @@ def test_perf_tools_send_and_read_every_record(cluster: LocalCluster) -> None:
         "acks=all",
     )
     results = tools.run()
-    ok(results["create"])
+    ok(results["perf"])
     summary = ok(results["produce"]).lines[-1]
     assert re.match(r"20000 records sent, [\d.]+ records/sec", summary), summary
 

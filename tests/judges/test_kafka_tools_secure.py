@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.judges.conftest import judged_cluster
 from tests.support.cluster import LocalCluster
 from tests.support.judges import KAFKA_VERSION, ToolResult, ToolSession, java_client_config
 
@@ -19,10 +20,7 @@ TOOLS = f"Kafka tools {KAFKA_VERSION}"
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        tmp_path_factory.mktemp("secure-judged"), kafka_listeners=True, secure=True
-    ) as running:
-        yield running
+    yield from judged_cluster(tmp_path_factory, "secure-judged", secure=True)
 
 
 def ok(result: ToolResult) -> ToolResult:
@@ -33,11 +31,7 @@ def ok(result: ToolResult) -> ToolResult:
 @pytest.mark.judge(TOOLS, "kafka-acls --add/--list/--remove on SASL_SSL (SCRAM), kafka-topics")
 def test_kafka_acls_adds_lists_and_removes_acls_over_sasl_ssl(secure: LocalCluster) -> None:
     tools = ToolSession(secure.kafka_bootstrap, command_config=java_client_config(secure))
-    tools.add(
-        "create",
-        "kafka-topics",
-        *("--create", "--topic", "payments", "--partitions", "1", "--replication-factor", "3"),
-    )
+    tools.create_topic("payments", 1)
     tools.add(
         "add",
         "kafka-acls",
@@ -65,7 +59,7 @@ def test_kafka_acls_adds_lists_and_removes_acls_over_sasl_ssl(secure: LocalClust
     )
     results = tools.run()
 
-    assert ok(results["create"]).lines == ["Created topic payments."]
+    assert ok(results["payments"]).lines == ["Created topic payments."]
     added = ok(results["add"]).stdout
     assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=payments," in added
     assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in added

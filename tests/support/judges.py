@@ -106,6 +106,14 @@ class ToolSession:
             argv += [CONFIG_FLAGS.get(tool, "--command-config"), str(self.command_config)]
         self.calls.append(ToolCall(name, tool, argv, stdin))
 
+    def create_topic(self, name: str, partitions: int, *args: str) -> None:
+        """kafka-topics --create of ``name`` (replication factor 3 unless ``args`` give
+        a replica assignment), as the call named ``name``."""
+        if "--replica-assignment" not in args:
+            args = ("--replication-factor", "3", *args)
+            args = ("--partitions", str(partitions), *args)
+        self.add(name, "kafka-topics", "--create", "--topic", name, *args)
+
     def run(self, timeout: float = JAVA_TIMEOUT_S) -> dict[str, ToolResult]:
         calls, self.calls = self.calls, []
         return run_tools(calls, timeout)

@@ -160,8 +160,12 @@ def build() -> tuple[str, str]:
         f" confluent-kafka's verifiable clients)"
     )
     for client, entries in suite_by_client.items():
-        passed = sum(e["outcome"] == "passed" for e in entries)
-        headline += f"; {client}: {passed} of {len(entries)} pass"
+        counts = Counter(e["outcome"] for e in entries)
+        headline += (
+            f"; {client}: {counts['passed']} of {len(entries)} pass,"
+            f" {counts['failed'] + counts['error']} do not (each listed with why),"
+            f" {counts['skipped']} skip themselves (KRaft-only, own-broker or old-version tests)"
+        )
     if rdk:
         headline += (
             f"; librdkafka 2.15.0's broker tests: {rdk_after['PASSED']} of {len(rdk)} pass,"

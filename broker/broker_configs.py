@@ -56,10 +56,11 @@ FOLLOWER_THROTTLE = "follower.replication.throttled.rate"
 DYNAMIC_KEYS = (FOLLOWER_THROTTLE, LEADER_THROTTLE, LOG_DIRS_THROTTLE)
 """The dynamic broker keys accepted (sorted): the reassignment tool's throttles."""
 
-SOURCE_DYNAMIC_BROKER_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
-"""Kafka's ConfigSource for a broker resource (1 is DYNAMIC_BROKER_CONFIG)."""
+"""Kafka's ConfigSource codes of a broker resource (1 is a topic's override, 3 the cluster-wide
+dynamic default, 6 a logger level)."""
 
 UNLIMITED = 9223372036854775807
 """Kafka's default for the throttle keys (Long.MAX_VALUE: no throttle)."""

@@ -104,6 +104,37 @@ def test_kafka_topics_and_kafka_configs_create_describe_and_delete_topics(
         tools.add("list-again", "kafka-topics", "--list")
 
 
+@pytest.mark.judge(TOOLS, "kafka-configs --alter/--describe of a broker's dynamic config")
+def test_kafka_configs_alters_a_brokers_dynamic_config_and_describes_it(
+    cluster: LocalCluster,
+) -> None:
+    """kafka-configs alters brokers through AlterConfigs (served); topics go through
+    IncrementalAlterConfigs (issue 33)."""
+    tools = ToolSession(cluster.kafka_bootstrap)
+    broker = ("--entity-type", "brokers", "--entity-name", "2")
+    tools.add(
+        "alter",
+        "kafka-configs",
+        *("--alter", *broker, "--add-config", "leader.replication.throttled.rate=1000000"),
+    )
+    tools.add("describe", "kafka-configs", "--describe", *broker)
+    tools.add(
+        "delete",
+        "kafka-configs",
+        *("--alter", *broker, "--delete-config", "leader.replication.throttled.rate"),
+    )
+    tools.add("describe-after", "kafka-configs", "--describe", *broker)
+    results = tools.run()
+    assert ok(results["alter"]).lines == ["Completed updating config for broker 2."]
+    described = ok(results["describe"]).lines
+    assert described[0] == "Dynamic configs for broker 2 are:"
+    assert [line.split()[0] for line in described[1:]] == [
+        "leader.replication.throttled.rate=1000000"
+    ]
+    ok(results["delete"])
+    assert ok(results["describe-after"]).lines == ["Dynamic configs for broker 2 are:"]
+
+
 @pytest.mark.judge(
     TOOLS,
     "kafka-console-producer (keys, headers) then kafka-console-consumer --group;"

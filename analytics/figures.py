@@ -61,16 +61,14 @@ def text_field(field: str, title: str) -> dict[str, Any]:
 # --- traffic -------------------------------------------------------------------------
 
 
-def _rates(rows: Rows, label: Any) -> list[dict[str, Any]]:
+def _rates(rows: Rows, label: Any, count: str) -> list[dict[str, Any]]:
+    """Per row: its series' label, the bucket's start ``t`` and ``count`` per second ``v``
+    (4 significant digits: the page carries thousands of these)."""
     return [
-        {
-            "series": label(r),
-            "t": r["bucket_start"],
-            "records_per_s": r["records"] * 1000 / r["bucket_ms"],
-            "bytes_per_s": r["bytes"] * 1000 / r["bucket_ms"],
-        }
+        {"series": label(r), "t": r["bucket_start"],
+         "v": float(f"{r[count] * 1000 / r['bucket_ms']:.4g}")}
         for r in sorted(rows, key=lambda r: (r.get("topic_rank", 0), r["bucket_start"]))
-    ]
+    ]  # fmt: skip
 
 
 def traffic_charts(tables: Tables) -> list[Chart]:
@@ -80,7 +78,10 @@ def traffic_charts(tables: Tables) -> list[Chart]:
     if not whole:
         return []
     width = human_minutes(whole[0]["bucket_ms"])
-    topics = _rates(whole, lambda r: r["topic"])
+
+    def topic(row: Mapping[str, Any]) -> str:
+        return str(row["topic"])
+
     count = len({r["topic"] for r in whole})
     caption = f"Per {width}, from the batches' timestamps; the {count} busiest topics."
     charts = [
@@ -89,8 +90,8 @@ def traffic_charts(tables: Tables) -> list[Chart]:
             "Records per second by topic",
             caption,
             lines_over_time(
-                topics,
-                "records_per_s",
+                _rates(whole, topic, "records"),
+                "v",
                 "records per second",
                 series="series",
                 series_title="topic",
@@ -102,8 +103,8 @@ def traffic_charts(tables: Tables) -> list[Chart]:
             "Bytes on disk per second by topic",
             caption,
             lines_over_time(
-                topics,
-                "bytes_per_s",
+                _rates(whole, topic, "bytes"),
+                "v",
                 "bytes on disk per second",
                 series="series",
                 series_title="topic",
@@ -120,7 +121,7 @@ def traffic_charts(tables: Tables) -> list[Chart]:
         picked = [r for r in parts if (r["topic"], r["partition"]) in set(busiest)]
         order = {key: i for i, key in enumerate(busiest)}
         picked.sort(key=lambda r: (order[(r["topic"], r["partition"])], r["bucket_start"]))
-        series = _rates(picked, lambda r: f"{r['topic']}-{r['partition']}")
+        series = _rates(picked, lambda r: f"{r['topic']}-{r['partition']}", "records")
         charts.append(
             Chart(
                 "traffic-partitions",
@@ -128,7 +129,7 @@ def traffic_charts(tables: Tables) -> list[Chart]:
                 f"The {len(busiest)} partitions with the most records, per {width}.",
                 lines_over_time(
                     series,
-                    "records_per_s",
+                    "v",
                     "records per second",
                     series="series",
                     series_title="partition",

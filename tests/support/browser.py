@@ -5,7 +5,7 @@ looks at (``report.html``).
 (no GPU, no sandbox, no background networking, a fresh profile) and
 ``--remote-debugging-port=0`` (a free port; Chromium prints the WebSocket address), and
 with ``--log-net-log`` so that every request it made is in Chromium's own network log
-(``network_log_urls``, read after ``close``). ``open(url)`` loads a page in a new tab and
+(``page_requests_in_net_log``, read after ``close``). ``open(url)`` loads a page in a new tab and
 records every request the tab sent (``Page.requests``); ``evaluate`` runs an expression
 there (awaiting a promise), ``screenshot`` saves the whole page as PNG.
 
@@ -16,6 +16,7 @@ commands carry an id and get a result with that id; events in between are kept.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import shutil
@@ -190,10 +191,8 @@ class HeadlessChromium:
 
     def close(self) -> None:
         if self._socket is not None:
-            try:
-                self.send("Browser.close")
-            except (BrowserError, websocket.WebSocketException, OSError):
-                pass
+            with contextlib.suppress(BrowserError, websocket.WebSocketException, OSError):
+                self.send("Browser.close")  # Chromium may close the socket before answering
             self._socket.close()
             self._socket = None
         if self._process is not None:
@@ -208,13 +207,22 @@ class HeadlessChromium:
         self.close()
 
 
-def network_log_urls(net_log: Path) -> list[str]:
-    """Every URL Chromium's network log names (read after the browser closed)."""
+BROWSER_INITIATOR = "not an origin"
+"""What Chromium's network log gives as the initiator of a request the browser makes by
+itself (component updates, account checks): none of a page's requests has it."""
+
+
+def page_requests_in_net_log(net_log: Path) -> list[str]:
+    """The URL of every request a page made (any scheme the network stack serves), from
+    Chromium's network log, read after the browser closed. Requests Chromium sends for
+    itself, which no flag turns off in this build, are told apart by their initiator."""
     data = json.loads(net_log.read_text(encoding="utf-8"))
+    start = data["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
     urls = []
     for event in data.get("events", []):
         params = event.get("params") or {}
-        for key in ("url", "original_url", "new_url"):
-            if isinstance(params.get(key), str):
-                urls.append(params[key])
+        if event.get("type") != start or "url" not in params:
+            continue  # another event, or the end of one (it names no URL)
+        if params.get("initiator") != BROWSER_INITIATOR:
+            urls.append(params["url"])
     return urls

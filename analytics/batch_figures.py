@@ -17,7 +17,6 @@ from minibroker.analytics.figures import (
     one_copy_rows,
     text_field,
 )
-from minibroker.analytics.schema import MINUTE_MS
 from minibroker.analytics.summary import human_bytes
 
 BATCH_ROWS_SHOWN = 30  # topic and codec pairs
@@ -151,7 +150,7 @@ def batch_charts(tables: Tables, replicas: Replicas) -> list[Chart]:
                     label="codec",
                     value="ratio",
                     value_title="uncompressed ÷ on disk",
-                    value_format=".2f",
+                    value_format="~g",
                     tooltip=tooltip,
                 ),
                 len(by_codec),
@@ -184,7 +183,7 @@ def batch_charts(tables: Tables, replicas: Replicas) -> list[Chart]:
                     label="producer",
                     value="ratio",
                     value_title="uncompressed ÷ on disk",
-                    value_format=".2f",
+                    value_format="~g",
                     tooltip=tooltip,
                 ),
                 len(by_producer),
@@ -317,8 +316,7 @@ def epoch_chart(tables: Tables, replicas: Replicas) -> Chart | None:
     """The leader epochs of the partitions that changed leader, as a timeline."""
     by_partition: dict[tuple[str, int], list[Mapping[str, Any]]] = defaultdict(list)
     for r in one_copy_rows(tables.get("leader_epochs", []), replicas):
-        if r["first_minute"] is not None and r["first_minute"] >= 0:
-            by_partition[(r["topic"], r["partition"])].append(r)
+        by_partition[(r["topic"], r["partition"])].append(r)
     changed = [key for key, epochs in by_partition.items() if len(epochs) > 1]
     changed.sort(key=lambda k: (-len(by_partition[k]), k))
     rows = [
@@ -326,7 +324,8 @@ def epoch_chart(tables: Tables, replicas: Replicas) -> Chart | None:
             "partition": f"{topic}-{partition}",
             "epoch": r["leader_epoch"],
             "t": r["first_minute"],
-            "t_end": r["last_minute"] + MINUTE_MS,
+            "t_last": r["last_minute"],
+            "end_offset": r["last_offset"] + 1,
             "start_offset": r["start_offset"],
             "last_offset": r["last_offset"],
             "batches": r["batches"],
@@ -340,7 +339,7 @@ def epoch_chart(tables: Tables, replicas: Replicas) -> Chart | None:
         "leader-epochs",
         "Leader epochs",
         f"The {min(len(changed), EPOCH_PARTITIONS_SHOWN)} partitions whose leader "
-        "changed: a bar per epoch, from the minute of its first batch to its last.",
+        "changed: a bar per epoch over the offsets its leader wrote.",
         epoch_timeline(rows),
         len(rows),
     )

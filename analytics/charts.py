@@ -12,6 +12,7 @@ The look (fonts, greys, palette) is one Vega-Lite ``config`` shared by every cha
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ PALETTE = [
 BAR_STEP = 18  # px per bar or per row of ticks: room for an 11 px label
 CHART_HEIGHT = 220  # px: line charts, so two fit a laptop screen
 EPOCH_SWATCHES = 12  # leader epochs listed one by one in the timeline's legend
+VISIBLE_POINTS = 60  # buckets per series up to which a line chart also draws its points
 
 CONFIG: Spec = {
     "font": FONT,
@@ -144,8 +146,12 @@ def lines_over_time(rows: Rows, value: str, title: str, *, series: str, series_t
         "mark": {"type": "line"},
         "encoding": {"x": _time_axis(), "y": y, "color": color},
     }
+    per_series = max(Counter(r[series] for r in rows).values(), default=0)
+    # points drawn where lines are short (a line of one bucket is no line at all);
+    # hidden but still hoverable where a series has many
+    opacity = 1 if per_series <= VISIBLE_POINTS else 0
     points = {
-        "mark": {"type": "point", "filled": True, "size": 28, "opacity": 0},
+        "mark": {"type": "point", "filled": True, "size": 28, "opacity": opacity},
         "encoding": {"x": _time_axis(), "y": y, "color": color, "tooltip": tooltip},
         "params": [
             {
@@ -165,7 +171,7 @@ def horizontal_bars(
     value_title: str,
     tooltip: list[Spec],
     color: Spec | None = None,
-    value_format: str = "~s",
+    value_format: str = "~s",  # the axis's; tooltips format their own fields
     extent: tuple[str, str] | None = None,
     marker: str | None = None,
 ) -> Spec:
@@ -248,8 +254,9 @@ def ticks_per_group(
 
 
 def epoch_timeline(rows: Rows) -> Spec:
-    """One row per partition, a bar per leader epoch from its first to its last batch's
-    minute; the shade says the epoch."""
+    """One row per partition, a bar per leader epoch over the offsets written in it
+    (``start_offset`` to ``end_offset``): offsets, not time, since a leader can change
+    many times a minute; the tooltip says when. The shade says the epoch."""
     order = list(dict.fromkeys(r["partition"] for r in rows))
     epochs = len({r["epoch"] for r in rows})
     # a legend entry per epoch while they are few; a gradient past that
@@ -264,26 +271,24 @@ def epoch_timeline(rows: Rows) -> Spec:
     tooltip = [
         {"field": "partition", "type": "nominal", "title": "partition"},
         {"field": "epoch", "type": "quantitative", "title": "leader epoch"},
-        {
-            "field": "t",
-            "type": "temporal",
-            "title": "first batch",
-            "format": "%Y-%m-%d %H:%M UTC",
-            "formatType": "utc",
-        },
         {"field": "start_offset", "type": "quantitative", "title": "from offset", "format": ","},
         {"field": "last_offset", "type": "quantitative", "title": "to offset", "format": ","},
         {"field": "batches", "type": "quantitative", "title": "batches", "format": ","},
-    ]
+        {"field": "t", "type": "temporal", "title": "first batch", "formatType": "utc",
+         "format": "%Y-%m-%d %H:%M UTC"},
+        {"field": "t_last", "type": "temporal", "title": "last batch", "formatType": "utc",
+         "format": "%Y-%m-%d %H:%M UTC"},
+    ]  # fmt: skip
     bar = {
         "name": MARKS,
         "mark": {"type": "bar", "height": {"band": 0.7}, "stroke": "white", "strokeWidth": 1},
         "encoding": {
             "y": {"field": "partition", "type": "nominal", "sort": order, "title": None},
-            "x": _time_axis(),
-            "x2": {"field": "t_end"},
+            "x": {"field": "start_offset", "type": "quantitative", "title": "offset",
+                  "axis": {"format": "~s"}},
+            "x2": {"field": "end_offset"},
             "color": color,
             "tooltip": tooltip,
         },
-    }
+    }  # fmt: skip
     return _spec(rows, [bar], max(len(order), 1) * (BAR_STEP + 4))

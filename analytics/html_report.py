@@ -86,7 +86,7 @@ th { background:#f8fafc; color:#334155; font-weight:600; white-space:nowrap; }
 th.num { text-align:right; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
 td.path { font-family:ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
-  font-size:12px; word-break:break-all; }
+  font-size:12px; overflow-wrap:anywhere; min-width:18em; }
 tr:last-child td { border-bottom:0; }
 .note { color:var(--muted); font-size:12px; margin:4px 0 0; }
 footer { margin-top:32px; color:var(--muted); font-size:12px; }
@@ -142,9 +142,10 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], total: in
     return f'<div class="table-wrap"><table><tr>{head}</tr>{body}</table></div>{note}'
 
 
-def _replica(row: Mapping[str, Any]) -> str:
+def _broker(row: Mapping[str, Any]) -> str:
+    """The replica's broker id (from its log dir's meta.properties), or "-" if none."""
     broker = row.get("broker_id")
-    return f"broker {broker}" if broker is not None else str(row["log_dir"])
+    return "-" if broker is None else str(broker)
 
 
 def chart_html(chart: Chart) -> str:
@@ -197,7 +198,7 @@ def integrity_section(tables: Tables) -> tuple[bool, str]:
         rows = [
             [
                 _cell(f"{r['topic']}-{r['partition']}"),
-                _cell(_replica(r), "nowrap"),
+                _cell(_broker(r), "nowrap"),
                 _cell(r["segment"], "path"),
                 _cell(r["position"]),
                 _cell(human_bytes(r["length"]), "num"),
@@ -210,7 +211,7 @@ def integrity_section(tables: Tables) -> tuple[bool, str]:
             html_table(
                 [
                     "partition",
-                    "replica",
+                    "broker",
                     "segment file",
                     "byte position",
                     "unreadable",

@@ -20,7 +20,7 @@ from minibroker.analytics.figures import (
     traffic_charts,
 )
 from minibroker.analytics.html_report import render_report
-from tests.unit.analytics.report_tables import Tables, cluster_tables
+from tests.support.report_tables import Tables, cluster_tables
 
 pytestmark = pytest.mark.timeout(120)
 

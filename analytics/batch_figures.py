@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from minibroker.analytics.charts import Chart, epoch_timeline, horizontal_bars
+from minibroker.analytics.charts import Chart, bar_chart, epoch_timeline
 from minibroker.analytics.figures import (
     Replicas,
     Tables,
@@ -75,45 +75,39 @@ def batch_charts(tables: Tables, replicas: Replicas) -> list[Chart]:
             number_field("batches", "batches"),
         ]
         charts += [
-            Chart(
+            bar_chart(
                 "batch-bytes",
                 "Batch size",
                 "Average bytes per batch on disk (bar) and the "
                 "largest batch (tick), per topic and codec.",
-                horizontal_bars(
-                    rows,
-                    label="label",
-                    value="avg_bytes",
-                    value_title="bytes",
-                    marker="max_bytes",
-                    tooltip=[
-                        *common,
-                        number_field("avg_bytes", "average bytes", ",.0f"),
-                        number_field("max_bytes", "largest batch"),
-                    ],
-                ),
-                len(rows),
+                rows,
+                label="label",
+                value="avg_bytes",
+                value_title="bytes",
+                marker="max_bytes",
+                tooltip=[
+                    *common,
+                    number_field("avg_bytes", "average bytes", ",.0f"),
+                    number_field("max_bytes", "largest batch"),
+                ],
             ),
-            Chart(
+            bar_chart(
                 "batch-records",
                 "Records per batch",
                 "Average records per batch (bar) and "
                 "the range from the smallest to the largest (line).",
-                horizontal_bars(
-                    rows,
-                    label="label",
-                    value="avg_records",
-                    value_title="records per batch",
-                    value_format=",.0f",
-                    extent=("min_records", "max_records"),
-                    tooltip=[
-                        *common,
-                        number_field("avg_records", "average", ",.1f"),
-                        number_field("min_records", "fewest"),
-                        number_field("max_records", "most"),
-                    ],
-                ),
-                len(rows),
+                rows,
+                label="label",
+                value="avg_records",
+                value_title="records per batch",
+                value_format=",.0f",
+                extent=("min_records", "max_records"),
+                tooltip=[
+                    *common,
+                    number_field("avg_records", "average", ",.1f"),
+                    number_field("min_records", "fewest"),
+                    number_field("max_records", "most"),
+                ],
             ),
         ]
     codecs: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -133,29 +127,11 @@ def batch_charts(tables: Tables, replicas: Replicas) -> list[Chart]:
         for codec, (b, u, n) in sorted(codecs.items(), key=lambda kv: -kv[1][0])
     ]
     if by_codec:
-        tooltip = [
-            text_field("codec", "compression"),
-            number_field("ratio", "ratio", ".2f"),
-            text_field("on_disk", "on disk"),
-            text_field("uncompressed", "uncompressed"),
-            number_field("batches", "batches"),
-        ]
         charts.append(
-            Chart(
-                "compression-codec",
-                "Compression ratio by codec",
-                "Uncompressed size over size on disk (1 = no saving).",
-                horizontal_bars(
-                    by_codec,
-                    label="codec",
-                    value="ratio",
-                    value_title="uncompressed ÷ on disk",
-                    value_format="~g",
-                    tooltip=tooltip,
-                ),
-                len(by_codec),
-            )
-        )
+            _ratio_chart("compression-codec", "Compression ratio by codec",
+                         "Uncompressed size over size on disk (1 = no saving).", by_codec,
+                         "codec", number_field("batches", "batches"))
+        )  # fmt: skip
     producers = sorted(tables.get("producers", []), key=lambda r: (-r["bytes"], r["producer_id"]))
     by_producer = [
         {
@@ -167,29 +143,28 @@ def batch_charts(tables: Tables, replicas: Replicas) -> list[Chart]:
         for r in producers[:PRODUCERS_SHOWN]
     ]
     if by_producer:
-        tooltip = [
-            text_field("producer", "producer"),
-            number_field("ratio", "ratio", ".2f"),
-            text_field("on_disk", "on disk"),
-            text_field("uncompressed", "uncompressed"),
-        ]
         charts.append(
-            Chart(
-                "compression-producer",
-                "Compression ratio by producer",
-                f"The {len(by_producer)} producers with the most bytes on disk.",
-                horizontal_bars(
-                    by_producer,
-                    label="producer",
-                    value="ratio",
-                    value_title="uncompressed ÷ on disk",
-                    value_format="~g",
-                    tooltip=tooltip,
-                ),
-                len(by_producer),
-            )
-        )
+            _ratio_chart("compression-producer", "Compression ratio by producer",
+                         f"The {len(by_producer)} producers with the most bytes on disk.",
+                         by_producer, "producer")
+        )  # fmt: skip
     return charts
+
+
+def _ratio_chart(
+    key: str, title: str, caption: str, rows: list[dict[str, Any]], label: str, *more: Any
+) -> Chart:
+    """Bars of compression ratios (``ratio``, with sizes ``on_disk`` and ``uncompressed``)."""
+    tooltip = [
+        text_field(label, label),
+        number_field("ratio", "ratio", ".2f"),
+        text_field("on_disk", "on disk"),
+        text_field("uncompressed", "uncompressed"),
+        *more,
+    ]
+    axis = "uncompressed ÷ on disk"
+    return bar_chart(key, title, caption, rows, label=label, value="ratio", value_title=axis,
+                     value_format="~g", tooltip=tooltip)  # fmt: skip
 
 
 # --- producers and leader epochs -----------------------------------------------------
@@ -251,19 +226,16 @@ def producer_charts(tables: Tables) -> list[Chart]:
         "scale": {"domain": PRODUCER_KINDS, "range": ["#4c78a8", "#b279a2", "#bab0ac"]},
     }
     charts = [
-        Chart(
+        bar_chart(
             "producers",
             "Records by producer",
             f"The {len(rows)} producers with the most records (one copy of each partition).",
-            horizontal_bars(
-                rows,
-                label="producer",
-                value="records",
-                value_title="records",
-                tooltip=tooltip,
-                color=color,
-            ),
-            len(rows),
+            rows,
+            label="producer",
+            value="records",
+            value_title="records",
+            tooltip=tooltip,
+            color=color,
         )
     ]
     outcomes = [
@@ -293,20 +265,17 @@ def producer_charts(tables: Tables) -> list[Chart]:
             number_field("transactions", "transactions"),
         ]
         charts.append(
-            Chart(
+            bar_chart(
                 "transactions",
                 "Transactions by producer",
                 "Commit and abort markers, and partitions whose last transactional batch "
                 "has no marker after it (open).",
-                horizontal_bars(
-                    outcomes,
-                    label="producer",
-                    value="transactions",
-                    value_title="transactions",
-                    tooltip=tooltip,
-                    color=color,
-                ),
-                len(outcomes),
+                outcomes,
+                label="producer",
+                value="transactions",
+                value_title="transactions",
+                tooltip=tooltip,
+                color=color,
             )
         )
     return charts

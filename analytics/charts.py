@@ -219,6 +219,13 @@ def horizontal_bars(
     return _spec(rows, layers, max(len(order), 1) * BAR_STEP)
 
 
+def bar_chart(
+    key: str, title: str, caption: str, rows: Rows, *, wide: bool = False, **bars: Any
+) -> Chart:
+    """A ``Chart`` of ``horizontal_bars(rows, **bars)``: one bar (one mark) per row."""
+    return Chart(key, title, caption, horizontal_bars(rows, **bars), len(rows), wide)
+
+
 def ticks_per_group(
     rows: Rows, *, group: str, value: str, value_title: str, tooltip: list[Spec]
 ) -> Spec:

@@ -19,7 +19,7 @@ from typing import Any
 from minibroker.analytics.charts import (
     Chart,
     Rows,
-    horizontal_bars,
+    bar_chart,
     lines_over_time,
     ticks_per_group,
 )
@@ -221,14 +221,15 @@ def key_charts(tables: Tables) -> list[Chart]:
             number_field("null_share", "records without a key", ".0%"),
         ]
         charts.append(
-            Chart(
+            bar_chart(
                 "key-cardinality",
                 "Key cardinality by topic",
                 "Distinct keys per topic (a HyperLogLog estimate, within a few per cent).",
-                horizontal_bars(
-                    rows, label="topic", value="keys", value_title="distinct keys", tooltip=tooltip
-                ),
-                len(rows),
+                rows,
+                label="topic",
+                value="keys",
+                value_title="distinct keys",
+                tooltip=tooltip,
                 wide=True,
             )
         )
@@ -259,19 +260,16 @@ def key_charts(tables: Tables) -> list[Chart]:
             "sort": order[:KEY_TOPICS_SHOWN],
         }
         charts.append(
-            Chart(
+            bar_chart(
                 "hot-keys",
                 "Hottest keys",
                 f"The {KEYS_SHOWN} most frequent keys of each topic, by records.",
-                horizontal_bars(
-                    hot,
-                    label="label",
-                    value="records",
-                    value_title="records",
-                    tooltip=tooltip,
-                    color=color,
-                ),
-                len(hot),
+                hot,
+                label="label",
+                value="records",
+                value_title="records",
+                tooltip=tooltip,
+                color=color,
                 wide=True,
             )
         )

@@ -31,7 +31,11 @@ Errors per partition: OFFSET_OUT_OF_RANGE means our LEO is above the leader's en
 unclean election: cut to the leader's end) or below its log start (retention removed
 what we miss: empty our log and restart at the leader's start); fencing and leadership
 errors pause the partition for ``replica.fetch.backoff.ms`` (the controller's next
-LeaderAndIsr sorts it out); a network error pauses the whole fetcher and reconnects.
+LeaderAndIsr sorts it out), except the answers of a leader that has yet to apply the
+LeaderAndIsr we have (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+UNKNOWN_LEADER_EPOCH): the controller sends it to every replica at once and a follower
+often hears first, so those are asked again after 50 ms, doubling while they last, up to
+the back-off; a network error pauses the whole fetcher and reconnects.
 
 Everything runs on the broker's Trio thread; a response is applied with no await
 between checking the partition is still ours at the offset we asked for and appending,
@@ -203,6 +207,7 @@ class ReplicaFetcher(FetcherTruncation):
         partition = state.partition
         code = answer["error_code"]
         if code == NONE:
+            state.leader_behind = 0
             records = answer["records"]
             if records:
                 try:

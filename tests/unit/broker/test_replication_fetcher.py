@@ -1,15 +1,21 @@
-"""The replica fetcher's OFFSET_OUT_OF_RANGE handling, against a scripted leader."""
+"""The replica fetcher against a scripted leader: OFFSET_OUT_OF_RANGE, and how soon it
+asks again a leader that has yet to lead."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
+
+import trio
+import trio.testing
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.partition import Partition, PartitionState
 from minibroker.broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager, fetcher_index
 from minibroker.broker.replica_manager import to_log_config
 from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import UnknownTopicOrPartitionError
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.storage.log import Log
 from minibroker.storage.names import TopicPartition
@@ -85,3 +91,65 @@ def test_a_leaders_partitions_spread_over_its_fetchers_stably() -> None:
     spread = {fetcher_index(tp, 3) for tp in tps}
     assert spread == {0, 1, 2}
     assert [fetcher_index(tp, 3) for tp in tps] == [fetcher_index(tp, 3) for tp in tps]
+
+
+class LeaderCatchingUp:
+    """A leader that answers Fetch UNKNOWN_TOPIC_OR_PARTITION ``behind`` times (it has
+    yet to apply the LeaderAndIsr that makes it leader), then serves; it notes when
+    each Fetch arrived."""
+
+    def __init__(self, behind: int) -> None:
+        self.behind = behind
+        self.fetched_at: list[float] = []
+        self.served = trio.Event()
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        assert api_key == ApiKey.FETCH and body["replica_id"] == ME
+        await trio.lowlevel.checkpoint()
+        self.fetched_at.append(trio.current_time())
+        code = UnknownTopicOrPartitionError.code if len(self.fetched_at) <= self.behind else 0
+        if code == 0:
+            self.served.set()
+            await trio.sleep_forever()  # a long poll: the test is over
+        answer = {"partition_index": 0, "error_code": code, "high_watermark": 0,
+                  "log_start_offset": 0, "records": b""}  # fmt: skip
+        return {"topics": [{"topic": "t", "partitions": [answer]}]}
+
+
+async def _fetch_from(leader: LeaderCatchingUp, partition: Partition) -> None:
+    follower = fetcher()
+
+    async def connection() -> LeaderCatchingUp:
+        return leader
+
+    follower._connection = connection  # type: ignore[method-assign, assignment]
+    follower.add(partition)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follower.run)
+        await leader.served.wait()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_new_topics_follower_asks_again_at_once_when_the_leader_is_not_leading_yet(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The controller tells all replicas of a new topic at once; a follower that hears
+    # first finds its leader without the partition. Its next fetch must come within
+    # milliseconds (an acks=all send waits for it), not replica.fetch.backoff.ms later.
+    leader = LeaderCatchingUp(behind=1)
+
+    await _fetch_from(leader, follower_with(tmp_path, records=0))
+
+    first, second = leader.fetched_at
+    assert second - first <= 0.05
+
+
+async def test_a_leader_that_stays_behind_is_asked_ever_less_often_up_to_the_backoff(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    leader = LeaderCatchingUp(behind=8)
+
+    await _fetch_from(leader, follower_with(tmp_path, records=0))
+
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise(leader.fetched_at)]
+    assert gaps == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]  # replica.fetch.backoff.ms 1000

@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from minibroker.broker.assignment import validate_topic_name
 from minibroker.client.errors import wire_error
 from minibroker.net.calls import Call
 from minibroker.net.connection import Connection
@@ -29,6 +30,7 @@ from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey, PackedBody
 from minibroker.protocol.errors import (
     ConfigError,
+    InvalidTopicError,
     KafkaError,
     NetworkError,
     UnknownTopicOrPartitionError,
@@ -399,7 +401,7 @@ class ClusterClient:
                 if info is not None and info.error_code == 0 and info.partitions:
                     return info
                 if info is not None and info.error_code:
-                    error = wire_error(info.error_code, f"topic {name!r}")
+                    error = wire_error(info.error_code, f"topic {name!r}", _why(info, name))
                     if not error.retriable:
                         raise error
                     if isinstance(error, UnknownTopicOrPartitionError):
@@ -413,6 +415,18 @@ class ClusterClient:
         info = self.metadata.topics.get(name)
         code = info.error_code if info is not None else 3
         raise wire_error(code or 3, f"topic {name!r}", f"no metadata after {timeout_s:g} s")
+
+
+def _why(info: TopicInfo, name: str) -> str | None:
+    """The reason behind a topic's error, when the client can tell it: Metadata carries
+    no message, and INVALID_TOPIC_EXCEPTION means the name breaks Kafka's rules."""
+    if info.error_code != InvalidTopicError.code:
+        return None
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        return exc.message
+    return None
 
 
 def _kafka_address(broker: dict[str, Any]) -> str | None:

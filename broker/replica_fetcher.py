@@ -164,6 +164,9 @@ class ReplicaFetcher(FetcherTruncation):
         wait_ms = config.replica_fetch_wait_max_ms
         if self._held:  # answer in time for the held partitions to rejoin
             wait_ms = min(wait_ms, math.ceil((self._throttle_wake - now) * 1000))
+        paused = [state.delayed_until for state in self.states.values() if not state.ready(now)]
+        if paused:  # nor keep a paused partition waiting past its pause (a leader behind)
+            wait_ms = min(wait_ms, max(0, math.ceil((min(paused) - now) * 1000)))
         body = {
             "replica_id": self.manager.broker_id,
             "max_wait_ms": wait_ms,
@@ -181,6 +184,11 @@ class ReplicaFetcher(FetcherTruncation):
             finally:
                 self._in_flight = None
         if scope.cancelled_caught:
+            # Given up for new partitions: but the leader answers a connection's requests
+            # in order, and the long poll stays parked there for replica.fetch.wait.max.ms;
+            # the next fetch on this connection would wait behind it (a new topic's first
+            # acks=all send waited so). A fresh connection ends the parked one.
+            await self._drop_connection()
             return True
         for topic in response["topics"]:
             for answer in topic["partitions"]:

@@ -153,3 +153,80 @@ async def test_a_leader_that_stays_behind_is_asked_ever_less_often_up_to_the_bac
 
     gaps = [round(b - a, 3) for a, b in itertools.pairwise(leader.fetched_at)]
     assert gaps == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]  # replica.fetch.backoff.ms 1000
+
+
+class ParkingLeader:
+    """A leader whose every Fetch parks (a long poll with nothing to answer); it notes
+    each request's partitions and wait, and whether the connection was closed."""
+
+    def __init__(self, log: list[ParkingLeader]) -> None:
+        self.fetches: list[tuple[list[int], int]] = []
+        self.closed = False
+        self.asked = trio.Event()
+        log.append(self)
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        partitions = [p["partition"] for t in body["topics"] for p in t["partitions"]]
+        self.fetches.append((partitions, body["max_wait_ms"]))
+        self.asked.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def follower_of(tmp_path: Path, partition: int) -> Partition:
+    (tmp_path / f"p{partition}").mkdir()
+    made = follower_with(tmp_path / f"p{partition}", records=0)
+    made.tp = TopicPartition("t", partition)
+    return made
+
+
+async def test_a_partition_added_during_a_long_poll_is_fetched_at_once_on_a_fresh_connection(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The leader answers a connection's requests in order: a new fetch sent behind the
+    # parked one would wait replica.fetch.wait.max.ms for it.
+    leaders: list[ParkingLeader] = []
+    follower = fetcher()
+
+    async def connection() -> ParkingLeader:
+        if follower._conn is None:
+            follower._conn = ParkingLeader(leaders)  # type: ignore[assignment]
+        return follower._conn  # type: ignore[return-value]
+
+    follower._connection = connection  # type: ignore[method-assign, assignment]
+    follower.add(follower_of(tmp_path, 0))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follower.run)
+        await trio.testing.wait_all_tasks_blocked()
+        started = trio.current_time()
+        follower.add(follower_of(tmp_path, 1))  # LeaderAndIsr: one more from this leader
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+
+    first, second = leaders
+    assert first.closed and first.fetches == [([0], 500)]
+    assert second.fetches == [([0, 1], 500)] and trio.current_time() == started
+
+
+async def test_a_paused_partition_bounds_the_long_poll_of_the_others(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    leaders: list[ParkingLeader] = []
+    follower = fetcher()
+    fetching, paused = follower_of(tmp_path, 0), follower_of(tmp_path, 1)
+    follower.add(fetching)
+    follower.add(paused)
+    for state in follower.states.values():
+        state.truncating = False
+    follower._pause(follower.states[paused.tp], UnknownTopicOrPartitionError.code)
+    leader = ParkingLeader(leaders)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follower._fetch, leader)
+        await leader.asked.wait()
+        nursery.cancel_scope.cancel()
+
+    assert leader.fetches == [([0], 50)]  # back in 50 ms for the paused one, not 500

@@ -61,7 +61,8 @@ Body: TypeAlias = dict[str, Any]
 
 
 class ApiKey(IntEnum):
-    """Kafka's API key numbers (org.apache.kafka.common.protocol.ApiKeys)."""
+    """Kafka's API key numbers (org.apache.kafka.common.protocol.ApiKeys), and minibroker's
+    own from 1000 on, which Kafka's never reach."""
 
     PRODUCE = 0
     FETCH = 1
@@ -100,6 +101,9 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    # minibroker's own (msgpack listener only): a broker proves its id (protocol/broker_proof.py)
+    BROKER_CHALLENGE = 1000
+    BROKER_PROOF = 1001
 
 
 SCHEMAS: Final[Mapping[ApiKey, Api]] = {

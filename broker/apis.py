@@ -10,7 +10,7 @@ format: the codec in front of the dispatcher decodes and encodes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
 
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
@@ -28,11 +28,19 @@ from minibroker.broker.topic_auto_creation import TopicAutoCreator
 from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
+    ClusterAuthorizationFailedError,
     InvalidRequestError,
     KafkaError,
 )
 from minibroker.protocol.messages import bodies
+from minibroker.protocol.session import Session
 from minibroker.storage.names import TopicPartition
+
+NOT_FROM_REPLICA = "a replica's request is accepted only from that broker's proven connection"
+
+
+ReplicaCheck: TypeAlias = Callable[[Session, int], bool]
+"""Whether a session may speak for replica (broker) id N: ControllerFence.is_broker."""
 
 
 class KafkaApis:
@@ -40,7 +48,12 @@ class KafkaApis:
         self,
         replica_manager: ReplicaManager,
         metadata_cache: MetadataCache,
+        *,
+        is_replica: ReplicaCheck = lambda session, broker_id: False,
     ) -> None:
+        """``is_replica``: who may send a follower's requests (replica id >= 0); the
+        default refuses them all."""
+        self.is_replica = is_replica
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
@@ -57,6 +70,12 @@ class KafkaApis:
         dispatcher.register(bodies.API_VERSIONS, self.handle_api_versions)
         dispatcher.register(bodies.OFFSET_FOR_LEADER_EPOCH, self.handle_offset_for_leader_epoch)
         dispatcher.register(bodies.DESCRIBE_CLUSTER, self.handle_describe_cluster)
+
+    def _check_replica(self, header: RequestHeader, replica_id: int) -> None:
+        """A replica's request (``replica_id`` >= 0) only from that broker's proven
+        connection (broker/controller_fence.py): a fake follower could move the HW."""
+        if replica_id >= 0 and not self.is_replica(header.session, replica_id):
+            raise ClusterAuthorizationFailedError(NOT_FROM_REPLICA)
 
     # -- produce ---------------------------------------------------------------------------
 
@@ -117,6 +136,7 @@ class KafkaApis:
         self, header: RequestHeader, request: bodies.OffsetForLeaderEpochRequest
     ) -> Answer[bodies.OffsetForLeaderEpochResponse]:
         """Where each asked-about epoch ends on this leader's log (KIP-101, KIP-279)."""
+        self._check_replica(header, request["replica_id"])
         check_partition_count(request["topics"], self.max_partitions)
         topics: list[bodies.OffsetForLeaderEpochResponseTopic] = []
         for topic in request["topics"]:
@@ -148,6 +168,7 @@ class KafkaApis:
     def handle_fetch(
         self, header: RequestHeader, request: bodies.FetchRequest
     ) -> Answer[bodies.FetchResponse]:
+        self._check_replica(header, request["replica_id"])
         check_partition_count(request["topics"], self.max_partitions)
         requests = [
             FetchPartition(
@@ -186,6 +207,7 @@ class KafkaApis:
     def handle_list_offsets(
         self, header: RequestHeader, request: bodies.ListOffsetsRequest
     ) -> Answer[bodies.ListOffsetsResponse]:
+        self._check_replica(header, request["replica_id"])
         check_partition_count(request["topics"], self.max_partitions)
         from_replica = request["replica_id"] >= 0
         twice = duplicate_partitions(

@@ -6,6 +6,8 @@ Start-up order (Kafka's KafkaServer.startup):
 2. with ``zookeeper.connect``: open the ZooKeeper session; every component that keeps
    state in ZooKeeper (ISR changes, topic and broker configs, log-dir failures, topic
    creation) is constructed with it, standalone with None;
+   the broker's identity key is read from its first log dir, or made there
+   (broker/identity_key.py): its connections to other brokers prove its id with it;
 3. bind the listener (port 0 picks a free port) - and, with ``kafka.listeners``, the
    listener speaking Kafka's own protocol (broker/kafka_codec.py) through the same
    dispatcher - and publish this broker in its own metadata cache, so a standalone
@@ -52,6 +54,7 @@ from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.credentials import CredentialCache
 from minibroker.broker.dispatcher import RequestDispatcher
+from minibroker.broker.identity_key import BrokerKey
 from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.log_cleaner import CleanerCollector, LogCleaner
 from minibroker.broker.log_dir_mover import LogDirMover
@@ -60,6 +63,7 @@ from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
 from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
+from minibroker.broker.peer_identity import PeerProofs
 from minibroker.broker.producer_ids import install_init_producer_id
 from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
@@ -67,10 +71,11 @@ from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.sasl_gate import SaslListener, install_sasl_after_login
-from minibroker.broker.security import ListenerSecurity, listener_security
+from minibroker.broker.security import ListenerSecurity, inter_broker_security, listener_security
 from minibroker.broker.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.net.security import ClientSecurity
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
 from minibroker.zk.client import open_zk_client
@@ -143,6 +148,10 @@ class Broker:
         self.membership: ClusterMembership | None = None
         self.topic_configs: TopicConfigs | None = None
         self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
+        self.identity: BrokerKey | None = None
+        """The key this broker proves its id with (cluster mode, broker/identity_key.py)."""
+        self.inter_broker_security: ClientSecurity | None = None
+        """How this broker's connections to the others secure and prove themselves."""
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
@@ -177,6 +186,11 @@ class Broker:
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         log_manager = await trio.to_thread.run_sync(self._open_log_manager)
         self.log_manager = log_manager
+        if self.config.zookeeper_connect:  # with the log dirs locked: ours alone
+            self.identity = await trio.to_thread.run_sync(
+                BrokerKey.load_or_create, self.config.broker_id, self.config.log_dirs[0]
+            )
+        self.inter_broker_security = inter_broker_security(self.config, self.identity)
         try:
             async with self._zookeeper_session() as zk:
                 await self._serve(log_manager, zk, task_status)
@@ -208,7 +222,12 @@ class Broker:
     ) -> None:
         config = self.config
         quotas = ReplicationQuotas.unlimited()
-        fetchers = ReplicaFetcherManager(config, address_of=self._address_of, quota=quotas.follower)
+        fetchers = ReplicaFetcherManager(
+            config,
+            address_of=self._address_of,
+            quota=quotas.follower,
+            security=self.inter_broker_security,
+        )
         log_dir_failures = LogDirFailures(log_manager, config.broker_id, zk=zk)
         replica_manager = ReplicaManager(
             config,
@@ -229,9 +248,12 @@ class Broker:
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
         )
-        apis = KafkaApis(replica_manager, self.metadata_cache)
+        apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
         apis.install(self.dispatcher)
         ControllerApis(replica_manager, self.metadata_cache, fence).install(
+            self.dispatcher, listener=config.inter_broker_listener
+        )
+        PeerProofs(zk, config.broker_id).install(
             self.dispatcher, listener=config.inter_broker_listener
         )
         install_sasl_after_login(self.dispatcher)
@@ -345,6 +367,8 @@ class Broker:
                     address=self.address,
                     kafka_address=self.kafka_address,
                     services=self.session_services,
+                    identity=self.identity,
+                    security=self.inter_broker_security,
                 )
                 await nursery.start(self.membership.run)
                 if admin_manager is not None and config.auto_create_topics_enable:

@@ -42,7 +42,7 @@ from minibroker.broker.server_connection import MAX_UNSENT_BYTES, Connection
 from minibroker.broker.server_replies import refusal_log
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.errors import MinibrokerError
-from minibroker.protocol.session import ANONYMOUS, Session
+from minibroker.protocol.session import ANONYMOUS, PeerBroker, Session
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,8 @@ class BrokerServer:
             stream, principal = tls, _certificate_principal(tls)
         self.connections += 1
         self.queued_bytes.opened()
-        connection = Connection(self, stream, peer, Session(principal, host, self.handler.listener))
+        session = Session(principal, host, self.handler.listener, PeerBroker())
+        connection = Connection(self, stream, peer, session)
         try:
             await connection.serve()
         except* Exception as group:

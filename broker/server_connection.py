@@ -169,7 +169,8 @@ class Connection(ReplyWriter):
         self.answers_until_probe = ANSWERED_READ_PROBE
 
     def _authenticated(self, principal: str) -> None:
-        self.session = Session(principal, self.session.client_host, self.session.listener)
+        session = self.session
+        self.session = Session(principal, session.client_host, session.listener, session.peer)
 
     @property
     def in_flight(self) -> int:

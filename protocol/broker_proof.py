@@ -50,7 +50,9 @@ def public_key_text(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def verify(public_key: str, nonce: bytes, prover_id: int, verifier_id: int, signature: bytes) -> bool:
+def verify(
+    public_key: str, nonce: bytes, prover_id: int, verifier_id: int, signature: bytes
+) -> bool:
     """Whether ``signature`` proves ``prover_id`` to ``verifier_id`` for ``nonce``, with
     ``public_key`` the text its registration publishes (a malformed one proves nothing)."""
     try:

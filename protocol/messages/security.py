@@ -103,8 +103,6 @@ BROKER_PROOF: Final = Message(
     """,
     valid=versions(""),
     flexible=versions(""),
-    request=struct(
-        f("broker_id", INT32, required=True), f("signature", BYTES, required=True)
-    ),
+    request=struct(f("broker_id", INT32, required=True), f("signature", BYTES, required=True)),
     response=struct(f("error_code", INT16), f("error_message", STRING, body_null=True)),
 )

@@ -23,12 +23,12 @@ import pytest
 import trio
 
 from minibroker.client.admin import Admin
-from minibroker.client.producer import Producer
 from tests.support.attacker import (
     Attacker,
     Knowledge,
     Victim,
     assert_all_refused_with_fixed_messages,
+    produce,
 )
 from tests.support.cluster import LocalCluster
 from tests.support.durability import DurabilityChecker
@@ -40,27 +40,13 @@ PARTITIONS = 3
 RECORDS = 300
 
 
-async def produce(bootstrap: str, checker: DurabilityChecker, topic: str, count: int) -> None:
-    """``count`` acks=all records over every partition, each acknowledgement recorded."""
-    async with Producer(bootstrap, acks="all") as producer:
-        deliveries = []
-        for i in range(count):
-            value = b"%s-%d" % (topic.encode(), i)
-            checker.attempted(value)
-            deliveries.append((value, producer.send_nowait(topic, value, partition=i % PARTITIONS)))
-        await producer.flush()
-        for value, delivery in deliveries:
-            meta = await delivery.result()
-            checker.acknowledged(value, meta.topic, meta.partition, meta.offset)
-
-
 async def test_a_client_knowing_every_epoch_and_id_commands_no_broker(tmp_path: Path) -> None:
     with LocalCluster(tmp_path / "cluster", kafka_listeners=True) as cluster:
         zk_connect = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
         async with Admin(cluster.bootstrap) as admin:
             await admin.create_topic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
         checker = DurabilityChecker()
-        await produce(cluster.bootstrap, checker, TOPIC, RECORDS)
+        await produce(cluster.bootstrap, checker, TOPIC, RECORDS, PARTITIONS)
         knowledge = await Knowledge.gather(zk_connect)
         victim = Victim(zk_connect, knowledge.brokers, TOPIC, PARTITIONS)
         states_before = await victim.states()
@@ -82,6 +68,6 @@ async def test_a_client_knowing_every_epoch_and_id_commands_no_broker(tmp_path: 
             await admin.create_topic("afterwards", PARTITIONS, 3)
         after = DurabilityChecker()
         with trio.fail_after(60):
-            await produce(cluster.bootstrap, after, "afterwards", 30)
+            await produce(cluster.bootstrap, after, "afterwards", 30, PARTITIONS)
         afterwards = Victim(zk_connect, knowledge.brokers, "afterwards", PARTITIONS)
         assert after.check(await afterwards.read_back()).ok

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import ssl
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from minibroker.client.producer import Producer
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol import broker_proof
@@ -44,7 +45,7 @@ from minibroker.zk.client import open_zk_client
 from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.values import BrokerInfo
 from tests.support.broker import fetch_body
-from tests.support.durability import ReadRecord
+from tests.support.durability import DurabilityChecker, ReadRecord
 from tests.support.forged import leader_and_isr, stop_replica
 
 ATTEMPT_TIMEOUT_S = 15.0
@@ -472,6 +473,27 @@ class Victim:
                 ]
                 offset = records[-1].offset + 1
         return read
+
+
+async def produce(
+    bootstrap: str,
+    checker: DurabilityChecker,
+    topic: str,
+    count: int,
+    partitions: int,
+    security: Mapping[str, str] | None = None,
+) -> None:
+    """``count`` acks=all records over every partition, each acknowledgement recorded."""
+    async with Producer(bootstrap, acks="all", config=security) as producer:
+        deliveries = []
+        for i in range(count):
+            value = b"%s-%d" % (topic.encode(), i)
+            checker.attempted(value)
+            deliveries.append((value, producer.send_nowait(topic, value, partition=i % partitions)))
+        await producer.flush()
+        for value, delivery in deliveries:
+            meta = await delivery.result()
+            checker.acknowledged(value, meta.topic, meta.partition, meta.offset)
 
 
 def assert_all_refused_with_fixed_messages(attempts: list[Attempt], knowledge: Knowledge) -> None:

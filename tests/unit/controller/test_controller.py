@@ -19,8 +19,8 @@ from minibroker.protocol.errors import (
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
     NotControllerError,
-    UnknownTopicOrPartitionError,
     StaleBrokerEpochError,
+    UnknownTopicOrPartitionError,
 )
 from minibroker.zk.types import StateChange, WatchEvent, WatchType, ZkEvent, ZkState
 from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
@@ -142,7 +142,7 @@ async def test_returning_broker_gets_full_metadata_and_its_replicas_and_leads_of
 
 
 async def test_controlled_shutdown_of_another_registration_moves_nothing() -> None:
-    controller, zk, channel = await active_cluster()
+    controller, zk, _ = await active_cluster()
     before = dict(zk.znodes)
     for wrong in (-1, 1, 99):  # -1 is no epoch: always checked, never "don't check"
         request = ev.ControlledShutdown(1, wrong)

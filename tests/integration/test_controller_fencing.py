@@ -4,8 +4,8 @@ Recipe of the attack, on three real broker processes: anyone who can reach a bro
 port sends it StopReplica(delete) and LeaderAndIsr with a forged controller epoch of
 2**31-1, or with the real controller's id and epoch but no broker epoch. Every broker
 must refuse them (its connection never proved to be the controller) and change
-nothing: every record stays readable, leadership stays where it was, and the real controller is still obeyed afterwards (a topic created then
-gets a leader).
+nothing: every record stays readable, leadership stays where it was, and the real
+controller is still obeyed afterwards (a topic created then gets a leader).
 """
 
 from __future__ import annotations

@@ -69,6 +69,7 @@ from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.replication_quota import ReplicationQuotas
+from minibroker.broker.request_caps import RequestCaps
 from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.sasl_gate import SaslListener, install_sasl_after_login
 from minibroker.broker.security import ListenerSecurity, inter_broker_security, listener_security
@@ -136,7 +137,9 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.metrics = BrokerMetrics()
-        self.dispatcher = RequestDispatcher(self.metrics)
+        self.dispatcher = RequestDispatcher(
+            self.metrics, RequestCaps(config.request_max_partitions)
+        )
         # One budget for every listener's queued request and response bytes.
         self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
         self.log_dir_mover: LogDirMover | None = None

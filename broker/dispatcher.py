@@ -29,6 +29,10 @@ Listeners: each codec serves one named listener. A key registered with ``listene
 (the controller's requests, on ``inter.broker.listener.name``) is answered
 CLUSTER_AUTHORIZATION_FAILED on every other listener, before its handler runs.
 
+Size: every API that names topics, partitions, groups or resources is capped at
+``request.max.partitions`` items (broker/request_caps.py, checked before authorization
+and the handler: no per-item work for a request that is refused).
+
 Authorization: with an authorizer configured, ``authorization`` is set and every handler
 runs through it (broker/authorization.py: the table of which operation each API
 needs); it may refuse the request as a whole by raising, or narrow the request and
@@ -43,6 +47,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
 from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.request_caps import RequestCaps
 from minibroker.broker.request_handler import Buffer, CloseConnection, Pending, Reply
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
@@ -104,8 +109,11 @@ class Authorization(Protocol):
 class RequestDispatcher:
     """The API key -> handler table every codec of this broker dispatches through."""
 
-    def __init__(self, metrics: BrokerMetrics) -> None:
+    def __init__(self, metrics: BrokerMetrics, caps: RequestCaps | None = None) -> None:
+        """``caps``: how many items each request may name (broker/request_caps.py),
+        checked before authorization and the handler; None checks nothing."""
         self.metrics = metrics
+        self.caps = caps
         self.authorization: Authorization | None = None
         self._handlers: dict[int, Handler] = {}
         self._listener_of: dict[int, str] = {}
@@ -146,6 +154,8 @@ class RequestDispatcher:
             return encoder.encode_error(header, refused)
         started = time.perf_counter()
         try:
+            if self.caps is not None:
+                self.caps.check(header.api_key, body)
             guard = self.authorization
             result = handler(header, body) if guard is None else guard.run(header, body, handler)
         except CloseConnection:

@@ -44,11 +44,17 @@ from minibroker.broker.acl_apis import AclApis
 from minibroker.broker.acl_sync import AclSync
 from minibroker.broker.admin_manager import AdminManager
 from minibroker.broker.apis import KafkaApis
+from minibroker.broker.auth_failures import AuthFailureLimiter
 from minibroker.broker.authorization import RequestAuthorization
 from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, parse_super_users
 from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.connection_limits import (
+    ConnectionLimits,
+    CreationRate,
+    parse_overrides,
+)
 from minibroker.broker.controller_apis import ControllerApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
@@ -142,6 +148,16 @@ class Broker:
         )
         # One budget for every listener's queued request and response bytes.
         self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
+        # One connection budget for every listener (file descriptors are the broker's).
+        self.connection_limits = ConnectionLimits(
+            max_connections=config.max_connections,
+            max_per_ip=config.max_connections_per_ip,
+            overrides=parse_overrides(config.max_connections_per_ip_overrides),
+        )
+        self.auth_failures = AuthFailureLimiter(
+            delay_s=config.connection_failed_authentication_delay_ms / 1000,
+            rate_per_s=config.connection_failed_authentication_rate_per_ip,
+        )
         self.log_dir_mover: LogDirMover | None = None
         self.scrubber: Scrubber | None = None
         self.log_cleaner: LogCleaner | None = None
@@ -159,7 +175,9 @@ class Broker:
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
         # Registered last: prometheus_client collects once at registration.
-        self.metrics.registry.register(ServerLimitsCollector(self.queued_bytes, self._listeners))
+        self.metrics.registry.register(
+            ServerLimitsCollector(self.queued_bytes, self._listeners, self.auth_failures)
+        )
 
     def _listeners(self) -> list[tuple[str, BrokerServer]]:
         """The servers listening, by listener name (for the metrics)."""
@@ -387,18 +405,28 @@ class Broker:
     def _security_of(
         self, security: ListenerSecurity | None, *, raw_tokens: bool = False
     ) -> dict[str, Any]:
-        """BrokerServer's TLS and SASL arguments for a listener of ``security``."""
+        """BrokerServer's TLS, SASL and connection-limit arguments for a listener of
+        ``security``."""
         if security is None:
-            return {}
+            return {
+                "limits": self.connection_limits,
+                "creation_rate": CreationRate(self.config.max_connection_creation_rate),
+            }
         sasl = None
         if security.uses_sasl:
             sasl = SaslListener(
-                security.name, security.mechanisms, self.credentials.lookup, raw_tokens=raw_tokens
+                security.name,
+                security.mechanisms,
+                self.credentials.lookup,
+                raw_tokens=raw_tokens,
+                limiter=self.auth_failures,
             )
         return {
             "ssl_context": security.ssl_context,
             "ssl_handshake_timeout_s": security.handshake_timeout_s,
             "sasl": sasl,
+            "limits": self.connection_limits,
+            "creation_rate": CreationRate(self.config.max_connection_creation_rate),
         }
 
     async def _install_authorizer(self, zk: KafkaZkClient | None) -> AclSync | None:

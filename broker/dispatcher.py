@@ -141,6 +141,11 @@ class RequestDispatcher:
 
     def dispatch(self, header: RequestHeader, body: Body, encoder: ResponseEncoder) -> Reply:
         """Run the handler of ``header.api_key`` and encode its answer with ``encoder``."""
+        if self.caps is not None:  # its size first: the cheapest refusal
+            try:
+                self.caps.check(header.api_key, body)
+            except KafkaError as exc:
+                return encoder.encode_error(header, exc)
         handler = self._handlers.get(header.api_key)
         if handler is None:
             error = UnsupportedVersionError(f"api key {header.api_key} is not served here")
@@ -154,8 +159,6 @@ class RequestDispatcher:
             return encoder.encode_error(header, refused)
         started = time.perf_counter()
         try:
-            if self.caps is not None:
-                self.caps.check(header.api_key, body)
             guard = self.authorization
             result = handler(header, body) if guard is None else guard.run(header, body, handler)
         except CloseConnection:

@@ -164,18 +164,17 @@ async def under_load(broker: Broker, port: int, frame: bytes) -> tuple[list[byte
         while True:
             answers.append(await exchange(port, frame))
 
-    async with Connection("127.0.0.1", broker.port) as probe:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(load)
-            deadline = trio.current_time() + CASE_S
-            while trio.current_time() < deadline or not answers:
-                started = time.perf_counter()
-                with trio.fail_after(STALL_S):
-                    await probe.request(ApiKey.METADATA, {"topics": [{"name": TOPIC}]})
-                worst = max(worst, time.perf_counter() - started)
-                probes += 1
-                await trio.sleep(0.005)
-            nursery.cancel_scope.cancel()
+    async with Connection("127.0.0.1", broker.port) as probe, trio.open_nursery() as nursery:
+        nursery.start_soon(load)
+        deadline = trio.current_time() + CASE_S
+        while trio.current_time() < deadline or not answers:
+            started = time.perf_counter()
+            with trio.fail_after(STALL_S):
+                await probe.request(ApiKey.METADATA, {"topics": [{"name": TOPIC}]})
+            worst = max(worst, time.perf_counter() - started)
+            probes += 1
+            await trio.sleep(0.005)
+        nursery.cancel_scope.cancel()
     assert probes > 0
     return answers, worst
 

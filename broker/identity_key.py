@@ -12,7 +12,6 @@ with a ConfigError naming it, rather than silently becoming another identity.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Final
 
@@ -21,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from minibroker.protocol import broker_proof
 from minibroker.protocol.errors import ConfigError
+from minibroker.storage.checkpoint import write_atomically
 
 IDENTITY_KEY_FILE: Final = "broker-identity.key"
 
@@ -68,10 +68,4 @@ def _write_private(path: Path, key: Ed25519PrivateKey) -> None:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(pem)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, pem, mode=0o600)

@@ -207,7 +207,6 @@ class KafkaApis:
     def handle_list_offsets(
         self, header: RequestHeader, request: bodies.ListOffsetsRequest
     ) -> Answer[bodies.ListOffsetsResponse]:
-        self._check_replica(header, request["replica_id"])
         check_partition_count(request["topics"], self.max_partitions)
         from_replica = request["replica_id"] >= 0
         twice = duplicate_partitions(

@@ -27,8 +27,8 @@ Every refusal carries one fixed message per error: nothing in it depends on the
 values checked, so a refusal teaches the sender nothing. Only the real controller can
 ever get past the first check, so only it ever sees the two STALE_ errors.
 
-``is_broker(session, replica_id)``: a replica's Fetch, OffsetForLeaderEpoch and
-ListOffsets (replica id >= 0) must come from a connection proven to be that replica: a
+``is_broker(session, replica_id)``: a replica's Fetch and OffsetForLeaderEpoch
+(replica id >= 0) must come from a connection proven to be that replica: a
 fake follower could otherwise move the high watermark or join the ISR.
 
 A standalone broker (no ZooKeeper) has no controller and no replicas and refuses all

@@ -62,6 +62,7 @@ class FetcherTruncation(FetcherBase):
                     log.info("%s: OffsetForLeaderEpoch: %s", tp, error_for_code(code).name)
                     self._pause(state, code)
                     break
+                state.leader_behind = 0
                 step = decide_truncation(
                     answer["leader_epoch"],
                     answer["end_offset"],

@@ -157,7 +157,7 @@ def test_the_readmes_secure_cluster_commands_run_as_written(
 ) -> None:
     # Run where the README's .minibroker/ is this cluster's data dir, with its ZooKeeper
     # and Kafka listeners in place of 127.0.0.1:2181 and :19092 (tests take no fixed port).
-    shell = block("Secure cluster", "sh")
+    shell = block("Secure cluster", "sh", 1)  # the second terminal's (0 starts the cluster)
     (tmp_path / ".minibroker").symlink_to(cluster.data_dir)
     zookeeper = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
     for readme_address, ours in (("127.0.0.1:2181", zookeeper),
@@ -185,3 +185,24 @@ def test_the_readmes_secure_cluster_commands_run_as_written(
     assert {"admin", "bob", "broker"} <= listed.keys()
     assert "SCRAM-SHA-512" in listed["bob"].split(",")
     assert not (tmp_path / "bob.password").exists()
+
+
+def test_a_client_without_its_login_is_told_what_the_listener_wants_and_which_keys_give_it(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    tls_only = tmp_path / "tls.properties"
+    ca = cluster.client_properties["ssl.ca.location"]
+    tls_only.write_text(f"security.protocol=SSL\nssl.ca.location={ca}\n")
+
+    plaintext = cluster.cli("topic", "list")
+    no_login = cluster.cli("topic", "list", "--command-config", str(tls_only))
+
+    assert plaintext.returncode == no_login.returncode == 1
+    err = plaintext.stderr.decode()
+    assert err.count("\n") == 1, err
+    assert "the listener wants TLS and a SASL login: set security.protocol=SASL_SSL, " in err
+    assert "sasl.mechanism, sasl.username, sasl.password and ssl.ca.location" in err
+    assert "--command-config FILE" in err and "msgpack" not in err
+    err = no_login.stderr.decode()
+    assert "ILLEGAL_SASL_STATE" in err and "the listener wants a SASL login first" in err
+    assert "sasl.mechanism, sasl.username and sasl.password" in err

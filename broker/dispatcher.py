@@ -46,6 +46,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
+import trio
+
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.request_caps import RequestCaps
 from minibroker.broker.request_errors import RequestErrors, describe
@@ -66,12 +68,19 @@ ResponseT = TypeVar("ResponseT")
 
 
 class Deferred(Generic[ResponseT]):
-    """A handler's answer that needs awaiting: ``wait()`` returns the body (or None)."""
+    """A handler's answer that needs awaiting: ``wait()`` returns the body (or None).
+    ``ordered``: set once the effects later requests of the connection must follow
+    are done (``Pending.ordered``)."""
 
-    __slots__ = ("wait",)
+    __slots__ = ("ordered", "wait")
 
-    def __init__(self, wait: Callable[[], Awaitable[ResponseT | None]]) -> None:
+    def __init__(
+        self,
+        wait: Callable[[], Awaitable[ResponseT | None]],
+        ordered: trio.Event | None = None,
+    ) -> None:
         self.wait = wait
+        self.ordered = ordered
 
 
 Answer: TypeAlias = ResponseT | Deferred[ResponseT] | None
@@ -169,7 +178,8 @@ class RequestDispatcher:
             reply: Reply = self._refuse(header, _as_kafka_error(header, exc), encoder)
         else:
             if isinstance(result, Deferred):
-                return Pending(self._finish_deferred(header, body, result, started, encoder))
+                finish = self._finish_deferred(header, body, result, started, encoder)
+                return Pending(finish, result.ordered)
             reply = None
             if result is not None:
                 self.errors.answered(header, result)

@@ -29,7 +29,7 @@ from minibroker.protocol.api import ApiKey, RequestHeader, encode_request, lates
 from minibroker.protocol.errors import InvalidRequestError
 from minibroker.protocol.frames import FrameDecoder, encode_frame
 from minibroker.protocol.kafka import codec as kafka_codec
-from tests.support.broker import FakeController, broker_config, fetch_body
+from tests.support.broker import FakeController, batch, broker_config, fetch_body
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -109,6 +109,19 @@ OVERSIZED: dict[str, tuple[int, dict[str, Any]]] = {
 }
 
 MAXIMAL: dict[str, tuple[int, dict[str, Any]]] = {
+    "produce to every partition": (
+        ApiKey.PRODUCE,
+        {
+            "acks": 1,
+            "timeout_ms": 5000,
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "partitions": [{"index": p, "records": batch(b"v")} for p in range(PARTITIONS)],
+                }
+            ],
+        },
+    ),
     "fetch every partition": (ApiKey.FETCH, fetch_body(TOPIC, dict.fromkeys(range(PARTITIONS), 0))),
     "metadata of everything": (ApiKey.METADATA, {"topics": None}),
     "offset fetch every partition": (
@@ -208,3 +221,41 @@ async def test_maximal_requests_are_answered_and_stall_nobody(broker: Broker) ->
         answers, worst = await under_load(broker, broker.port, msgpack_frame(api_key, body))
         assert answers and all(a is not None for a in answers), name
         assert worst < STALL_S, (name, worst)
+
+
+async def test_a_produce_appended_in_turns_is_still_followed_by_the_next_request(
+    broker: Broker,
+) -> None:
+    """A Produce of every partition is appended in turns; the same connection's next
+    Produce, pipelined right behind it, still lands after it in the partition both
+    name, and each gets its acknowledgement."""
+    last = PARTITIONS - 1
+    big = {
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [{"index": p, "records": batch(b"first")} for p in range(PARTITIONS)],
+            }
+        ],
+    }
+    small = {
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topics": [{"name": TOPIC, "partitions": [{"index": last, "records": batch(b"second")}]}],
+    }
+    answers: dict[str, Any] = {}
+    async with Connection("127.0.0.1", broker.port) as conn:
+
+        async def send(name: str, body: dict[str, Any]) -> None:
+            answers[name] = await conn.request(ApiKey.PRODUCE, body)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send, "big", big)
+            await trio.sleep(0)  # its frame goes out first
+            nursery.start_soon(send, "small", small)
+    codes = {p["error_code"] for p in answers["big"]["topics"][0]["partitions"]}
+    assert codes == {0} and len(answers["big"]["topics"][0]["partitions"]) == PARTITIONS
+    offsets = {p["index"]: p["base_offset"] for p in answers["big"]["topics"][0]["partitions"]}
+    assert answers["small"]["topics"][0]["partitions"][0]["base_offset"] == offsets[last] + 1

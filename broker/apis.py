@@ -40,8 +40,8 @@ from minibroker.protocol.session import Session
 from minibroker.storage.names import TopicPartition
 
 PARTITIONS_PER_TURN = 250
-"""A Produce naming more partitions is appended this many at a time, the event loop
-serving other connections between (~3 ms of appends a turn)."""
+"""A Produce or Fetch naming more partitions is appended or read this many at a time,
+the event loop serving other connections between (~3-4 ms a turn)."""
 
 NOT_FROM_REPLICA = "a replica's request is accepted only from that broker's proven connection"
 
@@ -243,8 +243,17 @@ class KafkaApis:
             partitions=requests,
         )
         manager = self.replica_manager
-        reads = manager.fetch_messages(fetch)
         metrics = self.metrics if fetch.replica_id < 0 else None  # Kafka's BytesOut: consumers
+        if len(requests) > PARTITIONS_PER_TURN:
+
+            async def in_turns() -> bodies.FetchResponse:
+                reads = await manager.fetch_messages_in_turns(fetch, PARTITIONS_PER_TURN)
+                if reads is None:
+                    reads = await manager.wait_for_fetch(fetch)
+                return _fetch_body(reads + refused, metrics)
+
+            return Deferred(in_turns)
+        reads = manager.fetch_messages(fetch)
         if reads is not None:
             return _fetch_body(reads + refused, metrics)
 

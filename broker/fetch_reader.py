@@ -128,6 +128,27 @@ class FetchReader:
             return self._record_throttled(fetch.replica_id, reads)
         return None
 
+    async def fetch_messages_in_turns(
+        self, fetch: FetchRequest, per_turn: int
+    ) -> list[PartitionRead] | None:
+        """``fetch_messages`` for a fetch of many partitions: read ``per_turn`` at a
+        time, the event loop serving others between; the byte budget and the one
+        oversized first batch (KIP-74) carry over from turn to turn."""
+        reads: list[PartitionRead] = []
+        for start in range(0, len(fetch.partitions), per_turn):
+            if start:
+                await trio.lowlevel.checkpoint()
+            used = sum(r.size for r in reads)
+            reads += self.read(
+                fetch.replica_id,
+                max(0, fetch.max_bytes - used),
+                fetch.partitions[start : start + per_turn],
+                first_with_data=not used,
+            )
+        if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
+            return self._record_throttled(fetch.replica_id, reads)
+        return None
+
     async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
         """The delayed fetch: parked on its partitions, re-read on every append or HW
         move there, answered once satisfied or at ``max_wait_ms``. It reads at most the
@@ -158,12 +179,17 @@ class FetchReader:
                     return self._record_throttled(fetch.replica_id, reads)
 
     def read(
-        self, replica_id: int, max_bytes: int, partitions: Sequence[FetchPartition]
+        self,
+        replica_id: int,
+        max_bytes: int,
+        partitions: Sequence[FetchPartition],
+        *,
+        first_with_data: bool = True,
     ) -> list[PartitionRead]:
-        """Read every requested partition, sharing ``max_bytes`` between them."""
+        """Read every requested partition, sharing ``max_bytes`` between them;
+        ``first_with_data``: the first partition with data may exceed them (KIP-74)."""
         from_follower = replica_id >= 0
         remaining = max_bytes
-        first_with_data = True
         reads: list[PartitionRead] = []
         budget: FetchBudget | None = None  # made on first need: most fetches never do
         for request in partitions:

@@ -21,11 +21,13 @@ listener too.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import resource
 import socket
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -49,7 +51,8 @@ from minibroker.protocol.records import Record, encode_batch
 
 TOPIC = "wide"
 PROBE_PAUSE_S = 0.002
-WANTED_FILES = 65536  # each partition's log holds a few files open
+WANTED_FILES = 65536
+REPEATS = 5  # requests per case in --loop-holds  # each partition's log holds a few files open
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,7 +60,87 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--partitions", type=int, default=3000)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--freeze",
+        action="store_true",
+        help="with --loop-holds: gc.freeze() after set-up (the collector's own pauses out)",
+    )
+    p.add_argument("-v", action="store_true", help="with --loop-holds: every request's step")
+    p.add_argument(
+        "--loop-holds",
+        action="store_true",
+        help="instead: run the broker in this process and report, per case, the longest"
+        " event-loop step in CPU time (what a request makes every other client wait,"
+        " independent of the machine's load)",
+    )
     return p.parse_args()
+
+
+class StepTimer(trio.abc.Instrument):
+    """The longest task step, in this thread's CPU time (a loaded machine stretches
+    wall-clock steps; CPU time is what the step itself cost)."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self.longest_task = ""
+        self._started = time.thread_time()  # the step it is added in is under way
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._started = time.thread_time()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        step = time.thread_time() - self._started
+        if step > self.longest:
+            self.longest, self.longest_task = step, task.name
+
+
+async def measure_loop_holds(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    from minibroker.broker.config import BrokerConfig
+    from minibroker.node.node import Node
+
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="minibroker-bench-") as tmp:
+        kafka_port = free_port()
+        config = BrokerConfig.from_properties(
+            None,
+            {
+                "broker.id": "1",
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "kafka.listeners": f"127.0.0.1:{kafka_port}",
+                "log.dirs": tmp,
+                "standalone.accept.controller.requests": "true",
+            },
+        )
+        async with trio.open_nursery() as nursery:
+            broker = await nursery.start(Node(config).run)
+            bootstrap = f"127.0.0.1:{broker.port}"
+            kafka = f"127.0.0.1:{kafka_port}"
+            await lead(bootstrap, TOPIC, args.partitions, kafka=kafka)
+            await lead(bootstrap, "__consumer_offsets", 50, kafka=kafka)
+            if args.freeze:  # what Python's collector adds: compare with and without
+                gc.collect()
+                gc.freeze()
+            cases = _cases(args.partitions, broker.port, kafka_port)
+            timer = StepTimer()
+            trio.lowlevel.add_instrument(timer)
+            for name, target, frame in cases:
+                client = RawClient(target)
+                holds = []
+                for _ in range(REPEATS):
+                    timer.longest = 0.0
+                    await client.request(frame)
+                    holds.append(timer.longest)
+                    if args.v:
+                        print(name, f"{1000 * timer.longest:.1f}", timer.longest_task)
+                await client.aclose()
+                holds.sort()
+                results[name] = {
+                    "longest_step_ms": 1000 * holds[-1],
+                    "median_longest_step_ms": 1000 * statistics.median(holds),
+                }
+            trio.lowlevel.remove_instrument(timer)
+            nursery.cancel_scope.cancel()
+    return results
 
 
 def free_port() -> int:
@@ -265,14 +348,7 @@ async def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             await trio.sleep(args.seconds)
 
         results["idle"] = await run_case(host, port, idle, args.seconds)
-        cases: list[tuple[str, int, bytes]] = []
-        for name, (api_key, body) in msgpack_cases(args.partitions).items():
-            payload = encode_request(api_key, latest_version(api_key), 1, "load", body)
-            cases.append((name, port, encode_frame(payload)))
-        for name, (api_key, version, body) in kafka_cases().items():
-            header = RequestHeader(api_key, version, 1, "load")
-            cases.append((name, kafka_port, kafka_codec.encode_request(header, body)))
-        for name, target, frame in cases:
+        for name, target, frame in _cases(args.partitions, port, kafka_port):
             client = RawClient(target)
 
             async def send(client: RawClient = client, frame: bytes = frame) -> None:
@@ -281,6 +357,18 @@ async def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             results[name] = await run_case(host, port, send, args.seconds)
             await client.aclose()
         return results
+
+
+def _cases(partitions: int, port: int, kafka_port: int) -> list[tuple[str, int, bytes]]:
+    """(name, port, pre-encoded request frame) of every case."""
+    cases: list[tuple[str, int, bytes]] = []
+    for name, (api_key, body) in msgpack_cases(partitions).items():
+        payload = encode_request(api_key, latest_version(api_key), 1, "load", body)
+        cases.append((name, port, encode_frame(payload)))
+    for name, (api_key, version, body) in kafka_cases().items():
+        header = RequestHeader(api_key, version, 1, "load")
+        cases.append((name, kafka_port, kafka_codec.encode_request(header, body)))
+    return cases
 
 
 def main() -> None:
@@ -292,6 +380,15 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (WANTED_FILES, WANTED_FILES))
     except (ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if args.loop_holds:
+        holds = trio.run(measure_loop_holds, args)
+        if args.json:
+            print(json.dumps(holds))
+            return
+        print(f"{'case':34} {'longest step':>13} {'median':>8}  (ms of CPU)")
+        for name, h in holds.items():
+            print(f"{name:34} {h['longest_step_ms']:13.1f} {h['median_longest_step_ms']:8.1f}")
+        return
     results = trio.run(measure, args)
     if args.json:
         print(json.dumps(results))

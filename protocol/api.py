@@ -298,6 +298,13 @@ _UNPACK_LIMITS: Final[dict[str, Any]] = {
 }
 """What one request frame may hold, as msgpack.unpackb's limits."""
 
+_CLIENT_UNPACK_LIMITS: Final[dict[str, Any]] = {
+    **_UNPACK_LIMITS,
+    "max_array_len": MAX_CLIENT_REQUEST_ELEMENTS,
+}
+"""A client request's: an array longer than its whole budget is refused from its header,
+before msgpack builds its elements."""
+
 
 def decode_request(
     payload: bytes | bytearray | memoryview, session: Session = UNKNOWN_SESSION
@@ -309,13 +316,14 @@ def decode_request(
         # fixint (every controller request's is): only those get the large budget.
         controller = len(payload) > 1 and payload[0] == 0x95 and payload[1] in CONTROLLER_API_KEYS
         elements = MAX_REQUEST_ELEMENTS if controller else MAX_CLIENT_REQUEST_ELEMENTS
+        limits = _UNPACK_LIMITS if controller else _CLIENT_UNPACK_LIMITS
         if len(payload) <= elements:
             # Every element takes a byte at least: too short to exceed the budget, so
             # no count is kept (a Python call per array otherwise).
-            envelope = msgpack.unpackb(payload, **_UNPACK_LIMITS)
+            envelope = msgpack.unpackb(payload, **limits)
         else:
             budget = _ElementBudget(elements)
-            envelope = msgpack.unpackb(payload, **_UNPACK_LIMITS, list_hook=budget)
+            envelope = msgpack.unpackb(payload, **limits, list_hook=budget)
     except Exception as exc:
         header = _header_after_failure(payload)
         _validator_for(header)  # an unsupported version is reported as such first

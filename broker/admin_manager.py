@@ -13,6 +13,7 @@ returns the response body; errors are Kafka error codes in the body, never excep
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -38,6 +39,10 @@ from minibroker.protocol.errors import (
 from minibroker.protocol.messages import bodies
 
 DEFAULT_SETTING = -1
+
+TOPICS_PER_TURN = 100
+"""CreateTopics validates (and assigns) this many topics between two yields to the other
+connections: one maximal request never holds the event loop for long."""
 """num_partitions / replication_factor meaning "use the broker default"."""
 
 
@@ -109,10 +114,12 @@ class AdminManager:
     ) -> bodies.CreateTopicsResponse:
         live = set(await self._zk.get_live_brokers())
         existing = await self._zk.get_topics()
-        names = [t["name"] for t in request["topics"]]
+        named = Counter(t["name"] for t in request["topics"])
         results: list[bodies.CreateTopicsResponseTopic] = []
         created: list[str] = []
-        for topic in request["topics"]:
+        for index, topic in enumerate(request["topics"]):
+            if index % TOPICS_PER_TURN == TOPICS_PER_TURN - 1:
+                await trio.lowlevel.checkpoint()  # a large request lets others run
             name = topic["name"]
             result: bodies.CreateTopicsResponseTopic = {
                 "name": name,
@@ -120,7 +127,7 @@ class AdminManager:
                 "replication_factor": -1,
             }
             try:
-                if names.count(name) > 1:
+                if named[name] > 1:
                     raise InvalidRequestError(f"topic {name!r} appears twice in the request")
                 assignment = self._assignment_for(topic, live, existing)
                 config = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}

@@ -118,6 +118,9 @@ RULES: Final[dict[int, Rule]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: on_cluster(Operation.ALTER),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: on_cluster(Operation.DESCRIBE),
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+    # A broker's identity proof: brokers only, as the controller's requests.
+    ApiKey.BROKER_CHALLENGE: on_cluster(Operation.CLUSTER_ACTION),
+    ApiKey.BROKER_PROOF: on_cluster(Operation.CLUSTER_ACTION),
     # SASL: authentication comes before any authorization.
     17: no_check,  # SaslHandshake
     36: no_check,  # SaslAuthenticate

@@ -138,6 +138,28 @@ class FetchReader:
             return self._record_throttled(fetch.replica_id, reads)
         return None
 
+    async def fetch_messages_in_turns(
+        self, fetch: FetchRequest, per_turn: int
+    ) -> list[PartitionRead] | None:
+        """``fetch_messages`` for a fetch of many partitions: read ``per_turn`` at a
+        time, the event loop serving others between; the byte budget and the one
+        oversized first batch (KIP-74) carry over from turn to turn."""
+        reads: list[PartitionRead] = []
+        for start in range(0, len(fetch.partitions), per_turn):
+            if start:
+                await trio.lowlevel.checkpoint()
+            used = sum(r.size for r in reads)
+            reads += self.read(
+                fetch.replica_id,
+                max(0, fetch.max_bytes - used),
+                fetch.partitions[start : start + per_turn],
+                fetch.client_rack,
+                first_with_data=not used,
+            )
+        if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
+            return self._record_throttled(fetch.replica_id, reads)
+        return None
+
     async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
         """The delayed fetch: parked on its partitions, re-read on every append or HW
         move there, answered once satisfied or at ``max_wait_ms``. It reads at most the
@@ -156,9 +178,7 @@ class FetchReader:
         keys = [p.tp for p in fetch.partitions]
         while True:
             with self.fetch_waiters.watch(keys) as waiter:
-                reads = self.read(
-                    fetch.replica_id, fetch.max_bytes, fetch.partitions, fetch.client_rack
-                )
+                reads = self._read(fetch)
                 if fetch_satisfied(reads, fetch):
                     return self._record_throttled(fetch.replica_id, reads)
                 # Parked, it holds no record data: the wake re-reads. (A client can park
@@ -166,9 +186,7 @@ class FetchReader:
                 del reads
                 wake = min(deadline, self._throttle_retry_at(fetch.replica_id))
                 if not await waiter.wait_until(wake) and wake >= deadline:
-                    reads = self.read(
-                        fetch.replica_id, fetch.max_bytes, fetch.partitions, fetch.client_rack
-                    )
+                    reads = self._read(fetch)
                     return self._record_throttled(fetch.replica_id, reads)
 
     def _read(self, fetch: FetchRequest) -> list[PartitionRead]:
@@ -180,14 +198,16 @@ class FetchReader:
         max_bytes: int,
         partitions: Sequence[FetchPartition],
         client_rack: str | None = None,
+        *,
+        first_with_data: bool = True,
     ) -> list[PartitionRead]:
-        """Read every requested partition, sharing ``max_bytes`` between them.
+        """Read every requested partition, sharing ``max_bytes`` between them;
+        ``first_with_data``: the first partition with data may exceed them (KIP-74).
         ``client_rack`` not None: a consumer that may read from followers (KIP-392)."""
         from_follower = replica_id >= 0
         leader_only = client_rack is None
         selector = None if leader_only else self.replica_selector
         remaining = max_bytes
-        first_with_data = True
         reads: list[PartitionRead] = []
         budget: FetchBudget | None = None  # made on first need: most fetches never do
         for request in partitions:

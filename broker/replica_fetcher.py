@@ -67,6 +67,7 @@ from minibroker.broker.replication_quota import (
 )
 from minibroker.broker.security import inter_broker_security
 from minibroker.net.connection import Connection
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     NONE,
@@ -258,13 +259,16 @@ class ReplicaFetcherManager:
         address_of: Callable[[int], tuple[str, int] | None],
         on_follower_append: Callable[[Partition], None] = lambda partition: None,
         quota: ReplicationQuota | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: how connections to leaders secure and prove themselves (the
+        broker's ``inter_broker_security``); default: the config's, with no proof."""
         self.config = config
         # The follower side of the replication throttle (rate set by broker_configs.py).
         self.quota = quota if quota is not None else ReplicationQuota()
         self.broker_id: int = config.broker_id
-        self.security = inter_broker_security(config)
-        """TLS / SASL of the connections to leaders (the inter-broker listener's)."""
+        self.security = security if security is not None else inter_broker_security(config)
+        """TLS / SASL / identity proof of the connections to leaders."""
         self.address_of = address_of
         self.on_follower_append = on_follower_append
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}

@@ -96,6 +96,12 @@ class ReplicaManager(LeadershipChanges):
         wait (``wait_for_fetch``); broker/fetch_reader.py."""
         return self.fetch_reader.fetch_messages(fetch)
 
+    async def fetch_messages_in_turns(
+        self, fetch: FetchRequest, per_turn: int
+    ) -> list[PartitionRead] | None:
+        """``fetch_messages`` reading ``per_turn`` partitions per event-loop turn."""
+        return await self.fetch_reader.fetch_messages_in_turns(fetch, per_turn)
+
     async def wait_for_fetch(self, fetch: FetchRequest) -> list[PartitionRead]:
         """The delayed fetch, answered once satisfied or at ``max_wait_ms``."""
         return await self.fetch_reader.wait_for_fetch(fetch)

@@ -11,6 +11,10 @@ untrimmed file left by a crash carries trailing zero entries that break the stri
 ordering the check demands, and the segment then rebuilds the index from its log. An
 index is never trusted without that check.
 
+Pages of the sparse file are allocated (``posix_fallocate``) before the first entry
+written into each: a full disk is then an OSError on that append, never a SIGBUS from
+writing to a mapping the filesystem cannot back.
+
 Entries removed by ``truncate_entries`` are zeroed so that stale but well-ordered
 entries can never reappear in an untrimmed file after a crash.
 
@@ -28,6 +32,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from minibroker.storage.errors import CorruptIndexError
+
+PAGE_BYTES = mmap.PAGESIZE
+"""The unit in which the sparse index file is allocated before it is written."""
 
 
 class IndexFile:
@@ -138,7 +145,14 @@ class IndexFile:
 
     def _write(self, slot: int, *fields: int) -> None:
         assert self._mm is not None
-        self.ENTRY.pack_into(self._mm, slot * self.ENTRY_SIZE, *fields)
+        position = slot * self.ENTRY_SIZE
+        if not position % PAGE_BYTES:
+            # The file is sparse: the first write into a page allocates it, and a
+            # write to a mapping the filesystem cannot back is SIGBUS - the whole
+            # process killed. Allocating the page first turns a full disk into an
+            # OSError (ENOSPC) here, which the log handles as a failed log dir.
+            os.posix_fallocate(self._fd, position, PAGE_BYTES)
+        self.ENTRY.pack_into(self._mm, position, *fields)
         self.entries = slot + 1
 
     def raw_entry(self, slot: int) -> tuple[int, ...]:
@@ -174,8 +188,15 @@ class IndexFile:
         self.entries = count
 
     def reset(self, max_index_size: int) -> None:
-        """Drop every entry and grow back to ``max_index_size`` (before a rebuild)."""
-        self.truncate_entries(0)
+        """Drop every entry and grow back to ``max_index_size`` (before a rebuild).
+        The file is cut to nothing and regrown sparse, not zeroed through the mapping:
+        an untrimmed index left by a crash counts its whole preallocated size as
+        entries, and zeroing it would write (and allocate) every page of it."""
+        self.entries = 0
+        self._unmap()
+        os.ftruncate(self._fd, 0)
+        self._length = 0
+        self._map(0)
         self.resize(max_index_size)
 
     @staticmethod

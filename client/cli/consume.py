@@ -194,6 +194,7 @@ async def _run_group(args: argparse.Namespace, render: Callable[[ConsumerRecord]
         group_id=args.group,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         client_id="minibroker-cli-consumer",
+        config=command_security(args),
     ) as consumer:
         await topic_or_explain(consumer.cluster, args.topic, "consumers do not create topics")
         consumer.subscribe([args.topic])

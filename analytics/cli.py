@@ -47,6 +47,12 @@ QUIET_SPARK_CONF = ("spark.ui.showConsoleProgress=false",)
 """Spark's console progress bar redraws one stderr line; the job prints its own progress."""
 JOB_SPARK_CONF = tuple(f"{key}={value}" for key, value in JOB_CONF.items())
 """Always passed: the settings the job runs best with (``jobargs.JOB_CONF``)."""
+LOOPBACK = "127.0.0.1"
+"""Where a local analysis listens: Spark's driver would otherwise bind every interface
+and advertise whatever address the host name resolves to (or the first interface's)."""
+LOCAL_SPARK_CONF = (f"spark.driver.host={LOOPBACK}", f"spark.driver.bindAddress={LOOPBACK}")
+NO_SPARK_UI_CONF = ("spark.ui.enabled=false",)
+"""Spark's web UI (port 4040 up) only with ``--spark-ui``: nobody watches it by default."""
 
 
 def spark_submit_path() -> Path:
@@ -104,7 +110,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose", action="store_true", help="show Spark's own log lines in the terminal"
     )
+    parser.add_argument(
+        "--spark-ui",
+        action="store_true",
+        help="start Spark's web UI (http://127.0.0.1:4040, or the next free port) for the job",
+    )
     add_filter_arguments(parser)
+
+
+def is_local(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
+def spark_placement(master: str, spark_ui: bool) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Spark settings and environment that keep a local job on loopback and its UI off
+    unless asked; a cluster master's own settings are left alone (its workers must
+    reach the driver), apart from the UI."""
+    conf = () if spark_ui else NO_SPARK_UI_CONF
+    if not is_local(master):
+        return conf, {}
+    # SPARK_LOCAL_IP is what Spark's UI binds to and what spares the host name lookup.
+    return LOCAL_SPARK_CONF + conf, {"SPARK_LOCAL_IP": LOOPBACK}
 
 
 def resolve_log_dirs(args: argparse.Namespace) -> list[str]:
@@ -151,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else default_out_dir()
         args.out = str(out)
         quiet = () if args.verbose else QUIET_SPARK_CONF
-        command = submit_command(args, JOB_SPARK_CONF + quiet)
+        placement, spark_env = spark_placement(args.master or DEFAULT_MASTER, args.spark_ui)
+        command = submit_command(args, JOB_SPARK_CONF + placement + quiet)
     except UsageError as exc:
         print(f"minibroker analyze: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -164,7 +191,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print(f"reading {len(log_dirs)} log dir(s): {', '.join(log_dirs)}", flush=True)
     print(f"writing the report to {out}", flush=True)
+    if args.spark_ui and spark_env:
+        print("Spark's UI: http://127.0.0.1:4040 (or the next free port) while the job runs")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env.update(spark_env)
     if args.verbose:
         return subprocess.run(command, env=env, check=False).returncode
     out.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,7 @@ from minibroker.analytics.scan import (
     TIMESTAMP_TYPE_NAMES,
     Corruption,
     TimeRange,
+    control_type_name,
     walk_slice,
 )
 from minibroker.analytics.schema import (
@@ -49,11 +50,12 @@ from minibroker.analytics.schema import (
 from minibroker.protocol.compression import Compression
 from minibroker.protocol.errors import CorruptMessageError
 from minibroker.protocol.records import (
+    BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
     TimestampType,
 )
-from minibroker.protocol.records.batch import TIMESTAMP_TYPE_BIT
+from minibroker.protocol.records.batch import CONTROL_BIT, TIMESTAMP_TYPE_BIT
 
 ARROW_BATCH_ROWS = 8192
 """Rows per Arrow batch handed to Spark (a batch ends at a record batch's end, so it
@@ -185,7 +187,9 @@ class ScanRows:
     The partials view builds fewer rows: without ``record_rows`` the records are still
     decoded into ``records`` (offsets, timestamps, keys, value sizes) but get no row, no
     header count and no checksum; without ``batch_rows`` each decoded batch's header is
-    kept in ``batch_headers`` (one append; it is summarised later) instead of a row."""
+    kept in ``batch_headers`` (one append; it is summarised later) instead of a row,
+    with its uncompressed size in ``batch_sizes`` and, for a control batch, its marker
+    in ``batch_controls`` (None for a data batch)."""
 
     def __init__(self, record_rows: bool = True, batch_rows: bool = True) -> None:
         self.record_rows = record_rows
@@ -196,6 +200,8 @@ class ScanRows:
         self.record_epoch: list[int] = []
         self.batches: list[tuple[Any, ...]] = []  # position, base offset, epoch, batch fields
         self.batch_headers: list[BatchHeader] = []  # without batch_rows
+        self.batch_sizes: list[int] = []  # without batch_rows: uncompressed sizes
+        self.batch_controls: list[str | None] = []  # without batch_rows: markers
         self.corruptions: list[Corruption] = []
         self.order: list[tuple[int, int, int]] = []  # (block, first index, rows)
 
@@ -204,19 +210,24 @@ class ScanRows:
         """Rows held, counting each decoded record (a row of its own or not)."""
         return len(self.records.offset) + len(self.batches) + len(self.corruptions)
 
-    def add_batch(self, position: int, header: BatchHeader, kept: int) -> None:
+    def add_batch(self, position: int, header: BatchHeader, kept: int, section_size: int) -> None:
         """The rows of a decoded batch: ``kept`` records (already appended to
-        ``records``), then the batch's own row."""
+        ``records``), then the batch's own row; ``section_size`` is its records
+        section's, decompressed."""
         if self.record_rows:
             self.order.append((0, len(self.record_position), kept))
             self.record_position.extend(repeat(position, kept))
             self.record_base_offset.extend(repeat(header.base_offset, kept))
             self.record_epoch.extend(repeat(header.partition_leader_epoch, kept))
+        attributes = header.attributes
+        # A control batch holds one record, the marker: just appended to ``records``.
+        control = control_type_name(self.records.key[-kept]) if attributes & CONTROL_BIT else None
         if not self.batch_rows:
             self.batch_headers.append(header)
+            self.batch_sizes.append(BATCH_HEADER_SIZE + section_size)
+            self.batch_controls.append(control)
             return
         self.order.append((1, len(self.batches), 1))
-        attributes = header.attributes
         self.batches.append(
             (
                 position,
@@ -231,7 +242,11 @@ class ScanRows:
                 header.max_timestamp,
                 header.producer_id,
                 header.is_transactional,
-                header.is_control,
+                control is not None,
+                header.producer_epoch,
+                header.base_sequence,
+                BATCH_HEADER_SIZE + section_size,
+                control,
             )
         )
 
@@ -355,7 +370,7 @@ def scan_chunks(
             )
             continue
         if kept:  # none only when the time range dropped every record
-            rows.add_batch(item.position, header, kept)
+            rows.add_batch(item.position, header, kept, len(section))
         if rows.rows >= ARROW_BATCH_ROWS:
             yield rows
             rows = ScanRows(record_rows, batch_rows)

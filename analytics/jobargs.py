@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from minibroker.analytics.html_report import REPORT_FILE
 from minibroker.analytics.report import DEFAULT_TOP_KEYS
 
 EXIT_ERROR = 1
@@ -55,6 +56,7 @@ class JobOptions:
     to_timestamp: int | None
     top_keys: int
     master: str | None
+    html: str | None = None  # where to write report.html; None: no HTML report
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +69,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
-    """What to analyse and how: shared by the job and ``minibroker analyze``."""
+    """What to analyse and how, and whether to draw it (``--html``, ``--no-html``):
+    shared by the job and ``minibroker analyze``."""
     parser.add_argument("--topics", help="comma-separated topics to analyse (default: all)")
     parser.add_argument(
         "--from-timestamp", type=int, metavar="MS", help="only records at or after MS"
@@ -77,6 +80,13 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
         "--top-keys", type=int, default=DEFAULT_TOP_KEYS, metavar="N", help="keys per topic"
     )
     parser.add_argument("--master", help="Spark master URL (e.g. local[*], spark://host:7077)")
+    html = parser.add_mutually_exclusive_group()
+    html.add_argument(
+        "--html",
+        metavar="PATH",
+        help=f"where to write the HTML report (default: {REPORT_FILE} in the output directory)",
+    )
+    html.add_argument("--no-html", action="store_true", help="write no HTML report")
 
 
 def _split(text: str | None) -> list[str]:
@@ -103,6 +113,11 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
         raise UsageError("--from-timestamp must be before --to-timestamp")
     if args.top_keys < 1:
         raise UsageError(f"--top-keys must be >= 1, got {args.top_keys}")
+    html = getattr(args, "html", None)
+    if html is not None and (not html.strip() or Path(html).is_dir()):
+        raise UsageError(f"--html must name a file, got {html!r}")
+    if html is None and not getattr(args, "no_html", False):
+        html = str(Path(args.out) / REPORT_FILE)
     return JobOptions(
         log_dirs=log_dirs,
         out=str(args.out),
@@ -111,6 +126,7 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
         to_timestamp=args.to_timestamp,
         top_keys=args.top_keys,
         master=args.master,
+        html=html,
     )
 
 
@@ -129,6 +145,7 @@ def job_argv(options: JobOptions, *, with_master: bool = False) -> list[str]:
     if options.to_timestamp is not None:
         argv += ["--to-timestamp", str(options.to_timestamp)]
     argv += ["--top-keys", str(options.top_keys)]
+    argv += ["--no-html"] if options.html is None else ["--html", options.html]
     if with_master and options.master:
         argv += ["--master", options.master]
     return argv

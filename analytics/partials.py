@@ -7,8 +7,10 @@ through only when the partition is replicated (found in two or more log dirs: th
 divergence report compares those replicas offset by offset). Every record is also
 folded, with ``pyarrow.compute`` in C, into one ``group`` row per (key, minute) of the
 slice: records, value bytes, first/last offset and timestamp. Every batch is folded
-into one ``batch_summary`` row per (compression codec, leader epoch) of the slice:
-batches, records and bytes with their smallest and largest, first and last offset.
+into one ``batch_summary`` row per (compression codec, leader epoch, minute of its max
+timestamp) of the slice: batches, records and bytes (on disk and uncompressed) with
+their smallest and largest, first and last offset; and into one ``producer_summary``
+row per (producer id, producer epoch) (``analytics.producer_summaries``).
 
 Each report sums, takes the min or max of, or counts the distinct keys of these rows
 (``analytics.report``), which gives exactly the figures it would compute from the
@@ -36,8 +38,19 @@ from minibroker.analytics.columns import (
     slice_columns,
 )
 from minibroker.analytics.layout import SegmentSlice
+from minibroker.analytics.producer_summaries import (
+    PRODUCER_ARROW,
+    ProducerSummaries,
+    header_columns,
+)
 from minibroker.analytics.scan import ALL_TIME, TimeRange
-from minibroker.analytics.schema import KIND_BATCH_SUMMARY, KIND_GROUP, MINUTE_MS, PARTIALS
+from minibroker.analytics.schema import (
+    KIND_BATCH_SUMMARY,
+    KIND_GROUP,
+    KIND_PRODUCER_SUMMARY,
+    MINUTE_MS,
+    PARTIALS,
+)
 from minibroker.protocol.records import LOG_OVERHEAD, BatchHeader
 
 MERGE_GROUP_ROWS = 1 << 18
@@ -48,6 +61,7 @@ PARTIALS_ARROW = to_arrow_schema(PARTIALS, timezone="UTC")
 _TYPES = {field.name: field.type for field in PARTIALS_ARROW}
 _GROUP_TYPE = _TYPES["group"]
 _SUMMARY_TYPE = _TYPES["batch_summary"]
+_PRODUCER_TYPE = PRODUCER_ARROW
 _GROUP_KEYS = ["key", "minute"]
 _SUMS = [("records", "sum"), ("value_bytes", "sum")]
 _GROUP_FIELDS = ["records", "value_bytes", "first_offset", "last_offset", "first_timestamp",
@@ -115,39 +129,46 @@ def _record_groups(
     return _aggregate(table, first_pass=True)
 
 
-_FOLDS: tuple[Callable[[int, int], int], ...] = (add, add, min, max, add, max, min, max)
-"""How two batch summaries' figures combine, field by field (``BATCH_SUMMARY``'s order)."""
+_FOLDS: tuple[Callable[[int, int], int], ...] = (add, add, min, max, add, max, min, max, add)
+"""How two batch summaries' figures combine, field by field (``BATCH_SUMMARY``'s order
+after the codec and the minute)."""
 
 
 class BatchSummaries:
-    """A slice's batches folded per (compression codec, leader epoch): what the batch,
-    leader-epoch and partition reports read of them (``analytics.schema.BATCH_SUMMARY``).
+    """A slice's batches folded per (compression codec, leader epoch, minute of the
+    batch's max timestamp): what the batch, leader-epoch, traffic and partition reports
+    read of them (``analytics.schema.BATCH_SUMMARY``).
 
     ``add`` takes a chunk's batch headers at once and folds each column with one
     builtin (sum, min, max) over it: no Python step per batch beyond the header the
-    decoder already built."""
+    decoder already built, unless the chunk mixes codecs, epochs or minutes."""
 
     def __init__(self) -> None:
-        self.figures: dict[tuple[int, int], list[int]] = {}
-        """(codec, epoch) -> the fields of ``BATCH_SUMMARY`` after the codec's name."""
+        self.figures: dict[tuple[int, int, int], list[int]] = {}
+        """(codec, epoch, minute) -> the fields of ``BATCH_SUMMARY`` after the minute."""
 
-    def add(self, headers: Sequence[BatchHeader]) -> None:
+    def add(self, headers: Sequence[BatchHeader], sizes: Sequence[int]) -> None:
+        """Fold ``headers`` in, with each batch's uncompressed size in ``sizes``."""
         if not headers:
             return
-        column = _columns(headers)
+        column = header_columns(headers)
+        minutes = minute_of(column["max_timestamp"])
         epochs = set(column["partition_leader_epoch"])
         codecs = {attributes & COMPRESSION_MASK for attributes in set(column["attributes"])}
-        if len(epochs) == 1 and len(codecs) == 1:
-            self._fold((codecs.pop(), epochs.pop()), column)
+        if len(epochs) == 1 and len(codecs) == 1 and len(set(minutes)) == 1:
+            self._fold((codecs.pop(), epochs.pop(), minutes[0]), column, sizes)
             return
-        split: dict[tuple[int, int], list[BatchHeader]] = {}
-        for header in headers:
-            key = (header.attributes & COMPRESSION_MASK, header.partition_leader_epoch)
-            split.setdefault(key, []).append(header)
-        for key, some in split.items():
-            self._fold(key, _columns(some))
+        split: dict[tuple[int, int, int], list[int]] = {}
+        for i, (header, minute) in enumerate(zip(headers, minutes, strict=True)):
+            key = (header.attributes & COMPRESSION_MASK, header.partition_leader_epoch, minute)
+            split.setdefault(key, []).append(i)
+        for key, indexes in split.items():
+            some = [headers[i] for i in indexes]
+            self._fold(key, header_columns(some), [sizes[i] for i in indexes])
 
-    def _fold(self, key: tuple[int, int], column: dict[str, tuple[int, ...]]) -> None:
+    def _fold(
+        self, key: tuple[int, int, int], column: dict[str, tuple[int, ...]], sizes: Sequence[int]
+    ) -> None:
         counts = column["record_count"]
         lengths = column["batch_length"]
         bases = column["base_offset"]
@@ -161,6 +182,7 @@ class BatchSummaries:
             max(lengths) + LOG_OVERHEAD,
             min(bases),
             max(map(add, bases, column["last_offset_delta"])),
+            sum(sizes),
         ]
         held = self.figures.get(key)
         if held is not None:
@@ -168,37 +190,40 @@ class BatchSummaries:
         self.figures[key] = figures
 
     def to_arrow(self, piece: SegmentSlice) -> pa.RecordBatch:
-        """One row of the partials view per (codec, epoch), placed at the slice's start."""
+        """One row of the partials view per (codec, epoch, minute), at the slice's start."""
         keys = list(self.figures)
         fields = list(zip(*self.figures.values(), strict=True))
         summary = pa.StructArray.from_arrays(
             [
-                pa.array([COMPRESSION_NAMES[codec] for codec, _ in keys], pa.string()),
+                pa.array([COMPRESSION_NAMES[codec] for codec, _, _ in keys], pa.string()),
+                pa.array([minute for _, _, minute in keys], pa.int64()),
                 *(
                     pa.array(values, f.type)
-                    for values, f in zip(fields, list(_SUMMARY_TYPE)[1:], strict=True)
+                    for values, f in zip(fields, list(_SUMMARY_TYPE)[2:], strict=True)
                 ),
             ],
             fields=list(_SUMMARY_TYPE),
         )
-        epochs = pa.array([epoch for _, epoch in keys], _TYPES["leader_epoch"])
-        return _summary_rows(KIND_BATCH_SUMMARY, piece, epochs, batch_summary=summary)
+        epochs = pa.array([epoch for _, epoch, _ in keys], _TYPES["leader_epoch"])
+        return summary_rows(KIND_BATCH_SUMMARY, piece, epochs, batch_summary=summary)
 
 
-def _columns(headers: Sequence[BatchHeader]) -> dict[str, tuple[int, ...]]:
-    """Batch headers as one tuple per field, by field name (transposed in C)."""
-    return dict(zip(BatchHeader._fields, zip(*headers, strict=True), strict=True))
+def minute_of(timestamps: Sequence[int]) -> list[int]:
+    """``_minute`` of plain ints (a chunk's batch max timestamps)."""
+    minutes: list[int] = _minute(pa.array(timestamps, pa.int64())).to_pylist()
+    return minutes
 
 
-def _summary_rows(
+def summary_rows(
     kind: str,
     piece: SegmentSlice,
     epochs: pa.Array,
     group: pa.StructArray | None = None,
     batch_summary: pa.StructArray | None = None,
+    producer_summary: pa.StructArray | None = None,
 ) -> pa.RecordBatch:
-    """Rows of the partials view that sum up part of a slice (``group`` or
-    ``batch_summary`` filled), placed at the slice's start."""
+    """Rows of the partials view that sum up part of a slice (``group``,
+    ``batch_summary`` or ``producer_summary`` filled), placed at the slice's start."""
     rows = len(epochs)
     columns = [
         *slice_columns(kind, piece, _TYPES, rows),
@@ -210,6 +235,7 @@ def _summary_rows(
         null_struct(_TYPES["corruption"], rows),
         null_struct(_GROUP_TYPE, rows) if group is None else group,
         null_struct(_SUMMARY_TYPE, rows) if batch_summary is None else batch_summary,
+        null_struct(_PRODUCER_TYPE, rows) if producer_summary is None else producer_summary,
     ]
     return pa.RecordBatch.from_arrays(columns, schema=PARTIALS_ARROW)
 
@@ -220,7 +246,7 @@ def _group_rows(piece: SegmentSlice, groups: pa.Table) -> pa.RecordBatch:
         [groups.column(field.name).combine_chunks().cast(field.type) for field in _GROUP_TYPE],
         fields=list(_GROUP_TYPE),
     )
-    return _summary_rows(
+    return summary_rows(
         KIND_GROUP, piece, pa.nulls(groups.num_rows, _TYPES["leader_epoch"]), group=group
     )
 
@@ -235,6 +261,7 @@ def partial_batches(
     held = 0  # rows in groups
     fold_at = MERGE_GROUP_ROWS
     summaries = BatchSummaries()
+    producers = ProducerSummaries()
     # Rows passed through (corruption, kept records) are sent on in batches of
     # ARROW_BATCH_ROWS or more, as each batch costs Spark a fixed price.
     pending: list[pa.RecordBatch] = []
@@ -254,15 +281,17 @@ def partial_batches(
                 groups = [_aggregate(pa.concat_tables(groups), first_pass=False)]
                 held = groups[0].num_rows
                 fold_at = max(MERGE_GROUP_ROWS, 2 * held)
-        summaries.add(rows.batch_headers)
+        summaries.add(rows.batch_headers, rows.batch_sizes)
+        producers.add(rows.batch_headers, rows.batch_sizes, rows.batch_controls)
         if rows.order:
             kept = rows.to_arrow(piece)
             rows_kept = kept.num_rows
             no_group = null_struct(_GROUP_TYPE, rows_kept)
             no_summary = null_struct(_SUMMARY_TYPE, rows_kept)
+            no_producer = null_struct(_PRODUCER_TYPE, rows_kept)
             pending.append(
                 pa.RecordBatch.from_arrays(
-                    [*kept.columns, no_group, no_summary], schema=PARTIALS_ARROW
+                    [*kept.columns, no_group, no_summary, no_producer], schema=PARTIALS_ARROW
                 )
             )
             pending_rows += rows_kept
@@ -273,6 +302,13 @@ def partial_batches(
         yield pa.concat_batches(pending)
     # The slice's summing-up rows go as one Arrow batch.
     tail = [summaries.to_arrow(piece)] if summaries.figures else []
+    if producers.figures:
+        no_epochs = pa.nulls(len(producers.figures), _TYPES["leader_epoch"])
+        tail.append(
+            summary_rows(
+                KIND_PRODUCER_SUMMARY, piece, no_epochs, producer_summary=producers.to_struct()
+            )
+        )
     if groups:
         merged = groups[0] if len(groups) == 1 else pa.concat_tables(groups)
         tail.append(_group_rows(piece, _aggregate(merged, first_pass=False)))

@@ -13,31 +13,35 @@ flat frames, plus the record groups and the batch summaries:
     batches     log_dir, broker_id, topic, partition, segment, position,
                 batch_base_offset, leader_epoch, last_offset, record_count,
                 records_in_range, size, compression, timestamp_type, max_timestamp,
-                producer_id, is_transactional, is_control
+                producer_id, is_transactional, is_control, producer_epoch,
+                base_sequence, uncompressed_size, control_type
     corruption  log_dir, broker_id, topic, partition, segment, position,
                 batch_base_offset, leader_epoch, length, reason
 
     groups      topic, partition, log_dir, broker_id, key, minute, records, value_bytes,
                 first_offset, last_offset, first_timestamp, last_timestamp
     summaries   topic, partition, log_dir, broker_id, leader_epoch, compression,
-                batches, records, min_records, max_records, bytes, max_bytes,
-                first_offset, last_offset
+                minute, batches, records, min_records, max_records, bytes, max_bytes,
+                first_offset, last_offset, uncompressed_bytes
+    producers   topic, partition, log_dir, broker_id, and the fields of
+                analytics.schema.PRODUCER_SUMMARY (analytics.producers)
 
 The figures drawn from records (partition summary, records per minute, top keys) are
 computed over groups: sums, mins, maxes and distinct keys of groups equal those of the
 records they hold, whether a group holds one record (``group_records``, from the scan
 view) or all of a slice's records of one key and minute (the partials view, aggregated
 on the executors by ``analytics.partials``). Likewise the figures drawn from batches
-(partition summary, batch statistics, leader epochs) are computed over batch
+(partition summary, batch statistics, leader epochs, traffic) are computed over batch
 summaries, of one batch each (``summarise_batches``) or of all of a slice's batches of
-one codec and leader epoch; averages are sums over counts, as Spark's ``avg`` divides
-them. The divergence check reads records: the partials view keeps them for partitions
-found in two or more log dirs, the only ones it compares.
+one codec, leader epoch and minute; averages are sums over counts, as Spark's ``avg``
+divides them. The producers report reads producer summaries the same way
+(``analytics.producers``). The divergence check reads records: the partials view keeps
+them for partitions found in two or more log dirs, the only ones it compares.
 
 Per-partition figures are per replica (keyed by log_dir as well): when several brokers'
 log dirs are given, each replica gets its own row and ``divergence`` compares them.
-Topic-wide figures (records per minute, top keys) read one replica per partition
-(``one_copy``) so replicas are not counted twice.
+Topic-wide figures (records per minute, traffic, top keys, topics, producers) read one
+replica per partition (``analytics.copies.one_copy``) so replicas are not counted twice.
 """
 
 from __future__ import annotations
@@ -45,18 +49,20 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from minibroker.analytics.copies import REPLICA, one_copy
+from minibroker.analytics.producers import producer_report, summarise_producers
 from minibroker.analytics.schema import (
     KIND_BATCH,
     KIND_BATCH_SUMMARY,
     KIND_CORRUPTION,
     KIND_GROUP,
+    KIND_PRODUCER_SUMMARY,
     KIND_RECORD,
     MINUTE_MS,
     SCAN_GROUP,
 )
-
-REPLICA = ["topic", "partition", "log_dir", "broker_id"]
-"""One partition replica: the key of every per-partition figure."""
+from minibroker.analytics.topics import topic_summary
+from minibroker.analytics.traffic import traffic
 
 _COMMON = [
     "log_dir",
@@ -85,13 +91,17 @@ def split_scan(scan: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
     )
 
 
+def minute_of(timestamp: Column) -> Column:
+    """The start of ``timestamp``'s minute, in ms (``analytics.schema.MINUTE_MS``)."""
+    return F.floor(timestamp / MINUTE_MS) * MINUTE_MS
+
+
 def group_records(records: DataFrame) -> DataFrame:
     """Each record as a group of one (the groups' columns, see the module docstring)."""
-    minute = F.floor(F.col("timestamp") / MINUTE_MS) * MINUTE_MS
     return records.select(
         *REPLICA,
         "key",
-        minute.alias("minute"),
+        minute_of(F.col("timestamp")).alias("minute"),
         F.lit(1).cast("long").alias("records"),
         F.greatest(F.col("value_size"), F.lit(0)).cast("long").alias("value_bytes"),
         F.col("offset").alias("first_offset"),
@@ -107,6 +117,7 @@ def summarise_batches(batches: DataFrame) -> DataFrame:
         *REPLICA,
         "leader_epoch",
         "compression",
+        minute_of(F.col("max_timestamp")).alias("minute"),
         F.lit(1).cast("long").alias("batches"),
         F.col("record_count").cast("long").alias("records"),
         F.col("record_count").alias("min_records"),
@@ -115,21 +126,8 @@ def summarise_batches(batches: DataFrame) -> DataFrame:
         F.col("size").alias("max_bytes"),
         F.col("batch_base_offset").alias("first_offset"),
         "last_offset",
+        F.col("uncompressed_size").cast("long").alias("uncompressed_bytes"),
     )
-
-
-def one_copy(groups: DataFrame) -> DataFrame:
-    """The record groups of one replica per partition: the one holding the most records
-    (ties: the first log dir by name). Choosing replicas, not deduplicating offsets,
-    keeps this a join with a tiny broadcast table instead of a shuffle of every group."""
-    held = groups.groupBy("topic", "partition", "log_dir").agg(F.sum("records").alias("n"))
-    best = Window.partitionBy("topic", "partition").orderBy(F.col("n").desc(), F.col("log_dir"))
-    chosen = (
-        held.withColumn("choice", F.row_number().over(best))
-        .where(F.col("choice") == 1)
-        .select("topic", "partition", "log_dir")
-    )
-    return groups.join(F.broadcast(chosen), ["topic", "partition", "log_dir"])
 
 
 def _per_minute_rate(count: Column, first_ts: Column, last_ts: Column) -> Column:
@@ -252,7 +250,8 @@ def batch_stats(batches: DataFrame) -> DataFrame:
 
 def batch_stats_from_summaries(summaries: DataFrame) -> DataFrame:
     """Per replica and compression codec: batches, records, records per batch
-    (min/avg/max) and batch size in bytes (avg/max)."""
+    (min/avg/max), batch size in bytes (avg/max), bytes on disk and uncompressed, and
+    the compression ratio (uncompressed over on disk: 1.0 without a codec)."""
     batches = _batch_count()
     return summaries.groupBy(*REPLICA, "compression").agg(
         batches.alias("batches"),
@@ -263,6 +262,8 @@ def batch_stats_from_summaries(summaries: DataFrame) -> DataFrame:
         F.round(F.sum("bytes") / batches, 1).alias("avg_batch_bytes"),
         F.max("max_bytes").alias("max_batch_bytes"),
         F.sum("bytes").alias("bytes"),
+        F.sum("uncompressed_bytes").alias("uncompressed_bytes"),
+        F.round(F.sum("uncompressed_bytes") / F.sum("bytes"), 3).alias("compression_ratio"),
     )
 
 
@@ -273,11 +274,14 @@ def leader_epochs(batches: DataFrame) -> DataFrame:
 
 def leader_epochs_from_summaries(summaries: DataFrame) -> DataFrame:
     """Per replica, each leader epoch seen with its start offset (first offset written
-    in it, as in Kafka's leader-epoch-checkpoint), last offset and batch count."""
+    in it, as in Kafka's leader-epoch-checkpoint), last offset, batch count, and the
+    minutes of its first and last batch's max timestamp (when it led, as the data says)."""
     return summaries.groupBy(*REPLICA, "leader_epoch").agg(
         F.min("first_offset").alias("start_offset"),
         F.max("last_offset").alias("last_offset"),
         _batch_count().alias("batches"),
+        F.min("minute").alias("first_minute"),
+        F.max("minute").alias("last_minute"),
     )
 
 
@@ -362,7 +366,14 @@ def divergence(records: DataFrame) -> DataFrame:
 def build_reports(scan: DataFrame, top_n: int = DEFAULT_TOP_KEYS) -> dict[str, DataFrame]:
     """Every report of the job, by output name, from the scan view."""
     records, batches, corruption = split_scan(scan)
-    return _reports(group_records(records), summarise_batches(batches), records, corruption, top_n)
+    return _reports(
+        group_records(records),
+        summarise_batches(batches),
+        summarise_producers(batches),
+        records,
+        corruption,
+        top_n,
+    )
 
 
 def build_partial_reports(
@@ -375,21 +386,28 @@ def build_partial_reports(
     summaries = partials.where(F.col("kind") == KIND_BATCH_SUMMARY).select(
         *REPLICA, "leader_epoch", "batch_summary.*"
     )
-    return _reports(groups, summaries, records, corruption, top_n)
+    producers = partials.where(F.col("kind") == KIND_PRODUCER_SUMMARY).select(
+        *REPLICA, "producer_summary.*"
+    )
+    return _reports(groups, summaries, producers, records, corruption, top_n)
 
 
 def _reports(
     groups: DataFrame,
     summaries: DataFrame,
+    producers: DataFrame,
     records: DataFrame,
     corruption: DataFrame,
     top_n: int,
 ) -> dict[str, DataFrame]:
     return {
         "partitions": partition_summary_from_groups(groups, summaries, corruption),
+        "topics": topic_summary(groups),
         "records_per_minute": records_per_minute_from_groups(groups),
+        "traffic": traffic(summaries),
         "top_keys": top_keys_from_groups(groups, top_n),
         "batches": batch_stats_from_summaries(summaries),
+        "producers": producer_report(producers),
         "leader_epochs": leader_epochs_from_summaries(summaries),
         "corruption": corruption_report(corruption),
         "divergence": divergence(records),

@@ -28,14 +28,17 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from minibroker.analytics.layout import SegmentSlice
+from minibroker.protocol.compression import Compression, decompress
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.errors import CorruptMessageError
 from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
+    ControlRecordType,
     DecodedRecord,
     Header,
     TimestampType,
+    control_record_type,
     decode_batch,
     read_header,
     validate_batch,
@@ -46,6 +49,15 @@ TIMESTAMP_TYPE_NAMES = {
     TimestampType.LOG_APPEND_TIME: "LogAppendTime",
 }
 """Kafka's own names for the two timestamp types (as kafka-dump-log prints them)."""
+CONTROL_TYPE_NAMES = {ControlRecordType.COMMIT: "commit", ControlRecordType.ABORT: "abort"}
+UNKNOWN_CONTROL_TYPE = "unknown"  # a control record whose key names no known marker
+
+
+def control_type_name(key: bytes | None) -> str:
+    """What a control batch marks, from its (first) record's key."""
+    kind = control_record_type(key)
+    return UNKNOWN_CONTROL_TYPE if kind is None else CONTROL_TYPE_NAMES[kind]
+
 
 _EPOCH_AND_TIMESTAMP = struct.Struct(">iq")
 _LENGTH = struct.Struct(">i")
@@ -74,11 +86,13 @@ ALL_TIME = TimeRange()
 
 @dataclass(frozen=True, slots=True)
 class ScannedBatch:
-    """A batch whose CRC matched; ``records`` are those inside the time range."""
+    """A batch whose CRC matched; ``records`` are those inside the time range;
+    ``uncompressed_size`` what the whole batch would take uncompressed."""
 
     position: int
     header: BatchHeader
     records: list[DecodedRecord]
+    uncompressed_size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +193,16 @@ def scan_slice(
             records = [r for r in records if time_range.contains(r.timestamp)]
             if not records:
                 continue
-        yield ScannedBatch(pos, header, records)
+        yield ScannedBatch(pos, header, records, _uncompressed_size(view, pos, header))
+
+
+def _uncompressed_size(view: memoryview, pos: int, header: BatchHeader) -> int:
+    """The batch's header plus its records section decompressed (a batch that decoded
+    has a section that decompresses)."""
+    if header.compression is Compression.NONE:
+        return header.size
+    section = bytes(view[pos + BATCH_HEADER_SIZE : pos + header.size])
+    return BATCH_HEADER_SIZE + len(decompress(header.compression, section))
 
 
 def record_checksum(leader_epoch: int, record: DecodedRecord) -> int:
@@ -273,5 +296,9 @@ def scan_rows(piece: SegmentSlice, time_range: TimeRange = ALL_TIME) -> Iterator
             header.producer_id,
             header.is_transactional,
             header.is_control,
+            header.producer_epoch,
+            header.base_sequence,
+            item.uncompressed_size,
+            control_type_name(item.records[0].key) if header.is_control else None,
         )
         yield ("batch", *common, item.position, base, epoch, None, batch, None)

@@ -16,11 +16,15 @@ rows only for partitions found in two or more log dirs (the divergence check com
 them offset by offset), and instead of the other records a few ``group`` rows: per
 slice, key and minute, how many records, their value bytes and first/last offset and
 timestamp; instead of the batch rows a few ``batch_summary`` rows: per slice,
-compression codec and leader epoch (the ``leader_epoch`` column), how many batches,
-their records and bytes with the smallest and largest of each, and their first and last
-offset (``analytics.partials``). Every report figure is a sum, min, max or distinct-key
-count of these, so the executors aggregate and the JVM reads a few rows per slice
-instead of one per record and one per batch.
+compression codec, leader epoch (the ``leader_epoch`` column) and minute of the batches'
+max timestamps, how many batches, their records and bytes (on disk and uncompressed)
+with the smallest and largest of each, and their first and last offset
+(``analytics.partials``); and a few ``producer_summary`` rows: per slice, producer id
+and epoch, its batches, records, bytes, sequence numbers and transaction markers
+(``analytics.producer_summaries``). Every report figure is a sum, min, max or
+distinct-key count of these (the producers' sequence gaps also compare neighbouring
+slices), so the executors aggregate and the JVM reads a few rows per slice instead of
+one per record and one per batch.
 
 Column order here must match the tuples built in ``analytics.scan`` and the Arrow
 batches built in ``analytics.columns``.
@@ -44,6 +48,7 @@ KIND_BATCH = "batch"
 KIND_CORRUPTION = "corruption"
 KIND_GROUP = "group"
 KIND_BATCH_SUMMARY = "batch_summary"
+KIND_PRODUCER_SUMMARY = "producer_summary"
 MINUTE_MS = 60_000
 """A group row's minute: ``floor(timestamp / MINUTE_MS) * MINUTE_MS``, divided as doubles
 (as Spark's ``/`` does), so executors and Spark put a record in the same minute."""
@@ -91,6 +96,13 @@ SCAN_BATCH = StructType(
         StructField("producer_id", LongType(), False),
         StructField("is_transactional", BooleanType(), False),
         StructField("is_control", BooleanType(), False),
+        StructField("producer_epoch", IntegerType(), False),
+        StructField("base_sequence", IntegerType(), False),
+        # what the batch would take uncompressed: header plus decompressed records
+        StructField("uncompressed_size", IntegerType(), False),
+        # a control batch's marker (protocol.records.control): "commit", "abort", or
+        # "unknown"; null for a data batch
+        StructField("control_type", StringType()),
     ]
 )
 
@@ -134,6 +146,7 @@ SCAN_GROUP = StructType(
 BATCH_SUMMARY = StructType(
     [
         StructField("compression", StringType(), False),
+        StructField("minute", LongType(), False),  # of the batches' max timestamps
         StructField("batches", LongType(), False),
         StructField("records", LongType(), False),  # sum of the batches' record counts
         StructField("min_records", IntegerType(), False),
@@ -142,6 +155,31 @@ BATCH_SUMMARY = StructType(
         StructField("max_bytes", IntegerType(), False),
         StructField("first_offset", LongType(), False),  # smallest base offset
         StructField("last_offset", LongType(), False),  # largest last offset
+        StructField("uncompressed_bytes", LongType(), False),  # their uncompressed sizes
+    ]
+)
+
+PRODUCER_SUMMARY = StructType(
+    [
+        StructField("producer_id", LongType(), False),  # -1: not idempotent
+        StructField("producer_epoch", IntegerType(), False),
+        StructField("batches", LongType(), False),  # data and control batches
+        StructField("records", LongType(), False),
+        StructField("bytes", LongType(), False),
+        StructField("uncompressed_bytes", LongType(), False),
+        StructField("first_offset", LongType(), False),
+        StructField("last_offset", LongType(), False),
+        # Sequence numbers of the idempotent data batches (null without any): the first
+        # one's base sequence, the one expected after the last, and how many batches
+        # did not start where the one before them ended.
+        StructField("first_sequence", IntegerType()),
+        StructField("next_sequence", IntegerType()),
+        StructField("sequence_gaps", LongType(), False),
+        StructField("transactional_batches", LongType(), False),  # data batches only
+        StructField("commits", LongType(), False),  # COMMIT markers
+        StructField("aborts", LongType(), False),  # ABORT markers
+        StructField("last_transactional_offset", LongType()),  # of a transactional batch
+        StructField("last_marker_offset", LongType()),  # of a control batch
     ]
 )
 
@@ -150,6 +188,7 @@ PARTIALS = StructType(
         *SCAN.fields,
         StructField("group", SCAN_GROUP),
         StructField("batch_summary", BATCH_SUMMARY),
+        StructField("producer_summary", PRODUCER_SUMMARY),
     ]
 )
 

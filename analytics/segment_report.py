@@ -1,9 +1,11 @@
 """The segment report job: ``spark-submit analytics/segment_report.py --log-dirs A,B --out DIR``.
 
 Reads segment files straight from one or many log dirs (no broker involved), writes one
-Parquet table per report under ``--out`` (partitions, records_per_minute, top_keys,
-batches, leader_epochs, corruption, divergence; see analytics.report) plus
-``summary.txt``, and prints progress lines and that summary.
+Parquet table per report under ``--out`` (partitions, topics, records_per_minute,
+traffic, top_keys, batches, producers, leader_epochs, corruption, divergence; see
+analytics.report) plus ``summary.txt`` and, unless ``--no-html``, the same as charts in
+``report.html`` (``--html PATH`` to put it elsewhere; analytics.html_report), and prints
+progress lines and that summary, whose last line names the page.
 
 How this works: the ``minibroker`` data source's ``partials`` view is read once and
 cached (one task per core, each reading its share of the segment slices, decoded and
@@ -37,6 +39,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from minibroker.analytics.datasource import FORMAT_NAME, register
+from minibroker.analytics.html_report import render_report, write_report
 from minibroker.analytics.jobargs import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -55,11 +58,16 @@ from minibroker.analytics.layout import (
 )
 from minibroker.analytics.report import build_partial_reports
 from minibroker.analytics.summary import SegmentRead, format_summary, human_bytes
+from minibroker.protocol.errors import MinibrokerError
 
 PROG = "segment_report"
 APP_NAME = "minibroker-segment-report"
 COLLECT_LIMIT = 1000
 """Rows per report brought to the driver for the summary (it prints far fewer)."""
+HTML_COLLECT_LIMIT = 20_000
+"""Rows per report brought to the driver when the HTML report is drawn too: every
+replica of 1,000 partitions at replication factor 3 and a few leader epochs each (the
+page's charts choose and aggregate further; its tables say when rows were left out)."""
 PROGRESS_INTERVAL_S = 10.0
 """How often a long scan reports its progress: a sign of life, not a flood."""
 REPORT_WRITERS = 3
@@ -155,6 +163,7 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     )
 
     out = Path(options.out)
+    limit = COLLECT_LIMIT if options.html is None else HTML_COLLECT_LIMIT
 
     def write(name: str, frame: DataFrame) -> list[dict[str, object]] | None:
         """Write one report; its first rows for the summary unless NOT_SUMMARISED."""
@@ -167,7 +176,7 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
         progress(f"wrote {target} in {monotonic() - began:.1f} s")
         if not summarised:
             return None
-        rows = [r.asDict() for r in frame.limit(COLLECT_LIMIT).collect()]
+        rows = [r.asDict() for r in frame.limit(limit).collect()]
         frame.unpersist()
         return rows
 
@@ -179,7 +188,14 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
         }
     scan.unpersist()
 
-    summary = format_summary(tables, options.log_dirs, segments_read(options.log_dirs, pieces))
+    read = segments_read(options.log_dirs, pieces)
+    if options.html is not None:
+        began = monotonic()
+        page = render_report(tables, options.log_dirs, read, out=str(out))
+        write_report(Path(options.html), page)
+        weight = human_bytes(len(page.encode("utf-8")))
+        progress(f"wrote {options.html} ({weight}) in {monotonic() - began:.1f} s")
+    summary = format_summary(tables, options.log_dirs, read, options.html)
     (out / "summary.txt").write_text(summary + "\n", encoding="utf-8")
     progress(f"done in {monotonic() - started:.1f} s; summary in {out / 'summary.txt'}")
     return summary
@@ -216,7 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         summary = run_job(spark, options)
     except OSError as exc:  # e.g. --out not writable, a log dir vanished mid-plan
-        print(f"{PROG}: error: {exc.strerror or exc}", file=sys.stderr)
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{PROG}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_ERROR
+    except MinibrokerError as exc:  # e.g. no vl-convert-python for the HTML report
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except PySparkException as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -99,8 +99,10 @@ def format_summary(
     tables: Mapping[str, Rows],
     log_dirs: Sequence[str],
     read: Mapping[str, Sequence[SegmentRead]] | None = None,
+    html: str | None = None,
 ) -> str:
-    """The summary; ``read`` (log dir -> segment files read) adds what was read."""
+    """The summary; ``read`` (log dir -> segment files read) adds what was read, and
+    ``html`` (the HTML report's path) a last line naming it."""
     parts = tables.get("partitions", [])
     total_records = sum(r["records"] for r in parts)
     total_bytes = sum(r["bytes"] for r in parts)
@@ -174,4 +176,6 @@ def format_summary(
             )
         lines.append(f"  {r['topic']}-{r['partition']}: replicas {verdict}; {replicas}")
     out += _section("Replica divergence", lines, "no partition found in more than one log dir")
+    if html is not None:
+        out.append(f"HTML report: {html}")
     return "\n".join(out)

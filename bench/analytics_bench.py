@@ -27,10 +27,22 @@ then measures, on the same files:
 - job_records_per_s: the whole report job (scan, cache, 7 reports written as
   Parquet, summary), SparkSession start excluded;
 - object_records_per_s: the object-per-record path (``analytics.scan.scan_rows``, one
-  tuple per row), the data source's decoder before the column one, for reference.
+  tuple per row), the data source's decoder before the column one, for reference;
+- html_pairs (``--html-pairs``): ``minibroker analyze`` run as a user runs it (spark-submit,
+  a fresh JVM each time) on the same files with and without ``report.html``, the two in
+  alternating order, with each pair's ratio; html_ratio is the median ratio (the bar:
+  at most 1.05);
+- job_html_pairs: the same pair for the report job alone in the warm SparkSession,
+  where the page's cost is a larger share (html_s is the page's own time: render and
+  write);
+- render_ms: how long the 1 GiB data set's report.html takes to draw every chart in
+  headless Chromium (Debian's ``chromium``; ms from navigation start, a fresh browser
+  each time; the bar: under 3,000), and render_1000_partitions_ms the same for a page
+  of 1,000 partitions made up from report tables, with its size in page_1000_bytes.
 
-Each figure is a list over ``--runs`` runs (the job: ``--job-runs``), with the 1-minute
-load average after each; the single-process scans all run before Spark starts (with
+Each figure is a list over ``--runs`` runs (the job: ``--job-runs``; the HTML pairs:
+``--html-pairs``; ``--html-only`` skips the scans), with the 1-minute load average
+after each; the single-process scans all run before Spark starts (with
 ``--interleave``: each run times all of them in turn, once Spark is warm). Prints
 progress on stderr and one JSON object on its last line. Figures depend on how busy the
 machine is: run it alone, and read the load.
@@ -45,6 +57,7 @@ import multiprocessing
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,7 +80,9 @@ from minibroker.analytics.layout import (
 from minibroker.analytics.partials import partial_batches, replicated_partitions
 from minibroker.analytics.scan import scan_rows
 from minibroker.analytics.schema import KIND_GROUP
+from minibroker.analytics.vega_bundle import vega_bundle
 from minibroker.protocol.records import encode_values
+from tests.support.cli import cli_command
 
 RECORD_BYTES = 1024
 BATCH_RECORDS = 16  # 16 x 1 KiB = Kafka producer's default batch.size
@@ -245,16 +260,73 @@ class SparkBench:
         records = scan_frame(self.spark, options, "scan").where("kind = 'record'").count()
         return records, time.perf_counter() - started
 
-    def job(self, root: Path, out: Path, progress: Any = None) -> float:
+    def job(self, root: Path, out: Path, progress: Any = None, html: bool = False) -> float:
         from minibroker.analytics.segment_report import run_job
 
-        options = JobOptions([str(root)], str(out), None, None, None, 10, None)
+        page = str(out / "report.html") if html else None
+        options = JobOptions([str(root)], str(out), None, None, None, 10, None, page)
         started = time.perf_counter()
         run_job(self.spark, options, progress=progress or (lambda line: None))
         return time.perf_counter() - started
 
     def stop(self) -> None:
         self.spark.stop()
+
+
+def analyze(logs: Path, out: Path, html: bool) -> float:
+    """Seconds for ``minibroker analyze`` over ``logs``, as a user runs it."""
+    command = cli_command("analyze", "--log-dirs", str(logs), "--out", str(out))
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    started = time.perf_counter()
+    done = subprocess.run(
+        [*command, *([] if html else ["--no-html"])], capture_output=True, text=True, env=env
+    )
+    seconds = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "report.html").is_file() == html
+    return seconds
+
+
+def alternating_pairs(
+    name: str, run: Callable[[bool, Path], float], work: Path, pairs: int
+) -> list[dict[str, float]]:
+    """``pairs`` runs with and without the HTML report, alternating which goes first."""
+    rows = []
+    for pair in range(pairs):
+        seconds = {}
+        for html in (True, False) if pair % 2 == 0 else (False, True):
+            seconds[html] = run(html, work / f"{name}-{pair}-{'html' if html else 'plain'}")
+        rows.append({"with_html_s": round(seconds[True], 2),
+                     "without_html_s": round(seconds[False], 2),
+                     "ratio": round(seconds[True] / seconds[False], 3),
+                     "load": load_average()})  # fmt: skip
+        log(f"{name} pair {pair + 1}: {rows[-1]}")
+    return rows
+
+
+def render_ms(page: Path, runs: int, work: Path) -> list[int]:
+    """Ms from navigation start until every chart of ``page`` drew, in a fresh headless
+    Chromium each run."""
+    from tests.support.browser import HeadlessChromium
+
+    figures = []
+    for run in range(runs):
+        with HeadlessChromium(work / f"chromium-{page.stem}-{run}") as browser:
+            tab = browser.open(page.as_uri())
+            tab.evaluate("window.reportRendered")
+            figures.append(int(tab.evaluate("document.documentElement.dataset.renderMs")))
+        log(f"render {page.name} {run + 1}: {figures[-1]} ms")
+    return figures
+
+
+def made_up_page(work: Path) -> Path:
+    """report.html of 1,000 partitions (10 topics of 100, 3 replicas) from made-up tables."""
+    from minibroker.analytics.html_report import render_report, write_report
+    from tests.support.report_tables import cluster_tables
+
+    page = work / "made-up-1000" / "report.html"
+    write_report(page, render_report(cluster_tables(10, 100, 3, damaged=True), ["/data"]))
+    return page
 
 
 def main() -> int:
@@ -271,17 +343,24 @@ def main() -> int:
         help="each run times every scan in turn, Spark's too (the JVM up and warm), so "
         "both sides see the same moment of a shared machine's load",
     )
+    parser.add_argument("--html-pairs", type=int, default=3, help="analyze runs with and "
+                        "without report.html, alternating (and as many job pairs)")  # fmt: skip
+    parser.add_argument("--render-runs", type=int, default=3, help="report.html in Chromium")
+    parser.add_argument("--html-only", action="store_true", help="skip the scan figures")
     args = parser.parse_args()
+    vega_bundle()  # made once and cached: a first report.html would pay for it
     root = Path(args.dir or tempfile.mkdtemp(prefix="mb-analytics-bench-"))
     try:
         logs = root / "logs"
         started = time.perf_counter()
         written = write_data(logs, args.size_mb, args.segment_mb)
         log(f"wrote {written:,} records in {time.perf_counter() - started:.1f} s")
-        records, seconds = object_scan(logs)
-        assert records == written, (records, written)
-        object_rps = written / seconds
-        log(f"object-per-row scan: {object_rps:,.0f} records/s")
+        object_rps = 0.0
+        if not args.html_only:
+            records, seconds = object_scan(logs)
+            assert records == written, (records, written)
+            object_rps = written / seconds
+            log(f"object-per-row scan: {object_rps:,.0f} records/s")
         plain: list[dict[str, float]] = []
         plain_rows: list[dict[str, float]] = []
         pairs: list[dict[str, float]] = []
@@ -297,19 +376,34 @@ def main() -> int:
                 timed(plain_rows, f"plain row scan {run + 1}", plain_row_scan, logs, written)
                 timed(pairs, f"two-process scan {run + 1}", scan_in_two, logs, written)
 
+            runs = 0 if args.html_only else args.runs
             if not args.interleave:
                 # Every single-process scan runs before the JVM starts: an idle JVM
                 # still compiles and collects in the background, which would slow it.
-                for run in range(args.runs):
+                for run in range(runs):
                     plain_round(run)
+            # The analyze pairs start JVMs of their own: before this one exists.
+            analyze_pairs = alternating_pairs(
+                "analyze", lambda html, out: analyze(logs, out, html), root, args.html_pairs
+            )
             spark = SparkBench(args.master, root)
             try:
-                for run in range(args.runs):
+                html_seconds: list[float] = []
+
+                def job_pair(html: bool, out: Path) -> float:
+                    def progress(line: str) -> None:
+                        if "report.html" in line and line.startswith("wrote"):
+                            html_seconds.append(float(line.rsplit(" in ", 1)[1].split()[0]))
+
+                    return spark.job(logs, out, progress, html)
+
+                job_pairs = alternating_pairs("job", job_pair, root, args.html_pairs)
+                for run in range(runs):
                     if args.interleave:
                         plain_round(run)
                     timed(scans, f"spark scan {run + 1}", spark.scan, logs, written)
                     timed(row_scans, f"spark row scan {run + 1}", spark.row_scan, logs, written)
-                for run in range(args.job_runs):
+                for run in range(0 if args.html_only else args.job_runs):
                     seconds = spark.job(logs, root / f"report-{run}", progress=log)
                     jobs.append({"records_per_s": round(written / seconds), "load": load_average()})
                     log(f"job {run + 1}: {jobs[-1]}")
@@ -320,8 +414,18 @@ def main() -> int:
             return [row[name] for row in rows]
 
         def ratio(spark_rows: list[dict[str, float]], plain_rows: list[dict[str, float]]) -> float:
+            if not spark_rows or not plain_rows:
+                return 0.0
             spark_median = statistics.median(each("records_per_s", spark_rows))
             return round(spark_median / statistics.median(each("records_per_s", plain_rows)), 3)
+
+        def median_ratio(pairs: list[dict[str, float]]) -> float:
+            return statistics.median(each("ratio", pairs)) if pairs else 0.0
+
+        page = sorted(root.glob("analyze-*-html/report.html"))[:1]
+        renders = render_ms(page[0], args.render_runs, root) if page else []
+        made_up = made_up_page(root)
+        renders_1000 = render_ms(made_up, args.render_runs, root)
 
         figures = {
             "bench": "analytics",
@@ -347,6 +451,15 @@ def main() -> int:
             "job_records_per_s": each("records_per_s", jobs),
             "job_load_avg_1m": each("load", jobs),
             "object_records_per_s": round(object_rps),
+            "html_pairs": analyze_pairs,
+            "html_ratio": median_ratio(analyze_pairs),
+            "job_html_pairs": job_pairs,
+            "job_html_ratio": median_ratio(job_pairs),
+            "html_s": html_seconds,
+            "report_bytes": page[0].stat().st_size if page else 0,
+            "render_ms": renders,
+            "render_1000_partitions_ms": renders_1000,
+            "page_1000_bytes": made_up.stat().st_size,
         }
     finally:
         if not args.dir:

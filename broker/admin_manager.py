@@ -13,6 +13,7 @@ returns the response body; errors are Kafka error codes in the body, never excep
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -38,6 +39,10 @@ from minibroker.protocol.errors import (
 from minibroker.protocol.messages import bodies
 
 DEFAULT_SETTING = -1
+
+TOPICS_PER_TURN = 100
+"""CreateTopics validates (and assigns) this many topics between two yields to the other
+connections: one maximal request never holds the event loop for long."""
 """num_partitions / replication_factor meaning "use the broker default"."""
 
 
@@ -53,8 +58,11 @@ class AdminZk(Protocol):
     async def wait_for_topics_deleted(self, topics: Iterable[str]) -> None: ...
 
 
-ConfigValidator = Callable[[Mapping[str, str]], None]
-"""Raises InvalidConfigError naming the bad key (broker/topic_configs.py's table)."""
+ConfigValidator = Callable[
+    [Mapping[str, str]], Sequence[bodies.CreateTopicsResponseTopicConfig] | None
+]
+"""Raises InvalidConfigError naming the bad key (broker/topic_configs.py's table); else
+returns the topic's resulting configs for the answer (None: none to report)."""
 
 TopicsReady = Callable[[Iterable[str]], Awaitable[None]]
 """Returns once this broker's metadata knows every named topic (CreateTopics waits for it
@@ -106,10 +114,12 @@ class AdminManager:
     ) -> bodies.CreateTopicsResponse:
         live = set(await self._zk.get_live_brokers())
         existing = await self._zk.get_topics()
-        names = [t["name"] for t in request["topics"]]
+        named = Counter(t["name"] for t in request["topics"])
         results: list[bodies.CreateTopicsResponseTopic] = []
         valid: dict[str, tuple[dict[int, list[int]], dict[str, str]]] = {}
-        for topic in request["topics"]:
+        for index, topic in enumerate(request["topics"]):
+            if index % TOPICS_PER_TURN == TOPICS_PER_TURN - 1:
+                await trio.lowlevel.checkpoint()  # a large request lets others run
             name = topic["name"]
             result: bodies.CreateTopicsResponseTopic = {
                 "name": name,
@@ -117,12 +127,13 @@ class AdminManager:
                 "replication_factor": -1,
             }
             try:
-                if names.count(name) > 1:
+                if named[name] > 1:
                     raise InvalidRequestError(f"topic {name!r} appears twice in the request")
                 assignment = self._assignment_for(topic, live, existing)
                 config = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
+                configs = None
                 if self._validate_config is not None:
-                    self._validate_config(config)
+                    configs = self._validate_config(config)
             except KafkaError as exc:
                 result |= {"error_code": exc.code, "error_message": exc.message}
             else:
@@ -132,6 +143,7 @@ class AdminManager:
                     "error_message": None,
                     "num_partitions": len(assignment),
                     "replication_factor": len(assignment[0]),
+                    "configs": list(configs or ()),
                 }
             results.append(result)
         created: list[str] = []
@@ -147,6 +159,7 @@ class AdminManager:
                         "error_message": error.message,
                         "num_partitions": -1,
                         "replication_factor": -1,
+                        "configs": [],
                     }
                 elif result["name"] in valid:
                     created.append(result["name"])

@@ -10,9 +10,16 @@ format: the codec in front of the dispatcher decodes and encodes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
 
+import trio
+
+from minibroker.broker.authorized_operations import (
+    cluster_operations,
+    everything,
+    metadata_operations,
+)
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
@@ -28,11 +35,25 @@ from minibroker.broker.topic_auto_creation import TopicAutoCreator
 from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
+    ClusterAuthorizationFailedError,
+    InvalidRecordError,
     InvalidRequestError,
     KafkaError,
 )
 from minibroker.protocol.messages import bodies
+from minibroker.protocol.messages.bodies import Records
+from minibroker.protocol.session import Session
 from minibroker.storage.names import TopicPartition
+
+PARTITIONS_PER_TURN = 250
+"""A Produce or Fetch naming more partitions is appended or read this many at a time,
+the event loop serving other connections between (~3-4 ms a turn)."""
+
+NOT_FROM_REPLICA = "a replica's request is accepted only from that broker's proven connection"
+
+
+ReplicaCheck: TypeAlias = Callable[[Session, int], bool]
+"""Whether a session may speak for replica (broker) id N: ControllerFence.is_broker."""
 
 
 class KafkaApis:
@@ -40,7 +61,12 @@ class KafkaApis:
         self,
         replica_manager: ReplicaManager,
         metadata_cache: MetadataCache,
+        *,
+        is_replica: ReplicaCheck = lambda session, broker_id: False,
     ) -> None:
+        """``is_replica``: who may send a follower's requests (replica id >= 0); the
+        default refuses them all."""
+        self.is_replica = is_replica
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
@@ -58,6 +84,12 @@ class KafkaApis:
         dispatcher.register(bodies.OFFSET_FOR_LEADER_EPOCH, self.handle_offset_for_leader_epoch)
         dispatcher.register(bodies.DESCRIBE_CLUSTER, self.handle_describe_cluster)
 
+    def _check_replica(self, header: RequestHeader, replica_id: int) -> None:
+        """A replica's request (``replica_id`` >= 0) only from that broker's proven
+        connection (broker/controller_fence.py): a fake follower could move the HW."""
+        if replica_id >= 0 and not self.is_replica(header.session, replica_id):
+            raise ClusterAuthorizationFailedError(NOT_FROM_REPLICA)
+
     # -- produce ---------------------------------------------------------------------------
 
     def handle_produce(
@@ -74,7 +106,10 @@ class KafkaApis:
             entry = (tp, only["records"])
             results = self.replica_manager.append_records(acks, [entry])
         else:
-            results = self._append_partitions(acks, topics)
+            entries = self._produce_entries(topics)
+            if len(entries) > PARTITIONS_PER_TURN:
+                return self._produce_in_turns(acks, entries, request["timeout_ms"])
+            results = self._append(acks, entries)
         if acks == 0:
             # No answer was asked for. On a failure Kafka closes the connection: the
             # producer's only way to notice and refresh its metadata.
@@ -93,17 +128,22 @@ class KafkaApis:
             return Deferred(await_acks)
         return _produce_body(results, {})
 
-    def _append_partitions(
-        self, acks: int, topics: list[bodies.ProduceRequestTopic]
-    ) -> list[tuple[TopicPartition, AppendResult | KafkaError]]:
-        """Produce's appends when it names several partitions: counted against the
-        limit first, and each partition named twice answered INVALID_REQUEST."""
+    def _produce_entries(
+        self, topics: list[bodies.ProduceRequestTopic]
+    ) -> list[tuple[TopicPartition, Records]]:
+        """Produce's (partition, records) when it names several partitions, counted
+        against the limit first."""
         check_partition_count(topics, self.max_partitions)
-        entries = [
+        return [
             (TopicPartition(topic["name"], p["index"]), p["records"])
             for topic in topics
             for p in topic["partitions"]
         ]
+
+    def _append(
+        self, acks: int, entries: list[tuple[TopicPartition, Records]]
+    ) -> list[tuple[TopicPartition, AppendResult | KafkaError]]:
+        """The appends of several partitions; each named twice answered INVALID_REQUEST."""
         twice = duplicate_partitions(tp for tp, _ in entries)
         if twice:
             entries = [(tp, records) for tp, records in entries if tp not in twice]
@@ -111,12 +151,49 @@ class KafkaApis:
         results += [(tp, _named_twice(tp)) for tp in twice]
         return results
 
+    def _produce_in_turns(
+        self, acks: int, entries: list[tuple[TopicPartition, Records]], timeout_ms: int
+    ) -> Deferred[bodies.ProduceResponse]:
+        """A Produce of many partitions, appended ``PARTITIONS_PER_TURN`` at a time with
+        the other connections served between: its connection reads no further request
+        until every append is made (``ordered``), so a pipelined next Produce still
+        follows it, partition by partition."""
+        manager = self.replica_manager
+        ordered = trio.Event()
+        twice = duplicate_partitions(tp for tp, _ in entries)
+
+        async def in_turns() -> bodies.ProduceResponse | None:
+            results: list[tuple[TopicPartition, AppendResult | KafkaError]] = []
+            try:
+                once = [(tp, records) for tp, records in entries if tp not in twice]
+                for start in range(0, len(once), PARTITIONS_PER_TURN):
+                    if start:
+                        await trio.lowlevel.checkpoint()
+                    chunk = once[start : start + PARTITIONS_PER_TURN]
+                    results += manager.append_records(acks, chunk)
+            finally:
+                ordered.set()
+            results += [(tp, _named_twice(tp)) for tp in twice]
+            if acks == 0:
+                failed = [(tp, r) for tp, r in results if isinstance(r, KafkaError)]
+                if failed:
+                    tp, error = failed[0]
+                    raise CloseConnection(f"acks=0 produce to {tp} failed: {error.name}")
+                return None
+            outcomes = {}
+            if acks == -1 and any(not isinstance(r, KafkaError) for _, r in results):
+                outcomes = await manager.wait_for_acks(results, timeout_ms)
+            return _produce_body(results, outcomes)
+
+        return Deferred(in_turns, ordered)
+
     # -- offset for leader epoch -----------------------------------------------------------
 
     def handle_offset_for_leader_epoch(
         self, header: RequestHeader, request: bodies.OffsetForLeaderEpochRequest
     ) -> Answer[bodies.OffsetForLeaderEpochResponse]:
         """Where each asked-about epoch ends on this leader's log (KIP-101, KIP-279)."""
+        self._check_replica(header, request["replica_id"])
         check_partition_count(request["topics"], self.max_partitions)
         topics: list[bodies.OffsetForLeaderEpochResponseTopic] = []
         for topic in request["topics"]:
@@ -148,6 +225,7 @@ class KafkaApis:
     def handle_fetch(
         self, header: RequestHeader, request: bodies.FetchRequest
     ) -> Answer[bodies.FetchResponse]:
+        self._check_replica(header, request["replica_id"])
         check_partition_count(request["topics"], self.max_partitions)
         requests = [
             FetchPartition(
@@ -169,10 +247,23 @@ class KafkaApis:
             min_bytes=request["min_bytes"],
             max_wait_ms=request["max_wait_ms"],
             partitions=requests,
+            # Kafka's ClientMetadata: a consumer's Fetch v11+ may be served by followers.
+            client_rack=request["rack_id"]
+            if header.api_version >= FOLLOWER_FETCH_VERSION and request["replica_id"] < 0
+            else None,
         )
         manager = self.replica_manager
-        found = manager.fetch_messages(fetch)
         metrics = self.metrics if fetch.replica_id < 0 else None  # Kafka's BytesOut: consumers
+        if len(requests) > PARTITIONS_PER_TURN:
+
+            async def in_turns() -> bodies.FetchResponse:
+                found = await manager.fetch_messages_in_turns(fetch, PARTITIONS_PER_TURN)
+                if not isinstance(found, list):
+                    found = await manager.wait_for_fetch(fetch, found)
+                return _fetch_body(found + refused, metrics)
+
+            return Deferred(in_turns)
+        found = manager.fetch_messages(fetch)
         if isinstance(found, list):
             return _fetch_body(found + refused, metrics)
 
@@ -237,7 +328,8 @@ class KafkaApis:
         names = None if requested is None else [t["name"] for t in requested]
         if names and request["allow_auto_topic_creation"]:
             self.topic_auto_creator.request(names)
-        return self.metadata_cache.metadata_response(names)
+        answer = self.metadata_cache.metadata_response(names)
+        return metadata_operations(answer, request, everything)
 
     def handle_describe_cluster(
         self, header: RequestHeader, request: bodies.DescribeClusterRequest
@@ -251,6 +343,9 @@ class KafkaApis:
             "cluster_id": answer["cluster_id"] or "",
             "controller_id": answer["controller_id"],
             "brokers": [_cluster_broker(b) for b in answer["brokers"]],
+            "cluster_authorized_operations": cluster_operations(
+                request["include_cluster_authorized_operations"], everything
+            ),
         }
 
     def handle_api_versions(
@@ -287,7 +382,7 @@ def _produce_answer(
 ) -> bodies.ProduceResponseTopicPartition:
     error = result if isinstance(result, KafkaError) else outcomes.get(tp)
     if error is not None:
-        return {
+        answer: bodies.ProduceResponseTopicPartition = {
             "index": tp.partition,
             "error_code": error.code,
             "base_offset": -1,
@@ -295,6 +390,12 @@ def _produce_answer(
             "log_start_offset": -1,
             "error_message": error.message,
         }
+        if isinstance(error, InvalidRecordError) and error.record_errors:
+            answer["record_errors"] = [
+                {"batch_index": index, "batch_index_error_message": why}
+                for index, why in error.record_errors
+            ]
+        return answer
     assert isinstance(result, AppendResult)
     return {
         "index": tp.partition,
@@ -323,6 +424,7 @@ def _fetch_body(
                 "last_stable_offset": r.high_watermark,
                 "log_start_offset": r.log_start_offset,
                 "records": r.records,
+                "preferred_read_replica": read.preferred_read_replica,
             }
         else:
             assert read.error is not None
@@ -341,6 +443,9 @@ def _fetch_body(
         "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
     }
 
+
+FOLLOWER_FETCH_VERSION = 11
+"""Fetch v11 brought rack_id and preferred_read_replica (KIP-392)."""
 
 RequestTopic: TypeAlias = (
     bodies.ProduceRequestTopic

@@ -41,6 +41,7 @@ from minibroker.broker.authorization_broker_rules import (
     configs,
     create_topics,
     delete_topics,
+    describe_cluster,
     fetch,
     init_producer_id,
     metadata,
@@ -48,7 +49,7 @@ from minibroker.broker.authorization_broker_rules import (
     produce,
 )
 from minibroker.broker.authorization_group_rules import (
-    DESCRIBE_GROUPS_EMPTY,
+    describe_groups,
     find_coordinator,
     list_groups,
     offset_commit,
@@ -116,7 +117,10 @@ RULES: Final[dict[int, Rule]] = {
     ApiKey.ELECT_LEADERS: on_cluster(Operation.ALTER),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: on_cluster(Operation.ALTER),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: on_cluster(Operation.DESCRIBE),
-    ApiKey.DESCRIBE_CLUSTER: on_cluster(Operation.DESCRIBE),
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+    # A broker's identity proof: brokers only, as the controller's requests.
+    ApiKey.BROKER_CHALLENGE: on_cluster(Operation.CLUSTER_ACTION),
+    ApiKey.BROKER_PROOF: on_cluster(Operation.CLUSTER_ACTION),
     # SASL: authentication comes before any authorization.
     17: no_check,  # SaslHandshake
     36: no_check,  # SaslAuthenticate
@@ -128,7 +132,7 @@ RULES: Final[dict[int, Rule]] = {
     12: on_group(Operation.READ),  # Heartbeat
     13: on_group(Operation.READ),  # LeaveGroup
     14: on_group(Operation.READ),  # SyncGroup
-    15: per_group(Operation.DESCRIBE, "groups", "groups", DESCRIBE_GROUPS_EMPTY),  # DescribeGroups
+    15: describe_groups,  # DescribeGroups
     16: list_groups,  # ListGroups
     42: per_group(Operation.DELETE, "groups_names", "results"),  # DeleteGroups
     47: offset_delete,  # OffsetDelete

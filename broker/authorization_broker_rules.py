@@ -4,7 +4,7 @@ producers (the operations are Kafka's, see broker/authorization.py)."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, cast
 
 from minibroker.broker.authorization_rules import (
     TOPIC,
@@ -14,7 +14,9 @@ from minibroker.broker.authorization_rules import (
     per_topic,
     refused_topic,
     split_items,
+    then,
 )
+from minibroker.broker.authorized_operations import cluster_operations, metadata_operations
 from minibroker.broker.request_handler import CloseConnection
 from minibroker.protocol.acls import Operation
 from minibroker.protocol.api import Body
@@ -22,6 +24,7 @@ from minibroker.protocol.errors import (
     ClusterAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
+from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.cluster import RESOURCE_TOPIC
 
 
@@ -66,6 +69,32 @@ OFFSET_FOR_LEADER_EPOCH_TOPICS: Final = per_topic(
 
 
 def metadata(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
+    """``metadata_topics``, and the authorized operations asked for, the principal's."""
+    allowed, complete = metadata_topics(asker, body)
+    if not body.get("include_topic_authorized_operations") and not body.get(
+        "include_cluster_authorized_operations"
+    ):
+        return allowed, complete
+    request = cast(bodies.MetadataRequest, body)
+
+    def operations(answer: Body) -> Body:
+        typed = cast(bodies.MetadataResponse, answer)
+        return dict(metadata_operations(typed, request, asker.authorized))
+
+    return allowed, then(complete, operations)
+
+
+def describe_cluster(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
+    asker.require_cluster(Operation.DESCRIBE)
+    if not body.get("include_cluster_authorized_operations"):
+        return body, None
+    return body, lambda answer: {
+        **answer,
+        "cluster_authorized_operations": cluster_operations(True, asker.authorized),
+    }
+
+
+def metadata_topics(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
     """Every topic needs DESCRIBE; one that does not exist yet and would be
     auto-created also needs CREATE (on the cluster or the topic)."""
     error = TopicAuthorizationFailedError()

@@ -10,9 +10,12 @@ from minibroker.broker.authorization_rules import (
     TOPIC,
     Asker,
     Completion,
+    per_group,
     per_topic,
     split_items,
+    then,
 )
+from minibroker.broker.authorized_operations import group_operations
 from minibroker.protocol.acls import Operation
 from minibroker.protocol.api import Body
 from minibroker.protocol.errors import TopicAuthorizationFailedError
@@ -97,3 +100,24 @@ def list_groups(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
         return {**answer, "groups": groups}
 
     return body, hide
+
+
+def describe_groups(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
+    """DESCRIBE on each group; the authorized operations asked for, the principal's."""
+    allowed, complete = DESCRIBE_GROUPS(asker, body)
+    if not body.get("include_authorized_operations"):
+        return allowed, complete
+
+    def operations(answer: Body) -> Body:
+        groups = [
+            {**g, "authorized_operations": group_operations(True, g["group_id"], asker.authorized)}
+            if g["error_code"] == 0
+            else g
+            for g in answer["groups"]
+        ]
+        return {**answer, "groups": groups}
+
+    return allowed, then(complete, operations)
+
+
+DESCRIBE_GROUPS: Final = per_group(Operation.DESCRIBE, "groups", "groups", DESCRIBE_GROUPS_EMPTY)

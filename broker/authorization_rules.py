@@ -14,7 +14,13 @@ from typing import Any, TypeAlias
 
 from minibroker.broker.authorizer import AclAuthorizer
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.protocol.acls import CLUSTER_NAME, Operation, ResourceType
+from minibroker.protocol.acls import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    Operation,
+    ResourceType,
+    operations_bitfield,
+)
 from minibroker.protocol.api import Body, RequestHeader
 from minibroker.protocol.errors import (
     ClusterAuthorizationFailedError,
@@ -59,6 +65,13 @@ class Asker:
 
     def may(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name)
+
+    def authorized(self, resource_type: ResourceType, name: str) -> int:
+        """The bitfield of the supported operations this session may perform on the
+        resource (KIP-430's ``authorized_operations``)."""
+        return operations_bitfield(
+            op for op in SUPPORTED_OPERATIONS[resource_type] if self.may(op, resource_type, name)
+        )
 
     def may_on_cluster(self, operation: Operation) -> bool:
         return self.may(operation, CLUSTER, CLUSTER_NAME)
@@ -190,3 +203,10 @@ def per_group(
         )
 
     return rule
+
+
+def then(first: Completion | None, second: Completion) -> Completion:
+    """Both completions, ``first`` (if any) before ``second``."""
+    if first is None:
+        return second
+    return lambda answer: second(first(answer))

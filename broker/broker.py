@@ -6,6 +6,8 @@ Start-up order (Kafka's KafkaServer.startup):
 2. with ``zookeeper.connect``: open the ZooKeeper session; every component that keeps
    state in ZooKeeper (ISR changes, topic and broker configs, log-dir failures, topic
    creation) is constructed with it, standalone with None;
+   the broker's identity key is read from its first log dir, or made there
+   (broker/identity_key.py): its connections to other brokers prove its id with it;
 3. bind the listener (port 0 picks a free port) - and, with ``kafka.listeners``, the
    listener speaking Kafka's own protocol (broker/kafka_codec.py) through the same
    dispatcher - and publish this broker in its own metadata cache, so a standalone
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Protocol
@@ -42,16 +45,23 @@ from minibroker.broker.acl_apis import AclApis
 from minibroker.broker.acl_sync import AclSync
 from minibroker.broker.admin_manager import AdminManager
 from minibroker.broker.apis import KafkaApis
+from minibroker.broker.auth_failures import AuthFailureLimiter
 from minibroker.broker.authorization import RequestAuthorization
 from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, parse_super_users
 from minibroker.broker.broker_configs import BrokerConfigs
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.connection_limits import (
+    ConnectionLimits,
+    CreationRate,
+    parse_overrides,
+)
 from minibroker.broker.controller_apis import ControllerApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.credentials import CredentialCache
 from minibroker.broker.dispatcher import RequestDispatcher
+from minibroker.broker.identity_key import BrokerKey
 from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.log_cleaner import CleanerCollector, LogCleaner
 from minibroker.broker.log_dir_mover import LogDirMover
@@ -60,17 +70,20 @@ from minibroker.broker.log_maintenance import LogMaintenance
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
 from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
+from minibroker.broker.peer_identity import PeerProofs
 from minibroker.broker.producer_ids import install_init_producer_id
 from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.replication_quota import ReplicationQuotas
+from minibroker.broker.request_caps import RequestCaps
 from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.sasl_gate import SaslListener, install_sasl_after_login
-from minibroker.broker.security import ListenerSecurity, listener_security
+from minibroker.broker.security import ListenerSecurity, inter_broker_security, listener_security
 from minibroker.broker.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.net.security import ClientSecurity
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
 from minibroker.zk.client import open_zk_client
@@ -131,9 +144,21 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.metrics = BrokerMetrics()
-        self.dispatcher = RequestDispatcher(self.metrics)
+        self.dispatcher = RequestDispatcher(
+            self.metrics, RequestCaps(config.request_max_partitions)
+        )
         # One budget for every listener's queued request and response bytes.
         self.queued_bytes = QueuedBytes(queued_max_bytes(config.queued_max_request_bytes))
+        # One connection budget for every listener (file descriptors are the broker's).
+        self.connection_limits = ConnectionLimits(
+            max_connections=config.max_connections,
+            max_per_ip=config.max_connections_per_ip,
+            overrides=parse_overrides(config.max_connections_per_ip_overrides),
+        )
+        self.auth_failures = AuthFailureLimiter(
+            delay_s=config.connection_failed_authentication_delay_ms / 1000,
+            rate_per_s=config.connection_failed_authentication_rate_per_ip,
+        )
         self.log_dir_mover: LogDirMover | None = None
         self.scrubber: Scrubber | None = None
         self.log_cleaner: LogCleaner | None = None
@@ -143,11 +168,17 @@ class Broker:
         self.membership: ClusterMembership | None = None
         self.topic_configs: TopicConfigs | None = None
         self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
+        self.identity: BrokerKey | None = None
+        """The key this broker proves its id with (cluster mode, broker/identity_key.py)."""
+        self.inter_broker_security: ClientSecurity | None = None
+        """How this broker's connections to the others secure and prove themselves."""
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
         # Registered last: prometheus_client collects once at registration.
-        self.metrics.registry.register(ServerLimitsCollector(self.queued_bytes, self._listeners))
+        self.metrics.registry.register(
+            ServerLimitsCollector(self.queued_bytes, self._listeners, self.auth_failures)
+        )
 
     def _listeners(self) -> list[tuple[str, BrokerServer]]:
         """The servers listening, by listener name (for the metrics)."""
@@ -177,10 +208,16 @@ class Broker:
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         log_manager = await trio.to_thread.run_sync(self._open_log_manager)
         self.log_manager = log_manager
+        if self.config.zookeeper_connect:  # with the log dirs locked: ours alone
+            self.identity = await trio.to_thread.run_sync(
+                BrokerKey.load_or_create, self.config.broker_id, self.config.log_dirs[0]
+            )
+        self.inter_broker_security = inter_broker_security(self.config, self.identity)
         try:
             async with self._zookeeper_session() as zk:
                 await self._serve(log_manager, zk, task_status)
         finally:
+            gc.unfreeze()  # what start-up froze may now become garbage
             with trio.CancelScope(shield=True):
                 await self._shutdown()
 
@@ -208,7 +245,12 @@ class Broker:
     ) -> None:
         config = self.config
         quotas = ReplicationQuotas.unlimited()
-        fetchers = ReplicaFetcherManager(config, address_of=self._address_of, quota=quotas.follower)
+        fetchers = ReplicaFetcherManager(
+            config,
+            address_of=self._address_of,
+            quota=quotas.follower,
+            security=self.inter_broker_security,
+        )
         log_dir_failures = LogDirFailures(log_manager, config.broker_id, zk=zk)
         replica_manager = ReplicaManager(
             config,
@@ -229,9 +271,12 @@ class Broker:
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
         )
-        apis = KafkaApis(replica_manager, self.metadata_cache)
+        apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
         apis.install(self.dispatcher)
         ControllerApis(replica_manager, self.metadata_cache, fence).install(
+            self.dispatcher, listener=config.inter_broker_listener
+        )
+        PeerProofs(zk, config.broker_id).install(
             self.dispatcher, listener=config.inter_broker_listener
         )
         install_sasl_after_login(self.dispatcher)
@@ -345,6 +390,8 @@ class Broker:
                     address=self.address,
                     kafka_address=self.kafka_address,
                     services=self.session_services,
+                    identity=self.identity,
+                    security=self.inter_broker_security,
                 )
                 await nursery.start(self.membership.run)
                 if admin_manager is not None and config.auto_create_topics_enable:
@@ -355,23 +402,39 @@ class Broker:
                 self.server.port,
                 ",".join(config.log_dirs),
             )
+            # What start-up built (every log's segments, indexes, partitions) lives as
+            # long as the broker: out of the collector's sight, a full collection no
+            # longer walks it (one took 40-65 ms with 3,000 partitions, stalling every
+            # client; docs/performance.md).
+            gc.collect()
+            gc.freeze()
             task_status.started(self)
 
     def _security_of(
         self, security: ListenerSecurity | None, *, raw_tokens: bool = False
     ) -> dict[str, Any]:
-        """BrokerServer's TLS and SASL arguments for a listener of ``security``."""
+        """BrokerServer's TLS, SASL and connection-limit arguments for a listener of
+        ``security``."""
         if security is None:
-            return {}
+            return {
+                "limits": self.connection_limits,
+                "creation_rate": CreationRate(self.config.max_connection_creation_rate),
+            }
         sasl = None
         if security.uses_sasl:
             sasl = SaslListener(
-                security.name, security.mechanisms, self.credentials.lookup, raw_tokens=raw_tokens
+                security.name,
+                security.mechanisms,
+                self.credentials.lookup,
+                raw_tokens=raw_tokens,
+                limiter=self.auth_failures,
             )
         return {
             "ssl_context": security.ssl_context,
             "ssl_handshake_timeout_s": security.handshake_timeout_s,
             "sasl": sasl,
+            "limits": self.connection_limits,
+            "creation_rate": CreationRate(self.config.max_connection_creation_rate),
         }
 
     async def _install_authorizer(self, zk: KafkaZkClient | None) -> AclSync | None:

@@ -25,12 +25,14 @@ cluster-wide default entity (empty name) is not supported.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.config_keys import config_text
 from minibroker.broker.replication_quota import UNLIMITED as NO_QUOTA
 from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.protocol.errors import (
@@ -54,10 +56,11 @@ FOLLOWER_THROTTLE = "follower.replication.throttled.rate"
 DYNAMIC_KEYS = (FOLLOWER_THROTTLE, LEADER_THROTTLE, LOG_DIRS_THROTTLE)
 """The dynamic broker keys accepted (sorted): the reassignment tool's throttles."""
 
-SOURCE_DYNAMIC_BROKER_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
-"""Kafka's ConfigSource for a broker resource (1 is DYNAMIC_BROKER_CONFIG)."""
+"""Kafka's ConfigSource codes of a broker resource (1 is a topic's override, 3 the cluster-wide
+dynamic default, 6 a logger level)."""
 
 UNLIMITED = 9223372036854775807
 """Kafka's default for the throttle keys (Long.MAX_VALUE: no throttle)."""
@@ -105,6 +108,38 @@ def static_value(config: BrokerConfig, name: str) -> tuple[int, int]:
         default = BrokerConfig().replica_alter_log_dirs_io_max_bytes_per_second
         return value, SOURCE_DEFAULT_CONFIG if value == default else SOURCE_STATIC_BROKER_CONFIG
     return UNLIMITED, SOURCE_DEFAULT_CONFIG
+
+
+SENSITIVE_WORDS = ("password", "jaas")
+"""A key naming one of these holds a secret: described with no value, as Kafka does."""
+
+
+def static_entries(
+    config: BrokerConfig, keys: list[str] | None
+) -> list[bodies.DescribeConfigsResponseResultConfig]:
+    """This broker's other keys, read-only, as configured at start (Kafka describes every
+    broker key; clients read broker.rack, advertised.listeners and the like there)."""
+    defaults = BrokerConfig()
+    entries: list[bodies.DescribeConfigsResponseResultConfig] = []
+    for field in dataclasses.fields(config):
+        name = field.metadata["name"]
+        if name in DYNAMIC_KEYS or (keys is not None and name not in keys):
+            continue
+        value = getattr(config, field.name)
+        sensitive = any(word in name for word in SENSITIVE_WORDS)
+        entries.append(
+            {
+                "name": name,
+                "value": None if sensitive or value is None else config_text(value),
+                "read_only": True,
+                "config_source": SOURCE_DEFAULT_CONFIG
+                if value == getattr(defaults, field.name)
+                else SOURCE_STATIC_BROKER_CONFIG,
+                "is_sensitive": sensitive,
+                "documentation": None,
+            }
+        )
+    return entries
 
 
 def replication_rate(value: int | None) -> int:
@@ -216,6 +251,8 @@ class BrokerConfigs:
                     "documentation": None,
                 }
             )
+        if broker_id == self.config.broker_id:
+            result["configs"] += static_entries(self.config, keys)
         return result | {"error_code": NONE, "error_message": None}
 
     async def alter(

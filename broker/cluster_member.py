@@ -48,10 +48,11 @@ import trio
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.controller_fence import ControllerFence
+from minibroker.broker.identity_key import BrokerKey
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.security import inter_broker_security
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.net.connection import Connection
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, MinibrokerError
 from minibroker.protocol.messages import bodies
@@ -92,9 +93,14 @@ class ClusterMembership:
         address: tuple[str, int],
         kafka_address: tuple[str, int] | None = None,
         services: Sequence[SessionService] = (),
+        identity: BrokerKey | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         """``address`` is the msgpack listener's; ``kafka_address`` the Kafka-protocol
-        listener's, registered as a second (``KAFKA``) endpoint when there is one."""
+        listener's, registered as a second (``KAFKA``) endpoint when there is one.
+        ``identity``: the key whose public half the registration publishes;
+        ``security``: how the controlled-shutdown connection secures and proves itself."""
+        self.security = security
         self.config = config
         self.zk = zk
         self.metadata_cache = metadata_cache
@@ -110,6 +116,7 @@ class ClusterMembership:
             security_protocols=tuple(
                 (e.listener, config.security_protocol(e.listener)) for e in endpoints
             ),
+            identity_key=None if identity is None else identity.public_key,
         )
         self.services = services
         self.session_file = Path(config.log_dirs[0]) / SESSION_FILE
@@ -263,10 +270,11 @@ class ClusterMembership:
             target.host,
             target.port,
             client_id="controlled-shutdown",
-            security=inter_broker_security(self.config),
+            security=self.security,
         ) as conn:
             response = await conn.request(
-                ApiKey.CONTROLLED_SHUTDOWN, {"broker_id": self.config.broker_id}
+                ApiKey.CONTROLLED_SHUTDOWN,
+                {"broker_id": self.config.broker_id, "broker_epoch": self.fence.broker_epoch},
             )
         if response["error_code"]:
             return None

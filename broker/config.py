@@ -68,7 +68,9 @@ class BrokerConfig(GroupSettings, ReplicationSettings, LogSettings, ListenerSett
         at_least(0),
     )
     broker_rack: str | None = config_key(
-        "broker.rack", None, "Rack of this broker (metadata only)."
+        "broker.rack",
+        None,
+        "Rack of this broker (metadata, and follower fetching: replica.selector.class).",
     )
     zookeeper_connect: str | None = config_key(
         "zookeeper.connect",
@@ -111,8 +113,9 @@ class BrokerConfig(GroupSettings, ReplicationSettings, LogSettings, ListenerSett
     request_max_partitions: int = config_key(
         "request.max.partitions",
         5000,
-        "Most partitions (topics, for Metadata) one Produce, Fetch, ListOffsets,"
-        " OffsetForLeaderEpoch or Metadata request may name; more is INVALID_REQUEST."
+        "Most partitions (topics, for Metadata; groups, resources, ACLs for the APIs"
+        " naming those) one request may name; more is INVALID_REQUEST, checked before"
+        " any per-item work."
         " Not a Kafka key: a request is handled on the event loop, ~20 us a partition,"
         " so this bounds one request's hold on every other client to ~100 ms.",
         at_least(1),

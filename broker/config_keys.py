@@ -118,3 +118,13 @@ def apply_values(base: _C, values: Mapping[str, Any]) -> _C:
 def describe_keys(config_type: type[DataclassInstance]) -> list[tuple[str, str]]:
     """(Kafka name, doc) of every key, in declaration order (for ``--help``-style output)."""
     return [(f.metadata["name"], f.metadata["doc"]) for f in dataclasses.fields(config_type)]
+
+
+def config_text(value: Any) -> str:
+    """A typed config value as Kafka's properties spell it (booleans lower-case, lists
+    comma-separated)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -125,6 +125,44 @@ class ListenerSettings:
         "Close a connection whose TLS handshake is not done in this long (minibroker's own key).",
         at_least(1),
     )
+    max_connections: int = config_key(
+        "max.connections",
+        -1,
+        "Connections the broker holds over all listeners; a new one past it is closed at"
+        " once. -1: three quarters of the process's open-file limit (Kafka: unbounded).",
+        at_least(-1),
+    )
+    max_connections_per_ip: int = config_key(
+        "max.connections.per.ip",
+        2147483647,
+        "Connections one client address may hold; a new one past it is closed at once.",
+        at_least(0),
+    )
+    max_connections_per_ip_overrides: str = config_key(
+        "max.connections.per.ip.overrides",
+        "",
+        "host:count pairs, comma-separated: per-address exceptions to max.connections.per.ip.",
+    )
+    max_connection_creation_rate: int = config_key(
+        "max.connection.creation.rate",
+        2147483647,
+        "New connections a second each listener takes; faster ones wait their turn (KIP-612).",
+        at_least(1),
+    )
+    connection_failed_authentication_delay_ms: int = config_key(
+        "connection.failed.authentication.delay.ms",
+        100,
+        "How long a failed SASL login waits before its refusal and close (KIP-306).",
+        at_least(0),
+    )
+    connection_failed_authentication_rate_per_ip: float = config_key(
+        "connection.failed.authentication.rate.per.ip",
+        1.0,
+        "Failed SASL logins a second one client address may make, after a burst of 10;"
+        " past it, its next login waits before its credential is checked (minibroker's"
+        " own key; 0 = no limit).",
+        at_least(0),
+    )
     authorizer_class_name: str = config_key(
         "authorizer.class.name",
         "",

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from minibroker.broker.config_keys import LONG_MAX, at_least, between, config_key
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+"""The one ``replica.selector.class`` served: Kafka's rack-aware selector
+(broker/replica_selector.py)."""
+
 
 @dataclass(frozen=True)
 class ReplicationSettings:
@@ -19,6 +23,17 @@ class ReplicationSettings:
     )
     unclean_leader_election_enable: bool = config_key(
         "unclean.leader.election.enable", False, "Allow an out-of-ISR replica to lead."
+    )
+    replica_selector_class: str | None = config_key(
+        "replica.selector.class",
+        None,
+        f"Follower fetching (KIP-392): {RACK_AWARE_REPLICA_SELECTOR} points consumers with"
+        " a client.rack at a replica in their rack; unset, they read from leaders.",
+        lambda v: (
+            None
+            if v in (None, "", RACK_AWARE_REPLICA_SELECTOR)
+            else f"only {RACK_AWARE_REPLICA_SELECTOR} is served"
+        ),
     )
     replica_lag_time_max_ms: int = config_key(
         "replica.lag.time.max.ms",

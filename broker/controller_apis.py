@@ -2,8 +2,9 @@
 StopReplica and UpdateMetadata.
 
 They are served on the inter-broker listener only, and each passes the controller
-fence (broker/controller_fence.py) before it changes anything: the controller id and
-epoch must be the ones ZooKeeper names, the broker epoch this broker's registration.
+fence (broker/controller_fence.py) before it changes anything: the connection must
+have proven to be the controller ZooKeeper names, the controller epoch must be the
+current one, the broker epoch this broker's registration.
 They take effect one at a time in arrival order (``InOrder``), as Kafka's
 one-request-at-a-time channel guarantees.
 """
@@ -23,6 +24,7 @@ from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
+    ClusterAuthorizationFailedError,
     KafkaError,
     StaleBrokerEpochError,
     StaleControllerEpochError,
@@ -75,7 +77,7 @@ class ControllerApis:
         }
 
         async def apply() -> bodies.LeaderAndIsrResponse:
-            refused = await self._refuse_unless_from_controller(request)
+            refused = await self._refuse_unless_from_controller(header, request)
             if refused is not None:
                 return {
                     "error_code": refused.code,
@@ -100,7 +102,7 @@ class ControllerApis:
         ]
 
         async def apply() -> bodies.StopReplicaResponse:
-            refused = await self._refuse_unless_from_controller(request)
+            refused = await self._refuse_unless_from_controller(header, request)
             if refused is not None:
                 return {
                     "error_code": refused.code,
@@ -116,7 +118,7 @@ class ControllerApis:
         self, header: RequestHeader, request: bodies.UpdateMetadataRequest
     ) -> Answer[bodies.UpdateMetadataResponse]:
         async def apply() -> bodies.UpdateMetadataResponse:
-            refused = await self._refuse_unless_from_controller(request)
+            refused = await self._refuse_unless_from_controller(header, request)
             if refused is not None:
                 return {"error_code": refused.code, "error_message": refused.message}
             self.replica_manager.update_metadata(request)
@@ -124,14 +126,24 @@ class ControllerApis:
 
         return self._controller_ordered(apply)
 
-    async def _refuse_unless_from_controller(self, request: ControllerRequest) -> KafkaError | None:
-        """None if the controller ZooKeeper names sent ``request`` to this broker's current
-        registration; else the error to answer (nothing is changed)."""
+    async def _refuse_unless_from_controller(
+        self, header: RequestHeader, request: ControllerRequest
+    ) -> KafkaError | None:
+        """None if the controller ZooKeeper names sent ``request``, on its proven
+        connection, to this broker's current registration; else the error to answer
+        (nothing is changed)."""
         try:
             await self.fence.check(
-                request["controller_id"], request["controller_epoch"], request["broker_epoch"]
+                header.session,
+                request["controller_id"],
+                request["controller_epoch"],
+                request["broker_epoch"],
             )
-        except (StaleControllerEpochError, StaleBrokerEpochError) as exc:
+        except (
+            ClusterAuthorizationFailedError,
+            StaleControllerEpochError,
+            StaleBrokerEpochError,
+        ) as exc:
             return exc
         return None
 

@@ -29,6 +29,10 @@ Listeners: each codec serves one named listener. A key registered with ``listene
 (the controller's requests, on ``inter.broker.listener.name``) is answered
 CLUSTER_AUTHORIZATION_FAILED on every other listener, before its handler runs.
 
+Size: every API that names topics, partitions, groups or resources is capped at
+``request.max.partitions`` items (broker/request_caps.py, checked before authorization
+and the handler: no per-item work for a request that is refused).
+
 Authorization: with an authorizer configured, ``authorization`` is set and every handler
 runs through it (broker/authorization.py: the table of which operation each API
 needs); it may refuse the request as a whole by raising, or narrow the request and
@@ -42,9 +46,13 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
+import trio
+
 from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.request_caps import RequestCaps
+from minibroker.broker.request_errors import RequestErrors, describe
 from minibroker.broker.request_handler import Buffer, CloseConnection, Pending, Reply
-from minibroker.protocol.api import ApiKey, Body, RequestHeader
+from minibroker.protocol.api import Body, RequestHeader
 from minibroker.protocol.errors import (
     ClusterAuthorizationFailedError,
     KafkaError,
@@ -60,12 +68,19 @@ ResponseT = TypeVar("ResponseT")
 
 
 class Deferred(Generic[ResponseT]):
-    """A handler's answer that needs awaiting: ``wait()`` returns the body (or None)."""
+    """A handler's answer that needs awaiting: ``wait()`` returns the body (or None).
+    ``ordered``: set once the effects later requests of the connection must follow
+    are done (``Pending.ordered``)."""
 
-    __slots__ = ("wait",)
+    __slots__ = ("ordered", "wait")
 
-    def __init__(self, wait: Callable[[], Awaitable[ResponseT | None]]) -> None:
+    def __init__(
+        self,
+        wait: Callable[[], Awaitable[ResponseT | None]],
+        ordered: trio.Event | None = None,
+    ) -> None:
         self.wait = wait
+        self.ordered = ordered
 
 
 Answer: TypeAlias = ResponseT | Deferred[ResponseT] | None
@@ -104,8 +119,12 @@ class Authorization(Protocol):
 class RequestDispatcher:
     """The API key -> handler table every codec of this broker dispatches through."""
 
-    def __init__(self, metrics: BrokerMetrics) -> None:
+    def __init__(self, metrics: BrokerMetrics, caps: RequestCaps | None = None) -> None:
+        """``caps``: how many items each request may name (broker/request_caps.py),
+        checked before authorization and the handler; None checks nothing."""
         self.metrics = metrics
+        self.caps = caps
+        self.errors = RequestErrors(metrics)  # counted and refusals logged, codecs' too
         self.authorization: Authorization | None = None
         self._handlers: dict[int, Handler] = {}
         self._listener_of: dict[int, str] = {}
@@ -133,17 +152,22 @@ class RequestDispatcher:
 
     def dispatch(self, header: RequestHeader, body: Body, encoder: ResponseEncoder) -> Reply:
         """Run the handler of ``header.api_key`` and encode its answer with ``encoder``."""
+        if self.caps is not None:  # its size first: the cheapest refusal
+            try:
+                self.caps.check(header.api_key, body)
+            except KafkaError as exc:
+                return self._refuse(header, exc, encoder)
         handler = self._handlers.get(header.api_key)
         if handler is None:
             error = UnsupportedVersionError(f"api key {header.api_key} is not served here")
-            return encoder.encode_error(header, error)
+            return self._refuse(header, error, encoder)
         if header.api_key in self._listener_of and encoder.listener != (
             only := self._listener_of[header.api_key]
         ):
             refused = ClusterAuthorizationFailedError(
                 f"{describe(header)} is served on listener {only}, not {encoder.listener}"
             )
-            return encoder.encode_error(header, refused)
+            return self._refuse(header, refused, encoder)
         started = time.perf_counter()
         try:
             guard = self.authorization
@@ -151,13 +175,23 @@ class RequestDispatcher:
         except CloseConnection:
             raise
         except Exception as exc:
-            reply: Reply = encoder.encode_error(header, _as_kafka_error(header, exc))
+            reply: Reply = self._refuse(header, _as_kafka_error(header, exc), encoder)
         else:
             if isinstance(result, Deferred):
-                return Pending(self._finish_deferred(header, body, result, started, encoder))
-            reply = None if result is None else encoder.encode_response(header, result)
+                finish = self._finish_deferred(header, body, result, started, encoder)
+                return Pending(finish, result.ordered)
+            reply = None
+            if result is not None:
+                self.errors.answered(header, result)
+                reply = encoder.encode_response(header, result)
         self.metrics.record_request(header.api_key, body, started)
         return reply
+
+    def _refuse(
+        self, header: RequestHeader, error: KafkaError, encoder: ResponseEncoder
+    ) -> Sequence[Buffer]:
+        self.errors.refused(header, error)
+        return encoder.encode_error(header, error)
 
     def _finish_deferred(
         self,
@@ -171,10 +205,13 @@ class RequestDispatcher:
             try:
                 body = await deferred.wait()
             except Exception as exc:
-                return encoder.encode_error(header, _as_kafka_error(header, exc))
+                return self._refuse(header, _as_kafka_error(header, exc), encoder)
             finally:
                 self.metrics.record_request(header.api_key, request, started)
-            return None if body is None else encoder.encode_response(header, body)
+            if body is None:
+                return None
+            self.errors.answered(header, body)
+            return encoder.encode_response(header, body)
 
         return finish
 
@@ -185,12 +222,3 @@ def _as_kafka_error(header: RequestHeader, exc: Exception) -> KafkaError:
         return exc
     log.error("request %s failed", describe(header), exc_info=exc)
     return KafkaError(f"internal error: {type(exc).__name__}")
-
-
-def describe(header: RequestHeader) -> str:
-    """``METADATA v1 #7 from client-1``: a request named for a log line."""
-    try:
-        name = ApiKey(header.api_key).name
-    except ValueError:
-        name = str(header.api_key)
-    return f"{name} v{header.api_version} #{header.correlation_id} from {header.client_id}"

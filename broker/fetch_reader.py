@@ -25,6 +25,7 @@ import trio
 
 from minibroker.broker.partition import NO_EPOCH, Partition, ReadResult
 from minibroker.broker.purgatory import Purgatory
+from minibroker.broker.replica_selector import RackAwareReplicaSelector
 from minibroker.broker.replication_quota import (
     FetchBudget,
     ReplicationQuotas,
@@ -64,6 +65,9 @@ class FetchRequest:
     min_bytes: int
     max_wait_ms: int
     partitions: Sequence[FetchPartition]
+    client_rack: str | None = None
+    """A consumer's rack (Fetch v11+, KIP-392): not None, it may read from followers and
+    be pointed at a replica in its rack ("" when it names none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,8 @@ class PartitionRead:
     # so a consumer can reset without another round trip.
     high_watermark: int = -1
     log_start_offset: int = -1
+    preferred_read_replica: int = -1
+    """The replica the consumer should fetch from instead (no records then), or -1."""
 
     @property
     def size(self) -> int:
@@ -95,7 +101,7 @@ def fetch_satisfied(reads: Sequence[PartitionRead], fetch: FetchRequest) -> bool
     """A fetch is answered once it has min_bytes, or as soon as any partition fails."""
     total = 0
     for read in reads:
-        if read.error is not None:
+        if read.error is not None or read.preferred_read_replica >= 0:
             return True
         total += read.size
     return total >= fetch.min_bytes
@@ -114,10 +120,13 @@ class FetchReader:
         replication_quotas: ReplicationQuotas,
         on_corrupt_read: Callable[[Partition, CorruptRecordError], None],
         on_follower_fetch: Callable[[Partition, int, int, ReadResult], None],
+        replica_selector: RackAwareReplicaSelector | None = None,
     ) -> None:
         """``partitions`` is the manager's live mapping; ``partition_or_error`` raises
         the error to answer for a partition that cannot be read. ``on_follower_fetch``
-        takes (partition, follower id, fetch offset, result) after a follower's read."""
+        takes (partition, follower id, fetch offset, result) after a follower's read.
+        ``replica_selector`` (``replica.selector.class``) points consumers that name a
+        rack at a follower in it."""
         self.broker_id = broker_id
         self.partitions = partitions
         self.partition_or_error = partition_or_error
@@ -125,6 +134,7 @@ class FetchReader:
         self.replication_quotas = replication_quotas
         self._on_corrupt_read = on_corrupt_read
         self._on_follower_fetch = on_follower_fetch
+        self.replica_selector = replica_selector
         self.parked_bytes = 0
         """The ``max_bytes`` reserved by the fetches parked now."""
 
@@ -133,7 +143,30 @@ class FetchReader:
         (it asked to wait, found fewer than ``min_bytes`` and no partition failed), what
         it found, for ``wait_for_fetch``."""
         notifications = self.fetch_waiters.notifications
-        reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+        reads = self._read(fetch)
+        if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
+            return self._record_throttled(fetch.replica_id, reads)
+        return EarlierRead(reads, notifications)
+
+    async def fetch_messages_in_turns(
+        self, fetch: FetchRequest, per_turn: int
+    ) -> list[PartitionRead] | EarlierRead:
+        """``fetch_messages`` for a fetch of many partitions: read ``per_turn`` at a
+        time, the event loop serving others between; the byte budget and the one
+        oversized first batch (KIP-74) carry over from turn to turn."""
+        notifications = self.fetch_waiters.notifications
+        reads: list[PartitionRead] = []
+        for start in range(0, len(fetch.partitions), per_turn):
+            if start:
+                await trio.lowlevel.checkpoint()
+            used = sum(r.size for r in reads)
+            reads += self.read(
+                fetch.replica_id,
+                max(0, fetch.max_bytes - used),
+                fetch.partitions[start : start + per_turn],
+                fetch.client_rack,
+                first_with_data=not used,
+            )
         if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
             return self._record_throttled(fetch.replica_id, reads)
         return EarlierRead(reads, notifications)
@@ -169,7 +202,7 @@ class FetchReader:
                 ):
                     reads = earlier.reads  # a follower's idle partitions: no second read
                 else:
-                    reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                    reads = self._read(fetch)
                 earlier = None
                 if fetch_satisfied(reads, fetch):
                     return self._record_throttled(fetch.replica_id, reads)
@@ -183,16 +216,28 @@ class FetchReader:
                 wake = min(deadline, self._throttle_retry_at(fetch.replica_id))
                 if not await waiter.wait_until(wake) and wake >= deadline:
                     if reads is None:
-                        reads = self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions)
+                        reads = self._read(fetch)
                     return self._record_throttled(fetch.replica_id, reads)
 
+    def _read(self, fetch: FetchRequest) -> list[PartitionRead]:
+        return self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions, fetch.client_rack)
+
     def read(
-        self, replica_id: int, max_bytes: int, partitions: Sequence[FetchPartition]
+        self,
+        replica_id: int,
+        max_bytes: int,
+        partitions: Sequence[FetchPartition],
+        client_rack: str | None = None,
+        *,
+        first_with_data: bool = True,
     ) -> list[PartitionRead]:
-        """Read every requested partition, sharing ``max_bytes`` between them."""
+        """Read every requested partition, sharing ``max_bytes`` between them;
+        ``first_with_data``: the first partition with data may exceed them (KIP-74).
+        ``client_rack`` not None: a consumer that may read from followers (KIP-392)."""
         from_follower = replica_id >= 0
+        leader_only = client_rack is None
+        selector = None if leader_only else self.replica_selector
         remaining = max_bytes
-        first_with_data = True
         reads: list[PartitionRead] = []
         budget: FetchBudget | None = None  # made on first need: most fetches never do
         for request in partitions:
@@ -206,12 +251,20 @@ class FetchReader:
                     budget = budget or FetchBudget(self.replication_quotas.leader)
                     max_bytes = budget.take(max_bytes)
                     held = max_bytes == 0
+                if selector is not None and client_rack and partition.is_leader:
+                    preferred = selector.preferred_read_replica(
+                        partition, client_rack, request.fetch_offset
+                    )
+                    if preferred is not None:
+                        reads.append(self._redirected(partition, request, preferred))
+                        continue
                 result = partition.read(
                     request.fetch_offset,
                     max_bytes,
                     from_follower=from_follower,
                     current_leader_epoch=request.current_leader_epoch,
                     min_one_message=first_with_data and not held,
+                    leader_only=leader_only,
                 )
             except CorruptRecordError as exc:
                 self._on_corrupt_read(self.partitions[request.tp], exc)
@@ -234,6 +287,16 @@ class FetchReader:
             if from_follower:
                 self._on_follower_fetch(partition, replica_id, request.fetch_offset, result)
         return reads
+
+    @staticmethod
+    def _redirected(partition: Partition, request: FetchPartition, preferred: int) -> PartitionRead:
+        """The answer pointing a consumer at ``preferred``: no records, the leader's
+        offsets (as Kafka: the read is skipped), checked against the leader epoch."""
+        partition.check_leader_epoch(request.current_leader_epoch)
+        empty = ReadResult(
+            b"", partition.high_watermark, partition.log_start_offset, partition.log_end_offset
+        )
+        return PartitionRead(request.tp, empty, None, preferred_read_replica=preferred)
 
     def _leader_throttles(self, partition: Partition, replica_id: int) -> bool:
         """Is ``partition``'s copy to follower ``replica_id`` throttled here? (Listed for

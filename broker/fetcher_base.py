@@ -17,14 +17,28 @@ from minibroker.broker.partition import Partition
 from minibroker.broker.replication_quota import ReplicationQuota
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
-from minibroker.protocol.errors import NONE, NetworkError, UnknownLeaderEpochError
+from minibroker.protocol.errors import (
+    NONE,
+    NetworkError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
 from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 
 UNKNOWN_EPOCH_RETRY_S = 0.05
-"""Retry delay when the leader has not yet seen our (newer) leader epoch: milliseconds
-away, unlike the errors replica.fetch.backoff.ms is for."""
+"""First retry delay when the leader has not yet applied the LeaderAndIsr we already
+have (it is in flight, milliseconds away, unlike the errors replica.fetch.backoff.ms is
+for); it doubles with each such answer in a row, up to replica.fetch.backoff.ms."""
+LEADER_BEHIND_CODES = frozenset(
+    e.code
+    for e in (UnknownLeaderEpochError, UnknownTopicOrPartitionError, NotLeaderOrFollowerError)
+)
+"""What a leader answers before it has applied the LeaderAndIsr naming it leader: it does
+not know our epoch, does not host the partition yet (a topic just created: the controller
+tells every replica at once, and followers often hear first), or still follows."""
 REQUEST_TIMEOUT_S = 30.0
 """Kafka's request.timeout.ms default, added on top of a long poll's own wait."""
 
@@ -48,6 +62,7 @@ class FetchState:
     epoch: int  # the leader epoch this state was truncated for
     truncating: bool = True
     delayed_until: float = 0.0
+    leader_behind: int = 0  # answers in a row that the leader has yet to lead
     lag: int = 0  # leader HW - our LEO at the last answer (the fetcher max-lag metric)
     # Lag was 0 at the last answer: not throttled (Kafka's isReplicaInSync).
     caught_up: bool = False
@@ -113,8 +128,12 @@ class FetcherBase:
 
     def _pause(self, state: FetchState, code: int = NONE) -> None:
         backoff = self.manager.config.replica_fetch_backoff_ms / 1000
-        if code == UnknownLeaderEpochError.code:
+        if code in LEADER_BEHIND_CODES:
             # The leader has yet to apply the LeaderAndIsr we already have; it is in
-            # flight, so ask again soon rather than a whole back-off later.
-            backoff = min(backoff, UNKNOWN_EPOCH_RETRY_S)
+            # flight, so ask again soon rather than a whole back-off later (the first
+            # fetch of a new topic's followers lands here). Doubling: a leader that
+            # stays behind is not asked 20 times a second.
+            early = UNKNOWN_EPOCH_RETRY_S * 2 ** min(state.leader_behind, 16)
+            backoff = min(backoff, early)
+            state.leader_behind += 1
         state.delayed_until = trio.current_time() + backoff

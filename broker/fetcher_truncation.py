@@ -80,6 +80,7 @@ class FetcherTruncation(FetcherBase):
                     refused.setdefault(error_for_code(code).name, []).append(tp)
                     self._pause(state, code)
                     continue
+                state.leader_behind = 0
                 step = decide_truncation(
                     answer["leader_epoch"],
                     answer["end_offset"],

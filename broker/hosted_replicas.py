@@ -36,6 +36,7 @@ from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import Partition, ReadResult
 from minibroker.broker.purgatory import Purgatory
+from minibroker.broker.replica_selector import RackAwareReplicaSelector
 from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.protocol.errors import ConfigError, KafkaStorageError, UnknownTopicOrPartitionError
 from minibroker.storage.errors import CorruptRecordError
@@ -155,6 +156,9 @@ class HostedReplicas:
             replication_quotas=replication_quotas or ReplicationQuotas.unlimited(),
             on_corrupt_read=self._corrupt_read,
             on_follower_fetch=self._record_follower_fetch,
+            replica_selector=RackAwareReplicaSelector(self.broker_id, self._rack_of)
+            if config.replica_selector_class
+            else None,
         )
         self._on_log_dir_failure = on_log_dir_failure
         self.corruption = None if corruption is None else corruption(self)
@@ -256,6 +260,10 @@ class HostedReplicas:
     def _corrupt_read(self, partition: Partition, error: CorruptRecordError) -> None:
         if self.corruption is not None:
             self.corruption.found(partition, error, "read")
+
+    def _rack_of(self, broker_id: int) -> str | None:
+        broker = self.metadata_cache.broker(broker_id)
+        return None if broker is None else broker.rack
 
     def _record_follower_fetch(
         self, partition: Partition, replica_id: int, fetch_offset: int, result: ReadResult

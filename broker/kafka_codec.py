@@ -27,11 +27,10 @@ without one: COORDINATOR_NOT_AVAILABLE).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from minibroker.broker.dispatcher import RequestDispatcher
-from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.request_errors import RequestErrors, describe
 from minibroker.broker.request_handler import Buffer, CloseConnection, Reply
 from minibroker.broker.sasl_gate import SaslExchange
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
@@ -56,9 +55,6 @@ from minibroker.protocol.kafka.reshape import request_to_newest, response_from_n
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
 from minibroker.zk.model import KAFKA_LISTENER
 
-log = logging.getLogger(__name__)
-_refusals = LogRateLimiter(log)  # a client can send bad requests as fast as it likes
-
 
 class KafkaCodec:
     """Serves one listener's Kafka frames through ``dispatcher``."""
@@ -81,21 +77,23 @@ class KafkaCodec:
         except UnsupportedKafkaVersion as exc:
             if exc.header.api_key == ApiKey.API_VERSIONS:
                 return unsupported_api_versions(exc.header, self._served())
-            raise CloseConnection(str(exc)) from exc
+            raise CloseConnection(f"{describe(exc.header)}: {exc}") from exc
         if header.api_key == ApiKey.API_VERSIONS:
             return encode_response(header, api_versions_body(self._served()))
         body = request_to_newest(header.api_key, header.api_version, body)
-        exchange = _Exchange(self.listener, body)
+        exchange = _Exchange(self.listener, body, self.dispatcher.errors)
         if auth is not None and not auth.done:
             return auth.handle(header, body, exchange)
         if produce_version_unsupported(header):
             if body["acks"] == 0:
                 raise CloseConnection(f"Produce v{header.api_version} (acks=0) is not supported")
             error = UnsupportedVersionError(f"Produce v{header.api_version} is not supported")
+            exchange.errors.refused(header, error)
             return exchange.encode_error(header, error)
         try:
             body = normalize_request(header.api_key, header.api_version, body)
         except KafkaError as exc:
+            exchange.errors.refused(header, exc)
             return exchange.encode_error(header, exc)
         return self.dispatcher.dispatch(header, body, exchange)
 
@@ -108,11 +106,12 @@ class KafkaCodec:
 class _Exchange:
     """The encoder of one request's answer: it keeps the request for error responses."""
 
-    __slots__ = ("listener", "request")
+    __slots__ = ("errors", "listener", "request")
 
-    def __init__(self, listener: str, request: Body) -> None:
+    def __init__(self, listener: str, request: Body, errors: RequestErrors) -> None:
         self.listener = listener
         self.request = request
+        self.errors = errors  # refusals made here, before the dispatcher, count too
 
     def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:
         if header.api_key == ApiKey.METADATA:
@@ -125,7 +124,6 @@ class _Exchange:
         return encode_response(header, body)
 
     def encode_error(self, header: RequestHeader, error: KafkaError) -> Sequence[Buffer]:
-        _refusals.info("refused Kafka request api %d: %s", header.api_key, error)
         body = error_response(header.api_key, self.request, error)
         body = response_from_newest(header.api_key, header.api_version, self.request, body)
         return encode_response(header, body)

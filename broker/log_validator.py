@@ -105,7 +105,9 @@ def check_record_counts(records: Buffer) -> None:
 
 def check_keys(records: Buffer) -> None:
     """Raise InvalidRecordError if a record of ``records`` has no key (a compacted
-    topic). Run after ``check_record_counts``: the batches are whole and counted."""
+    topic), naming each keyless record of the first batch holding one by its index in
+    that batch, as Kafka's LogValidator does. Run after ``check_record_counts``: the
+    batches are whole and counted."""
     view = memoryview(records)
     pos = 0
     for pos, header in iter_headers(view):
@@ -123,9 +125,11 @@ def check_keys(records: Buffer) -> None:
             spans = walk_records(section, header.record_count)
         except (ValueError, IndexError, CorruptMessageError):
             raise InvalidRecordError(f"batch at {pos}: its records run past its end") from None
-        if any(span[2] is None for span in spans):
+        keyless = [index for index, span in enumerate(spans) if span[2] is None]
+        if keyless:
+            why = "a compacted topic cannot accept a record without a key"
             raise InvalidRecordError(
-                f"batch at {pos}: a compacted topic cannot accept a record without a key"
+                f"batch at {pos}: {why}", record_errors=[(index, why) for index in keyless]
             )
 
 

@@ -39,6 +39,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import NONE, error_for_code
 from minibroker.storage.corruption import CorruptionStats
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,10 @@ class BrokerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.topics: dict[str, list[int]] = {}  # topic -> [messages in, bytes in, bytes out]
         self.requests: dict[int, list[float]] = {}  # request key -> buckets..., total ms
+        self.errors: dict[tuple[int, int], int] = {}  # (api key, error code) -> answered
         self.registry.register(_CounterCollector(self))
         if os.environ.get(METRICS_SWITCH_ENV, "").lower() == "off":
-            for hook in ("record_append", "record_fetch", "record_request"):
+            for hook in ("record_append", "record_fetch", "record_request", "record_errors"):
                 setattr(self, hook, _ignore)  # the instance attribute shadows the method
 
     def record_append(self, topic: str, messages: int, size: int) -> None:
@@ -117,6 +119,14 @@ class BrokerMetrics:
             timings = self.requests[api_key] = [0.0] * (_BUCKETS + 1)
         timings[_bucket(REQUEST_TIME_BUCKETS_MS, elapsed_ms)] += 1
         timings[_TOTAL] += elapsed_ms
+
+    def record_errors(self, api_key: int, counts: Mapping[int, int]) -> None:
+        """The error codes one answer to ``api_key`` carried, NONE included, each with
+        how often (broker/request_errors.py finds them)."""
+        errors = self.errors
+        for code, count in counts.items():
+            key = (api_key, code)
+            errors[key] = errors.get(key, 0) + count
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -161,6 +171,23 @@ class _CounterCollector(Collector):
             times.add_metric([request], list(zip(bounds, cumulative, strict=True)), timings[_TOTAL])
         yield requests
         yield times
+        errors = CounterMetricFamily(
+            "kafka_network_requestmetrics_errors",
+            "Error codes answered (NONE included), by request type and error (Kafka's "
+            "RequestMetrics ErrorsPerSec).",
+            labels=["request", "error"],
+        )
+        for (api_key, code), count in sorted(m.errors.items()):
+            errors.add_metric([REQUEST_NAMES.get(api_key, str(api_key)), _error_name(code)], count)
+        yield errors
+
+
+def _error_name(code: int) -> str:
+    """Kafka's name of an error code (``NONE``, ``INVALID_REQUEST``, ...)."""
+    if code == NONE:
+        return "NONE"
+    error = error_for_code(code)
+    return error.name if error.code == code else str(code)
 
 
 LOG_CORRUPTION = "kafka_log_logcorruption_"

@@ -296,14 +296,17 @@ class Partition:
         from_follower: bool,
         current_leader_epoch: int = NO_EPOCH,
         min_one_message: bool = True,
+        leader_only: bool = True,
     ) -> ReadResult:
         """Read from ``fetch_offset``: up to the HW for consumers, the LEO for followers.
+        ``leader_only`` False (a consumer's Fetch v11+, KIP-392) lets a follower replica
+        serve it too, up to its own high watermark.
 
         Raises NOT_LEADER_OR_FOLLOWER on a non-leader, FENCED/UNKNOWN_LEADER_EPOCH on an
         epoch mismatch, OFFSET_OUT_OF_RANGE outside [log start, LEO].
         """
         self.check_leader_epoch(current_leader_epoch)
-        if not self.is_leader:
+        if not self.is_leader and (leader_only or self.leader_id < 0):
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
         hw = self.high_watermark
         start = self.log.log_start_offset

@@ -32,7 +32,11 @@ Errors per partition: OFFSET_OUT_OF_RANGE means our LEO is above the leader's en
 unclean election: cut to the leader's end) or below its log start (retention removed
 what we miss: empty our log and restart at the leader's start); fencing and leadership
 errors pause the partition for ``replica.fetch.backoff.ms`` (the controller's next
-LeaderAndIsr sorts it out); a network error pauses the whole fetcher and reconnects.
+LeaderAndIsr sorts it out), except the answers of a leader that has yet to apply the
+LeaderAndIsr we have (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+UNKNOWN_LEADER_EPOCH): the controller sends it to every replica at once and a follower
+often hears first, so those are asked again after 50 ms, doubling while they last, up to
+the back-off; a network error pauses the whole fetcher and reconnects.
 
 Everything runs on the broker's Trio thread; a response is applied with no await
 between checking the partition is still ours at the offset we asked for and appending,
@@ -64,6 +68,7 @@ from minibroker.broker.replication_quota import (
 )
 from minibroker.broker.security import inter_broker_security
 from minibroker.net.connection import Connection
+from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     NONE,
@@ -159,6 +164,9 @@ class ReplicaFetcher(FetcherTruncation):
         wait_ms = config.replica_fetch_wait_max_ms
         if self._held:  # answer in time for the held partitions to rejoin
             wait_ms = min(wait_ms, math.ceil((self._throttle_wake - now) * 1000))
+        paused = [state.delayed_until for state in self.states.values() if not state.ready(now)]
+        if paused:  # nor keep a paused partition waiting past its pause (a leader behind)
+            wait_ms = min(wait_ms, max(0, math.ceil((min(paused) - now) * 1000)))
         body = {
             "replica_id": self.manager.broker_id,
             "max_wait_ms": wait_ms,
@@ -176,6 +184,11 @@ class ReplicaFetcher(FetcherTruncation):
             finally:
                 self._in_flight = None
         if scope.cancelled_caught:
+            # Given up for new partitions: but the leader answers a connection's requests
+            # in order, and the long poll stays parked there for replica.fetch.wait.max.ms;
+            # the next fetch on this connection would wait behind it (a new topic's first
+            # acks=all send waited so). A fresh connection ends the parked one.
+            await self._drop_connection()
             return True
         for topic in response["topics"]:
             for answer in topic["partitions"]:
@@ -219,6 +232,7 @@ class ReplicaFetcher(FetcherTruncation):
         partition = state.partition
         code = answer["error_code"]
         if code == NONE:
+            state.leader_behind = 0
             records = answer["records"]
             if records:
                 try:
@@ -261,13 +275,16 @@ class ReplicaFetcherManager:
         address_of: Callable[[int], tuple[str, int] | None],
         on_follower_append: Callable[[Partition], None] = lambda partition: None,
         quota: ReplicationQuota | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: how connections to leaders secure and prove themselves (the
+        broker's ``inter_broker_security``); default: the config's, with no proof."""
         self.config = config
         # The follower side of the replication throttle (rate set by broker_configs.py).
         self.quota = quota if quota is not None else ReplicationQuota()
         self.broker_id: int = config.broker_id
-        self.security = inter_broker_security(config)
-        """TLS / SASL of the connections to leaders (the inter-broker listener's)."""
+        self.security = security if security is not None else inter_broker_security(config)
+        """TLS / SASL / identity proof of the connections to leaders."""
         self.address_of = address_of
         self.on_follower_append = on_follower_append
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}

@@ -97,6 +97,12 @@ class ReplicaManager(LeadershipChanges):
         fetch must wait (``wait_for_fetch``); broker/fetch_reader.py."""
         return self.fetch_reader.fetch_messages(fetch)
 
+    async def fetch_messages_in_turns(
+        self, fetch: FetchRequest, per_turn: int
+    ) -> list[PartitionRead] | EarlierRead:
+        """``fetch_messages`` reading ``per_turn`` partitions per event-loop turn."""
+        return await self.fetch_reader.fetch_messages_in_turns(fetch, per_turn)
+
     async def wait_for_fetch(
         self, fetch: FetchRequest, earlier: EarlierRead | None = None
     ) -> list[PartitionRead]:

@@ -18,11 +18,9 @@ is cheaper for the small bodies they carry.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from minibroker.broker.dispatcher import RequestDispatcher
-from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.broker.request_handler import Buffer, CloseConnection, Reply
 from minibroker.broker.sasl_gate import SaslExchange
 from minibroker.protocol.api import (
@@ -38,9 +36,6 @@ from minibroker.protocol.api import (
 )
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
-
-log = logging.getLogger(__name__)
-_rejections = LogRateLimiter(log)  # a client can send bad requests as fast as it likes
 
 SPLICED_RESPONSES = frozenset({ApiKey.FETCH})
 """Responses that carry record data, sent without copying it."""
@@ -63,7 +58,7 @@ class MsgpackCodec:
         except MalformedRequest as exc:
             raise CloseConnection(str(exc)) from exc
         except RejectedRequest as exc:
-            _rejections.info("rejected request: %s", exc)
+            self.dispatcher.errors.refused(exc.header, exc)
             if auth is not None and not auth.done:
                 raise CloseConnection(str(exc), reply=self.encode_error(exc.header, exc)) from exc
             return self.encode_error(exc.header, exc)

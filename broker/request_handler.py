@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeAlias
 
+import trio
+
 from minibroker.protocol.session import Session
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
@@ -24,12 +26,22 @@ Buffer: TypeAlias = bytes | bytearray | memoryview
 
 
 class Pending:
-    """A reply that is not ready yet: ``wait()`` produces it (in its own task)."""
+    """A reply that is not ready yet: ``wait()`` produces it (in its own task).
 
-    __slots__ = ("wait",)
+    ``ordered``, when given, is set once the request's effects that later requests of
+    the same connection must follow are done (a large Produce's appends, made in
+    chunks between which other connections run): until then the connection handles
+    no further request. The reply itself may come later still (acks=all)."""
 
-    def __init__(self, wait: Callable[[], Awaitable[Sequence[Buffer] | None]]) -> None:
+    __slots__ = ("ordered", "wait")
+
+    def __init__(
+        self,
+        wait: Callable[[], Awaitable[Sequence[Buffer] | None]],
+        ordered: trio.Event | None = None,
+    ) -> None:
         self.wait = wait
+        self.ordered = ordered
 
 
 Reply: TypeAlias = Sequence[Buffer] | Pending | None

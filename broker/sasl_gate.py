@@ -18,9 +18,12 @@ other connections share; in CHECKING the connection takes no request.
 Anything else - another API, a second handshake, a token before the handshake - is
 answered ILLEGAL_SASL_STATE and the connection closed; an unknown mechanism
 UNSUPPORTED_SASL_MECHANISM (with the enabled ones) and closed; a failed login
-SASL_AUTHENTICATION_FAILED with one fixed message, the connection closed, a log line
-naming the peer and the mechanism only, and the listener's failure counter
-(``kafka_server_socket_server_metrics_failed_authentication_total``) bumped. On success
+SASL_AUTHENTICATION_FAILED with one fixed message, answered and the connection closed
+only after ``connection.failed.authentication.delay.ms``, a log line naming the peer
+and the mechanism only, and the listener's failure counter
+(``kafka_server_socket_server_metrics_failed_authentication_total``) bumped; an address
+that failed too often waits before its next credential is even checked
+(broker/auth_failures.py). On success
 the connection's session becomes ``User:<name>`` (``on_authenticated``), and from the
 next frame on requests go to the dispatcher with that principal; a later SaslHandshake
 or SaslAuthenticate reaches the dispatcher, which answers ILLEGAL_SASL_STATE.
@@ -41,6 +44,7 @@ from typing import Final, NoReturn, Protocol
 
 import trio
 
+from minibroker.broker.auth_failures import AuthFailureLimiter
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.log_limiter import LogRateLimiter
 from minibroker.broker.request_handler import Buffer, CloseConnection, Pending, Reply
@@ -89,8 +93,11 @@ class SaslListener:
         lookup: CredentialLookup,
         *,
         raw_tokens: bool = False,
+        limiter: AuthFailureLimiter | None = None,
     ) -> None:
-        """``raw_tokens``: accept Kafka's SaslHandshake v0 (the Kafka listener)."""
+        """``raw_tokens``: accept Kafka's SaslHandshake v0 (the Kafka listener);
+        ``limiter``: the broker's failed-login delay and per-address rate."""
+        self.limiter = limiter
         self.listener = listener
         self.mechanisms = list(mechanisms)
         self.lookup = lookup
@@ -105,13 +112,24 @@ class SaslListener:
 class SaslExchange:
     """One connection's login; see the module docstring."""
 
-    __slots__ = ("done", "listener", "on_authenticated", "peer", "raw_tokens", "sasl", "state")
+    __slots__ = (
+        "done",
+        "host",
+        "listener",
+        "on_authenticated",
+        "peer",
+        "raw_tokens",
+        "sasl",
+        "state",
+    )
 
     def __init__(
         self, listener: SaslListener, peer: str, on_authenticated: Callable[[str], None]
     ) -> None:
         self.listener = listener
         self.peer = peer
+        self.host = peer.rpartition(":")[0] or peer
+        """The client's address: what failed logins are counted by."""
         self.on_authenticated = on_authenticated
         """Called with the principal (``User:<name>``) once the login succeeds."""
         self.state = SaslState.HANDSHAKE
@@ -164,31 +182,60 @@ class SaslExchange:
         """The mechanism's answer to ``token``. PLAIN derives the salted password
         (PBKDF2, milliseconds of CPU) in a worker thread, so that logins never hold the
         event loop other connections share; meanwhile this connection accepts no
-        request (CHECKING). A failed login answers ``refusal`` and ends the
-        connection."""
+        request (CHECKING). A login from an address that failed too often waits its
+        turn first, and a failed one is answered ``refusal`` only after the failure
+        delay, then ends the connection (broker/auth_failures.py)."""
         sasl = self.sasl
         assert sasl is not None
-        if sasl.mechanism != PLAIN:
+        limiter = self.listener.limiter
+        if sasl.mechanism != PLAIN and (limiter is None or limiter.try_take(self.host)):
             try:
-                return answer(self._step(token))
+                reply = self._step(token)
             except SaslAuthenticationFailedError as exc:
-                raise CloseConnection(
-                    "authentication failed", reply=refusal(exc), reason="authentication"
-                ) from exc
+                return self._refuse_later(refusal(exc), exc)
+            if limiter is not None:
+                limiter.refund(self.host)
+            return answer(reply)
         self.state = SaslState.CHECKING
 
         async def checked() -> Sequence[Buffer]:
+            if limiter is not None:  # nothing reserved yet: PLAIN, or SCRAM that must wait
+                await limiter.take(self.host)
             try:
-                reply = await trio.to_thread.run_sync(sasl.step, token)
+                if sasl.mechanism == PLAIN:
+                    reply = await trio.to_thread.run_sync(sasl.step, token)
+                else:
+                    reply = sasl.step(token)
             except SaslAuthenticationFailedError as exc:
                 self._failed(sasl)
+                if limiter is not None:
+                    await limiter.delay_failure()
                 raise CloseConnection(
                     "authentication failed", reply=refusal(exc), reason="authentication"
                 ) from exc
+            if limiter is not None:
+                limiter.refund(self.host)
             self._stepped(sasl)
             return answer(reply)
 
         return Pending(checked)
+
+    def _refuse_later(
+        self, reply: Sequence[Buffer] | None, exc: SaslAuthenticationFailedError
+    ) -> Reply:
+        """A failed login's refusal and close, after the failure delay."""
+        limiter = self.listener.limiter
+        if limiter is None:
+            raise CloseConnection(
+                "authentication failed", reply=reply, reason="authentication"
+            ) from exc
+        self.state = SaslState.CHECKING
+
+        async def refused() -> Sequence[Buffer]:
+            await limiter.delay_failure()
+            raise CloseConnection("authentication failed", reply=reply, reason="authentication")
+
+        return Pending(refused)
 
     def _handshake(self, header: RequestHeader, body: Body, encoder: Encoder) -> Reply:
         listener = self.listener

@@ -17,7 +17,9 @@ the Kafka one is ``KAFKA`` (``KAFKA:SASL_SSL`` in the map). Both share the broke
 The broker's own connections to other brokers (replica fetchers, the controller's
 channel, controlled shutdown) go to the inter-broker listener with the protocol of that
 listener, the broker's CA and certificate, and the login of ``sasl.jaas.config`` under
-``sasl.mechanism.inter.broker.protocol``: that login is the broker principal.
+``sasl.mechanism.inter.broker.protocol``: that login is the broker principal. On
+every listener, secure or not, each such connection then proves the broker's id with
+its identity key (protocol/broker_proof.py): what the controller fence believes.
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ import ssl
 from dataclasses import dataclass
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.net.security import ClientSecurity, client_ssl_context, jaas_credentials
+from minibroker.net.security import (
+    BrokerProver,
+    ClientSecurity,
+    client_ssl_context,
+    jaas_credentials,
+)
 from minibroker.protocol.errors import ConfigError
 
 _CLIENT_AUTH = {
@@ -84,11 +91,15 @@ def server_ssl_context(config: BrokerConfig) -> ssl.SSLContext:
     return context
 
 
-def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
-    """How this broker connects to the others' inter-broker listener (None: plaintext)."""
+def inter_broker_security(
+    config: BrokerConfig, identity: BrokerProver | None = None
+) -> ClientSecurity | None:
+    """How this broker connects to the others' inter-broker listener: TLS and SASL as
+    that listener asks, then the proof of its id with ``identity`` (a cluster member's
+    key; protocol/broker_proof.py). None: plaintext, nothing to prove."""
     protocol = config.security_protocol(config.inter_broker_listener)
     if protocol == "PLAINTEXT":
-        return None
+        return None if identity is None else ClientSecurity(identity=identity)
     context = None
     if protocol in ("SSL", "SASL_SSL"):
         context = client_ssl_context(
@@ -99,7 +110,7 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
             check_hostname=config.ssl_endpoint_identification_algorithm == "https",
         )
     if not protocol.startswith("SASL_"):
-        return ClientSecurity(protocol, context)
+        return ClientSecurity(protocol, context, identity=identity)
     username, password = jaas_credentials(config.sasl_jaas_config or "")
     if not username or password is None:
         raise ConfigError(
@@ -107,5 +118,10 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
             ' (username="..." password="...")'
         )
     return ClientSecurity(
-        protocol, context, config.sasl_mechanism_inter_broker_protocol, username, password
+        protocol,
+        context,
+        config.sasl_mechanism_inter_broker_protocol,
+        username,
+        password,
+        identity=identity,
     )

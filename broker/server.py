@@ -22,6 +22,10 @@ connection's TLS handshake runs first, in that connection's task and within
 handler's ``CloseConnection(reply=...)`` sends a refusal before closing. A plaintext
 listener's connections take neither path.
 
+Limits (broker/connection_limits.py): a connection past ``max.connections`` or its
+address's ``max.connections.per.ip`` is closed before anything is read from it; one
+past the listener's ``max.connection.creation.rate`` waits its turn first.
+
 ``closed`` counts the connections the broker closed, by reason (``CLOSE_REASONS``), a
 metric (broker/server_metrics.py). The log lines a client can cause by being refused
 are rate limited (broker/log_limiter.py).
@@ -36,13 +40,14 @@ import ssl
 
 import trio
 
+from minibroker.broker.connection_limits import ConnectionLimits, CreationRate
 from minibroker.broker.queued_bytes import QueuedBytes
 from minibroker.broker.request_handler import Authenticator, RequestHandler
 from minibroker.broker.server_connection import MAX_UNSENT_BYTES, Connection
 from minibroker.broker.server_replies import refusal_log
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.errors import MinibrokerError
-from minibroker.protocol.session import ANONYMOUS, Session
+from minibroker.protocol.session import ANONYMOUS, PeerBroker, Session
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +87,17 @@ class BrokerServer:
         ssl_context: ssl.SSLContext | None = None,
         ssl_handshake_timeout_s: float = DEFAULT_SSL_HANDSHAKE_TIMEOUT_S,
         sasl: Authenticator | None = None,
+        limits: ConnectionLimits | None = None,
+        creation_rate: CreationRate | None = None,
     ) -> None:
         """``ssl_context``: serve TLS (each handshake in its connection's own task, within
         ``ssl_handshake_timeout_s``); ``sasl``: require a SASL login first (the handler
-        gets each connection's login state as ``auth``)."""
+        gets each connection's login state as ``auth``); ``limits``: the broker's
+        connection counts (shared by its listeners), ``creation_rate`` this listener's
+        (broker/connection_limits.py)."""
         self.handler = handler
+        self.limits = limits
+        self.creation_rate = creation_rate if creation_rate is not None else CreationRate()
         self.ssl_context = ssl_context
         self.ssl_handshake_timeout_s = ssl_handshake_timeout_s
         self.sasl = sasl
@@ -130,7 +141,26 @@ class BrokerServer:
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection (any byte stream: tests use memory streams)."""
-        peer, host, principal = _peer_name(stream), _peer_host(stream), ANONYMOUS
+        host = _peer_host(stream)
+        limits = self.limits
+        if limits is not None:
+            refused = limits.admit(host)
+            if refused is not None:
+                self.closed[refused] += 1
+                refusal_log.info("refused a connection from %s: %s", host or "?", refused)
+                await trio.aclose_forcefully(stream)
+                return
+        try:
+            wait = self.creation_rate.creation_wait_s()
+            if wait > 0:
+                await trio.sleep(wait)
+            await self._serve_admitted(stream, host)
+        finally:
+            if limits is not None:
+                limits.release(host)
+
+    async def _serve_admitted(self, stream: trio.abc.Stream, host: str) -> None:
+        peer, principal = _peer_name(stream), ANONYMOUS
         if self.ssl_context is not None:
             tls = await self._tls_handshake(stream, peer)
             if tls is None:
@@ -138,7 +168,8 @@ class BrokerServer:
             stream, principal = tls, _certificate_principal(tls)
         self.connections += 1
         self.queued_bytes.opened()
-        connection = Connection(self, stream, peer, Session(principal, host, self.handler.listener))
+        session = Session(principal, host, self.handler.listener, PeerBroker())
+        connection = Connection(self, stream, peer, session)
         try:
             await connection.serve()
         except* Exception as group:
@@ -181,6 +212,8 @@ CLOSE_REASONS = (
     "idle",
     "tls_handshake",
     "authentication",
+    "max_connections",
+    "max_connections_per_ip",
 )
 """Why the broker closes a connection, as the ``closed`` counters name it."""
 

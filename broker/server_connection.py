@@ -38,7 +38,9 @@ Memory: what a client makes the broker hold is bounded, whatever the client does
   closes the connection, so a stalled peer cannot hold its share forever.
 
 Fairness: the reader yields to other connections every ``FRAMES_PER_TURN`` frames, so
-one client's burst of tiny requests cannot hold the event loop.
+one client's burst of tiny requests cannot hold the event loop; a large request whose
+handler works in chunks (``Pending.ordered``) holds its own connection's next requests,
+not the loop.
 
 Reads: the reader tries the socket at once (what is there costs no scheduler pass), but
 right after answering every request it has read, a client that sends one request and
@@ -70,7 +72,6 @@ from __future__ import annotations
 
 import functools
 import math
-import select
 from collections import deque
 from collections.abc import Callable
 
@@ -79,7 +80,7 @@ import trio
 from minibroker.broker.request_handler import CloseConnection, Pending, Reply
 from minibroker.broker.server_replies import ReplySlot, ReplyWriter, Server, log
 from minibroker.net import socket_io
-from minibroker.net.socket_io import read_fd_now
+from minibroker.net.socket_io import read_fd_now, readable_now
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
 from minibroker.protocol.session import Session
@@ -169,7 +170,8 @@ class Connection(ReplyWriter):
         self.answers_until_probe = ANSWERED_READ_PROBE
 
     def _authenticated(self, principal: str) -> None:
-        self.session = Session(principal, self.session.client_host, self.session.listener)
+        session = self.session
+        self.session = Session(principal, session.client_host, session.listener, session.peer)
 
     @property
     def in_flight(self) -> int:
@@ -213,7 +215,7 @@ class Connection(ReplyWriter):
                     # (as the per-read timer did).
                     self.idle_at = now + server.idle_timeout_s
                     continue
-                if select.select([sock], [], [], 0)[0]:
+                if readable_now(sock.fileno()):
                     # Bytes that arrived just as the deadline passed (a descheduled
                     # process sees both at once) still count: the read wakes for them.
                     self.idle_at = now + server.idle_timeout_s
@@ -368,10 +370,16 @@ class Connection(ReplyWriter):
                     self.pending += 1
                     nursery.start_soon(self._complete, slot, reply)
                     pending = True
+                    queue.append(slot)
+                    if reply.ordered is not None:
+                        # Later requests follow this one's effects (a chunked Produce's
+                        # appends): read on once they are done; others run meanwhile.
+                        self._wake_writer()
+                        await reply.ordered.wait()
                 else:
                     slot.finish(reply)
                     self._queued(slot)
-                queue.append(slot)
+                    queue.append(slot)
                 if self._backlogged() or handled % FRAMES_PER_TURN == 0:
                     self._hold_request_bytes(decoder)
                     if await self._wait_until_drained() and decoder.buffered:

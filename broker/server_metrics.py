@@ -14,6 +14,16 @@
                                                                logins refused
     kafka_server_socket_server_metrics_successful_authentication_total
                                                        counter {listener, mechanism}
+    kafka_server_socket_server_metrics_connection_creation_total
+                                                       counter {listener}: accepted
+    kafka_server_socket_server_metrics_connection_accept_throttle_time
+                                                       counter {listener}: ms new connections
+                                                               waited for
+                                                               max.connection.creation.rate
+    minibroker_authentication_failures_delayed_total   counter failed logins answered after
+                                                               the failure delay
+    minibroker_authentication_throttled_total          counter logins that waited because
+                                                               their address failed too often
 
 The two gauges keep the JMX exporter's names of Kafka's SocketServer MemoryPoolUsed /
 MemoryPoolAvailable (Kafka's pool holds requests only; this one holds responses too).
@@ -28,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from minibroker.broker.auth_failures import AuthFailureLimiter
 from minibroker.broker.queued_bytes import QueuedBytes
 from minibroker.broker.server import CLOSE_REASONS, BrokerServer
 
@@ -39,9 +50,11 @@ class ServerLimitsCollector(Collector):
         self,
         queued_bytes: QueuedBytes,
         servers: Callable[[], Iterable[tuple[str, BrokerServer]]],
+        auth_failures: AuthFailureLimiter | None = None,
     ) -> None:
         self.queued_bytes = queued_bytes
         self.servers = servers
+        self.auth_failures = auth_failures
 
     def collect(self) -> Iterator[Metric]:
         budget = self.queued_bytes
@@ -75,9 +88,21 @@ class ServerLimitsCollector(Collector):
             "SASL logins accepted, by listener and mechanism.",
             labels=["listener", "mechanism"],
         )
+        created = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connection_creation",
+            "Connections accepted, by listener.",
+            labels=["listener"],
+        )
+        throttled = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connection_accept_throttle_time",
+            "Milliseconds new connections waited for max.connection.creation.rate.",
+            labels=["listener"],
+        )
         for listener, server in self.servers():
             for reason in CLOSE_REASONS:
                 closed.add_metric([listener, reason], server.closed[reason])
+            created.add_metric([listener], server.creation_rate.created)
+            throttled.add_metric([listener], 1000 * server.creation_rate.throttle_time_s)
             logins = server.sasl
             if logins is None:
                 continue
@@ -87,3 +112,16 @@ class ServerLimitsCollector(Collector):
         yield closed
         yield failed
         yield succeeded
+        yield created
+        yield throttled
+        if self.auth_failures is not None:
+            yield CounterMetricFamily(
+                "minibroker_authentication_failures_delayed",
+                "Failed logins answered after connection.failed.authentication.delay.ms.",
+                self.auth_failures.delayed,
+            )
+            yield CounterMetricFamily(
+                "minibroker_authentication_throttled",
+                "Logins that waited because their address failed too often.",
+                self.auth_failures.throttled,
+            )

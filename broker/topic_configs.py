@@ -42,12 +42,13 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
 from minibroker.broker.assignment import validate_topic_name
 from minibroker.broker.config import BrokerConfig, TopicConfig
+from minibroker.broker.config_keys import config_text
 from minibroker.broker.dispatcher import Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replication_quota import (
@@ -91,13 +92,6 @@ _BUILT_IN = BrokerConfig()  # the broker keys' defaults, to tell static config f
 _TOPIC_FIELDS = dataclasses.fields(TopicConfig)
 
 
-def _text(value: Any) -> str:
-    """A typed config value as Kafka prints it (booleans lower-case)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def validate_topic_overrides(broker: BrokerConfig, configs: Mapping[str, str]) -> TopicConfig:
     """The topic config ``configs`` would give; InvalidConfigError naming the first bad
     key (unknown, unparsable or out of range)."""
@@ -125,7 +119,7 @@ def describe_topic_config(
         if name in overrides:
             value, source = overrides[name], SOURCE_TOPIC_CONFIG
         else:
-            value = _text(getattr(effective, f.name))
+            value = config_text(getattr(effective, f.name))
             inherits = f.metadata["inherits"]
             configured = inherits is not None and getattr(broker, inherits) != getattr(
                 _BUILT_IN, inherits
@@ -163,9 +157,21 @@ class TopicConfigs:
         # Resource type BROKER (4) and brokers/<id> changes (broker/broker_configs.py).
         self.broker_configs = broker_configs
 
-    def validate(self, configs: Mapping[str, str]) -> None:
-        """CreateTopics' check of a new topic's configs (broker/admin_manager.py)."""
+    def validate(self, configs: Mapping[str, str]) -> list[bodies.CreateTopicsResponseTopicConfig]:
+        """CreateTopics' check of a new topic's configs (broker/admin_manager.py); returns
+        every config the topic then has, as CreateTopics v5+ answers them (Kafka's Admin
+        client reads that list from every created topic)."""
         validate_topic_overrides(self.config, configs)
+        return [
+            {
+                "name": entry["name"],
+                "value": entry["value"],
+                "read_only": entry["read_only"],
+                "config_source": entry["config_source"],
+                "is_sensitive": entry["is_sensitive"],
+            }
+            for entry in describe_topic_config(self.config, configs)
+        ]
 
     def install(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(bodies.DESCRIBE_CONFIGS, self.handle_describe_configs)

@@ -40,7 +40,7 @@ from minibroker.protocol.messages.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 TopicPartition = tuple[str, int]
 CREATE_WAIT_S = 30.0  # how long create_topic waits for every new partition to get a leader
 TOPIC_CONFIG_SOURCE = 1  # Kafka's DescribeConfigs config_source for a topic override
-DYNAMIC_BROKER_CONFIG_SOURCE = 1  # config_source of a dynamic override of one broker
+DYNAMIC_BROKER_CONFIG_SOURCE = 2  # config_source of a dynamic override of one broker
 BROKER_WAIT_MARGIN_MS = 5_000
 """A broker's own wait (DeleteTopics timeout_ms) ends this long before our request
 timeout, so its answer - not a dropped connection and a retry elsewhere - reports a
@@ -230,8 +230,8 @@ class Admin(GroupAdmin, ReplicaAdmin):
         )
 
     async def describe_broker_config(self, broker_id: int) -> list[ConfigEntry]:
-        """The dynamic broker keys of ``broker_id`` (broker/broker_configs.py); source 1
-        (DYNAMIC_BROKER_CONFIG) marks an override."""
+        """The keys of ``broker_id`` (broker/broker_configs.py): the dynamic ones, whose
+        source 2 (DYNAMIC_BROKER_CONFIG) marks an override, then the read-only rest."""
         return await self._describe_configs(RESOURCE_BROKER, str(broker_id), f"broker {broker_id}")
 
     async def alter_broker_config(self, broker_id: int, changes: Mapping[str, str | None]) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import trio
 
 from minibroker.client.errors import wire_error
-from minibroker.client.metadata import ClusterClient
+from minibroker.client.metadata import ClusterClient, TopicInfo
 from minibroker.client.offsets import list_offsets
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, OffsetOutOfRangeError, error_for_code
@@ -79,6 +79,8 @@ class FetchMethods:
             to_reset: list[TopicPartition] = []
             missing_leader = False
             for tp, state in self._states.items():
+                if state.error is None and self._refused(meta.topics.get(tp[0]), state):
+                    continue
                 if state.position is None:
                     to_reset.append(tp)
                     continue
@@ -100,6 +102,19 @@ class FetchMethods:
                 nursery.start_soon(self._fetch, node, tps)
             with trio.move_on_after(RETRY_BACKOFF_S if missing_leader else math.inf):
                 await self._wakeup.wait()
+
+    def _refused(self, info: TopicInfo | None, state: PartitionState) -> bool:
+        """Whether the metadata refuses the partition's topic for good (an ACL:
+        TOPIC_AUTHORIZATION_FAILED): then that is the next poll's error, at once, rather
+        than a wait for a leader that will never be named."""
+        if info is None or not info.error_code:
+            return False
+        error = wire_error(info.error_code, f"topic {info.name!r}")
+        if error.retriable:
+            return False
+        state.error = error
+        self._data.set()
+        return True
 
     async def _reset_positions(self, tps: list[TopicPartition]) -> None:
         # A rebalance may have removed some since the reset was planned, and a seek may

@@ -22,13 +22,17 @@ from typing import Any
 
 import trio
 
+from minibroker.broker.assignment import validate_topic_name
 from minibroker.client.errors import wire_error
+from minibroker.client.listener_probe import NOT_MSGPACK, WANTS_SASL, listener_wants
 from minibroker.net.calls import Call
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey, PackedBody
 from minibroker.protocol.errors import (
     ConfigError,
+    IllegalSaslStateError,
+    InvalidTopicError,
     KafkaError,
     NetworkError,
     UnknownTopicOrPartitionError,
@@ -164,6 +168,9 @@ def _checked(api_key: int, response: Any) -> Any:
     APIs whose top-level code is their only one; per-partition codes are the caller's.
     """
     code = response.get("error_code", 0) if isinstance(response, dict) else 0
+    if code == IllegalSaslStateError.code:  # a request before the login it wants
+        message = f"{response.get('error_message')}; {WANTS_SASL}"
+        raise wire_error(code, ApiKey(api_key).name, message)
     if code:
         raise wire_error(code, ApiKey(api_key).name, response.get("error_message"))
     return response
@@ -348,11 +355,17 @@ class ClusterClient:
                 response = await conn.request(api_key, body, **kwargs)
             except NetworkError as exc:
                 self.drop_connection(host, port)
-                last, unanswered = exc, f" ({exc}: is it a broker's msgpack port?)"
+                last, unanswered = exc, f" ({exc}: {await self._why_hung_up(host, port)})"
             else:
                 return _checked(api_key, response)
         where = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
         raise NetworkError(f"cannot reach any broker at {where}{unanswered}") from last
+
+    async def _why_hung_up(self, host: str, port: int) -> str:
+        """A hint for a broker that took the connection and hung up on a request."""
+        if self.security is not None and self.security.uses_ssl:
+            return NOT_MSGPACK
+        return await listener_wants(host, port)
 
     # --- metadata --------------------------------------------------------------------
 
@@ -399,7 +412,7 @@ class ClusterClient:
                 if info is not None and info.error_code == 0 and info.partitions:
                     return info
                 if info is not None and info.error_code:
-                    error = wire_error(info.error_code, f"topic {name!r}")
+                    error = wire_error(info.error_code, f"topic {name!r}", _why(info, name))
                     if not error.retriable:
                         raise error
                     if isinstance(error, UnknownTopicOrPartitionError):
@@ -413,6 +426,18 @@ class ClusterClient:
         info = self.metadata.topics.get(name)
         code = info.error_code if info is not None else 3
         raise wire_error(code or 3, f"topic {name!r}", f"no metadata after {timeout_s:g} s")
+
+
+def _why(info: TopicInfo, name: str) -> str | None:
+    """The reason behind a topic's error, when the client can tell it: Metadata carries
+    no message, and INVALID_TOPIC_EXCEPTION means the name breaks Kafka's rules."""
+    if info.error_code != InvalidTopicError.code:
+        return None
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        return exc.message
+    return None
 
 
 def _kafka_address(broker: dict[str, Any]) -> str | None:

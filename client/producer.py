@@ -170,6 +170,12 @@ class Producer:
         the default and the cluster does not serve InitProducerId)."""
         return self._sender.idempotence is not None
 
+    def retrying(self) -> dict[tuple[str, int], KafkaError]:
+        """Partitions whose records wait to be sent again, each with the retriable error
+        that sent them back (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, ...): what a
+        ``flush`` or ``send`` is waiting for, until ``delivery_timeout_ms``."""
+        return dict(self._sender.retrying)
+
     # --- lifecycle -------------------------------------------------------------------
 
     async def __aenter__(self) -> Producer:

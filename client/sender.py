@@ -112,6 +112,9 @@ class Sender:
         # the loop's timer is armed for the oldest one (``_watching``).
         self._calls_here: dict[Call, None] = {}
         self._watching = False
+        self.retrying: dict[tuple[str, int], KafkaError] = {}
+        """Partitions whose batch waits to be sent again, with the error that sent it
+        back; a partition leaves once one of its batches is answered."""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -124,7 +127,7 @@ class Sender:
                     self.acc.wakeup = trio.Event()
                     now = trio.current_time()
                     for batch in self.acc.expire(now):
-                        self._fail(batch, RequestTimedOutError("delivery timeout expired"))
+                        self._fail(batch, self._expired(batch))
                     next_at = min(self._drain(now, nursery), self._watch(now, nursery))
                     if next_at == math.inf:  # no timer to arm: the usual case, cheaper
                         await self.acc.wakeup.wait()
@@ -138,6 +141,13 @@ class Sender:
                     # requests of the sender's own tasks do when it closes.
                     for call in list(self._calls_here):
                         await self.cluster.time_out(call)
+
+    def _expired(self, batch: ProducerBatch) -> KafkaError:
+        """The error of a batch whose delivery timeout ran out: with the retriable
+        error it was last sent back with, the reason it never got through."""
+        last = self.retrying.get((batch.topic, batch.partition))
+        why = "delivery timeout expired"
+        return RequestTimedOutError(why if last is None else f"{why}; last error: {last}")
 
     def _watch(self, now: float, nursery: trio.Nursery) -> float:
         """Time out the requests awaited in callers' tasks whose deadline passed; returns
@@ -397,6 +407,8 @@ class Sender:
             else:
                 if self.idempotence is not None:
                     self.idempotence.completed(batch)
+                if self.retrying:
+                    self.retrying.pop((batch.topic, batch.partition), None)
                 self.acc.finish(
                     batch,
                     base_offset=part.get("base_offset", -1),
@@ -423,6 +435,7 @@ class Sender:
                 retriable = True
         if retriable and batch.attempts < self.retries and now < batch.deadline:
             batch.attempts += 1
+            self.retrying[(batch.topic, batch.partition)] = error
             self.cluster.request_update()
             self.acc.reenqueue(batch, now + self.retry_backoff_s)
         else:
@@ -438,4 +451,5 @@ class Sender:
     def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         if self.idempotence is not None:
             self.idempotence.completed(batch)
+        self.retrying.pop((batch.topic, batch.partition), None)
         self.acc.finish(batch, _with_partition(error, batch))

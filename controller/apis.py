@@ -25,6 +25,7 @@ from minibroker.controller.context import TopicPartition
 from minibroker.controller.controller import KafkaController
 from minibroker.protocol.errors import (
     NONE,
+    ClusterAuthorizationFailedError,
     ElectionNotNeededError,
     InvalidRequestError,
     KafkaError,
@@ -153,10 +154,19 @@ class ControllerApis:
         }
 
     async def controlled_shutdown(
-        self, request: bodies.ControlledShutdownRequest, *, timeout_ms: int = 30_000
+        self,
+        request: bodies.ControlledShutdownRequest,
+        *,
+        sender: int,
+        timeout_ms: int = 30_000,
     ) -> bodies.ControlledShutdownResponse:
+        """``sender``: the broker id the connection has proven to be (-1: none); only a
+        broker may ask for its own shutdown."""
+        if sender < 0 or sender != request["broker_id"]:
+            refused = ClusterAuthorizationFailedError
+            return {"error_code": refused.code, "remaining_partitions": []}
         try:
-            event = ev.ControlledShutdown(request["broker_id"])
+            event = ev.ControlledShutdown(request["broker_id"], request["broker_epoch"])
             remaining = await self._ask_controller(event, event.reply, timeout_ms)
         except KafkaError as exc:
             return {"error_code": exc.code, "remaining_partitions": []}

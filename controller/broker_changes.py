@@ -34,9 +34,11 @@ from minibroker.controller.replica_failure import ReplicaFailureHandler
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
 from minibroker.controller.request_batch import ControllerBrokerRequestBatch, RequestSender
 from minibroker.controller.state_machines import ElectionStrategy, PartitionState, ReplicaState
-from minibroker.protocol.errors import BrokerNotAvailableError, KafkaError
+from minibroker.protocol.errors import BrokerNotAvailableError, KafkaError, StaleBrokerEpochError
 
 log = logging.getLogger("minibroker.controller")
+
+STALE_SHUTDOWN = "the broker epoch is not the broker's current registration"
 
 
 class BrokerChannel(RequestSender, Protocol):
@@ -122,16 +124,20 @@ class BrokerChangeHandler:
 
     async def on_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
         try:
-            event.reply.set(await self.shutdown_broker(event.broker_id))
+            event.reply.set(await self.shutdown_broker(event.broker_id, event.broker_epoch))
         except KafkaError as exc:
             event.reply.fail(exc)
 
-    async def shutdown_broker(self, broker_id: int) -> set[TopicPartition]:
+    async def shutdown_broker(self, broker_id: int, broker_epoch: int) -> set[TopicPartition]:
         """Move leadership off ``broker_id`` and stop its follower replicas; returns the
-        replicated partitions it still leads (the broker asks again while any remain)."""
+        replicated partitions it still leads (the broker asks again while any remain).
+        ``broker_epoch`` must be the epoch of its registration (-1 is no epoch):
+        a request of an earlier incarnation changes nothing."""
         ctx = self._ctx
         if broker_id not in ctx.live_brokers:
             raise BrokerNotAvailableError(f"broker {broker_id} is not registered")
+        if ctx.live_brokers[broker_id].epoch != broker_epoch:
+            raise StaleBrokerEpochError(STALE_SHUTDOWN)
         ctx.shutting_down_broker_ids.add(broker_id)
         to_act_on = [
             tp

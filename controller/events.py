@@ -221,9 +221,11 @@ class AutoPreferredLeaderBalance(ControllerEvent):
 
 @dataclass(frozen=True)
 class ControlledShutdown(ControllerEvent):
-    """A broker asks to stop: the reply is the partitions it still leads afterwards."""
+    """A broker asks to stop: the reply is the partitions it still leads afterwards.
+    ``broker_epoch`` must be its current registration's (always checked)."""
 
     broker_id: int
+    broker_epoch: int
     reply: Reply[set[TopicPartition]] = field(default_factory=Reply)
 
     def preempt(self) -> None:

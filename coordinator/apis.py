@@ -23,6 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from minibroker.broker.authorized_operations import everything, group_operations
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.topic_auto_creation import CreateTopics
@@ -37,6 +38,7 @@ from minibroker.protocol.errors import (
     InvalidRequestError,
     KafkaError,
     TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
 )
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.form import NO_AUTHORIZED_OPERATIONS
@@ -272,6 +274,17 @@ class CoordinatorApis:
             for t in request["topics"]
             for p in t["partitions"]
         }
+        # As Kafka: a partition the cluster does not have is answered at once and never
+        # stored, so a typo cannot leave offsets for a topic nobody can read.
+        unknown = {
+            tp: UnknownTopicOrPartitionError.code
+            for tp in offsets
+            if self.metadata_cache.partition(tp) is None
+        }
+        for tp in unknown:
+            del offsets[tp]
+        if not offsets:
+            return {"throttle_time_ms": 0, "topics": _per_topic(unknown)}
         answer = self.coordinator.commit_offsets(
             request["group_id"],
             request["generation_id"],
@@ -282,7 +295,7 @@ class CoordinatorApis:
 
         async def wait() -> bodies.OffsetCommitResponse:
             errors = await _outcome(answer)
-            return {"throttle_time_ms": 0, "topics": _per_topic(errors)}
+            return {"throttle_time_ms": 0, "topics": _per_topic({**errors, **unknown})}
 
         return Deferred(wait)
 
@@ -329,9 +342,14 @@ class CoordinatorApis:
     def handle_describe_groups(
         self, header: RequestHeader, request: bodies.DescribeGroupsRequest
     ) -> Answer[bodies.DescribeGroupsResponse]:
+        asked = request["include_authorized_operations"]
         return {
             "throttle_time_ms": 0,
-            "groups": [self._describe(group_id) for group_id in request["groups"]],
+            "groups": [
+                self._describe(group_id)
+                | {"authorized_operations": group_operations(asked, group_id, everything)}
+                for group_id in request["groups"]
+            ],
         }
 
     def _describe(self, group_id: str) -> bodies.DescribeGroupsResponseGroup:

@@ -161,6 +161,9 @@ class Group:
     """Bumped on every new rebalance, so a stale delayed-join task knows to stop."""
     offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
     """Committed offsets, as written to the offsets topic."""
+    offset_commit_order: dict[TopicPartition, int] = field(default_factory=dict)
+    """Per partition, the place in the log's order of the commit ``offsets`` holds
+    (GroupMetadataManager.store_offsets: a commit replicated late never replaces a later one)."""
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
         if target not in TRANSITIONS[self.state]:

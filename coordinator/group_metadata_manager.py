@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import trio
 
 from minibroker.coordinator.group import Group, GroupState, Member
-from minibroker.coordinator.offsets_log import OffsetsLog, commit_error
+from minibroker.coordinator.offsets_log import Acknowledgement, OffsetsLog, commit_error
 from minibroker.protocol.errors import (
     CoordinatorLoadInProgressError,
     CorruptMessageError,
@@ -90,6 +90,8 @@ class GroupMetadataManager:
         """Offsets partitions loaded and led here -> the leader epoch they were loaded at."""
         self.loading: dict[int, int] = {}
         """Offsets partitions being loaded -> the leader epoch the load is for."""
+        self._commits = 0
+        """Offset commits written so far: each commit's place in the log's order."""
 
     # -- ownership -----------------------------------------------------------------------------
 
@@ -208,7 +210,7 @@ class GroupMetadataManager:
             key=encode_group_metadata_key(GroupMetadataKey(group.group_id)),
             timestamp=self.clock(),
         )
-        error = await self.log.append(self.partition_of(group.group_id), [record])
+        error = await self.log.append(self.partition_of(group.group_id), [record])()
         if error is None:
             return None
         mapped = commit_error(error)
@@ -220,14 +222,18 @@ class GroupMetadataManager:
             else mapped
         )
 
-    async def store_offsets(
+    def store_offsets(
         self,
         group: Group,
         offsets: Mapping[TopicPartition, OffsetCommitValue],
-    ) -> KafkaError | None:
-        """Write ``offsets`` and, once replicated, make them the group's committed ones."""
+    ) -> Acknowledgement:
+        """Write ``offsets`` now; the returned wait makes them the group's committed ones
+        once replicated. Commits reach the log in the order of the calls, and a commit
+        whose replication completes after a later one of the same partition's (a client
+        pipelining async commits) leaves the later one in place, as Kafka's
+        appended-offset check does: the committed offset never goes backwards."""
         if not offsets:
-            return None
+            return _nothing_to_store
         records = [
             Record(
                 encode_offset_commit_value(value),
@@ -238,12 +244,23 @@ class GroupMetadataManager:
             )
             for tp, value in offsets.items()
         ]
-        error = await self.log.append(self.partition_of(group.group_id), records)
-        if error is not None:
-            return commit_error(error)
-        if self.groups.get(group.group_id) is group:
-            group.offsets.update(offsets)
-        return None
+        acknowledged = self.log.append(self.partition_of(group.group_id), records)
+        self._commits += 1
+        order = self._commits
+
+        async def stored() -> KafkaError | None:
+            error = await acknowledged()
+            if error is not None:
+                return commit_error(error)
+            if self.groups.get(group.group_id) is group:
+                latest = group.offset_commit_order
+                for tp, value in offsets.items():
+                    if latest.get(tp, 0) < order:
+                        group.offsets[tp] = value
+                        latest[tp] = order
+            return None
+
+        return stored
 
     async def delete_offsets(
         self, group: Group, tps: Iterable[TopicPartition]
@@ -263,7 +280,7 @@ class GroupMetadataManager:
             )
             for tp in tps
         ]
-        error = await self.log.append(self.partition_of(group.group_id), records)
+        error = await self.log.append(self.partition_of(group.group_id), records)()
         if error is not None:
             return commit_error(error)
         for tp in tps:
@@ -288,10 +305,11 @@ class GroupMetadataManager:
                 None, key=encode_group_metadata_key(GroupMetadataKey(group.group_id)), timestamp=now
             )
         )
-        error = await self.log.append(self.partition_of(group.group_id), records)
+        error = await self.log.append(self.partition_of(group.group_id), records)()
         if error is not None:
             return commit_error(error)
         group.offsets.clear()
+        group.offset_commit_order.clear()
         if group.state is not GroupState.DEAD:
             group.transition_to(GroupState.DEAD, now)
         if self.groups.get(group.group_id) is group:
@@ -390,3 +408,7 @@ def _group_from_record(
     if group.members:
         group.state = GroupState.STABLE
     return group
+
+
+async def _nothing_to_store() -> KafkaError | None:
+    return None

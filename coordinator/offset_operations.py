@@ -66,8 +66,10 @@ class GroupOffsetOperations:
             else:
                 valid[tp] = value
 
+        stored = self.manager.store_offsets(group, valid)  # written now, in request order
+
         async def write() -> Written[TopicPartition]:
-            error = await self.manager.store_offsets(group, valid)
+            error = await stored()
             code = NONE if error is None else error.code
             return {"errors": {**errors, **dict.fromkeys(valid, code)}}
 

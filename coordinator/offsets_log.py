@@ -7,8 +7,8 @@ ReplicaManager (the same append and acks=all wait a Produce request goes through
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Protocol, TypeAlias
 
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.errors import (
@@ -39,13 +39,19 @@ LOAD_CHUNK_BYTES = 1 << 20
 large offsets partition does not hold the event loop in one go."""
 
 
+Acknowledgement: TypeAlias = Callable[[], Awaitable["KafkaError | None"]]
+"""The wait for an append's replication: None once acks=all is met, else the error."""
+
+
 class OffsetsLog(Protocol):
     def leader_epoch(self, partition: int) -> int | None:
         """This broker's leader epoch of the partition, None when it does not lead it."""
         ...
 
-    async def append(self, partition: int, records: Sequence[Record]) -> KafkaError | None:
-        """Write ``records`` as one batch with acks=all; None once replicated."""
+    def append(self, partition: int, records: Sequence[Record]) -> Acknowledgement:
+        """Write ``records`` as one batch at once, so batches reach the log in the order
+        of the calls (pipelined commits stay in request order); the returned wait ends
+        when acks=all is met."""
         ...
 
     def read_all(self, partition: int) -> Iterator[DecodedRecord | None]:
@@ -68,15 +74,19 @@ class ReplicaOffsetsLog:
         p = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, partition))
         return p.leader_epoch if p is not None and p.is_leader else None
 
-    async def append(self, partition: int, records: Sequence[Record]) -> KafkaError | None:
+    def append(self, partition: int, records: Sequence[Record]) -> Acknowledgement:
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         batch = encode_batch(records, now_ms=self.clock())
         results = self.replica_manager.append_records(-1, [(tp, batch)])
         _, result = results[0]
-        if isinstance(result, KafkaError):
-            return result
-        outcomes = await self.replica_manager.wait_for_acks(results, self.timeout_ms)
-        return outcomes.get(tp)
+
+        async def acknowledged() -> KafkaError | None:
+            if isinstance(result, KafkaError):
+                return result
+            outcomes = await self.replica_manager.wait_for_acks(results, self.timeout_ms)
+            return outcomes.get(tp)
+
+        return acknowledged
 
     def read_all(self, partition: int) -> Iterator[DecodedRecord | None]:
         p = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, partition))

@@ -61,8 +61,9 @@ import trio
 
 from minibroker.net import socket_io
 from minibroker.net.calls import BOUNDARY_ERRORS, Call, CallReader, NetworkBoundary
-from minibroker.net.security import ClientSecurity
+from minibroker.net.security import BrokerProver, ClientSecurity
 from minibroker.net.tls import TlsStream
+from minibroker.protocol import broker_proof
 from minibroker.protocol.api import (
     ApiKey,
     PackedBody,
@@ -203,9 +204,12 @@ class Connection(CallReader):
         self._tls = stream if isinstance(stream, TlsStream) else None
         self._move(ConnectionState.OPEN)
         security = self.security
-        if security is not None and security.mechanism is not None:
+        if security is not None and (security.mechanism or security.identity) is not None:
             try:
-                await self._authenticate(security)
+                if security.mechanism is not None:
+                    await self._authenticate(security)
+                if security.identity is not None:
+                    await self._prove_identity(security.identity)
             except BaseException:
                 with trio.CancelScope(shield=True):
                     await self.aclose()
@@ -247,6 +251,18 @@ class Connection(CallReader):
             )
             _raise_sasl_error(answer)
             token = client.step(answer["auth_bytes"])
+
+    async def _prove_identity(self, identity: BrokerProver) -> None:
+        """BrokerChallenge, then BrokerProof signed with ``identity``'s key
+        (protocol/broker_proof.py); the broker's refusal is raised (not retriable)."""
+        timeout = self.connect_timeout
+        challenge = await self.request(ApiKey.BROKER_CHALLENGE, {}, timeout=timeout)
+        _raise_error(challenge)
+        payload = broker_proof.payload(
+            challenge["nonce"], identity.broker_id, challenge["broker_id"]
+        )
+        proof = {"broker_id": identity.broker_id, "signature": identity.sign(payload)}
+        _raise_error(await self.request(ApiKey.BROKER_PROOF, proof, timeout=timeout))
 
     async def __aenter__(self) -> Connection:
         await self.connect()
@@ -428,6 +444,13 @@ class Connection(CallReader):
                 self._write_turns.unpark()
             else:
                 self._writing = False
+
+
+def _raise_error(body: Any) -> None:
+    code = body.get("error_code", 0)
+    if code:
+        error = error_for_code(code)
+        raise error(body.get("error_message") or error.name)
 
 
 def _raise_sasl_error(body: Any) -> None:

@@ -25,7 +25,7 @@ import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from minibroker.protocol.errors import ConfigError
 from minibroker.protocol.sasl import MECHANISMS
@@ -35,16 +35,27 @@ SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
+class BrokerProver(Protocol):
+    """A broker's identity, as a connection proves it (broker/identity_key.py)."""
+
+    broker_id: int
+
+    def sign(self, payload: bytes) -> bytes: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ClientSecurity:
     """What a Connection does after TCP connect: a TLS handshake when ``ssl_context`` is
-    set, then a SASL login when ``mechanism`` is."""
+    set, then a SASL login when ``mechanism`` is, then, for a broker's own connections
+    to other brokers, the proof of its id when ``identity`` is
+    (protocol/broker_proof.py)."""
 
     protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     mechanism: str | None = None
     username: str = ""
     password: str = ""
+    identity: BrokerProver | None = None
 
     @property
     def uses_ssl(self) -> bool:

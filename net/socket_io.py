@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 from collections.abc import Sequence
 
 import trio
@@ -88,6 +89,15 @@ def write_buffers_now(stream: trio.SocketStream, buffers: Sequence[Buffer]) -> l
 def receive_now(stream: trio.SocketStream, size: int) -> bytes | None:
     """Up to ``size`` bytes already received (b"" at EOF), or None when none are there."""
     return read_fd_now(stream.socket.fileno(), size)
+
+
+def readable_now(fd: int) -> bool:
+    """Whether ``fd`` has bytes (or an end of stream) to read, without waiting. poll(),
+    not select(): select() cannot watch descriptors of 1024 and above, which a broker
+    holding many log segments opens its sockets on."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def read_fd_now(fd: int, size: int) -> bytes | None:

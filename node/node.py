@@ -19,7 +19,6 @@ import trio
 from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.dispatcher import Deferred, RequestDispatcher
-from minibroker.broker.security import inter_broker_security
 from minibroker.controller.apis import ControllerApis
 from minibroker.controller.channel import ControllerChannelManager, connect_to_broker
 from minibroker.controller.controller import ControllerConfig, KafkaController
@@ -76,22 +75,27 @@ class Node:
             ),
             ControllerZkAdapter(zk),
             ControllerChannelManager(
-                functools.partial(connect_to_broker, security=inter_broker_security(config))
+                functools.partial(connect_to_broker, security=self.broker.inter_broker_security)
             ),
         )
         registry = self.broker.metrics.registry
         collector = ControllerCollector(controller)
         registry.register(collector)
         self.controller = controller
-        serve_controller_apis(self.broker.dispatcher, ControllerApis(controller))
+        serve_controller_apis(
+            self.broker.dispatcher, ControllerApis(controller), config.inter_broker_listener
+        )
         try:
             await controller.run(zk_events=events, task_status=task_status)
         finally:
             registry.unregister(collector)
 
 
-def serve_controller_apis(dispatcher: RequestDispatcher, apis: ControllerApis) -> None:
-    """Route the controller-only API keys to ``apis`` (replacing an earlier candidate's)."""
+def serve_controller_apis(
+    dispatcher: RequestDispatcher, apis: ControllerApis, inter_broker_listener: str
+) -> None:
+    """Route the controller-only API keys to ``apis`` (replacing an earlier candidate's);
+    ControlledShutdown on the inter-broker listener only, from the broker it names."""
     dispatcher.register(bodies.ELECT_LEADERS, _deferred(apis.elect_leaders))
     dispatcher.register(
         bodies.ALTER_PARTITION_REASSIGNMENTS, _deferred(apis.alter_partition_reassignments)
@@ -99,7 +103,17 @@ def serve_controller_apis(dispatcher: RequestDispatcher, apis: ControllerApis) -
     dispatcher.register(
         bodies.LIST_PARTITION_REASSIGNMENTS, _deferred(apis.list_partition_reassignments)
     )
-    dispatcher.register(bodies.CONTROLLED_SHUTDOWN, _deferred(apis.controlled_shutdown))
+
+    def controlled_shutdown(
+        header: RequestHeader, request: bodies.ControlledShutdownRequest
+    ) -> Deferred[bodies.ControlledShutdownResponse]:
+        peer = header.session.peer
+        sender = -1 if peer is None else peer.broker_id
+        return Deferred(functools.partial(apis.controlled_shutdown, request, sender=sender))
+
+    dispatcher.register(
+        bodies.CONTROLLED_SHUTDOWN, controlled_shutdown, listener=inter_broker_listener
+    )
 
 
 def _deferred(

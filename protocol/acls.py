@@ -16,7 +16,7 @@ prefix of it).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -87,6 +87,49 @@ class Permission(_Coded):
     ANY = (1, "Any")  # filters only
     DENY = (2, "Deny")
     ALLOW = (3, "Allow")
+
+
+SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[Operation, ...]]] = {
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+    ),
+}
+"""The operations that mean something on each resource type (Kafka's
+AclEntry.supportedOperations): what an ``authorized_operations`` field may list."""
+
+
+def operations_bitfield(operations: Iterable[Operation]) -> int:
+    """Kafka's ``authorized_operations`` int32: bit N set for the operation of code N
+    (Metadata, DescribeCluster and DescribeGroups answer it, KIP-430)."""
+    bits = 0
+    for operation in operations:
+        bits |= 1 << operation.code
+    return bits
+
+
+ALL_AUTHORIZED: Final = {
+    resource_type: operations_bitfield(operations)
+    for resource_type, operations in SUPPORTED_OPERATIONS.items()
+}
+"""Per resource type, every supported operation: what a broker without an authorizer
+answers when asked (everything is allowed there)."""
 
 
 def _by_code(cls: type[_E]) -> dict[int, _E]:

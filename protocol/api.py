@@ -21,7 +21,8 @@ What a receiver does with a bad request (docs/architecture.md, "Bad input"):
   carrying ``.header``.
 
 Decoding is bounded (``decode_request``'s limits below): a request holding more array
-elements in all than ``MAX_REQUEST_ELEMENTS``, a map with more than ``MAX_MAP_KEYS``
+elements in all than ``MAX_CLIENT_REQUEST_ELEMENTS`` (``MAX_REQUEST_ELEMENTS`` for the
+controller's requests), a map with more than ``MAX_MAP_KEYS``
 keys or a string longer than ``MAX_STRING_BYTES`` is refused as an
 ``InvalidRequestBody`` saying which limit it broke, before it is decoded further. The
 event loop that decodes a request serves every other client meanwhile: without these
@@ -61,7 +62,8 @@ Body: TypeAlias = dict[str, Any]
 
 
 class ApiKey(IntEnum):
-    """Kafka's API key numbers (org.apache.kafka.common.protocol.ApiKeys)."""
+    """Kafka's API key numbers (org.apache.kafka.common.protocol.ApiKeys), and minibroker's
+    own from 1000 on, which Kafka's never reach."""
 
     PRODUCE = 0
     FETCH = 1
@@ -100,6 +102,9 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    # minibroker's own (msgpack listener only): a broker proves its id (protocol/broker_proof.py)
+    BROKER_CHALLENGE = 1000
+    BROKER_PROOF = 1001
 
 
 SCHEMAS: Final[Mapping[ApiKey, Api]] = {
@@ -111,6 +116,16 @@ MAX_REQUEST_ELEMENTS: Final = 100_000
 """Array elements one request may hold over all its arrays (partitions, replica lists
 ...). Decoding and validating costs ~1.5 us an element, so this bounds one request's
 decode to ~150 ms in the worst case; an UpdateMetadata for ~14,000 partitions fits."""
+
+MAX_CLIENT_REQUEST_ELEMENTS: Final = 12_000
+"""The element budget of every request but the controller's (LeaderAndIsr, StopReplica,
+UpdateMetadata, which carry the cluster's state and get ``MAX_REQUEST_ELEMENTS``): a
+request naming ``request.max.partitions`` (5,000) partitions over as many topics
+fits; refusing more at decode time bounds what a request costs before any handler
+counts its items (~12 ms of msgpack decoding, ~50-80 ms of Kafka decoding)."""
+
+CONTROLLER_API_KEYS: Final = frozenset({4, 5, 6})
+"""LeaderAndIsr, StopReplica, UpdateMetadata: the requests with the large budget."""
 
 MAX_MAP_KEYS: Final = 256
 """Keys of one msgpack map: every schema struct has far fewer fields."""
@@ -262,15 +277,15 @@ class _ElementBudget:
     decode once they exceed ``left`` (each array is counted when complete, so at most
     one ``max_array_len`` array is decoded beyond the budget)."""
 
-    __slots__ = ("left",)
+    __slots__ = ("left", "limit")
 
     def __init__(self, elements: int) -> None:
-        self.left = elements
+        self.left = self.limit = elements
 
     def __call__(self, items: list[Any]) -> list[Any]:
         self.left -= len(items)
         if self.left < 0:
-            raise _TooManyElements(f"more than {MAX_REQUEST_ELEMENTS} array elements")
+            raise _TooManyElements(f"more than {self.limit} array elements")
         return items
 
 
@@ -283,6 +298,13 @@ _UNPACK_LIMITS: Final[dict[str, Any]] = {
 }
 """What one request frame may hold, as msgpack.unpackb's limits."""
 
+_CLIENT_UNPACK_LIMITS: Final[dict[str, Any]] = {
+    **_UNPACK_LIMITS,
+    "max_array_len": MAX_CLIENT_REQUEST_ELEMENTS,
+}
+"""A client request's: an array longer than its whole budget is refused from its header,
+before msgpack builds its elements."""
+
 
 def decode_request(
     payload: bytes | bytearray | memoryview, session: Session = UNKNOWN_SESSION
@@ -290,13 +312,18 @@ def decode_request(
     """Parse and validate one request frame payload: (header, body with defaults); the
     header carries ``session``."""
     try:
-        if len(payload) <= MAX_REQUEST_ELEMENTS:
+        # The envelope's API key, read from its second byte when it is a positive
+        # fixint (every controller request's is): only those get the large budget.
+        controller = len(payload) > 1 and payload[0] == 0x95 and payload[1] in CONTROLLER_API_KEYS
+        elements = MAX_REQUEST_ELEMENTS if controller else MAX_CLIENT_REQUEST_ELEMENTS
+        limits = _UNPACK_LIMITS if controller else _CLIENT_UNPACK_LIMITS
+        if len(payload) <= elements:
             # Every element takes a byte at least: too short to exceed the budget, so
             # no count is kept (a Python call per array otherwise).
-            envelope = msgpack.unpackb(payload, **_UNPACK_LIMITS)
+            envelope = msgpack.unpackb(payload, **limits)
         else:
-            budget = _ElementBudget(MAX_REQUEST_ELEMENTS)
-            envelope = msgpack.unpackb(payload, **_UNPACK_LIMITS, list_hook=budget)
+            budget = _ElementBudget(elements)
+            envelope = msgpack.unpackb(payload, **limits, list_hook=budget)
     except Exception as exc:
         header = _header_after_failure(payload)
         _validator_for(header)  # an unsupported version is reported as such first

@@ -12,6 +12,7 @@ Local misuse (a bad config value, a CLI mistake, a file that is not ours) raises
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 NONE = 0
@@ -311,6 +312,12 @@ class NoReassignmentInProgressError(KafkaError):
 class InvalidRecordError(KafkaError):
     code = 87
     name = "INVALID_RECORD"
+
+    def __init__(self, message: str = "", record_errors: Sequence[tuple[int, str]] = ()) -> None:
+        """``record_errors``: (index in its batch, why) of each record at fault, which
+        Produce v8+ answers (KIP-467) so a client fails only those and retries the rest."""
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
 
 
 class ProducerFencedError(KafkaError):

@@ -53,14 +53,15 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, content: bytes, *, sync: bool = True) -> None:
+def write_atomically(path: Path, content: bytes, *, sync: bool = True, mode: int = 0o666) -> None:
     """Replace ``path`` with ``content`` so that a crash leaves the old or new file.
 
     ``sync=False`` skips both fsyncs: still atomic against a process crash (rename),
     not yet against power loss until the caller fsyncs the file and its directory.
+    ``mode``: the new file's permissions (before the umask); 0o600 for secrets.
     """
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    with open(tmp, "wb") as f:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
         f.write(content)
         f.flush()
         if sync:

@@ -17,6 +17,10 @@ reappear in an untrimmed file after a crash. The preallocated tail is a hole too
 index takes disk only for the pages its entries were written to, before and after any
 restart.
 
+Pages of the sparse file are allocated (``posix_fallocate``) before the first entry
+written into each: a full disk is then an OSError on that append, never a SIGBUS from
+writing to a mapping the filesystem cannot back.
+
 Descriptors: an index holds no descriptor of its own and is mapped on first use (the
 first entry written or read), as Kafka's lazily loaded indexes are. Python's mmap keeps
 a duplicate descriptor per mapping, so a broker with thousands of empty partitions
@@ -39,6 +43,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from minibroker.storage.errors import CorruptIndexError
+
+PAGE_BYTES = mmap.PAGESIZE
+"""The unit in which the sparse index file is allocated before it is written."""
 
 
 class IndexFile:
@@ -180,8 +187,24 @@ class IndexFile:
         mm = self._mm
         if mm is None:
             mm = self._mapping()
-        self.ENTRY.pack_into(mm, slot * self.ENTRY_SIZE, *fields)
+        position = slot * self.ENTRY_SIZE
+        if not position % PAGE_BYTES:
+            # The file is sparse: the first write into a page allocates it, and a
+            # write to a mapping the filesystem cannot back is SIGBUS - the whole
+            # process killed. Allocating the page first turns a full disk into an
+            # OSError (ENOSPC) here, which the log handles as a failed log dir.
+            self._allocate(position, PAGE_BYTES)
+        self.ENTRY.pack_into(mm, position, *fields)
         self.entries = slot + 1
+
+    def _allocate(self, offset: int, length: int) -> None:
+        """posix_fallocate a range of the file (through the path: no descriptor is
+        kept, and this runs once per page of entries)."""
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, offset, length)
+        finally:
+            os.close(fd)
 
     def raw_entry(self, slot: int) -> tuple[int, ...]:
         """The stored fields of entry ``slot`` (relative offsets not yet made absolute)."""

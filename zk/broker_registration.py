@@ -102,3 +102,11 @@ class BrokerZnodes(ZnodeAccess):
             data, stat = result
             brokers[broker_id] = decode_broker_info(broker_id, data, epoch=stat.czxid)
         return brokers
+
+    async def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        """One broker's registration with its epoch; None if it is not registered."""
+        try:
+            data, stat = await self.zk.get(broker_path(broker_id))
+        except NoNode:
+            return None
+        return decode_broker_info(broker_id, data, epoch=stat.czxid)

@@ -12,7 +12,7 @@ and Kafka's own tools read our znodes and we read theirs.
         {"version":5,"host":"h","port":9092,"jmx_port":-1,"timestamp":"<ms>",
          "endpoints":["PLAINTEXT://h:9092"],
          "listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},
-         "features":{}[,"rack":"r1"]}
+         "features":{}[,"rack":"r1"],"identity_key":"<base64 Ed25519 public key>"}
     /brokers/topics/<t>             {"version":2,"partitions":{"0":[1,2,3]},
                                      "adding_replicas":{},"removing_replicas":{}}
     /brokers/topics/<t>/partitions/<p>/state
@@ -44,6 +44,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from minibroker.protocol import broker_proof
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.values import DEFAULT_SECURITY_PROTOCOL as DEFAULT_SECURITY_PROTOCOL
 
@@ -239,6 +240,8 @@ def encode_broker_info(info: BrokerInfo) -> bytes:
     }
     if info.rack is not None:
         value["rack"] = info.rack
+    if info.identity_key is not None:
+        value[broker_proof.REGISTRATION_FIELD] = info.identity_key
     return _dumps(value)
 
 
@@ -256,6 +259,7 @@ def decode_broker_info(broker_id: int, data: bytes, *, epoch: int = -1) -> Broke
     protocols = value.get("listener_security_protocol_map")
     if not isinstance(protocols, dict):
         protocols = {}
+    identity_key = value.get(broker_proof.REGISTRATION_FIELD)
     return BrokerInfo(
         id=broker_id,
         endpoints=endpoints,
@@ -264,6 +268,7 @@ def decode_broker_info(broker_id: int, data: bytes, *, epoch: int = -1) -> Broke
         jmx_port=int(value.get("jmx_port", -1)),
         epoch=epoch,
         security_protocols=tuple((str(k), str(v)) for k, v in sorted(protocols.items())),
+        identity_key=identity_key if isinstance(identity_key, str) else None,
     )
 
 

@@ -13,12 +13,12 @@ The file holds a secret (whoever has it can end the session) and is written 0600
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import trio
 from kazoo.client import KazooClient
 
+from minibroker.storage.checkpoint import write_atomically
 from minibroker.zk.types import ZkConnectionLoss, split_connect_string
 
 SESSION_FILE = ".zookeeper_session"
@@ -32,13 +32,7 @@ def write_credentials(path: Path, credentials: Credentials) -> None:
     """Replace ``path`` atomically with ``credentials`` (blocking: run in a thread)."""
     session_id, password = credentials
     text = json.dumps({"session_id": session_id, "password": password.hex()})
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, text.encode(), mode=0o600)
 
 
 def read_credentials(path: Path) -> Credentials | None:

@@ -166,7 +166,12 @@ class TopicZnodes(ZnodeAccess):
         try:
             await self.zk.set(topic_config_path(topic), data)
         except NoNode:
-            await self.zk.create(topic_config_path(topic), data, makepath=True)
+            try:
+                await self.zk.create(topic_config_path(topic), data, makepath=True)
+            except NodeExists:
+                # Another broker created it between our set and create (two auto-
+                # creations of one topic): write ours over it, as the set would have.
+                await self.zk.set(topic_config_path(topic), data)
         if notify:
             await self.zk.create(
                 f"{CONFIG_CHANGES_PATH}/{CONFIG_CHANGE_PREFIX}",

@@ -70,6 +70,8 @@ class BrokerInfo:
     epoch: int = -1
     security_protocols: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     """(listener, security protocol) pairs; a listener not named is PLAINTEXT."""
+    identity_key: str | None = field(default=None, compare=False)
+    """The broker's public identity key (protocol/broker_proof.py), None if it has none."""
 
     def security_protocol(self, listener: str) -> str:
         return dict(self.security_protocols).get(listener, DEFAULT_SECURITY_PROTOCOL)

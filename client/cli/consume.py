@@ -10,6 +10,10 @@ the log start where the group has none); it commits what it printed when it exit
 ``--format`` is ``text`` (the value), ``json`` (one object per line) or a template with
 ``%t`` topic, ``%p`` partition, ``%o`` offset, ``%k`` key, ``%v`` value, ``%T``
 timestamp (ms), ``%h`` headers (k=v,...), ``%%`` a percent sign, ``\\n`` / ``\\t``.
+
+When stdout is a pipe whose reader goes away (``consume ... | head``), the command
+stops as Unix tools do: at once, quietly, exit code 0 (client/cli/main.py), whether it
+found out by writing or, with no record to write, by watching the pipe.
 """
 
 from __future__ import annotations
@@ -18,9 +22,14 @@ import argparse
 import base64
 import contextlib
 import json
+import os
 import re
+import select
+import stat
 import sys
 from collections.abc import Callable
+
+import trio
 
 from minibroker.client.cli.common import (
     UsageError,
@@ -185,6 +194,7 @@ async def _run_group(args: argparse.Namespace, render: Callable[[ConsumerRecord]
         group_id=args.group,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         client_id="minibroker-cli-consumer",
+        config=command_security(args),
     ) as consumer:
         await topic_or_explain(consumer.cluster, args.topic, "consumers do not create topics")
         consumer.subscribe([args.topic])
@@ -199,19 +209,60 @@ async def _run_group(args: argparse.Namespace, render: Callable[[ConsumerRecord]
 async def _print_records(
     consumer: Consumer, args: argparse.Namespace, render: Callable[[ConsumerRecord], str]
 ) -> None:
+    """Print records until --max-messages or --timeout-ms; BrokenPipeError when the
+    reader of stdout left (then without the count: what was written may be unread)."""
     count = 0
+    reader = _Reader()
     timeout_ms = args.timeout_ms if args.timeout_ms is not None else float("inf")
-    try:
-        while args.max_messages is None or count < args.max_messages:
-            want = 10_000 if args.max_messages is None else args.max_messages - count
-            records = await consumer.poll(timeout_ms, want)
-            if not records:
-                break
-            sys.stdout.write("".join(render(r) + "\n" for r in records))
-            sys.stdout.flush()
-            count += len(records)
-    finally:
-        print(f"Processed a total of {count} messages", file=sys.stderr)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader.watch, sys.stdout.fileno(), nursery.cancel_scope)
+        try:
+            while args.max_messages is None or count < args.max_messages:
+                want = 10_000 if args.max_messages is None else args.max_messages - count
+                records = await consumer.poll(timeout_ms, want)
+                if not records:
+                    break
+                sys.stdout.write("".join(render(r) + "\n" for r in records))
+                sys.stdout.flush()
+                count += len(records)
+        except BrokenPipeError:
+            reader.left = True
+        finally:
+            if not reader.left:
+                print(f"Processed a total of {count} messages", file=sys.stderr)
+        nursery.cancel_scope.cancel()
+    if reader.left:
+        raise BrokenPipeError("the reader of stdout went away")
+
+
+class _Reader:
+    """Whether whoever reads our stdout is still there."""
+
+    def __init__(self) -> None:
+        self.left = False
+
+    async def watch(self, fd: int, scope: trio.CancelScope) -> None:
+        """Cancel ``scope`` once nobody reads the pipe ``fd`` writes to (never, when
+        it is not a pipe): a consumer waiting for records ends with its reader, not at
+        the next record it would print."""
+        try:
+            is_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        except OSError:
+            is_pipe = False
+        if not is_pipe:
+            return
+        await trio.to_thread.run_sync(_wait_for_pipe_error, fd, abandon_on_cancel=True)
+        self.left = True
+        scope.cancel()
+
+
+def _wait_for_pipe_error(fd: int) -> None:
+    """Block until ``fd`` reports an error: for a pipe's writing end, its reader left.
+    Polling for no event at all still reports POLLERR / POLLHUP."""
+    poller = select.poll()
+    poller.register(fd, 0)
+    while not poller.poll():
+        pass
 
 
 async def _position(

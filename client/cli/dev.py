@@ -56,6 +56,7 @@ from minibroker.client.cli.dev_control import (
     security_of,
     start_broker,
     status,
+    status_all,
     stop_broker,
     terminate_pids,
     wait_for_line,
@@ -78,7 +79,6 @@ from minibroker.client.cli.dev_state import (
     forget_location,
     pid_running,
     record_location,
-    recorded_location,
 )
 
 __all__ = ["ChildInfo", "DevError", "DevState", "down", "pid_running", "state_of"]
@@ -132,6 +132,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     down_ = actions.add_parser("down", help="stop the cluster `dev up` runs")
     status_ = actions.add_parser("status", help="each process of the cluster: pid, ports, alive")
     add_format(status_)
+    status_.add_argument(
+        "--all",
+        action="store_true",
+        help="every dev cluster of this user instead: data dir, state and ports",
+    )
     stop = actions.add_parser("stop-broker", help="stop one broker (SIGTERM: controlled shutdown)")
     start = actions.add_parser("start-broker", help="start a stopped broker again")
     restart = actions.add_parser("restart-broker", help="stop one broker, then start it again")
@@ -162,6 +167,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "up":
         return _run_up(args)
+    if args.action == "status" and args.all:
+        if args.data_dir is not None:
+            raise UsageError("--all lists every cluster: it takes no --data-dir")
+        return status_all(args.format)
     data_dir = find_data_dir(args.data_dir)
     if args.action == "down":
         return down(data_dir)
@@ -183,22 +192,7 @@ def _run_up(args: argparse.Namespace) -> int:
     check_port_ranges(args)
     if args.data_dir is None:
         args.data_dir = DEFAULT_DATA_DIR
-        _refuse_if_running_elsewhere(args.data_dir)
     return run_async(_up, args)
-
-
-def _refuse_if_running_elsewhere(data_dir: Path) -> None:
-    """Without --data-dir, a cluster the last `dev up` started elsewhere and that still
-    runs would take the same ports: say where it is instead."""
-    recorded = recorded_location()
-    if recorded is None or recorded == data_dir.resolve():
-        return
-    state = DevState.load(recorded)
-    if state is not None and pid_running(state.supervisor_pid):
-        raise DevError(
-            f"a dev cluster is already running in {recorded} (pid {state.supervisor_pid}); "
-            f"`minibroker dev down` stops it, `--data-dir DIR` with other ports starts another"
-        )
 
 
 # --- dev up --------------------------------------------------------------------------
@@ -251,7 +245,7 @@ class _Supervisor:
             self.state.settings = [*secure.settings, *self.state.settings]
             self.state.client_config = str(secure.client_properties)
         self.state.save()
-        record_location(self.data_dir)
+        record_location(self.data_dir, Path.cwd())
         for i in range(1, args.brokers + 1):
             await self._start_broker(i, zk_port)
         print(f"waiting for a controller and {args.brokers} registered brokers", flush=True)
@@ -328,7 +322,8 @@ class _Supervisor:
         print(f"  data dir            {self.data_dir}")
         print(f"  logs                {self.data_dir / 'logs'}")
         print(
-            "Ctrl-C (or `minibroker dev down` from any directory) stops it; data stays for the "
+            f"Ctrl-C (or `minibroker dev down` here, `--data-dir {self.data_dir}` elsewhere) "
+            "stops it; data stays for the "
             "next `dev up`. `minibroker dev status` lists the processes; `dev stop-broker N`, "
             "`dev start-broker N` and `dev restart-broker N [--kill]` drill failures.",
             flush=True,

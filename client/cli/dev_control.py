@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,11 @@ from minibroker.client.cli.dev_state import (
     DevError,
     DevState,
     forget_location,
+    is_running,
     load_state,
     pid_running,
+    recorded_clusters,
+    registry_dir,
 )
 from minibroker.client.security import client_security, read_command_config
 from minibroker.net.security import ClientSecurity
@@ -326,6 +329,37 @@ def status(data_dir: Path, output_format: str) -> int:
         rows.append((b["name"], b["pid"], b["port"], b["metrics_port"] or "-", _yes(b), b["log"]))
     print_table(("PROCESS", "PID", "PORT", "METRICS", "ALIVE", "LOG"), rows)
     return 0
+
+
+def status_all(output_format: str) -> int:
+    """Every recorded cluster of this user: where, whether it runs, its ports."""
+    reports = [status_of(state) | {"running": is_running(state)} for state in recorded_clusters()]
+    if output_format == "json":
+        print_json(reports)
+        return 0
+    if not reports:
+        print(f"no dev cluster recorded in {registry_dir()}")
+        return 0
+    rows = []
+    for report in reports:
+        brokers = report["brokers"]
+        zk = report["zookeeper"]
+        rows.append(
+            (
+                report["data_dir"],
+                "running" if report["running"] else "stopped",
+                zk["port"] if zk else "-",
+                _ports(b["port"] for b in brokers),
+                _ports(b["kafka_port"] for b in brokers),
+                _ports(b["metrics_port"] for b in brokers),
+            )
+        )
+    print_table(("DATA DIR", "STATE", "ZOOKEEPER", "BROKERS", "KAFKA", "METRICS"), rows)
+    return 0
+
+
+def _ports(ports: Iterable[int | None]) -> str:
+    return ",".join(str(p) for p in ports if p) or "-"
 
 
 def _yes(process: dict[str, Any]) -> str:

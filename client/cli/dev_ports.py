@@ -7,7 +7,7 @@ import argparse
 import socket
 
 from minibroker.client.cli.common import UsageError
-from minibroker.client.cli.dev_state import DevError
+from minibroker.client.cli.dev_state import DevError, cluster_using_port
 
 # Without --kafka-base-port, broker i's Kafka listener is this far above its msgpack port:
 # `dev up` alone serves Kafka's clients and tools on 19092, 19093, ...
@@ -66,8 +66,15 @@ def check_ports_free(args: argparse.Namespace) -> None:
                 sock.bind(("127.0.0.1", port))
                 sock.listen(1)
             except OSError:
+                holder = cluster_using_port(port)
+                culprit = (
+                    "is another cluster running?"
+                    if holder is None
+                    else f"the dev cluster in {holder.data_dir} has it (pid "
+                    f"{holder.supervisor_pid}; `minibroker dev down --data-dir "
+                    f"{holder.data_dir}` stops it)"
+                )
                 raise DevError(
-                    f"port {port} ({who}) is in use: is another cluster running? "
-                    "(--base-port, --zookeeper-port, --metrics-base-port and --kafka-base-port "
-                    "choose others)"
+                    f"port {port} ({who}) is in use: {culprit} (--base-port, "
+                    "--zookeeper-port, --metrics-base-port and --kafka-base-port choose others)"
                 ) from None

@@ -2,20 +2,26 @@
 
 ``dev.json`` records the supervisor's pid, ZooKeeper's and every broker's pid, ports and
 log, and the ``--set`` properties the brokers run with (so ``dev start-broker`` starts a
-broker exactly as ``dev up`` did). ``dev up`` also writes the data dir's absolute path
-to ``~/.minibroker/dev-cluster`` (``$MINIBROKER_HOME`` instead of ``~/.minibroker``),
-so the other ``dev`` commands find the cluster from any directory:
+broker exactly as ``dev up`` did). Each cluster is recorded under its own data dir, so
+one user may run several (one per clone, each on its own ports). So that the other
+``dev`` commands find one from any directory, ``dev up`` also adds an entry to
+``~/.minibroker/dev-clusters/`` (``$MINIBROKER_HOME`` instead of ``~/.minibroker``): the
+data dir's absolute path and the directory it ran in; ``dev down`` removes it. A
+command finds its cluster by:
 
 1. ``--data-dir D`` when given;
-2. ``./.minibroker`` when it holds a dev.json (the default data dir, run where it was);
-3. the data dir ``~/.minibroker/dev-cluster`` names, when it holds a dev.json;
+2. the repository it runs in: ``.minibroker/dev.json`` here or in a parent directory,
+   else a recorded cluster whose ``dev up`` ran here or in a parent;
+3. the only recorded cluster that runs (or, none running, the only one recorded);
 
-and otherwise fail with an error that says what to pass.
+and otherwise fails with an error that says what to pass (several clusters: `dev status
+--all` lists them).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -25,7 +31,8 @@ from minibroker.protocol.errors import MinibrokerError
 
 STATE_FILE = "dev.json"
 DEFAULT_DATA_DIR = Path(".minibroker")
-POINTER_FILE = "dev-cluster"
+REGISTRY_DIR = "dev-clusters"
+LEGACY_POINTER_FILE = "dev-cluster"  # one pointer per user, as `dev up` kept it before
 
 
 class DevError(MinibrokerError):
@@ -109,47 +116,144 @@ def pid_running(pid: int) -> bool:
 # --- finding the cluster ---------------------------------------------------------------
 
 
-def pointer_path() -> Path:
+def minibroker_home() -> Path:
     home = os.environ.get("MINIBROKER_HOME")
-    return (Path(home) if home else Path.home() / ".minibroker") / POINTER_FILE
+    return Path(home) if home else Path.home() / ".minibroker"
 
 
-def record_location(data_dir: Path) -> None:
-    """Remember ``data_dir`` as the latest dev cluster's (best effort: a read-only home
-    only means the user passes --data-dir)."""
-    pointer = pointer_path()
+def registry_dir() -> Path:
+    """One file per cluster this user started (REGISTRY_DIR under minibroker_home)."""
+    return minibroker_home() / REGISTRY_DIR
+
+
+def _entry_path(data_dir: Path) -> Path:
+    digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    return registry_dir() / f"{digest}.json"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A cluster's entry in the registry: its data dir, and where `dev up` ran."""
+
+    data_dir: Path
+    started_from: Path | None
+
+
+def record_location(data_dir: Path, started_from: Path | None = None) -> None:
+    """Add ``data_dir`` to this user's clusters (best effort: a read-only home only
+    means the user passes --data-dir)."""
+    entry = {"data_dir": str(data_dir.resolve()), "started_from": str(started_from or "")}
+    path = _entry_path(data_dir)
     with contextlib.suppress(OSError):
-        pointer.parent.mkdir(parents=True, exist_ok=True)
-        pointer.write_text(f"{data_dir.resolve()}\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(entry) + "\n")
+        tmp.replace(path)
 
 
 def forget_location(data_dir: Path) -> None:
-    """Drop the pointer if it still names ``data_dir`` (a later `dev up` elsewhere wins)."""
-    if recorded_location() == data_dir.resolve():
-        pointer_path().unlink(missing_ok=True)
+    """Drop ``data_dir`` from this user's clusters (and from an older `dev up`'s pointer)."""
+    with contextlib.suppress(OSError):
+        _entry_path(data_dir).unlink(missing_ok=True)
+        legacy = minibroker_home() / LEGACY_POINTER_FILE
+        if legacy.exists() and Path(legacy.read_text().strip()) == data_dir.resolve():
+            legacy.unlink()
 
 
-def recorded_location() -> Path | None:
-    try:
-        text = pointer_path().read_text().strip()
-    except OSError:
+def recorded_locations() -> list[Recorded]:
+    """Every cluster recorded for this user, newest first (with the one an older
+    `dev up` wrote to LEGACY_POINTER_FILE)."""
+    found: list[tuple[float, Recorded]] = []
+    with contextlib.suppress(OSError):
+        for path in registry_dir().glob("*.json"):
+            try:
+                entry = json.loads(path.read_text())
+                started = entry.get("started_from") or None
+                recorded = Recorded(Path(entry["data_dir"]), Path(started) if started else None)
+                found.append((path.stat().st_mtime, recorded))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    with contextlib.suppress(OSError):
+        legacy = minibroker_home() / LEGACY_POINTER_FILE
+        text = legacy.read_text().strip()
+        if text and all(r.data_dir != Path(text) for _, r in found):
+            found.append((legacy.stat().st_mtime, Recorded(Path(text), None)))
+    return [r for _, r in sorted(found, key=lambda item: -item[0])]
+
+
+def recorded_clusters() -> list[DevState]:
+    """The recorded clusters whose dev.json is still there (running, or left by a
+    supervisor that died)."""
+    states = (DevState.load(r.data_dir) for r in recorded_locations())
+    return [state for state in states if state is not None]
+
+
+def is_running(state: DevState) -> bool:
+    """Whether any process of the cluster still runs."""
+    pids = [state.supervisor_pid, *(b.pid for b in state.brokers.values())]
+    if state.zookeeper is not None:
+        pids.append(state.zookeeper.pid)
+    return any(pid_running(pid) for pid in pids)
+
+
+def _repository_cluster(cwd: Path) -> Path | None:
+    """The data dir of the cluster the repository around ``cwd`` started: its default
+    ``.minibroker`` (in ``cwd`` or a parent), else a recorded cluster whose `dev up` ran
+    there (``--data-dir`` elsewhere), the nearest first."""
+    if (DEFAULT_DATA_DIR / STATE_FILE).exists():
+        return DEFAULT_DATA_DIR
+    for parent in cwd.parents:
+        if (parent / DEFAULT_DATA_DIR / STATE_FILE).exists():
+            return parent / DEFAULT_DATA_DIR
+    started_here = [
+        r
+        for r in recorded_locations()
+        if r.started_from is not None
+        and (r.started_from == cwd or r.started_from in cwd.parents)
+        and (r.data_dir / STATE_FILE).exists()
+    ]
+    if not started_here:
         return None
-    return Path(text) if text else None
+    return max(
+        started_here, key=lambda r: len(r.started_from.parts) if r.started_from else 0
+    ).data_dir
 
 
 def find_data_dir(explicit: Path | None) -> Path:
     """The data dir of the cluster a `dev` command (other than `up`) is about."""
     if explicit is not None:
         return explicit
-    if (DEFAULT_DATA_DIR / STATE_FILE).exists():
-        return DEFAULT_DATA_DIR
-    recorded = recorded_location()
-    if recorded is not None and (recorded / STATE_FILE).exists():
-        return recorded
+    cwd = Path.cwd().resolve()
+    here = _repository_cluster(cwd)
+    if here is not None:
+        return here
+    clusters = recorded_clusters()
+    running = [c for c in clusters if is_running(c)]
+    candidates = running or clusters
+    if len(candidates) == 1:
+        return Path(candidates[0].data_dir)
+    if candidates:
+        names = ", ".join(c.data_dir for c in candidates)
+        raise DevError(
+            f"{len(candidates)} dev clusters are recorded ({names}) and none belongs to "
+            f"{cwd}; pass --data-dir DIR (`minibroker dev status --all` lists them)"
+        )
     raise DevError(
         f"no dev cluster found (no {DEFAULT_DATA_DIR / STATE_FILE} here, none recorded in "
-        f"{pointer_path()}); pass --data-dir DIR, the directory `dev up` used"
+        f"{registry_dir()}); pass --data-dir DIR, the directory `dev up` used"
     )
+
+
+def cluster_using_port(port: int) -> DevState | None:
+    """A running recorded cluster one of whose processes was given ``port``."""
+    for state in recorded_clusters():
+        ports = {b.port for b in state.brokers.values()}
+        ports |= {p for b in state.brokers.values() for p in (b.metrics_port, b.kafka_port) if p}
+        if state.zookeeper is not None:
+            ports.add(state.zookeeper.port)
+        if port in ports and is_running(state):
+            return state
+    return None
 
 
 def load_state(data_dir: Path) -> DevState:

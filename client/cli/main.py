@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -75,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args._run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_OK  # the reader of our output left (`... | head`): as Unix tools do
     except UsageError as exc:
         print(f"minibroker {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -85,6 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"minibroker {args.command}: error: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_ERROR
     return code
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so flushing it at exit cannot fail a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

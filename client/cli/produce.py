@@ -7,6 +7,12 @@ value at the first SEP; ``--header k=v`` adds headers to every record; ``--acks`
 then the key. Lines are sent as they arrive
 (interactive use works) and everything is flushed at end of input; the exit code is 1
 if any record failed, with the first failure on stderr.
+
+Records a partition refuses for a while (NOT_ENOUGH_REPLICAS: fewer in-sync replicas
+than min.insync.replicas; no leader) are retried until ``delivery.timeout.ms`` (Kafka's
+120 s) runs out; meanwhile a line on stderr says which partition waits and why, again
+every ``WAIT_REPORT_EVERY_S``. Kafka's ``--request-timeout-ms`` and ``--producer-property
+KEY=VALUE`` (``delivery.timeout.ms``, ...) set the bounds.
 """
 
 from __future__ import annotations
@@ -36,6 +42,20 @@ HELP = "produce stdin lines as records"
 
 READ_CHUNK = 1 << 16  # bytes read from stdin per thread hop
 PROGRESS_EVERY_S = 1.0  # how often the progress line is redrawn
+WAIT_CHECK_S = 0.5  # how often the partitions waiting for a retry are looked at
+WAIT_REPORT_EVERY_S = 10.0  # how often a partition still waiting is reported again
+DELIVERY_TIMEOUT_MS = 120_000  # Kafka's delivery.timeout.ms default
+REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms default (its console producer: 1500)
+PRODUCER_PROPERTIES = {
+    "delivery.timeout.ms": "delivery_timeout_ms",
+    "request.timeout.ms": "request_timeout_ms",
+    "retry.backoff.ms": "retry_backoff_ms",
+    "linger.ms": "linger_ms",
+    "batch.size": "batch_size",
+    "max.block.ms": "max_block_ms",
+}
+"""The Kafka producer properties ``--producer-property`` takes (all numbers), and the
+Producer argument each sets."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +97,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size", type=int, default=16384, help="largest batch in bytes (default 16384)"
     )
+    parser.add_argument(
+        "--request-timeout-ms",
+        type=int,
+        default=REQUEST_TIMEOUT_MS,
+        metavar="MS",
+        help=f"how long one produce request may take (default {REQUEST_TIMEOUT_MS})",
+    )
+    parser.add_argument(
+        "--producer-property",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Kafka producer property: "
+        f"{', '.join(PRODUCER_PROPERTIES)} (delivery.timeout.ms, default "
+        f"{DELIVERY_TIMEOUT_MS}, bounds how long a record is retried)",
+    )
     add_bootstrap(parser)
 
 
@@ -85,7 +122,36 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--key-separator must not be empty")
     if args.partition is not None and args.partition < 0:
         raise UsageError("--partition must be >= 0")
+    args.producer_settings = producer_settings(args)
     return run_async(_run, args, sys.stdin.buffer)
+
+
+def producer_settings(args: argparse.Namespace) -> dict[str, float]:
+    """The Producer's timeouts and batching from the flags and --producer-property (which
+    wins, as the later and more specific setting)."""
+    settings: dict[str, float] = {
+        "linger_ms": args.linger_ms,
+        "batch_size": args.batch_size,
+        "request_timeout_ms": args.request_timeout_ms,
+        "delivery_timeout_ms": DELIVERY_TIMEOUT_MS,
+    }
+    for key, value in args.producer_property:
+        argument = PRODUCER_PROPERTIES.get(key)
+        if argument is None:
+            raise UsageError(
+                f"--producer-property {key}: not one of {', '.join(PRODUCER_PROPERTIES)}"
+            )
+        try:
+            number = float(value)
+        except ValueError:
+            raise UsageError(f"--producer-property {key}: not a number: {value!r}") from None
+        if number < 0 or (number == 0 and key != "linger.ms"):
+            raise UsageError(f"--producer-property {key}: must be > 0, got {value}")
+        settings[argument] = number
+    if settings["request_timeout_ms"] <= 0:
+        raise UsageError("--request-timeout-ms must be > 0")
+    settings["batch_size"] = int(settings["batch_size"])
+    return settings
 
 
 async def _read_lines(stream: BinaryIO, send: trio.MemorySendChannel[list[bytes]]) -> None:
@@ -116,12 +182,12 @@ async def _run(args: argparse.Namespace, stream: BinaryIO) -> int:
         async with Producer(
             args.bootstrap_server,
             acks=args.acks,
-            linger_ms=args.linger_ms,
-            batch_size=args.batch_size,
             compression=None if args.compression == "none" else args.compression,
             client_id="minibroker-cli-producer",
             config=command_security(args),
+            **args.producer_settings,
         ) as producer:
+            nursery.start_soon(_report_waits, producer, args.producer_settings)
             # Fail fast on a topic that does not exist (instead of max_block_ms per record).
             await topic_or_explain(
                 producer.cluster,
@@ -156,6 +222,32 @@ async def _run(args: argparse.Namespace, stream: BinaryIO) -> int:
         nursery.cancel_scope.cancel()
         progress_done()
     return _report(deliveries)
+
+
+async def _report_waits(producer: Producer, settings: dict[str, float]) -> None:
+    """Say on stderr which partitions wait for a retry and why, when that starts or
+    changes and every WAIT_REPORT_EVERY_S while it lasts: a produce that cannot complete
+    is otherwise silent until delivery.timeout.ms runs out."""
+    reported: dict[tuple[str, int], tuple[str, float]] = {}
+    limit_s = settings["delivery_timeout_ms"] / 1000
+    while True:
+        await trio.sleep(WAIT_CHECK_S)
+        now = trio.current_time()
+        waiting = producer.retrying()
+        for tp in reported.keys() - waiting.keys():
+            del reported[tp]
+        for tp, error in sorted(waiting.items()):
+            last = reported.get(tp)
+            if last is not None and last[0] == error.name and now - last[1] < WAIT_REPORT_EVERY_S:
+                continue
+            reported[tp] = (error.name, now)
+            print(
+                f"minibroker produce: waiting: {error}; retrying each record for up to "
+                f"delivery.timeout.ms={limit_s * 1000:.0f} ms "
+                "(--producer-property delivery.timeout.ms=MS)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _report(deliveries: list[Delivery]) -> int:

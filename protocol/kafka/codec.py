@@ -30,7 +30,7 @@ import struct
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
-from minibroker.protocol.api import Body, RequestHeader
+from minibroker.protocol.api import MAX_CLIENT_REQUEST_ELEMENTS, Body, RequestHeader
 from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError
 from minibroker.protocol.kafka.compiler import (
@@ -93,8 +93,15 @@ def _compiled(kind: str, message: Message, version: int) -> Any:
         if role == "encoder":
             found = compile_encoder(struct_, version, flexible, name)
         else:
-            views = direction == "request"
-            found = compile_decoder(struct_, version, flexible, name, records_views=views)
+            request = direction == "request"
+            found = compile_decoder(
+                struct_,
+                version,
+                flexible,
+                name,
+                records_views=request,
+                max_elements=MAX_CLIENT_REQUEST_ELEMENTS if request else None,
+            )
         _COMPILED[key] = found
     return found
 

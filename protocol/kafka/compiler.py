@@ -143,10 +143,13 @@ def _fields_in(struct_: Struct, version: int, flexible: bool) -> tuple[list[Fiel
 
 
 class _DecoderGen:
-    def __init__(self, version: int, flexible: bool, records_views: bool) -> None:
+    def __init__(
+        self, version: int, flexible: bool, records_views: bool, max_elements: int | None
+    ) -> None:
         self.version = version
         self.flexible = flexible
         self.records_views = records_views
+        self.max_elements = max_elements
         self.src = _Source()
 
     def default_expr(self, field: Field) -> str:
@@ -232,14 +235,19 @@ class _DecoderGen:
             src.line(depth + 1, f"{target} = None" if nullable else f"{target} = []")
             src.line(depth, f"elif {n} > len(buf) - pos:")
             src.line(depth + 1, f"_fail('{field.name}: count beyond the message')")
+            if self.max_elements is not None:
+                src.line(depth, f"elif {n} > _left:")
+                too_many = f"more than {self.max_elements} array elements"
+                src.line(depth + 1, f"_fail('{field.name}: {too_many}')")
+            src.line(depth, "else:")
+            if self.max_elements is not None:
+                src.line(depth + 1, f"_left -= {n}")
             of = type_.of
             if isinstance(of, Primitive) and of.name in ("int32", "int64"):
                 code = _FIXED[of.name]
-                src.line(depth, "else:")
                 src.line(depth + 1, f"{target} = list(_unpack_from('>%d{code}' % {n}, buf, pos))")
                 src.line(depth + 1, f"pos += {_SIZES[code]} * {n}")
                 return
-            src.line(depth, "else:")
             src.line(depth + 1, f"{target} = []")
             src.line(depth + 1, f"for _ in range({n}):")
             element = src.var("e")
@@ -281,13 +289,24 @@ class _DecoderGen:
 
 
 def compile_decoder(
-    struct_: Struct, version: int, flexible: bool, name: str, *, records_views: bool = False
+    struct_: Struct,
+    version: int,
+    flexible: bool,
+    name: str,
+    *,
+    records_views: bool = False,
+    max_elements: int | None = None,
 ) -> Decoder:
-    gen = _DecoderGen(version, flexible, records_views)
+    """``max_elements``: the array elements one body may hold over all its arrays
+    (a request's budget, as the msgpack decoder's): the count of each array is taken
+    from the budget before any element is read, so an oversized request fails at its
+    first too-long array, before the per-element work."""
+    gen = _DecoderGen(version, flexible, records_views, max_elements)
     gen.struct(struct_, "body", 1)
-    decoder: Decoder = gen.src.build(
-        "def generated(buf, pos):", "    return body, pos", f"{name} v{version} decoder"
-    )
+    header = "def generated(buf, pos):"
+    if max_elements is not None:
+        header += f"\n    _left = {int(max_elements)}"
+    decoder: Decoder = gen.src.build(header, "    return body, pos", f"{name} v{version} decoder")
     return decoder
 
 

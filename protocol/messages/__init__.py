@@ -42,7 +42,12 @@ from minibroker.protocol.messages.replicas import (
     ELECT_LEADERS,
     LIST_PARTITION_REASSIGNMENTS,
 )
-from minibroker.protocol.messages.security import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from minibroker.protocol.messages.security import (
+    BROKER_CHALLENGE,
+    BROKER_PROOF,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
 
 ALL_MESSAGES: Final[dict[int, Message]] = {
     m.api_key: m
@@ -84,6 +89,8 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         DELETE_ACLS,
         SASL_HANDSHAKE,
         SASL_AUTHENTICATE,
+        BROKER_CHALLENGE,
+        BROKER_PROOF,
     )
 }
 """Every declared message by API key."""

@@ -1165,6 +1165,27 @@ class DescribeClusterResponse(TypedDict, total=False):
     cluster_authorized_operations: int
 
 
+class BrokerChallengeRequest(TypedDict):
+    pass
+
+
+class BrokerChallengeResponse(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+    nonce: bytes
+    broker_id: int
+
+
+class BrokerProofRequest(TypedDict):
+    broker_id: int
+    signature: bytes
+
+
+class BrokerProofResponse(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+
+
 PRODUCE: Final[Route[ProduceRequest, ProduceResponse]] = Route(0)
 FETCH: Final[Route[FetchRequest, FetchResponse]] = Route(1)
 LIST_OFFSETS: Final[Route[ListOffsetsRequest, ListOffsetsResponse]] = Route(2)
@@ -1210,3 +1231,5 @@ LIST_PARTITION_REASSIGNMENTS: Final[
 ] = Route(46)
 OFFSET_DELETE: Final[Route[OffsetDeleteRequest, OffsetDeleteResponse]] = Route(47)
 DESCRIBE_CLUSTER: Final[Route[DescribeClusterRequest, DescribeClusterResponse]] = Route(60)
+BROKER_CHALLENGE: Final[Route[BrokerChallengeRequest, BrokerChallengeResponse]] = Route(1000)
+BROKER_PROOF: Final[Route[BrokerProofRequest, BrokerProofResponse]] = Route(1001)

@@ -1,4 +1,5 @@
-"""Authentication: SaslHandshake and SaslAuthenticate.
+"""Authentication: SaslHandshake and SaslAuthenticate, and the brokers' identity proof
+(BrokerChallenge, BrokerProof).
 
 One exchange (broker/sasl_gate.py) serves both listeners. The msgpack client always
 wraps the SASL tokens in SaslAuthenticate (Kafka's handshake v1 behaviour); Kafka's
@@ -12,6 +13,7 @@ from typing import Final
 from minibroker.protocol.messages.form import (
     BYTES,
     INT16,
+    INT32,
     INT64,
     STRING,
     Array,
@@ -65,4 +67,42 @@ SASL_AUTHENTICATE: Final = Message(
         1: "session_lifetime_ms (KIP-368 re-authentication)",
         2: "flexible",
     },
+)
+
+BROKER_CHALLENGE: Final = Message(
+    1000,
+    "BrokerChallenge",
+    doc="""The first half of a broker's identity proof on an inter-broker connection
+    (minibroker's own, msgpack listener only: protocol/broker_proof.py says the scheme).
+
+    Request: nothing. Response: ``error_code`` (CLUSTER_AUTHORIZATION_FAILED where
+    no proof can be taken), ``nonce`` (fresh random bytes, good for one proof on this
+    connection) and ``broker_id``, the answering broker's own id, which the proof names.
+    """,
+    valid=versions(""),
+    flexible=versions(""),
+    request=struct(),
+    response=struct(
+        f("error_code", INT16),
+        f("error_message", STRING, body_null=True),
+        f("nonce", BYTES),
+        f("broker_id", INT32, default=-1),
+    ),
+)
+
+BROKER_PROOF: Final = Message(
+    1001,
+    "BrokerProof",
+    doc="""The second half: the connecting broker's signature of the challenge with the
+    identity key whose public half its /brokers/ids/<id> registration publishes.
+
+    Request: ``broker_id`` (who the connection claims to be) and ``signature``
+    (Ed25519 over protocol/broker_proof.py's ``payload``). Response: ``error_code``
+    (CLUSTER_AUTHORIZATION_FAILED unless the signature checks against that broker's
+    registered key); from then on the connection speaks for that broker.
+    """,
+    valid=versions(""),
+    flexible=versions(""),
+    request=struct(f("broker_id", INT32, required=True), f("signature", BYTES, required=True)),
+    response=struct(f("error_code", INT16), f("error_message", STRING, body_null=True)),
 )

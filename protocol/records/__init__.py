@@ -6,7 +6,8 @@ in, values out.
 - ``batch``: the 61-byte batch header: reading, validating, patching in place (offsets
   and leader epochs are assigned without touching the records) and writing;
 - ``varint``: the zigzag varints every record field uses;
-- ``encode`` / ``decode``: records to a batch and back.
+- ``encode`` / ``decode``: records to a batch and back;
+- ``control``: the transaction markers' record key (commit or abort).
 
 Callers import from this package; the modules are how it is organised.
 """
@@ -27,6 +28,11 @@ from minibroker.protocol.records.batch import (
     read_header,
     set_log_append_time,
     validate_batch,
+)
+from minibroker.protocol.records.control import (
+    ControlRecordType,
+    control_record_key,
+    control_record_type,
 )
 from minibroker.protocol.records.decode import (
     decode_batch,
@@ -56,10 +62,13 @@ __all__ = [
     "Buffer",
     "Compression",
     "ConsumerRecord",
+    "ControlRecordType",
     "DecodedRecord",
     "Header",
     "Record",
     "TimestampType",
+    "control_record_key",
+    "control_record_type",
     "decode_batch",
     "decode_consumer_records",
     "decode_records",

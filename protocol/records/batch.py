@@ -62,8 +62,8 @@ _PARTITION_LEADER_EPOCH_OFFSET = 12
 _COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 """Attributes bit 3: set when the batch's timestamps are LogAppendTime."""
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -109,11 +109,11 @@ class BatchHeader(NamedTuple):
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_BIT)
+        return bool(self.attributes & TRANSACTIONAL_BIT)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL_BIT)
+        return bool(self.attributes & CONTROL_BIT)
 
 
 # --- reading and validating ----------------------------------------------------------

@@ -244,8 +244,6 @@ MATRIX: list[tuple[str, ApiKey, dict[str, Any], tuple[ResourceType, str], Operat
      (ResourceType.TOPIC, TOPIC), Operation.WRITE, _partition_error, TOPIC_AUTH),
     ("fetch", ApiKey.FETCH, fetch_body(TOPIC, {0: 0}),
      (ResourceType.TOPIC, TOPIC), Operation.READ, _partition_error, TOPIC_AUTH),
-    ("follower fetch", ApiKey.FETCH, {**fetch_body(TOPIC, {0: 0}), "replica_id": 2},
-     CLUSTER_KEY, Operation.CLUSTER_ACTION, _top_error, CLUSTER_AUTH),
     ("list offsets", ApiKey.LIST_OFFSETS,
      {"topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
      (ResourceType.TOPIC, TOPIC), Operation.DESCRIBE, _partition_error, TOPIC_AUTH),
@@ -370,8 +368,8 @@ async def test_forged_controller_requests_from_a_non_broker_are_refused_and_chan
         answer = await cluster.admin(ApiKey.PRODUCE, produce_body(TOPIC, 0, batch(*records)))
         assert produced(answer)["error_code"] == 0
         # The forger knows everything the fence checks: the real controller id and
-        # epoch and this broker's epoch. Only its principal gives it away. It may even
-        # read and write the topic.
+        # epoch and this broker's epoch. It may even read and write the topic, and
+        # (below) holds ClusterAction: only the broker's identity key is missing.
         controller_id = json.loads((await zk_client.get("/controller"))[0])["brokerid"]
         epoch = int((await zk_client.get("/controller_epoch"))[0])
         stat = await zk_client.exists("/brokers/ids/1")
@@ -387,7 +385,11 @@ async def test_forged_controller_requests_from_a_non_broker_are_refused_and_chan
                 ),
             ),
             (ApiKey.UPDATE_METADATA, update_metadata(controller_id, epoch, broker_epoch)),
+            # A follower's fetch: an ACL (ClusterAction) is not enough, only a broker's
+            # proven connection (broker/controller_fence.py).
+            (ApiKey.FETCH, {**fetch_body(TOPIC, {0: 0}), "replica_id": 2}),
         ]
+        await cluster.create_acls(grant(*CLUSTER_KEY, Operation.CLUSTER_ACTION))
         answers = [(await cluster.client(key, body))["error_code"] for key, body in forged]
         assert answers == [CLUSTER_AUTH] * len(forged)
 

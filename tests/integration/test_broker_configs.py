@@ -18,7 +18,7 @@ from minibroker.client.reassignment import parse_reassignment
 from tests.integration.test_log_dir_moves import one_broker, topic_of_400_kb, wait_until
 
 STATIC_RATE = 30_000_000  # the broker's configured log-dir throttle in these tests
-DYNAMIC = 1  # config_source of a dynamic broker override
+DYNAMIC = 2  # config_source of a dynamic broker override (Kafka's DYNAMIC_BROKER_CONFIG)
 
 
 def mover_rate(broker: Broker) -> float:

@@ -4,8 +4,11 @@ responses nobody reads."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
 import socket
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -217,3 +220,40 @@ async def test_a_connection_owed_an_answer_is_not_idle_until_it_got_it() -> None
             # Silent for longer than the idle time already: closed once answered.
             assert await closed(client)
         assert server.closed["idle"] == 1
+
+
+@contextlib.contextmanager
+def descriptors_below(floor: int) -> Iterator[None]:
+    """Hold every free descriptor below ``floor``, so the next socket opened gets one at
+    or above it (select() cannot watch those)."""
+    held: list[int] = []
+    try:
+        while True:
+            fd = os.open(os.devnull, os.O_RDONLY)
+            if fd >= floor:
+                os.close(fd)
+                break
+            held.append(fd)
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+async def test_an_idle_connection_on_a_descriptor_above_1023_is_closed() -> None:
+    # A broker with many partitions holds more than 1024 files: the idle watch must not
+    # use select(), which raises on such descriptors.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    async with serving(idle_timeout_s=IDLE_S) as (server, _):
+        with descriptors_below(1100):
+            client = await connect(server.port)
+            await until(lambda: server.connections == 1)
+        async with client:
+            assert client.socket.fileno() >= 1100
+            assert await closed(client)
+        assert server.closed["idle"] == 1
+        async with await connect(server.port) as other:  # still serving
+            await other.send_all(encode_frame(b"now:ok"))
+            assert await answer(other) == b"ok"

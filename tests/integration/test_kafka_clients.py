@@ -14,6 +14,7 @@ import re
 import socket
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -407,6 +408,70 @@ async def test_confluent_kafka_produces_with_every_codec_and_reads_back_in_order
         assert mine == [
             (n, b"k%d" % i, b"value %d " % i * 5) for n, i in enumerate(range(partition, 200, 2))
         ]
+
+
+async def test_confluent_kafka_admin_is_told_every_operation_when_no_authorizer_is_set(
+    cluster: LocalCluster,
+) -> None:
+    """DescribeTopics / DescribeCluster / DescribeConsumerGroups with
+    include_authorized_operations (KIP-430): without an authorizer everything the
+    resource type supports is allowed, as Kafka answers (librdkafka's 0081)."""
+    await create_topic(cluster, "described-ops", 1)
+    op = confluent_kafka.admin.AclOperation
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
+    topics = confluent_kafka.TopicCollection(["described-ops"])
+    described = admin.describe_topics(topics, include_authorized_operations=True)
+    topic = described["described-ops"].result(timeout=KCAT_TIMEOUT_S)
+    assert set(topic.authorized_operations) == {
+        op.READ, op.WRITE, op.CREATE, op.DELETE, op.ALTER, op.DESCRIBE,
+        op.DESCRIBE_CONFIGS, op.ALTER_CONFIGS,
+    }  # fmt: skip
+    without = admin.describe_topics(topics)["described-ops"].result(timeout=KCAT_TIMEOUT_S)
+    assert not without.authorized_operations
+    cluster_ops = admin.describe_cluster(include_authorized_operations=True).result(
+        timeout=KCAT_TIMEOUT_S
+    )
+    assert set(cluster_ops.authorized_operations) == {
+        op.CREATE, op.CLUSTER_ACTION, op.DESCRIBE_CONFIGS, op.ALTER_CONFIGS,
+        op.IDEMPOTENT_WRITE, op.ALTER, op.DESCRIBE,
+    }  # fmt: skip
+    del admin  # destroyed now, while its brokers are up
+
+
+@pytest.mark.parametrize("batch_size", [1_000_000, 1])
+async def test_keyless_records_to_a_compacted_topic_fail_alone_and_name_their_batch_index(
+    cluster: LocalCluster, batch_size: int
+) -> None:
+    """Produce v8+ record errors (KIP-467): of 100 records, every tenth without a key, to
+    a compacted topic, exactly those 10 are INVALID_RECORD. In one batch the other 90
+    fail with it (librdkafka's _INVALID_DIFFERENT_RECORD: not their fault, retry them);
+    one record per batch, the 90 are written (librdkafka's 0011 record_fail)."""
+    topic = f"compacted-keyless-{batch_size}"
+    async with Admin(cluster.bootstrap) as admin:
+        await admin.create_topic(topic, 1, 3, config={"cleanup.policy": "compact"})
+    outcomes: Counter[int] = Counter()
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "linger.ms": 200,
+            "batch.size": batch_size,
+            "acks": "all",
+        }
+    )
+    for i in range(100):
+        producer.produce(
+            topic,
+            key=None if i % 10 == 0 else b"k%d" % i,
+            value=b"v%d" % i,
+            partition=0,
+            on_delivery=lambda error, _: outcomes.update([error.code() if error else 0]),
+        )
+    assert producer.flush(60) == 0
+    invalid = confluent_kafka.KafkaError.INVALID_RECORD
+    if batch_size == 1:
+        assert outcomes == {invalid: 10, 0: 90}
+    else:
+        assert outcomes == {invalid: 10, confluent_kafka.KafkaError._INVALID_DIFFERENT_RECORD: 90}
 
 
 @pytest.mark.parametrize("codec", CODECS)

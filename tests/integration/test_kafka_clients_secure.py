@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 import trio
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -128,18 +129,24 @@ async def test_a_kafka_client_with_a_wrong_password_is_refused(cluster: LocalClu
     assert errors and errors[0].code() == confluent_kafka.KafkaError._AUTHENTICATION
 
 
-async def test_a_user_added_with_the_cli_logs_in_but_acls_refuse_it_until_granted(
-    cluster: LocalCluster,
-) -> None:
-    password = cluster.data_dir / "bob.password"
-    password.write_text("bob-secret\n")
+def add_user(cluster: LocalCluster, name: str, password: str) -> dict[str, str]:
+    """``minibroker users add`` of a SCRAM user; its client properties."""
+    password_file = cluster.data_dir / f"{name}.password"
+    password_file.write_text(f"{password}\n")
     zookeeper = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
     added = cluster.cli(
-        *("users", "add", "bob", "--password-file", str(password), "--zookeeper", zookeeper),
+        *("users", "add", name, "--password-file", str(password_file)),
+        *("--zookeeper", zookeeper),
         bootstrap=False,
     )
     assert added.returncode == 0, added.stderr
-    bob = {**cluster.client_properties, "sasl.username": "bob", "sasl.password": "bob-secret"}
+    return {**cluster.client_properties, "sasl.username": name, "sasl.password": password}
+
+
+async def test_a_user_added_with_the_cli_logs_in_but_acls_refuse_it_until_granted(
+    cluster: LocalCluster,
+) -> None:
+    bob = add_user(cluster, "bob", "bob-secret")
     deadline = time.monotonic() + 30
     while True:  # the brokers apply the notification within a watch round trip
         try:
@@ -152,12 +159,45 @@ async def test_a_user_added_with_the_cli_logs_in_but_acls_refuse_it_until_grante
             await trio.sleep(0.2)
 
 
+async def test_authorized_operations_are_the_principals_own(cluster: LocalCluster) -> None:
+    """With ACLs, DescribeTopics and DescribeCluster list what the asking principal may
+    do: the super user everything, a user granted Read on a topic Read and Describe."""
+    await topic_from_the_bundled_client(cluster, "carols")
+    carol = add_user(cluster, "carol", "carol-secret")
+    granted = cluster.cli(
+        *("acl", "add", "--allow-principal", "User:carol", "--operation", "Read"),
+        *("--topic", "carols", "--command-config", cluster.state["client_config"]),
+    )
+    assert granted.returncode == 0, granted.stderr
+    op = confluent_kafka.admin.AclOperation
+    topics = confluent_kafka.TopicCollection(["carols"])
+
+    def described(config: dict[str, str]) -> set[object]:
+        admin = confluent_kafka.admin.AdminClient(
+            {**config, "bootstrap.servers": cluster.kafka_bootstrap}
+        )
+        deadline = time.monotonic() + 30
+        while True:  # carol's login and ACL reach every broker within a watch round trip
+            try:
+                found = admin.describe_topics(topics, include_authorized_operations=True)
+                return set(found["carols"].result(timeout=30).authorized_operations)
+            except confluent_kafka.KafkaException:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+
+    assert described(cluster.client_properties) == {
+        op.READ, op.WRITE, op.CREATE, op.DELETE, op.ALTER, op.DESCRIBE,
+        op.DESCRIBE_CONFIGS, op.ALTER_CONFIGS,
+    }  # fmt: skip
+    assert described(carol) == {op.READ, op.DESCRIBE}
+
+
 def test_the_readmes_secure_cluster_commands_run_as_written(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     # Run where the README's .minibroker/ is this cluster's data dir, with its ZooKeeper
     # and Kafka listeners in place of 127.0.0.1:2181 and :19092 (tests take no fixed port).
-    shell = block("Secure cluster", "sh")
+    shell = block("Secure cluster", "sh", 1)  # the second terminal's (0 starts the cluster)
     (tmp_path / ".minibroker").symlink_to(cluster.data_dir)
     zookeeper = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
     for readme_address, ours in (("127.0.0.1:2181", zookeeper),
@@ -185,3 +225,24 @@ def test_the_readmes_secure_cluster_commands_run_as_written(
     assert {"admin", "bob", "broker"} <= listed.keys()
     assert "SCRAM-SHA-512" in listed["bob"].split(",")
     assert not (tmp_path / "bob.password").exists()
+
+
+def test_a_client_without_its_login_is_told_what_the_listener_wants_and_which_keys_give_it(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    tls_only = tmp_path / "tls.properties"
+    ca = cluster.client_properties["ssl.ca.location"]
+    tls_only.write_text(f"security.protocol=SSL\nssl.ca.location={ca}\n")
+
+    plaintext = cluster.cli("topic", "list")
+    no_login = cluster.cli("topic", "list", "--command-config", str(tls_only))
+
+    assert plaintext.returncode == no_login.returncode == 1
+    err = plaintext.stderr.decode()
+    assert err.count("\n") == 1, err
+    assert "the listener wants TLS and a SASL login: set security.protocol=SASL_SSL, " in err
+    assert "sasl.mechanism, sasl.username, sasl.password and ssl.ca.location" in err
+    assert "--command-config FILE" in err and "msgpack" not in err
+    err = no_login.stderr.decode()
+    assert "ILLEGAL_SASL_STATE" in err and "the listener wants a SASL login first" in err
+    assert "sasl.mechanism, sasl.username and sasl.password" in err

@@ -351,6 +351,40 @@ def test_kafka_admin_clients_list_rewind_and_delete_groups_and_their_offsets(
         admin.close()
 
 
+def test_offsets_committed_for_a_topic_that_does_not_exist_are_refused_and_not_stored(
+    cluster: LocalCluster,
+) -> None:
+    """OffsetCommit (and so AlterConsumerGroupOffsets) naming a missing topic answers
+    UNKNOWN_TOPIC_OR_PARTITION for it, as Kafka does; partitions that exist in the same
+    request are committed."""
+    create_topic(cluster, "committed-real", 1)
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
+    request = confluent_kafka.ConsumerGroupTopicPartitions(
+        "ghost-committer", [confluent_kafka.TopicPartition("no-such-topic", 0, 5)]
+    )
+    future = admin.alter_consumer_group_offsets([request])["ghost-committer"]
+    (altered,) = future.result(timeout=KCAT_TIMEOUT_S).topic_partitions
+    del admin  # destroyed now, while its brokers are up
+    assert altered.error.code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    python_admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        answer = python_admin.alter_group_offsets(
+            "ghost-committer",
+            {
+                TopicPartition("no-such-topic", 0): OffsetAndMetadata(5, "", -1),
+                TopicPartition("committed-real", 0): OffsetAndMetadata(1, "", -1),
+            },
+        )
+        assert {tp.topic: error.errno for tp, error in answer.items()} == {
+            "no-such-topic": 3,  # UNKNOWN_TOPIC_OR_PARTITION
+            "committed-real": 0,
+        }
+    finally:
+        python_admin.close()
+    assert committed_offsets(cluster, "ghost-committer") == {0: 1}
+
+
 # -- restarts --------------------------------------------------------------------------
 
 

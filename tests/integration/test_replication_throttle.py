@@ -30,7 +30,7 @@ from tests.support.cli import run_cli
 LEADER_LIST = "leader.replication.throttled.replicas"
 FOLLOWER_LIST = "follower.replication.throttled.replicas"
 RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-TOPIC_CONFIG, DYNAMIC_BROKER = 1, 1  # config_source of a topic / dynamic broker override
+TOPIC_CONFIG, DYNAMIC_BROKER = 1, 2  # config_source of a topic / dynamic broker override
 
 RECORD_BYTES = 64 * 1024
 RECORDS = 100  # ~6.5 MB to copy

@@ -249,9 +249,14 @@ def test_spark_submit_job_writes_reports_that_agree_with_the_data_source(
         for r in spark.read.parquet(str(out / "divergence")).collect()
     }
     assert verdicts == {"orders": (True, None), "events": (False, 4)}
-    # and the summary says so in words
+    # and the summary says so in words, naming the HTML report it wrote last
     summary = (out / "summary.txt").read_text()
     assert summary in done.stdout
+    assert summary.splitlines()[-1] == f"HTML report: {out / 'report.html'}"
+    assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+    producers = spark.read.parquet(str(out / "producers")).collect()
+    # no producer ids: one row, over one copy of each partition (events-0: broker 2's 7)
+    assert [(p.producer_id, p.records) for p in producers] == [(-1, 12 + 7 + 6)]
     assert "events-0: replicas DIVERGE from offset 4" in summary
     assert "orders-0: replicas agree on 12 offsets [0, 12)" in summary
     assert f"@ byte {data.corrupt_position}" in summary and "torn batch" in summary

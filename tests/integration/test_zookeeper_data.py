@@ -381,3 +381,30 @@ async def test_broker_re_registers_after_its_session_expires(
     new_epoch = await kzk.register_broker(broker(1))
     assert new_epoch > old_epoch
     assert list(await kzk.get_live_brokers()) == [1]
+
+
+async def test_concurrent_creations_of_one_topic_make_it_once_and_tell_the_rest_it_exists(
+    kzk: KafkaZkClient,
+) -> None:
+    # Two brokers auto-creating the same topic for two producers race on its config
+    # znode and its assignment znode; the loser is told the topic exists, never a
+    # ZooKeeper error that aborts the rest of its CreateTopics request.
+    for round_ in range(5):
+        topic = f"raced-{round_}"
+        outcomes: list[str] = []
+
+        async def create(
+            broker_id: int, topic: str = topic, outcomes: list[str] = outcomes
+        ) -> None:
+            try:
+                await kzk.create_topic(topic, {0: [broker_id]}, {"retention.ms": "1000"})
+            except TopicAlreadyExistsError:
+                outcomes.append("exists")
+            else:
+                outcomes.append("created")
+
+        async with trio.open_nursery() as nursery:
+            for broker_id in (1, 2, 3, 4):
+                nursery.start_soon(create, broker_id)
+        assert sorted(outcomes) == ["created", "exists", "exists", "exists"]
+        assert await kzk.get_topic_config(topic) == {"retention.ms": "1000"}

@@ -210,8 +210,16 @@ class LocalCluster:
         *,
         kafka_listeners: bool = False,
         secure: bool = False,
+        command: list[str] | None = None,
+        cwd: Path = ROOT,
+        env: dict[str, str] | None = None,
     ) -> None:
-        """``secure``: `dev up --secure` (SASL_SSL, ACLs; ``client_properties`` logs in)."""
+        """``secure``: `dev up --secure` (SASL_SSL, ACLs; ``client_properties`` logs in).
+        ``command`` replaces ``minibroker dev up`` (a script that ends in it: the flags
+        are appended), run in ``cwd`` with ``env`` (default: this checkout's)."""
+        self.command = command
+        self.cwd = cwd
+        self.env = env
         self.data_dir = data_dir
         self.secure = secure
         self.brokers = brokers
@@ -224,10 +232,12 @@ class LocalCluster:
     # --- lifecycle -------------------------------------------------------------------
 
     def start(self) -> LocalCluster:
-        argv = cli_command(
-            *("dev", "up", "--brokers", str(self.brokers), "--data-dir", str(self.data_dir)),
+        argv = self.command or cli_command("dev", "up")
+        argv = [
+            *argv,
+            *("--brokers", str(self.brokers), "--data-dir", str(self.data_dir)),
             *("--base-port", "0", "--zookeeper-port", "0", "--metrics-base-port", "0"),
-        )
+        ]
         if self.kafka_listeners:
             argv += ["--kafka-base-port", "0"]
         if self.secure:
@@ -236,13 +246,14 @@ class LocalCluster:
             argv += ["--set", item]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         out = (self.data_dir / "dev-up.out").open("ab")
+        # `dev up` records where it runs under MINIBROKER_HOME: not the user's home
+        env = self.env or child_env() | {"MINIBROKER_HOME": str(self.data_dir / "home")}
         self.process = subprocess.Popen(
             argv,
             stdout=out,
             stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            # `dev up` records where it runs under MINIBROKER_HOME: not the user's home
-            env=child_env() | {"MINIBROKER_HOME": str(self.data_dir / "home")},
+            cwd=self.cwd,
+            env=env,
             start_new_session=True,  # a test run's Ctrl-C reaches pytest, which cleans up
         )
         out.close()

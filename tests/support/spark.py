@@ -7,8 +7,10 @@ into a conftest or test module: ``from tests.support.spark import spark``.
 ``PartitionLog`` writes a partition replica's directory the way a broker lays it out
 (docs/architecture.md, "On disk"): ``<log dir>/<topic>-<partition>/<20-digit base
 offset>.log`` files holding RecordBatch v2 batches back to back, encoded with
-``protocol.records``. It remembers what it wrote (``written``) so tests compare Spark's
-answers with the truth, and it can damage files on purpose (``corrupt_batch``, ``tear_tail``).
+``protocol.records``, from a ``Producer`` (id, epoch, sequence) or none, with
+transaction markers (``append_marker``). It remembers what it wrote (``written``) so
+tests compare Spark's answers with the truth, and it can damage files on purpose
+(``corrupt_batch``, ``tear_tail``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import struct
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -27,12 +30,16 @@ from pyspark.sql import SparkSession
 
 from minibroker.analytics.datasource import register
 from minibroker.analytics.jobargs import JOB_CONF
+from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
     Compression,
+    ControlRecordType,
     Record,
+    control_record_key,
     encode_batch,
 )
+from minibroker.protocol.records.batch import CONTROL_BIT, TRANSACTIONAL_BIT
 
 SPARK_TEST_CONF = {
     "spark.ui.enabled": "false",
@@ -76,6 +83,29 @@ def spark() -> Iterator[SparkSession]:
 
 
 @dataclass(frozen=True, slots=True)
+class Producer:
+    """Who writes a batch: producer id, epoch and the batch's base sequence."""
+
+    id: int
+    epoch: int = 0
+    sequence: int = 0
+
+
+NO_PRODUCER = Producer(-1, -1, -1)  # a producer that is not idempotent
+_ATTRIBUTES_AT = 21  # batch header: the first byte under the CRC
+_CRC_AT = 17
+
+
+def with_attribute_bits(data: bytes, bits: int) -> bytes:
+    """The batch ``data`` with attribute ``bits`` set and its CRC made right again."""
+    out = bytearray(data)
+    (attributes,) = struct.unpack_from(">h", out, _ATTRIBUTES_AT)
+    struct.pack_into(">h", out, _ATTRIBUTES_AT, attributes | bits)
+    struct.pack_into(">I", out, _CRC_AT, crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+    return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
 class Written:
     """One record as written: where it is and what it holds."""
 
@@ -113,8 +143,11 @@ class PartitionLog:
         compression: Compression = Compression.NONE,
         leader_epoch: int = 0,
         now_ms: int = 1_700_000_000_000,
+        producer: Producer = NO_PRODUCER,
+        attributes: int = 0,
     ) -> int:
-        """Append one batch at the next offset; returns its byte position."""
+        """Append one batch at the next offset; returns its byte position.
+        ``attributes`` are bits to set (``TRANSACTIONAL_BIT``, ``CONTROL_BIT``)."""
         segment = self.segments[-1]
         data = encode_batch(
             records,
@@ -122,7 +155,12 @@ class PartitionLog:
             compression=compression,
             partition_leader_epoch=leader_epoch,
             now_ms=now_ms,
+            producer_id=producer.id,
+            producer_epoch=producer.epoch,
+            base_sequence=producer.sequence,
         )
+        if attributes:
+            data = with_attribute_bits(data, attributes)
         position = segment.stat().st_size
         with segment.open("ab") as f:
             f.write(data)
@@ -132,6 +170,15 @@ class PartitionLog:
             )
         self.next_offset += len(records)
         return position
+
+    def append_marker(
+        self, kind: ControlRecordType, producer: Producer, *, leader_epoch: int = 0
+    ) -> int:
+        """Append a transaction marker (a transactional control batch) of ``producer``."""
+        marker = Record(b"\x00\x00\x00\x00\x00\x00", control_record_key(kind))
+        bits = TRANSACTIONAL_BIT | CONTROL_BIT
+        return self.append([marker], leader_epoch=leader_epoch, producer=producer,
+                           attributes=bits)  # fmt: skip
 
     def corrupt_batch(self, segment: Path, position: int) -> None:
         """Flip one byte inside the records of the batch at ``position`` (CRC breaks,

@@ -82,6 +82,7 @@ def test_the_readme_test_command_installs_the_suites_debian_packages() -> None:
     pairs = set(needed[1].split())
     assert {"prometheus:prometheus", "promtool:prometheus"} <= pairs
     assert {"docker-compose:docker-compose", "kcat:kcat"} <= pairs
+    assert "chromium:chromium" in pairs  # report.html is checked in a real browser
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:

@@ -42,6 +42,9 @@ _DEFAULTS: dict[str, Any] = {
     "producer_id": -1,
     "is_transactional": False,
     "is_control": False,
+    "producer_epoch": -1,
+    "base_sequence": -1,
+    "control_type": None,
     # corruption
     "length": 50,
     "reason": "batch at 0 has CRC 0x1, computed 0x2",
@@ -55,6 +58,7 @@ def _frame(spark: SparkSession, kind_schema: StructType, rows: list[dict[str, An
         values = {**_DEFAULTS, **row}
         if "last_offset" not in values and "batch_base_offset" in values:
             values["last_offset"] = values["batch_base_offset"] + values["record_count"] - 1
+        values.setdefault("uncompressed_size", values["size"])
         tuples.append(tuple(values[f.name] for f in schema.fields))
     return spark.createDataFrame(tuples, schema)
 

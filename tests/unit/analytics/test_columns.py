@@ -4,7 +4,7 @@ kind of batch and every kind of damage."""
 
 from __future__ import annotations
 
-import struct
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +17,20 @@ from minibroker.analytics.columns import RECORDS_ARROW, SCAN_ARROW, view_batches
 from minibroker.analytics.layout import plan_slices
 from minibroker.analytics.scan import TimeRange, record_rows, scan_rows
 from minibroker.analytics.schema import VIEWS
-from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.records import (
     Compression,
+    ControlRecordType,
     Record,
     TimestampType,
     encode_batch,
     set_log_append_time,
 )
-from minibroker.protocol.records.batch import assemble_batch
-from tests.support.spark import PartitionLog, make_records
+from minibroker.protocol.records.batch import TRANSACTIONAL_BIT, assemble_batch
+from tests.support.spark import PartitionLog, Producer, make_records
 
 pytestmark = pytest.mark.timeout(60)
 
 T0 = 1_700_000_000_000
-_ATTRIBUTES_AT = 21  # batch header: first byte under the CRC
-_CRC_AT = 17
 
 
 def _as_python(value: Any, kind: DataType) -> Any:
@@ -64,18 +62,6 @@ def _column_rows(log_dir: Path, kind: str, time_range: TimeRange, split: int) ->
     return out
 
 
-def _control_batch(base_offset: int) -> bytes:
-    """A transaction marker: a transactional control batch (attributes bits 4 and 5)."""
-    data = bytearray(
-        encode_batch([Record(b"\x00\x00\x00\x00\x00\x00", b"\x00\x00\x00\x00")],
-                     base_offset=base_offset, producer_id=42, producer_epoch=1, now_ms=T0)
-    )  # fmt: skip
-    (attributes,) = struct.unpack_from(">h", data, _ATTRIBUTES_AT)
-    struct.pack_into(">h", data, _ATTRIBUTES_AT, attributes | 0x30)
-    struct.pack_into(">I", data, _CRC_AT, crc32c(memoryview(data)[_ATTRIBUTES_AT:]))
-    return bytes(data)
-
-
 def _raw_append(log: PartitionLog, data: bytes, records: int) -> int:
     """Append encoded bytes as the next batch; returns its position."""
     segment = log.segments[-1]
@@ -101,7 +87,20 @@ def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     log.append(big, leader_epoch=3)  # lengths of three-byte varints, a negative delta
     many_headers = [Record(b"v", None, tuple((f"h{i}", bytes([i])) for i in range(5)), T0)]
     log.append(many_headers)
-    _raw_append(log, _control_batch(log.next_offset), 1)
+    aborted = Producer(42, 1, 0)
+    log.append(make_records(2), producer=aborted, attributes=TRANSACTIONAL_BIT)
+    log.append_marker(ControlRecordType.ABORT, aborted)
+    idempotent = Producer(7, 0, 0)
+    log.append(make_records(3), producer=idempotent, compression=Compression.GZIP)
+    log.append(make_records(2), producer=replace(idempotent, sequence=3))
+    log.append(make_records(2), producer=replace(idempotent, sequence=9))  # a gap: 5..8
+    log.append(make_records(1), producer=Producer(7, 1, 0))  # a new epoch starts over
+    open_one = Producer(8, 2, 0)
+    log.append(make_records(2), producer=open_one, attributes=TRANSACTIONAL_BIT)
+    log.append_marker(ControlRecordType.COMMIT, open_one)
+    log.append(
+        make_records(1), producer=replace(open_one, sequence=2), attributes=TRANSACTIONAL_BIT
+    )  # fmt: skip  (no marker yet: open)
     appended = bytearray(encode_batch(make_records(2), base_offset=log.next_offset))
     set_log_append_time(appended, 0, T0 + 99_000)
     _raw_append(log, bytes(appended), 2)

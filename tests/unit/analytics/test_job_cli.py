@@ -13,7 +13,13 @@ import pytest
 
 from minibroker.analytics import cli
 from minibroker.analytics.datasource import package_zip
-from minibroker.analytics.jobargs import DRIVER_JAVA_OPTIONS, OneLineParser, add_job_arguments
+from minibroker.analytics.jobargs import (
+    DRIVER_JAVA_OPTIONS,
+    OneLineParser,
+    add_job_arguments,
+    job_argv,
+    options_from_args,
+)
 from minibroker.analytics.segment_report import main as job_main
 from minibroker.analytics.summary import format_summary, show_key
 
@@ -83,8 +89,42 @@ def test_analyze_runs_pysparks_spark_submit_on_the_job_file_with_the_same_argume
     assert command[3].endswith("analytics/segment_report.py")
     assert command[4:] == [
         "--log-dirs", "a,b", "--out", "o", "--topics", "t1", "--from-timestamp", "5",
-        "--top-keys", "10",
+        "--top-keys", "10", "--html", str(Path("o") / "report.html"),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("flags", "html"),
+    [
+        ([], "out/report.html"),
+        (["--html", "elsewhere/page.html"], "elsewhere/page.html"),
+        (["--no-html"], None),
+    ],
+)
+def test_the_html_report_goes_beside_the_summary_unless_placed_or_turned_off(
+    flags: list[str], html: str | None
+) -> None:
+    options = options_from_args(_args("--log-dirs", "a", "--out", "out", *flags))
+
+    assert options.html == html
+    again = options_from_args(_args(*job_argv(options)))
+    assert again == options  # spark-submit's job gets the same choice
+
+
+def test_html_and_no_html_together_are_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        job_main(["--log-dirs", "a", "--out", "o", "--html", "r.html", "--no-html"])
+
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_html_naming_a_directory_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert job_main(["--log-dirs", str(tmp_path), "--out", "o", "--html", str(tmp_path)]) == 2
+
+    assert "--html must name a file" in capsys.readouterr().err
 
 
 def test_analyze_always_passes_the_jobs_jvm_options_and_unix_socket_workers(
@@ -178,3 +218,6 @@ def test_summary_reports_divergence_corruption_and_keys_readably() -> None:
     assert "t-0: replicas DIVERGE from offset 9 (3 of 12 offsets" in text
     assert "t: 0xff00 x2" in text
     assert show_key(b"user-1") == "'user-1'" and show_key(None) == "null"
+    named = format_summary(tables, ["/a", "/b"], html="/o/report.html")
+    assert named.splitlines()[-1] == "HTML report: /o/report.html"
+    assert "HTML report" not in text  # --no-html: no page to name

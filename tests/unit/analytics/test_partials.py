@@ -1,5 +1,5 @@
-"""The partials view: the scan view's rows with records folded into per-minute key groups
-and batches into per-codec, per-epoch summaries."""
+"""The partials view: the scan view's rows with records folded into per-minute key groups,
+batches into per-codec, per-epoch, per-minute summaries and per-producer-epoch ones."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from minibroker.analytics import columns, partials
 from minibroker.analytics.columns import scan_batches
 from minibroker.analytics.layout import plan_slices
 from minibroker.analytics.partials import PARTIALS_ARROW, partial_batches, replicated_partitions
+from minibroker.analytics.producer_summaries import ProducerFigures
 from minibroker.analytics.schema import (
     KIND_BATCH,
     KIND_BATCH_SUMMARY,
     KIND_CORRUPTION,
     KIND_GROUP,
+    KIND_PRODUCER_SUMMARY,
     KIND_RECORD,
     MINUTE_MS,
 )
@@ -100,8 +102,9 @@ def test_partials_fold_every_record_into_its_key_and_minute_group(
 def _summed_batches(
     summaries: list[tuple[tuple[Any, ...], list[int]]],
 ) -> dict[tuple[Any, ...], list[int]]:
-    """batches, records, min/max records, bytes, max bytes, first/last offset per key."""
-    folds = (sum, sum, min, max, sum, max, min, max)
+    """batches, records, min/max records, bytes, max bytes, first/last offset and
+    uncompressed bytes per key."""
+    folds = (sum, sum, min, max, sum, max, min, max, sum)
     by_key: dict[tuple[Any, ...], list[list[int]]] = defaultdict(list)
     for key, figures in summaries:
         by_key[key].append(figures)
@@ -112,16 +115,17 @@ def _summed_batches(
 
 
 @SPLITS
-def test_partials_fold_every_batch_into_its_codec_and_epoch_summary(
+def test_partials_fold_every_batch_into_its_codec_epoch_and_minute_summary(
     log_dir: Path, split: int
 ) -> None:
     batches = [r for r in _scan_rows(log_dir, split) if r["kind"] == KIND_BATCH]
     expected = _summed_batches(
         [
             (
-                (r["log_dir"], r["topic"], r["partition"], b["compression"], r["leader_epoch"]),
+                (r["log_dir"], r["topic"], r["partition"], b["compression"], r["leader_epoch"],
+                 math.floor(b["max_timestamp"] / MINUTE_MS) * MINUTE_MS),
                 [1, b["record_count"], b["record_count"], b["record_count"], b["size"],
-                 b["size"], r["batch_base_offset"], b["last_offset"]],
+                 b["size"], r["batch_base_offset"], b["last_offset"], b["uncompressed_size"]],
             )
             for r in batches
             for b in [r["batch"]]
@@ -132,9 +136,10 @@ def test_partials_fold_every_batch_into_its_codec_and_epoch_summary(
     got = _summed_batches(
         [
             (
-                (r["log_dir"], r["topic"], r["partition"], s["compression"], r["leader_epoch"]),
+                (r["log_dir"], r["topic"], r["partition"], s["compression"], r["leader_epoch"],
+                 s["minute"]),
                 [s["batches"], s["records"], s["min_records"], s["max_records"], s["bytes"],
-                 s["max_bytes"], s["first_offset"], s["last_offset"]],
+                 s["max_bytes"], s["first_offset"], s["last_offset"], s["uncompressed_bytes"]],
             )
             for r in partial
             for s in [r["batch_summary"]]
@@ -142,9 +147,79 @@ def test_partials_fold_every_batch_into_its_codec_and_epoch_summary(
     )  # fmt: skip
 
     assert got == expected
-    assert len(expected) > 2  # several codecs and epochs, some in one slice
-    assert len(partial) < len(batches)  # batches of one codec and epoch share a row
+    assert len(expected) > 2  # several codecs, epochs and minutes, some in one slice
+    assert len(partial) < len(batches)  # batches of one codec, epoch and minute share a row
+    assert all(f[8] == f[4] for key, f in got.items() if key[3] == "none")
+    compressed = [f for key, f in got.items() if key[3] != "none"]
+    assert compressed and all(f[8] != f[4] for f in compressed)  # sizes before the codec
     assert all(r["record"] is None and r["group"] is None for r in partial)
+
+
+def _producer_figures(batches: list[dict[str, Any]]) -> ProducerFigures:
+    """What a run of one producer epoch's batches (scan rows, in file order) adds up to,
+    computed batch by batch."""
+    figures = ProducerFigures(0, 0, 0, 0, 1 << 62, -1, None, None, 0, 0, 0, 0, None, None)
+    for row in batches:
+        b = row["batch"]
+        figures.batches += 1
+        figures.records += b["record_count"]
+        figures.bytes += b["size"]
+        figures.uncompressed_bytes += b["uncompressed_size"]
+        figures.first_offset = min(figures.first_offset, row["batch_base_offset"])
+        figures.last_offset = max(figures.last_offset, b["last_offset"])
+        if b["is_control"]:
+            figures.commits += b["control_type"] == "commit"
+            figures.aborts += b["control_type"] == "abort"
+            figures.last_marker_offset = row["batch_base_offset"]
+            continue
+        if b["is_transactional"]:
+            figures.transactional_batches += 1
+            figures.last_transactional_offset = b["last_offset"]
+        if b["producer_id"] >= 0:
+            if figures.next_sequence is not None:
+                figures.sequence_gaps += figures.next_sequence != b["base_sequence"]
+            if figures.first_sequence is None:
+                figures.first_sequence = b["base_sequence"]
+            figures.next_sequence = (b["base_sequence"] + b["record_count"]) % (1 << 31)
+    return figures
+
+
+@SPLITS
+def test_partials_fold_every_batch_into_its_producer_epochs_summary(
+    log_dir: Path, split: int
+) -> None:
+    runs: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in _scan_rows(log_dir, split):
+        if r["kind"] == KIND_BATCH:
+            b = r["batch"]
+            runs[(r["topic"], r["partition"], b["producer_id"], b["producer_epoch"])].append(r)
+    expected = {key: _producer_figures(rows) for key, rows in runs.items()}
+
+    got: dict[tuple[Any, ...], ProducerFigures] = {}
+    for r in _partial_rows(log_dir, split, False):  # slices in plan (file) order
+        if r["kind"] == KIND_PRODUCER_SUMMARY:
+            s = dict(r["producer_summary"])
+            key = (r["topic"], r["partition"], s.pop("producer_id"), s.pop("producer_epoch"))
+            figures = ProducerFigures(**s)
+            got[key] = got[key].then(figures) if key in got else figures
+
+    assert got == expected
+    idempotent = expected[("orders", 0, 7, 0)]
+    assert (idempotent.first_sequence, idempotent.next_sequence) == (0, 11)
+    assert idempotent.sequence_gaps == 1  # 3 + 2 records, then a batch at sequence 9
+    assert expected[("orders", 0, 42, 1)].aborts == 1
+    committed_then_open = expected[("orders", 0, 8, 2)]
+    assert committed_then_open.commits == 1 and committed_then_open.transactional_batches == 2
+    assert committed_then_open.last_transactional_offset > committed_then_open.last_marker_offset
+
+
+def test_producer_figures_of_two_runs_count_a_gap_at_the_seam() -> None:
+    def run(first: int, after: int) -> ProducerFigures:
+        return ProducerFigures(1, 1, 9, 9, first, first, first, after, 0, 0, 0, 0, None, None)
+
+    assert run(0, 5).then(run(5, 7)).sequence_gaps == 0
+    assert run(0, 5).then(run(6, 7)).sequence_gaps == 1
+    assert run(0, 5).then(run(6, 7)).next_sequence == 7
 
 
 @SPLITS
@@ -154,12 +229,13 @@ def test_partials_keep_corruption_rows_in_order_and_records_only_when_asked(
 ) -> None:
     kept = {KIND_CORRUPTION, KIND_RECORD} if keep_records else {KIND_CORRUPTION}
     scan = _scan_rows(log_dir, split)
-    expected = [{**r, "group": None, "batch_summary": None} for r in scan if r["kind"] in kept]
+    nothing_summed = {"group": None, "batch_summary": None, "producer_summary": None}
+    expected = [{**r, **nothing_summed} for r in scan if r["kind"] in kept]
 
     got = [
         r
         for r in _partial_rows(log_dir, split, keep_records)
-        if r["kind"] not in (KIND_GROUP, KIND_BATCH_SUMMARY)
+        if r["kind"] not in (KIND_GROUP, KIND_BATCH_SUMMARY, KIND_PRODUCER_SUMMARY)
     ]
 
     assert got == expected
@@ -177,7 +253,8 @@ def test_a_slice_read_in_many_chunks_folds_groups_and_batches_to_the_same_figure
 
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
         return (row["segment"], row["position"], row["kind"], repr(row["group"]),
-                repr(row["batch_summary"]), repr(row["leader_epoch"]))  # fmt: skip
+                repr(row["batch_summary"]), repr(row["producer_summary"]),
+                repr(row["leader_epoch"]))  # fmt: skip
 
     assert sorted(folded, key=key) == sorted(whole, key=key)
 

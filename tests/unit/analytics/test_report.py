@@ -149,7 +149,7 @@ def test_batch_figures_from_summaries_of_many_batches_equal_those_from_the_batch
     # what a task sends for these batches: one summary per replica, codec and epoch
     summaries = (
         report.summarise_batches(bats)
-        .groupBy(*report.REPLICA, "leader_epoch", "compression")
+        .groupBy(*report.REPLICA, "leader_epoch", "compression", "minute")
         .agg(
             F.sum("batches").alias("batches"),
             F.sum("records").alias("records"),
@@ -159,6 +159,7 @@ def test_batch_figures_from_summaries_of_many_batches_equal_those_from_the_batch
             F.max("max_bytes").alias("max_bytes"),
             F.min("first_offset").alias("first_offset"),
             F.max("last_offset").alias("last_offset"),
+            F.sum("uncompressed_bytes").alias("uncompressed_bytes"),
         )
     )
     no_groups = report.group_records(frames.records(spark, [])).limit(0)
@@ -236,9 +237,12 @@ def test_build_reports_splits_the_scan_view_into_every_named_report(spark: Spark
 
     assert set(reports) == {
         "partitions",
+        "topics",
         "records_per_minute",
+        "traffic",
         "top_keys",
         "batches",
+        "producers",
         "leader_epochs",
         "corruption",
         "divergence",
@@ -257,9 +261,18 @@ REPORT_COLUMNS = {
     "top_keys": "topic string!, rank int!, key binary, records bigint",
     "batches": f"{_REPLICA_COLUMNS}, compression string, batches bigint!, records bigint, "
     "min_records_per_batch int, avg_records_per_batch double, max_records_per_batch int, "
-    "avg_batch_bytes double, max_batch_bytes int, bytes bigint",
+    "avg_batch_bytes double, max_batch_bytes int, bytes bigint, uncompressed_bytes bigint, "
+    "compression_ratio double",
     "leader_epochs": f"{_REPLICA_COLUMNS}, leader_epoch int, start_offset bigint, "
-    "last_offset bigint, batches bigint!",
+    "last_offset bigint, batches bigint!, first_minute bigint, last_minute bigint",
+    "topics": "topic string!, partitions bigint!, records bigint, value_bytes bigint, "
+    "approx_distinct_keys bigint!, null_keys bigint!",
+    "traffic": "topic string!, partition int, bucket_start bigint, bucket_ms bigint, "
+    "records bigint, bytes bigint, topic_rank int!",
+    "producers": "producer_id bigint, idempotent boolean, first_epoch int, last_epoch int, "
+    "epochs int!, topics array<string>!, partitions bigint!, batches bigint, records bigint, "
+    "bytes bigint, uncompressed_bytes bigint, compression_ratio double, sequence_gaps bigint, "
+    "transactional_batches bigint, committed bigint, aborted bigint, open_transactions bigint!",
     "corruption": f"{_REPLICA_COLUMNS}, segment string!, position bigint!, length bigint, "
     "batch_base_offset bigint, reason string",
     "divergence": "topic string!, partition int!, replicas array<string>!, "

@@ -10,11 +10,15 @@ import pytest
 
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.controller_apis import ControllerApis
-from minibroker.broker.controller_fence import ControllerFence
+from minibroker.broker.controller_fence import NOT_FROM_CONTROLLER, ControllerFence
 from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.metadata_cache import BrokerInfo
 from minibroker.protocol.api import RequestHeader
-from minibroker.protocol.errors import NONE, StaleControllerEpochError
+from minibroker.protocol.errors import (
+    NONE,
+    ClusterAuthorizationFailedError,
+)
+from minibroker.protocol.messages.form import NO_AUTHORIZED_OPERATIONS
 from tests.support.broker import broker_config, replica_manager
 
 ME = 1
@@ -66,7 +70,13 @@ def test_describe_cluster_names_brokers_by_id_with_their_kafka_listener_if_any(
             },
             {"broker_id": 2, "host": "h2", "port": 9002, "rack": None},
         ],
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
+    asked = apis.handle_describe_cluster(
+        HEADER, {"include_cluster_authorized_operations": True, "endpoint_type": 1}
+    )
+    # No authorizer: every cluster operation (KIP-430 bits 5, 7, 8, 9, 10, 11, 12).
+    assert asked["cluster_authorized_operations"] == sum(1 << n for n in (5, 7, 8, 9, 10, 11, 12))
 
 
 def test_describe_cluster_answers_an_empty_cluster_id_before_joining_a_cluster(
@@ -82,26 +92,26 @@ def test_describe_cluster_answers_an_empty_cluster_id_before_joining_a_cluster(
 CONTROL = {"controller_id": 2, "controller_epoch": 5, "broker_epoch": 10}
 
 
-async def test_leader_and_isr_from_no_controller_is_refused_with_the_reason_and_no_partitions(
+async def test_leader_and_isr_from_no_controller_is_refused_with_a_fixed_reason_and_no_partitions(
     controller_apis: ControllerApis,
 ) -> None:
     request = CONTROL | {"partition_states": [], "live_leaders": []}
     answer = await answer_of(controller_apis.handle_leader_and_isr(HEADER, request))
     assert answer == {
-        "error_code": StaleControllerEpochError.code,
-        "error_message": "a standalone broker obeys no controller",
+        "error_code": ClusterAuthorizationFailedError.code,
+        "error_message": NOT_FROM_CONTROLLER,
         "partition_errors": [],
     }
 
 
-async def test_stop_replica_from_no_controller_is_refused_with_the_reason_and_no_partitions(
+async def test_stop_replica_from_no_controller_is_refused_with_a_fixed_reason_and_no_partitions(
     controller_apis: ControllerApis,
 ) -> None:
     request = CONTROL | {"partition_states": []}
     answer = await answer_of(controller_apis.handle_stop_replica(HEADER, request))
     assert answer == {
-        "error_code": StaleControllerEpochError.code,
-        "error_message": "a standalone broker obeys no controller",
+        "error_code": ClusterAuthorizationFailedError.code,
+        "error_message": NOT_FROM_CONTROLLER,
         "partition_errors": [],
     }
 
@@ -113,7 +123,7 @@ async def test_update_metadata_from_no_controller_is_refused_and_changes_nothing
     controller_apis.metadata_cache.register_self("h1", 9001)
     answer = await answer_of(controller_apis.handle_update_metadata(HEADER, request))
     assert answer == {
-        "error_code": StaleControllerEpochError.code,
-        "error_message": "a standalone broker obeys no controller",
+        "error_code": ClusterAuthorizationFailedError.code,
+        "error_message": NOT_FROM_CONTROLLER,
     }
     assert list(controller_apis.metadata_cache.brokers) == [ME]

@@ -178,3 +178,12 @@ def test_compacted_topics_refuse_a_record_without_a_key(codec: Compression) -> N
     keyless = encode_batch([Record(b"v", b"k"), Record(b"no key")], compression=codec)
     with pytest.raises(InvalidRecordError, match="without a key"):
         log_validator.check_keys(keyed + keyless)
+
+
+def test_a_keyless_record_is_named_by_its_index_in_the_first_batch_holding_one() -> None:
+    good = encode_batch([Record(b"v", b"k")])
+    mixed = encode_batch([Record(b"a", b"k"), Record(b"b"), Record(b"c", b"k"), Record(b"d")])
+    with pytest.raises(InvalidRecordError) as refused:
+        log_validator.check_keys(good + mixed)
+    assert [index for index, _ in refused.value.record_errors] == [1, 3]
+    assert all("without a key" in why for _, why in refused.value.record_errors)

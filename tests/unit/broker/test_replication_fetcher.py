@@ -1,15 +1,21 @@
-"""The replica fetcher's OFFSET_OUT_OF_RANGE handling, against a scripted leader."""
+"""The replica fetcher against a scripted leader: OFFSET_OUT_OF_RANGE, and how soon it
+asks again a leader that has yet to lead."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
+
+import trio
+import trio.testing
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.partition import Partition, PartitionState
 from minibroker.broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager, fetcher_index
 from minibroker.broker.replica_manager import to_log_config
 from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import UnknownTopicOrPartitionError
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.storage.log import Log
 from minibroker.storage.names import TopicPartition
@@ -146,3 +152,142 @@ async def test_a_fetcher_over_the_partition_cap_truncates_in_one_batch_and_fetch
     fetched = [tps for key, tps in leader.requests if key == ApiKey.FETCH]
     assert [len(tps) for tps in fetched] == [4, 4, 4]
     assert {tp for tps in fetched for tp in tps} == set(fetcher.states)  # everyone's turn
+
+
+class LeaderCatchingUp:
+    """A leader that answers Fetch UNKNOWN_TOPIC_OR_PARTITION ``behind`` times (it has
+    yet to apply the LeaderAndIsr that makes it leader), then serves; it notes when
+    each Fetch arrived."""
+
+    def __init__(self, behind: int) -> None:
+        self.behind = behind
+        self.fetched_at: list[float] = []
+        self.served = trio.Event()
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        assert api_key == ApiKey.FETCH and body["replica_id"] == ME
+        await trio.lowlevel.checkpoint()
+        self.fetched_at.append(trio.current_time())
+        code = UnknownTopicOrPartitionError.code if len(self.fetched_at) <= self.behind else 0
+        if code == 0:
+            self.served.set()
+            await trio.sleep_forever()  # a long poll: the test is over
+        answer = {"partition_index": 0, "error_code": code, "high_watermark": 0,
+                  "log_start_offset": 0, "records": b""}  # fmt: skip
+        return {"topics": [{"topic": "t", "partitions": [answer]}]}
+
+
+async def _fetch_from(leader: LeaderCatchingUp, partition: Partition) -> None:
+    follower = fetcher()
+
+    async def connection() -> LeaderCatchingUp:
+        return leader
+
+    follower._connection = connection  # type: ignore[method-assign, assignment]
+    follower.add(partition)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follower.run)
+        await leader.served.wait()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_new_topics_follower_asks_again_at_once_when_the_leader_is_not_leading_yet(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The controller tells all replicas of a new topic at once; a follower that hears
+    # first finds its leader without the partition. Its next fetch must come within
+    # milliseconds (an acks=all send waits for it), not replica.fetch.backoff.ms later.
+    leader = LeaderCatchingUp(behind=1)
+
+    await _fetch_from(leader, follower_with(tmp_path, records=0))
+
+    first, second = leader.fetched_at
+    assert second - first <= 0.05
+
+
+async def test_a_leader_that_stays_behind_is_asked_ever_less_often_up_to_the_backoff(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    leader = LeaderCatchingUp(behind=8)
+
+    await _fetch_from(leader, follower_with(tmp_path, records=0))
+
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise(leader.fetched_at)]
+    assert gaps == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]  # replica.fetch.backoff.ms 1000
+
+
+class ParkingLeader:
+    """A leader whose every Fetch parks (a long poll with nothing to answer); it notes
+    each request's partitions and wait, and whether the connection was closed."""
+
+    def __init__(self, log: list[ParkingLeader]) -> None:
+        self.fetches: list[tuple[list[int], int]] = []
+        self.closed = False
+        self.asked = trio.Event()
+        log.append(self)
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        partitions = [p["partition"] for t in body["topics"] for p in t["partitions"]]
+        self.fetches.append((partitions, body["max_wait_ms"]))
+        self.asked.set()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def follower_of(tmp_path: Path, partition: int) -> Partition:
+    (tmp_path / f"p{partition}").mkdir()
+    made = follower_with(tmp_path / f"p{partition}", records=0)
+    made.tp = TopicPartition("t", partition)
+    return made
+
+
+async def test_a_partition_added_during_a_long_poll_is_fetched_at_once_on_a_fresh_connection(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The leader answers a connection's requests in order: a new fetch sent behind the
+    # parked one would wait replica.fetch.wait.max.ms for it.
+    leaders: list[ParkingLeader] = []
+    follower = fetcher()
+
+    async def connection() -> ParkingLeader:
+        if follower._conn is None:
+            follower._conn = ParkingLeader(leaders)  # type: ignore[assignment]
+        return follower._conn  # type: ignore[return-value]
+
+    follower._connection = connection  # type: ignore[method-assign, assignment]
+    follower.add(follower_of(tmp_path, 0))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follower.run)
+        await trio.testing.wait_all_tasks_blocked()
+        started = trio.current_time()
+        follower.add(follower_of(tmp_path, 1))  # LeaderAndIsr: one more from this leader
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+
+    first, second = leaders
+    assert first.closed and first.fetches == [([0], 500)]
+    assert second.fetches == [([0, 1], 500)] and trio.current_time() == started
+
+
+async def test_a_paused_partition_bounds_the_long_poll_of_the_others(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    leaders: list[ParkingLeader] = []
+    follower = fetcher()
+    fetching, paused = follower_of(tmp_path, 0), follower_of(tmp_path, 1)
+    follower.add(fetching)
+    follower.add(paused)
+    for state in follower.states.values():
+        state.truncating = False
+    follower._pause(follower.states[paused.tp], UnknownTopicOrPartitionError.code)
+    leader = ParkingLeader(leaders)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(follower._fetch, leader)
+        await leader.asked.wait()
+        nursery.cancel_scope.cancel()
+
+    assert leader.fetches == [([0], 50)]  # back in 50 ms for the paused one, not 500

@@ -23,7 +23,7 @@ from minibroker.client.cli.dev_state import (
     find_data_dir,
     forget_location,
     record_location,
-    recorded_location,
+    recorded_locations,
 )
 from minibroker.client.cli.main import main
 
@@ -84,7 +84,7 @@ def test_up_refuses_while_a_recorded_supervisor_runs(
     assert f"already running (pid {os.getpid()})" in err
 
 
-def test_commands_find_the_cluster_the_last_up_recorded_from_any_directory(
+def test_commands_find_the_only_recorded_cluster_from_any_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MINIBROKER_HOME", str(tmp_path / "home"))
@@ -96,11 +96,73 @@ def test_commands_find_the_cluster_the_last_up_recorded_from_any_directory(
     with pytest.raises(DevError, match="pass --data-dir DIR"):
         find_data_dir(None)
     DevState(_dead_pid(), str(data_dir)).save()
-    record_location(data_dir)
+    record_location(data_dir, tmp_path / "repo")
     assert find_data_dir(None) == data_dir.resolve()
     assert find_data_dir(tmp_path / "explicit") == tmp_path / "explicit"
     forget_location(data_dir)
-    assert recorded_location() is None
+    assert recorded_locations() == []
+
+
+def _running_cluster(repo: Path, data_dir: Path, base_port: int) -> DevState:
+    """A cluster `dev up` started in ``repo`` (this test process plays its supervisor)."""
+    data_dir.mkdir(parents=True)
+    state = DevState(os.getpid(), str(data_dir.resolve()), ChildInfo("zookeeper", os.getpid(),
+                     base_port - 1, "zk.log"))  # fmt: skip
+    for i in (1, 2):
+        state.brokers[i] = ChildInfo(
+            f"broker-{i}", os.getpid(), base_port + i, "b.log", base_port + 100 + i,
+            base_port + 200 + i,
+        )  # fmt: skip
+    state.save()
+    record_location(data_dir, repo)
+    return state
+
+
+def test_two_clones_clusters_each_found_from_its_own_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MINIBROKER_HOME", str(tmp_path / "home"))
+    first, second = tmp_path / "clone-1", tmp_path / "clone-2"
+    _running_cluster(first, first / ".minibroker", 9092)  # the default data dir
+    _running_cluster(second, tmp_path / "elsewhere" / "data", 23092)  # --data-dir elsewhere
+    (first / "docs").mkdir()
+    (second / "src").mkdir(parents=True)
+
+    monkeypatch.chdir(first / "docs")  # a subdirectory of the first clone
+    assert find_data_dir(None).resolve() == (first / ".minibroker").resolve()
+    monkeypatch.chdir(second / "src")
+    assert find_data_dir(None) == (tmp_path / "elsewhere" / "data").resolve()
+    monkeypatch.chdir(tmp_path)  # neither: say so, do not pick one
+    with pytest.raises(DevError, match="2 dev clusters are recorded"):
+        find_data_dir(None)
+
+    assert main(["dev", "status", "--all", "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert sorted((c["data_dir"], c["running"], c["zookeeper"]["port"]) for c in listed) == [
+        (str((first / ".minibroker").resolve()), True, 9091),
+        (str((tmp_path / "elsewhere" / "data").resolve()), True, 23091),
+    ]
+    assert main(["dev", "status", "--all"]) == 0
+    table = capsys.readouterr().out
+    assert "23093,23094" in table and "23293,23294" in table and "9193,9194" in table
+
+    forget_location(first / ".minibroker")  # what the first cluster's `dev down` does
+    assert [r.data_dir for r in recorded_locations()] == [
+        (tmp_path / "elsewhere" / "data").resolve()
+    ]
+
+
+def test_up_names_the_cluster_that_holds_a_port_it_wants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MINIBROKER_HOME", str(tmp_path / "home"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        _running_cluster(tmp_path / "clone-1", tmp_path / "clone-1" / ".minibroker", port + 1)
+        with pytest.raises(DevError, match=r"the dev cluster in .*clone-1/\.minibroker has it"):
+            check_ports_free(_up_args(port))
 
 
 def test_status_reports_each_process_and_whether_it_runs(

@@ -19,6 +19,7 @@ from minibroker.protocol.errors import (
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
     NotControllerError,
+    StaleBrokerEpochError,
     UnknownTopicOrPartitionError,
 )
 from minibroker.zk.types import StateChange, WatchEvent, WatchType, ZkEvent, ZkState
@@ -80,7 +81,7 @@ async def test_non_controller_answers_controlled_shutdown_with_not_controller() 
     controller, zk, _ = cluster()
     zk.controller_id = 2
     await controller.process(ev.Startup())
-    request = ev.ControlledShutdown(3)
+    request = ev.ControlledShutdown(3, 0)
     await controller.process(request)
     with pytest.raises(NotControllerError):
         await request.reply.wait()
@@ -140,9 +141,21 @@ async def test_returning_broker_gets_full_metadata_and_its_replicas_and_leads_of
     assert controller.context.offline_partitions() == set()
 
 
+async def test_controlled_shutdown_of_another_registration_moves_nothing() -> None:
+    controller, zk, _ = await active_cluster()
+    before = dict(zk.znodes)
+    for wrong in (-1, 1, 99):  # -1 is no epoch: always checked, never "don't check"
+        request = ev.ControlledShutdown(1, wrong)
+        await controller.process(request)
+        with pytest.raises(StaleBrokerEpochError):
+            await request.reply.wait()
+    assert zk.znodes == before
+    assert 1 not in controller.context.shutting_down_broker_ids
+
+
 async def test_controlled_shutdown_moves_leadership_off_and_stops_followers() -> None:
     controller, zk, channel = await active_cluster()
-    request = ev.ControlledShutdown(1)
+    request = ev.ControlledShutdown(1, 0)
     await controller.process(request)
     assert await request.reply.wait() == set()
     assert (zk.znodes[T0].leader, zk.znodes[T0].isr) == (2, (2, 3))
@@ -447,7 +460,7 @@ async def test_a_dropped_zookeeper_connection_mid_event_is_logged_and_survived(
 ) -> None:
     controller, zk, _ = await active_cluster()
     zk.disconnected = True
-    request = ev.ControlledShutdown(2)
+    request = ev.ControlledShutdown(2, 0)
     await controller.process(ev.BrokerChange())
     assert "ZooKeeper unavailable" in caplog.text
     assert controller.is_active

@@ -27,7 +27,8 @@ async def test_controller_apis_answer_not_controller_on_other_brokers() -> None:
     assert (await admin.list_partition_reassignments({"topics": None, "timeout_ms": 1000}))[
         "error_code"
     ] == 41
-    assert (await admin.controlled_shutdown({"broker_id": 2}))["error_code"] == 41
+    shutdown = {"broker_id": 2, "broker_epoch": 0}
+    assert (await admin.controlled_shutdown(shutdown, sender=2))["error_code"] == 41
 
 
 @asynccontextmanager
@@ -93,5 +94,9 @@ async def test_reassignment_apis_and_controlled_shutdown_on_the_controller() -> 
         assert response["topics"][0]["partitions"][0]["error_code"] == 0
         listing = await admin.list_partition_reassignments({"topics": None, "timeout_ms": 5000})
         assert listing["topics"][0]["partitions"][0]["removing_replicas"] == [1, 3]
-        response = await admin.controlled_shutdown({"broker_id": 2})
+        shutdown = {"broker_id": 2, "broker_epoch": 0}
+        for sender in (-1, 3):  # only broker 2's own proven connection may ask
+            refused = await admin.controlled_shutdown(shutdown, sender=sender)
+            assert refused == {"error_code": 31, "remaining_partitions": []}
+        response = await admin.controlled_shutdown(shutdown, sender=2)
         assert response == {"error_code": 0, "remaining_partitions": []}

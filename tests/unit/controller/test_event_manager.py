@@ -71,7 +71,7 @@ async def test_clear_and_put_drops_queued_events_and_answers_waiting_callers() -
         seen.append(event)
 
     manager = ControllerEventManager(process)
-    shutdown = ControlledShutdown(3)
+    shutdown = ControlledShutdown(3, 0)
     manager.put(TopicChange())
     manager.put(shutdown)
     manager.clear_and_put(SessionExpired())

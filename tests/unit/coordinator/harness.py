@@ -13,6 +13,7 @@ import trio
 from minibroker.coordinator.coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from minibroker.coordinator.group import Answer
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig
+from minibroker.coordinator.offsets_log import Acknowledgement
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.records.types import DecodedRecord, Record
 
@@ -30,20 +31,31 @@ class MemoryOffsetsLog:
         self.fail_with: KafkaError | None = None
         self.append_gate: trio.Event | None = None
         """When set to an unset Event, appends wait for it (a slow acks=all)."""
+        self.held_acks: list[trio.Event] | None = None
+        """When a list, each append's acknowledgement waits for an Event it adds there
+        (the test completes them in any order)."""
         self.high_watermarks: dict[tuple[str, int], int] = {}
 
     def leader_epoch(self, partition: int) -> int | None:
         return self.epoch
 
-    async def append(self, partition: int, records: Sequence[Record]) -> KafkaError | None:
-        if self.append_gate is not None:
-            await self.append_gate.wait()
-        if self.fail_with is not None:
-            return self.fail_with
-        for r in records:
-            offset = len(self.records)
-            self.records.append(DecodedRecord(offset, r.timestamp or 0, r.key, r.value))
-        return None
+    def append(self, partition: int, records: Sequence[Record]) -> Acknowledgement:
+        failure = self.fail_with
+        if failure is None:
+            for r in records:
+                offset = len(self.records)
+                self.records.append(DecodedRecord(offset, r.timestamp or 0, r.key, r.value))
+        gate = self.append_gate
+        if self.held_acks is not None:
+            gate = trio.Event()
+            self.held_acks.append(gate)
+
+        async def acknowledged() -> KafkaError | None:
+            if gate is not None:
+                await gate.wait()
+            return failure
+
+        return acknowledged
 
     def read_all(self, partition: int) -> Iterator[DecodedRecord | None]:
         yield from list(self.records)

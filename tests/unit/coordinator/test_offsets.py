@@ -257,3 +257,24 @@ async def test_metrics_count_groups_by_state_and_report_lag_from_the_high_waterm
     assert samples[("kafka_consumergroup_lag", labels)] == 7
     no_replica_here = (("consumergroup", GROUP), ("partition", "1"), ("topic", "orders"))
     assert ("kafka_consumergroup_lag", no_replica_here) not in samples
+
+
+async def test_pipelined_commits_replicated_out_of_order_leave_the_last_one_committed() -> None:
+    # librdkafka's async commits: 50 commits of one partition in flight at once. Their
+    # writes reach the log in request order, but a later one may be acknowledged first;
+    # the committed offset must end at the last commit, never an older one.
+    log = MemoryOffsetsLog()
+    log.held_acks = []
+    c = make_coordinator(log)
+    async with running(c):
+        answers = [c.commit_offsets(GROUP, -1, "", None, offsets((T0, n))) for n in range(1, 51)]
+        await settle()
+        written = [
+            decode_offset_commit_value(r.value).offset for r in log.records if r.value is not None
+        ]
+        assert written == list(range(1, 51))  # the log's order is the requests' order
+        for ack in reversed(log.held_acks):  # the newest commit is replicated first
+            ack.set()
+            await settle()
+        assert all(answered(a)["errors"] == {T0: NONE} for a in answers)
+        assert c.fetch_offsets(GROUP, [T0])[T0] == OffsetCommitValue(50, "", 1_700_000_000_000)

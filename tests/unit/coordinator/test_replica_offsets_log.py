@@ -50,7 +50,7 @@ async def test_leadership_changes_reach_the_listeners_and_commits_survive_a_relo
         assert changes == [([OFFSETS_0], [])]
         await first.became_leader(0, 0)
         group = first.add_group(Group("g"))
-        assert await first.store_offsets(group, {ORDERS: OffsetCommitValue(42, "m", 5)}) is None
+        assert await first.store_offsets(group, {ORDERS: OffsetCommitValue(42, "m", 5)})() is None
         assert await first.store_group(group, {}) is None
 
         await manager.become_leader_or_follower(1, {OFFSETS_0: led(1, leader=2)})

@@ -10,8 +10,8 @@ import msgpack
 import pytest
 
 from minibroker.protocol.api import (
+    MAX_CLIENT_REQUEST_ELEMENTS,
     MAX_MAP_KEYS,
-    MAX_REQUEST_ELEMENTS,
     MAX_STRING_BYTES,
     ApiKey,
     InvalidRequestBody,
@@ -50,14 +50,39 @@ def test_one_partition_named_300000_times_is_refused_before_it_is_decoded() -> N
     error, took = refused(fetch([partition(0)] * 300_000))
     assert error.header.correlation_id == 7
     assert "too large to decode" in error.message
-    assert f"max_array_len({MAX_REQUEST_ELEMENTS})" in error.message
+    assert f"max_array_len({MAX_CLIENT_REQUEST_ELEMENTS})" in error.message
     assert took < QUICK_S
 
 
 def test_arrays_each_within_bounds_but_too_many_elements_in_all_are_refused() -> None:
     per_topic = [partition(i) for i in range(1000)]
-    error, _ = refused(fetch(per_topic, topics=MAX_REQUEST_ELEMENTS // 1000 + 1))
-    assert f"more than {MAX_REQUEST_ELEMENTS} array elements" in error.message
+    error, _ = refused(fetch(per_topic, topics=MAX_CLIENT_REQUEST_ELEMENTS // 1000 + 1))
+    assert f"more than {MAX_CLIENT_REQUEST_ELEMENTS} array elements" in error.message
+
+
+def test_only_the_controllers_requests_get_the_large_element_budget() -> None:
+    state = {
+        "topic_name": "t",
+        "partition_index": 0,
+        "controller_epoch": 1,
+        "leader": 1,
+        "leader_epoch": 0,
+        "isr": [1],
+        "zk_version": 0,
+        "replicas": [1],
+    }
+    states = [state | {"partition_index": i} for i in range(MAX_CLIENT_REQUEST_ELEMENTS)]
+    body = {
+        "controller_id": 1,
+        "controller_epoch": 1,
+        "partition_states": states,
+        "live_brokers": [],
+    }
+    _, decoded = decode_request(encode_request(ApiKey.UPDATE_METADATA, 0, 1, "c", body))
+    assert len(decoded["partition_states"]) == MAX_CLIENT_REQUEST_ELEMENTS
+    topics = [{"name": f"t{i}"} for i in range(MAX_CLIENT_REQUEST_ELEMENTS + 1)]
+    error, _ = refused(encode_request(ApiKey.METADATA, 0, 2, "c", {"topics": topics}))
+    assert f"max_array_len({MAX_CLIENT_REQUEST_ELEMENTS})" in error.message
 
 
 def test_a_map_of_millions_of_keys_is_refused_from_its_header_alone() -> None:

@@ -27,9 +27,6 @@ import base64
 import struct
 from typing import Final
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 CONTEXT: Final = b"minibroker inter-broker identity proof v1\0"
 """What a proof's signature is for: no other message signed with the key starts so."""
 
@@ -55,6 +52,12 @@ def verify(
 ) -> bool:
     """Whether ``signature`` proves ``prover_id`` to ``verifier_id`` for ``nonce``, with
     ``public_key`` the text its registration publishes (a malformed one proves nothing)."""
+    # Imported here, not at the top: zk/model.py reads REGISTRATION_FIELD, and the znode
+    # formats must import with the standard library alone (tests/integration/
+    # test_package_install.py imports them in a venv without dependencies).
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     try:
         key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key, validate=True))
         key.verify(signature, payload(nonce, prover_id, verifier_id))

@@ -11,6 +11,7 @@ and start-up must log, per log dir, how many logs are loaded and recovered of ho
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -31,12 +32,15 @@ LOADED = re.compile(r"loaded (\d+)/(\d+) logs in (\S+) \((\d+) recovered\) in [\
 
 
 def allocated_bytes(root: Path) -> int:
-    """What the tree under ``root`` takes on disk (``du``: blocks, not file sizes)."""
+    """What the tree under ``root`` takes on disk (``du``: blocks, not file sizes). The
+    broker writes checkpoints meanwhile (a ``.tmp`` renamed over the old file): one
+    gone between listing and looking is skipped, as ``du`` does."""
     total = 0
     for directory, _, files in os.walk(root):
         total += os.stat(directory).st_blocks * 512
         for name in files:
-            total += os.stat(os.path.join(directory, name)).st_blocks * 512
+            with contextlib.suppress(FileNotFoundError):
+                total += os.stat(os.path.join(directory, name)).st_blocks * 512
     return total
 
 

@@ -71,7 +71,7 @@ from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
 from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
 from minibroker.broker.peer_identity import PeerProofs
-from minibroker.broker.producer_ids import install_init_producer_id
+from minibroker.broker.producer_ids import ProducerIdManager, install_init_producer_id
 from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
@@ -83,6 +83,7 @@ from minibroker.broker.security import ListenerSecurity, inter_broker_security, 
 from minibroker.broker.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.broker.txn_markers import WriteTxnMarkersApi
 from minibroker.net.security import ClientSecurity
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
@@ -167,6 +168,9 @@ class Broker:
         self.metrics_server: MetricsServer | None = None
         self.membership: ClusterMembership | None = None
         self.topic_configs: TopicConfigs | None = None
+        self.producer_ids: ProducerIdManager | None = None
+        self.txn_markers: WriteTxnMarkersApi | None = None
+        """The leader's side of WriteTxnMarkers (the transaction coordinator's markers)."""
         self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
         self.identity: BrokerKey | None = None
         """The key this broker proves its id with (cluster mode, broker/identity_key.py)."""
@@ -298,7 +302,11 @@ class Broker:
         )
         self.topic_configs.install(self.dispatcher)
         # Idempotent producers' ids: blocks from ZooKeeper, or the log dirs standalone.
-        install_init_producer_id(self.dispatcher, config.broker_id, config.log_dirs, zk)
+        self.producer_ids = install_init_producer_id(
+            self.dispatcher, config.broker_id, config.log_dirs, zk
+        )
+        self.txn_markers = WriteTxnMarkersApi(replica_manager, clock=self.clock)
+        self.txn_markers.install(self.dispatcher)
         acl_sync = await self._install_authorizer(zk)
         admin_manager = None
         if zk is not None:

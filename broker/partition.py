@@ -253,8 +253,12 @@ class Partition:
                 f"{self.tp}: request epoch {current_leader_epoch} > {self.leader_epoch}"
             )
 
-    def append_records_to_leader(self, records: Buffer, required_acks: int) -> AppendResult:
-        """Validate, assign offsets and append; raises the KafkaError for the partition."""
+    def append_records_to_leader(
+        self, records: Buffer, required_acks: int, *, coordinator: bool = False
+    ) -> AppendResult:
+        """Validate, assign offsets and append; raises the KafkaError for the partition.
+        ``coordinator``: a coordinator of this broker writes them (transaction markers,
+        a transaction's offsets): control batches allowed, no sequences."""
         if self.leader_id != self.local_broker_id:  # not self.is_leader
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
         config = self.config
@@ -276,7 +280,9 @@ class Partition:
         if rules.log_append_time:
             append_time = self.clock()
             stamp_log_append_time(buf, append_time)
-        info = self.log.append(buf, assign_offsets=True, leader_epoch=self.leader_epoch)
+        info = self.log.append(
+            buf, assign_offsets=True, leader_epoch=self.leader_epoch, coordinator=coordinator
+        )
         if info.duplicate:
             # A producer's retry of batches already here: answer where they are; acks=all
             # waits for them under the epoch they were written in.

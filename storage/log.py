@@ -177,6 +177,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
         *,
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
+        coordinator: bool = False,
     ) -> LogAppendInfo:
         """Validate and append whole batches; returns their first and last offsets.
 
@@ -200,6 +201,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
             latest_epoch=self.leader_epoch_cache.latest_epoch,
             max_message_bytes=self.config.max_message_bytes,
             producer_state=self.producer_state,
+            coordinator=coordinator,
         )
         if isinstance(found, LogAppendInfo):
             return found  # a producer's retry: its original offsets, nothing written

@@ -78,10 +78,20 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -124,6 +134,11 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     19: (CreateTopicsRequest, CreateTopicsResponse),
     20: (DeleteTopicsRequest, DeleteTopicsResponse),
     22: (InitProducerIdRequest, InitProducerIdResponse),
+    24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    25: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    26: (EndTxnRequest, EndTxnResponse),
+    27: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    28: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),

@@ -1,0 +1,128 @@
+"""Transactions against a 3-broker cluster's Kafka listeners, with third-party clients as
+judges: confluent-kafka and kafka-python transactional producers, read_committed
+consumers of confluent-kafka, kafka-python and aiokafka; a transaction's records appear
+all together once committed, never when aborted; a second producer with the same
+transactional id fences the first; offsets sent in a transaction become the group's
+committed offsets only when it commits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import confluent_kafka
+import kafka
+import pytest
+
+from tests.support.cluster import LocalCluster
+from tests.support.kafka_groups import committed_offsets, create_topic
+from tests.support.transactions import (
+    READERS,
+    confluent_transactional,
+    values,
+    write_sentinels,
+)
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        tmp_path_factory.mktemp("cluster"),
+        properties=("transaction.abort.timed.out.transaction.cleanup.interval.ms=500",),
+        kafka_listeners=True,
+    ) as running:
+        yield running
+
+
+def test_committed_records_are_read_by_every_read_committed_consumer(
+    cluster: LocalCluster,
+) -> None:
+    topic = "txn-commit"
+    create_topic(cluster, topic, PARTITIONS)
+    producer = confluent_transactional(cluster.kafka_bootstrap, "commit-1")
+    sent = []
+    for transaction in range(3):
+        producer.begin_transaction()
+        for i in range(30):
+            value = b"t%d-%d" % (transaction, i)
+            producer.produce(topic, value, partition=i % PARTITIONS)
+            sent.append(value)
+        producer.commit_transaction(30)
+    write_sentinels(cluster.kafka_bootstrap, topic, PARTITIONS, "commit")
+    for name, read in READERS.items():
+        found = read(cluster.kafka_bootstrap, topic, PARTITIONS, PARTITIONS)
+        assert sorted(values(found)) == sorted(sent), name
+
+
+def test_kafka_python_transactional_producer_commits(cluster: LocalCluster) -> None:
+    topic = "txn-kafka-python"
+    create_topic(cluster, topic, PARTITIONS)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=cluster.kafka_bootstrap, transactional_id="kafka-python-1"
+    )
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        sent = [b"kp-%d" % i for i in range(20)]
+        for i, value in enumerate(sent):
+            producer.send(topic, value, partition=i % PARTITIONS)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    write_sentinels(cluster.kafka_bootstrap, topic, PARTITIONS, "kafka-python")
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, PARTITIONS, PARTITIONS)
+    assert sorted(values(found)) == sorted(sent)
+
+
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(
+    cluster: LocalCluster,
+) -> None:
+    topic = "txn-fencing"
+    create_topic(cluster, topic, 1)
+    first = confluent_transactional(cluster.kafka_bootstrap, "fenced")
+    first.begin_transaction()
+    first.produce(topic, b"zombie-1", partition=0)
+    first.flush(30)
+    second = confluent_transactional(cluster.kafka_bootstrap, "fenced")  # aborts the first's
+    second.begin_transaction()
+    second.produce(topic, b"second", partition=0)
+    second.commit_transaction(30)
+    first.produce(topic, b"zombie-2", partition=0)
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        first.commit_transaction(30)
+    error = raised.value.args[0]
+    assert error.fatal() or error.code() in (
+        confluent_kafka.KafkaError._FENCED,
+        confluent_kafka.KafkaError.PRODUCER_FENCED,
+        confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH,
+    ), error
+
+
+def test_offsets_sent_in_a_transaction_are_committed_only_when_it_commits(
+    cluster: LocalCluster,
+) -> None:
+    topic, group = "txn-offsets", "txn-offsets-group"
+    create_topic(cluster, topic, 1)
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group}
+    )
+    producer = confluent_transactional(cluster.kafka_bootstrap, "offsets-1")
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0)])
+        metadata = consumer.consumer_group_metadata()
+        for offset, commit in ((5, False), (7, True), (9, False)):
+            producer.begin_transaction()
+            producer.produce(topic, b"out-%d" % offset, partition=0)
+            producer.send_offsets_to_transaction(
+                [confluent_kafka.TopicPartition(topic, 0, offset)], metadata, 30
+            )
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+    finally:
+        consumer.close()
+    assert committed_offsets(cluster, group) == {0: 7}

@@ -25,6 +25,7 @@ from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_config import Clock, LogConfig
 from minibroker.storage.names import TopicPartition, parse_partition_dir
 from minibroker.storage.producer_state import (
+    CompletedTxn,
     ProducerStateManager,
     ReplayedBatch,
     iter_segment_headers,
@@ -79,6 +80,9 @@ class LogState:
             producer_id_expiration_ms=config.producer_id_expiration_ms,
             empty_dir=self.new_dir,
         )
+        self.unreplicated_txns: list[CompletedTxn] = []
+        """Transactions whose marker the high watermark has not passed yet, in marker
+        order (storage/log_transactions.py)."""
 
     # --- offsets ---------------------------------------------------------------------
 

@@ -113,17 +113,17 @@ class ProducerStateManager(ProducerSnapshots):
         log_start_offset: int,
         log_end_offset: int,
         headers_from: Callable[[int], Iterator[ReplayedBatch]],
-    ) -> None:
+    ) -> list[CompletedTxn]:
         """The log was truncated to ``log_end_offset``: drop what lies above it. When no
         producer's last batch was cut, only the snapshots above the end go; otherwise
-        the state is rebuilt (``load``)."""
+        the state is rebuilt (``load``; the transactions its replay ended are returned)."""
         if self.last_marker_offset < log_end_offset and all(
             entry.last_offset < log_end_offset for entry in self.producers.values()
         ):
             self.delete_snapshots_after(log_end_offset)
             self.map_end_offset = min(self.map_end_offset, log_end_offset)
-            return
-        self.load(
+            return []
+        return self.load(
             log_start_offset=log_start_offset,
             log_end_offset=log_end_offset,
             headers_from=headers_from,
@@ -135,9 +135,10 @@ class ProducerStateManager(ProducerSnapshots):
         log_start_offset: int,
         log_end_offset: int,
         headers_from: Callable[[int], Iterator[ReplayedBatch]],
-    ) -> None:
+    ) -> list[CompletedTxn]:
         """Rebuild the state for a log spanning [start, end): the newest valid snapshot
-        at or below the end, then the batches after it (or the whole log)."""
+        at or below the end, then the batches after it (or the whole log); returns the
+        transactions the replayed markers ended."""
         self.delete_snapshots_after(log_end_offset)
         self.producers.clear()
         self.ongoing.clear()
@@ -164,7 +165,7 @@ class ProducerStateManager(ProducerSnapshots):
             replay_from = at
             break
         self.map_end_offset = replay_from
-        self.replay(headers_from(replay_from), log_end_offset)
+        return self.replay(headers_from(replay_from), log_end_offset)
 
 
 def iter_segment_headers(

@@ -126,3 +126,82 @@ def test_offsets_sent_in_a_transaction_are_committed_only_when_it_commits(
     finally:
         consumer.close()
     assert committed_offsets(cluster, group) == {0: 7}
+
+
+def test_aborted_records_are_never_read_by_read_committed_consumers(
+    cluster: LocalCluster,
+) -> None:
+    """Commits and aborts interleaved, by two producers whose transactions overlap in
+    the log: every reader gets exactly the committed records, in offset order."""
+    topic = "txn-abort"
+    create_topic(cluster, topic, PARTITIONS)
+    first = confluent_transactional(cluster.kafka_bootstrap, "abort-1")
+    second = kafka.KafkaProducer(
+        bootstrap_servers=cluster.kafka_bootstrap, transactional_id="abort-2"
+    )
+    committed = []
+    try:
+        second.init_transactions()
+        for round_ in range(4):
+            first.begin_transaction()
+            second.begin_transaction()
+            for i in range(12):
+                first.produce(topic, b"first-%d-%d" % (round_, i), partition=i % PARTITIONS)
+                second.send(topic, b"second-%d-%d" % (round_, i), partition=i % PARTITIONS)
+            first.flush(30)
+            second.flush()
+            commit_first = round_ % 2 == 0
+            if commit_first:
+                first.commit_transaction(30)
+                second.abort_transaction()
+                committed += [b"first-%d-%d" % (round_, i) for i in range(12)]
+            else:
+                second.commit_transaction()
+                first.abort_transaction(30)
+                committed += [b"second-%d-%d" % (round_, i) for i in range(12)]
+    finally:
+        second.close()
+    write_sentinels(cluster.kafka_bootstrap, topic, PARTITIONS, "abort")
+    for name, read in READERS.items():
+        found = read(cluster.kafka_bootstrap, topic, PARTITIONS, PARTITIONS)
+        assert sorted(values(found)) == sorted(committed), name
+        for p in range(PARTITIONS):
+            offsets = [offset for partition, offset, _ in found if partition == p]
+            assert offsets == sorted(offsets), name
+
+
+def test_a_read_committed_consumer_waits_behind_an_open_transaction_until_it_commits(
+    cluster: LocalCluster,
+) -> None:
+    topic = "txn-lso"
+    create_topic(cluster, topic, 1)
+    open_txn = confluent_transactional(cluster.kafka_bootstrap, "lso-open")
+    open_txn.begin_transaction()
+    open_txn.produce(topic, b"held", partition=0)
+    open_txn.flush(30)
+    later = confluent_transactional(cluster.kafka_bootstrap, "lso-later")
+    later.begin_transaction()
+    later.produce(topic, b"after", partition=0)
+    later.commit_transaction(30)  # committed, but above the open transaction's first offset
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "group.id": "unused",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        tp = confluent_kafka.TopicPartition(topic, 0)
+        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        assert (low, high) == (0, 0)  # ListOffsets read_committed: the LSO
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        assert consumer.consume(10, timeout=2) == []  # nothing is stable yet
+        open_txn.commit_transaction(30)
+        found: list[bytes] = []
+        while len(found) < 2:
+            messages = consumer.consume(10, timeout=10)
+            assert messages, "the commit did not release the consumer"
+            found += [m.value() for m in messages if m.error() is None]
+        assert found == [b"held", b"after"]
+    finally:
+        consumer.close()

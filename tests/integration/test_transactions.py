@@ -205,3 +205,23 @@ def test_a_read_committed_consumer_waits_behind_an_open_transaction_until_it_com
         assert found == [b"held", b"after"]
     finally:
         consumer.close()
+
+
+def test_an_abandoned_transaction_is_aborted_at_its_timeout_and_releases_readers(
+    cluster: LocalCluster,
+) -> None:
+    topic = "txn-timeout"
+    create_topic(cluster, topic, 1)
+    abandoned = confluent_transactional(
+        cluster.kafka_bootstrap,
+        "abandoned",
+        **{"transaction.timeout.ms": 2000, "message.timeout.ms": 2000},
+    )
+    abandoned.begin_transaction()
+    abandoned.produce(topic, b"abandoned", partition=0)
+    abandoned.flush(30)
+    write_sentinels(cluster.kafka_bootstrap, topic, 1, "timeout")  # behind the open one
+    found = READERS["aiokafka"](cluster.kafka_bootstrap, topic, 1, 1)
+    assert values(found) == []  # released by the abort, which the timeout made
+    with pytest.raises(confluent_kafka.KafkaException):
+        abandoned.commit_transaction(30)  # its epoch was bumped: fenced

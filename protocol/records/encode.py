@@ -113,6 +113,7 @@ def encode_values(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """Fast path: one batch of values with null keys, no headers and one timestamp.
 
@@ -138,6 +139,7 @@ def encode_values(
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
         partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+        transactional=transactional,
     )
 
 

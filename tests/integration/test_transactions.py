@@ -12,7 +12,9 @@ from collections.abc import Iterator
 import confluent_kafka
 import kafka
 import pytest
+import trio
 
+from minibroker import Consumer, Producer
 from tests.support.cluster import LocalCluster
 from tests.support.kafka_groups import committed_offsets, create_topic
 from tests.support.transactions import (
@@ -225,3 +227,47 @@ def test_an_abandoned_transaction_is_aborted_at_its_timeout_and_releases_readers
     assert values(found) == []  # released by the abort, which the timeout made
     with pytest.raises(confluent_kafka.KafkaException):
         abandoned.commit_transaction(30)  # its epoch was bumped: fenced
+
+
+# -- the bundled client ----------------------------------------------------------------------
+
+
+def test_the_bundled_producer_commits_aborts_on_error_and_sends_offsets(
+    cluster: LocalCluster,
+) -> None:
+    topic, group = "txn-bundled", "txn-bundled-group"
+    create_topic(cluster, topic, PARTITIONS)
+
+    class Boom(Exception):
+        pass
+
+    async def run() -> tuple[list[bytes], list[bytes]]:
+        async with Producer(cluster.bootstrap, transactional_id="bundled-1") as producer:
+            await producer.init_transactions()
+            async with producer.transaction():
+                for i in range(9):
+                    await producer.send(topic, b"kept-%d" % i, partition=i % PARTITIONS)
+                await producer.send_offsets_to_transaction({(topic, 0): 4}, group)
+            with pytest.raises(Boom):
+                async with producer.transaction():
+                    for i in range(9):
+                        producer.send_nowait(topic, b"dropped-%d" % i, partition=i % PARTITIONS)
+                    await producer.flush()
+                    raise Boom
+        found: dict[str, list[bytes]] = {}
+        for level in ("read_committed", "read_uncommitted"):
+            async with Consumer(
+                cluster.bootstrap, auto_offset_reset="earliest", isolation_level=level
+            ) as consumer:
+                consumer.assign([(topic, p) for p in range(PARTITIONS)])
+                values: list[bytes] = []
+                with trio.fail_after(30):
+                    while len(values) < (9 if level == "read_committed" else 18):
+                        values += [r.value for r in await consumer.poll(timeout_ms=500)]
+                found[level] = values
+        return found["read_committed"], found["read_uncommitted"]
+
+    committed, uncommitted = trio.run(run)
+    assert sorted(committed) == sorted(b"kept-%d" % i for i in range(9))
+    assert len(uncommitted) == 18  # every record, no marker
+    assert committed_offsets(cluster, group) == {0: 4}

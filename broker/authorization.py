@@ -130,6 +130,9 @@ RULES: Final[dict[int, Rule]] = {
     ApiKey.END_TXN: UNLISTED_RULE,
     ApiKey.TXN_OFFSET_COMMIT: UNLISTED_RULE,
     ApiKey.WRITE_TXN_MARKERS: on_cluster(Operation.CLUSTER_ACTION),
+    ApiKey.DESCRIBE_TRANSACTIONS: UNLISTED_RULE,
+    ApiKey.LIST_TRANSACTIONS: UNLISTED_RULE,
+    ApiKey.DESCRIBE_PRODUCERS: UNLISTED_RULE,
     # SASL: authentication comes before any authorization.
     17: no_check,  # SaslHandshake
     36: no_check,  # SaslAuthenticate

@@ -60,6 +60,7 @@ from minibroker.broker.controller_apis import ControllerApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.credentials import CredentialCache
+from minibroker.broker.describe_producers import DescribeProducersApi
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.identity_key import BrokerKey
 from minibroker.broker.kafka_codec import KafkaCodec
@@ -307,6 +308,7 @@ class Broker:
         )
         self.txn_markers = WriteTxnMarkersApi(replica_manager, clock=self.clock)
         self.txn_markers.install(self.dispatcher)
+        DescribeProducersApi(replica_manager).install(self.dispatcher)
         acl_sync = await self._install_authorizer(zk)
         admin_manager = None
         if zk is not None:

@@ -93,6 +93,8 @@ COUNTERS: Final[dict[int, Counter]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: _nested("topics", "partitions"),
     ApiKey.TXN_OFFSET_COMMIT: _nested("topics", "partitions"),
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: _nested("topics", "partition_indexes"),
+    ApiKey.DESCRIBE_TRANSACTIONS: _items("transactional_ids"),
 }
 """API key -> the number of items a request names."""
 

@@ -107,6 +107,9 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     # minibroker's own (msgpack listener only): a broker proves its id (protocol/broker_proof.py)
     BROKER_CHALLENGE = 1000
     BROKER_PROOF = 1001

@@ -28,7 +28,8 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-TXN_INDEX_SUFFIX = ".txnindex"
+from minibroker.storage.names import TXN_INDEX_SUFFIX as TXN_INDEX_SUFFIX
+
 ENTRY = struct.Struct(">hqqqq")
 
 

@@ -22,10 +22,12 @@ from minibroker.protocol.errors import (
     KafkaError,
     OperationNotAttemptedError,
     ProducerFencedError,
+    TransactionalIdNotFoundError,
     UnknownTopicOrPartitionError,
 )
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
+from minibroker.protocol.transaction_log import STATUS_NAMES
 from minibroker.storage.names import TopicPartition
 from minibroker.transaction.coordinator import TransactionCoordinator
 
@@ -64,6 +66,75 @@ class TransactionApis:
         dispatcher.register(bodies.ADD_PARTITIONS_TO_TXN, self.handle_add_partitions_to_txn)
         dispatcher.register(bodies.ADD_OFFSETS_TO_TXN, self.handle_add_offsets_to_txn)
         dispatcher.register(bodies.END_TXN, self.handle_end_txn)
+        dispatcher.register(bodies.DESCRIBE_TRANSACTIONS, self.handle_describe_transactions)
+        dispatcher.register(bodies.LIST_TRANSACTIONS, self.handle_list_transactions)
+
+    # -- administration ------------------------------------------------------------------------
+
+    def handle_describe_transactions(
+        self, header: RequestHeader, request: bodies.DescribeTransactionsRequest
+    ) -> Answer[bodies.DescribeTransactionsResponse]:
+        state = self.coordinator.state
+        answers: list[bodies.DescribeTransactionsResponseTransactionState] = []
+        for transactional_id in request["transactional_ids"]:
+            try:
+                state.check_owner(transactional_id)
+                meta = state.get(transactional_id)
+                if meta is None:
+                    raise TransactionalIdNotFoundError(f"{transactional_id!r} is not known")
+            except KafkaError as exc:
+                answers.append(
+                    {"error_code": exc.code, "transactional_id": transactional_id, "topics": []}
+                )
+                continue
+            value = meta.value
+            by_topic: dict[str, list[int]] = {}
+            for tp in sorted(value.partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            answers.append(
+                {
+                    "error_code": NONE,
+                    "transactional_id": transactional_id,
+                    "transaction_state": meta.state_name,
+                    "transaction_timeout_ms": value.timeout_ms,
+                    "transaction_start_time_ms": value.start_ms,
+                    "producer_id": value.producer_id,
+                    "producer_epoch": value.producer_epoch,
+                    "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()],
+                }
+            )
+        return {"throttle_time_ms": 0, "transaction_states": answers}
+
+    def handle_list_transactions(
+        self, header: RequestHeader, request: bodies.ListTransactionsRequest
+    ) -> Answer[bodies.ListTransactionsResponse]:
+        known = set(STATUS_NAMES.values())
+        states = set(request["state_filters"])
+        producer_ids = set(request["producer_id_filters"])
+        duration = request["duration_filter"]
+        now = self.coordinator.clock()
+        listed: list[bodies.ListTransactionsResponseTransactionState] = []
+        for meta in self.coordinator.state.owned_transactions():
+            value = meta.value
+            if states and meta.state_name not in states:
+                continue
+            if producer_ids and value.producer_id not in producer_ids:
+                continue
+            if duration >= 0 and (value.start_ms < 0 or now - value.start_ms < duration):
+                continue
+            listed.append(
+                {
+                    "transactional_id": meta.transactional_id,
+                    "producer_id": value.producer_id,
+                    "transaction_state": meta.state_name,
+                }
+            )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "unknown_state_filters": sorted(states - known),
+            "transaction_states": listed,
+        }
 
     def handle_init_producer_id(
         self, header: RequestHeader, request: bodies.InitProducerIdRequest

@@ -51,7 +51,10 @@ from minibroker.protocol.messages.security import (
 from minibroker.protocol.messages.transactions import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
     END_TXN,
+    LIST_TRANSACTIONS,
     TXN_OFFSET_COMMIT,
     WRITE_TXN_MARKERS,
 )
@@ -75,6 +78,9 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         END_TXN,
         WRITE_TXN_MARKERS,
         TXN_OFFSET_COMMIT,
+        DESCRIBE_PRODUCERS,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
         FIND_COORDINATOR,
         JOIN_GROUP,
         SYNC_GROUP,

@@ -1290,6 +1290,85 @@ class DescribeClusterResponse(TypedDict, total=False):
     cluster_authorized_operations: int
 
 
+class DescribeProducersRequestTopic(TypedDict):
+    name: str
+    partition_indexes: list[int]
+
+
+class DescribeProducersRequest(TypedDict):
+    topics: list[DescribeProducersRequestTopic]
+
+
+class DescribeProducersResponseTopicPartitionActiveProducer(TypedDict, total=False):
+    producer_id: Required[int]
+    producer_epoch: Required[int]
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class DescribeProducersResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+    error_message: str | None
+    active_producers: list[DescribeProducersResponseTopicPartitionActiveProducer]
+
+
+class DescribeProducersResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DescribeProducersResponseTopicPartition]]
+
+
+class DescribeProducersResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponseTopic]
+
+
+class DescribeTransactionsRequest(TypedDict):
+    transactional_ids: list[str]
+
+
+class DescribeTransactionsResponseTransactionStateTopic(TypedDict, total=False):
+    topic: Required[str]
+    partitions: list[int]
+
+
+class DescribeTransactionsResponseTransactionState(TypedDict, total=False):
+    error_code: int
+    transactional_id: Required[str]
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    topics: list[DescribeTransactionsResponseTransactionStateTopic]
+
+
+class DescribeTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponseTransactionState]
+
+
+class ListTransactionsRequest(TypedDict):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+
+
+class ListTransactionsResponseTransactionState(TypedDict, total=False):
+    transactional_id: Required[str]
+    producer_id: int
+    transaction_state: str
+
+
+class ListTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponseTransactionState]
+
+
 class BrokerChallengeRequest(TypedDict):
     pass
 
@@ -1363,5 +1442,10 @@ LIST_PARTITION_REASSIGNMENTS: Final[
 ] = Route(46)
 OFFSET_DELETE: Final[Route[OffsetDeleteRequest, OffsetDeleteResponse]] = Route(47)
 DESCRIBE_CLUSTER: Final[Route[DescribeClusterRequest, DescribeClusterResponse]] = Route(60)
+DESCRIBE_PRODUCERS: Final[Route[DescribeProducersRequest, DescribeProducersResponse]] = Route(61)
+DESCRIBE_TRANSACTIONS: Final[Route[DescribeTransactionsRequest, DescribeTransactionsResponse]] = (
+    Route(65)
+)
+LIST_TRANSACTIONS: Final[Route[ListTransactionsRequest, ListTransactionsResponse]] = Route(66)
 BROKER_CHALLENGE: Final[Route[BrokerChallengeRequest, BrokerChallengeResponse]] = Route(1000)
 BROKER_PROOF: Final[Route[BrokerProofRequest, BrokerProofResponse]] = Route(1001)

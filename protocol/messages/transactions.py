@@ -247,3 +247,127 @@ WRITE_TXN_MARKERS: Final = Message(
     ),
     history={0: "markers", 1: "flexible"},
 )
+
+# -- administration (KIP-664: what kafka-transactions.sh asks) ---------------------------------
+
+DESCRIBE_PRODUCERS: Final = Message(
+    61,
+    "DescribeProducers",
+    doc="""The active producers of partitions this broker leads: per producer its id,
+    epoch, last sequence and timestamp, the coordinator epoch of its last marker and
+    the first offset of its open transaction (-1: none), as the partition's producer
+    state holds them.
+
+    Request: ``topics[]`` of {name, partition_indexes}. Response: ``topics[]`` of
+    {name, partitions[] of {partition_index, error_code, error_message,
+    active_producers[]}}.
+    """,
+    valid=versions("0"),
+    flexible=versions("0+"),
+    request=struct(
+        f(
+            "topics",
+            [f("name", STRING, required=True), f("partition_indexes", Array(INT32), required=True)],
+            required=True,
+        ),
+    ),
+    response=struct(
+        f("throttle_time_ms", INT32),
+        f(
+            "topics",
+            [
+                f("name", STRING, required=True),
+                f(
+                    "partitions",
+                    [
+                        f("partition_index", INT32, required=True),
+                        f("error_code", INT16),
+                        f("error_message", STRING, null="0+"),
+                        f(
+                            "active_producers",
+                            [
+                                f("producer_id", INT64, required=True),
+                                f("producer_epoch", INT32, required=True),
+                                f("last_sequence", INT32, default=-1),
+                                f("last_timestamp", INT64, default=-1),
+                                f("coordinator_epoch", INT32),
+                                f("current_txn_start_offset", INT64, default=-1),
+                            ],
+                        ),
+                    ],
+                    required=True,
+                ),
+            ],
+        ),
+    ),
+    history={0: "topics -> per partition its active producers (KIP-664)"},
+)
+
+DESCRIBE_TRANSACTIONS: Final = Message(
+    65,
+    "DescribeTransactions",
+    doc="""The state of transactional ids this broker coordinates.
+
+    Request: ``transactional_ids[]``. Response: ``transaction_states[]`` of
+    {error_code, transactional_id, transaction_state (Kafka's state name),
+    transaction_timeout_ms, transaction_start_time_ms, producer_id, producer_epoch,
+    topics[] of {topic, partitions}}.
+    """,
+    valid=versions("0"),
+    flexible=versions("0+"),
+    request=struct(f("transactional_ids", Array(STRING), required=True)),
+    response=struct(
+        f("throttle_time_ms", INT32),
+        f(
+            "transaction_states",
+            [
+                f("error_code", INT16),
+                f("transactional_id", STRING, required=True),
+                f("transaction_state", STRING),
+                f("transaction_timeout_ms", INT32),
+                f("transaction_start_time_ms", INT64, default=-1),
+                f("producer_id", INT64, default=-1),
+                f("producer_epoch", INT16, default=-1),
+                f(
+                    "topics",
+                    [f("topic", STRING, required=True), f("partitions", Array(INT32))],
+                ),
+            ],
+        ),
+    ),
+    history={0: "transactional_ids -> their states (KIP-664)"},
+)
+
+LIST_TRANSACTIONS: Final = Message(
+    66,
+    "ListTransactions",
+    doc="""The transactional ids this broker coordinates, filtered by state names,
+    producer ids and (v1) how long their transaction has been open.
+
+    Request: ``state_filters[]`` (Kafka's state names; empty: all),
+    ``producer_id_filters[]``, ``duration_filter`` (ms, -1: none). Response:
+    ``error_code``, ``unknown_state_filters[]``, ``transaction_states[]`` of
+    {transactional_id, producer_id, transaction_state}.
+    """,
+    valid=versions("0-1"),
+    flexible=versions("0+"),
+    request=struct(
+        f("state_filters", Array(STRING)),
+        f("producer_id_filters", Array(INT64)),
+        f("duration_filter", INT64, "1+", default=-1),
+    ),
+    response=struct(
+        f("throttle_time_ms", INT32),
+        f("error_code", INT16),
+        f("unknown_state_filters", Array(STRING)),
+        f(
+            "transaction_states",
+            [
+                f("transactional_id", STRING, required=True),
+                f("producer_id", INT64),
+                f("transaction_state", STRING),
+            ],
+        ),
+    ),
+    history={0: "state and producer id filters (KIP-664)", 1: "duration_filter (KIP-994)"},
+)

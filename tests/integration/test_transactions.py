@@ -7,6 +7,7 @@ committed offsets only when it commits."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import confluent_kafka
@@ -271,3 +272,72 @@ def test_the_bundled_producer_commits_aborts_on_error_and_sends_offsets(
     assert sorted(committed) == sorted(b"kept-%d" % i for i in range(9))
     assert len(uncommitted) == 18  # every record, no marker
     assert committed_offsets(cluster, group) == {0: 4}
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+
+def test_the_cli_produces_in_transactions_and_reads_committed(cluster: LocalCluster) -> None:
+    topic = "txn-cli"
+    create_topic(cluster, topic, 1)
+    lines = b"".join(b"line-%d\n" % i for i in range(7))
+    done = cluster.cli(
+        "produce", topic, "--transactional-id", "cli-1", "--transaction-size", "3", stdin=lines
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    read = cluster.cli(
+        "consume",
+        topic,
+        "--from-beginning",
+        "--isolation-level",
+        "read_committed",
+        "--max-messages",
+        "7",
+        "--timeout-ms",
+        "10000",
+    )
+    assert read.stdout.decode().split() == [f"line-{i}" for i in range(7)]
+    described = cluster.cli("transactions", "describe", "cli-1", "--format", "json")
+    assert described.returncode == 0, described.stderr.decode()
+    state = json.loads(described.stdout)
+    assert state["state"] == "CompleteCommit" and state["partitions"] == []
+    listed = json.loads(cluster.cli("transactions", "list", "--format", "json").stdout)
+    assert {
+        "transactional_id": "cli-1",
+        "producer_id": state["producer_id"],
+        "state": "CompleteCommit",
+        "coordinator": state["coordinator"],
+    } in listed
+
+
+def test_the_cli_finds_and_aborts_a_hanging_transaction(cluster: LocalCluster) -> None:
+    topic = "txn-hanging"
+    create_topic(cluster, topic, 1)
+    hanging = confluent_transactional(cluster.kafka_bootstrap, "hanging")
+    hanging.begin_transaction()
+    hanging.produce(topic, b"hanging", partition=0)
+    hanging.flush(30)
+    described = cluster.cli("transactions", "describe-producers", topic, "0", "--format", "json")
+    producers = json.loads(described.stdout)
+    assert [p["current_txn_start_offset"] for p in producers] == [0]
+    aborted = cluster.cli(
+        "transactions",
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--start-offset",
+        "0",
+        "--format",
+        "json",
+    )
+    assert aborted.returncode == 0, aborted.stderr.decode()
+    assert json.loads(aborted.stdout)["producer_id"] == producers[0]["producer_id"]
+    after = json.loads(
+        cluster.cli("transactions", "describe-producers", topic, "0", "--format", "json").stdout
+    )
+    assert [p["current_txn_start_offset"] for p in after] == [-1]
+    write_sentinels(cluster.kafka_bootstrap, topic, 1, "hanging")
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 1, 1)
+    assert values(found) == []

@@ -47,6 +47,14 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -143,6 +151,9 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
+    61: (DescribeProducersRequest, DescribeProducersResponse),
+    65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    66: (ListTransactionsRequest, ListTransactionsResponse),
     35: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     34: (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
     43: (ElectLeadersRequest, ElectLeadersResponse),

@@ -28,6 +28,7 @@ from minibroker.storage.names import TopicPartition
 from minibroker.transaction.apis import TransactionApis
 from minibroker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from minibroker.transaction.markers import MarkerSender
+from minibroker.transaction.metrics import TransactionCollector
 from minibroker.transaction.state_manager import TransactionStateManager
 
 TRANSACTION_STATE_SEGMENT_BYTES = 104857600
@@ -123,6 +124,8 @@ async def run_coordinators(
         assert markers_api is not None
         markers_api.marker_listeners.append(marker_written)
         replica_manager.leadership_listeners.append(leadership_changed)
+        collector = TransactionCollector(state, markers)
+        broker.metrics.registry.register(collector)
         already_led = [
             p
             for tp, p in replica_manager.partitions.items()
@@ -135,4 +138,5 @@ async def run_coordinators(
         finally:
             replica_manager.leadership_listeners.remove(leadership_changed)
             markers_api.marker_listeners.remove(marker_written)
+            broker.metrics.registry.unregister(collector)
             await markers.aclose()

@@ -8,6 +8,7 @@ committed offsets only when it commits."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 
 import confluent_kafka
@@ -18,6 +19,7 @@ import trio
 from minibroker import Consumer, Producer
 from tests.support.cluster import LocalCluster
 from tests.support.kafka_groups import committed_offsets, create_topic
+from tests.support.prometheus import metrics_ports
 from tests.support.transactions import (
     READERS,
     confluent_transactional,
@@ -28,6 +30,12 @@ from tests.support.transactions import (
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 PARTITIONS = 3
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text: str = answer.read().decode()
+    return text
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +207,13 @@ def test_a_read_committed_consumer_waits_behind_an_open_transaction_until_it_com
         assert (low, high) == (0, 0)  # ListOffsets read_committed: the LSO
         consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
         assert consumer.consume(10, timeout=2) == []  # nothing is stable yet
+        # held (0), after (1), its marker (2): the HW is 3, the LSO 0
+        lag = f'kafka_cluster_partition_laststableoffsetlag{{partition="0",topic="{topic}"}} 3.0'
+        assert any(lag in scrape(port) for port in metrics_ports(cluster).values())
+        assert any(
+            'numtransactionalids{state="Ongoing"}' in scrape(port)
+            for port in metrics_ports(cluster).values()
+        )
         open_txn.commit_transaction(30)
         found: list[bytes] = []
         while len(found) < 2:

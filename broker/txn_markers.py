@@ -17,7 +17,7 @@ a transaction's offsets visible when its ``__consumer_offsets`` partition gets o
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -53,6 +53,14 @@ class WriteTxnMarkersApi:
     def handle_write_txn_markers(
         self, header: RequestHeader, request: bodies.WriteTxnMarkersRequest
     ) -> Answer[bodies.WriteTxnMarkersResponse]:
+        return Deferred(self.start(request))
+
+    def start(
+        self, request: bodies.WriteTxnMarkersRequest
+    ) -> Callable[[], Awaitable[bodies.WriteTxnMarkersResponse]]:
+        """Append the markers now; the returned wait answers once they are replicated
+        (also what this broker's own transaction coordinator calls, without a round
+        trip through its listener)."""
         now = self.clock()
         writes = []
         for marker in request["markers"]:
@@ -76,7 +84,7 @@ class WriteTxnMarkersApi:
             # Appended now, while the request is handled: markers reach the log in order.
             results = self.replica_manager.append_records(-1, entries, coordinator=True)
             writes.append((marker, results))
-        return Deferred(lambda: self._answer(writes))
+        return lambda: self._answer(writes)
 
     async def _answer(
         self,

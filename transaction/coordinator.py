@@ -60,6 +60,10 @@ log = logging.getLogger(__name__)
 
 COMPLETION_RETRY_S = 0.1
 """Wait before writing a Complete* again after its write failed."""
+COMPLETION_WAIT_S = 1.0
+"""How long a request for the next transaction waits for the previous one's markers
+before answering CONCURRENT_TRANSACTIONS: usually milliseconds, and a client told to
+retry backs off far longer (librdkafka and the Java client wait 20-100 ms)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,16 @@ class TransactionCoordinator:
         self.config = config
         self.clock = clock
         self._spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None
+        self._completing: dict[str, trio.Event] = {}
+        """Transactional ids whose markers are being written: set when complete."""
         state.on_loaded = self._loaded
+
+    async def _settled(self, transactional_id: str) -> None:
+        """Wait (a little) for the previous transaction of the id to complete."""
+        done = self._completing.get(transactional_id)
+        if done is not None:
+            with trio.move_on_after(COMPLETION_WAIT_S):
+                await done.wait()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Completions of loaded transactions and the timeout checks, until cancelled."""
@@ -113,6 +126,7 @@ class TransactionCoordinator:
                 f" transaction.max.timeout.ms {self.config.max_timeout_ms}]"
             )
         self.state.check_owner(transactional_id)
+        await self._settled(transactional_id)
         meta = self.state.get(transactional_id)
         if meta is None:
             new_id = await self.producer_ids.next_id()
@@ -170,6 +184,8 @@ class TransactionCoordinator:
         partitions: Iterable[TopicPartition],
     ) -> None:
         """Add ``partitions`` to the transaction (starting it); raises the KafkaError."""
+        self._producer(transactional_id, producer_id, producer_epoch)
+        await self._settled(transactional_id)
         meta = self._producer(transactional_id, producer_id, producer_epoch)
         if meta.pending is not None or meta.state in PREPARING:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: the last one is completing")
@@ -192,6 +208,8 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
     ) -> None:
         """Commit or abort: answered once the decision is replicated; raises the error."""
+        self._producer(transactional_id, producer_id, producer_epoch)
+        await self._settled(transactional_id)
         meta = self._producer(transactional_id, producer_id, producer_epoch)
         if meta.pending is not None:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: a change is in flight")
@@ -281,7 +299,17 @@ class TransactionCoordinator:
                 self._complete_later(meta)
 
     def _complete_later(self, meta: TransactionMetadata) -> None:
-        self._later(lambda: self._complete(meta))
+        done = self._completing[meta.transactional_id] = trio.Event()
+
+        async def complete() -> None:
+            try:
+                await self._complete(meta)
+            finally:
+                done.set()
+                if self._completing.get(meta.transactional_id) is done:
+                    del self._completing[meta.transactional_id]
+
+        self._later(complete)
 
     def _later(self, fn: Callable[[], Awaitable[None]]) -> None:
         if self._spawn is None:

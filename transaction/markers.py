@@ -18,7 +18,7 @@ Connections go to the brokers' inter-broker listener and prove this broker's id
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import trio
 
@@ -38,6 +38,11 @@ from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 
+LocalMarkers = Callable[
+    [bodies.WriteTxnMarkersRequest], Callable[[], Awaitable[bodies.WriteTxnMarkersResponse]]
+]
+"""Appends markers on this broker now; the returned wait answers once replicated."""
+
 RETRY_BACKOFF_S = 0.05
 """First wait before a partition's marker is sent again; doubles up to the maximum."""
 RETRY_BACKOFF_MAX_S = 1.0
@@ -52,10 +57,14 @@ class MarkerSender:
         *,
         broker_id: int,
         security: ClientSecurity | None,
+        local: LocalMarkers | None = None,
     ) -> None:
+        """``local``: this broker's own WriteTxnMarkers (partitions it leads get their
+        markers without a connection to itself)."""
         self.metadata_cache = metadata_cache
         self.broker_id = broker_id
         self.security = security
+        self.local = local
         self._connections: dict[int, Connection] = {}
         self._connecting: dict[int, trio.Lock] = {}
         self.markers_sent = 0
@@ -132,6 +141,8 @@ class MarkerSender:
     async def _request(
         self, broker_id: int, body: bodies.WriteTxnMarkersRequest
     ) -> bodies.WriteTxnMarkersResponse:
+        if broker_id == self.broker_id and self.local is not None:
+            return await self.local(body)()
         connection = await self._connection(broker_id)
         try:
             answer: bodies.WriteTxnMarkersResponse = await connection.request(

@@ -82,8 +82,13 @@ async def run_coordinators(
             num_partitions=partition_count,
             clock=broker.clock,
         )
+        markers_api = broker.txn_markers
+        assert markers_api is not None
         markers = MarkerSender(
-            cache, broker_id=config.broker_id, security=broker.inter_broker_security
+            cache,
+            broker_id=config.broker_id,
+            security=broker.inter_broker_security,
+            local=markers_api.start,
         )
         coordinator = TransactionCoordinator(
             state,
@@ -120,8 +125,6 @@ async def run_coordinators(
             if tp.topic == OFFSETS_TOPIC:  # a transaction's offsets are committed or dropped
                 group.manager.complete_txn(tp.partition, producer_id, committed)
 
-        markers_api = broker.txn_markers
-        assert markers_api is not None
         markers_api.marker_listeners.append(marker_written)
         replica_manager.leadership_listeners.append(leadership_changed)
         collector = TransactionCollector(state, markers)

@@ -42,17 +42,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     actions.required = True
     listing = actions.add_parser("list", help="every transactional id and its state")
     describe = actions.add_parser("describe", help="one transactional id's transaction")
-    describe.add_argument("transactional_id", metavar="ID")
+    describe.add_argument("transactional_id", metavar="ID", help="the transactional id")
     producers = actions.add_parser(
         "describe-producers", help="a partition's active producers and open transactions"
     )
-    producers.add_argument("topic", metavar="TOPIC")
-    producers.add_argument("partition", type=int, metavar="PARTITION")
+    producers.add_argument("topic", metavar="TOPIC", help="the topic")
+    producers.add_argument("partition", type=int, metavar="PARTITION", help="its partition")
     abort = actions.add_parser(
         "abort", help="abort a hanging transaction: its ABORT marker, written by the leader"
     )
-    abort.add_argument("--topic", required=True)
-    abort.add_argument("--partition", type=int, required=True)
+    abort.add_argument("--topic", required=True, help="the partition's topic")
+    abort.add_argument("--partition", type=int, required=True, help="the partition")
     abort.add_argument(
         "--start-offset",
         type=int,

@@ -34,10 +34,10 @@ IN, OUT, GROUP, TXN_ID = "eos-in", "eos-out", "eos", "eos-app"
 PARTITIONS = 3
 INPUTS = 900
 PER_TRANSACTION = 10
-PACE_S = 0.25
+PACE_S = 0.35
 """Pause between transactions: the loop spans the nemesis' run instead of finishing
 before its first kill."""
-FAULT_S = 24.0
+FAULT_S = 30.0
 """How long the nemesis runs; the loop then finishes what is left."""
 FINISH_S = 60.0
 PROPERTIES = (

@@ -236,12 +236,16 @@ class Partition:
                 candidate = min(candidate, replica.log_end_offset)
         if candidate > self.high_watermark:
             self.high_watermark = candidate
+            if self.log.unreplicated_txns:
+                self.log.forget_replicated(candidate)
             return True
         return False
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         """Follower side: HW = min(leader HW, own LEO)."""
         self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        if self.log.unreplicated_txns:
+            self.log.forget_replicated(self.high_watermark)
 
     # -- data path -------------------------------------------------------------------------
 

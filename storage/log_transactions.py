@@ -43,13 +43,17 @@ class LogTransactions(LogState):
             if not replicated:
                 self.unreplicated_txns.append(txn)
 
+    def forget_replicated(self, high_watermark: int) -> None:
+        """The high watermark moved: markers below it count as replicated (called on
+        every HW move, so the list stays as short as the unreplicated tail)."""
+        unreplicated = self.unreplicated_txns
+        if unreplicated and unreplicated[0].marker_offset < high_watermark:
+            self.unreplicated_txns = [t for t in unreplicated if t.marker_offset >= high_watermark]
+
     def last_stable_offset(self, high_watermark: int) -> int:
         """The LSO given the partition's high watermark (see the module doc)."""
+        self.forget_replicated(high_watermark)
         unreplicated = self.unreplicated_txns
-        if unreplicated:
-            self.unreplicated_txns = unreplicated = [
-                t for t in unreplicated if t.marker_offset >= high_watermark
-            ]
         lso = high_watermark
         first = self.producer_state.first_unstable_offset()
         if first is not None and first < lso:

@@ -49,6 +49,7 @@ def test_the_lso_stops_at_the_oldest_open_transaction_and_at_unreplicated_marker
     # Ended, but a failover could still lose the marker: held until it is replicated.
     assert log.last_stable_offset(high_watermark=3) == first
     assert log.last_stable_offset(high_watermark=marker + 1) == marker + 1
+    assert log.unreplicated_txns == []  # replicated: forgotten, the list stays short
     assert log.last_stable_offset(high_watermark=2) == 2  # never past the HW
     log.close()
 

@@ -16,6 +16,13 @@ before ended: a lost or reordered batch, or a compacted-away one (the cleaner re
 batches, so a compacted topic shows gaps that are no fault). ``open_transactions``
 counts the partitions whose last transactional batch of the producer comes after its
 last marker (commit or abort).
+
+``transaction_report``: one row per partition with transactions, over one copy of it:
+
+    topic, partition, transactional_producers, committed, aborted, open_transactions
+
+(``open_transactions``: producers whose last transactional batch there has no marker
+after it: still open when the files were read, or hanging.)
 """
 
 from __future__ import annotations
@@ -70,8 +77,9 @@ def summarise_producers(batches: DataFrame) -> DataFrame:
     )
 
 
-def producer_report(summaries: DataFrame) -> DataFrame:
-    """Per producer id, over one copy of each partition (columns: module docstring)."""
+def _per_partition(summaries: DataFrame) -> DataFrame:
+    """Per (topic, partition, producer id): its epochs, sums, sequence gaps and whether
+    its transaction there is open."""
     epoch_run = Window.partitionBy("topic", "partition", "producer_id", "producer_epoch")
     before = epoch_run.orderBy("first_offset").rowsBetween(Window.unboundedPreceding, -1)
     previous_end = F.last("next_sequence", ignorenulls=True).over(before)
@@ -111,6 +119,28 @@ def producer_report(summaries: DataFrame) -> DataFrame:
             > F.coalesce(F.col("last_marker"), F.lit(-1)),
         )
     )
+    return per_partition
+
+
+def transaction_report(summaries: DataFrame) -> DataFrame:
+    """Per partition with transactions, over one copy (columns: module docstring)."""
+    transactional = F.col("transactional_batches") + F.col("commits") + F.col("aborts") > 0
+    return (
+        _per_partition(summaries)
+        .where(transactional)
+        .groupBy("topic", "partition")
+        .agg(
+            F.count(F.when(F.col("transactional_batches") > 0, 1)).alias("transactional_producers"),
+            F.sum("commits").alias("committed"),
+            F.sum("aborts").alias("aborted"),
+            F.count(F.when(F.col("open"), 1)).alias("open_transactions"),
+        )
+    )
+
+
+def producer_report(summaries: DataFrame) -> DataFrame:
+    """Per producer id, over one copy of each partition (columns: module docstring)."""
+    per_partition = _per_partition(summaries)
     bytes_total = F.sum("bytes")
     return per_partition.groupBy("producer_id").agg(
         (F.col("producer_id") >= 0).alias("idempotent"),

@@ -24,7 +24,8 @@ flat frames, plus the record groups and the batch summaries:
                 minute, batches, records, min_records, max_records, bytes, max_bytes,
                 first_offset, last_offset, uncompressed_bytes
     producers   topic, partition, log_dir, broker_id, and the fields of
-                analytics.schema.PRODUCER_SUMMARY (analytics.producers)
+                analytics.schema.PRODUCER_SUMMARY (analytics.producers; also the
+                per-partition ``transactions`` report)
 
 The figures drawn from records (partition summary, records per minute, top keys) are
 computed over groups: sums, mins, maxes and distinct keys of groups equal those of the
@@ -50,7 +51,11 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from minibroker.analytics.copies import REPLICA, one_copy
-from minibroker.analytics.producers import producer_report, summarise_producers
+from minibroker.analytics.producers import (
+    producer_report,
+    summarise_producers,
+    transaction_report,
+)
 from minibroker.analytics.schema import (
     KIND_BATCH,
     KIND_BATCH_SUMMARY,
@@ -408,6 +413,7 @@ def _reports(
         "top_keys": top_keys_from_groups(groups, top_n),
         "batches": batch_stats_from_summaries(summaries),
         "producers": producer_report(producers),
+        "transactions": transaction_report(producers),
         "leader_epochs": leader_epochs_from_summaries(summaries),
         "corruption": corruption_report(corruption),
         "divergence": divergence(records),

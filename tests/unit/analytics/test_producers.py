@@ -8,7 +8,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from minibroker.analytics.producers import producer_report, summarise_producers
+from minibroker.analytics.producers import (
+    producer_report,
+    summarise_producers,
+    transaction_report,
+)
 from tests.unit.analytics import frames
 
 pytestmark = pytest.mark.timeout(120)
@@ -89,3 +93,9 @@ def test_transactions_are_committed_aborted_or_still_open_after_the_last_marker(
     assert producer.transactional_batches == 4  # markers are not data batches
     assert producer.sequence_gaps == 0  # markers carry no sequence
     assert producer.partitions == 2
+
+    per_partition = {
+        r.partition: (r.transactional_producers, r.committed, r.aborted, r.open_transactions)
+        for r in transaction_report(summarise_producers(frames.batches(spark, rows))).collect()
+    }
+    assert per_partition == {0: (1, 1, 1, 1), 1: (1, 1, 0, 0)}

@@ -243,6 +243,7 @@ def test_build_reports_splits_the_scan_view_into_every_named_report(spark: Spark
         "top_keys",
         "batches",
         "producers",
+        "transactions",
         "leader_epochs",
         "corruption",
         "divergence",
@@ -273,6 +274,8 @@ REPORT_COLUMNS = {
     "epochs int!, topics array<string>!, partitions bigint!, batches bigint, records bigint, "
     "bytes bigint, uncompressed_bytes bigint, compression_ratio double, sequence_gaps bigint, "
     "transactional_batches bigint, committed bigint, aborted bigint, open_transactions bigint!",
+    "transactions": "topic string!, partition int!, transactional_producers bigint!, "
+    "committed bigint, aborted bigint, open_transactions bigint!",
     "corruption": f"{_REPLICA_COLUMNS}, segment string!, position bigint!, length bigint, "
     "batch_base_offset bigint, reason string",
     "divergence": "topic string!, partition int!, replicas array<string>!, "

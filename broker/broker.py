@@ -292,8 +292,12 @@ class Broker:
             replica_manager,
             self.metadata_cache,
             zk=zk,
-            broker_configs=BrokerConfigs(  # dynamic throttles
-                config, self.log_dir_mover, zk=zk, quotas=quotas
+            broker_configs=BrokerConfigs(  # dynamic broker keys
+                config,
+                self.log_dir_mover,
+                zk=zk,
+                quotas=quotas,
+                on_topic_defaults=replica_manager.update_topic_defaults,
             ),
         )
         self.topic_configs.install(self.dispatcher)

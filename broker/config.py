@@ -216,7 +216,12 @@ class TopicConfig:
         "retention.ms", 604800000, "Age limit; -1 = forever.", at_least(-1), "retention_ms"
     )
     retention_bytes: int = config_key(
-        "retention.bytes", -1, "Size limit; -1 = none.", at_least(-1), "log_retention_bytes"
+        "retention.bytes",
+        -1,
+        "Size limit; -1 = none.",
+        at_least(-1),
+        "log_retention_bytes",
+        kind="LONG",
     )
     min_insync_replicas: int = config_key(
         "min.insync.replicas", 1, "Smallest ISR for acks=all.", at_least(1), "min_insync_replicas"

@@ -59,6 +59,7 @@ class LogSettings:
         -1,
         "Delete old segments beyond this size; -1 = no limit.",
         at_least(-1),
+        kind="LONG",
     )
     log_retention_check_interval_ms: int = config_key(
         "log.retention.check.interval.ms", 300000, "How often retention runs.", at_least(1)

@@ -112,6 +112,7 @@ RULES: Final[dict[int, Rule]] = {
     ApiKey.DELETE_ACLS: on_cluster(Operation.ALTER),
     ApiKey.DESCRIBE_CONFIGS: configs(Operation.DESCRIBE_CONFIGS, "results"),
     ApiKey.ALTER_CONFIGS: configs(Operation.ALTER_CONFIGS, "responses"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs(Operation.ALTER_CONFIGS, "responses"),
     ApiKey.ALTER_REPLICA_LOG_DIRS: on_cluster(Operation.ALTER),
     ApiKey.DESCRIBE_LOG_DIRS: on_cluster(Operation.DESCRIBE),
     ApiKey.ELECT_LEADERS: on_cluster(Operation.ALTER),

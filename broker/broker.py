@@ -62,6 +62,7 @@ from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.credentials import CredentialCache
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.identity_key import BrokerKey
+from minibroker.broker.incremental_configs import IncrementalAlterConfigs
 from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.log_cleaner import CleanerCollector, LogCleaner
 from minibroker.broker.log_dir_mover import LogDirMover
@@ -301,6 +302,7 @@ class Broker:
             ),
         )
         self.topic_configs.install(self.dispatcher)
+        IncrementalAlterConfigs(self.topic_configs, zk=zk).install(self.dispatcher)
         # Idempotent producers' ids: blocks from ZooKeeper, or the log dirs standalone.
         install_init_producer_id(self.dispatcher, config.broker_id, config.log_dirs, zk)
         acl_sync = await self._install_authorizer(zk)

@@ -249,6 +249,7 @@ class TopicConfig:
         "delete, compact or compact,delete.",
         one_of(*CLEANUP_POLICIES),
         "log_cleanup_policy",
+        kind="LIST",
     )
     min_cleanable_dirty_ratio: float = config_key(
         "min.cleanable.dirty.ratio",
@@ -305,12 +306,14 @@ class TopicConfig:
         "",
         "Replicas throttled on the sending leader: '*' or partition:broker,...",
         throttled_replicas_problem,
+        kind="LIST",
     )
     follower_replication_throttled_replicas: str = config_key(
         "follower.replication.throttled.replicas",
         "",
         "Replicas throttled on the receiving follower: '*' or partition:broker,...",
         throttled_replicas_problem,
+        kind="LIST",
     )
 
     @property

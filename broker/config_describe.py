@@ -269,3 +269,12 @@ def topic_default_keys() -> frozenset[str]:
         elif inherits is not None:
             names.add(_inherited_name(inherits))
     return frozenset(names)
+
+
+def is_list_key(name: str) -> bool:
+    """Is ``name`` (a broker or topic key) a LIST key, which APPEND and SUBTRACT edit?"""
+    topic = {f.metadata["name"]: f for f in dataclasses.fields(TopicConfig)}
+    if name in topic:
+        return config_type(topic[name], _TOPIC_HINTS[topic[name].name]) is ConfigType.LIST
+    field = _BROKER_FIELDS.get(name)
+    return field is not None and (config_type(field, _BROKER_HINTS[field.name]) is ConfigType.LIST)

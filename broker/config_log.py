@@ -124,6 +124,7 @@ class LogSettings:
         "delete",
         "delete (retention), compact (keep each key's latest record) or compact,delete.",
         one_of(*CLEANUP_POLICIES),
+        kind="LIST",
     )
     log_cleaner_enable: bool = config_key(
         "log.cleaner.enable", True, "Run the log cleaner (compacted topics need it)."

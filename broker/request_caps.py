@@ -79,6 +79,7 @@ COUNTERS: Final[dict[int, Counter]] = {
     ApiKey.DELETE_TOPICS: _items("topic_names"),
     ApiKey.DESCRIBE_CONFIGS: _nested("resources", "configuration_keys"),
     ApiKey.ALTER_CONFIGS: _nested("resources", "configs"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _nested("resources", "configs"),
     ApiKey.CREATE_ACLS: _items("creations"),
     ApiKey.DELETE_ACLS: _items("filters"),
     ApiKey.ELECT_LEADERS: _nested("topic_partitions", "partitions"),

@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "log-dirs": "minibroker.client.cli.log_dirs",
     "acl": "minibroker.client.cli.acl",
     "users": "minibroker.client.cli.users",
+    "configs": "minibroker.client.cli.configs",
 }
 
 EXIT_OK = 0

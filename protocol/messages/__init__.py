@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from minibroker.protocol.messages.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
+from minibroker.protocol.messages.admin import INCREMENTAL_ALTER_CONFIGS
 from minibroker.protocol.messages.cluster import (
     ALTER_CONFIGS,
     API_VERSIONS,
@@ -78,6 +79,7 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         DELETE_TOPICS,
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
+        INCREMENTAL_ALTER_CONFIGS,
         DESCRIBE_CLUSTER,
         DESCRIBE_LOG_DIRS,
         ALTER_REPLICA_LOG_DIRS,

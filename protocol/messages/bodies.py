@@ -1048,6 +1048,35 @@ class ElectLeadersResponse(TypedDict, total=False):
     replica_election_results: list[ElectLeadersResponseReplicaElectionResult]
 
 
+class IncrementalAlterConfigsRequestResourceConfig(TypedDict):
+    name: str
+    config_operation: int
+    value: str | None
+
+
+class IncrementalAlterConfigsRequestResource(TypedDict):
+    resource_type: int
+    resource_name: str
+    configs: list[IncrementalAlterConfigsRequestResourceConfig]
+
+
+class IncrementalAlterConfigsRequest(TypedDict):
+    resources: list[IncrementalAlterConfigsRequestResource]
+    validate_only: bool
+
+
+class IncrementalAlterConfigsResponseResponse(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+    resource_type: Required[int]
+    resource_name: Required[str]
+
+
+class IncrementalAlterConfigsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponseResponse]
+
+
 class AlterPartitionReassignmentsRequestTopicPartition(TypedDict):
     partition_index: int
     replicas: list[int] | None
@@ -1223,6 +1252,9 @@ DESCRIBE_LOG_DIRS: Final[Route[DescribeLogDirsRequest, DescribeLogDirsResponse]]
 SASL_AUTHENTICATE: Final[Route[SaslAuthenticateRequest, SaslAuthenticateResponse]] = Route(36)
 DELETE_GROUPS: Final[Route[DeleteGroupsRequest, DeleteGroupsResponse]] = Route(42)
 ELECT_LEADERS: Final[Route[ElectLeadersRequest, ElectLeadersResponse]] = Route(43)
+INCREMENTAL_ALTER_CONFIGS: Final[
+    Route[IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse]
+] = Route(44)
 ALTER_PARTITION_REASSIGNMENTS: Final[
     Route[AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse]
 ] = Route(45)

@@ -72,7 +72,6 @@ def test_the_java_admin_client_calls_that_minibroker_serves_succeed(cluster: Loc
     report = run_java("AdminJudge", cluster.kafka_bootstrap, "java-admin")
     calls = report["calls"]
     not_served = {  # each is one line to flip once its API lands (issue 33, issue 34)
-        "incrementalAlterConfigs": "INCREMENTAL_ALTER_CONFIGS",
         "createPartitions": "CREATE_PARTITIONS",
         "deleteRecords": "DELETE_RECORDS",
         "describeProducers": "DESCRIBE_PRODUCERS",

@@ -5,9 +5,9 @@ kafka-reassign-partitions, kafka-log-dirs and the two perf tests. Several calls 
 one JVM (tests/support/judges.py's ToolRunner).
 
 Not judged yet, each waiting for the API it needs (issue 33): kafka-topics --alter
---partitions (CreatePartitions), kafka-configs --alter (IncrementalAlterConfigs),
-kafka-delete-records (DeleteRecords); kafka-transactions waits for transactions (issue
-34). Their tests are one call each here once those land.
+--partitions (CreatePartitions), kafka-delete-records (DeleteRecords);
+kafka-transactions waits for transactions (issue 34). Their tests are one call each
+here once those land.
 """
 
 from __future__ import annotations
@@ -108,9 +108,23 @@ def test_kafka_topics_and_kafka_configs_create_describe_and_delete_topics(
 def test_kafka_configs_alters_a_brokers_dynamic_config_and_describes_it(
     cluster: LocalCluster,
 ) -> None:
-    """kafka-configs alters brokers through AlterConfigs (served); topics go through
-    IncrementalAlterConfigs (issue 33)."""
+    """kafka-configs alters brokers and topics through IncrementalAlterConfigs."""
     tools = ToolSession(cluster.kafka_bootstrap)
+    tools.create_topic("configs-topic", 1)
+    topic = ("--entity-type", "topics", "--entity-name", "configs-topic")
+    tools.add("alter-topic", "kafka-configs", "--alter", *topic, "--add-config", "segment.ms=99000")
+    tools.add("describe-topic", "kafka-configs", "--describe", *topic)
+    tools.add(
+        "alter-default",
+        "kafka-configs",
+        *("--alter", "--entity-type", "brokers", "--entity-default"),
+        *("--add-config", "log.cleaner.delete.retention.ms=3600000"),
+    )
+    tools.add(
+        "describe-default",
+        "kafka-configs",
+        *("--describe", "--entity-type", "brokers", "--entity-default"),
+    )
     broker = ("--entity-type", "brokers", "--entity-name", "2")
     tools.add(
         "alter",
@@ -133,6 +147,18 @@ def test_kafka_configs_alters_a_brokers_dynamic_config_and_describes_it(
     ]
     ok(results["delete"])
     assert ok(results["describe-after"]).lines == ["Dynamic configs for broker 2 are:"]
+    assert ok(results["alter-topic"]).lines == [
+        "Completed updating config for topic configs-topic."
+    ]
+    assert any(
+        line.strip().startswith("segment.ms=99000 sensitive=false")
+        for line in ok(results["describe-topic"]).lines
+    )
+    ok(results["alter-default"])
+    assert any(
+        line.strip().startswith("log.cleaner.delete.retention.ms=3600000")
+        for line in ok(results["describe-default"]).lines
+    )
 
 
 @pytest.mark.judge(

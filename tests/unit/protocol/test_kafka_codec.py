@@ -14,12 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreateTopicsRequest,
@@ -32,6 +36,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -40,8 +46,12 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
@@ -140,6 +150,11 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     42: (DeleteGroupsRequest, DeleteGroupsResponse),
     47: (OffsetDeleteRequest, OffsetDeleteResponse),
+    44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    48: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+    49: (AlterClientQuotasRequest, AlterClientQuotasResponse),
+    50: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    51: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
 }
 
 CASES = [
@@ -183,6 +198,7 @@ class _Samples:
             "string": f"{field.name}-{n}",
             "bytes": bytes([n % 256]) * 3,
             "records": b"batch-%d" % n,
+            "float64": n + 0.5,
         }[type_.name]
 
 

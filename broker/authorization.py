@@ -113,6 +113,8 @@ RULES: Final[dict[int, Rule]] = {
     ApiKey.DESCRIBE_CONFIGS: configs(Operation.DESCRIBE_CONFIGS, "results"),
     ApiKey.ALTER_CONFIGS: configs(Operation.ALTER_CONFIGS, "responses"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs(Operation.ALTER_CONFIGS, "responses"),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: on_cluster(Operation.DESCRIBE),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: on_cluster(Operation.ALTER),
     ApiKey.ALTER_REPLICA_LOG_DIRS: on_cluster(Operation.ALTER),
     ApiKey.DESCRIBE_LOG_DIRS: on_cluster(Operation.DESCRIBE),
     ApiKey.ELECT_LEADERS: on_cluster(Operation.ALTER),

@@ -80,6 +80,7 @@ from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.broker.request_caps import RequestCaps
 from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.sasl_gate import SaslListener, install_sasl_after_login
+from minibroker.broker.scram_apis import ScramApis
 from minibroker.broker.security import ListenerSecurity, inter_broker_security, listener_security
 from minibroker.broker.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.server_metrics import ServerLimitsCollector
@@ -463,6 +464,7 @@ class Broker:
             )
             self.metrics.registry.register(AuthorizerCollector(authorizer))
         AclApis(authorizer, None if zk is None else zk.zk).install(self.dispatcher)
+        ScramApis(zk, self.credentials).install(self.dispatcher)
         if authorizer is None or zk is None:
             return None
         sync = AclSync(authorizer, zk.zk, clock_ms=self.clock)

@@ -80,6 +80,8 @@ COUNTERS: Final[dict[int, Counter]] = {
     ApiKey.DESCRIBE_CONFIGS: _nested("resources", "configuration_keys"),
     ApiKey.ALTER_CONFIGS: _nested("resources", "configs"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _nested("resources", "configs"),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _items("users"),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda b: len(b["deletions"]) + len(b["upsertions"]),
     ApiKey.CREATE_ACLS: _items("creations"),
     ApiKey.DELETE_ACLS: _items("filters"),
     ApiKey.ELECT_LEADERS: _nested("topic_partitions", "partitions"),

@@ -444,6 +444,27 @@ class UnstableOffsetCommitError(KafkaError):
     retriable = True
 
 
+class ResourceNotFoundError(KafkaError):
+    """The admin request names something that does not exist (a SCRAM credential)."""
+
+    code = 91
+    name = "RESOURCE_NOT_FOUND"
+
+
+class DuplicateResourceError(KafkaError):
+    """The admin request names one thing twice (a user and mechanism)."""
+
+    code = 92
+    name = "DUPLICATE_RESOURCE"
+
+
+class UnacceptableCredentialError(KafkaError):
+    """A SCRAM credential the broker will not store (empty user, iterations out of range)."""
+
+    code = 93
+    name = "UNACCEPTABLE_CREDENTIAL"
+
+
 class UnsupportedSaslMechanismError(KafkaError):
     """SaslHandshake named a mechanism the listener does not enable."""
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 from typing import Final
 
 from minibroker.protocol.messages.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
-from minibroker.protocol.messages.admin import INCREMENTAL_ALTER_CONFIGS
+from minibroker.protocol.messages.admin import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    INCREMENTAL_ALTER_CONFIGS,
+)
 from minibroker.protocol.messages.cluster import (
     ALTER_CONFIGS,
     API_VERSIONS,
@@ -80,6 +84,8 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
         INCREMENTAL_ALTER_CONFIGS,
+        DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ALTER_USER_SCRAM_CREDENTIALS,
         DESCRIBE_CLUSTER,
         DESCRIBE_LOG_DIRS,
         ALTER_REPLICA_LOG_DIRS,

@@ -1169,6 +1169,62 @@ class OffsetDeleteResponse(TypedDict, total=False):
     topics: list[OffsetDeleteResponseTopic]
 
 
+class DescribeUserScramCredentialsRequestUser(TypedDict):
+    name: str
+
+
+class DescribeUserScramCredentialsRequest(TypedDict):
+    users: list[DescribeUserScramCredentialsRequestUser] | None
+
+
+class DescribeUserScramCredentialsResponseResultCredentialInfo(TypedDict, total=False):
+    mechanism: int
+    iterations: int
+
+
+class DescribeUserScramCredentialsResponseResult(TypedDict, total=False):
+    user: Required[str]
+    error_code: int
+    error_message: str | None
+    credential_infos: list[DescribeUserScramCredentialsResponseResultCredentialInfo]
+
+
+class DescribeUserScramCredentialsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponseResult]
+
+
+class AlterUserScramCredentialsRequestDeletion(TypedDict):
+    name: str
+    mechanism: int
+
+
+class AlterUserScramCredentialsRequestUpsertion(TypedDict):
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+class AlterUserScramCredentialsRequest(TypedDict):
+    deletions: list[AlterUserScramCredentialsRequestDeletion]
+    upsertions: list[AlterUserScramCredentialsRequestUpsertion]
+
+
+class AlterUserScramCredentialsResponseResult(TypedDict, total=False):
+    user: Required[str]
+    error_code: int
+    error_message: str | None
+
+
+class AlterUserScramCredentialsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponseResult]
+
+
 class DescribeClusterRequest(TypedDict):
     include_cluster_authorized_operations: bool
     endpoint_type: int
@@ -1262,6 +1318,12 @@ LIST_PARTITION_REASSIGNMENTS: Final[
     Route[ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse]
 ] = Route(46)
 OFFSET_DELETE: Final[Route[OffsetDeleteRequest, OffsetDeleteResponse]] = Route(47)
+DESCRIBE_USER_SCRAM_CREDENTIALS: Final[
+    Route[DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse]
+] = Route(50)
+ALTER_USER_SCRAM_CREDENTIALS: Final[
+    Route[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse]
+] = Route(51)
 DESCRIBE_CLUSTER: Final[Route[DescribeClusterRequest, DescribeClusterResponse]] = Route(60)
 BROKER_CHALLENGE: Final[Route[BrokerChallengeRequest, BrokerChallengeResponse]] = Route(1000)
 BROKER_PROOF: Final[Route[BrokerProofRequest, BrokerProofResponse]] = Route(1001)

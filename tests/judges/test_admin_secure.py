@@ -1,13 +1,17 @@
 """Admin APIs that need a login, through other people's admin clients, against `dev up
 --secure` (SASL_SSL, SCRAM-SHA-512, ACLs on) logged in as its admin: confluent-kafka's
 create_acls / describe_acls / delete_acls with every pattern type a filter has
-(LITERAL, PREFIXED, MATCH, ANY), kafka-python's ACL calls."""
+(LITERAL, PREFIXED, MATCH, ANY), kafka-python's ACL calls; confluent-kafka's
+alter_user_scram_credentials / describe_user_scram_credentials, after which the new user
+logs in at once, and deleting it locks it out."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -16,6 +20,10 @@ from confluent_kafka.admin import (
     AdminClient,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 from kafka.admin import (
     ACL,
@@ -122,3 +130,43 @@ def test_kafka_python_creates_describes_and_deletes_an_acl(secure: LocalCluster)
         assert found == []
     finally:
         client.close()
+
+
+def logs_in(cluster: LocalCluster, user: str, password: str) -> bool:
+    """Whether ``user`` can log in (a metadata request over its own SASL session)."""
+    login = {**cluster.client_properties, "sasl.username": user, "sasl.password": password}
+    client = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap, **login})
+    try:
+        client.list_topics(timeout=5)
+    except KafkaException:
+        return False
+    return True
+
+
+@pytest.mark.judge(CONFLUENT, "alter/describe_user_scram_credentials; the user logs in at once")
+def test_confluent_kafka_adds_a_scram_user_that_logs_in_at_once(secure: LocalCluster) -> None:
+    client = admin(secure)
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    upsert = UserScramCredentialUpsertion(
+        "judged-dave", info, b"dave-secret", b"judged-salt-of-dave"
+    )
+    for future in client.alter_user_scram_credentials([upsert], request_timeout=30).values():
+        future.result()
+    described = client.describe_user_scram_credentials(["judged-dave"], request_timeout=30)
+    [(mechanism, iterations)] = [
+        (i.mechanism, i.iterations)
+        for i in described["judged-dave"].result().scram_credential_infos
+    ]
+    assert (mechanism, iterations) == (ScramMechanism.SCRAM_SHA_512, 8192)
+    assert logs_in(secure, "judged-dave", "dave-secret")
+    assert not logs_in(secure, "judged-dave", "wrong")
+
+    deletion = UserScramCredentialDeletion("judged-dave", ScramMechanism.SCRAM_SHA_512)
+    for future in client.alter_user_scram_credentials([deletion], request_timeout=30).values():
+        future.result()
+    deadline = time.monotonic() + 30
+    while logs_in(secure, "judged-dave", "dave-secret"):  # other brokers follow the change
+        assert time.monotonic() < deadline, "judged-dave can still log in"
+    missing = client.describe_user_scram_credentials(["judged-dave"], request_timeout=30)
+    with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND"):
+        missing["judged-dave"].result()

@@ -5,9 +5,10 @@ How this works: the credentials live where logins read them, ``/config/users/<na
 (zk/scram_users.py). A client never sends a password: an upsertion carries the salt,
 the iteration count and the salted password (Hi(password, salt, i)); the broker derives
 the stored and server keys from it (protocol/sasl.py) and keeps only those, as Kafka
-does. Each user named is checked as a whole - an empty name or an iteration count
-outside [4096, 16384] or a salt shorter than 12 bytes is UNACCEPTABLE_CREDENTIAL, an unknown mechanism
-UNSUPPORTED_SASL_MECHANISM, one mechanism of a user named twice DUPLICATE_RESOURCE,
+does. Each user named is checked as a whole - an empty name, an iteration count
+outside [4096, 16384] or a salt shorter than 12 bytes is UNACCEPTABLE_CREDENTIAL, an
+unknown mechanism UNSUPPORTED_SASL_MECHANISM, one mechanism of a user named twice
+DUPLICATE_RESOURCE,
 the deletion of a credential the user does not have RESOURCE_NOT_FOUND - and, when
 all its operations pass, written in one znode write with a change notification. The
 answering broker re-reads the user before it answers, so a login there succeeds as soon

@@ -41,6 +41,8 @@ from minibroker.client.cli.common import (
     print_json,
     run_async,
 )
+from minibroker.client.cli.config_args import parse_add_config, parse_delete_config
+from minibroker.client.cli.quota_entities import run_entity
 from minibroker.protocol.messages.admin import OP_DELETE, OP_SET
 from minibroker.protocol.messages.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 
@@ -83,44 +85,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_bootstrap(parser)
 
 
-def parse_add_config(texts: list[str]) -> dict[str, str]:
-    """kafka-configs' ``--add-config``: ``k=v`` pairs split on commas outside brackets;
-    a bracketed value keeps its commas (``cleanup.policy=[compact,delete]``)."""
-    configs: dict[str, str] = {}
-    for text in texts:
-        for pair in _split_outside_brackets(text):
-            key, sep, value = pair.partition("=")
-            if not sep or not key.strip():
-                raise UsageError(f"--add-config: expected KEY=VALUE, got {pair!r}")
-            value = value.strip()
-            if value.startswith("[") and value.endswith("]"):
-                value = value[1:-1]
-            configs[key.strip()] = value
-    return configs
-
-
-def _split_outside_brackets(text: str) -> list[str]:
-    parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return [p for p in parts if p.strip()]
-
-
-def parse_delete_config(texts: list[str]) -> list[str]:
-    return [key.strip() for text in texts for key in text.split(",") if key.strip()]
-
-
 def run(args: argparse.Namespace) -> int:
     if args.entity_default == (args.entity_name is not None):
         raise UsageError("give exactly one of --entity-name NAME and --entity-default")
@@ -137,8 +101,6 @@ async def _run(args: argparse.Namespace) -> int:
     async with Admin(args.bootstrap_server, config=command_security(args)) as admin:
         if args.entity_type in ("topics", "brokers"):
             return await _resource(admin, args)
-        from minibroker.client.cli.quota_entities import run_entity
-
         return await run_entity(admin, args)
 
 

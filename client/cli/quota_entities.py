@@ -13,7 +13,7 @@ from typing import Any
 
 from minibroker.client.admin import Admin
 from minibroker.client.cli.common import UsageError, print_json
-from minibroker.client.cli.configs import parse_add_config, parse_delete_config
+from minibroker.client.cli.config_args import parse_add_config, parse_delete_config
 from minibroker.client.scram import alter_scram_users, describe_scram_users
 from minibroker.protocol.sasl import DEFAULT_ITERATIONS, SCRAM_MECHANISMS
 

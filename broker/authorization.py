@@ -114,6 +114,8 @@ RULES: Final[dict[int, Rule]] = {
     ApiKey.ALTER_CONFIGS: configs(Operation.ALTER_CONFIGS, "responses"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs(Operation.ALTER_CONFIGS, "responses"),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: on_cluster(Operation.DESCRIBE),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: on_cluster(Operation.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: on_cluster(Operation.ALTER_CONFIGS),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: on_cluster(Operation.ALTER),
     ApiKey.ALTER_REPLICA_LOG_DIRS: on_cluster(Operation.ALTER),
     ApiKey.DESCRIBE_LOG_DIRS: on_cluster(Operation.DESCRIBE),

@@ -49,6 +49,8 @@ from minibroker.broker.auth_failures import AuthFailureLimiter
 from minibroker.broker.authorization import RequestAuthorization
 from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, parse_super_users
 from minibroker.broker.broker_configs import BrokerConfigs
+from minibroker.broker.client_quota_apis import ClientQuotaApis
+from minibroker.broker.client_quotas import ClientQuotaCollector, ClientQuotas
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.connection_limits import (
@@ -137,6 +139,11 @@ class Broker:
         self.uses_sasl = self.listener_security.uses_sasl or (
             self.kafka_listener_security is not None and self.kafka_listener_security.uses_sasl
         )
+        self.client_quotas = ClientQuotas(
+            window_num=config.quota_window_num, window_s=config.quota_window_size_seconds
+        )
+        self.quota_apis = ClientQuotaApis(self.client_quotas)
+        session_services = (self.quota_apis.run, *session_services)
         if self.uses_sasl:
             session_services = (self.credentials.run, *session_services)
         self.session_services = session_services
@@ -352,6 +359,9 @@ class Broker:
         )
         if zk is not None and self.uses_sasl:
             await self.credentials.load(zk)  # SASL listeners: users known before they open
+        if zk is not None:
+            await self.quota_apis.reload()  # quotas in force from the first request
+        self.metrics.registry.register(ClientQuotaCollector(self.client_quotas))
         await self.server.listen()  # before the nursery: a bind error stays one error
         if self.kafka_server is not None:
             await self.kafka_server.listen()
@@ -465,6 +475,8 @@ class Broker:
             self.metrics.registry.register(AuthorizerCollector(authorizer))
         AclApis(authorizer, None if zk is None else zk.zk).install(self.dispatcher)
         ScramApis(zk, self.credentials).install(self.dispatcher)
+        self.quota_apis.zk = zk
+        self.quota_apis.install(self.dispatcher)
         if authorizer is None or zk is None:
             return None
         sync = AclSync(authorizer, zk.zk, clock_ms=self.clock)

@@ -151,6 +151,15 @@ class BrokerConfig(GroupSettings, ReplicationSettings, LogSettings, ListenerSett
         "Address the /metrics endpoint binds (minibroker's own key); default: the host"
         " of listeners.",
     )
+    quota_window_num: int = config_key(
+        "quota.window.num",
+        11,
+        "Samples a client quota's rate is measured over (broker/client_quotas.py).",
+        at_least(2),
+    )
+    quota_window_size_seconds: int = config_key(
+        "quota.window.size.seconds", 1, "Length of one client quota sample.", at_least(1)
+    )
     standalone_accept_controller_requests: bool = config_key(
         "standalone.accept.controller.requests",
         False,

@@ -81,6 +81,8 @@ COUNTERS: Final[dict[int, Counter]] = {
     ApiKey.ALTER_CONFIGS: _nested("resources", "configs"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _nested("resources", "configs"),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _items("users"),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _items("components"),
+    ApiKey.ALTER_CLIENT_QUOTAS: _nested("entries", "ops"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda b: len(b["deletions"]) + len(b["upsertions"]),
     ApiKey.CREATE_ACLS: _items("creations"),
     ApiKey.DELETE_ACLS: _items("filters"),

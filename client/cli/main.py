@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "acl": "minibroker.client.cli.acl",
     "users": "minibroker.client.cli.users",
     "configs": "minibroker.client.cli.configs",
+    "quotas": "minibroker.client.cli.quotas",
 }
 
 EXIT_OK = 0

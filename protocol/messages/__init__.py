@@ -7,7 +7,9 @@ from typing import Final
 
 from minibroker.protocol.messages.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from minibroker.protocol.messages.admin import (
+    ALTER_CLIENT_QUOTAS,
     ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     INCREMENTAL_ALTER_CONFIGS,
 )
@@ -86,6 +88,8 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         INCREMENTAL_ALTER_CONFIGS,
         DESCRIBE_USER_SCRAM_CREDENTIALS,
         ALTER_USER_SCRAM_CREDENTIALS,
+        DESCRIBE_CLIENT_QUOTAS,
+        ALTER_CLIENT_QUOTAS,
         DESCRIBE_CLUSTER,
         DESCRIBE_LOG_DIRS,
         ALTER_REPLICA_LOG_DIRS,

@@ -1169,6 +1169,76 @@ class OffsetDeleteResponse(TypedDict, total=False):
     topics: list[OffsetDeleteResponseTopic]
 
 
+class DescribeClientQuotasRequestComponent(TypedDict):
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    components: list[DescribeClientQuotasRequestComponent]
+    strict: bool
+
+
+class DescribeClientQuotasResponseEntryEntity(TypedDict, total=False):
+    entity_type: Required[str]
+    entity_name: str | None
+
+
+class DescribeClientQuotasResponseEntryValue(TypedDict, total=False):
+    key: str
+    value: float
+
+
+class DescribeClientQuotasResponseEntry(TypedDict, total=False):
+    entity: list[DescribeClientQuotasResponseEntryEntity]
+    values: list[DescribeClientQuotasResponseEntryValue]
+
+
+class DescribeClientQuotasResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponseEntry] | None
+
+
+class AlterClientQuotasRequestEntryEntity(TypedDict):
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestEntryOp(TypedDict):
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntry(TypedDict):
+    entity: list[AlterClientQuotasRequestEntryEntity]
+    ops: list[AlterClientQuotasRequestEntryOp]
+
+
+class AlterClientQuotasRequest(TypedDict):
+    entries: list[AlterClientQuotasRequestEntry]
+    validate_only: bool
+
+
+class AlterClientQuotasResponseEntryEntity(TypedDict, total=False):
+    entity_type: Required[str]
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntry(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+    entity: list[AlterClientQuotasResponseEntryEntity]
+
+
+class AlterClientQuotasResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntry]
+
+
 class DescribeUserScramCredentialsRequestUser(TypedDict):
     name: str
 
@@ -1318,6 +1388,10 @@ LIST_PARTITION_REASSIGNMENTS: Final[
     Route[ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse]
 ] = Route(46)
 OFFSET_DELETE: Final[Route[OffsetDeleteRequest, OffsetDeleteResponse]] = Route(47)
+DESCRIBE_CLIENT_QUOTAS: Final[Route[DescribeClientQuotasRequest, DescribeClientQuotasResponse]] = (
+    Route(48)
+)
+ALTER_CLIENT_QUOTAS: Final[Route[AlterClientQuotasRequest, AlterClientQuotasResponse]] = Route(49)
 DESCRIBE_USER_SCRAM_CREDENTIALS: Final[
     Route[DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse]
 ] = Route(50)

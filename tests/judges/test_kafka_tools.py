@@ -379,3 +379,39 @@ def test_perf_tools_send_and_read_every_record(cluster: LocalCluster) -> None:
     row = dict(zip(header.split(", "), values.split(", "), strict=True))
     assert row["data.consumed.in.nMsg"] == "20000"
     assert float(row["data.consumed.in.MB"]) == pytest.approx(20000 * 100 / 1024 / 1024, rel=0.01)
+
+
+@pytest.mark.judge(TOOLS, "kafka-configs client quotas of users and client ids (KIP-546)")
+def test_kafka_configs_sets_describes_and_deletes_client_quotas(cluster: LocalCluster) -> None:
+    tools = ToolSession(cluster.kafka_bootstrap)
+    user = ("--entity-type", "users", "--entity-name", "quota-user")
+    default_client = ("--entity-type", "clients", "--entity-default")
+    tools.add(
+        "alter-user",
+        "kafka-configs",
+        *("--alter", *user),
+        *("--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152"),
+    )
+    tools.add(
+        "alter-default",
+        "kafka-configs",
+        *("--alter", *default_client, "--add-config", "request_percentage=200"),
+    )
+    tools.add("describe-user", "kafka-configs", "--describe", *user)
+    tools.add("describe-default", "kafka-configs", "--describe", *default_client)
+    tools.add(
+        "delete-default",
+        "kafka-configs",
+        *("--alter", *default_client, "--delete-config", "request_percentage"),
+    )
+    tools.add("describe-after", "kafka-configs", "--describe", *default_client)
+    results = tools.run()
+    ok(results["alter-user"])
+    ok(results["alter-default"])
+    described = ok(results["describe-user"]).stdout
+    assert "Quota configs for user-principal 'quota-user' are" in described
+    assert "producer_byte_rate=1048576.0" in described
+    assert "consumer_byte_rate=2097152.0" in described
+    assert "request_percentage=200.0" in ok(results["describe-default"]).stdout
+    ok(results["delete-default"])
+    assert "request_percentage" not in ok(results["describe-after"]).stdout

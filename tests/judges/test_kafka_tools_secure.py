@@ -84,7 +84,13 @@ def test_kafka_configs_adds_a_scram_user_who_then_logs_in(secure: LocalCluster) 
         "kafka-configs",
         *("--alter", *user, "--add-config", "SCRAM-SHA-512=[iterations=8192,password=erin-pw]"),
     )
-    ok(admin.run()["add-user"])
+    admin.add("describe-user", "kafka-configs", "--describe", *user)
+    results = admin.run()
+    ok(results["add-user"])
+    assert (
+        "SCRAM credential configs for user-principal 'erin' are SCRAM-SHA-512=iterations=8192"
+        in ok(results["describe-user"]).stdout
+    )
     erin = ToolSession(
         secure.kafka_bootstrap,
         command_config=java_client_config(secure, username="erin", password="erin-pw"),

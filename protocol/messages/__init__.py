@@ -34,6 +34,7 @@ from minibroker.protocol.messages.groups import (
     SYNC_GROUP,
 )
 from minibroker.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
+from minibroker.protocol.messages.partitions import CREATE_PARTITIONS
 from minibroker.protocol.messages.producer import INIT_PRODUCER_ID
 from minibroker.protocol.messages.replicas import (
     ALTER_PARTITION_REASSIGNMENTS,
@@ -76,6 +77,7 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         OFFSET_DELETE,
         CREATE_TOPICS,
         DELETE_TOPICS,
+        CREATE_PARTITIONS,
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
         DESCRIBE_CLUSTER,

@@ -1006,6 +1006,33 @@ class SaslAuthenticateResponse(TypedDict, total=False):
     session_lifetime_ms: int
 
 
+class CreatePartitionsRequestTopicAssignment(TypedDict):
+    broker_ids: list[int]
+
+
+class CreatePartitionsRequestTopic(TypedDict):
+    name: str
+    count: int
+    assignments: list[CreatePartitionsRequestTopicAssignment] | None
+
+
+class CreatePartitionsRequest(TypedDict):
+    topics: list[CreatePartitionsRequestTopic]
+    timeout_ms: int
+    validate_only: bool
+
+
+class CreatePartitionsResponseResult(TypedDict, total=False):
+    name: Required[str]
+    error_code: int
+    error_message: str | None
+
+
+class CreatePartitionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponseResult]
+
+
 class DeleteGroupsRequest(TypedDict):
     groups_names: list[str]
 
@@ -1221,6 +1248,7 @@ ALTER_REPLICA_LOG_DIRS: Final[Route[AlterReplicaLogDirsRequest, AlterReplicaLogD
 )
 DESCRIBE_LOG_DIRS: Final[Route[DescribeLogDirsRequest, DescribeLogDirsResponse]] = Route(35)
 SASL_AUTHENTICATE: Final[Route[SaslAuthenticateRequest, SaslAuthenticateResponse]] = Route(36)
+CREATE_PARTITIONS: Final[Route[CreatePartitionsRequest, CreatePartitionsResponse]] = Route(37)
 DELETE_GROUPS: Final[Route[DeleteGroupsRequest, DeleteGroupsResponse]] = Route(42)
 ELECT_LEADERS: Final[Route[ElectLeadersRequest, ElectLeadersResponse]] = Route(43)
 ALTER_PARTITION_REASSIGNMENTS: Final[

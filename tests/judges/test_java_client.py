@@ -73,7 +73,6 @@ def test_the_java_admin_client_calls_that_minibroker_serves_succeed(cluster: Loc
     calls = report["calls"]
     not_served = {  # each is one line to flip once its API lands (issue 33, issue 34)
         "incrementalAlterConfigs": "INCREMENTAL_ALTER_CONFIGS",
-        "createPartitions": "CREATE_PARTITIONS",
         "deleteRecords": "DELETE_RECORDS",
         "describeProducers": "DESCRIBE_PRODUCERS",
         "listTransactions": "LIST_TRANSACTIONS",

@@ -37,7 +37,6 @@ ASSUMED_KAFKA = "3.9.0"
 (ZooKeeper-era 3.x; 4.x-only tests skip themselves)."""
 
 NOT_PASSING = {
-    "test_admin_integration.py::test_create_partitions": "needs CreatePartitions (issue 33)",
     "test_admin_integration.py::test_delete_records": "needs DeleteRecords (issue 33)",
     "test_admin_integration.py::test_delete_records_with_errors": "needs DeleteRecords (issue 33)",
     "test_admin_integration.py::test_create_describe_delete_acls": (

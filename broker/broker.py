@@ -61,6 +61,7 @@ from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.create_partitions import CreatePartitions
 from minibroker.broker.credentials import CredentialCache
+from minibroker.broker.delete_records import DeleteRecords
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.identity_key import BrokerKey
 from minibroker.broker.kafka_codec import KafkaCodec
@@ -275,6 +276,7 @@ class Broker:
         )
         apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
         apis.install(self.dispatcher)
+        DeleteRecords(replica_manager, self.metadata_cache).install(self.dispatcher)
         ControllerApis(replica_manager, self.metadata_cache, fence).install(
             self.dispatcher, listener=config.inter_broker_listener
         )

@@ -78,10 +78,12 @@ class RemoteReplica:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
     last_fetch_time_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch said (DeleteRecords' low watermark)
 
     def reset(self, leader_log_end_offset: int, now_ms: int, in_sync: bool) -> None:
         """A new leadership starts: forget what the previous leader knew."""
         self.log_end_offset = -1
+        self.log_start_offset = -1
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_time_ms = now_ms
         self.last_caught_up_time_ms = now_ms if in_sync else 0

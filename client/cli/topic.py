@@ -1,5 +1,5 @@
-"""``minibroker topic create|list|describe|delete|alter-config`` (``alter``:
-client/cli/topic_partitions.py).
+"""``minibroker topic create|list|describe|delete|alter-config`` (``alter`` and
+``delete-records``: client/cli/topic_partitions.py).
 
 Flags follow kafka-topics.sh where it has one (``--partitions``,
 ``--replication-factor``, ``--config k=v``, ``--replica-assignment 1:2,2:3``,
@@ -120,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.assignment and (args.partitions != -1 or args.replication_factor != -1):
             raise UsageError("--replica-assignment replaces --partitions/--replication-factor")
+    if args.action == "delete-records":
+        args.offsets = topic_partitions.offsets_asked(args)
     if args.action == "alter-config" and not (args.set or args.delete):
         raise UsageError("alter-config needs at least one --set KEY=VALUE or --delete KEY")
     return run_async(_run, args)

@@ -721,6 +721,37 @@ class DeleteTopicsResponse(TypedDict, total=False):
     topics: list[DeleteTopicsResponseTopic]
 
 
+class DeleteRecordsRequestTopicPartition(TypedDict):
+    partition_index: int
+    offset: int
+
+
+class DeleteRecordsRequestTopic(TypedDict):
+    name: str
+    partitions: list[DeleteRecordsRequestTopicPartition]
+
+
+class DeleteRecordsRequest(TypedDict):
+    topics: list[DeleteRecordsRequestTopic]
+    timeout_ms: int
+
+
+class DeleteRecordsResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    low_watermark: int
+    error_code: int
+
+
+class DeleteRecordsResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DeleteRecordsResponseTopicPartition]]
+
+
+class DeleteRecordsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponseTopic]
+
+
 class InitProducerIdRequest(TypedDict):
     transactional_id: str | None
     transaction_timeout_ms: int
@@ -1234,6 +1265,7 @@ SASL_HANDSHAKE: Final[Route[SaslHandshakeRequest, SaslHandshakeResponse]] = Rout
 API_VERSIONS: Final[Route[ApiVersionsRequest, ApiVersionsResponse]] = Route(18)
 CREATE_TOPICS: Final[Route[CreateTopicsRequest, CreateTopicsResponse]] = Route(19)
 DELETE_TOPICS: Final[Route[DeleteTopicsRequest, DeleteTopicsResponse]] = Route(20)
+DELETE_RECORDS: Final[Route[DeleteRecordsRequest, DeleteRecordsResponse]] = Route(21)
 INIT_PRODUCER_ID: Final[Route[InitProducerIdRequest, InitProducerIdResponse]] = Route(22)
 OFFSET_FOR_LEADER_EPOCH: Final[Route[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse]] = (
     Route(23)

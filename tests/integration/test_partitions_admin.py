@@ -1,8 +1,16 @@
-"""Growing topics (CreatePartitions) on a 3-broker cluster, judged by Kafka's clients:
-confluent-kafka's and kafka-python's admin clients add partitions with and without
-explicit replicas, validate-only changes nothing, shrinking is INVALID_PARTITIONS, a
-keyed producer that refreshes its metadata spreads over the new partitions; and the
-`minibroker topic alter` command does the same from the shell.
+"""Growing topics (CreatePartitions) and deleting records (DeleteRecords) on a 3-broker
+cluster, judged by Kafka's clients.
+
+CreatePartitions: confluent-kafka's and kafka-python's admin clients add partitions
+with and without explicit replicas, validate-only changes nothing, shrinking is
+INVALID_PARTITIONS, a keyed producer that refreshes its metadata spreads over the new
+partitions; `minibroker topic alter` does the same from the shell.
+
+DeleteRecords: confluent-kafka's and kafka-python's admin clients move the log start;
+the answer's low watermark is where every replica now starts; ListOffsets earliest and
+a consumer from the beginning start there; the leader's whole segments below it are
+gone; an offset past the high watermark and a compacted topic are refused;
+`minibroker topic delete-records` takes flags or kafka-delete-records' JSON file.
 """
 
 from __future__ import annotations
@@ -10,16 +18,24 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import confluent_kafka
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient, NewPartitions, OffsetSpec
+from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewPartitions as KafkaPythonNewPartitions
 from kafka.errors import InvalidPartitionsError as KafkaPythonInvalidPartitions
 
 from minibroker.client.admin import Admin
-from minibroker.protocol.errors import InvalidPartitionsError, InvalidReplicaAssignmentError
+from minibroker.client.producer import Producer
+from minibroker.protocol.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+)
 from tests.support.cluster import LocalCluster
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -33,9 +49,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield running
 
 
-async def create_topic(cluster: LocalCluster, name: str, partitions: int, rf: int = 2) -> None:
+async def create_topic(
+    cluster: LocalCluster, name: str, partitions: int, rf: int = 2, **config: str
+) -> None:
     async with Admin(cluster.bootstrap) as admin:
-        await admin.create_topic(name, partitions, rf)
+        await admin.create_topic(name, partitions, rf, config=config)
+
+
+async def produce(cluster: LocalCluster, topic: str, count: int, size: int = 100) -> None:
+    async with Producer(cluster.bootstrap, acks="all", linger_ms=0) as producer:
+        for i in range(count):
+            await producer.send(topic, b"%d:" % i + b"x" * size, key=None)
+
+
+async def leader_of(cluster: LocalCluster, topic: str, partition: int = 0) -> int:
+    async with Admin(cluster.bootstrap) as admin:
+        (described,) = await admin.describe_topics([topic])
+        return described.partitions[partition].leader
+
+
+def segment_bases(cluster: LocalCluster, broker: int, topic: str, partition: int = 0) -> list[int]:
+    """The base offsets of the segments a broker holds of the partition."""
+    dirs = list((Path(cluster.data_dir) / f"broker-{broker}").glob(f"logs-*/{topic}-{partition}"))
+    assert len(dirs) == 1, dirs
+    return sorted(int(f.stem) for f in dirs[0].glob("*.log"))
 
 
 async def partitions_of(cluster: LocalCluster, name: str) -> list[tuple[int, ...]]:
@@ -146,3 +183,114 @@ def test_topic_alter_adds_partitions_from_the_shell(cluster: LocalCluster) -> No
     shrink = cluster.cli("topic", "alter", "shell-grown", "--partitions", "2")
     assert shrink.returncode == 1
     assert "INVALID_PARTITIONS" in shrink.stderr.decode()
+
+
+SMALL_SEGMENTS = {"segment.bytes": "1024"}  # ~8 records of 100 bytes a segment
+
+
+async def test_confluent_kafka_deletes_records_and_readers_start_at_the_low_watermark(
+    cluster: LocalCluster,
+) -> None:
+    await create_topic(cluster, "trimmed", 1, rf=3, **SMALL_SEGMENTS)
+    await produce(cluster, "trimmed", 60)
+    leader = await leader_of(cluster, "trimmed")
+    assert segment_bases(cluster, leader, "trimmed")[0] == 0
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
+    tp = confluent_kafka.TopicPartition("trimmed", 0, 25)
+
+    deleted = admin.delete_records([tp])[tp].result(timeout=ADMIN_TIMEOUT_S)
+
+    assert deleted.low_watermark == 25  # every replica starts there now
+    earliest = confluent_kafka.TopicPartition("trimmed", 0)
+    listed = admin.list_offsets({earliest: OffsetSpec.earliest()})[earliest]
+    assert listed.result(timeout=ADMIN_TIMEOUT_S).offset == 25
+    bases = segment_bases(cluster, leader, "trimmed")
+    assert bases[0] <= 25 and all(b > 25 for b in bases[1:]), bases  # whole segments went
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "group.id": "trimmed-readers",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.subscribe(["trimmed"])
+        first = None
+        deadline = time.monotonic() + ADMIN_TIMEOUT_S
+        while first is None and time.monotonic() < deadline:
+            first = consumer.poll(1.0)
+        assert first is not None and first.error() is None
+        assert (first.offset(), first.value()[:3]) == (25, b"25:")
+    finally:
+        consumer.close()
+
+    past = confluent_kafka.TopicPartition("trimmed", 0, 61)
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        admin.delete_records([past])[past].result(timeout=ADMIN_TIMEOUT_S)
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError.OFFSET_OUT_OF_RANGE
+
+
+async def test_kafka_python_deletes_records_below_the_high_watermark(cluster: LocalCluster) -> None:
+    await create_topic(cluster, "kafka-python-trimmed", 1)
+    await produce(cluster, "kafka-python-trimmed", 10)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        tp = KafkaPythonTopicPartition("kafka-python-trimmed", 0)
+        answer = admin.delete_records({tp: -1})  # -1: everything below the high watermark
+        assert answer[tp]["low_watermark"] == 10
+    finally:
+        admin.close()
+
+
+async def test_compacted_topics_and_offsets_past_the_end_are_refused(cluster: LocalCluster) -> None:
+    await create_topic(cluster, "compacted-trim", 1, **{"cleanup.policy": "compact"})
+    await create_topic(cluster, "short-trim", 1)
+    await produce(cluster, "short-trim", 3)
+    async with Admin(cluster.bootstrap) as admin:
+        results = await admin.delete_records({("compacted-trim", 0): 0, ("short-trim", 0): 4})
+        assert isinstance(results[("compacted-trim", 0)], PolicyViolationError)
+        assert isinstance(results[("short-trim", 0)], OffsetOutOfRangeError)
+        assert await admin.delete_records({("short-trim", 0): 2}) == {("short-trim", 0): 2}
+        assert await admin.delete_records({("short-trim", 0): 1}) == {("short-trim", 0): 2}
+
+
+def test_topic_delete_records_from_the_shell_with_flags_or_kafkas_json(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    assert cluster.cli("topic", "create", "shell-trimmed", "--partitions", "2").returncode == 0
+    lines = "".join(f"{i % 2}:v{i}\n" for i in range(20)).encode()
+    produced = cluster.cli("produce", "shell-trimmed", "--key-separator", ":", stdin=lines)
+    assert produced.returncode == 0, produced.stderr
+    described = json.loads(
+        cluster.cli("topic", "describe", "shell-trimmed", "--format", "json").stdout
+    )
+    assert len(described[0]["partitions"]) == 2
+
+    flags = cluster.cli(
+        "topic", "delete-records", "shell-trimmed", "--partition", "0", "--before-offset", "3"
+    )
+    assert flags.returncode == 0, flags.stderr
+    assert flags.stdout.decode() == "partition: shell-trimmed-0\tlow_watermark: 3\n"
+
+    plan = tmp_path / "offsets.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": "shell-trimmed", "partition": 0, "offset": 4},
+                    {"topic": "shell-trimmed", "partition": 1, "offset": 2},
+                ],
+            }
+        )
+    )
+    from_file = cluster.cli(
+        "topic", "delete-records", "--offset-json-file", str(plan), "--format", "json"
+    )
+    assert from_file.returncode == 0, from_file.stderr
+    assert json.loads(from_file.stdout) == [
+        {"topic": "shell-trimmed", "partition": 0, "low_watermark": 4},
+        {"topic": "shell-trimmed", "partition": 1, "low_watermark": 2},
+    ]
+    usage = cluster.cli("topic", "delete-records", "shell-trimmed", "--partition", "0")
+    assert usage.returncode == 2

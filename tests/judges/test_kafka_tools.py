@@ -4,10 +4,10 @@ kafka-configs, kafka-console-producer and -consumer, kafka-consumer-groups,
 kafka-reassign-partitions, kafka-log-dirs and the two perf tests. Several calls share
 one JVM (tests/support/judges.py's ToolRunner).
 
-kafka-topics --alter --partitions grows a topic (CreatePartitions). Not judged yet, each
-waiting for the API it needs (issue 33): kafka-configs --alter of topics
-(IncrementalAlterConfigs), kafka-delete-records (DeleteRecords); kafka-transactions
-waits for transactions (issue 34). Their tests are one call each here once those land.
+kafka-topics --alter --partitions grows a topic (CreatePartitions), kafka-delete-records
+trims one (DeleteRecords). Not judged yet, each waiting for the API it needs (issue 33):
+kafka-configs --alter of topics (IncrementalAlterConfigs); kafka-transactions waits for
+transactions (issue 34). Their tests are one call each here once those land.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -125,6 +126,36 @@ def test_kafka_topics_alter_adds_partitions_and_refuses_to_shrink(cluster: Local
     shrink = results["shrink"]
     assert shrink.exit != 0
     assert "InvalidPartitionsException" in shrink.stdout + shrink.stderr
+
+
+@pytest.mark.judge(TOOLS, "kafka-delete-records --offset-json-file (DeleteRecords)")
+def test_kafka_delete_records_moves_the_log_start_that_consumers_then_begin_at(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    tools = ToolSession(cluster.kafka_bootstrap)
+    tools.create_topic("tools-trimmed", 1)
+    lines = "".join(f"value {i}\n" for i in range(10))
+    tools.add("produce", "kafka-console-producer", "--topic", "tools-trimmed", stdin=lines)
+    plan = tmp_path / "delete.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "tools-trimmed", "partition": 0, "offset": 6}]}
+        )
+    )
+    tools.add("delete", "kafka-delete-records", "--offset-json-file", str(plan))
+    tools.add(
+        "consume",
+        "kafka-console-consumer",
+        *("--topic", "tools-trimmed", "--from-beginning", "--max-messages", "4"),
+        *("--timeout-ms", "60000", "--property", "print.offset=true"),
+    )
+    results = tools.run()
+
+    ok(results["tools-trimmed"])
+    ok(results["produce"])
+    deleted = ok(results["delete"])
+    assert "partition: tools-trimmed-0\tlow_watermark: 6" in deleted.lines
+    assert ok(results["consume"]).lines == [f"Offset:{i}\tvalue {i}" for i in range(6, 10)]
 
 
 @pytest.mark.judge(TOOLS, "kafka-configs --alter/--describe of a broker's dynamic config")

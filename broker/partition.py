@@ -52,6 +52,10 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+EARLIEST_LOCAL_TIMESTAMP = -4
+"""ListOffsets v8+ (KIP-405): the first offset on local disk, here the log start."""
+LATEST_TIERED_TIMESTAMP = -5
+"""ListOffsets v9+ (KIP-1005): the last offset in remote storage; none here (-1)."""
 NO_EPOCH = -1
 
 
@@ -342,9 +346,11 @@ class Partition:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
         upper = self.log.log_end_offset if from_replica else self.high_watermark
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset = self.log.log_start_offset
             return -1, offset, self.epoch_for_offset(offset)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1  # no tiered storage: as Kafka with remote storage off
         if timestamp == LATEST_TIMESTAMP:
             return -1, upper, self.epoch_for_offset(upper)
         found = self.log.offset_for_timestamp(timestamp)

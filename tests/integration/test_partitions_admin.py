@@ -11,6 +11,12 @@ the answer's low watermark is where every replica now starts; ListOffsets earlie
 a consumer from the beginning start there; the leader's whole segments below it are
 gone; an offset past the high watermark and a compacted topic are refused;
 `minibroker topic delete-records` takes flags or kafka-delete-records' JSON file.
+
+Offsets and auto-creation: ListOffsets' max timestamp (-3, KIP-734) through
+confluent-kafka's OffsetSpec.max_timestamp; OffsetCommit metadata strings come back
+from OffsetFetch to confluent-kafka and kafka-python consumers; a producer's Metadata
+creates a topic with the cluster's num.partitions and default.replication.factor, a
+Metadata that does not allow auto-creation does not.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
+import trio
 from confluent_kafka.admin import AdminClient, NewPartitions, OffsetSpec
+from kafka import KafkaConsumer, OffsetAndMetadata
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewPartitions as KafkaPythonNewPartitions
@@ -36,16 +44,22 @@ from minibroker.protocol.errors import (
     OffsetOutOfRangeError,
     PolicyViolationError,
 )
+from tests.support.broker import KafkaWireClient
 from tests.support.cluster import LocalCluster
 
 pytestmark = [pytest.mark.timeout(180)]
 
 ADMIN_TIMEOUT_S = 30
+AUTO_CREATION_DEFAULTS = ("num.partitions=3", "default.replication.factor=2")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("cluster"), kafka_listeners=True) as running:
+    with LocalCluster(
+        tmp_path_factory.mktemp("cluster"),
+        kafka_listeners=True,
+        properties=AUTO_CREATION_DEFAULTS,
+    ) as running:
         yield running
 
 
@@ -294,3 +308,60 @@ def test_topic_delete_records_from_the_shell_with_flags_or_kafkas_json(
     ]
     usage = cluster.cli("topic", "delete-records", "shell-trimmed", "--partition", "0")
     assert usage.returncode == 2
+
+
+async def test_list_offsets_max_timestamp_finds_the_first_record_with_the_largest_timestamp(
+    cluster: LocalCluster,
+) -> None:
+    await create_topic(cluster, "timestamps", 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap})
+    for timestamp in (1_000, 5_000, 3_000, 5_000, 2_000):
+        producer.produce("timestamps", value=b"t%d" % timestamp, timestamp=timestamp)
+    assert producer.flush(ADMIN_TIMEOUT_S) == 0
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
+    tp = confluent_kafka.TopicPartition("timestamps", 0)
+
+    found = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(ADMIN_TIMEOUT_S)
+
+    assert (found.offset, found.timestamp) == (1, 5_000)
+
+
+async def test_offset_commit_metadata_comes_back_from_offset_fetch(cluster: LocalCluster) -> None:
+    await create_topic(cluster, "committed-notes", 1)
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap, "group.id": "noting-readers"}
+    )
+    try:
+        note = confluent_kafka.TopicPartition("committed-notes", 0, 7, "checkpoint:7")
+        consumer.commit(offsets=[note], asynchronous=False)
+        (read,) = consumer.committed([confluent_kafka.TopicPartition("committed-notes", 0)])
+        assert (read.offset, read.metadata) == (7, "checkpoint:7")
+    finally:
+        consumer.close()
+    other = KafkaConsumer(bootstrap_servers=cluster.kafka_bootstrap, group_id="noting-readers-2")
+    try:
+        tp = KafkaPythonTopicPartition("committed-notes", 0)
+        other.commit({tp: OffsetAndMetadata(3, "from kafka-python", -1)})
+        assert other.committed(tp, metadata=True).metadata == "from kafka-python"
+    finally:
+        other.close()
+
+
+async def test_metadata_auto_creates_topics_with_the_cluster_defaults_only_when_allowed(
+    cluster: LocalCluster,
+) -> None:
+    host, port = cluster.kafka_bootstrap.split(",")[0].rsplit(":", 1)
+    async with KafkaWireClient(await trio.open_tcp_stream(host, int(port))) as client:
+        refused = await client.kafka_request(
+            3, 9, {"topics": [{"name": "never-made"}], "allow_auto_topic_creation": False}
+        )
+    assert refused["topics"][0]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.kafka_bootstrap})
+    producer.produce("made-on-first-use", value=b"first")
+    assert producer.flush(ADMIN_TIMEOUT_S) == 0
+
+    replicas = await partitions_of(cluster, "made-on-first-use")
+    assert len(replicas) == 3 and {len(r) for r in replicas} == {2}
+    async with Admin(cluster.bootstrap) as admin:
+        assert "never-made" not in await admin.list_topics()

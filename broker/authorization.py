@@ -39,6 +39,7 @@ from typing import Final
 
 from minibroker.broker.authorization_broker_rules import (
     configs,
+    create_partitions,
     create_topics,
     delete_topics,
     describe_cluster,
@@ -105,6 +106,8 @@ RULES: Final[dict[int, Rule]] = {
     ApiKey.API_VERSIONS: no_check,
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.DELETE_TOPICS: delete_topics,
+    ApiKey.CREATE_PARTITIONS: create_partitions,
+    ApiKey.DELETE_RECORDS: per_topic(Operation.DELETE, extra={"low_watermark": -1}),
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
     ApiKey.DESCRIBE_ACLS: on_cluster(Operation.DESCRIBE),

@@ -61,7 +61,9 @@ from minibroker.broker.connection_limits import (
 from minibroker.broker.controller_apis import ControllerApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
+from minibroker.broker.create_partitions import CreatePartitions
 from minibroker.broker.credentials import CredentialCache
+from minibroker.broker.delete_records import DeleteRecords
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.identity_key import BrokerKey
 from minibroker.broker.incremental_configs import IncrementalAlterConfigs
@@ -88,6 +90,7 @@ from minibroker.broker.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.net.security import ClientSecurity
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
 from minibroker.zk.client import open_zk_client
@@ -282,6 +285,7 @@ class Broker:
         )
         apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
         apis.install(self.dispatcher)
+        DeleteRecords(replica_manager, self.metadata_cache).install(self.dispatcher)
         ControllerApis(replica_manager, self.metadata_cache, fence).install(
             self.dispatcher, listener=config.inter_broker_listener
         )
@@ -325,6 +329,9 @@ class Broker:
                 validate_config=self.topic_configs.validate,
             )
             admin_manager.install(self.dispatcher)
+            CreatePartitions(
+                zk, self._partitions_ready, max_new_partitions=config.request_max_partitions
+            ).install(self.dispatcher)
         self.admin_manager = admin_manager
         host, port = config.listen_address
         self.server = BrokerServer(
@@ -511,6 +518,18 @@ class Broker:
         pending = set(topics)
         while pending:
             pending = {t for t in pending if not self.metadata_cache.contains(t)}
+            if pending:
+                await trio.sleep(TOPICS_READY_POLL_S)
+
+    async def _partitions_ready(self, topic: str, count: int) -> None:
+        """Returns once this broker's metadata cache shows a leader for each of
+        ``topic``'s partitions 0..count-1 (CreatePartitions waits for it)."""
+        pending = set(range(count))
+        while pending:
+            for partition in list(pending):
+                info = self.metadata_cache.partition(TopicPartition(topic, partition))
+                if info is not None and info.leader >= 0:
+                    pending.discard(partition)
             if pending:
                 await trio.sleep(TOPICS_READY_POLL_S)
 

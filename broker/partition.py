@@ -52,6 +52,10 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+EARLIEST_LOCAL_TIMESTAMP = -4
+"""ListOffsets v8+ (KIP-405): the first offset on local disk, here the log start."""
+LATEST_TIERED_TIMESTAMP = -5
+"""ListOffsets v9+ (KIP-1005): the last offset in remote storage; none here (-1)."""
 NO_EPOCH = -1
 
 
@@ -78,10 +82,12 @@ class RemoteReplica:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
     last_fetch_time_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch said (DeleteRecords' low watermark)
 
     def reset(self, leader_log_end_offset: int, now_ms: int, in_sync: bool) -> None:
         """A new leadership starts: forget what the previous leader knew."""
         self.log_end_offset = -1
+        self.log_start_offset = -1
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_time_ms = now_ms
         self.last_caught_up_time_ms = now_ms if in_sync else 0
@@ -340,9 +346,11 @@ class Partition:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
         upper = self.log.log_end_offset if from_replica else self.high_watermark
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset = self.log.log_start_offset
             return -1, offset, self.epoch_for_offset(offset)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1  # no tiered storage: as Kafka with remote storage off
         if timestamp == LATEST_TIMESTAMP:
             return -1, upper, self.epoch_for_offset(upper)
         found = self.log.offset_for_timestamp(timestamp)

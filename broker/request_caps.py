@@ -77,6 +77,8 @@ COUNTERS: Final[dict[int, Counter]] = {
     ApiKey.DELETE_GROUPS: _items("groups_names"),
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _items("topic_names"),
+    ApiKey.CREATE_PARTITIONS: _items("topics"),  # the handler caps the partitions added
+    ApiKey.DELETE_RECORDS: _nested("topics", "partitions"),
     ApiKey.DESCRIBE_CONFIGS: _nested("resources", "configuration_keys"),
     ApiKey.ALTER_CONFIGS: _nested("resources", "configs"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _nested("resources", "configs"),

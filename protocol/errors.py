@@ -193,6 +193,13 @@ class InvalidRequestError(KafkaError):
     name = "INVALID_REQUEST"
 
 
+class PolicyViolationError(KafkaError):
+    """The request breaks a topic's policy (DeleteRecords on a compacted-only topic)."""
+
+    code = 44
+    name = "POLICY_VIOLATION"
+
+
 class OutOfOrderSequenceNumberError(KafkaError):
     """The broker received a producer sequence number that does not follow its last."""
 

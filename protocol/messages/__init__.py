@@ -41,6 +41,7 @@ from minibroker.protocol.messages.groups import (
     SYNC_GROUP,
 )
 from minibroker.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
+from minibroker.protocol.messages.partitions import CREATE_PARTITIONS, DELETE_RECORDS
 from minibroker.protocol.messages.producer import INIT_PRODUCER_ID
 from minibroker.protocol.messages.replicas import (
     ALTER_PARTITION_REASSIGNMENTS,
@@ -83,6 +84,8 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         OFFSET_DELETE,
         CREATE_TOPICS,
         DELETE_TOPICS,
+        CREATE_PARTITIONS,
+        DELETE_RECORDS,
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
         INCREMENTAL_ALTER_CONFIGS,

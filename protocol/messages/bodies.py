@@ -721,6 +721,37 @@ class DeleteTopicsResponse(TypedDict, total=False):
     topics: list[DeleteTopicsResponseTopic]
 
 
+class DeleteRecordsRequestTopicPartition(TypedDict):
+    partition_index: int
+    offset: int
+
+
+class DeleteRecordsRequestTopic(TypedDict):
+    name: str
+    partitions: list[DeleteRecordsRequestTopicPartition]
+
+
+class DeleteRecordsRequest(TypedDict):
+    topics: list[DeleteRecordsRequestTopic]
+    timeout_ms: int
+
+
+class DeleteRecordsResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    low_watermark: int
+    error_code: int
+
+
+class DeleteRecordsResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DeleteRecordsResponseTopicPartition]]
+
+
+class DeleteRecordsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponseTopic]
+
+
 class InitProducerIdRequest(TypedDict):
     transactional_id: str | None
     transaction_timeout_ms: int
@@ -1004,6 +1035,33 @@ class SaslAuthenticateResponse(TypedDict, total=False):
     error_message: str | None
     auth_bytes: bytes
     session_lifetime_ms: int
+
+
+class CreatePartitionsRequestTopicAssignment(TypedDict):
+    broker_ids: list[int]
+
+
+class CreatePartitionsRequestTopic(TypedDict):
+    name: str
+    count: int
+    assignments: list[CreatePartitionsRequestTopicAssignment] | None
+
+
+class CreatePartitionsRequest(TypedDict):
+    topics: list[CreatePartitionsRequestTopic]
+    timeout_ms: int
+    validate_only: bool
+
+
+class CreatePartitionsResponseResult(TypedDict, total=False):
+    name: Required[str]
+    error_code: int
+    error_message: str | None
+
+
+class CreatePartitionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponseResult]
 
 
 class DeleteGroupsRequest(TypedDict):
@@ -1362,6 +1420,7 @@ SASL_HANDSHAKE: Final[Route[SaslHandshakeRequest, SaslHandshakeResponse]] = Rout
 API_VERSIONS: Final[Route[ApiVersionsRequest, ApiVersionsResponse]] = Route(18)
 CREATE_TOPICS: Final[Route[CreateTopicsRequest, CreateTopicsResponse]] = Route(19)
 DELETE_TOPICS: Final[Route[DeleteTopicsRequest, DeleteTopicsResponse]] = Route(20)
+DELETE_RECORDS: Final[Route[DeleteRecordsRequest, DeleteRecordsResponse]] = Route(21)
 INIT_PRODUCER_ID: Final[Route[InitProducerIdRequest, InitProducerIdResponse]] = Route(22)
 OFFSET_FOR_LEADER_EPOCH: Final[Route[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse]] = (
     Route(23)
@@ -1376,6 +1435,7 @@ ALTER_REPLICA_LOG_DIRS: Final[Route[AlterReplicaLogDirsRequest, AlterReplicaLogD
 )
 DESCRIBE_LOG_DIRS: Final[Route[DescribeLogDirsRequest, DescribeLogDirsResponse]] = Route(35)
 SASL_AUTHENTICATE: Final[Route[SaslAuthenticateRequest, SaslAuthenticateResponse]] = Route(36)
+CREATE_PARTITIONS: Final[Route[CreatePartitionsRequest, CreatePartitionsResponse]] = Route(37)
 DELETE_GROUPS: Final[Route[DeleteGroupsRequest, DeleteGroupsResponse]] = Route(42)
 ELECT_LEADERS: Final[Route[ElectLeadersRequest, ElectLeadersResponse]] = Route(43)
 INCREMENTAL_ALTER_CONFIGS: Final[

@@ -56,6 +56,16 @@ from minibroker.protocol.messages.security import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
 )
+from minibroker.protocol.messages.transactions import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
+    LIST_TRANSACTIONS,
+    TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS,
+)
 
 ALL_MESSAGES: Final[dict[int, Message]] = {
     m.api_key: m
@@ -71,6 +81,14 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         UPDATE_METADATA,
         CONTROLLED_SHUTDOWN,
         INIT_PRODUCER_ID,
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        END_TXN,
+        WRITE_TXN_MARKERS,
+        TXN_OFFSET_COMMIT,
+        DESCRIBE_PRODUCERS,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
         FIND_COORDINATOR,
         JOIN_GROUP,
         SYNC_GROUP,

@@ -799,6 +799,131 @@ class OffsetForLeaderEpochResponse(TypedDict, total=False):
     topics: list[OffsetForLeaderEpochResponseTopic]
 
 
+class AddPartitionsToTxnRequestTopic(TypedDict):
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequest(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: list[AddPartitionsToTxnRequestTopic]
+
+
+class AddPartitionsToTxnResponseResultResult(TypedDict, total=False):
+    partition_index: Required[int]
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseResult(TypedDict, total=False):
+    name: Required[str]
+    results: Required[list[AddPartitionsToTxnResponseResultResult]]
+
+
+class AddPartitionsToTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[AddPartitionsToTxnResponseResult]
+
+
+class AddOffsetsToTxnRequest(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class AddOffsetsToTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+
+
+class EndTxnRequest(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+class EndTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+
+
+class WriteTxnMarkersRequestMarkerTopic(TypedDict):
+    name: str
+    partition_indexes: list[int]
+
+
+class WriteTxnMarkersRequestMarker(TypedDict):
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: list[WriteTxnMarkersRequestMarkerTopic]
+    coordinator_epoch: int
+
+
+class WriteTxnMarkersRequest(TypedDict):
+    markers: list[WriteTxnMarkersRequestMarker]
+
+
+class WriteTxnMarkersResponseMarkerTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+
+
+class WriteTxnMarkersResponseMarkerTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[WriteTxnMarkersResponseMarkerTopicPartition]]
+
+
+class WriteTxnMarkersResponseMarker(TypedDict, total=False):
+    producer_id: Required[int]
+    topics: Required[list[WriteTxnMarkersResponseMarkerTopic]]
+
+
+class WriteTxnMarkersResponse(TypedDict, total=False):
+    markers: list[WriteTxnMarkersResponseMarker]
+
+
+class TxnOffsetCommitRequestTopicPartition(TypedDict):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestTopic(TypedDict):
+    name: str
+    partitions: list[TxnOffsetCommitRequestTopicPartition]
+
+
+class TxnOffsetCommitRequest(TypedDict):
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitRequestTopic]
+
+
+class TxnOffsetCommitResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+
+
+class TxnOffsetCommitResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[TxnOffsetCommitResponseTopicPartition]]
+
+
+class TxnOffsetCommitResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponseTopic]
+
+
 class DescribeAclsRequest(TypedDict):
     resource_type_filter: int
     resource_name_filter: str | None
@@ -1378,6 +1503,85 @@ class DescribeClusterResponse(TypedDict, total=False):
     cluster_authorized_operations: int
 
 
+class DescribeProducersRequestTopic(TypedDict):
+    name: str
+    partition_indexes: list[int]
+
+
+class DescribeProducersRequest(TypedDict):
+    topics: list[DescribeProducersRequestTopic]
+
+
+class DescribeProducersResponseTopicPartitionActiveProducer(TypedDict, total=False):
+    producer_id: Required[int]
+    producer_epoch: Required[int]
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class DescribeProducersResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+    error_message: str | None
+    active_producers: list[DescribeProducersResponseTopicPartitionActiveProducer]
+
+
+class DescribeProducersResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DescribeProducersResponseTopicPartition]]
+
+
+class DescribeProducersResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponseTopic]
+
+
+class DescribeTransactionsRequest(TypedDict):
+    transactional_ids: list[str]
+
+
+class DescribeTransactionsResponseTransactionStateTopic(TypedDict, total=False):
+    topic: Required[str]
+    partitions: list[int]
+
+
+class DescribeTransactionsResponseTransactionState(TypedDict, total=False):
+    error_code: int
+    transactional_id: Required[str]
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    topics: list[DescribeTransactionsResponseTransactionStateTopic]
+
+
+class DescribeTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponseTransactionState]
+
+
+class ListTransactionsRequest(TypedDict):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+
+
+class ListTransactionsResponseTransactionState(TypedDict, total=False):
+    transactional_id: Required[str]
+    producer_id: int
+    transaction_state: str
+
+
+class ListTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponseTransactionState]
+
+
 class BrokerChallengeRequest(TypedDict):
     pass
 
@@ -1425,6 +1629,13 @@ INIT_PRODUCER_ID: Final[Route[InitProducerIdRequest, InitProducerIdResponse]] = 
 OFFSET_FOR_LEADER_EPOCH: Final[Route[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse]] = (
     Route(23)
 )
+ADD_PARTITIONS_TO_TXN: Final[Route[AddPartitionsToTxnRequest, AddPartitionsToTxnResponse]] = Route(
+    24
+)
+ADD_OFFSETS_TO_TXN: Final[Route[AddOffsetsToTxnRequest, AddOffsetsToTxnResponse]] = Route(25)
+END_TXN: Final[Route[EndTxnRequest, EndTxnResponse]] = Route(26)
+WRITE_TXN_MARKERS: Final[Route[WriteTxnMarkersRequest, WriteTxnMarkersResponse]] = Route(27)
+TXN_OFFSET_COMMIT: Final[Route[TxnOffsetCommitRequest, TxnOffsetCommitResponse]] = Route(28)
 DESCRIBE_ACLS: Final[Route[DescribeAclsRequest, DescribeAclsResponse]] = Route(29)
 CREATE_ACLS: Final[Route[CreateAclsRequest, CreateAclsResponse]] = Route(30)
 DELETE_ACLS: Final[Route[DeleteAclsRequest, DeleteAclsResponse]] = Route(31)
@@ -1459,5 +1670,10 @@ ALTER_USER_SCRAM_CREDENTIALS: Final[
     Route[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse]
 ] = Route(51)
 DESCRIBE_CLUSTER: Final[Route[DescribeClusterRequest, DescribeClusterResponse]] = Route(60)
+DESCRIBE_PRODUCERS: Final[Route[DescribeProducersRequest, DescribeProducersResponse]] = Route(61)
+DESCRIBE_TRANSACTIONS: Final[Route[DescribeTransactionsRequest, DescribeTransactionsResponse]] = (
+    Route(65)
+)
+LIST_TRANSACTIONS: Final[Route[ListTransactionsRequest, ListTransactionsResponse]] = Route(66)
 BROKER_CHALLENGE: Final[Route[BrokerChallengeRequest, BrokerChallengeResponse]] = Route(1000)
 BROKER_PROOF: Final[Route[BrokerProofRequest, BrokerProofResponse]] = Route(1001)

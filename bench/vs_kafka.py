@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -78,6 +79,7 @@ from tests.support.judges import kafka_classpath
 
 KIB = 1024
 RSS_SAMPLE_S = 0.1
+PORT_RANGE = (20_000, 32_000)
 JAVA_RECORDS = 100_000
 """1 KiB records per run of Kafka's perf tools (100 B: five times as many): their
 producer's defaults (linger.ms 0, 16 KiB batches) make it far slower than librdkafka's."""
@@ -308,13 +310,12 @@ class RssPeak:
 
 
 def free_port_range(size: int = 3) -> int:
-    """A base port whose ``size`` ports, and the msgpack ones above them, are free."""
+    """A base port whose ``size`` ports, and the msgpack ones above them, are free; below
+    Linux's ephemeral range (32768 on), so no client connection takes one between the
+    runs that listen on it."""
+    rng = random.Random()
     for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + MSGPACK_PORT_OFFSET + size > 65535:
-            continue
+        base = rng.randrange(*PORT_RANGE)
         ports = [base + i for i in range(size)] + [
             base + MSGPACK_PORT_OFFSET + i for i in range(size)
         ]

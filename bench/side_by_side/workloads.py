@@ -44,7 +44,12 @@ def create_topic(
     """CreateTopics, then wait until every partition has a leader in Metadata."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = (
-        NewTopic(name, replica_assignment=[list(r) for r in assignment], config=config or {})
+        NewTopic(  # this confluent-kafka wants the count too, not -1 as documented
+            name,
+            len(assignment),
+            replica_assignment=[list(r) for r in assignment],
+            config=config or {},
+        )
         if assignment is not None
         else NewTopic(name, partitions, replication_factor, config=config or {})
     )

@@ -16,7 +16,10 @@ Each round runs both sides, the one that goes first alternating:
   ``XADD`` of a 100-byte field at a time, each answered before the next. p50 / p99 ms
   after 2,000 warm-up sends.
 
-Redis runs as Debian's ``redis-server`` with its defaults except RDB snapshots, which
+Redis's client is redis-py with hiredis, its compiled reply parser (``pip install
+'redis[hiredis]'``; without it redis-py parses in Python and Redis reads at a fraction
+of the speed). Redis runs as Debian's ``redis-server`` with its defaults except RDB
+snapshots, which
 are off (``--save ""``), as minibroker does not fsync either; a fresh server and a fresh
 broker each run. Prints one JSON line per run, then ``{"summary": {...}}`` with each
 figure's medians and minibroker/Redis ratio (the issue's bars: consume >= 1.5x,
@@ -40,6 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import redis
+import redis.utils
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAM = "bench"
@@ -160,6 +164,8 @@ def _bench(script: str, *args: str) -> dict[str, float]:
 
 def main() -> None:
     args = parse_args()
+    if not redis.utils.HIREDIS_AVAILABLE:
+        sys.exit("bench/vs_redis.py: hiredis is not installed (pip install 'redis[hiredis]')")
     runs: list[dict[str, object]] = []
     sides = {"minibroker": minibroker_side, "redis": redis_side}
     for round_number in range(args.rounds):

@@ -8,11 +8,13 @@ ZooKeeper mode, Kafka's shipped defaults: no fsync per write, ``-Xmx1G -Xms1G``)
 minibroker (its defaults) run one at a time on the same ports, the one that goes first
 alternating from round to round, and each goes through the same steps:
 
-1. one broker: RSS after start; confluent-kafka produces 100 B and 1 KiB records at
+1. one broker: RSS after start; a warm-up (200,000 1 KiB records produced and read
+   back, so Kafka's JIT has compiled its hot paths; not with ``--quick``);
+   confluent-kafka produces 100 B and 1 KiB records at
    acks=1 and acks=all, then reads the 1 KiB topic from the start (RSS sampled every
    0.1 s throughout: the peak is "under load"); end-to-end latency at 1,000 and
    20,000 records/s; Kafka's ProducerPerformance, ConsumerPerformance and
-   EndToEndLatency (not with ``--no-java``); then a topic of 2 GiB (64 MiB with
+   EndToEndLatency (not with ``--no-java``); then a topic of 2 GiB (32 MiB with
    ``--quick``), kill -9 once ZooKeeper dropped the broker, start again: seconds
    until a consumer bootstrapped at it reads the last record;
 2. three brokers, RF 3: confluent-kafka produces 1 KiB at acks=1 and acks=all and 100 B

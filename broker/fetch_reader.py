@@ -91,10 +91,17 @@ class PartitionRead:
 
 class EarlierRead(NamedTuple):
     """An unsatisfied fetch's first read and the fetch purgatory's notification count
-    when it was made: while no notify came since, it is still what a read would find."""
+    when it was made: while no notify came since, it is still what a read would find.
+    ``reads`` is None when that read found record data: a parked fetch holds none (a
+    client can park many fetches of max_bytes each, and the caller keeps this object
+    for as long as the fetch waits)."""
 
-    reads: list[PartitionRead]
+    reads: list[PartitionRead] | None
     notifications: int
+
+    @classmethod
+    def of(cls, reads: list[PartitionRead], notifications: int) -> EarlierRead:
+        return cls(None if any(read.size for read in reads) else reads, notifications)
 
 
 def fetch_satisfied(reads: Sequence[PartitionRead], fetch: FetchRequest) -> bool:
@@ -146,7 +153,7 @@ class FetchReader:
         reads = self._read(fetch)
         if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
             return self._record_throttled(fetch.replica_id, reads)
-        return EarlierRead(reads, notifications)
+        return EarlierRead.of(reads, notifications)
 
     async def fetch_messages_in_turns(
         self, fetch: FetchRequest, per_turn: int
@@ -169,7 +176,7 @@ class FetchReader:
             )
         if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
             return self._record_throttled(fetch.replica_id, reads)
-        return EarlierRead(reads, notifications)
+        return EarlierRead.of(reads, notifications)
 
     async def wait_for_fetch(
         self, fetch: FetchRequest, earlier: EarlierRead | None = None
@@ -197,8 +204,8 @@ class FetchReader:
                 reads: list[PartitionRead] | None
                 if (
                     earlier is not None
+                    and earlier.reads is not None
                     and earlier.notifications == self.fetch_waiters.notifications
-                    and not any(read.size for read in earlier.reads)
                 ):
                     reads = earlier.reads  # a follower's idle partitions: no second read
                 else:

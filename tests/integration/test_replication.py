@@ -193,5 +193,10 @@ async def test_unclean_election_is_a_per_topic_choice_when_no_isr_replica_surviv
             return (await isr_of(data, "dirty"))[0] == 2
 
         await cluster.wait_until(dirty_led_by_2, "an unclean election for the opted-in topic")
+
+        async def clean_known() -> bool:  # the restarted broker learns it from the controller
+            return bool((await cluster.metadata("clean"))["partitions"])
+
+        await cluster.wait_until(clean_known, "the restarted broker's metadata for the clean topic")
         metadata = await cluster.metadata("clean")
         assert metadata["partitions"][0]["leader_id"] == -1  # the other waits for broker 1

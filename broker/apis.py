@@ -233,6 +233,7 @@ class KafkaApis:
                 p["fetch_offset"],
                 p["partition_max_bytes"],
                 p["current_leader_epoch"],
+                p["log_start_offset"],
             )
             for topic in request["topics"]
             for p in topic["partitions"]

@@ -39,6 +39,7 @@ from typing import Final
 
 from minibroker.broker.authorization_broker_rules import (
     configs,
+    create_partitions,
     create_topics,
     delete_topics,
     describe_cluster,
@@ -107,6 +108,8 @@ RULES: Final[dict[int, Rule]] = {
     ApiKey.API_VERSIONS: no_check,
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.DELETE_TOPICS: delete_topics,
+    ApiKey.CREATE_PARTITIONS: create_partitions,
+    ApiKey.DELETE_RECORDS: per_topic(Operation.DELETE, extra={"low_watermark": -1}),
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
     ApiKey.DESCRIBE_ACLS: on_cluster(Operation.DESCRIBE),
@@ -114,6 +117,11 @@ RULES: Final[dict[int, Rule]] = {
     ApiKey.DELETE_ACLS: on_cluster(Operation.ALTER),
     ApiKey.DESCRIBE_CONFIGS: configs(Operation.DESCRIBE_CONFIGS, "results"),
     ApiKey.ALTER_CONFIGS: configs(Operation.ALTER_CONFIGS, "responses"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs(Operation.ALTER_CONFIGS, "responses"),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: on_cluster(Operation.DESCRIBE),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: on_cluster(Operation.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: on_cluster(Operation.ALTER_CONFIGS),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: on_cluster(Operation.ALTER),
     ApiKey.ALTER_REPLICA_LOG_DIRS: on_cluster(Operation.ALTER),
     ApiKey.DESCRIBE_LOG_DIRS: on_cluster(Operation.DESCRIBE),
     ApiKey.ELECT_LEADERS: on_cluster(Operation.ALTER),

@@ -54,6 +54,8 @@ class FetchPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = NO_EPOCH
+    log_start_offset: int = -1
+    """A follower's own log start (Fetch v5+; the leader's DeleteRecords waits for it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +130,7 @@ class FetchReader:
         fetch_waiters: Purgatory[TopicPartition],
         replication_quotas: ReplicationQuotas,
         on_corrupt_read: Callable[[Partition, CorruptRecordError], None],
-        on_follower_fetch: Callable[[Partition, int, int, ReadResult], None],
+        on_follower_fetch: Callable[[Partition, int, FetchPartition, ReadResult], None],
         replica_selector: RackAwareReplicaSelector | None = None,
     ) -> None:
         """``partitions`` is the manager's live mapping; ``partition_or_error`` raises
@@ -304,7 +306,7 @@ class FetchReader:
                 remaining = max(0, remaining - size)
             reads.append(PartitionRead(request.tp, result, None))
             if from_follower:
-                self._on_follower_fetch(partition, replica_id, request.fetch_offset, result)
+                self._on_follower_fetch(partition, replica_id, request, result)
         return reads
 
     @staticmethod

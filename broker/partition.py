@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+EARLIEST_LOCAL_TIMESTAMP = -4
+"""ListOffsets v8+ (KIP-405): the first offset on local disk, here the log start."""
+LATEST_TIERED_TIMESTAMP = -5
+"""ListOffsets v9+ (KIP-1005): the last offset in remote storage; none here (-1)."""
 NO_EPOCH = -1
 
 
@@ -79,10 +83,12 @@ class RemoteReplica:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
     last_fetch_time_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch said (DeleteRecords' low watermark)
 
     def reset(self, leader_log_end_offset: int, now_ms: int, in_sync: bool) -> None:
         """A new leadership starts: forget what the previous leader knew."""
         self.log_end_offset = -1
+        self.log_start_offset = -1
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_time_ms = now_ms
         self.last_caught_up_time_ms = now_ms if in_sync else 0
@@ -380,9 +386,11 @@ class Partition:
             upper = self.last_stable_offset
         else:
             upper = self.high_watermark
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset = self.log.log_start_offset
             return -1, offset, self.epoch_for_offset(offset)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1  # no tiered storage: as Kafka with remote storage off
         if timestamp == LATEST_TIMESTAMP:
             return -1, upper, self.epoch_for_offset(upper)
         found = self.log.offset_for_timestamp(timestamp)

@@ -193,6 +193,13 @@ class InvalidRequestError(KafkaError):
     name = "INVALID_REQUEST"
 
 
+class PolicyViolationError(KafkaError):
+    """The request breaks a topic's policy (DeleteRecords on a compacted-only topic)."""
+
+    code = 44
+    name = "POLICY_VIOLATION"
+
+
 class OutOfOrderSequenceNumberError(KafkaError):
     """The broker received a producer sequence number that does not follow its last."""
 
@@ -493,6 +500,27 @@ class UnstableOffsetCommitError(KafkaError):
     code = 88
     name = "UNSTABLE_OFFSET_COMMIT"
     retriable = True
+
+
+class ResourceNotFoundError(KafkaError):
+    """The admin request names something that does not exist (a SCRAM credential)."""
+
+    code = 91
+    name = "RESOURCE_NOT_FOUND"
+
+
+class DuplicateResourceError(KafkaError):
+    """The admin request names one thing twice (a user and mechanism)."""
+
+    code = 92
+    name = "DUPLICATE_RESOURCE"
+
+
+class UnacceptableCredentialError(KafkaError):
+    """A SCRAM credential the broker will not store (empty user, iterations out of range)."""
+
+    code = 93
+    name = "UNACCEPTABLE_CREDENTIAL"
 
 
 class UnsupportedSaslMechanismError(KafkaError):

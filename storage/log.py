@@ -71,6 +71,9 @@ EARLIEST_TIMESTAMP = -2
 """ListOffsets' "earliest" sentinel: answers the log start offset."""
 LATEST_TIMESTAMP = -1
 """ListOffsets' "latest" sentinel: answers the log end offset."""
+MAX_TIMESTAMP = -3
+"""ListOffsets' "max timestamp" sentinel (v7+, KIP-734): answers the first record with
+the largest timestamp in the log."""
 
 
 class FetchDataInfo(NamedTuple):
@@ -349,11 +352,14 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets: the first record with a timestamp >= ``timestamp`` as
         (timestamp, offset); EARLIEST_TIMESTAMP / LATEST_TIMESTAMP answer the log start
-        / end with NO_TIMESTAMP; None when no record is that recent."""
+        / end with NO_TIMESTAMP; MAX_TIMESTAMP the first record with the largest
+        timestamp; None when no record is that recent (or the log is empty)."""
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampOffset(NO_TIMESTAMP, self.log_start_offset)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampOffset(NO_TIMESTAMP, self.log_end_offset)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
         for segment in self._segments:
             if segment.largest_timestamp < timestamp or segment.size == 0:
                 continue
@@ -361,6 +367,19 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
             if found is not None:
                 return found
         return None
+
+    def _max_timestamp_offset(self) -> TimestampOffset | None:
+        """The first record holding the log's largest timestamp: the first segment with
+        the largest ``largest_timestamp``, searched for a record at least that recent."""
+        newest: LogSegment | None = None
+        for segment in self._segments:
+            if segment.size and (
+                newest is None or segment.largest_timestamp > newest.largest_timestamp
+            ):
+                newest = segment
+        if newest is None:
+            return None
+        return newest.find_offset_by_timestamp(newest.largest_timestamp, self.log_start_offset)
 
     # --- durability and lifecycle ----------------------------------------------------
 

@@ -721,6 +721,37 @@ class DeleteTopicsResponse(TypedDict, total=False):
     topics: list[DeleteTopicsResponseTopic]
 
 
+class DeleteRecordsRequestTopicPartition(TypedDict):
+    partition_index: int
+    offset: int
+
+
+class DeleteRecordsRequestTopic(TypedDict):
+    name: str
+    partitions: list[DeleteRecordsRequestTopicPartition]
+
+
+class DeleteRecordsRequest(TypedDict):
+    topics: list[DeleteRecordsRequestTopic]
+    timeout_ms: int
+
+
+class DeleteRecordsResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    low_watermark: int
+    error_code: int
+
+
+class DeleteRecordsResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DeleteRecordsResponseTopicPartition]]
+
+
+class DeleteRecordsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponseTopic]
+
+
 class InitProducerIdRequest(TypedDict):
     transactional_id: str | None
     transaction_timeout_ms: int
@@ -1131,6 +1162,33 @@ class SaslAuthenticateResponse(TypedDict, total=False):
     session_lifetime_ms: int
 
 
+class CreatePartitionsRequestTopicAssignment(TypedDict):
+    broker_ids: list[int]
+
+
+class CreatePartitionsRequestTopic(TypedDict):
+    name: str
+    count: int
+    assignments: list[CreatePartitionsRequestTopicAssignment] | None
+
+
+class CreatePartitionsRequest(TypedDict):
+    topics: list[CreatePartitionsRequestTopic]
+    timeout_ms: int
+    validate_only: bool
+
+
+class CreatePartitionsResponseResult(TypedDict, total=False):
+    name: Required[str]
+    error_code: int
+    error_message: str | None
+
+
+class CreatePartitionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponseResult]
+
+
 class DeleteGroupsRequest(TypedDict):
     groups_names: list[str]
 
@@ -1171,6 +1229,35 @@ class ElectLeadersResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
     replica_election_results: list[ElectLeadersResponseReplicaElectionResult]
+
+
+class IncrementalAlterConfigsRequestResourceConfig(TypedDict):
+    name: str
+    config_operation: int
+    value: str | None
+
+
+class IncrementalAlterConfigsRequestResource(TypedDict):
+    resource_type: int
+    resource_name: str
+    configs: list[IncrementalAlterConfigsRequestResourceConfig]
+
+
+class IncrementalAlterConfigsRequest(TypedDict):
+    resources: list[IncrementalAlterConfigsRequestResource]
+    validate_only: bool
+
+
+class IncrementalAlterConfigsResponseResponse(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+    resource_type: Required[int]
+    resource_name: Required[str]
+
+
+class IncrementalAlterConfigsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponseResponse]
 
 
 class AlterPartitionReassignmentsRequestTopicPartition(TypedDict):
@@ -1263,6 +1350,132 @@ class OffsetDeleteResponse(TypedDict, total=False):
     error_code: int
     throttle_time_ms: int
     topics: list[OffsetDeleteResponseTopic]
+
+
+class DescribeClientQuotasRequestComponent(TypedDict):
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    components: list[DescribeClientQuotasRequestComponent]
+    strict: bool
+
+
+class DescribeClientQuotasResponseEntryEntity(TypedDict, total=False):
+    entity_type: Required[str]
+    entity_name: str | None
+
+
+class DescribeClientQuotasResponseEntryValue(TypedDict, total=False):
+    key: str
+    value: float
+
+
+class DescribeClientQuotasResponseEntry(TypedDict, total=False):
+    entity: list[DescribeClientQuotasResponseEntryEntity]
+    values: list[DescribeClientQuotasResponseEntryValue]
+
+
+class DescribeClientQuotasResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponseEntry] | None
+
+
+class AlterClientQuotasRequestEntryEntity(TypedDict):
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestEntryOp(TypedDict):
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntry(TypedDict):
+    entity: list[AlterClientQuotasRequestEntryEntity]
+    ops: list[AlterClientQuotasRequestEntryOp]
+
+
+class AlterClientQuotasRequest(TypedDict):
+    entries: list[AlterClientQuotasRequestEntry]
+    validate_only: bool
+
+
+class AlterClientQuotasResponseEntryEntity(TypedDict, total=False):
+    entity_type: Required[str]
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntry(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+    entity: list[AlterClientQuotasResponseEntryEntity]
+
+
+class AlterClientQuotasResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntry]
+
+
+class DescribeUserScramCredentialsRequestUser(TypedDict):
+    name: str
+
+
+class DescribeUserScramCredentialsRequest(TypedDict):
+    users: list[DescribeUserScramCredentialsRequestUser] | None
+
+
+class DescribeUserScramCredentialsResponseResultCredentialInfo(TypedDict, total=False):
+    mechanism: int
+    iterations: int
+
+
+class DescribeUserScramCredentialsResponseResult(TypedDict, total=False):
+    user: Required[str]
+    error_code: int
+    error_message: str | None
+    credential_infos: list[DescribeUserScramCredentialsResponseResultCredentialInfo]
+
+
+class DescribeUserScramCredentialsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponseResult]
+
+
+class AlterUserScramCredentialsRequestDeletion(TypedDict):
+    name: str
+    mechanism: int
+
+
+class AlterUserScramCredentialsRequestUpsertion(TypedDict):
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+class AlterUserScramCredentialsRequest(TypedDict):
+    deletions: list[AlterUserScramCredentialsRequestDeletion]
+    upsertions: list[AlterUserScramCredentialsRequestUpsertion]
+
+
+class AlterUserScramCredentialsResponseResult(TypedDict, total=False):
+    user: Required[str]
+    error_code: int
+    error_message: str | None
+
+
+class AlterUserScramCredentialsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponseResult]
 
 
 class DescribeClusterRequest(TypedDict):
@@ -1411,6 +1624,7 @@ SASL_HANDSHAKE: Final[Route[SaslHandshakeRequest, SaslHandshakeResponse]] = Rout
 API_VERSIONS: Final[Route[ApiVersionsRequest, ApiVersionsResponse]] = Route(18)
 CREATE_TOPICS: Final[Route[CreateTopicsRequest, CreateTopicsResponse]] = Route(19)
 DELETE_TOPICS: Final[Route[DeleteTopicsRequest, DeleteTopicsResponse]] = Route(20)
+DELETE_RECORDS: Final[Route[DeleteRecordsRequest, DeleteRecordsResponse]] = Route(21)
 INIT_PRODUCER_ID: Final[Route[InitProducerIdRequest, InitProducerIdResponse]] = Route(22)
 OFFSET_FOR_LEADER_EPOCH: Final[Route[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse]] = (
     Route(23)
@@ -1432,8 +1646,12 @@ ALTER_REPLICA_LOG_DIRS: Final[Route[AlterReplicaLogDirsRequest, AlterReplicaLogD
 )
 DESCRIBE_LOG_DIRS: Final[Route[DescribeLogDirsRequest, DescribeLogDirsResponse]] = Route(35)
 SASL_AUTHENTICATE: Final[Route[SaslAuthenticateRequest, SaslAuthenticateResponse]] = Route(36)
+CREATE_PARTITIONS: Final[Route[CreatePartitionsRequest, CreatePartitionsResponse]] = Route(37)
 DELETE_GROUPS: Final[Route[DeleteGroupsRequest, DeleteGroupsResponse]] = Route(42)
 ELECT_LEADERS: Final[Route[ElectLeadersRequest, ElectLeadersResponse]] = Route(43)
+INCREMENTAL_ALTER_CONFIGS: Final[
+    Route[IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse]
+] = Route(44)
 ALTER_PARTITION_REASSIGNMENTS: Final[
     Route[AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse]
 ] = Route(45)
@@ -1441,6 +1659,16 @@ LIST_PARTITION_REASSIGNMENTS: Final[
     Route[ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse]
 ] = Route(46)
 OFFSET_DELETE: Final[Route[OffsetDeleteRequest, OffsetDeleteResponse]] = Route(47)
+DESCRIBE_CLIENT_QUOTAS: Final[Route[DescribeClientQuotasRequest, DescribeClientQuotasResponse]] = (
+    Route(48)
+)
+ALTER_CLIENT_QUOTAS: Final[Route[AlterClientQuotasRequest, AlterClientQuotasResponse]] = Route(49)
+DESCRIBE_USER_SCRAM_CREDENTIALS: Final[
+    Route[DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse]
+] = Route(50)
+ALTER_USER_SCRAM_CREDENTIALS: Final[
+    Route[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse]
+] = Route(51)
 DESCRIBE_CLUSTER: Final[Route[DescribeClusterRequest, DescribeClusterResponse]] = Route(60)
 DESCRIBE_PRODUCERS: Final[Route[DescribeProducersRequest, DescribeProducersResponse]] = Route(61)
 DESCRIBE_TRANSACTIONS: Final[Route[DescribeTransactionsRequest, DescribeTransactionsResponse]] = (

@@ -23,7 +23,10 @@ table in transaction/metadata.py, written to the log (acks=all) before it counts
 
 A producer whose epoch is older than the id's answers PRODUCER_FENCED (the handlers
 translate it to INVALID_PRODUCER_EPOCH for versions that predate KIP-588); a producer id
-that is not the id's answers INVALID_PRODUCER_ID_MAPPING.
+that is not the id's answers INVALID_PRODUCER_ID_MAPPING. One exception (KIP-588): a
+producer whose transaction the coordinator aborted at its timeout presents the epoch
+before that abort's bump to InitProducerId, and gets a new epoch instead of being
+fenced (a producer fenced by a newer instance is two bumps behind and stays fenced).
 """
 
 from __future__ import annotations
@@ -145,13 +148,17 @@ class TransactionCoordinator:
                 raise ProducerFencedError(
                     f"{transactional_id!r}: producer id {producer_id} is not the current one"
                 )
-            if producer_epoch == meta.previous_epoch and meta.state is TxnState.EMPTY:
-                return value.producer_id, value.producer_epoch  # a retry of the last bump
             if producer_epoch != value.producer_epoch:
-                raise ProducerFencedError(
-                    f"{transactional_id!r}: epoch {producer_epoch} is not the current"
-                    f" {value.producer_epoch}"
-                )
+                if producer_epoch != meta.previous_epoch:
+                    raise ProducerFencedError(
+                        f"{transactional_id!r}: epoch {producer_epoch} is not the current"
+                        f" {value.producer_epoch}"
+                    )
+                if meta.state is TxnState.EMPTY:
+                    return value.producer_id, value.producer_epoch  # a retry of the last bump
+                # KIP-588: the coordinator aborted this producer's transaction under a
+                # bumped epoch (its timeout): it may recover with a new epoch. A producer
+                # fenced by a newer instance presents an older epoch and stays fenced.
         if meta.state is TxnState.ONGOING:
             await self._fence_and_abort(meta)
             raise ConcurrentTransactionsError(

@@ -184,12 +184,13 @@ class Transformer:
     def _recover(self, error: confluent_kafka.KafkaError) -> None:
         """Abort (or start a new producer, fencing the old), then read again from the
         committed offsets: what the aborted transaction consumed is processed again."""
-        try:
-            if error.fatal():
-                raise error
-            self.producer.abort_transaction(60)
-        except Exception:
+        if error.fatal():  # fenced: only a new producer (a new epoch) goes on
             self.producer = self._producer()
+        else:
+            try:
+                self.producer.abort_transaction(60)
+            except confluent_kafka.KafkaException:
+                self.producer = self._producer()
         assignment = self.consumer.assignment()
         for tp in self.consumer.committed(assignment, timeout=30):
             offset = tp.offset if tp.offset >= 0 else confluent_kafka.OFFSET_BEGINNING

@@ -61,7 +61,10 @@ from minibroker.broker.connection_limits import (
 from minibroker.broker.controller_apis import ControllerApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
+from minibroker.broker.create_partitions import CreatePartitions
 from minibroker.broker.credentials import CredentialCache
+from minibroker.broker.delete_records import DeleteRecords
+from minibroker.broker.describe_producers import DescribeProducersApi
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.identity_key import BrokerKey
 from minibroker.broker.incremental_configs import IncrementalAlterConfigs
@@ -74,7 +77,7 @@ from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
 from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
 from minibroker.broker.peer_identity import PeerProofs
-from minibroker.broker.producer_ids import install_init_producer_id
+from minibroker.broker.producer_ids import ProducerIdManager, install_init_producer_id
 from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
@@ -87,7 +90,9 @@ from minibroker.broker.security import ListenerSecurity, inter_broker_security, 
 from minibroker.broker.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.broker.txn_markers import WriteTxnMarkersApi
 from minibroker.net.security import ClientSecurity
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
 from minibroker.zk.client import open_zk_client
@@ -176,6 +181,9 @@ class Broker:
         self.metrics_server: MetricsServer | None = None
         self.membership: ClusterMembership | None = None
         self.topic_configs: TopicConfigs | None = None
+        self.producer_ids: ProducerIdManager | None = None
+        self.txn_markers: WriteTxnMarkersApi | None = None
+        """The leader's side of WriteTxnMarkers (the transaction coordinator's markers)."""
         self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
         self.identity: BrokerKey | None = None
         """The key this broker proves its id with (cluster mode, broker/identity_key.py)."""
@@ -282,6 +290,7 @@ class Broker:
         )
         apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
         apis.install(self.dispatcher)
+        DeleteRecords(replica_manager, self.metadata_cache).install(self.dispatcher)
         ControllerApis(replica_manager, self.metadata_cache, fence).install(
             self.dispatcher, listener=config.inter_broker_listener
         )
@@ -312,7 +321,12 @@ class Broker:
         self.topic_configs.install(self.dispatcher)
         IncrementalAlterConfigs(self.topic_configs, zk=zk).install(self.dispatcher)
         # Idempotent producers' ids: blocks from ZooKeeper, or the log dirs standalone.
-        install_init_producer_id(self.dispatcher, config.broker_id, config.log_dirs, zk)
+        self.producer_ids = install_init_producer_id(
+            self.dispatcher, config.broker_id, config.log_dirs, zk
+        )
+        self.txn_markers = WriteTxnMarkersApi(replica_manager, clock=self.clock)
+        self.txn_markers.install(self.dispatcher)
+        DescribeProducersApi(replica_manager).install(self.dispatcher)
         acl_sync = await self._install_authorizer(zk)
         admin_manager = None
         if zk is not None:
@@ -325,6 +339,9 @@ class Broker:
                 validate_config=self.topic_configs.validate,
             )
             admin_manager.install(self.dispatcher)
+            CreatePartitions(
+                zk, self._partitions_ready, max_new_partitions=config.request_max_partitions
+            ).install(self.dispatcher)
         self.admin_manager = admin_manager
         host, port = config.listen_address
         self.server = BrokerServer(
@@ -511,6 +528,18 @@ class Broker:
         pending = set(topics)
         while pending:
             pending = {t for t in pending if not self.metadata_cache.contains(t)}
+            if pending:
+                await trio.sleep(TOPICS_READY_POLL_S)
+
+    async def _partitions_ready(self, topic: str, count: int) -> None:
+        """Returns once this broker's metadata cache shows a leader for each of
+        ``topic``'s partitions 0..count-1 (CreatePartitions waits for it)."""
+        pending = set(range(count))
+        while pending:
+            for partition in list(pending):
+                info = self.metadata_cache.partition(TopicPartition(topic, partition))
+                if info is not None and info.leader >= 0:
+                    pending.discard(partition)
             if pending:
                 await trio.sleep(TOPICS_READY_POLL_S)
 

@@ -52,13 +52,16 @@ from minibroker.broker.config_log import (
     LogSettings,
 )
 from minibroker.broker.config_replication import ReplicationSettings
+from minibroker.broker.config_transactions import TransactionSettings
 from minibroker.broker.properties import parse_properties
 from minibroker.broker.replication_quota import throttled_replicas_problem
 from minibroker.protocol.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerConfig(GroupSettings, ReplicationSettings, LogSettings, ListenerSettings):
+class BrokerConfig(
+    GroupSettings, TransactionSettings, ReplicationSettings, LogSettings, ListenerSettings
+):
     """Broker properties (Kafka 2.x names and defaults unless the doc says otherwise)."""
 
     broker_id: int = config_key(

@@ -29,7 +29,7 @@ import trio
 from minibroker.broker.config import BrokerConfig, TopicConfig
 from minibroker.broker.delayed_produce import DelayedProducePurgatory
 from minibroker.broker.epoch_checkpoints import EpochCheckpointWriter
-from minibroker.broker.fetch_reader import FetchReader
+from minibroker.broker.fetch_reader import FetchPartition, FetchReader
 from minibroker.broker.hw_checkpoint import HighWatermarkCheckpoint
 from minibroker.broker.isr import IsrManager, IsrStore, record_follower_fetch
 from minibroker.broker.metadata_cache import MetadataCache
@@ -148,6 +148,8 @@ class HostedReplicas:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
         self.produce_waiters = DelayedProducePurgatory(self.get_partition)
+        # DeleteRecords waits here for followers to report their new log start.
+        self.delete_records_waiters: Purgatory[TopicPartition] = Purgatory("delete_records")
         self.fetcher = fetcher
         # The replication throttle (broker/replication_quota.py) lives with the reads it
         # limits; ``replication_quotas`` below reaches it.
@@ -281,12 +283,17 @@ class HostedReplicas:
         return None if broker is None else broker.rack
 
     def _record_follower_fetch(
-        self, partition: Partition, replica_id: int, fetch_offset: int, result: ReadResult
+        self, partition: Partition, replica_id: int, request: FetchPartition, result: ReadResult
     ) -> None:
-        """A follower fetched at ``fetch_offset``: its LEO; maybe the HW and the ISR move."""
+        """A follower fetched at ``request.fetch_offset``: its LEO and log start; maybe
+        the HW and the ISR move."""
         record_follower_fetch(
-            partition, replica_id, fetch_offset, result.log_end_offset, self.clock()
+            partition, replica_id, request.fetch_offset, result.log_end_offset, self.clock()
         )
+        replica = partition.remote_replicas.get(replica_id)
+        if replica is not None and replica.log_start_offset != request.log_start_offset:
+            replica.log_start_offset = request.log_start_offset
+            self.delete_records_waiters.notify(partition.tp)
         if partition.maybe_increment_high_watermark():
             self._wake(partition.tp)  # consumers can read more, acks=all may be done
         self.isr_manager.maybe_expand(partition, replica_id)

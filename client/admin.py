@@ -1,6 +1,7 @@
 """Admin: topics, cluster, configs, leader elections, reassignments, log dirs and
 consumer groups (the group methods are in client/admin_groups.py, the leadership,
-reassignment and log-dir ones in client/admin_replicas.py).
+reassignment and log-dir ones in client/admin_replicas.py, adding partitions in
+client/admin_partitions.py).
 
 Every method sends one kind of request and returns plain dataclasses. Requests that
 change cluster state (CreateTopics, DeleteTopics, ElectLeaders, partition
@@ -22,6 +23,7 @@ from typing import Any, Unpack
 import trio
 
 from minibroker.client.admin_groups import GroupAdmin
+from minibroker.client.admin_partitions import PartitionAdmin
 from minibroker.client.admin_replicas import (
     LogDirDescription,
     Reassignment,
@@ -91,7 +93,7 @@ class ConfigOp:
     value: str | None = None
 
 
-class Admin(GroupAdmin, ReplicaAdmin):
+class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
     """``async with Admin("127.0.0.1:9092") as admin: await admin.create_topic(...)``."""
 
     def __init__(

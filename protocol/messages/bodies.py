@@ -721,6 +721,37 @@ class DeleteTopicsResponse(TypedDict, total=False):
     topics: list[DeleteTopicsResponseTopic]
 
 
+class DeleteRecordsRequestTopicPartition(TypedDict):
+    partition_index: int
+    offset: int
+
+
+class DeleteRecordsRequestTopic(TypedDict):
+    name: str
+    partitions: list[DeleteRecordsRequestTopicPartition]
+
+
+class DeleteRecordsRequest(TypedDict):
+    topics: list[DeleteRecordsRequestTopic]
+    timeout_ms: int
+
+
+class DeleteRecordsResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    low_watermark: int
+    error_code: int
+
+
+class DeleteRecordsResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DeleteRecordsResponseTopicPartition]]
+
+
+class DeleteRecordsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponseTopic]
+
+
 class InitProducerIdRequest(TypedDict):
     transactional_id: str | None
     transaction_timeout_ms: int
@@ -766,6 +797,131 @@ class OffsetForLeaderEpochResponseTopic(TypedDict, total=False):
 class OffsetForLeaderEpochResponse(TypedDict, total=False):
     throttle_time_ms: int
     topics: list[OffsetForLeaderEpochResponseTopic]
+
+
+class AddPartitionsToTxnRequestTopic(TypedDict):
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequest(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: list[AddPartitionsToTxnRequestTopic]
+
+
+class AddPartitionsToTxnResponseResultResult(TypedDict, total=False):
+    partition_index: Required[int]
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseResult(TypedDict, total=False):
+    name: Required[str]
+    results: Required[list[AddPartitionsToTxnResponseResultResult]]
+
+
+class AddPartitionsToTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[AddPartitionsToTxnResponseResult]
+
+
+class AddOffsetsToTxnRequest(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class AddOffsetsToTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+
+
+class EndTxnRequest(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+class EndTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+
+
+class WriteTxnMarkersRequestMarkerTopic(TypedDict):
+    name: str
+    partition_indexes: list[int]
+
+
+class WriteTxnMarkersRequestMarker(TypedDict):
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: list[WriteTxnMarkersRequestMarkerTopic]
+    coordinator_epoch: int
+
+
+class WriteTxnMarkersRequest(TypedDict):
+    markers: list[WriteTxnMarkersRequestMarker]
+
+
+class WriteTxnMarkersResponseMarkerTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+
+
+class WriteTxnMarkersResponseMarkerTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[WriteTxnMarkersResponseMarkerTopicPartition]]
+
+
+class WriteTxnMarkersResponseMarker(TypedDict, total=False):
+    producer_id: Required[int]
+    topics: Required[list[WriteTxnMarkersResponseMarkerTopic]]
+
+
+class WriteTxnMarkersResponse(TypedDict, total=False):
+    markers: list[WriteTxnMarkersResponseMarker]
+
+
+class TxnOffsetCommitRequestTopicPartition(TypedDict):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestTopic(TypedDict):
+    name: str
+    partitions: list[TxnOffsetCommitRequestTopicPartition]
+
+
+class TxnOffsetCommitRequest(TypedDict):
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitRequestTopic]
+
+
+class TxnOffsetCommitResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+
+
+class TxnOffsetCommitResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[TxnOffsetCommitResponseTopicPartition]]
+
+
+class TxnOffsetCommitResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponseTopic]
 
 
 class DescribeAclsRequest(TypedDict):
@@ -1004,6 +1160,33 @@ class SaslAuthenticateResponse(TypedDict, total=False):
     error_message: str | None
     auth_bytes: bytes
     session_lifetime_ms: int
+
+
+class CreatePartitionsRequestTopicAssignment(TypedDict):
+    broker_ids: list[int]
+
+
+class CreatePartitionsRequestTopic(TypedDict):
+    name: str
+    count: int
+    assignments: list[CreatePartitionsRequestTopicAssignment] | None
+
+
+class CreatePartitionsRequest(TypedDict):
+    topics: list[CreatePartitionsRequestTopic]
+    timeout_ms: int
+    validate_only: bool
+
+
+class CreatePartitionsResponseResult(TypedDict, total=False):
+    name: Required[str]
+    error_code: int
+    error_message: str | None
+
+
+class CreatePartitionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponseResult]
 
 
 class DeleteGroupsRequest(TypedDict):
@@ -1320,6 +1503,85 @@ class DescribeClusterResponse(TypedDict, total=False):
     cluster_authorized_operations: int
 
 
+class DescribeProducersRequestTopic(TypedDict):
+    name: str
+    partition_indexes: list[int]
+
+
+class DescribeProducersRequest(TypedDict):
+    topics: list[DescribeProducersRequestTopic]
+
+
+class DescribeProducersResponseTopicPartitionActiveProducer(TypedDict, total=False):
+    producer_id: Required[int]
+    producer_epoch: Required[int]
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class DescribeProducersResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+    error_message: str | None
+    active_producers: list[DescribeProducersResponseTopicPartitionActiveProducer]
+
+
+class DescribeProducersResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DescribeProducersResponseTopicPartition]]
+
+
+class DescribeProducersResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponseTopic]
+
+
+class DescribeTransactionsRequest(TypedDict):
+    transactional_ids: list[str]
+
+
+class DescribeTransactionsResponseTransactionStateTopic(TypedDict, total=False):
+    topic: Required[str]
+    partitions: list[int]
+
+
+class DescribeTransactionsResponseTransactionState(TypedDict, total=False):
+    error_code: int
+    transactional_id: Required[str]
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    topics: list[DescribeTransactionsResponseTransactionStateTopic]
+
+
+class DescribeTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponseTransactionState]
+
+
+class ListTransactionsRequest(TypedDict):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+
+
+class ListTransactionsResponseTransactionState(TypedDict, total=False):
+    transactional_id: Required[str]
+    producer_id: int
+    transaction_state: str
+
+
+class ListTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponseTransactionState]
+
+
 class BrokerChallengeRequest(TypedDict):
     pass
 
@@ -1362,10 +1624,18 @@ SASL_HANDSHAKE: Final[Route[SaslHandshakeRequest, SaslHandshakeResponse]] = Rout
 API_VERSIONS: Final[Route[ApiVersionsRequest, ApiVersionsResponse]] = Route(18)
 CREATE_TOPICS: Final[Route[CreateTopicsRequest, CreateTopicsResponse]] = Route(19)
 DELETE_TOPICS: Final[Route[DeleteTopicsRequest, DeleteTopicsResponse]] = Route(20)
+DELETE_RECORDS: Final[Route[DeleteRecordsRequest, DeleteRecordsResponse]] = Route(21)
 INIT_PRODUCER_ID: Final[Route[InitProducerIdRequest, InitProducerIdResponse]] = Route(22)
 OFFSET_FOR_LEADER_EPOCH: Final[Route[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse]] = (
     Route(23)
 )
+ADD_PARTITIONS_TO_TXN: Final[Route[AddPartitionsToTxnRequest, AddPartitionsToTxnResponse]] = Route(
+    24
+)
+ADD_OFFSETS_TO_TXN: Final[Route[AddOffsetsToTxnRequest, AddOffsetsToTxnResponse]] = Route(25)
+END_TXN: Final[Route[EndTxnRequest, EndTxnResponse]] = Route(26)
+WRITE_TXN_MARKERS: Final[Route[WriteTxnMarkersRequest, WriteTxnMarkersResponse]] = Route(27)
+TXN_OFFSET_COMMIT: Final[Route[TxnOffsetCommitRequest, TxnOffsetCommitResponse]] = Route(28)
 DESCRIBE_ACLS: Final[Route[DescribeAclsRequest, DescribeAclsResponse]] = Route(29)
 CREATE_ACLS: Final[Route[CreateAclsRequest, CreateAclsResponse]] = Route(30)
 DELETE_ACLS: Final[Route[DeleteAclsRequest, DeleteAclsResponse]] = Route(31)
@@ -1376,6 +1646,7 @@ ALTER_REPLICA_LOG_DIRS: Final[Route[AlterReplicaLogDirsRequest, AlterReplicaLogD
 )
 DESCRIBE_LOG_DIRS: Final[Route[DescribeLogDirsRequest, DescribeLogDirsResponse]] = Route(35)
 SASL_AUTHENTICATE: Final[Route[SaslAuthenticateRequest, SaslAuthenticateResponse]] = Route(36)
+CREATE_PARTITIONS: Final[Route[CreatePartitionsRequest, CreatePartitionsResponse]] = Route(37)
 DELETE_GROUPS: Final[Route[DeleteGroupsRequest, DeleteGroupsResponse]] = Route(42)
 ELECT_LEADERS: Final[Route[ElectLeadersRequest, ElectLeadersResponse]] = Route(43)
 INCREMENTAL_ALTER_CONFIGS: Final[
@@ -1399,5 +1670,10 @@ ALTER_USER_SCRAM_CREDENTIALS: Final[
     Route[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse]
 ] = Route(51)
 DESCRIBE_CLUSTER: Final[Route[DescribeClusterRequest, DescribeClusterResponse]] = Route(60)
+DESCRIBE_PRODUCERS: Final[Route[DescribeProducersRequest, DescribeProducersResponse]] = Route(61)
+DESCRIBE_TRANSACTIONS: Final[Route[DescribeTransactionsRequest, DescribeTransactionsResponse]] = (
+    Route(65)
+)
+LIST_TRANSACTIONS: Final[Route[ListTransactionsRequest, ListTransactionsResponse]] = Route(66)
 BROKER_CHALLENGE: Final[Route[BrokerChallengeRequest, BrokerChallengeResponse]] = Route(1000)
 BROKER_PROOF: Final[Route[BrokerProofRequest, BrokerProofResponse]] = Route(1001)

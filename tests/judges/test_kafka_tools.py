@@ -4,10 +4,8 @@ kafka-configs, kafka-console-producer and -consumer, kafka-consumer-groups,
 kafka-reassign-partitions, kafka-log-dirs and the two perf tests. Several calls share
 one JVM (tests/support/judges.py's ToolRunner).
 
-Not judged yet, each waiting for the API it needs (issue 33): kafka-topics --alter
---partitions (CreatePartitions), kafka-delete-records (DeleteRecords);
-kafka-transactions waits for transactions (issue 34). Their tests are one call each
-here once those land.
+kafka-topics --alter --partitions grows a topic (CreatePartitions), kafka-delete-records
+trims one (DeleteRecords); kafka-transactions waits for transactions (issue 34).
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -102,6 +101,59 @@ def test_kafka_topics_and_kafka_configs_create_describe_and_delete_topics(
     while "tools-topic" in ok(tools.run()["list-again"]).lines:
         assert time.monotonic() < deadline, "tools-topic was never deleted"
         tools.add("list-again", "kafka-topics", "--list")
+
+
+@pytest.mark.judge(TOOLS, "kafka-topics --alter --partitions (CreatePartitions)")
+def test_kafka_topics_alter_adds_partitions_and_refuses_to_shrink(cluster: LocalCluster) -> None:
+    tools = ToolSession(cluster.kafka_bootstrap)
+    tools.create_topic("tools-grown", 2)
+    tools.add("grow", "kafka-topics", "--alter", "--topic", "tools-grown", "--partitions", "5")
+    tools.add("describe", "kafka-topics", "--describe", "--topic", "tools-grown")
+    tools.add("shrink", "kafka-topics", "--alter", "--topic", "tools-grown", "--partitions", "3")
+    results = tools.run()
+
+    ok(results["tools-grown"])
+    ok(results["grow"])
+    described = ok(results["describe"])
+    assert "PartitionCount: 5\tReplicationFactor: 3" in described.lines[0]
+    partitions = describe_lines(described)
+    assert sorted(partitions) == [0, 1, 2, 3, 4]
+    for fields in partitions.values():
+        assert sorted(fields["Replicas"].split(",")) == ["1", "2", "3"]
+        assert fields["Leader"] in fields["Replicas"].split(",")
+    shrink = results["shrink"]
+    assert shrink.exit != 0
+    assert "InvalidPartitionsException" in shrink.stdout + shrink.stderr
+
+
+@pytest.mark.judge(TOOLS, "kafka-delete-records --offset-json-file (DeleteRecords)")
+def test_kafka_delete_records_moves_the_log_start_that_consumers_then_begin_at(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    tools = ToolSession(cluster.kafka_bootstrap)
+    tools.create_topic("tools-trimmed", 1)
+    lines = "".join(f"value {i}\n" for i in range(10))
+    tools.add("produce", "kafka-console-producer", "--topic", "tools-trimmed", stdin=lines)
+    plan = tmp_path / "delete.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "tools-trimmed", "partition": 0, "offset": 6}]}
+        )
+    )
+    tools.add("delete", "kafka-delete-records", "--offset-json-file", str(plan))
+    tools.add(
+        "consume",
+        "kafka-console-consumer",
+        *("--topic", "tools-trimmed", "--from-beginning", "--max-messages", "4"),
+        *("--timeout-ms", "60000", "--property", "print.offset=true"),
+    )
+    results = tools.run()
+
+    ok(results["tools-trimmed"])
+    ok(results["produce"])
+    deleted = ok(results["delete"])
+    assert "partition: tools-trimmed-0\tlow_watermark: 6" in deleted.lines
+    assert ok(results["consume"]).lines == [f"Offset:{i}\tvalue {i}" for i in range(6, 10)]
 
 
 @pytest.mark.judge(TOOLS, "kafka-configs --alter/--describe of a broker's dynamic config")

@@ -64,8 +64,16 @@ class LogRetention(LogState):
         return int(os.stat(segment.log_path).st_mtime * 1000)  # no timestamps: file age
 
     def _delete_prefix(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+        """Delete leading segments while ``predicate`` holds, never one holding part of
+        an open transaction: its first offset must stay readable until it ends (a
+        hanging transaction otherwise loses the records its abort refers to)."""
         count = 0
-        while len(self._segments) > 1 and predicate(self._segments[0], self._segments[1]):
+        unstable = self.producer_state.first_unstable_offset()
+        while (
+            len(self._segments) > 1
+            and (unstable is None or self._segments[1].base_offset <= unstable)
+            and predicate(self._segments[0], self._segments[1])
+        ):
             self._remove_segment(0)
             count += 1
         if count:

@@ -105,3 +105,19 @@ def test_truncation_below_a_marker_reopens_its_transaction_and_drops_its_entry(
     assert log.collect_aborted(0, 10) == []
     assert log.last_stable_offset(high_watermark=2) == first
     log.close()
+
+
+def test_retention_never_deletes_past_an_open_transactions_first_offset(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=200, retention_bytes=1)
+    log = Log(tmp_path / "t-0", config)
+    plain(log)
+    opened = txn(log, 0)
+    for _ in range(5):
+        plain(log)
+    assert len(log.segments) > 3
+    log.delete_old_segments()
+    assert log.log_start_offset <= opened  # the open transaction's segment stays
+    end(log, ControlRecordType.COMMIT)
+    log.delete_old_segments()
+    assert log.log_start_offset > opened  # ended: retention goes on
+    log.close()

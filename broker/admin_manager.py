@@ -84,7 +84,10 @@ class AdminManager:
         rng: random.Random | None = None,
         topics_ready: TopicsReady = _never_ready,
         validate_config: ConfigValidator | None = None,
+        topic_id_of: Callable[[str], bytes | None] = lambda topic: None,
     ) -> None:
+        """``topic_id_of``: a topic's id (KIP-516) as this broker's metadata knows it,
+        for CreateTopics v7+'s answer once the topic is ready."""
         self._zk = zk
         self._num_partitions = num_partitions
         self._replication_factor = default_replication_factor
@@ -92,6 +95,7 @@ class AdminManager:
         self._rng = rng or random.Random()
         self._topics_ready = topics_ready
         self._validate_config = validate_config
+        self._topic_id_of = topic_id_of
 
     def install(self, dispatcher: RequestDispatcher) -> None:
         """Serve CreateTopics and DeleteTopics through ``dispatcher``."""
@@ -166,6 +170,10 @@ class AdminManager:
         if created and request["timeout_ms"] > 0:
             with trio.move_on_after(request["timeout_ms"] / 1000):
                 await self._topics_ready(created)
+            for result in results:
+                topic_id = self._topic_id_of(result["name"]) if result["name"] in created else None
+                if topic_id is not None:
+                    result["topic_id"] = topic_id
         return {"topics": results}
 
     def _assignment_for(

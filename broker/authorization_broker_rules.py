@@ -116,6 +116,10 @@ def metadata_topics(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
     def allowed(topic: Body) -> bool:
         nonlocal may_create_all
         name = topic["name"]
+        if name is None:  # named by id (v10+): an unknown id is answered UNKNOWN_TOPIC_ID
+            name = cache.topic_named_by(topic["topic_id"])
+            if name is None:
+                return True
         if not asker.may(Operation.DESCRIBE, TOPIC, name):
             return False
         if not auto_create or cache.contains(name):

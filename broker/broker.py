@@ -313,6 +313,7 @@ class Broker:
                 delete_topic_enable=config.delete_topic_enable,
                 topics_ready=self._topics_ready,
                 validate_config=self.topic_configs.validate,
+                topic_id_of=self.metadata_cache.topic_id,
             )
             admin_manager.install(self.dispatcher)
             CreatePartitions(

@@ -69,6 +69,7 @@ MEASUREMENTS = ("produce", "consume", "wire")
 FASTEST_FRACTION = 10  # wire figures: the slowest of the fastest 1/10 of the requests
 CONSUME_BATCH = 1000  # messages a consume() call returns at most: it waits for that many
 CONSUME_QUEUE_BACKOFF_MS = 10  # librdkafka's fetch pause once its local queue is full
+HIGH_WATERMARK_WAIT_S = 60  # acks=1 with replicas: the end offset read is the watermark
 
 
 def parse_args() -> argparse.Namespace:
@@ -88,10 +89,13 @@ def parse_args() -> argparse.Namespace:
 # -- the Kafka clients ---------------------------------------------------------------------
 
 
-def produce(kafka: str, topic: str, count: int, size: int, linger_ms: int = 5) -> float:
+def produce(
+    kafka: str, topic: str, count: int, size: int, linger_ms: int = 5, acks: str = "1"
+) -> float:
     """Seconds confluent-kafka takes to send and get acknowledged ``count`` records.
 
-    Settings: acks=1 (Kafka's 2014 single-producer run; librdkafka's default is all),
+    Settings: acks=1 unless ``acks`` says otherwise (Kafka's 2014 single-producer run;
+    librdkafka's default is all),
     compression none, linger.ms 5 and batch.size 1 MB (librdkafka's defaults; 1 MB is
     also the broker's max.message.bytes), batch.num.messages at its maximum so that
     bytes, not librdkafka's default of 10,000 records, close a batch; the local queue
@@ -113,7 +117,7 @@ def produce(kafka: str, topic: str, count: int, size: int, linger_ms: int = 5) -
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": kafka,
-            "acks": "1",
+            "acks": acks,
             "compression.type": "none",
             "linger.ms": linger_ms,
             "batch.size": 1_000_000,
@@ -138,6 +142,10 @@ def produce(kafka: str, topic: str, count: int, size: int, linger_ms: int = 5) -
         raise RuntimeError(f"produce failed: {failures[:3]}")
     elapsed = time.perf_counter() - started
     stored = _end_offset(kafka, topic) - before
+    deadline = time.monotonic() + HIGH_WATERMARK_WAIT_S
+    while stored < count and time.monotonic() < deadline:  # acks=1: followers catch up
+        time.sleep(0.05)
+        stored = _end_offset(kafka, topic) - before
     if stored != count:
         raise RuntimeError(f"sent {count} records but the partition grew by {stored}")
     return elapsed
@@ -156,10 +164,18 @@ def _send_when_room(producer: confluent_kafka.Producer, topic: str, payload: byt
 def _end_offset(kafka: str, topic: str) -> int:
     """The end offset of ``topic``'s partition 0 (ListOffsets on the Kafka listener)."""
     consumer = confluent_kafka.Consumer({"bootstrap.servers": kafka, "group.id": "kafka-perf"})
+    deadline = time.monotonic() + HIGH_WATERMARK_WAIT_S
     try:
-        _, end = consumer.get_watermark_offsets(
-            confluent_kafka.TopicPartition(topic, 0), timeout=30
-        )
+        while True:
+            try:
+                _, end = consumer.get_watermark_offsets(
+                    confluent_kafka.TopicPartition(topic, 0), timeout=30
+                )
+                break
+            except confluent_kafka.KafkaException:  # a new topic not known everywhere yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
     finally:
         consumer.close()
     result: int = end

@@ -134,6 +134,9 @@ class HostedReplicas:
         the partitions that went with it. ``corruption`` builds, for this manager, what
         takes corrupt replicas out of service and repairs them (broker/corruption.py)."""
         self.config = config
+        # The broker keys topics inherit, with this broker's dynamic overrides applied
+        # (broker/broker_configs.py); ``config`` itself never changes.
+        self.topic_defaults = config
         self.metrics = metrics or BrokerMetrics()
         self.broker_id = config.broker_id
         self.log_manager = log_manager
@@ -226,10 +229,10 @@ class HostedReplicas:
     def topic_config(self, topic: str) -> TopicConfig:
         overrides = {**self._stored_overrides.get(topic, {}), **self.topic_overrides(topic)}
         try:
-            return self.config.topic_config(overrides)
+            return self.topic_defaults.topic_config(overrides)
         except ConfigError as exc:
             log.warning("ignoring the config overrides of topic %s: %s", topic, exc)
-            return self.config.topic_config()
+            return self.topic_defaults.topic_config()
 
     async def _load_topic_overrides(self, topics: Iterable[str]) -> None:
         """Read /config/topics/T (cluster mode) for topics this broker has no replica
@@ -243,10 +246,22 @@ class HostedReplicas:
             except Exception as exc:  # ZooKeeper trouble: broker defaults, retried later
                 log.warning("cannot read the config of topic %s: %r", topic, exc)
 
+    async def update_topic_defaults(self, defaults: BrokerConfig) -> None:
+        """A dynamic change of the broker keys topics inherit (log.retention.ms & co.,
+        broker/broker_configs.py): every hosted topic's partitions and logs take it."""
+        if defaults == self.topic_defaults:
+            return
+        self.topic_defaults = defaults
+        for topic in sorted({tp.topic for tp in self.partitions}):
+            await self._apply_topic_config(topic)
+
     async def update_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:
         """A dynamic change of ``topic``'s /config/topics/T (broker/topic_configs.py):
         its live partitions and logs take the new overrides at once."""
         self._stored_overrides[topic] = dict(overrides)
+        await self._apply_topic_config(topic)
+
+    async def _apply_topic_config(self, topic: str) -> None:
         config = self.topic_config(topic)
         for partition in self.partitions.values():
             if partition.tp.topic == topic:

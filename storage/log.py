@@ -58,6 +58,7 @@ from minibroker.storage.log_config import Clock, LogConfig, system_clock
 from minibroker.storage.log_loader import load_segments
 from minibroker.storage.log_retention import LogRetention
 from minibroker.storage.log_state import LogOffsetMetadata
+from minibroker.storage.log_transactions import LogTransactions
 from minibroker.storage.log_truncation import LogTruncation
 from minibroker.storage.segment import LogSegment
 from minibroker.storage.segment_files import MAX_RELATIVE_OFFSET
@@ -100,7 +101,7 @@ class FlushStats:
             self.seconds += seconds
 
 
-class Log(LogRetention, LogTruncation, SegmentSwap):
+class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
     """One partition's log in ``directory`` (see the module doc). ``log_start_offset``
     and ``recovery_point`` come from the log dir's checkpoints; ``had_clean_shutdown``
     skips the recovery of what lies beyond the recovery point."""
@@ -166,11 +167,16 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
         )
 
     def _load_producer_state(self) -> None:
-        self.producer_state.load(
+        if self.recovered_segments:
+            # Recovered segments may have lost index entries written after the last
+            # fsync: replay them, not a snapshot taken past them.
+            self.producer_state.delete_snapshots_after(min(self.recovered_segments))
+        completed = self.producer_state.load(
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
             headers_from=self._batch_headers_from,
         )
+        self._transactions_ended(completed, replicated=True)
 
     # --- append ----------------------------------------------------------------------
 
@@ -180,6 +186,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
         *,
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
+        coordinator: bool = False,
     ) -> LogAppendInfo:
         """Validate and append whole batches; returns their first and last offsets.
 
@@ -203,6 +210,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
             latest_epoch=self.leader_epoch_cache.latest_epoch,
             max_message_bytes=self.config.max_message_bytes,
             producer_state=self.producer_state,
+            coordinator=coordinator,
         )
         if isinstance(found, LogAppendInfo):
             return found  # a producer's retry: its original offsets, nothing written
@@ -219,7 +227,9 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
         for epoch, start in epochs:
             self.leader_epoch_cache.assign(epoch, start)
         if producers is not None:
-            producers.commit(next_offset)
+            completed = producers.commit(next_offset)
+            if completed:
+                self._transactions_ended(completed, replicated=False)
         # tuple.__new__ skips the generated __new__ (and _make's length check): a
         # Python call per append, measurable at 100k appends/s.
         return tuple.__new__(

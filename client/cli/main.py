@@ -34,11 +34,14 @@ COMMANDS: dict[str, str] = {
     "produce": "minibroker.client.cli.produce",
     "consume": "minibroker.client.cli.consume",
     "groups": "minibroker.client.cli.groups",
+    "transactions": "minibroker.client.cli.transactions",
     "elect-leaders": "minibroker.client.cli.elect_leaders",
     "reassign": "minibroker.client.cli.reassign",
     "log-dirs": "minibroker.client.cli.log_dirs",
     "acl": "minibroker.client.cli.acl",
     "users": "minibroker.client.cli.users",
+    "configs": "minibroker.client.cli.configs",
+    "quotas": "minibroker.client.cli.quotas",
 }
 
 EXIT_OK = 0
@@ -58,11 +61,13 @@ def _load(name: str) -> ModuleType:
     return importlib.import_module(COMMANDS[name])
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command, or of ``only`` that one: a broker process then
+    never imports the analytics job's modules (pyarrow alone is ~20 MB of its RSS)."""
     parser = _Parser(prog="minibroker", description="a small Kafka-style commit log")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         module = _load(name)
         sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
         module.configure(sub)
@@ -71,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    command = given[0] if given and given[0] in COMMANDS else None
+    args = build_parser(command).parse_args(given)
     try:
         code: int = args._run(args)
     except KeyboardInterrupt:

@@ -5,9 +5,7 @@ kafka-reassign-partitions, kafka-log-dirs and the two perf tests. Several calls 
 one JVM (tests/support/judges.py's ToolRunner).
 
 kafka-topics --alter --partitions grows a topic (CreatePartitions), kafka-delete-records
-trims one (DeleteRecords). Not judged yet, each waiting for the API it needs (issue 33):
-kafka-configs --alter of topics (IncrementalAlterConfigs); kafka-transactions waits for
-transactions (issue 34). Their tests are one call each here once those land.
+trims one (DeleteRecords); kafka-transactions waits for transactions (issue 34).
 """
 
 from __future__ import annotations
@@ -162,9 +160,23 @@ def test_kafka_delete_records_moves_the_log_start_that_consumers_then_begin_at(
 def test_kafka_configs_alters_a_brokers_dynamic_config_and_describes_it(
     cluster: LocalCluster,
 ) -> None:
-    """kafka-configs alters brokers through AlterConfigs (served); topics go through
-    IncrementalAlterConfigs (issue 33)."""
+    """kafka-configs alters brokers and topics through IncrementalAlterConfigs."""
     tools = ToolSession(cluster.kafka_bootstrap)
+    tools.create_topic("configs-topic", 1)
+    topic = ("--entity-type", "topics", "--entity-name", "configs-topic")
+    tools.add("alter-topic", "kafka-configs", "--alter", *topic, "--add-config", "segment.ms=99000")
+    tools.add("describe-topic", "kafka-configs", "--describe", *topic)
+    tools.add(
+        "alter-default",
+        "kafka-configs",
+        *("--alter", "--entity-type", "brokers", "--entity-default"),
+        *("--add-config", "log.cleaner.delete.retention.ms=3600000"),
+    )
+    tools.add(
+        "describe-default",
+        "kafka-configs",
+        *("--describe", "--entity-type", "brokers", "--entity-default"),
+    )
     broker = ("--entity-type", "brokers", "--entity-name", "2")
     tools.add(
         "alter",
@@ -187,6 +199,18 @@ def test_kafka_configs_alters_a_brokers_dynamic_config_and_describes_it(
     ]
     ok(results["delete"])
     assert ok(results["describe-after"]).lines == ["Dynamic configs for broker 2 are:"]
+    assert ok(results["alter-topic"]).lines == [
+        "Completed updating config for topic configs-topic."
+    ]
+    assert any(
+        line.strip().startswith("segment.ms=99000 sensitive=false")
+        for line in ok(results["describe-topic"]).lines
+    )
+    ok(results["alter-default"])
+    assert any(
+        line.strip().startswith("log.cleaner.delete.retention.ms=3600000")
+        for line in ok(results["describe-default"]).lines
+    )
 
 
 @pytest.mark.judge(
@@ -407,3 +431,39 @@ def test_perf_tools_send_and_read_every_record(cluster: LocalCluster) -> None:
     row = dict(zip(header.split(", "), values.split(", "), strict=True))
     assert row["data.consumed.in.nMsg"] == "20000"
     assert float(row["data.consumed.in.MB"]) == pytest.approx(20000 * 100 / 1024 / 1024, rel=0.01)
+
+
+@pytest.mark.judge(TOOLS, "kafka-configs client quotas of users and client ids (KIP-546)")
+def test_kafka_configs_sets_describes_and_deletes_client_quotas(cluster: LocalCluster) -> None:
+    tools = ToolSession(cluster.kafka_bootstrap)
+    user = ("--entity-type", "users", "--entity-name", "quota-user")
+    default_client = ("--entity-type", "clients", "--entity-default")
+    tools.add(
+        "alter-user",
+        "kafka-configs",
+        *("--alter", *user),
+        *("--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152"),
+    )
+    tools.add(
+        "alter-default",
+        "kafka-configs",
+        *("--alter", *default_client, "--add-config", "request_percentage=200"),
+    )
+    tools.add("describe-user", "kafka-configs", "--describe", *user)
+    tools.add("describe-default", "kafka-configs", "--describe", *default_client)
+    tools.add(
+        "delete-default",
+        "kafka-configs",
+        *("--alter", *default_client, "--delete-config", "request_percentage"),
+    )
+    tools.add("describe-after", "kafka-configs", "--describe", *default_client)
+    results = tools.run()
+    ok(results["alter-user"])
+    ok(results["alter-default"])
+    described = ok(results["describe-user"]).stdout
+    assert "Quota configs for user-principal 'quota-user' are" in described
+    assert "producer_byte_rate=1048576.0" in described
+    assert "consumer_byte_rate=2097152.0" in described
+    assert "request_percentage=200.0" in ok(results["describe-default"]).stdout
+    ok(results["delete-default"])
+    assert "request_percentage" not in ok(results["describe-after"]).stdout

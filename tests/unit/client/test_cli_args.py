@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from minibroker.client.cli.main import main
@@ -64,3 +67,16 @@ def test_help_lists_every_client_command(capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     for command in ("dev", "topic", "cluster", "produce", "consume", "elect-leaders"):
         assert command in out
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    """A broker process never imports the analytics job (pyarrow is ~20 MB of RSS)."""
+    program = (
+        "import sys; from minibroker.client.cli.main import build_parser;"
+        " build_parser('broker').parse_args(['broker', '--broker-id', '1']);"
+        " print(sorted(m for m in ('minibroker.analytics.cli', 'pyarrow') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

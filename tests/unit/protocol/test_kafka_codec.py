@@ -14,12 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -36,6 +40,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -44,12 +50,24 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+)
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -82,10 +100,20 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -130,10 +158,18 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     21: (DeleteRecordsRequest, DeleteRecordsResponse),
     37: (CreatePartitionsRequest, CreatePartitionsResponse),
     22: (InitProducerIdRequest, InitProducerIdResponse),
+    24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    25: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    26: (EndTxnRequest, EndTxnResponse),
+    27: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    28: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
+    61: (DescribeProducersRequest, DescribeProducersResponse),
+    65: (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    66: (ListTransactionsRequest, ListTransactionsResponse),
     35: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     34: (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
     43: (ElectLeadersRequest, ElectLeadersResponse),
@@ -146,6 +182,11 @@ ORACLE: dict[int, tuple[Any, Any]] = {
     36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     42: (DeleteGroupsRequest, DeleteGroupsResponse),
     47: (OffsetDeleteRequest, OffsetDeleteResponse),
+    44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    48: (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+    49: (AlterClientQuotasRequest, AlterClientQuotasResponse),
+    50: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    51: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
 }
 
 CASES = [
@@ -189,6 +230,7 @@ class _Samples:
             "string": f"{field.name}-{n}",
             "bytes": bytes([n % 256]) * 3,
             "records": b"batch-%d" % n,
+            "float64": n + 0.5,
         }[type_.name]
 
 

@@ -717,13 +717,20 @@ class CreateTopicsResponse(TypedDict, total=False):
     topics: list[CreateTopicsResponseTopic]
 
 
+class DeleteTopicsRequestTopic(TypedDict):
+    name: str | None
+    topic_id: bytes
+
+
 class DeleteTopicsRequest(TypedDict):
     topic_names: list[str]
+    topics: list[DeleteTopicsRequestTopic]
     timeout_ms: int
 
 
 class DeleteTopicsResponseTopic(TypedDict, total=False):
-    name: Required[str]
+    name: Required[str | None]
+    topic_id: bytes
     error_code: int
     error_message: str | None
 

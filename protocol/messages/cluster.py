@@ -243,20 +243,29 @@ DELETE_TOPICS: Final = Message(
     "DeleteTopics",
     doc="""Mark topics for deletion (the controller deletes them in the background).
 
-    Request: ``topic_names[]``, ``timeout_ms``.
-    Response: ``topics[]`` of {name, error_code, error_message}.
+    Request: ``topic_names[]`` (v1-5), ``topics[]`` of {name (nil: by id), topic_id}
+    (v6+, KIP-516), ``timeout_ms``; a msgpack body may carry both.
+    Response: ``topics[]`` of {name (nil for an unknown id), topic_id, error_code,
+    error_message}.
     """,
-    valid=versions("1-5"),
+    valid=versions("1-6"),
     flexible=versions("4+"),
     request=struct(
-        f("topic_names", Array(STRING), required=True), f("timeout_ms", INT32, default=60000)
+        f("topic_names", Array(STRING), "0-5", required=True),
+        f(
+            "topics",
+            [f("name", STRING, null="6+", required=True), f("topic_id", UUID, required=True)],
+            "6+",
+        ),
+        f("timeout_ms", INT32, default=60000),
     ),
     response=struct(
         f("throttle_time_ms", INT32, "1+"),
         f(
             "responses",
             [
-                f("name", STRING, required=True),
+                f("name", STRING, null="6+", required=True),
+                f("topic_id", UUID, "6+"),
                 f("error_code", INT16),
                 f("error_message", STRING, "5+", null="5+"),
             ],
@@ -269,6 +278,7 @@ DELETE_TOPICS: Final = Message(
         3: "unchanged",
         4: "flexible",
         5: "error_message",
+        6: "topics named by name or id (KIP-516)",
     },
 )
 

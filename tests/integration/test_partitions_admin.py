@@ -20,7 +20,8 @@ Metadata that does not allow auto-creation does not.
 
 Topic ids (KIP-516): a created topic's id is in its ZooKeeper znode as Kafka writes it
 and in every replica's partition.metadata, survives CreatePartitions, and comes back in
-confluent-kafka's describe_topics and in Metadata v12 asked by id.
+confluent-kafka's describe_topics and in Metadata v12 asked by id; DeleteTopics v6
+deletes a topic named by its id alone.
 """
 
 from __future__ import annotations
@@ -441,3 +442,30 @@ async def test_a_topic_id_is_kept_in_zookeeper_in_each_replica_and_served_by_met
     assert (by_id["error_code"], by_id["name"], by_id["topic_id"]) == (0, "identified", topic_id)
     assert len(by_id["partitions"]) == 3
     assert (missing["error_code"], missing["name"]) == (100, None)  # UNKNOWN_TOPIC_ID
+
+
+async def test_delete_topics_v6_deletes_a_topic_named_by_its_id(cluster: LocalCluster) -> None:
+    await create_topic(cluster, "deleted-by-id", 1)
+    topic_id = parse_topic_id(str(topic_znode(cluster, "deleted-by-id")["topic_id"]))
+    host, port = cluster.kafka_bootstrap.split(",")[0].rsplit(":", 1)
+    async with KafkaWireClient(await trio.open_tcp_stream(host, int(port))) as client:
+        answer = await client.kafka_request(
+            20,
+            6,
+            {
+                "topics": [
+                    {"name": None, "topic_id": topic_id},
+                    {"name": None, "topic_id": bytes(15) + b"\x07"},
+                ],
+                "timeout_ms": ADMIN_TIMEOUT_S * 1000,
+            },
+        )
+    deleted, unknown = answer["topics"]
+    assert (deleted["name"], deleted["topic_id"], deleted["error_code"]) == (
+        "deleted-by-id",
+        topic_id,
+        0,
+    )
+    assert (unknown["name"], unknown["error_code"]) == (None, 100)  # UNKNOWN_TOPIC_ID
+    async with Admin(cluster.bootstrap) as admin:
+        assert "deleted-by-id" not in await admin.list_topics()

@@ -53,6 +53,11 @@ QUOTA_TYPES = {
 }
 """Each key's sensor type, as Kafka's metrics name it (kafka.server:type=Produce ...)."""
 
+SENSOR_EXPIRY_S = 3600.0
+"""A sensor unused this long is dropped when sensors pile up (Kafka expires quota
+sensors after an hour idle): default quotas give every client id its own."""
+MAX_IDLE_SENSORS = 10_000
+
 Tags = tuple[str, str]
 """(user, client-id) of a quota's metrics; "" where its entity has no such part."""
 
@@ -162,6 +167,8 @@ class ClientQuotas:
         burst = bound * self.window_num * self.window_s
         sensor = self.sensors.get((key, tags))
         if sensor is None:
+            if len(self.sensors) >= MAX_IDLE_SENSORS:
+                self._drop_idle(now)
             sensor = self.sensors[(key, tags)] = QuotaSensor(
                 self.window_num, self.window_s, burst, now
             )
@@ -173,6 +180,11 @@ class ClientQuotas:
         sensor.throttled_ms += throttle
         sensor.throttles += 1
         return throttle
+
+    def _drop_idle(self, now: float) -> None:
+        idle = [k for k, s in self.sensors.items() if now - s.checked > SENSOR_EXPIRY_S]
+        for key in idle:
+            del self.sensors[key]
 
 
 def _candidates(user: str, client_id: str) -> Iterator[QuotaEntity]:

@@ -61,7 +61,9 @@ SOURCE_NAMES = {
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("describe", "alter"), help="what to do")
-    parser.add_argument("--entity-type", choices=ENTITY_TYPES, required=True)
+    parser.add_argument(
+        "--entity-type", choices=ENTITY_TYPES, required=True, help="what the configs belong to"
+    )
     parser.add_argument("--entity-name", metavar="NAME", help="topic, broker id, user or client")
     parser.add_argument(
         "--entity-default", action="store_true", help="the type's default entity (not topics)"

@@ -40,11 +40,19 @@ HELP = "describe or alter client quotas (users, client ids)"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("describe", "alter"), help="what to do")
-    parser.add_argument("--entity-type", choices=tuple(ENTITY_TYPE))
+    parser.add_argument("--entity-type", choices=tuple(ENTITY_TYPE), help="users or client ids")
     parser.add_argument("--entity-name", metavar="NAME", help="the user or client id")
     parser.add_argument("--entity-default", action="store_true", help="the type's default entity")
-    parser.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V]")
-    parser.add_argument("--delete-config", action="append", default=[], metavar="K[,K]")
+    parser.add_argument(
+        "--add-config",
+        action="append",
+        default=[],
+        metavar="K=V[,K=V]",
+        help="quotas to set: producer_byte_rate, consumer_byte_rate, request_percentage",
+    )
+    parser.add_argument(
+        "--delete-config", action="append", default=[], metavar="K[,K]", help="quotas to remove"
+    )
     add_format(parser)
     add_bootstrap(parser)
 

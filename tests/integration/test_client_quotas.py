@@ -3,7 +3,8 @@ id has a 1 MB/s producer_byte_rate (1 MiB/s, 1,048,576 bytes, set with ``minibro
 quotas alter``) is held to 1.0-1.2 MB/s (10^6 bytes) over 5 s once past its first burst
 (quota.window.num x quota.window.size.seconds of quota, sent at loopback speed); its
 answers carry throttle_time_ms (librdkafka counts them), the broker exports Kafka's
-quota metrics, and removing the quota lets it go faster."""
+quota metrics, and removing the quota lets it go faster. A consumer with a
+consumer_byte_rate quota reads at that rate past its burst."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support.cluster import LocalCluster
 from tests.support.prometheus import metrics_ports
@@ -122,3 +123,49 @@ def test_a_producer_is_held_to_its_byte_rate_quota(cluster: LocalCluster) -> Non
     while (free := flow.rate(1.0)) <= 1.5 * QUOTA:  # every queued, throttled request first
         assert time.monotonic() < deadline, f"still {free / MB:.2f} MB/s without a quota"
     producer.flush(30)
+
+
+def test_a_consumer_is_held_to_its_byte_rate_quota_past_its_burst(cluster: LocalCluster) -> None:
+    """14 MiB read by a client id with consumer_byte_rate=1 MiB/s: the first 11 MiB (its
+    burst) come at loopback speed, the last 3 MiB at the quota - about 2 s, since the
+    throttle a response earns delays the next one, not its own data."""
+    created = cluster.cli("topic", "create", "read-quoted", "-p", "1", "-r", "1")
+    assert created.returncode == 0, created.stderr
+    producer = Producer({"bootstrap.servers": cluster.kafka_bootstrap, "linger.ms": 20})
+    for _ in range(14 * 1024 * 1024 // RECORD):
+        while True:
+            try:
+                producer.produce("read-quoted", b"r" * RECORD)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+    quota = cluster.cli(
+        *("quotas", "alter", "--entity-type", "clients", "--entity-name", "slow-consumer"),
+        *("--add-config", f"consumer_byte_rate={QUOTA}"),
+    )
+    assert quota.returncode == 0, quota.stderr
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "client.id": "slow-consumer",
+            "group.id": "slow-consumer",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition("read-quoted", 0, 0)])
+    read, started = 0, time.monotonic()
+    try:
+        while read < 14 * 1024 * 1024:
+            assert time.monotonic() - started < 60, f"read {read} bytes"
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                read += len(message.value())
+    finally:
+        consumer.close()
+    elapsed = time.monotonic() - started
+    assert 1.5 <= elapsed <= 8.0, f"{elapsed:.1f} s for 3 MiB past the burst"
+    port = metrics_ports(cluster)[1]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert 'kafka_server_fetch_throttle_time{client_id="slow-consumer",user=""}' in text

@@ -72,3 +72,31 @@ def test_entities_are_user_first_and_their_paths_are_kafkas() -> None:
     assert entity_path(parsed) == "users/<default>/clients/a%2Fb"
     with pytest.raises(InvalidRequestError):
         parse_entity([{"entity_type": "ip", "entity_name": "1.2.3.4"}])
+
+
+def header(api_key: int, client_id: str = "app") -> Any:
+    from minibroker.protocol.api import RequestHeader
+    from minibroker.protocol.session import ConnectionMute, Session
+
+    return RequestHeader(
+        api_key, 0, 1, client_id, Session("User:alice", "", "", None, ConnectionMute())
+    )
+
+
+async def test_an_exceeded_quota_throttles_the_answer_and_mutes_the_connection() -> None:
+    import trio
+
+    from minibroker.broker.client_quotas import enforce
+
+    q = quotas((CLIENT_APP, 1000.0))  # burst 2000 bytes
+    produce = {"topics": [{"partitions": [{"records": b"x" * 3000}]}]}
+    request = header(0)
+    answer: dict[str, Any] = {"responses": []}
+    enforce(q, request, produce, answer, 0.0)
+    assert answer["throttle_time_ms"] == 1000  # 1000 bytes of debt at 1000 bytes/s
+    assert request.session.mute.until == pytest.approx(trio.current_time() + 1.0, abs=0.1)
+
+    follower = header(1)
+    fetched = {"topics": [{"partitions": [{"records": b"x" * 10**6}]}]}
+    enforce(q, follower, {"replica_id": 2}, fetched, 0.0)
+    assert "throttle_time_ms" not in fetched and follower.session.mute.until == 0.0

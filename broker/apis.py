@@ -233,6 +233,7 @@ class KafkaApis:
                 p["fetch_offset"],
                 p["partition_max_bytes"],
                 p["current_leader_epoch"],
+                p["log_start_offset"],
             )
             for topic in request["topics"]
             for p in topic["partitions"]
@@ -251,6 +252,8 @@ class KafkaApis:
             client_rack=request["rack_id"]
             if header.api_version >= FOLLOWER_FETCH_VERSION and request["replica_id"] < 0
             else None,
+            read_committed=request["isolation_level"] == READ_COMMITTED
+            and request["replica_id"] < 0,
         )
         manager = self.replica_manager
         metrics = self.metrics if fetch.replica_id < 0 else None  # Kafka's BytesOut: consumers
@@ -279,6 +282,7 @@ class KafkaApis:
     ) -> Answer[bodies.ListOffsetsResponse]:
         check_partition_count(request["topics"], self.max_partitions)
         from_replica = request["replica_id"] >= 0
+        read_committed = request["isolation_level"] == READ_COMMITTED
         twice = duplicate_partitions(
             TopicPartition(topic["name"], p["partition_index"])
             for topic in request["topics"]
@@ -297,6 +301,7 @@ class KafkaApis:
                         p["timestamp"],
                         from_replica=from_replica,
                         current_leader_epoch=p["current_leader_epoch"],
+                        read_committed=read_committed,
                     )
                 except KafkaError as exc:
                     code, ts, offset, epoch = exc.code, -1, -1, -1
@@ -421,11 +426,18 @@ def _fetch_body(
                 "partition_index": read.tp.partition,
                 "error_code": NONE,
                 "high_watermark": r.high_watermark,
-                "last_stable_offset": r.high_watermark,
+                "last_stable_offset": r.last_stable_offset
+                if r.last_stable_offset >= 0
+                else r.high_watermark,
                 "log_start_offset": r.log_start_offset,
                 "records": r.records,
                 "preferred_read_replica": read.preferred_read_replica,
             }
+            if r.aborted is not None:
+                answer["aborted_transactions"] = [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                    for a in r.aborted
+                ]
         else:
             assert read.error is not None
             answer = {
@@ -443,6 +455,9 @@ def _fetch_body(
         "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
     }
 
+
+READ_COMMITTED = 1
+"""Fetch's and ListOffsets' ``isolation_level`` for transactions' committed data only."""
 
 FOLLOWER_FETCH_VERSION = 11
 """Fetch v11 brought rack_id and preferred_read_replica (KIP-392)."""

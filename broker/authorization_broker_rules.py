@@ -149,6 +149,18 @@ def create_topics(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
     )
 
 
+def create_partitions(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
+    """Alter on each topic grown (Kafka's CreatePartitions)."""
+    error = TopicAuthorizationFailedError()
+    return split_items(
+        body,
+        "topics",
+        lambda topic: asker.may(Operation.ALTER, TOPIC, topic["name"]),
+        lambda topic: refused_topic(topic["name"], error),
+        answer_key="results",
+    )
+
+
 def delete_topics(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
     error = TopicAuthorizationFailedError()
     return split_items(

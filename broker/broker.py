@@ -49,6 +49,8 @@ from minibroker.broker.auth_failures import AuthFailureLimiter
 from minibroker.broker.authorization import RequestAuthorization
 from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, parse_super_users
 from minibroker.broker.broker_configs import BrokerConfigs
+from minibroker.broker.client_quota_apis import ClientQuotaApis
+from minibroker.broker.client_quotas import ClientQuotaCollector, ClientQuotas
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.connection_limits import (
@@ -59,9 +61,13 @@ from minibroker.broker.connection_limits import (
 from minibroker.broker.controller_apis import ControllerApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
+from minibroker.broker.create_partitions import CreatePartitions
 from minibroker.broker.credentials import CredentialCache
+from minibroker.broker.delete_records import DeleteRecords
+from minibroker.broker.describe_producers import DescribeProducersApi
 from minibroker.broker.dispatcher import RequestDispatcher
 from minibroker.broker.identity_key import BrokerKey
+from minibroker.broker.incremental_configs import IncrementalAlterConfigs
 from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.log_cleaner import CleanerCollector, LogCleaner
 from minibroker.broker.log_dir_mover import LogDirMover
@@ -71,7 +77,7 @@ from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
 from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
 from minibroker.broker.peer_identity import PeerProofs
-from minibroker.broker.producer_ids import install_init_producer_id
+from minibroker.broker.producer_ids import ProducerIdManager, install_init_producer_id
 from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
@@ -79,11 +85,14 @@ from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.broker.request_caps import RequestCaps
 from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.sasl_gate import SaslListener, install_sasl_after_login
+from minibroker.broker.scram_apis import ScramApis
 from minibroker.broker.security import ListenerSecurity, inter_broker_security, listener_security
 from minibroker.broker.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.server_metrics import ServerLimitsCollector
 from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.broker.txn_markers import WriteTxnMarkersApi
 from minibroker.net.security import ClientSecurity
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
 from minibroker.zk.client import open_zk_client
@@ -135,6 +144,11 @@ class Broker:
         self.uses_sasl = self.listener_security.uses_sasl or (
             self.kafka_listener_security is not None and self.kafka_listener_security.uses_sasl
         )
+        self.client_quotas = ClientQuotas(
+            window_num=config.quota_window_num, window_s=config.quota_window_size_seconds
+        )
+        self.quota_apis = ClientQuotaApis(self.client_quotas)
+        session_services = (self.quota_apis.run, *session_services)
         if self.uses_sasl:
             session_services = (self.credentials.run, *session_services)
         self.session_services = session_services
@@ -167,6 +181,9 @@ class Broker:
         self.metrics_server: MetricsServer | None = None
         self.membership: ClusterMembership | None = None
         self.topic_configs: TopicConfigs | None = None
+        self.producer_ids: ProducerIdManager | None = None
+        self.txn_markers: WriteTxnMarkersApi | None = None
+        """The leader's side of WriteTxnMarkers (the transaction coordinator's markers)."""
         self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
         self.identity: BrokerKey | None = None
         """The key this broker proves its id with (cluster mode, broker/identity_key.py)."""
@@ -273,6 +290,7 @@ class Broker:
         )
         apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
         apis.install(self.dispatcher)
+        DeleteRecords(replica_manager, self.metadata_cache).install(self.dispatcher)
         ControllerApis(replica_manager, self.metadata_cache, fence).install(
             self.dispatcher, listener=config.inter_broker_listener
         )
@@ -292,13 +310,23 @@ class Broker:
             replica_manager,
             self.metadata_cache,
             zk=zk,
-            broker_configs=BrokerConfigs(  # dynamic throttles
-                config, self.log_dir_mover, zk=zk, quotas=quotas
+            broker_configs=BrokerConfigs(  # dynamic broker keys
+                config,
+                self.log_dir_mover,
+                zk=zk,
+                quotas=quotas,
+                on_topic_defaults=replica_manager.update_topic_defaults,
             ),
         )
         self.topic_configs.install(self.dispatcher)
+        IncrementalAlterConfigs(self.topic_configs, zk=zk).install(self.dispatcher)
         # Idempotent producers' ids: blocks from ZooKeeper, or the log dirs standalone.
-        install_init_producer_id(self.dispatcher, config.broker_id, config.log_dirs, zk)
+        self.producer_ids = install_init_producer_id(
+            self.dispatcher, config.broker_id, config.log_dirs, zk
+        )
+        self.txn_markers = WriteTxnMarkersApi(replica_manager, clock=self.clock)
+        self.txn_markers.install(self.dispatcher)
+        DescribeProducersApi(replica_manager).install(self.dispatcher)
         acl_sync = await self._install_authorizer(zk)
         admin_manager = None
         if zk is not None:
@@ -311,6 +339,9 @@ class Broker:
                 validate_config=self.topic_configs.validate,
             )
             admin_manager.install(self.dispatcher)
+            CreatePartitions(
+                zk, self._partitions_ready, max_new_partitions=config.request_max_partitions
+            ).install(self.dispatcher)
         self.admin_manager = admin_manager
         host, port = config.listen_address
         self.server = BrokerServer(
@@ -345,6 +376,9 @@ class Broker:
         )
         if zk is not None and self.uses_sasl:
             await self.credentials.load(zk)  # SASL listeners: users known before they open
+        if zk is not None:
+            await self.quota_apis.reload()  # quotas in force from the first request
+        self.metrics.registry.register(ClientQuotaCollector(self.client_quotas))
         await self.server.listen()  # before the nursery: a bind error stays one error
         if self.kafka_server is not None:
             await self.kafka_server.listen()
@@ -457,6 +491,9 @@ class Broker:
             )
             self.metrics.registry.register(AuthorizerCollector(authorizer))
         AclApis(authorizer, None if zk is None else zk.zk).install(self.dispatcher)
+        ScramApis(zk, self.credentials).install(self.dispatcher)
+        self.quota_apis.zk = zk
+        self.quota_apis.install(self.dispatcher)
         if authorizer is None or zk is None:
             return None
         sync = AclSync(authorizer, zk.zk, clock_ms=self.clock)
@@ -491,6 +528,18 @@ class Broker:
         pending = set(topics)
         while pending:
             pending = {t for t in pending if not self.metadata_cache.contains(t)}
+            if pending:
+                await trio.sleep(TOPICS_READY_POLL_S)
+
+    async def _partitions_ready(self, topic: str, count: int) -> None:
+        """Returns once this broker's metadata cache shows a leader for each of
+        ``topic``'s partitions 0..count-1 (CreatePartitions waits for it)."""
+        pending = set(range(count))
+        while pending:
+            for partition in list(pending):
+                info = self.metadata_cache.partition(TopicPartition(topic, partition))
+                if info is not None and info.leader >= 0:
+                    pending.discard(partition)
             if pending:
                 await trio.sleep(TOPICS_READY_POLL_S)
 

@@ -52,13 +52,16 @@ from minibroker.broker.config_log import (
     LogSettings,
 )
 from minibroker.broker.config_replication import ReplicationSettings
+from minibroker.broker.config_transactions import TransactionSettings
 from minibroker.broker.properties import parse_properties
 from minibroker.broker.replication_quota import throttled_replicas_problem
 from minibroker.protocol.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerConfig(GroupSettings, ReplicationSettings, LogSettings, ListenerSettings):
+class BrokerConfig(
+    GroupSettings, TransactionSettings, ReplicationSettings, LogSettings, ListenerSettings
+):
     """Broker properties (Kafka 2.x names and defaults unless the doc says otherwise)."""
 
     broker_id: int = config_key(
@@ -151,6 +154,15 @@ class BrokerConfig(GroupSettings, ReplicationSettings, LogSettings, ListenerSett
         "Address the /metrics endpoint binds (minibroker's own key); default: the host"
         " of listeners.",
     )
+    quota_window_num: int = config_key(
+        "quota.window.num",
+        11,
+        "Samples a client quota's rate is measured over (broker/client_quotas.py).",
+        at_least(2),
+    )
+    quota_window_size_seconds: int = config_key(
+        "quota.window.size.seconds", 1, "Length of one client quota sample.", at_least(1)
+    )
     standalone_accept_controller_requests: bool = config_key(
         "standalone.accept.controller.requests",
         False,
@@ -216,7 +228,12 @@ class TopicConfig:
         "retention.ms", 604800000, "Age limit; -1 = forever.", at_least(-1), "retention_ms"
     )
     retention_bytes: int = config_key(
-        "retention.bytes", -1, "Size limit; -1 = none.", at_least(-1), "log_retention_bytes"
+        "retention.bytes",
+        -1,
+        "Size limit; -1 = none.",
+        at_least(-1),
+        "log_retention_bytes",
+        kind="LONG",
     )
     min_insync_replicas: int = config_key(
         "min.insync.replicas", 1, "Smallest ISR for acks=all.", at_least(1), "min_insync_replicas"
@@ -244,6 +261,7 @@ class TopicConfig:
         "delete, compact or compact,delete.",
         one_of(*CLEANUP_POLICIES),
         "log_cleanup_policy",
+        kind="LIST",
     )
     min_cleanable_dirty_ratio: float = config_key(
         "min.cleanable.dirty.ratio",
@@ -300,12 +318,14 @@ class TopicConfig:
         "",
         "Replicas throttled on the sending leader: '*' or partition:broker,...",
         throttled_replicas_problem,
+        kind="LIST",
     )
     follower_replication_throttled_replicas: str = config_key(
         "follower.replication.throttled.replicas",
         "",
         "Replicas throttled on the receiving follower: '*' or partition:broker,...",
         throttled_replicas_problem,
+        kind="LIST",
     )
 
     @property

@@ -52,9 +52,12 @@ def config_key(
     doc: str,
     check: Validator | None = None,
     inherits: str | None = None,
+    kind: str | None = None,
 ) -> Any:
-    """One row of a configuration table (see broker/config.py's docstring)."""
-    meta = {"name": name, "doc": doc, "check": check, "inherits": inherits}
+    """One row of a configuration table (see broker/config.py's docstring). ``kind`` is
+    Kafka's type name when the annotation does not tell it (an int Kafka declares LONG
+    that is not a ``.ms`` key); broker/config_describe.py derives the rest."""
+    meta = {"name": name, "doc": doc, "check": check, "inherits": inherits, "kind": kind}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)

@@ -59,6 +59,7 @@ class LogSettings:
         -1,
         "Delete old segments beyond this size; -1 = no limit.",
         at_least(-1),
+        kind="LONG",
     )
     log_retention_check_interval_ms: int = config_key(
         "log.retention.check.interval.ms", 300000, "How often retention runs.", at_least(1)
@@ -123,6 +124,7 @@ class LogSettings:
         "delete",
         "delete (retention), compact (keep each key's latest record) or compact,delete.",
         one_of(*CLEANUP_POLICIES),
+        kind="LIST",
     )
     log_cleaner_enable: bool = config_key(
         "log.cleaner.enable", True, "Run the log cleaner (compacted topics need it)."

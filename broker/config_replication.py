@@ -77,6 +77,20 @@ class ReplicationSettings:
         "Throttle of log-dir moves (bytes/s).",
         at_least(1),
     )
+    leader_replication_throttled_rate: int = config_key(
+        "leader.replication.throttled.rate",
+        LONG_MAX,
+        "Bytes/s this broker sends as leader to the replicas topics list in"
+        " leader.replication.throttled.replicas (normally set dynamically).",
+        at_least(1),
+    )
+    follower_replication_throttled_rate: int = config_key(
+        "follower.replication.throttled.rate",
+        LONG_MAX,
+        "Bytes/s this broker fetches as follower for the replicas topics list in"
+        " follower.replication.throttled.replicas (normally set dynamically).",
+        at_least(1),
+    )
     controlled_shutdown_enable: bool = config_key(
         "controlled.shutdown.enable", True, "Move leadership away before stopping."
     )

@@ -85,6 +85,11 @@ class CredentialCache:
             except MinibrokerError as exc:  # ZkError included; the reconnect replays
                 log.warning("cannot apply SCRAM credential changes: %s", exc)
 
+    async def reload(self, data: KafkaZkClient, user: str) -> None:
+        """Re-read one user now (the broker that changed it, before answering)."""
+        await self._reload(data, user)
+        self._applied()
+
     async def _reload(self, data: KafkaZkClient, user: str) -> None:
         credentials = await read_user_credentials(data.zk, user)
         if credentials:

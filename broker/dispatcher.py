@@ -48,6 +48,7 @@ from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
 import trio
 
+from minibroker.broker.client_quotas import ClientQuotas, enforce
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.request_caps import RequestCaps
 from minibroker.broker.request_errors import RequestErrors, describe
@@ -126,6 +127,7 @@ class RequestDispatcher:
         self.caps = caps
         self.errors = RequestErrors(metrics)  # counted and refusals logged, codecs' too
         self.authorization: Authorization | None = None
+        self.quotas: ClientQuotas | None = None  # client quotas (broker/client_quotas.py)
         self._handlers: dict[int, Handler] = {}
         self._listener_of: dict[int, str] = {}
 
@@ -177,6 +179,13 @@ class RequestDispatcher:
         except Exception as exc:
             reply: Reply = self._refuse(header, _as_kafka_error(header, exc), encoder)
         else:
+            quotas = self.quotas
+            if quotas is not None and quotas.active:
+                handling_s = time.perf_counter() - started
+                if isinstance(result, Deferred):
+                    result = _throttled(result, quotas, header, body, handling_s)
+                else:
+                    enforce(quotas, header, body, result, handling_s)
             if isinstance(result, Deferred):
                 finish = self._finish_deferred(header, body, result, started, encoder)
                 return Pending(finish, result.ordered)
@@ -214,6 +223,24 @@ class RequestDispatcher:
             return encoder.encode_response(header, body)
 
         return finish
+
+
+def _throttled(
+    deferred: Deferred[Any],
+    quotas: ClientQuotas,
+    header: RequestHeader,
+    request: Body,
+    handling_s: float,
+) -> Deferred[Any]:
+    """``deferred`` whose answer is counted against the client's quotas when it comes
+    (the handling time counted is the synchronous part: waiting is no work)."""
+
+    async def wait() -> Any:
+        body = await deferred.wait()
+        enforce(quotas, header, request, body, handling_s)
+        return body
+
+    return Deferred(wait, deferred.ordered)
 
 
 def _as_kafka_error(header: RequestHeader, exc: Exception) -> KafkaError:

@@ -54,6 +54,8 @@ class FetchPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = NO_EPOCH
+    log_start_offset: int = -1
+    """A follower's own log start (Fetch v5+; the leader's DeleteRecords waits for it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ class FetchRequest:
     client_rack: str | None = None
     """A consumer's rack (Fetch v11+, KIP-392): not None, it may read from followers and
     be pointed at a replica in its rack ("" when it names none)."""
+    read_committed: bool = False
+    """isolation_level 1: read below the last stable offset only (KIP-98)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +130,7 @@ class FetchReader:
         fetch_waiters: Purgatory[TopicPartition],
         replication_quotas: ReplicationQuotas,
         on_corrupt_read: Callable[[Partition, CorruptRecordError], None],
-        on_follower_fetch: Callable[[Partition, int, int, ReadResult], None],
+        on_follower_fetch: Callable[[Partition, int, FetchPartition, ReadResult], None],
         replica_selector: RackAwareReplicaSelector | None = None,
     ) -> None:
         """``partitions`` is the manager's live mapping; ``partition_or_error`` raises
@@ -173,6 +177,7 @@ class FetchReader:
                 fetch.partitions[start : start + per_turn],
                 fetch.client_rack,
                 first_with_data=not used,
+                read_committed=fetch.read_committed,
             )
         if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
             return self._record_throttled(fetch.replica_id, reads)
@@ -227,7 +232,13 @@ class FetchReader:
                     return self._record_throttled(fetch.replica_id, reads)
 
     def _read(self, fetch: FetchRequest) -> list[PartitionRead]:
-        return self.read(fetch.replica_id, fetch.max_bytes, fetch.partitions, fetch.client_rack)
+        return self.read(
+            fetch.replica_id,
+            fetch.max_bytes,
+            fetch.partitions,
+            fetch.client_rack,
+            read_committed=fetch.read_committed,
+        )
 
     def read(
         self,
@@ -237,10 +248,12 @@ class FetchReader:
         client_rack: str | None = None,
         *,
         first_with_data: bool = True,
+        read_committed: bool = False,
     ) -> list[PartitionRead]:
         """Read every requested partition, sharing ``max_bytes`` between them;
         ``first_with_data``: the first partition with data may exceed them (KIP-74).
-        ``client_rack`` not None: a consumer that may read from followers (KIP-392)."""
+        ``client_rack`` not None: a consumer that may read from followers (KIP-392).
+        ``read_committed``: a consumer reading below the last stable offsets."""
         from_follower = replica_id >= 0
         leader_only = client_rack is None
         selector = None if leader_only else self.replica_selector
@@ -272,6 +285,7 @@ class FetchReader:
                     current_leader_epoch=request.current_leader_epoch,
                     min_one_message=first_with_data and not held,
                     leader_only=leader_only,
+                    read_committed=read_committed,
                 )
             except CorruptRecordError as exc:
                 self._on_corrupt_read(self.partitions[request.tp], exc)
@@ -292,7 +306,7 @@ class FetchReader:
                 remaining = max(0, remaining - size)
             reads.append(PartitionRead(request.tp, result, None))
             if from_follower:
-                self._on_follower_fetch(partition, replica_id, request.fetch_offset, result)
+                self._on_follower_fetch(partition, replica_id, request, result)
         return reads
 
     @staticmethod

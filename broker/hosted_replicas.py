@@ -29,7 +29,7 @@ import trio
 from minibroker.broker.config import BrokerConfig, TopicConfig
 from minibroker.broker.delayed_produce import DelayedProducePurgatory
 from minibroker.broker.epoch_checkpoints import EpochCheckpointWriter
-from minibroker.broker.fetch_reader import FetchReader
+from minibroker.broker.fetch_reader import FetchPartition, FetchReader
 from minibroker.broker.hw_checkpoint import HighWatermarkCheckpoint
 from minibroker.broker.isr import IsrManager, IsrStore, record_follower_fetch
 from minibroker.broker.metadata_cache import MetadataCache
@@ -133,6 +133,9 @@ class HostedReplicas:
         the partitions that went with it. ``corruption`` builds, for this manager, what
         takes corrupt replicas out of service and repairs them (broker/corruption.py)."""
         self.config = config
+        # The broker keys topics inherit, with this broker's dynamic overrides applied
+        # (broker/broker_configs.py); ``config`` itself never changes.
+        self.topic_defaults = config
         self.metrics = metrics or BrokerMetrics()
         self.broker_id = config.broker_id
         self.log_manager = log_manager
@@ -145,6 +148,8 @@ class HostedReplicas:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
         self.produce_waiters = DelayedProducePurgatory(self.get_partition)
+        # DeleteRecords waits here for followers to report their new log start.
+        self.delete_records_waiters: Purgatory[TopicPartition] = Purgatory("delete_records")
         self.fetcher = fetcher
         # The replication throttle (broker/replication_quota.py) lives with the reads it
         # limits; ``replication_quotas`` below reaches it.
@@ -222,10 +227,10 @@ class HostedReplicas:
     def topic_config(self, topic: str) -> TopicConfig:
         overrides = {**self._stored_overrides.get(topic, {}), **self.topic_overrides(topic)}
         try:
-            return self.config.topic_config(overrides)
+            return self.topic_defaults.topic_config(overrides)
         except ConfigError as exc:
             log.warning("ignoring the config overrides of topic %s: %s", topic, exc)
-            return self.config.topic_config()
+            return self.topic_defaults.topic_config()
 
     async def _load_topic_overrides(self, topics: Iterable[str]) -> None:
         """Read /config/topics/T (cluster mode) for topics this broker has no replica
@@ -239,10 +244,22 @@ class HostedReplicas:
             except Exception as exc:  # ZooKeeper trouble: broker defaults, retried later
                 log.warning("cannot read the config of topic %s: %r", topic, exc)
 
+    async def update_topic_defaults(self, defaults: BrokerConfig) -> None:
+        """A dynamic change of the broker keys topics inherit (log.retention.ms & co.,
+        broker/broker_configs.py): every hosted topic's partitions and logs take it."""
+        if defaults == self.topic_defaults:
+            return
+        self.topic_defaults = defaults
+        for topic in sorted({tp.topic for tp in self.partitions}):
+            await self._apply_topic_config(topic)
+
     async def update_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:
         """A dynamic change of ``topic``'s /config/topics/T (broker/topic_configs.py):
         its live partitions and logs take the new overrides at once."""
         self._stored_overrides[topic] = dict(overrides)
+        await self._apply_topic_config(topic)
+
+    async def _apply_topic_config(self, topic: str) -> None:
         config = self.topic_config(topic)
         for partition in self.partitions.values():
             if partition.tp.topic == topic:
@@ -266,12 +283,17 @@ class HostedReplicas:
         return None if broker is None else broker.rack
 
     def _record_follower_fetch(
-        self, partition: Partition, replica_id: int, fetch_offset: int, result: ReadResult
+        self, partition: Partition, replica_id: int, request: FetchPartition, result: ReadResult
     ) -> None:
-        """A follower fetched at ``fetch_offset``: its LEO; maybe the HW and the ISR move."""
+        """A follower fetched at ``request.fetch_offset``: its LEO and log start; maybe
+        the HW and the ISR move."""
         record_follower_fetch(
-            partition, replica_id, fetch_offset, result.log_end_offset, self.clock()
+            partition, replica_id, request.fetch_offset, result.log_end_offset, self.clock()
         )
+        replica = partition.remote_replicas.get(replica_id)
+        if replica is not None and replica.log_start_offset != request.log_start_offset:
+            replica.log_start_offset = request.log_start_offset
+            self.delete_records_waiters.notify(partition.tp)
         if partition.maybe_increment_high_watermark():
             self._wake(partition.tp)  # consumers can read more, acks=all may be done
         self.isr_manager.maybe_expand(partition, replica_id)

@@ -187,10 +187,17 @@ class PartitionCollector(Collector):
         hw = GaugeMetricFamily(
             "kafka_cluster_partition_highwatermark", "High watermark.", labels=labels
         )
+        lso_lag = GaugeMetricFamily(
+            "kafka_cluster_partition_laststableoffsetlag",
+            "High watermark minus last stable offset (open transactions), led partitions.",
+            labels=labels,
+        )
         for p in partitions:
             key = [p.tp.topic, str(p.tp.partition)]
             size.add_metric(key, p.log.size)
             end.add_metric(key, p.log.log_end_offset)
             start.add_metric(key, p.log.log_start_offset)
             hw.add_metric(key, p.high_watermark)
-        yield from (size, end, start, hw)
+            if p.is_leader:
+                lso_lag.add_metric(key, p.high_watermark - p.last_stable_offset)
+        yield from (size, end, start, hw, lso_lag)

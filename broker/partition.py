@@ -47,11 +47,16 @@ from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.log import Log, LogAppendInfo
 from minibroker.storage.log_config import Clock
 from minibroker.storage.names import TopicPartition
+from minibroker.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+EARLIEST_LOCAL_TIMESTAMP = -4
+"""ListOffsets v8+ (KIP-405): the first offset on local disk, here the log start."""
+LATEST_TIERED_TIMESTAMP = -5
+"""ListOffsets v9+ (KIP-1005): the last offset in remote storage; none here (-1)."""
 NO_EPOCH = -1
 
 
@@ -78,10 +83,12 @@ class RemoteReplica:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
     last_fetch_time_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch said (DeleteRecords' low watermark)
 
     def reset(self, leader_log_end_offset: int, now_ms: int, in_sync: bool) -> None:
         """A new leadership starts: forget what the previous leader knew."""
         self.log_end_offset = -1
+        self.log_start_offset = -1
         self.last_fetch_leader_log_end_offset = leader_log_end_offset
         self.last_fetch_time_ms = now_ms
         self.last_caught_up_time_ms = now_ms if in_sync else 0
@@ -126,6 +133,10 @@ class ReadResult:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    """-1 for a follower's read (it has no use for it)."""
+    aborted: list[AbortedTxn] | None = None
+    """A read_committed read: the aborted transactions its records overlap."""
 
 
 class Partition:
@@ -253,8 +264,12 @@ class Partition:
                 f"{self.tp}: request epoch {current_leader_epoch} > {self.leader_epoch}"
             )
 
-    def append_records_to_leader(self, records: Buffer, required_acks: int) -> AppendResult:
-        """Validate, assign offsets and append; raises the KafkaError for the partition."""
+    def append_records_to_leader(
+        self, records: Buffer, required_acks: int, *, coordinator: bool = False
+    ) -> AppendResult:
+        """Validate, assign offsets and append; raises the KafkaError for the partition.
+        ``coordinator``: a coordinator of this broker writes them (transaction markers,
+        a transaction's offsets): control batches allowed, no sequences."""
         if self.leader_id != self.local_broker_id:  # not self.is_leader
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
         config = self.config
@@ -276,7 +291,9 @@ class Partition:
         if rules.log_append_time:
             append_time = self.clock()
             stamp_log_append_time(buf, append_time)
-        info = self.log.append(buf, assign_offsets=True, leader_epoch=self.leader_epoch)
+        info = self.log.append(
+            buf, assign_offsets=True, leader_epoch=self.leader_epoch, coordinator=coordinator
+        )
         if info.duplicate:
             # A producer's retry of batches already here: answer where they are; acks=all
             # waits for them under the epoch they were written in.
@@ -297,10 +314,12 @@ class Partition:
         current_leader_epoch: int = NO_EPOCH,
         min_one_message: bool = True,
         leader_only: bool = True,
+        read_committed: bool = False,
     ) -> ReadResult:
-        """Read from ``fetch_offset``: up to the HW for consumers, the LEO for followers.
-        ``leader_only`` False (a consumer's Fetch v11+, KIP-392) lets a follower replica
-        serve it too, up to its own high watermark.
+        """Read from ``fetch_offset``: up to the HW for consumers (the last stable
+        offset with ``read_committed``, with the aborted transactions the records
+        overlap), the LEO for followers. ``leader_only`` False (a consumer's Fetch v11+,
+        KIP-392) lets a follower replica serve it too, up to its own high watermark.
 
         Raises NOT_LEADER_OR_FOLLOWER on a non-leader, FENCED/UNKNOWN_LEADER_EPOCH on an
         epoch mismatch, OFFSET_OUT_OF_RANGE outside [log start, LEO].
@@ -315,13 +334,25 @@ class Partition:
             raise OffsetOutOfRangeError(
                 f"{self.tp}: fetch offset {fetch_offset} outside [{start}, {leo}]"
             )
-        upper = leo if from_follower else hw
+        if from_follower:
+            upper = leo
+            lso = -1
+        else:
+            lso = self.log.last_stable_offset(hw)
+            upper = lso if read_committed else hw
         if fetch_offset >= upper:
             records: bytes | memoryview = b""
         else:
             data = self.log.read(fetch_offset, max_bytes, upper, min_one_batch=min_one_message)
             records = data.records
-        return ReadResult(records, hw, start, leo)
+        aborted = None
+        if read_committed and records:
+            aborted = self.log.collect_aborted(fetch_offset, upper)
+        return ReadResult(records, hw, start, leo, lso, aborted)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset(self.high_watermark)
 
     def end_offset_for_leader_epoch(
         self, requested_epoch: int, *, current_leader_epoch: int = NO_EPOCH
@@ -333,16 +364,29 @@ class Partition:
         return self.log.leader_epoch_cache.end_offset_for(requested_epoch)
 
     def offset_for_timestamp(
-        self, timestamp: int, *, from_replica: bool, current_leader_epoch: int = NO_EPOCH
+        self,
+        timestamp: int,
+        *,
+        from_replica: bool,
+        current_leader_epoch: int = NO_EPOCH,
+        read_committed: bool = False,
     ) -> tuple[int, int, int]:
-        """ListOffsets: (timestamp, offset, leader epoch) or (-1, -1, -1) if none."""
+        """ListOffsets: (timestamp, offset, leader epoch) or (-1, -1, -1) if none; a
+        read_committed consumer's latest offset is the last stable offset."""
         self.check_leader_epoch(current_leader_epoch)
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
-        upper = self.log.log_end_offset if from_replica else self.high_watermark
-        if timestamp == EARLIEST_TIMESTAMP:
+        if from_replica:
+            upper = self.log.log_end_offset
+        elif read_committed:
+            upper = self.last_stable_offset
+        else:
+            upper = self.high_watermark
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset = self.log.log_start_offset
             return -1, offset, self.epoch_for_offset(offset)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1  # no tiered storage: as Kafka with remote storage off
         if timestamp == LATEST_TIMESTAMP:
             return -1, upper, self.epoch_for_offset(upper)
         found = self.log.offset_for_timestamp(timestamp)

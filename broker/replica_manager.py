@@ -60,9 +60,15 @@ class ReplicaManager(LeadershipChanges):
     # -- produce -----------------------------------------------------------------------------
 
     def append_records(
-        self, required_acks: int, entries: Sequence[tuple[TopicPartition, Records]]
+        self,
+        required_acks: int,
+        entries: Sequence[tuple[TopicPartition, Records]],
+        *,
+        coordinator: bool = False,
     ) -> list[tuple[TopicPartition, AppendResult | KafkaError]]:
-        """Append each entry to its partition's leader log; one result per entry."""
+        """Append each entry to its partition's leader log; one result per entry.
+        ``coordinator``: a coordinator's own writes (transaction markers, which producers
+        may not send, and a transaction's offsets, which carry no sequence)."""
         if required_acks not in VALID_ACKS:
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {required_acks}")
             return [(tp, error) for tp, _ in entries]
@@ -70,7 +76,9 @@ class ReplicaManager(LeadershipChanges):
         for tp, records in entries:
             try:
                 partition = self.partition_or_error(tp)
-                result = partition.append_records_to_leader(records, required_acks)
+                result = partition.append_records_to_leader(
+                    records, required_acks, coordinator=coordinator
+                )
             except KafkaError as exc:
                 results.append((tp, exc))
                 continue

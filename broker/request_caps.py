@@ -69,6 +69,10 @@ def _alter_replica_log_dirs(body: Body) -> int:
     return sum(_nested("topics", "partitions")(d) for d in body["dirs"])
 
 
+def _write_txn_markers(body: Body) -> int:
+    return sum(_nested("topics", "partition_indexes")(m) for m in body["markers"])
+
+
 COUNTERS: Final[dict[int, Counter]] = {
     ApiKey.OFFSET_COMMIT: _nested("topics", "partitions"),
     ApiKey.OFFSET_FETCH: _offset_fetch,
@@ -77,8 +81,15 @@ COUNTERS: Final[dict[int, Counter]] = {
     ApiKey.DELETE_GROUPS: _items("groups_names"),
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _items("topic_names"),
+    ApiKey.CREATE_PARTITIONS: _items("topics"),  # the handler caps the partitions added
+    ApiKey.DELETE_RECORDS: _nested("topics", "partitions"),
     ApiKey.DESCRIBE_CONFIGS: _nested("resources", "configuration_keys"),
     ApiKey.ALTER_CONFIGS: _nested("resources", "configs"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _nested("resources", "configs"),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _items("users"),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _items("components"),
+    ApiKey.ALTER_CLIENT_QUOTAS: _nested("entries", "ops"),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda b: len(b["deletions"]) + len(b["upsertions"]),
     ApiKey.CREATE_ACLS: _items("creations"),
     ApiKey.DELETE_ACLS: _items("filters"),
     ApiKey.ELECT_LEADERS: _nested("topic_partitions", "partitions"),
@@ -86,6 +97,11 @@ COUNTERS: Final[dict[int, Counter]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _nested("topics", "partition_indexes"),
     ApiKey.DESCRIBE_LOG_DIRS: _nested("topics", "partitions"),
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _nested("topics", "partitions"),
+    ApiKey.TXN_OFFSET_COMMIT: _nested("topics", "partitions"),
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: _nested("topics", "partition_indexes"),
+    ApiKey.DESCRIBE_TRANSACTIONS: _items("transactional_ids"),
 }
 """API key -> the number of items a request names."""
 

@@ -47,7 +47,7 @@ from minibroker.broker.server_connection import MAX_UNSENT_BYTES, Connection
 from minibroker.broker.server_replies import refusal_log
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.errors import MinibrokerError
-from minibroker.protocol.session import ANONYMOUS, PeerBroker, Session
+from minibroker.protocol.session import ANONYMOUS, ConnectionMute, PeerBroker, Session
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class BrokerServer:
             stream, principal = tls, _certificate_principal(tls)
         self.connections += 1
         self.queued_bytes.opened()
-        session = Session(principal, host, self.handler.listener, PeerBroker())
+        session = Session(principal, host, self.handler.listener, PeerBroker(), ConnectionMute())
         connection = Connection(self, stream, peer, session)
         try:
             await connection.serve()

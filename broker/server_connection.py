@@ -83,7 +83,7 @@ from minibroker.net import socket_io
 from minibroker.net.socket_io import read_fd_now, readable_now
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, FrameError
-from minibroker.protocol.session import Session
+from minibroker.protocol.session import ConnectionMute, Session
 
 wait_readable = trio.lowlevel.wait_readable
 
@@ -171,7 +171,9 @@ class Connection(ReplyWriter):
 
     def _authenticated(self, principal: str) -> None:
         session = self.session
-        self.session = Session(principal, session.client_host, session.listener, session.peer)
+        self.session = Session(
+            principal, session.client_host, session.listener, session.peer, session.mute
+        )
 
     @property
     def in_flight(self) -> int:
@@ -307,6 +309,11 @@ class Connection(ReplyWriter):
                 size = min(max(RECEIVE_BYTES, decoder.bytes_needed), MAX_RECEIVE)
             else:
                 reserved, size = False, RECEIVE_BYTES
+            mute = self.session.mute
+            if mute is not None and mute.until > 0.0:
+                await self._wait_unmuted(mute)  # a client quota's throttle
+                if frame_started != math.inf:
+                    frame_started = trio.current_time()  # paused by us, not the client
             frame_deadline = frame_started + server.request_receive_timeout_s
             data = await self._receive(size, frame_deadline, answered)
             if not data:
@@ -403,6 +410,13 @@ class Connection(ReplyWriter):
                 self._sent(batch)
             else:
                 self._wake_writer()
+
+    async def _wait_unmuted(self, mute: ConnectionMute) -> None:
+        """Read nothing until the throttle ends; the replies already queued go out."""
+        if mute.until > trio.current_time():
+            self._wake_writer()
+            await trio.sleep_until(mute.until)
+        mute.until = 0.0
 
     async def _receive(
         self, size: int, frame_deadline: float, answered: bool = False

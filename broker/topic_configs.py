@@ -39,7 +39,6 @@ have nowhere durable to keep an override.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -47,8 +46,9 @@ from typing import TYPE_CHECKING
 import trio
 
 from minibroker.broker.assignment import validate_topic_name
+from minibroker.broker.broker_configs import effective_config, lenient_typed
 from minibroker.broker.config import BrokerConfig, TopicConfig
-from minibroker.broker.config_keys import config_text
+from minibroker.broker.config_describe import BrokerLayers, describe_topic
 from minibroker.broker.dispatcher import Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replication_quota import (
@@ -78,18 +78,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SOURCE_TOPIC_CONFIG = 1
-SOURCE_STATIC_BROKER_CONFIG = 4
-SOURCE_DEFAULT_CONFIG = 5
-"""Kafka's DescribeConfigsResponse.ConfigSource values used for topic resources."""
-
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 """Kafka's changeExpirationMs: long enough for every broker to have seen a change."""
 
 TOPIC_ENTITY_PREFIX = "topics/"
-
-_BUILT_IN = BrokerConfig()  # the broker keys' defaults, to tell static config from default
-_TOPIC_FIELDS = dataclasses.fields(TopicConfig)
 
 
 def validate_topic_overrides(broker: BrokerConfig, configs: Mapping[str, str]) -> TopicConfig:
@@ -107,35 +99,22 @@ def describe_topic_config(
     *,
     keys: list[str] | None = None,
     include_documentation: bool = False,
+    include_synonyms: bool = False,
+    layers: BrokerLayers | None = None,
 ) -> list[bodies.DescribeConfigsResponseResultConfig]:
     """DescribeConfigs ``configs[]`` of one topic: every key (or just ``keys``), in
-    table order, each with its value and where it comes from."""
-    effective = broker.topic_config()  # broker defaults only: a bad override shows as is
-    entries: list[bodies.DescribeConfigsResponseResultConfig] = []
-    for f in _TOPIC_FIELDS:
-        name = f.metadata["name"]
-        if keys is not None and name not in keys:
-            continue
-        if name in overrides:
-            value, source = overrides[name], SOURCE_TOPIC_CONFIG
-        else:
-            value = config_text(getattr(effective, f.name))
-            inherits = f.metadata["inherits"]
-            configured = inherits is not None and getattr(broker, inherits) != getattr(
-                _BUILT_IN, inherits
-            )
-            source = SOURCE_STATIC_BROKER_CONFIG if configured else SOURCE_DEFAULT_CONFIG
-        entries.append(
-            {
-                "name": name,
-                "value": value,
-                "read_only": False,
-                "config_source": source,
-                "is_sensitive": False,
-                "documentation": f.metadata["doc"] if include_documentation else None,
-            }
-        )
-    return entries
+    table order, each with its value and where it comes from (``layers``: the broker's
+    dynamic overrides, none when not given)."""
+    layers = layers or BrokerLayers(broker)
+    typed = lenient_typed({**layers.default, **layers.broker})
+    return describe_topic(
+        layers,
+        overrides,
+        effective=effective_config(broker, typed),
+        keys=keys,
+        include_synonyms=include_synonyms,
+        include_documentation=include_documentation,
+    )
 
 
 class TopicConfigs:
@@ -184,7 +163,9 @@ class TopicConfigs:
     ) -> Deferred[bodies.DescribeConfigsResponse]:
         async def answer() -> bodies.DescribeConfigsResponse:
             results = [
-                await self._describe_resource(resource, request["include_documentation"])
+                await self._describe_resource(
+                    resource, request["include_synonyms"], request["include_documentation"]
+                )
                 for resource in request["resources"]
             ]
             return {"throttle_time_ms": 0, "results": results}
@@ -192,10 +173,17 @@ class TopicConfigs:
         return Deferred(answer)
 
     async def _describe_resource(
-        self, resource: bodies.DescribeConfigsRequestResource, include_documentation: bool
+        self,
+        resource: bodies.DescribeConfigsRequestResource,
+        include_synonyms: bool,
+        include_documentation: bool,
     ) -> bodies.DescribeConfigsResponseResult:
         if resource["resource_type"] == RESOURCE_BROKER and self.broker_configs is not None:
-            return await self.broker_configs.describe(resource)
+            return await self.broker_configs.describe(
+                resource,
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
         result: bodies.DescribeConfigsResponseResult = {
             "resource_type": resource["resource_type"],
             "resource_name": resource["resource_name"],
@@ -207,6 +195,7 @@ class TopicConfigs:
             if not self.metadata_cache.contains(topic):
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             overrides = await self._read_overrides(topic)
+            layers = await self._broker_layers()
         except KafkaError as exc:
             return result | {"error_code": exc.code, "error_message": exc.message}
         result["configs"] = describe_topic_config(
@@ -214,8 +203,18 @@ class TopicConfigs:
             overrides,
             keys=resource["configuration_keys"],
             include_documentation=include_documentation,
+            include_synonyms=include_synonyms,
+            layers=layers,
         )
         return result | {"error_code": NONE, "error_message": None}
+
+    async def _broker_layers(self) -> BrokerLayers:
+        if self.broker_configs is None:
+            return BrokerLayers(self.config)
+        try:
+            return await self.broker_configs.layers()
+        except MinibrokerError as exc:  # ZooKeeper unreachable or a malformed znode
+            raise KafkaError(f"cannot read the broker's dynamic config: {exc}") from exc
 
     async def _read_overrides(self, topic: str) -> dict[str, str]:
         data = self._zk

@@ -71,6 +71,7 @@ class ProducerBatch:
         "timestamp",
         "timestamps",
         "topic",
+        "transactional",
         "values",
     )
 
@@ -97,11 +98,16 @@ class ProducerBatch:
         self.producer_id = -1  # idempotence: set when first drained, kept by retries
         self.producer_epoch = -1
         self.base_sequence = -1
+        self.transactional = False
 
-    def set_producer(self, producer_id: int, epoch: int, base_sequence: int) -> None:
-        """Stamp the idempotent producer's id, epoch and this batch's first sequence."""
+    def set_producer(
+        self, producer_id: int, epoch: int, base_sequence: int, *, transactional: bool = False
+    ) -> None:
+        """Stamp the idempotent producer's id, epoch and this batch's first sequence
+        (``transactional``: a transactional producer's batch, KIP-98)."""
         self.producer_id, self.producer_epoch = producer_id, epoch
         self.base_sequence = base_sequence
+        self.transactional = transactional
         self.encoded = None  # the header fields changed: encode again
 
     def __len__(self) -> int:
@@ -120,6 +126,7 @@ class ProducerBatch:
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
                     base_sequence=self.base_sequence,
+                    transactional=self.transactional,
                 )
             else:
                 self.encoded = self._encode_general(compression)
@@ -141,6 +148,7 @@ class ProducerBatch:
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,
+            transactional=self.transactional,
         )
 
     def complete(self, base_offset: int, log_append_time: int) -> None:

@@ -1,6 +1,7 @@
 """Admin: topics, cluster, configs, leader elections, reassignments, log dirs and
 consumer groups (the group methods are in client/admin_groups.py, the leadership,
-reassignment and log-dir ones in client/admin_replicas.py).
+reassignment and log-dir ones in client/admin_replicas.py, adding partitions in
+client/admin_partitions.py).
 
 Every method sends one kind of request and returns plain dataclasses. Requests that
 change cluster state (CreateTopics, DeleteTopics, ElectLeaders, partition
@@ -22,6 +23,7 @@ from typing import Any, Unpack
 import trio
 
 from minibroker.client.admin_groups import GroupAdmin
+from minibroker.client.admin_partitions import PartitionAdmin
 from minibroker.client.admin_replicas import (
     LogDirDescription,
     Reassignment,
@@ -41,6 +43,8 @@ TopicPartition = tuple[str, int]
 CREATE_WAIT_S = 30.0  # how long create_topic waits for every new partition to get a leader
 TOPIC_CONFIG_SOURCE = 1  # Kafka's DescribeConfigs config_source for a topic override
 DYNAMIC_BROKER_CONFIG_SOURCE = 2  # config_source of a dynamic override of one broker
+DYNAMIC_SOURCES = frozenset({TOPIC_CONFIG_SOURCE, DYNAMIC_BROKER_CONFIG_SOURCE, 3})
+"""Sources of a value set through the config APIs (3: every broker's dynamic default)."""
 BROKER_WAIT_MARGIN_MS = 5_000
 """A broker's own wait (DeleteTopics timeout_ms) ends this long before our request
 timeout, so its answer - not a dropped connection and a retry elsewhere - reports a
@@ -65,15 +69,31 @@ class ClusterDescription:
 class ConfigEntry:
     name: str
     value: str | None
-    source: int  # Kafka's config_source: 1 topic override, 4 static broker, 5 default
+    source: int  # Kafka's config_source: 1 topic, 2 dynamic broker, 3 dynamic default ...
     read_only: bool = False
+    is_sensitive: bool = False
 
     @property
     def is_override(self) -> bool:
         return self.source == TOPIC_CONFIG_SOURCE
 
+    @property
+    def is_dynamic(self) -> bool:
+        """Set through the config APIs (a topic's or a broker's dynamic override)."""
+        return self.source in DYNAMIC_SOURCES
 
-class Admin(GroupAdmin, ReplicaAdmin):
+
+@dataclass(frozen=True, slots=True)
+class ConfigOp:
+    """One IncrementalAlterConfigs edit: ``operation`` is OP_SET, OP_DELETE, OP_APPEND
+    or OP_SUBTRACT (protocol/messages/admin.py)."""
+
+    name: str
+    operation: int
+    value: str | None = None
+
+
+class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
     """``async with Admin("127.0.0.1:9092") as admin: await admin.create_topic(...)``."""
 
     def __init__(
@@ -245,10 +265,44 @@ class Admin(GroupAdmin, ReplicaAdmin):
             DYNAMIC_BROKER_CONFIG_SOURCE,
         )
 
+    async def describe_configs(self, resource_type: int, name: str) -> list[ConfigEntry]:
+        """Every key of a topic (RESOURCE_TOPIC) or a broker (RESOURCE_BROKER: its id,
+        or "" for the cluster-wide dynamic defaults), sorted by name."""
+        return await self._describe_configs(resource_type, name, _label(resource_type, name))
+
+    async def incremental_alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        ops: Iterable[ConfigOp],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Edit a topic's or a broker's dynamic config key by key (IncrementalAlterConfigs)."""
+        body = {
+            "resources": [
+                {
+                    "resource_type": resource_type,
+                    "resource_name": name,
+                    "configs": [
+                        {"name": op.name, "config_operation": op.operation, "value": op.value}
+                        for op in ops
+                    ],
+                }
+            ],
+            "validate_only": validate_only,
+        }
+        response = await self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+        for result in response.get("responses", ()):
+            raise_if_error(
+                result["error_code"], _label(resource_type, name), result.get("error_message")
+            )
+
     async def _describe_configs(
         self, resource_type: int, name: str, label: str
     ) -> list[ConfigEntry]:
-        """DescribeConfigs of one resource, its entries sorted by name."""
+        """DescribeConfigs of one resource, its entries sorted by name; a broker's own
+        keys are described by that broker (as Kafka's clients ask them)."""
         body = {
             "resources": [
                 {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
@@ -256,13 +310,21 @@ class Admin(GroupAdmin, ReplicaAdmin):
             "include_synonyms": False,
             "include_documentation": False,
         }
-        response = await self.cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
+        meta = await self.cluster.refresh()
+        if resource_type == RESOURCE_BROKER and name.isdigit() and int(name) in meta.brokers:
+            response = await self.cluster.request(int(name), ApiKey.DESCRIBE_CONFIGS, body)
+        else:
+            response = await self.cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
         entries: list[ConfigEntry] = []
         for result in response.get("results", ()):
             raise_if_error(result["error_code"], label, result.get("error_message"))
             entries += [
                 ConfigEntry(
-                    c["name"], c["value"], c.get("config_source", -1), c.get("read_only", False)
+                    c["name"],
+                    c["value"],
+                    c.get("config_source", -1),
+                    c.get("read_only", False),
+                    c.get("is_sensitive", False),
                 )
                 for c in result["configs"]
             ]
@@ -303,10 +365,17 @@ class Admin(GroupAdmin, ReplicaAdmin):
             raise_if_error(result["error_code"], label, result.get("error_message"))
 
 
+def _label(resource_type: int, name: str) -> str:
+    if resource_type == RESOURCE_TOPIC:
+        return f"topic {name!r}"
+    return f"broker {name}" if name else "the brokers' default"
+
+
 __all__ = [
     "Admin",
     "ClusterDescription",
     "ConfigEntry",
+    "ConfigOp",
     "LogDirDescription",
     "Reassignment",
     "ReplicaLogDir",

@@ -48,6 +48,7 @@ from minibroker.client.consumer_group import ConsumerGroup, GroupMethods, GroupO
 from minibroker.client.errors import with_context
 from minibroker.client.metadata import ClusterClient
 from minibroker.client.security import SecurityOptions, client_security
+from minibroker.client.transactions import GroupMetadata
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.errors import (
     CorruptMessageError,
@@ -59,6 +60,9 @@ from minibroker.protocol.records import (
 )
 from minibroker.protocol.records import decode_consumer_records, iter_headers
 from minibroker.protocol.records.view import BatchView, batch_views
+
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+"""Kafka's isolation.level values and their wire numbers."""
 
 FETCH_MAX_WAIT_MS = 500  # Kafka's fetch.max.wait.ms: long-poll time on an idle partition
 
@@ -89,13 +93,19 @@ class Consumer(FetchMethods, GroupMethods):
         partition_assignment_strategy: str | Sequence[str] = ("range", "cooperative-sticky"),
         group_instance_id: str | None = None,
         metadata_max_age_ms: int = 300_000,
+        isolation_level: str = "read_uncommitted",
         config: Mapping[str, str] | ClientSecurity | None = None,
         **security: Unpack[SecurityOptions],
     ) -> None:
         """``config`` / ``security``: TLS and SASL, as Kafka's client properties
-        (client/security.py)."""
+        (client/security.py). ``isolation_level`` "read_committed": only committed
+        transactions' records, below the last stable offset (the default is Kafka's
+        Java client's, "read_uncommitted"; control batches are never records)."""
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise MinibrokerError("auto_offset_reset must be earliest, latest or none")
+        if isolation_level not in ISOLATION_LEVELS:
+            raise MinibrokerError("isolation_level must be read_committed or read_uncommitted")
+        self.isolation_level = ISOLATION_LEVELS[isolation_level]
         self.auto_offset_reset = auto_offset_reset
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -194,6 +204,19 @@ class Consumer(FetchMethods, GroupMethods):
         self.cluster.topics.update(t for t, _ in wanted)
         self.cluster.request_update()
         self._wakeup.set()
+
+    def group_metadata(self) -> GroupMetadata:
+        """This consumer's group membership, for ``Producer.send_offsets_to_transaction``
+        (KIP-447: the coordinator refuses offsets of a member that lost its generation)."""
+        if self._group is None:
+            raise MinibrokerError("group_metadata needs a group_id")
+        member = self._group.member
+        return GroupMetadata(
+            self._group.link.group_id,
+            member.generation_id,
+            member.member_id,
+            member.settings.group_instance_id,
+        )
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._states)

@@ -35,6 +35,7 @@ from minibroker.client.offsets import list_offsets
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, OffsetOutOfRangeError, error_for_code
 from minibroker.protocol.records import iter_headers
+from minibroker.protocol.records.isolation import kept_batches, needs_filtering
 
 EARLIEST = -2  # ListOffsets timestamp meaning "log start offset"
 LATEST = -1  # ListOffsets timestamp meaning "log end offset (high watermark)"
@@ -43,6 +44,10 @@ RETRY_BACKOFF_S = 0.1  # between attempts when a partition has no leader
 RESETTING = -1  # position of a partition whose offset is being looked up
 
 TopicPartition = tuple[str, int]
+
+
+READ_COMMITTED = 1
+"""Fetch's and ListOffsets' isolation_level for a read_committed consumer."""
 
 
 @dataclass(slots=True)
@@ -65,6 +70,7 @@ class FetchMethods:
     fetch_max_wait_ms: int
     fetch_min_bytes: int
     request_timeout_s: float
+    isolation_level: int
     _states: dict[TopicPartition, PartitionState]
     _generations: itertools.count[int]
     _in_flight: set[int]
@@ -172,7 +178,7 @@ class FetchMethods:
             "max_wait_ms": self.fetch_max_wait_ms,
             "min_bytes": self.fetch_min_bytes,
             "max_bytes": FETCH_MAX_BYTES,
-            "isolation_level": 0,
+            "isolation_level": self.isolation_level,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         }
         try:
@@ -208,6 +214,15 @@ class FetchMethods:
                     next_offset = header.next_offset
                 if next_offset is not None and next_offset > (state.fetch_offset or 0):
                     state.fetch_offset = next_offset
+                    if needs_filtering(raw):
+                        aborted = part.get("aborted_transactions") or ()
+                        raw = kept_batches(
+                            raw,
+                            [(a["producer_id"], a["first_offset"]) for a in aborted],
+                            read_committed=self.isolation_level == READ_COMMITTED,
+                        )
+                        if not raw:
+                            continue
                     state.buffered.append((bytes(raw), state.generation))
                     state.buffered_bytes += len(raw)
                     arrived = True
@@ -233,4 +248,9 @@ class FetchMethods:
     async def _list_offsets(
         self, timestamps: dict[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int]]:
-        return await list_offsets(self.cluster, timestamps, timeout_s=self.request_timeout_s)
+        return await list_offsets(
+            self.cluster,
+            timestamps,
+            timeout_s=self.request_timeout_s,
+            isolation_level=self.isolation_level,
+        )

@@ -97,9 +97,14 @@ class CoordinatorLink:
     leave a connection in request order), so a heartbeat or a JoinGroup could wait up
     to fetch.max.wait.ms for nothing. ``aclose`` closes that connection."""
 
-    def __init__(self, cluster: ClusterClient, group_id: str) -> None:
+    def __init__(
+        self, cluster: ClusterClient, group_id: str, *, key_type: int = KEY_TYPE_GROUP
+    ) -> None:
+        """``key_type``: FindCoordinator's (KEY_TYPE_TRANSACTION: ``group_id`` is a
+        transactional id, the link goes to its transaction coordinator)."""
         self.cluster = cluster
         self.group_id = group_id
+        self.key_type = key_type
         self.coordinator: Coordinator | None = None
         self._connection: Connection | None = None
         self._connecting = trio.Lock()
@@ -133,7 +138,7 @@ class CoordinatorLink:
     async def find(self) -> Coordinator:
         """The coordinator, asking FindCoordinator until a broker names one."""
         while self.coordinator is None:
-            body = {"key_type": KEY_TYPE_GROUP, "coordinator_keys": [self.group_id]}
+            body = {"key_type": self.key_type, "coordinator_keys": [self.group_id]}
             try:
                 response = await self.cluster.request_any(ApiKey.FIND_COORDINATOR, body)
             except KafkaError as exc:

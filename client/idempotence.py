@@ -25,6 +25,7 @@ and PRODUCER_FENCED are fatal: every pending delivery fails with the error.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,8 +72,16 @@ class PartitionSequences:
 class IdempotenceState:
     """The producer id and epoch, and every partition's sequences."""
 
-    def __init__(self, *, explicit: bool = True) -> None:
+    def __init__(self, *, explicit: bool = True, transactional: bool = False) -> None:
         self.explicit = explicit  # asked for by the application, not just a default
+        self.transactional = transactional
+        """A transactional producer's: its batches say so, its id comes from
+        ``init_transactions`` (client/transactions.py) and a partition's batches wait
+        until ``partition_gate`` says the partition is in the transaction."""
+        self.partition_gate: Callable[[tuple[str, int]], bool] | None = None
+        self.first_failure: KafkaError | None = None
+        """The first batch that failed for good since it was last cleared (a
+        transaction with one cannot commit)."""
         self.producer_id = -1
         self.epoch = -1
         self.partitions: dict[tuple[str, int], PartitionSequences] = {}
@@ -113,6 +122,9 @@ class IdempotenceState:
         """May the head batch of its partition go now?"""
         if not self.ready or self.bump_pending:
             return False
+        gate = self.partition_gate
+        if gate is not None and not gate((batch.topic, batch.partition)):
+            return False
         state = self._partition(batch)
         if state.on_wire >= MAX_IN_FLIGHT:
             return False
@@ -124,7 +136,9 @@ class IdempotenceState:
         """The batch leaves in a request: give it a sequence the first time."""
         state = self._partition(batch)
         if batch.base_sequence < 0:
-            batch.set_producer(self.producer_id, self.epoch, state.next_sequence)
+            batch.set_producer(
+                self.producer_id, self.epoch, state.next_sequence, transactional=self.transactional
+            )
             state.next_sequence = next_sequence(state.next_sequence, len(batch))
             state.unresolved.append(batch)
         state.on_wire += 1
@@ -157,12 +171,19 @@ class IdempotenceState:
         if self.epoch >= MAX_EPOCH:
             self.fatal = ProducerFencedError("the producer epoch is exhausted")
             return True
+        if self.transactional:  # only the coordinator bumps a transactional epoch
+            self.fatal = OutOfOrderSequenceNumberError(
+                "a partition lost this transaction's earlier batches: abort it"
+            )
+            return True
         self.epoch += 1
         log.warning("producer %d: epoch bumped to %d", self.producer_id, self.epoch)
         for state in self.partitions.values():
             sequence = 0
             for batch in state.unresolved:
-                batch.set_producer(self.producer_id, self.epoch, sequence)
+                batch.set_producer(
+                    self.producer_id, self.epoch, sequence, transactional=self.transactional
+                )
                 sequence = next_sequence(sequence, len(batch))
             state.next_sequence = sequence
         return True

@@ -24,9 +24,14 @@ RETRY_BACKOFF_S = 0.1  # between rounds while some partition has no reachable le
 
 
 async def list_offsets(
-    cluster: ClusterClient, timestamps: dict[TopicPartition, int], *, timeout_s: float
+    cluster: ClusterClient,
+    timestamps: dict[TopicPartition, int],
+    *,
+    timeout_s: float,
+    isolation_level: int = 0,
 ) -> dict[TopicPartition, tuple[int, int]]:
-    """Per partition (offset, timestamp) found; (-1, -1) when no record qualifies."""
+    """Per partition (offset, timestamp) found; (-1, -1) when no record qualifies.
+    ``isolation_level`` 1 (read_committed): the latest offset is the last stable one."""
     pending = dict(timestamps)
     found: dict[TopicPartition, tuple[int, int]] = {}
     with trio.move_on_after(timeout_s):
@@ -45,7 +50,7 @@ async def list_offsets(
                 by_node.setdefault(meta.leader(*tp), []).append(tp)
             for node, tps in by_node.items():
                 if node >= 0:
-                    await _ask(cluster, node, tps, pending, found)
+                    await _ask(cluster, node, tps, pending, found, isolation_level)
             if pending:
                 cluster.request_update()
                 await trio.sleep(RETRY_BACKOFF_S)
@@ -62,6 +67,7 @@ async def _ask(
     tps: list[TopicPartition],
     pending: dict[TopicPartition, int],
     found: dict[TopicPartition, tuple[int, int]],
+    isolation_level: int = 0,
 ) -> None:
     topics: dict[str, list[dict[str, Any]]] = {}
     for tp in tps:
@@ -70,7 +76,7 @@ async def _ask(
         )
     body = {
         "replica_id": -1,
-        "isolation_level": 0,
+        "isolation_level": isolation_level,
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
     }
     try:

@@ -25,14 +25,17 @@ _EMPTY_BIN: Final = b"\xc4\x00"  # how msgpack packs b"": cut off the cached pre
 
 
 def produce_body(
-    acks: int, timeout_ms: int, batches: list[tuple[str, int, bytes]]
+    acks: int,
+    timeout_ms: int,
+    batches: list[tuple[str, int, bytes]],
+    transactional_id: str | None = None,
 ) -> dict[str, Any]:
     """The Produce request body for ``(topic, partition, records)`` batches."""
     topics: dict[str, list[dict[str, Any]]] = {}
     for topic, partition, records in batches:
         topics.setdefault(topic, []).append({"index": partition, "records": records})
     return {
-        "transactional_id": None,
+        "transactional_id": transactional_id,
         "acks": acks,
         "timeout_ms": timeout_ms,
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
@@ -42,18 +45,23 @@ def produce_body(
 class ProduceBodies:
     """One producer's Produce bodies (its acks and timeout are fixed)."""
 
-    __slots__ = ("_prefixes", "acks", "timeout_ms")
+    __slots__ = ("_prefixes", "acks", "timeout_ms", "transactional_id")
 
-    def __init__(self, acks: int, timeout_ms: int) -> None:
+    def __init__(self, acks: int, timeout_ms: int, transactional_id: str | None = None) -> None:
         self.acks = acks
         self.timeout_ms = timeout_ms
+        self.transactional_id = transactional_id
         self._prefixes: dict[tuple[str, int], bytes] = {}
 
     def one_batch(self, topic: str, partition: int, records: bytes) -> PackedBody:
         """The packed body of a request carrying one batch."""
         prefix = self._prefixes.get((topic, partition))
         if prefix is None:
-            packed = _packb(produce_body(self.acks, self.timeout_ms, [(topic, partition, b"")]))
+            packed = _packb(
+                produce_body(
+                    self.acks, self.timeout_ms, [(topic, partition, b"")], self.transactional_id
+                )
+            )
             assert packed.endswith(_EMPTY_BIN)
             prefix = self._prefixes[topic, partition] = packed[: -len(_EMPTY_BIN)]
         n = len(records)
@@ -65,4 +73,4 @@ class ProduceBodies:
         """The body of a request carrying ``(topic, partition, records)`` batches."""
         if len(batches) == 1:
             return self.one_batch(*batches[0])
-        return produce_body(self.acks, self.timeout_ms, batches)
+        return produce_body(self.acks, self.timeout_ms, batches, self.transactional_id)

@@ -22,7 +22,8 @@ records stay in send order with up to 5 batches in flight (client/idempotence.py
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Literal, Unpack
 
@@ -44,6 +45,7 @@ from minibroker.client.metadata import ClusterClient
 from minibroker.client.partitioner import StickyPartitioner
 from minibroker.client.security import SecurityOptions, client_security
 from minibroker.client.sender import Sender
+from minibroker.client.transactions import GroupMetadata, TransactionManager
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.compression import CODEC_NAMES
 from minibroker.protocol.errors import ConfigError, KafkaError, MinibrokerError
@@ -95,14 +97,22 @@ class Producer:
         client_id: str = "minibroker-producer",
         allow_auto_create_topics: bool = True,
         enable_idempotence: bool | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
         config: Mapping[str, str] | ClientSecurity | None = None,
         **security: Unpack[SecurityOptions],
     ) -> None:
         """``config`` / ``security``: TLS and SASL, as Kafka's client properties
-        (client/security.py)."""
+        (client/security.py). ``transactional_id``: a transactional producer
+        (client/transactions.py): ``await init_transactions()`` first, then records go
+        in transactions; it needs idempotence."""
         if batch_size <= 0 or max_in_flight <= 0 or linger_ms < 0:
             raise ConfigError("batch_size and max_in_flight must be > 0, linger_ms >= 0")
         self.acks = _acks(acks)
+        if transactional_id is not None:
+            if enable_idempotence is False:
+                raise ConfigError("a transactional producer needs enable_idempotence")
+            enable_idempotence = True
         explicit = enable_idempotence is not None
         if enable_idempotence is None:  # Kafka 3: on unless the settings forbid it
             enable_idempotence = self.acks == -1 and max_in_flight <= MAX_IN_FLIGHT and retries > 0
@@ -112,7 +122,11 @@ class Producer:
             raise ConfigError(
                 "enable_idempotence needs acks='all', max_in_flight <= 5 and retries > 0"
             )
-        self._idempotence = IdempotenceState(explicit=explicit) if enable_idempotence else None
+        self._idempotence = (
+            IdempotenceState(explicit=explicit, transactional=transactional_id is not None)
+            if enable_idempotence
+            else None
+        )
         keep_freed_memory()  # batches of up to max_request_size: see protocol/heap.py
         self.cluster = ClusterClient(
             bootstrap_servers,
@@ -141,6 +155,7 @@ class Producer:
             on_batch_drained=self._batch_closed,
             preserve_order=preserve_order,
             idempotence=self._idempotence,
+            transactional_id=transactional_id,
         )
         self._max_pending_batches = max(1, buffer_memory // batch_size)
         self._batch_size = batch_size
@@ -163,6 +178,71 @@ class Producer:
         self._metadata_done = trio.Event()
         self._metadata_done.set()
         self._tasks = BackgroundTasks()
+        self._transactions: TransactionManager | None = None
+        if transactional_id is not None:
+            assert self._idempotence is not None
+            self._transactions = TransactionManager(
+                self.cluster,
+                self._idempotence,
+                transactional_id,
+                timeout_ms=transaction_timeout_ms,
+                flush=self.flush,
+                wake_sender=self._wake_sender,
+                spawn=self._spawn,
+            )
+
+    def _wake_sender(self) -> None:
+        self._acc.wakeup.set()
+
+    def _spawn(self, fn: Callable[[], Awaitable[None]]) -> None:
+        nursery = self._tasks.nursery
+        if nursery is None:
+            raise MinibrokerError("the producer is not open (use it as `async with`)")
+        nursery.start_soon(fn)
+
+    # --- transactions ----------------------------------------------------------------
+
+    def _txn(self) -> TransactionManager:
+        if self._transactions is None:
+            raise MinibrokerError("transactions need Producer(transactional_id=...)")
+        return self._transactions
+
+    async def init_transactions(self) -> None:
+        """Get the producer id and epoch of ``transactional_id`` from its coordinator,
+        fencing earlier producers with the same id (their open transaction is aborted)."""
+        await self._txn().init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._txn().begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], int],
+        group_metadata: GroupMetadata | str,
+    ) -> None:
+        """Commit the group's ``offsets`` (next offset to read per partition) with the
+        transaction: ``group_metadata`` is ``Consumer.group_metadata()`` (or a group id)."""
+        await self._txn().send_offsets_to_transaction(offsets, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Flush, then commit; raises if a record of the transaction failed (abort)."""
+        await self._txn().commit_transaction()
+
+    async def abort_transaction(self) -> None:
+        await self._txn().abort_transaction()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Producer]:
+        """``async with producer.transaction():`` begins a transaction, commits it when
+        the block ends, aborts it when the block raises (and re-raises)."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self.abort_transaction()
+            raise
+        await self.commit_transaction()
 
     @property
     def enable_idempotence(self) -> bool:
@@ -206,6 +286,9 @@ class Producer:
                     pending.resolve(None, KafkaError(f"topic {topic!r}: the producer was closed"))
             self._waiting.clear()
             self._metadata_done.set()
+            if self._transactions is not None:
+                with trio.CancelScope(shield=True):
+                    await self._transactions.aclose()
         return None
 
     # --- sending ---------------------------------------------------------------------

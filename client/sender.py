@@ -89,6 +89,7 @@ class Sender:
         on_batch_drained: Callable[[str, int], None],
         preserve_order: bool = True,
         idempotence: IdempotenceState | None = None,
+        transactional_id: str | None = None,
     ) -> None:
         self.cluster = cluster
         self.idempotence = idempotence
@@ -100,7 +101,7 @@ class Sender:
         self.request_timeout_s = request_timeout_s
         self.compression = compression
         self.max_request_size = max_request_size
-        self._bodies = ProduceBodies(acks, int(request_timeout_s * 1000))
+        self._bodies = ProduceBodies(acks, int(request_timeout_s * 1000), transactional_id)
         self._on_batch_drained = on_batch_drained
         self._in_flight: dict[int, int] = defaultdict(int)
         self.preserve_order = preserve_order
@@ -120,8 +121,8 @@ class Sender:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
-            if self.idempotence is not None:
-                nursery.start_soon(self._init_producer_id)
+            if self.idempotence is not None and not self.idempotence.transactional:
+                nursery.start_soon(self._init_producer_id)  # transactional: init_transactions
             try:
                 while True:
                     self.acc.wakeup = trio.Event()
@@ -451,5 +452,7 @@ class Sender:
     def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
         if self.idempotence is not None:
             self.idempotence.completed(batch)
+            if self.idempotence.first_failure is None:
+                self.idempotence.first_failure = error
         self.retrying.pop((batch.topic, batch.partition), None)
         self.acc.finish(batch, _with_partition(error, batch))

@@ -6,15 +6,12 @@ Requests that wait (JoinGroup until the rebalance completes, SyncGroup until the
 assignment is stored, commits and deletions until written with acks=all) answer a
 ``Deferred``.
 
-FindCoordinator creates ``__consumer_offsets`` on first use, as Kafka does: the call
-that finds it missing starts the creation and answers COORDINATOR_NOT_AVAILABLE, which
-clients retry. Its replication factor is ``offsets.topic.replication.factor`` capped by
-the brokers alive at that moment: Kafka refuses to create the topic until enough
-brokers are up, which leaves a one-broker dev cluster with no group coordinator at all.
-The topic is compacted (``cleanup.policy=compact``), as Kafka's: the log cleaner keeps
-each group's latest metadata and each partition's latest commit, and removes what a
-tombstone deleted; nothing is ever deleted by age, which would lose the last commit of
-a quiet group.
+FindCoordinator creates ``__consumer_offsets`` on first use, as Kafka does
+(broker/coordinator_locator.py), with ``offsets.topic.replication.factor`` capped by the
+brokers alive at that moment. The topic is compacted (``cleanup.policy=compact``), as
+Kafka's: the log cleaner keeps each group's latest metadata and each partition's latest
+commit, and removes what a tombstone deleted; nothing is ever deleted by age, which
+would lose the last commit of a quiet group.
 """
 
 from __future__ import annotations
@@ -24,21 +21,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from minibroker.broker.authorized_operations import everything, group_operations
+from minibroker.broker.coordinator_locator import CoordinatorLocator, refused
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.topic_auto_creation import CreateTopics
 from minibroker.coordinator.coordinator import GroupCoordinator, JoinRequest
 from minibroker.coordinator.group import Answer as Parked
 from minibroker.coordinator.group import Group, GroupState, KeyT, Written
+from minibroker.coordinator.offsets_log import TxnProducer
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     InvalidRequestError,
     KafkaError,
-    TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
 )
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.form import NO_AUTHORIZED_OPERATIONS
@@ -70,15 +68,27 @@ class CoordinatorApis:
         spawn: Callable[[Callable[[], Awaitable[None]]], None],
     ) -> None:
         """``create_topics`` is None standalone (no ZooKeeper: no offsets topic, so no
-        coordinator); ``spawn`` runs the offsets topic's creation in the background."""
+        coordinator); ``spawn`` runs the offsets topic's creation in the background
+        (broker/coordinator_locator.py)."""
         self.coordinator = coordinator
         self.metadata_cache = metadata_cache
         self.clock = clock
-        self.num_partitions = num_partitions
-        self.replication_factor = replication_factor
-        self.create_topics = create_topics
-        self.spawn = spawn
-        self._creating = False
+        self.locators: dict[int, CoordinatorLocator] = {
+            KEY_TYPE_GROUP: CoordinatorLocator(
+                metadata_cache,
+                topic=OFFSETS_TOPIC,
+                partition_for=partition_for,
+                num_partitions=num_partitions,
+                replication_factor=replication_factor,
+                configs={
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(OFFSETS_TOPIC_SEGMENT_BYTES),
+                },
+                create_topics=create_topics,
+                spawn=spawn,
+            )
+        }
+        """FindCoordinator's key types: the transaction coordinator adds its own."""
 
     def install(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(bodies.FIND_COORDINATOR, self.handle_find_coordinator)
@@ -92,6 +102,7 @@ class CoordinatorApis:
         dispatcher.register(bodies.LIST_GROUPS, self.handle_list_groups)
         dispatcher.register(bodies.DELETE_GROUPS, self.handle_delete_groups)
         dispatcher.register(bodies.OFFSET_DELETE, self.handle_offset_delete)
+        dispatcher.register(bodies.TXN_OFFSET_COMMIT, self.handle_txn_offset_commit)
 
     # -- FindCoordinator -----------------------------------------------------------------------
 
@@ -114,84 +125,13 @@ class CoordinatorApis:
     def _coordinator_for(
         self, key: str, key_type: int
     ) -> bodies.FindCoordinatorResponseCoordinator:
-        try:
-            if key_type != KEY_TYPE_GROUP:
-                raise InvalidRequestError(f"key type {key_type}: only groups (0) are served")
-            count = self._offsets_partition_count()
-            if count == 0:
-                self._create_offsets_topic()
-                raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC} is being created")
-            info = self.metadata_cache.partition(
-                TopicPartition(OFFSETS_TOPIC, partition_for(key, count))
+        locator = self.locators.get(key_type)
+        if locator is None:
+            known = ", ".join(str(k) for k in sorted(self.locators))
+            return refused(
+                key, InvalidRequestError(f"key type {key_type}: only {known} are served")
             )
-            broker = None if info is None else self.metadata_cache.brokers.get(info.leader)
-            if broker is None:
-                raise CoordinatorNotAvailableError(f"the coordinator of {key!r} has no leader")
-        except KafkaError as exc:
-            return {
-                "key": key,
-                "node_id": -1,
-                "host": "",
-                "port": -1,
-                "error_code": exc.code,
-                "error_message": exc.message,
-                "kafka_host": None,
-                "kafka_port": None,
-            }
-        return {
-            "key": key,
-            "node_id": broker.id,
-            "host": broker.host,
-            "port": broker.port,
-            "error_code": NONE,
-            "error_message": None,
-            "kafka_host": broker.kafka_host,
-            "kafka_port": broker.kafka_port if broker.kafka_host is not None else None,
-        }
-
-    def _offsets_partition_count(self) -> int:
-        if not self.metadata_cache.contains(OFFSETS_TOPIC):
-            return 0
-        topic = self.metadata_cache.metadata_response([OFFSETS_TOPIC])["topics"][0]
-        return len(topic["partitions"])
-
-    def _create_offsets_topic(self) -> None:
-        create = self.create_topics
-        if create is None or self._creating:
-            return
-        self._creating = True
-        live = max(len(self.metadata_cache.brokers), 1)
-        body: bodies.CreateTopicsRequest = {
-            "topics": [
-                {
-                    "name": OFFSETS_TOPIC,
-                    "num_partitions": self.num_partitions,
-                    "replication_factor": min(self.replication_factor, live),
-                    "assignments": [],
-                    "configs": [
-                        {"name": "cleanup.policy", "value": "compact"},
-                        {"name": "segment.bytes", "value": str(OFFSETS_TOPIC_SEGMENT_BYTES)},
-                    ],
-                }
-            ],
-            "timeout_ms": 0,
-            "validate_only": False,
-        }
-
-        async def create_topic() -> None:
-            try:
-                response = await create(body)
-                code = response["topics"][0]["error_code"]
-                if code not in (NONE, TopicAlreadyExistsError.code):
-                    log.warning("creating %s failed with error %d", OFFSETS_TOPIC, code)
-                else:
-                    log.info("created %s", OFFSETS_TOPIC)
-            except Exception:  # ZooKeeper trouble: the next FindCoordinator tries again
-                log.exception("creating %s failed", OFFSETS_TOPIC)
-            finally:
-                self._creating = False
-
-        self.spawn(create_topic)
+        return locator.locate(key)
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -309,7 +249,8 @@ class CoordinatorApis:
             asked = [(request["group_id"], request["topics"])]
         else:
             raise InvalidRequestError("OffsetFetch names no group")
-        groups = [self._fetch_group(group_id, topics) for group_id, topics in asked]
+        stable = request["require_stable"]
+        groups = [self._fetch_group(group_id, topics, stable) for group_id, topics in asked]
         answer: bodies.OffsetFetchResponse = {
             "throttle_time_ms": 0,
             "error_code": NONE,
@@ -322,8 +263,13 @@ class CoordinatorApis:
         return answer
 
     def _fetch_group(
-        self, group_id: str, topics: Sequence[bodies.OffsetFetchRequestGroupTopic] | None
+        self,
+        group_id: str,
+        topics: Sequence[bodies.OffsetFetchRequestGroupTopic] | None,
+        require_stable: bool = False,
     ) -> bodies.OffsetFetchResponseGroup:
+        """``require_stable`` (KIP-447): a partition an open transaction holds offsets
+        of answers UNSTABLE_OFFSET_COMMIT (retriable) instead of its older offset."""
         tps = (
             None
             if topics is None
@@ -334,8 +280,57 @@ class CoordinatorApis:
         except KafkaError as exc:
             failed = [_fetched(tp, None, exc.code) for tp in (tps or [])]
             return {"group_id": group_id, "topics": _grouped(failed), "error_code": exc.code}
-        partitions = [_fetched(tp, value, NONE) for tp, value in committed.items()]
+        unstable: set[TopicPartition] = set()
+        if require_stable:
+            unstable = self.coordinator.unstable_partitions(group_id)
+        partitions = [
+            _fetched(tp, None, UnstableOffsetCommitError.code)
+            if tp in unstable
+            else _fetched(tp, value, NONE)
+            for tp, value in committed.items()
+        ]
         return {"group_id": group_id, "topics": _grouped(partitions), "error_code": NONE}
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def handle_txn_offset_commit(
+        self, header: RequestHeader, request: bodies.TxnOffsetCommitRequest
+    ) -> Answer[bodies.TxnOffsetCommitResponse]:
+        """A transactional producer's offsets for its group (KIP-98, KIP-447)."""
+        now = self.clock()
+        offsets = {
+            TopicPartition(t["name"], p["partition_index"]): OffsetCommitValue(
+                offset=p["committed_offset"],
+                metadata=p["committed_metadata"] or "",
+                commit_timestamp=now,
+                leader_epoch=p["committed_leader_epoch"],
+            )
+            for t in request["topics"]
+            for p in t["partitions"]
+        }
+        unknown = {
+            tp: UnknownTopicOrPartitionError.code
+            for tp in offsets
+            if self.metadata_cache.partition(tp) is None
+        }
+        for tp in unknown:
+            del offsets[tp]
+        if not offsets:
+            return {"throttle_time_ms": 0, "topics": _per_topic(unknown)}
+        answer = self.coordinator.commit_txn_offsets(
+            request["group_id"],
+            TxnProducer(request["producer_id"], request["producer_epoch"]),
+            request["generation_id"],
+            request["member_id"],
+            request["group_instance_id"],
+            offsets,
+        )
+
+        async def wait() -> bodies.TxnOffsetCommitResponse:
+            errors = await _outcome(answer)
+            return {"throttle_time_ms": 0, "topics": _per_topic({**errors, **unknown})}
+
+        return Deferred(wait)
 
     # -- administration ------------------------------------------------------------------------
 

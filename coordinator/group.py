@@ -161,6 +161,11 @@ class Group:
     """Bumped on every new rebalance, so a stale delayed-join task knows to stop."""
     offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
     """Committed offsets, as written to the offsets topic."""
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetCommitValue]] = field(
+        default_factory=dict
+    )
+    """Offsets of open transactions, per producer id: committed by their marker
+    (TxnOffsetCommit; GroupMetadataManager.complete_txn)."""
     offset_commit_order: dict[TopicPartition, int] = field(default_factory=dict)
     """Per partition, the place in the log's order of the commit ``offsets`` holds
     (GroupMetadataManager.store_offsets: a commit replicated late never replaces a later one)."""

@@ -29,7 +29,12 @@ from dataclasses import dataclass
 import trio
 
 from minibroker.coordinator.group import Group, GroupState, Member
-from minibroker.coordinator.offsets_log import Acknowledgement, OffsetsLog, commit_error
+from minibroker.coordinator.offsets_log import (
+    Acknowledgement,
+    OffsetsLog,
+    TxnProducer,
+    commit_error,
+)
 from minibroker.protocol.errors import (
     CoordinatorLoadInProgressError,
     CorruptMessageError,
@@ -161,31 +166,51 @@ class GroupMetadataManager:
 
     async def _read_partition(self, partition: int) -> list[Group]:
         metadata: dict[str, GroupMetadataValue | None] = {}
-        offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
-        for record in self.log.read_all(partition):
-            if record is None:
+        offsets: dict[str, dict[TopicPartition, OffsetCommitValue | None]] = {}
+        # A transaction's offsets count once its marker commits them; still open ones
+        # are kept pending, as before the failover.
+        open_txns: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue | None]]] = {}
+        for item in self.log.read_logged(partition):
+            if item is None:
                 await trio.sleep(0)
                 continue
+            if item.marker is not None:
+                ended = open_txns.pop(item.producer_id, {})
+                if item.marker:
+                    for group_id, txn_offsets in ended.items():
+                        offsets.setdefault(group_id, {}).update(txn_offsets)
+                continue
+            record = item.record
             if record.key is None:
                 continue
             key = decode_key(record.key)
             if isinstance(key, OffsetCommitKey):
                 tp = TopicPartition(key.topic, key.partition)
-                group_offsets = offsets.setdefault(key.group, {})
-                if record.value is None:
-                    group_offsets.pop(tp, None)
-                else:
-                    group_offsets[tp] = decode_offset_commit_value(record.value)
+                value = None if record.value is None else decode_offset_commit_value(record.value)
+                target = (
+                    open_txns.setdefault(item.producer_id, {}) if item.transactional else offsets
+                )
+                target.setdefault(key.group, {})[tp] = value
             else:
-                value = None if record.value is None else decode_group_metadata_value(record.value)
-                metadata[key.group] = value
+                value_ = None if record.value is None else decode_group_metadata_value(record.value)
+                metadata[key.group] = value_
         groups = []
-        for group_id in metadata.keys() | offsets.keys():
-            value = metadata.get(group_id)
-            group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+        pending_groups = {g for txn in open_txns.values() for g in txn}
+        for group_id in metadata.keys() | offsets.keys() | pending_groups:
+            stored = metadata.get(group_id)
+            group_offsets: dict[TopicPartition, OffsetCommitValue] = {
+                tp: v for tp, v in offsets.get(group_id, {}).items() if v is not None
+            }
+            pending = {
+                pid: {tp: v for tp, v in txn[group_id].items() if v is not None}
+                for pid, txn in open_txns.items()
+                if group_id in txn
+            }
+            if stored is None and not group_offsets and not pending:
                 continue
-            groups.append(_group_from_record(group_id, value, group_offsets, self.clock()))
+            group = _group_from_record(group_id, stored, group_offsets, self.clock())
+            group.pending_txn_offsets = pending
+            groups.append(group)
         return groups
 
     # -- writes --------------------------------------------------------------------------------
@@ -261,6 +286,58 @@ class GroupMetadataManager:
             return None
 
         return stored
+
+    def store_txn_offsets(
+        self,
+        group: Group,
+        producer: TxnProducer,
+        offsets: Mapping[TopicPartition, OffsetCommitValue],
+    ) -> Acknowledgement:
+        """Write a transaction's ``offsets`` as its producer's batch; once replicated
+        they are pending until the transaction's marker reaches the group's partition
+        (``complete_txn``), and become the committed ones only if it commits."""
+        if not offsets:
+            return _nothing_to_store
+        records = [
+            Record(
+                encode_offset_commit_value(value),
+                key=encode_offset_commit_key(
+                    OffsetCommitKey(group.group_id, tp.topic, tp.partition)
+                ),
+                timestamp=value.commit_timestamp,
+            )
+            for tp, value in offsets.items()
+        ]
+        acknowledged = self.log.append(
+            self.partition_of(group.group_id), records, producer=producer
+        )
+
+        async def stored() -> KafkaError | None:
+            error = await acknowledged()
+            if error is not None:
+                return commit_error(error)
+            if self.groups.get(group.group_id) is group:
+                group.pending_txn_offsets.setdefault(producer.producer_id, {}).update(offsets)
+            return None
+
+        return stored
+
+    def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction's marker reached ``partition``: its pending offsets of the
+        groups there become committed (or are dropped)."""
+        if partition not in self.owned:
+            return
+        for group in self.groups.values():
+            if self.partition_of(group.group_id) != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending is None:
+                continue
+            if committed:
+                self._commits += 1
+                for tp, value in pending.items():
+                    group.offsets[tp] = value
+                    group.offset_commit_order[tp] = self._commits
 
     async def delete_offsets(
         self, group: Group, tps: Iterable[TopicPartition]

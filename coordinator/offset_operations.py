@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from minibroker.coordinator.group import Answer, Group, GroupState, KeyT, Member, Written
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
+from minibroker.coordinator.offsets_log import TxnProducer
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -74,6 +75,49 @@ class GroupOffsetOperations:
             return {"errors": {**errors, **dict.fromkeys(valid, code)}}
 
         return self.detached(write)
+
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer: TxnProducer,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetCommitValue],
+    ) -> Answer[Written[TopicPartition]]:
+        """TxnOffsetCommit: ``offsets`` written as the producer's, pending until its
+        transaction ends. A v3+ request names the member (KIP-447) and is checked as a
+        commit is; an older one (generation -1) only needs the group to exist or be
+        new."""
+        answer: Answer[Written[TopicPartition]] = Answer()
+        try:
+            group = self._group_for_commit(group_id, generation_id, member_id, group_instance_id)
+        except KafkaError as exc:
+            answer.set({"errors": dict.fromkeys(offsets, exc.code)})
+            return answer
+        errors: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, OffsetCommitValue] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata.encode()) > self.manager.config.metadata_max_bytes:
+                errors[tp] = OffsetMetadataTooLargeError.code
+            else:
+                valid[tp] = value
+        stored = self.manager.store_txn_offsets(group, producer, valid)
+
+        async def write() -> Written[TopicPartition]:
+            error = await stored()
+            code = NONE if error is None else error.code
+            return {"errors": {**errors, **dict.fromkeys(valid, code)}}
+
+        return self.detached(write)
+
+    def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions an open transaction holds offsets of (OffsetFetch
+        ``require_stable``, KIP-447)."""
+        group = self.manager.group(group_id)
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
 
     def _group_for_commit(
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None

@@ -8,7 +8,7 @@ ReplicaManager (the same append and acks=all wait a Produce request goes through
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Protocol, TypeAlias
+from typing import NamedTuple, Protocol, TypeAlias
 
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.errors import (
@@ -30,6 +30,7 @@ from minibroker.protocol.errors import (
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
 from minibroker.protocol.records import decode_records, encode_batch
 from minibroker.protocol.records.batch import iter_headers
+from minibroker.protocol.records.control import ControlRecordType, control_record_type
 from minibroker.protocol.records.types import DecodedRecord, Record
 from minibroker.storage.log_config import Clock
 from minibroker.storage.names import TopicPartition
@@ -37,6 +38,22 @@ from minibroker.storage.names import TopicPartition
 LOAD_CHUNK_BYTES = 1 << 20
 """Bytes read per step while loading a partition; the loop yields between steps, so a
 large offsets partition does not hold the event loop in one go."""
+
+
+class TxnProducer(NamedTuple):
+    producer_id: int
+    producer_epoch: int
+
+
+class LoggedRecord(NamedTuple):
+    """A record as loading sees it: a transactional producer's (``producer_id`` >= 0,
+    ``transactional``) counts only once its marker commits it; a marker (``marker``:
+    committed or not) ends that producer's transaction in the partition."""
+
+    record: DecodedRecord
+    producer_id: int = -1
+    transactional: bool = False
+    marker: bool | None = None
 
 
 Acknowledgement: TypeAlias = Callable[[], Awaitable["KafkaError | None"]]
@@ -48,15 +65,17 @@ class OffsetsLog(Protocol):
         """This broker's leader epoch of the partition, None when it does not lead it."""
         ...
 
-    def append(self, partition: int, records: Sequence[Record]) -> Acknowledgement:
+    def append(
+        self, partition: int, records: Sequence[Record], *, producer: TxnProducer | None = None
+    ) -> Acknowledgement:
         """Write ``records`` as one batch at once, so batches reach the log in the order
         of the calls (pipelined commits stay in request order); the returned wait ends
-        when acks=all is met."""
+        when acks=all is met. ``producer``: as that transactional producer's batch."""
         ...
 
-    def read_all(self, partition: int) -> Iterator[DecodedRecord | None]:
-        """Every record from the log start to the log end as the read begins; None
-        between chunks (the caller yields to the event loop there)."""
+    def read_logged(self, partition: int) -> Iterator[LoggedRecord | None]:
+        """Every record from the log start to the log end as the read begins, markers
+        included; None between chunks (the caller yields to the event loop there)."""
         ...
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
@@ -65,19 +84,43 @@ class OffsetsLog(Protocol):
 
 
 class ReplicaOffsetsLog:
-    def __init__(self, replica_manager: ReplicaManager, *, timeout_ms: int, clock: Clock) -> None:
+    """``topic``: ``__consumer_offsets``, or another internal topic a coordinator keeps
+    its state in the same way (the transaction coordinator's ``__transaction_state``)."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        *,
+        timeout_ms: int,
+        clock: Clock,
+        topic: str = OFFSETS_TOPIC,
+    ) -> None:
         self.replica_manager = replica_manager
         self.timeout_ms = timeout_ms
         self.clock = clock
+        self.topic = topic
 
     def leader_epoch(self, partition: int) -> int | None:
-        p = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, partition))
+        p = self.replica_manager.get_partition(TopicPartition(self.topic, partition))
         return p.leader_epoch if p is not None and p.is_leader else None
 
-    def append(self, partition: int, records: Sequence[Record]) -> Acknowledgement:
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        batch = encode_batch(records, now_ms=self.clock())
-        results = self.replica_manager.append_records(-1, [(tp, batch)])
+    def append(
+        self, partition: int, records: Sequence[Record], *, producer: TxnProducer | None = None
+    ) -> Acknowledgement:
+        """``producer``: write the records as that transactional producer's batch (a
+        TxnOffsetCommit's offsets, which its transaction's marker commits or aborts)."""
+        tp = TopicPartition(self.topic, partition)
+        if producer is None:
+            batch = encode_batch(records, now_ms=self.clock())
+        else:
+            batch = encode_batch(
+                records,
+                now_ms=self.clock(),
+                producer_id=producer.producer_id,
+                producer_epoch=producer.producer_epoch,
+                transactional=True,
+            )
+        results = self.replica_manager.append_records(-1, [(tp, batch)], coordinator=True)
         _, result = results[0]
 
         async def acknowledged() -> KafkaError | None:
@@ -89,7 +132,16 @@ class ReplicaOffsetsLog:
         return acknowledged
 
     def read_all(self, partition: int) -> Iterator[DecodedRecord | None]:
-        p = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, partition))
+        """Every record but transactional ones and markers (a log no transaction
+        writes to: ``__transaction_state``); None between chunks."""
+        return (
+            None if item is None else item.record
+            for item in self.read_logged(partition)
+            if item is None or not (item.transactional or item.marker is not None)
+        )
+
+    def read_logged(self, partition: int) -> Iterator[LoggedRecord | None]:
+        p = self.replica_manager.get_partition(TopicPartition(self.topic, partition))
         if p is None:
             return
         position = p.log_start_offset
@@ -103,12 +155,20 @@ class ReplicaOffsetsLog:
                 return
             chunk = bytes(read.records)
             start = position
-            for record in decode_records(chunk):
-                if record.offset >= end:
-                    return
-                if record.offset >= position:
-                    yield record
-                position = record.offset + 1
+            for at, header in iter_headers(chunk):
+                transactional = header.is_transactional and header.producer_id >= 0
+                for record in decode_records(chunk[at : at + header.size]):
+                    if record.offset >= end:
+                        return
+                    if record.offset >= position:
+                        marker = None
+                        if header.is_control:
+                            kind = control_record_type(record.key)
+                            if kind is None:
+                                continue
+                            marker = kind is ControlRecordType.COMMIT
+                        yield LoggedRecord(record, header.producer_id, transactional, marker)
+                    position = record.offset + 1
             # A cleaned log has batches whose last records were removed and empty
             # batches: continue after the last batch, not after the last record.
             for _, batch in iter_headers(chunk):

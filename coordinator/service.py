@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import NamedTuple
 
 import trio
 
@@ -28,9 +29,29 @@ from minibroker.storage.names import TopicPartition
 log = logging.getLogger(__name__)
 
 
+class GroupService(NamedTuple):
+    """The parts of a running group coordinator other services build on."""
+
+    apis: CoordinatorApis
+    coordinator: GroupCoordinator
+    manager: GroupMetadataManager
+
+
 async def run_group_coordinator(
     broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
+    """The group coordinator alone, as a ``BrokerService``."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_group_coordinator, broker)
+        task_status.started()
+
+
+async def serve_group_coordinator(
+    broker: Broker,
+    *,
+    task_status: trio.TaskStatus[GroupService] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """The group coordinator; ``nursery.start`` returns its parts once it serves."""
     config = broker.config
     replica_manager = broker.replica_manager
     assert replica_manager is not None, "the broker starts its services after its replicas"
@@ -106,7 +127,7 @@ async def run_group_coordinator(
         registry.register(collector)
         try:
             nursery.start_soon(_expire_offsets, manager, config.offsets_retention_check_interval_ms)
-            task_status.started()
+            task_status.started(GroupService(apis, coordinator, manager))
             await trio.sleep_forever()
         finally:
             replica_manager.leadership_listeners.remove(leadership_changed)

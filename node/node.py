@@ -1,5 +1,5 @@
 """Node: a Broker plus, in cluster mode, the KafkaController candidate on its session,
-and the group coordinator (coordinator/service.py) as a broker service.
+and the group and transaction coordinators (transaction/service.py) as a broker service.
 
 Kafka runs both in one KafkaServer; here the broker knows the controller only as a
 *session service* (broker/cluster_member.py): ``Node`` passes ``_run_controller`` to the
@@ -24,10 +24,10 @@ from minibroker.controller.channel import ControllerChannelManager, connect_to_b
 from minibroker.controller.controller import ControllerConfig, KafkaController
 from minibroker.controller.metrics import ControllerCollector
 from minibroker.controller.zk_adapter import ControllerZkAdapter
-from minibroker.coordinator.service import run_group_coordinator
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.messages import bodies
 from minibroker.storage.log_config import Clock, system_clock
+from minibroker.transaction.service import run_coordinators
 from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.types import ZkEvent
 
@@ -46,7 +46,7 @@ class Node:
             config,
             clock=clock,
             session_services=(self._run_controller,),
-            services=(run_group_coordinator,),
+            services=(run_coordinators,),
         )
 
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:

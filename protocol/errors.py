@@ -193,6 +193,13 @@ class InvalidRequestError(KafkaError):
     name = "INVALID_REQUEST"
 
 
+class PolicyViolationError(KafkaError):
+    """The request breaks a topic's policy (DeleteRecords on a compacted-only topic)."""
+
+    code = 44
+    name = "POLICY_VIOLATION"
+
+
 class OutOfOrderSequenceNumberError(KafkaError):
     """The broker received a producer sequence number that does not follow its last."""
 
@@ -327,6 +334,57 @@ class ProducerFencedError(KafkaError):
     name = "PRODUCER_FENCED"
 
 
+# -- the transaction coordinator's errors (transaction/) ------------------------------------
+
+
+class InvalidTxnStateError(KafkaError):
+    """The request does not fit the transaction's state (e.g. EndTxn with none open)."""
+
+    code = 48
+    name = "INVALID_TXN_STATE"
+
+
+class InvalidProducerIdMappingError(KafkaError):
+    """The producer id is not the one the coordinator gave this transactional id."""
+
+    code = 49
+    name = "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(KafkaError):
+    """The transaction timeout is above ``transaction.max.timeout.ms`` (or not positive)."""
+
+    code = 50
+    name = "INVALID_TRANSACTION_TIMEOUT"
+
+
+class ConcurrentTransactionsError(KafkaError):
+    """The previous transaction is still being completed: retry shortly."""
+
+    code = 51
+    name = "CONCURRENT_TRANSACTIONS"
+    retriable = True
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A marker from a coordinator older than one this partition heard from."""
+
+    code = 52
+    name = "TRANSACTION_COORDINATOR_FENCED"
+
+
+class OperationNotAttemptedError(KafkaError):
+    """Another item of the same request failed, so this one was not tried."""
+
+    code = 55
+    name = "OPERATION_NOT_ATTEMPTED"
+
+
+class TransactionalIdNotFoundError(KafkaError):
+    code = 105
+    name = "TRANSACTIONAL_ID_NOT_FOUND"
+
+
 # -- the group coordinator's errors (coordinator/) -------------------------------------------
 
 
@@ -442,6 +500,27 @@ class UnstableOffsetCommitError(KafkaError):
     code = 88
     name = "UNSTABLE_OFFSET_COMMIT"
     retriable = True
+
+
+class ResourceNotFoundError(KafkaError):
+    """The admin request names something that does not exist (a SCRAM credential)."""
+
+    code = 91
+    name = "RESOURCE_NOT_FOUND"
+
+
+class DuplicateResourceError(KafkaError):
+    """The admin request names one thing twice (a user and mechanism)."""
+
+    code = 92
+    name = "DUPLICATE_RESOURCE"
+
+
+class UnacceptableCredentialError(KafkaError):
+    """A SCRAM credential the broker will not store (empty user, iterations out of range)."""
+
+    code = 93
+    name = "UNACCEPTABLE_CREDENTIAL"
 
 
 class UnsupportedSaslMechanismError(KafkaError):

@@ -177,7 +177,7 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 # -- decoding ----------------------------------------------------------------------------------
 
 
-class _Reader:
+class FieldReader:
     """Reads the big-endian fields of one key or value; raises CorruptMessageError."""
 
     __slots__ = ("buf", "pos")
@@ -192,6 +192,9 @@ class _Reader:
         chunk = self.buf[self.pos : self.pos + n]
         self.pos += n
         return chunk
+
+    def int8(self) -> int:
+        return int.from_bytes(self._take(1), "big", signed=True)
 
     def int16(self) -> int:
         value: int = _I16.unpack(self._take(2))[0]
@@ -233,7 +236,7 @@ class _Reader:
 
 def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey:
     """The key of an offsets-topic record; CorruptMessageError if it is none of Kafka's."""
-    r = _Reader(key)
+    r = FieldReader(key)
     version = r.int16()
     if version in (0, 1):
         result: OffsetCommitKey | GroupMetadataKey = OffsetCommitKey(
@@ -248,7 +251,7 @@ def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey:
 
 
 def decode_offset_commit_value(value: bytes) -> OffsetCommitValue:
-    r = _Reader(value)
+    r = FieldReader(value)
     version = r.int16()
     if version in (0, 2):
         result = OffsetCommitValue(r.int64(), r.string(), r.int64())
@@ -269,7 +272,7 @@ def decode_offset_commit_value(value: bytes) -> OffsetCommitValue:
 
 
 def decode_group_metadata_value(value: bytes) -> GroupMetadataValue:
-    r = _Reader(value)
+    r = FieldReader(value)
     version = r.int16()
     if not 0 <= version <= GROUP_METADATA_VALUE_VERSION:
         raise CorruptMessageError(f"unknown group metadata value version {version}")

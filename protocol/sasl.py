@@ -86,6 +86,24 @@ def make_scram_credential(
     return ScramCredential(salt_, stored, server, count)
 
 
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """SCRAM's SaltedPassword, Hi(password, salt, i) (RFC 5802: PBKDF2 with the
+    mechanism's HMAC): what AlterUserScramCredentials carries instead of the password."""
+    return hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode(), salt, iterations)
+
+
+def credential_from_salted(
+    mechanism: str, salt: bytes, salted: bytes, iterations: int
+) -> ScramCredential:
+    """The stored credential a salted password gives: StoredKey = H(HMAC(salted, "Client
+    Key")), ServerKey = HMAC(salted, "Server Key") (RFC 5802)."""
+    name = _HASHES[mechanism]
+    client_key = hmac.new(salted, b"Client Key", name).digest()
+    stored_key = hashlib.new(name, client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", name).digest()
+    return ScramCredential(salt, stored_key, server_key, iterations)
+
+
 def format_scram_credential(credential: ScramCredential) -> str:
     """Kafka's text form (ScramCredentialUtils.credentialToString)."""
 

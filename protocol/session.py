@@ -38,6 +38,17 @@ class PeerBroker:
         return broker_id >= 0 and self.broker_id == broker_id
 
 
+class ConnectionMute:
+    """Until when a connection is not read (a client quota's throttle, KIP-219: the
+    broker answers at once with ``throttle_time_ms`` and reads the connection's next
+    request only after that long). ``until`` is on the server's clock (trio's)."""
+
+    __slots__ = ("until",)
+
+    def __init__(self) -> None:
+        self.until = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     principal: str
@@ -49,6 +60,8 @@ class Session:
     peer: PeerBroker | None = field(default=None, compare=False)
     """The connection's broker identity proof (None outside a server's connection):
     connection state, not part of who the session is."""
+    mute: ConnectionMute | None = field(default=None, compare=False)
+    """When the connection may be read again (None outside a server's connection)."""
 
 
 UNKNOWN_SESSION: Final = Session(ANONYMOUS, "", "")

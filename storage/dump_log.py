@@ -10,7 +10,11 @@ are printed decoded: offset commits and group metadata, as kafka-dump-log's
 ``--offsets-decoder`` prints them (protocol/offsets_topic.py).
 
 For a producer state ``.snapshot``: one line per producer (id, epoch, its last batch's
-sequences, offsets and timestamp), as kafka-dump-log prints them.
+sequences, offsets and timestamp, its last marker's coordinator epoch and its open
+transaction's first offset), as kafka-dump-log prints them. Control batches print
+their marker (``endTxnMarker: COMMIT coordinatorEpoch: N``); records of
+``__transaction_state`` are decoded (protocol/transaction_log.py); a ``.txnindex`` prints
+one line per aborted transaction.
 
 For a ``.index`` / ``.timeindex``: one line per entry, each checked against the
 ``.log`` of the same segment; mismatches are listed after the entries. With
@@ -27,7 +31,7 @@ import argparse
 import bisect
 import contextlib
 import mmap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,8 +43,11 @@ from minibroker.protocol.records import (
     TimestampType,
     decode_batch,
     read_header,
+    read_marker,
     validate_batch,
 )
+from minibroker.protocol.transaction_log import TRANSACTION_STATE_TOPIC
+from minibroker.protocol.transaction_log import describe_record as describe_transaction_record
 from minibroker.storage.errors import DumpLogError
 from minibroker.storage.names import INDEX_SUFFIX, LOG_SUFFIX, parse_segment_file
 from minibroker.storage.offset_index import OffsetIndex
@@ -50,13 +57,21 @@ from minibroker.storage.producer_state import (
     decode_snapshot,
 )
 from minibroker.storage.time_index import TimeIndex
+from minibroker.storage.txn_index import ENTRY as TXN_INDEX_ENTRY
+from minibroker.storage.txn_index import TXN_INDEX_SUFFIX, decode_txn_index
+
+RecordDecoder = Callable[[bytes | None, bytes | None], str]
+"""An internal topic's record (key, value) as text."""
 
 HELP = "print the batches, records and index entries of segment files, like kafka-dump-log"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "files", nargs="+", metavar="FILE", help=".log, .index, .timeindex or .snapshot"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help=".log, .index, .timeindex, .txnindex or .snapshot",
     )
     parser.add_argument(
         "--print-data-log", action="store_true", help="also print every record of each batch"
@@ -81,13 +96,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"Dumping {path}")
             ok &= dump_snapshot(path)
             continue
+        if path.name.endswith(TXN_INDEX_SUFFIX):
+            print(f"Dumping {path}")
+            ok &= dump_txn_index(path)
+            continue
         base_offset, suffix = _segment_name(path)
         print(f"Dumping {path}")
         if suffix == LOG_SUFFIX:
-            offsets = args.offsets_decoder or path.parent.name.startswith(f"{OFFSETS_TOPIC}-")
-            ok &= dump_log(
-                path, base_offset, print_data=args.print_data_log, offsets_decoder=offsets
-            )
+            decoder = None
+            if args.offsets_decoder or path.parent.name.startswith(f"{OFFSETS_TOPIC}-"):
+                decoder = describe_record
+            elif path.parent.name.startswith(f"{TRANSACTION_STATE_TOPIC}-"):
+                decoder = describe_transaction_record
+            ok &= dump_log(path, base_offset, print_data=args.print_data_log, decoder=decoder)
         elif suffix == INDEX_SUFFIX:
             ok &= dump_offset_index(path, base_offset, verify_only=args.verify_index_only)
         else:
@@ -107,14 +128,38 @@ def dump_snapshot(path: Path) -> bool:
         print(f"invalid snapshot: {exc}")
         return False
     for entry in entries:
-        last = entry.batches[-1]
-        print(
+        first = entry.current_txn_first_offset
+        line = (
             f"producerId: {entry.producer_id} producerEpoch: {entry.epoch} "
-            f"coordinatorEpoch: -1 currentTxnFirstOffset: None "
-            f"lastTimestamp: {entry.last_timestamp} firstSequence: {last.first_sequence} "
-            f"lastSequence: {last.last_sequence} lastOffset: {last.last_offset} "
-            f"offsetDelta: {last.offset_delta} timestamp: {last.max_timestamp}"
+            f"coordinatorEpoch: {entry.coordinator_epoch} "
+            f"currentTxnFirstOffset: {first if first >= 0 else None} "
+            f"lastTimestamp: {entry.last_timestamp}"
         )
+        if entry.batches:
+            last = entry.batches[-1]
+            line += (
+                f" firstSequence: {last.first_sequence} lastSequence: {last.last_sequence}"
+                f" lastOffset: {last.last_offset} offsetDelta: {last.offset_delta}"
+                f" timestamp: {last.max_timestamp}"
+            )
+        print(line)
+    return True
+
+
+def dump_txn_index(path: Path) -> bool:
+    """One line per aborted transaction of a ``.txnindex`` (storage/txn_index.py)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DumpLogError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    for entry in decode_txn_index(data):
+        print(
+            f"version: 0 producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+            f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}"
+        )
+    if len(data) % TXN_INDEX_ENTRY.size:
+        print(f"Found {len(data) % TXN_INDEX_ENTRY.size} invalid bytes at the end")
+        return False
     return True
 
 
@@ -169,8 +214,10 @@ def _bool(value: bool) -> str:
 
 
 def dump_log(
-    path: Path, base_offset: int, *, print_data: bool, offsets_decoder: bool = False
+    path: Path, base_offset: int, *, print_data: bool, decoder: RecordDecoder | None = None
 ) -> bool:
+    """``decoder``: how the records of an internal topic are printed (their key and
+    value decoded)."""
     print(f"Log starting offset: {base_offset}")
     ok = True
     end = 0
@@ -201,7 +248,7 @@ def dump_log(
             )
             if print_data:
                 batch = view[position : position + h.size]
-                _print_records(batch, time_type, h, offsets_decoder=offsets_decoder)
+                _print_records(batch, time_type, h, decoder=decoder)
             end = position + h.size
         if end < len(view):
             ok = False
@@ -210,7 +257,7 @@ def dump_log(
 
 
 def _print_records(
-    batch: memoryview, time_type: str, header: BatchHeader, *, offsets_decoder: bool
+    batch: memoryview, time_type: str, header: BatchHeader, *, decoder: RecordDecoder | None
 ) -> None:
     try:
         _, records = decode_batch(batch, verify_crc=False)
@@ -226,12 +273,22 @@ def _print_records(
             f"| offset: {record.offset} {time_type}: {record.timestamp} keySize: {key_size} "
             f"valueSize: {value_size} sequence: {sequence} headerKeys: [{header_keys}]"
         )
-        if offsets_decoder:
-            line += f" {describe_record(record.key, record.value)}"
-        elif record.key is not None:
-            line += f" key: {record.key.decode(errors='replace')}"
-        if record.value is not None and not offsets_decoder:
-            line += f" payload: {record.value.decode(errors='replace')}"
+        if header.is_control:
+            marker = read_marker(batch)
+            if marker is None:
+                line += " endTxnMarker: unknown"
+            else:
+                line += (
+                    f" endTxnMarker: {marker.kind.name}"
+                    f" coordinatorEpoch: {marker.coordinator_epoch}"
+                )
+        elif decoder is not None:
+            line += f" {decoder(record.key, record.value)}"
+        else:
+            if record.key is not None:
+                line += f" key: {record.key.decode(errors='replace')}"
+            if record.value is not None:
+                line += f" payload: {record.value.decode(errors='replace')}"
         print(line)
 
 

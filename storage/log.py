@@ -58,6 +58,7 @@ from minibroker.storage.log_config import Clock, LogConfig, system_clock
 from minibroker.storage.log_loader import load_segments
 from minibroker.storage.log_retention import LogRetention
 from minibroker.storage.log_state import LogOffsetMetadata
+from minibroker.storage.log_transactions import LogTransactions
 from minibroker.storage.log_truncation import LogTruncation
 from minibroker.storage.segment import LogSegment
 from minibroker.storage.segment_files import MAX_RELATIVE_OFFSET
@@ -70,6 +71,9 @@ EARLIEST_TIMESTAMP = -2
 """ListOffsets' "earliest" sentinel: answers the log start offset."""
 LATEST_TIMESTAMP = -1
 """ListOffsets' "latest" sentinel: answers the log end offset."""
+MAX_TIMESTAMP = -3
+"""ListOffsets' "max timestamp" sentinel (v7+, KIP-734): answers the first record with
+the largest timestamp in the log."""
 
 
 class FetchDataInfo(NamedTuple):
@@ -97,7 +101,7 @@ class FlushStats:
             self.seconds += seconds
 
 
-class Log(LogRetention, LogTruncation, SegmentSwap):
+class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
     """One partition's log in ``directory`` (see the module doc). ``log_start_offset``
     and ``recovery_point`` come from the log dir's checkpoints; ``had_clean_shutdown``
     skips the recovery of what lies beyond the recovery point."""
@@ -163,11 +167,16 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
         )
 
     def _load_producer_state(self) -> None:
-        self.producer_state.load(
+        if self.recovered_segments:
+            # Recovered segments may have lost index entries written after the last
+            # fsync: replay them, not a snapshot taken past them.
+            self.producer_state.delete_snapshots_after(min(self.recovered_segments))
+        completed = self.producer_state.load(
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
             headers_from=self._batch_headers_from,
         )
+        self._transactions_ended(completed, replicated=True)
 
     # --- append ----------------------------------------------------------------------
 
@@ -177,6 +186,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
         *,
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
+        coordinator: bool = False,
     ) -> LogAppendInfo:
         """Validate and append whole batches; returns their first and last offsets.
 
@@ -200,6 +210,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
             latest_epoch=self.leader_epoch_cache.latest_epoch,
             max_message_bytes=self.config.max_message_bytes,
             producer_state=self.producer_state,
+            coordinator=coordinator,
         )
         if isinstance(found, LogAppendInfo):
             return found  # a producer's retry: its original offsets, nothing written
@@ -216,7 +227,9 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
         for epoch, start in epochs:
             self.leader_epoch_cache.assign(epoch, start)
         if producers is not None:
-            producers.commit(next_offset)
+            completed = producers.commit(next_offset)
+            if completed:
+                self._transactions_ended(completed, replicated=False)
         # tuple.__new__ skips the generated __new__ (and _make's length check): a
         # Python call per append, measurable at 100k appends/s.
         return tuple.__new__(
@@ -339,11 +352,14 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets: the first record with a timestamp >= ``timestamp`` as
         (timestamp, offset); EARLIEST_TIMESTAMP / LATEST_TIMESTAMP answer the log start
-        / end with NO_TIMESTAMP; None when no record is that recent."""
+        / end with NO_TIMESTAMP; MAX_TIMESTAMP the first record with the largest
+        timestamp; None when no record is that recent (or the log is empty)."""
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampOffset(NO_TIMESTAMP, self.log_start_offset)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampOffset(NO_TIMESTAMP, self.log_end_offset)
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
         for segment in self._segments:
             if segment.largest_timestamp < timestamp or segment.size == 0:
                 continue
@@ -351,6 +367,19 @@ class Log(LogRetention, LogTruncation, SegmentSwap):
             if found is not None:
                 return found
         return None
+
+    def _max_timestamp_offset(self) -> TimestampOffset | None:
+        """The first record holding the log's largest timestamp: the first segment with
+        the largest ``largest_timestamp``, searched for a record at least that recent."""
+        newest: LogSegment | None = None
+        for segment in self._segments:
+            if segment.size and (
+                newest is None or segment.largest_timestamp > newest.largest_timestamp
+            ):
+                newest = segment
+        if newest is None:
+            return None
+        return newest.find_offset_by_timestamp(newest.largest_timestamp, self.log_start_offset)
 
     # --- durability and lifecycle ----------------------------------------------------
 

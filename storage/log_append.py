@@ -19,11 +19,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from minibroker.protocol.errors import CorruptMessageError, MessageTooLargeError
+from minibroker.protocol.errors import (
+    CorruptMessageError,
+    InvalidRecordError,
+    MessageTooLargeError,
+)
 from minibroker.protocol.records import (
     LOG_OVERHEAD,
     patch_base_offset,
     patch_partition_leader_epoch,
+    read_marker,
     validate_batch,
 )
 from minibroker.storage.producer_state import ProducerAppend, ProducerStateManager
@@ -63,11 +68,15 @@ def validate_and_assign(
     latest_epoch: int,
     max_message_bytes: int,
     producer_state: ProducerStateManager,
+    coordinator: bool = False,
 ) -> AppendedBatches | LogAppendInfo:
     """Validate every batch in ``view`` and assign (or check) its offsets, patching
     ``view`` in place; ``next_offset`` is the log end. Returns a duplicate's
     LogAppendInfo when the leader finds a producer's retry, else what the batches hold.
-    Raises CorruptMessageError or MessageTooLargeError for a bad batch."""
+    Raises CorruptMessageError or MessageTooLargeError for a bad batch. Control batches
+    (transaction markers) are appended by a leader only for a coordinator
+    (``coordinator``: WriteTxnMarkers, a transaction's offsets), never from a producer
+    (INVALID_RECORD); a coordinator's transactional batches carry no sequence."""
     total = view.nbytes
     first_offset = -1
     max_timestamp, offset_of_max = NO_TIMESTAMP, -1
@@ -94,9 +103,19 @@ def validate_and_assign(
                 raise CorruptMessageError(f"batch offset {base} does not follow {next_offset - 1}")
         if not count:
             first_offset = base
-        if header.producer_id >= 0:
+        if header.is_control:
+            if assign_offsets and not coordinator:
+                raise InvalidRecordError("control batches are written by the broker only")
+            marker = read_marker(view, position)
+            if marker is not None and header.producer_id >= 0:
+                if producers is None:
+                    producers = producer_state.append(
+                        validate=assign_offsets, coordinator=coordinator
+                    )
+                producers.add_marker(header, base, marker)
+        elif header.producer_id >= 0:
             if producers is None:
-                producers = producer_state.append(validate=assign_offsets)
+                producers = producer_state.append(validate=assign_offsets, coordinator=coordinator)
             duplicate = producers.add(header, base)
             if duplicate is not None:
                 return LogAppendInfo(

@@ -21,11 +21,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from minibroker.protocol.records import BatchHeader
 from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_config import Clock, LogConfig
 from minibroker.storage.names import TopicPartition, parse_partition_dir
-from minibroker.storage.producer_state import ProducerStateManager, iter_segment_headers
+from minibroker.storage.producer_state import (
+    CompletedTxn,
+    ProducerStateManager,
+    ReplayedBatch,
+    iter_segment_headers,
+)
 from minibroker.storage.segment import LogSegment
 
 
@@ -76,6 +80,9 @@ class LogState:
             producer_id_expiration_ms=config.producer_id_expiration_ms,
             empty_dir=self.new_dir,
         )
+        self.unreplicated_txns: list[CompletedTxn] = []
+        """Transactions whose marker the high watermark has not passed yet, in marker
+        order (storage/log_transactions.py)."""
 
     # --- offsets ---------------------------------------------------------------------
 
@@ -109,8 +116,9 @@ class LogState:
     def _segment_index_for(self, offset: int) -> int:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
-    def _batch_headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """Headers of every batch from the one holding ``offset`` to the log end."""
+    def _batch_headers_from(self, offset: int) -> Iterator[ReplayedBatch]:
+        """Headers of every batch from the one holding ``offset`` to the log end (with
+        their markers)."""
         index = self._segment_index_for(offset)
         for segment in self._segments[index:]:
             start = 0
@@ -119,9 +127,9 @@ class LogState:
                 if found is None:
                     continue
                 start = found.position
-            for header in iter_segment_headers(segment.read_at, start, segment.size):
+            for header, marker in iter_segment_headers(segment.read_at, start, segment.size):
                 if header.base_offset >= offset:
-                    yield header
+                    yield header, marker
 
     # --- the segment list ------------------------------------------------------------
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 import logging
 
 from minibroker.storage.log_loader import report_truncation
-from minibroker.storage.log_state import LogState
+from minibroker.storage.log_transactions import LogTransactions
 
 # Under the Log's name: a cut made while serving reads alongside the Log's other events.
 log = logging.getLogger("minibroker.storage.log")
 
 
-class LogTruncation(LogState):
+class LogTruncation(LogTransactions):
     """Removes offsets from the end of the log, or all of them."""
 
     def truncate_to(self, target_offset: int) -> bool:
@@ -51,11 +51,13 @@ class LogTruncation(LogState):
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.producer_state.truncate(  # batches above the new end leave the state
+        completed = self.producer_state.truncate(  # batches above the new end leave the state
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
             headers_from=self._batch_headers_from,
         )
+        self._forget_unreplicated_from(self.log_end_offset)
+        self._transactions_ended(completed, replicated=True)
         return True
 
     def repair_corruption(self, offset: int) -> int:
@@ -105,3 +107,4 @@ class LogTruncation(LogState):
         self.leader_epoch_cache.clear()
         self.producer_state.delete_snapshots_after(-1)
         self.producer_state.clear(new_offset)
+        self.unreplicated_txns = []

@@ -24,13 +24,14 @@ from minibroker.protocol.topic_partition import TopicPartition as TopicPartition
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 TMP_SUFFIX = ".tmp"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 
 _RENAMED_DIR = re.compile(r"^(?P<tp>.+)\.(?P<uuid>[0-9a-f]{32})(?P<suffix>-delete|-future)$")
-_SEGMENT_FILE = re.compile(r"^(?P<base>\d{20})\.(?P<kind>log|index|timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(?P<base>\d{20})\.(?P<kind>log|index|timeindex|txnindex)$")
 
 
 class PartitionDirName(NamedTuple):

@@ -17,6 +17,13 @@ checked against the first) is compared with the producer's kept epoch and last b
 - a producer the partition has no state for (never seen, or expired after
   ``producer.id.expiration.ms`` without a batch) may start at sequence 0; any other
   sequence is UNKNOWN_PRODUCER_ID, so the client resets its sequences.
+
+Transactions (KIP-98): a producer's first transactional batch opens its transaction
+in the partition (its offset is the transaction's first offset); a marker (a control
+batch the coordinator had the leader write) ends it, committed or aborted, and may
+carry a newer epoch (a fenced or bumped producer: its sequences restart at 0). A marker
+older than the producer's epoch is INVALID_PRODUCER_EPOCH; one from a coordinator epoch
+older than the last marker's is TRANSACTION_COORDINATOR_FENCED (a deposed coordinator).
 """
 
 from __future__ import annotations
@@ -25,14 +32,16 @@ from minibroker.protocol.errors import (
     DuplicateSequenceNumberError,
     InvalidProducerEpochError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
-from minibroker.protocol.records import BatchHeader
+from minibroker.protocol.records import BatchHeader, ControlRecordType, Marker
 from minibroker.storage.producer_entries import (
     MAX_SEQUENCE,
     NO_EPOCH,
     NO_SEQUENCE,
     BatchMetadata,
+    CompletedTxn,
     ProducerStateBase,
     ProducerStateEntry,
 )
@@ -86,18 +95,61 @@ class ProducerAppend:
     state; an append that fails in between is simply dropped.
     """
 
-    __slots__ = ("_manager", "_pending", "_pending_last", "_validate")
+    __slots__ = ("_coordinator", "_manager", "_pending", "_pending_last", "_validate")
 
-    def __init__(self, manager: ProducerStateBase, *, validate: bool) -> None:
+    def __init__(
+        self, manager: ProducerStateBase, *, validate: bool, coordinator: bool = False
+    ) -> None:
+        """``coordinator``: a coordinator's own batches (no sequences: only the epoch
+        is checked)."""
         self._manager = manager
         self._validate = validate
-        self._pending: list[tuple[int, int, BatchMetadata]] = []  # (id, epoch, batch)
+        self._coordinator = coordinator
+        # (id, epoch, batch, transactional, marker offset, marker): a batch or a marker.
+        self._pending: list[tuple[int, int, BatchMetadata | None, bool, int, Marker | None]] = []
         self._pending_last: dict[int, tuple[int, int]] = {}  # id -> (epoch, last sequence)
+
+    def add_marker(self, header: BatchHeader, offset: int, marker: Marker) -> None:
+        """A marker batch at ``offset``; raises the partition error on the leader."""
+        producer_id, epoch = header.producer_id, header.producer_epoch
+        if self._validate:
+            current = self._manager.producers.get(producer_id)
+            earlier = self._pending_last.get(producer_id)
+            known_epoch = max(
+                NO_EPOCH if current is None else current.epoch,
+                NO_EPOCH if earlier is None else earlier[0],
+            )
+            if epoch < known_epoch:
+                raise InvalidProducerEpochError(
+                    f"{self._manager.name}: marker epoch {epoch} is older than {known_epoch}"
+                )
+            if current is not None and marker.coordinator_epoch < current.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"{self._manager.name}: coordinator epoch {marker.coordinator_epoch} is"
+                    f" older than {current.coordinator_epoch}"
+                )
+        self._pending.append((producer_id, epoch, None, True, offset, marker))
+        self._pending_last.pop(producer_id, None)  # sequences are checked against the state
 
     def add(self, header: BatchHeader, first_offset: int) -> BatchMetadata | None:
         producer_id = header.producer_id
         epoch = header.producer_epoch
         first_sequence = header.base_sequence
+        if first_sequence < 0:  # a coordinator's batch (a transaction's offsets)
+            if self._validate:
+                if not self._coordinator:
+                    raise OutOfOrderSequenceNumberError(
+                        f"{self._manager.name}: a producer batch without a sequence"
+                    )
+                current = self._manager.producers.get(producer_id)
+                if current is not None and epoch < current.epoch:
+                    raise InvalidProducerEpochError(
+                        f"{self._manager.name}: epoch {epoch} is older than {current.epoch}"
+                    )
+            self._pending.append(
+                (producer_id, epoch, None, header.is_transactional, first_offset, None)
+            )
+            return None
         delta = header.last_offset_delta
         last_sequence = (first_sequence + delta) % (MAX_SEQUENCE + 1)
         if self._validate:
@@ -146,16 +198,40 @@ class ProducerAppend:
                 header.max_timestamp,
             ),
         )
-        self._pending.append((producer_id, epoch, batch))
+        self._pending.append((producer_id, epoch, batch, header.is_transactional, -1, None))
         self._pending_last[producer_id] = (epoch, last_sequence)
         return None
 
-    def commit(self, end_offset: int) -> None:
-        """The batches are in the log, which now ends at ``end_offset``."""
-        producers = self._manager.producers
-        for producer_id, epoch, batch in self._pending:
+    def commit(self, end_offset: int) -> list[CompletedTxn]:
+        """The batches are in the log, which now ends at ``end_offset``; returns the
+        transactions their markers ended."""
+        manager = self._manager
+        producers = manager.producers
+        ongoing = manager.ongoing
+        completed: list[CompletedTxn] = []
+        for producer_id, epoch, batch, transactional, offset, marker in self._pending:
             entry = producers.get(producer_id)
             if entry is None:
                 entry = producers[producer_id] = ProducerStateEntry(producer_id)
-            entry.add_batch(epoch, batch)
-        self._manager.map_end_offset = end_offset
+            if marker is None:
+                if batch is None:  # a batch without sequences
+                    entry.update_epoch(epoch)
+                    first_offset = offset
+                else:
+                    entry.add_batch(epoch, batch)
+                    first_offset = batch.first_offset
+                if transactional and entry.current_txn_first_offset < 0:
+                    entry.current_txn_first_offset = first_offset
+                    ongoing[producer_id] = first_offset
+                continue
+            entry.update_epoch(epoch)
+            entry.coordinator_epoch = marker.coordinator_epoch
+            first = entry.current_txn_first_offset
+            if first >= 0:
+                aborted = marker.kind is ControlRecordType.ABORT
+                completed.append(CompletedTxn(producer_id, first, offset, aborted))
+                entry.current_txn_first_offset = -1
+                ongoing.pop(producer_id, None)
+            manager.last_marker_offset = offset
+        manager.map_end_offset = end_offset
+        return completed

@@ -44,9 +44,18 @@ class BatchMetadata(NamedTuple):
 
 
 class ProducerStateEntry:
-    """One producer's epoch and its last batches, oldest first."""
+    """One producer's epoch and its last batches, oldest first; for a transactional
+    producer also the first offset of its open transaction here (-1: none) and the
+    epoch of the coordinator whose marker it last saw."""
 
-    __slots__ = ("batches", "epoch", "last_timestamp", "producer_id")
+    __slots__ = (
+        "batches",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+        "epoch",
+        "last_timestamp",
+        "producer_id",
+    )
 
     def __init__(
         self,
@@ -54,11 +63,16 @@ class ProducerStateEntry:
         epoch: int = NO_EPOCH,
         batches: Iterable[BatchMetadata] = (),
         last_timestamp: int = -1,
+        *,
+        coordinator_epoch: int = -1,
+        current_txn_first_offset: int = -1,
     ) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(batches, maxlen=BATCHES_KEPT)
         self.last_timestamp = last_timestamp
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = current_txn_first_offset
 
     @property
     def last_sequence(self) -> int:
@@ -80,17 +94,31 @@ class ProducerStateEntry:
         return None
 
     def add_batch(self, epoch: int, batch: BatchMetadata) -> None:
+        self.update_epoch(epoch)
+        self.batches.append(batch)
+        self.last_timestamp = batch.max_timestamp
+
+    def update_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
             self.epoch = epoch
             self.batches.clear()  # sequences restart with a new epoch
-        self.batches.append(batch)
-        self.last_timestamp = batch.max_timestamp
 
     def __repr__(self) -> str:
         return (
             f"ProducerStateEntry(id={self.producer_id}, epoch={self.epoch},"
-            f" last_sequence={self.last_sequence}, last_offset={self.last_offset})"
+            f" last_sequence={self.last_sequence}, last_offset={self.last_offset},"
+            f" txn_first_offset={self.current_txn_first_offset})"
         )
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended in this partition: its data lies in
+    [first_offset, marker_offset)."""
+
+    producer_id: int
+    first_offset: int
+    marker_offset: int
+    aborted: bool
 
 
 class ProducerStateBase:
@@ -110,5 +138,10 @@ class ProducerStateBase:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # the state reflects every producer batch below this
+        # Open transactions: producer id -> first offset, in log order (a transaction
+        # opens with its first batch, so insertion order is offset order): the first
+        # one is the partition's first unstable offset.
+        self.ongoing: dict[int, int] = {}
+        self.last_marker_offset = -1  # the newest marker the state has applied
         # Offsets of the snapshot files (listed on first need).
         self._snapshots: set[int] | None = set() if empty_dir else None

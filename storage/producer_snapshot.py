@@ -13,10 +13,12 @@ offset (it covers every batch below it), all big-endian::
       last_offset            int64
       offset_delta           int32   last_offset - first offset of the last batch
       timestamp              int64   max timestamp of the last batch
-      coordinator_epoch      int32   -1 (no transactions here)
-      current_txn_first_offset int64 -1
+      coordinator_epoch      int32   of the last marker seen (-1: none)
+      current_txn_first_offset int64 first offset of its open transaction (-1: none)
 
-Only the last batch of each producer is in a snapshot (as in Kafka); batches after the
+A producer known only by a marker (its batches went with an epoch bump) is written
+with last_sequence -1, last_offset -1. Only the last batch of each producer is in a
+snapshot (as in Kafka); batches after the
 snapshot offset are replayed from the log on load, which refills the others. A snapshot
 is written on segment roll and clean shutdown (``.tmp``, fsync, rename, fsync of the
 dir); one that fails its CRC or does not parse is deleted on load and the next older one
@@ -99,20 +101,33 @@ class CorruptSnapshotError(Exception):
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
-    """The snapshot bytes of ``entries`` (producers without a batch are left out)."""
-    rows = sorted((e for e in entries if e.batches), key=lambda e: e.producer_id)
+    """The snapshot bytes of ``entries`` (producers with neither a batch nor a marker
+    are left out)."""
+    rows = sorted(
+        (e for e in entries if e.batches or e.coordinator_epoch >= 0),
+        key=lambda e: e.producer_id,
+    )
     body = bytearray(_COUNT.pack(len(rows)))
     for entry in rows:
-        last = entry.batches[-1]
+        if entry.batches:
+            last = entry.batches[-1]
+            sequence, offset, delta, timestamp = (
+                last.last_sequence,
+                last.last_offset,
+                last.offset_delta,
+                last.max_timestamp,
+            )
+        else:
+            sequence, offset, delta, timestamp = -1, -1, 0, entry.last_timestamp
         body += _ENTRY.pack(
             entry.producer_id,
             entry.epoch,
-            last.last_sequence,
-            last.last_offset,
-            last.offset_delta,
-            last.max_timestamp,
-            -1,
-            -1,
+            sequence,
+            offset,
+            delta,
+            timestamp,
+            entry.coordinator_epoch,
+            entry.current_txn_first_offset,
         )
     return _HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
 
@@ -132,11 +147,28 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
         raise CorruptSnapshotError(f"snapshot of {len(body)} bytes cannot hold {count} entries")
     entries = []
     for i in range(count):
-        pid, epoch, last_seq, last_offset, delta, timestamp, _, _ = _ENTRY.unpack_from(
-            body, _COUNT.size + i * _ENTRY.size
+        pid, epoch, last_seq, last_offset, delta, timestamp, coordinator_epoch, txn_first = (
+            _ENTRY.unpack_from(body, _COUNT.size + i * _ENTRY.size)
         )
-        batch = BatchMetadata(
-            next_sequence(last_seq, -delta), last_seq, last_offset - delta, last_offset, timestamp
+        batches: tuple[BatchMetadata, ...] = ()
+        if last_seq >= 0:
+            batches = (
+                BatchMetadata(
+                    next_sequence(last_seq, -delta),
+                    last_seq,
+                    last_offset - delta,
+                    last_offset,
+                    timestamp,
+                ),
+            )
+        entries.append(
+            ProducerStateEntry(
+                pid,
+                epoch,
+                batches,
+                timestamp,
+                coordinator_epoch=coordinator_epoch,
+                current_txn_first_offset=txn_first,
+            )
         )
-        entries.append(ProducerStateEntry(pid, epoch, (batch,), timestamp))
     return entries

@@ -27,8 +27,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from typing import TypeAlias
 
-from minibroker.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
+from minibroker.protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Marker,
+    read_header,
+    read_marker,
+)
 
 # Re-exported: the log, dump-log and the tests take these names from here.
 from minibroker.storage.producer_append import ProducerAppend as ProducerAppend
@@ -37,6 +45,7 @@ from minibroker.storage.producer_entries import (
 )
 from minibroker.storage.producer_entries import MAX_SEQUENCE as MAX_SEQUENCE
 from minibroker.storage.producer_entries import BatchMetadata as BatchMetadata
+from minibroker.storage.producer_entries import CompletedTxn as CompletedTxn
 from minibroker.storage.producer_entries import ProducerStateEntry as ProducerStateEntry
 from minibroker.storage.producer_snapshot import SNAPSHOT_SUFFIX as SNAPSHOT_SUFFIX
 from minibroker.storage.producer_snapshot import CorruptSnapshotError as CorruptSnapshotError
@@ -46,31 +55,48 @@ from minibroker.storage.producer_snapshot import encode_snapshot as encode_snaps
 
 log = logging.getLogger(__name__)
 
+ReplayedBatch: TypeAlias = tuple[BatchHeader, Marker | None]
+"""A batch's header as replay reads it, with its marker when it is a control batch."""
+
 REPLAY_CHUNK_BYTES = 1 << 20  # how much of a segment one read brings in while replaying
 
 
 class ProducerStateManager(ProducerSnapshots):
     """The producer state of one partition dir, with its snapshot files."""
 
-    def append(self, *, validate: bool) -> ProducerAppend:
-        return ProducerAppend(self, validate=validate)
+    def append(self, *, validate: bool, coordinator: bool = False) -> ProducerAppend:
+        return ProducerAppend(self, validate=validate, coordinator=coordinator)
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
-    def replay(self, headers: Iterable[BatchHeader], end_offset: int) -> None:
-        """Apply batches from the log (as a follower does: no checks)."""
+    def replay(self, batches: Iterable[ReplayedBatch], end_offset: int) -> list[CompletedTxn]:
+        """Apply batches from the log (as a follower does: no checks); returns the
+        transactions their markers ended."""
         pending = self.append(validate=False)
-        for header in headers:
-            if header.producer_id >= 0:
+        for header, marker in batches:
+            if header.producer_id < 0:
+                continue
+            if marker is not None:
+                pending.add_marker(header, header.base_offset, marker)
+            elif not header.is_control:
                 pending.add(header, header.base_offset)
-        pending.commit(end_offset)
+        return pending.commit(end_offset)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, None when none is open."""
+        for first in self.ongoing.values():
+            return first
+        return None
 
     def remove_expired(self, now_ms: int) -> int:
-        """Forget producers with no batch for ``producer_id_expiration_ms``; how many."""
+        """Forget producers with no batch for ``producer_id_expiration_ms`` and no open
+        transaction; how many."""
         limit = self.producer_id_expiration_ms
         expired = [
-            pid for pid, entry in self.producers.items() if now_ms - entry.last_timestamp >= limit
+            pid
+            for pid, entry in self.producers.items()
+            if now_ms - entry.last_timestamp >= limit and entry.current_txn_first_offset < 0
         ]
         for pid in expired:
             del self.producers[pid]
@@ -78,6 +104,7 @@ class ProducerStateManager(ProducerSnapshots):
 
     def clear(self, offset: int) -> None:
         self.producers.clear()
+        self.ongoing.clear()
         self.map_end_offset = offset
 
     def truncate(
@@ -85,16 +112,18 @@ class ProducerStateManager(ProducerSnapshots):
         *,
         log_start_offset: int,
         log_end_offset: int,
-        headers_from: Callable[[int], Iterator[BatchHeader]],
-    ) -> None:
+        headers_from: Callable[[int], Iterator[ReplayedBatch]],
+    ) -> list[CompletedTxn]:
         """The log was truncated to ``log_end_offset``: drop what lies above it. When no
         producer's last batch was cut, only the snapshots above the end go; otherwise
-        the state is rebuilt (``load``)."""
-        if all(entry.last_offset < log_end_offset for entry in self.producers.values()):
+        the state is rebuilt (``load``; the transactions its replay ended are returned)."""
+        if self.last_marker_offset < log_end_offset and all(
+            entry.last_offset < log_end_offset for entry in self.producers.values()
+        ):
             self.delete_snapshots_after(log_end_offset)
             self.map_end_offset = min(self.map_end_offset, log_end_offset)
-            return
-        self.load(
+            return []
+        return self.load(
             log_start_offset=log_start_offset,
             log_end_offset=log_end_offset,
             headers_from=headers_from,
@@ -105,12 +134,15 @@ class ProducerStateManager(ProducerSnapshots):
         *,
         log_start_offset: int,
         log_end_offset: int,
-        headers_from: Callable[[int], Iterator[BatchHeader]],
-    ) -> None:
+        headers_from: Callable[[int], Iterator[ReplayedBatch]],
+    ) -> list[CompletedTxn]:
         """Rebuild the state for a log spanning [start, end): the newest valid snapshot
-        at or below the end, then the batches after it (or the whole log)."""
+        at or below the end, then the batches after it (or the whole log); returns the
+        transactions the replayed markers ended."""
         self.delete_snapshots_after(log_end_offset)
         self.producers.clear()
+        self.ongoing.clear()
+        self.last_marker_offset = -1
         replay_from = log_start_offset
         for at in reversed(self.snapshot_offsets()):
             path = self.snapshot_path(at)
@@ -123,17 +155,25 @@ class ProducerStateManager(ProducerSnapshots):
             if at < log_start_offset:
                 break  # older than the log: the log itself is the better source
             self.producers = {entry.producer_id: entry for entry in entries}
+            open_txns = sorted(
+                (e.current_txn_first_offset, e.producer_id)
+                for e in entries
+                if e.current_txn_first_offset >= 0
+            )
+            self.ongoing = {pid: first for first, pid in open_txns}
+            self.last_marker_offset = at - 1  # a marker may lie anywhere below: assume so
             replay_from = at
             break
         self.map_end_offset = replay_from
-        self.replay(headers_from(replay_from), log_end_offset)
+        return self.replay(headers_from(replay_from), log_end_offset)
 
 
 def iter_segment_headers(
     read_at: Callable[[int, int], bytes], start: int, end: int
-) -> Iterator[BatchHeader]:
-    """Headers of the whole batches in a segment file's bytes [start, end), read in
-    chunks (the bytes were validated on append or recovery)."""
+) -> Iterator[ReplayedBatch]:
+    """Headers of the whole batches in a segment file's bytes [start, end), each with
+    its marker when it is a control batch, read in chunks (the bytes were validated on
+    append or recovery)."""
     position = start
     while end - position >= BATCH_HEADER_SIZE:
         chunk = read_at(position, min(REPLAY_CHUNK_BYTES, end - position))
@@ -143,7 +183,10 @@ def iter_segment_headers(
             size = header.batch_length + LOG_OVERHEAD
             if position + at + size > end:
                 return
-            yield header
+            marker = None
+            if header.is_control and len(chunk) - at >= size:
+                marker = read_marker(chunk, at)
+            yield header, marker
             at += size
         if at == 0:
             return  # the file ended early: nothing more to read

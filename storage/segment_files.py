@@ -1,7 +1,8 @@
-"""The three files of one log segment and the state derived from them.
+"""The files of one log segment and the state derived from them.
 
 A segment is ``<base>.log`` with its ``<base>.index`` and ``<base>.timeindex``
-(``storage.offset_index``, ``storage.time_index``). ``SegmentFiles`` opens them, keeps
+(``storage.offset_index``, ``storage.time_index``), and ``<base>.txnindex`` once a
+transaction is aborted in it (``storage.txn_index``). ``SegmentFiles`` opens them, keeps
 what is derived from them (size, next offset, max timestamp, bytes since the last index
 entry), scans batch headers, and owns the files' life: flush, close, rename, delete.
 ``LogSegment`` (storage/segment.py: append and read) is assembled from this base and
@@ -30,6 +31,7 @@ from minibroker.storage.names import (
 )
 from minibroker.storage.offset_index import OffsetIndex
 from minibroker.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from minibroker.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 HEADER_SCAN = struct.Struct(">qi11xi8xq")
 """baseOffset, batchLength, lastOffsetDelta, maxTimestamp: all a segment needs of a
@@ -76,7 +78,7 @@ class SegmentFiles:
         self.log_path = segment_path(directory, base_offset, LOG_SUFFIX + file_suffix)
         if create and clear_stale:
             # A file left by a crash in the middle of an earlier roll is stale.
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 segment_path(directory, base_offset, suffix + file_suffix).unlink(missing_ok=True)
         # O_APPEND: every write lands at the end, also right after a truncation, and
         # os.write is cheaper than pwrite for the small appends that dominate.
@@ -94,6 +96,9 @@ class SegmentFiles:
             time_path, base_offset, max_index_size, writable=writable, create=create
         )
         self._bytes_since_last_index_entry = 0
+        self.txn_index = TransactionIndex(
+            segment_path(directory, base_offset, TXN_INDEX_SUFFIX + file_suffix)
+        )
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = base_offset
         self._next_offset = base_offset
@@ -205,6 +210,7 @@ class SegmentFiles:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def dup_fds(self) -> list[int]:
         """Private descriptors of the three files (see Log.flush); raises OSError when
@@ -241,7 +247,11 @@ class SegmentFiles:
         self._fd = -1
 
     def files(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        """The segment's files; the ``.txnindex`` only when it has entries."""
+        files = [self.log_path, self.offset_index.path, self.time_index.path]
+        if self.txn_index.entries:
+            files.append(self.txn_index.path)
+        return files
 
     def change_file_suffixes(self, old: str, new: str) -> None:
         """Rename the three files from ``<name><old>`` to ``<name><new>``, indexes
@@ -250,6 +260,9 @@ class SegmentFiles:
         for index in (self.offset_index, self.time_index):
             name = index.path.name.removesuffix(old) if old else index.path.name
             index.rename(index.path.with_name(name + new))
+        txn = self.txn_index
+        name = txn.path.name.removesuffix(old) if old else txn.path.name
+        txn.rename(txn.path.with_name(name + new))
         name = self.log_path.name.removesuffix(old) if old else self.log_path.name
         target = self.log_path.with_name(name + new)
         os.rename(self.log_path, target)

@@ -94,6 +94,7 @@ class SegmentRecovery(SegmentFiles):
         self.time_index.maybe_append(
             self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
         )
+        self.txn_index.truncate_to(next_offset)  # markers past the recovered end are gone
         return truncated
 
     def _revalidate(self, view: memoryview, epochs: EpochSink | None) -> tuple[int, int]:
@@ -139,6 +140,7 @@ class SegmentRecovery(SegmentFiles):
             return 0
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         truncated = self.size - first_removed.position
         os.ftruncate(self._fd, first_removed.position)
         self.size = first_removed.position

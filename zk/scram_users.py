@@ -116,6 +116,18 @@ async def set_scram_credential(zk: ZkClient, name: str, mechanism: str, credenti
     await _write(zk, name, config)
 
 
+async def alter_scram_credentials(
+    zk: ZkClient, name: str, upserts: Mapping[str, str], deletions: Iterable[str]
+) -> None:
+    """Remove ``deletions`` (mechanisms) and set ``upserts`` (mechanism -> Kafka's text
+    form) of one user in one write, and announce it."""
+    config = await read_user_config(zk, name)
+    for mechanism in deletions:
+        config.pop(mechanism, None)
+    config.update(upserts)
+    await _write(zk, name, config)
+
+
 async def delete_scram_user(zk: ZkClient, name: str) -> bool:
     """Remove every SCRAM credential of ``name``; False if it had none."""
     config = await read_user_config(zk, name)

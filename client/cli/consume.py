@@ -74,6 +74,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-messages", type=int, help="exit after this many records")
     parser.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed: only committed transactions' records (default"
+        " read_uncommitted, as Kafka's console consumer)",
+    )
+    parser.add_argument(
         "--timeout-ms",
         type=int,
         help="exit when no record arrived for this long (default: wait forever)",
@@ -171,6 +178,7 @@ async def _run(args: argparse.Namespace, render: Callable[[ConsumerRecord], str]
         auto_offset_reset="latest",
         client_id="minibroker-cli-consumer",
         config=command_security(args),
+        isolation_level=args.isolation_level,
     ) as consumer:
         info = await topic_or_explain(
             consumer.cluster, args.topic, "consumers do not create topics"
@@ -195,6 +203,7 @@ async def _run_group(args: argparse.Namespace, render: Callable[[ConsumerRecord]
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         client_id="minibroker-cli-consumer",
         config=command_security(args),
+        isolation_level=args.isolation_level,
     ) as consumer:
         await topic_or_explain(consumer.cluster, args.topic, "consumers do not create topics")
         consumer.subscribe([args.topic])

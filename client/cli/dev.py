@@ -198,11 +198,22 @@ def _run_up(args: argparse.Namespace) -> int:
 # --- dev up --------------------------------------------------------------------------
 
 
+def transaction_settings(brokers: int) -> list[str]:
+    """``__transaction_state`` settings that fit ``brokers``: Kafka's replication factor
+    3 and min ISR 2 from three brokers on; below that every broker holds a replica and
+    one in sync is enough, so transactions go on while a broker restarts."""
+    return [
+        f"transaction.state.log.replication.factor={min(3, brokers)}",
+        f"transaction.state.log.min.isr={2 if brokers >= 3 else 1}",
+    ]
+
+
 class _Supervisor:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.data_dir: Path = args.data_dir.resolve()
-        self.state = DevState(os.getpid(), str(self.data_dir), settings=list(args.set))
+        settings = [*transaction_settings(args.brokers), *args.set]  # a --set wins
+        self.state = DevState(os.getpid(), str(self.data_dir), settings=settings)
         self.processes: dict[str, trio.Process] = {}
         self.stopping = False
 

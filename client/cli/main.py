@@ -34,11 +34,14 @@ COMMANDS: dict[str, str] = {
     "produce": "minibroker.client.cli.produce",
     "consume": "minibroker.client.cli.consume",
     "groups": "minibroker.client.cli.groups",
+    "transactions": "minibroker.client.cli.transactions",
     "elect-leaders": "minibroker.client.cli.elect_leaders",
     "reassign": "minibroker.client.cli.reassign",
     "log-dirs": "minibroker.client.cli.log_dirs",
     "acl": "minibroker.client.cli.acl",
     "users": "minibroker.client.cli.users",
+    "configs": "minibroker.client.cli.configs",
+    "quotas": "minibroker.client.cli.quotas",
 }
 
 EXIT_OK = 0

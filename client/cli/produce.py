@@ -13,6 +13,11 @@ than min.insync.replicas; no leader) are retried until ``delivery.timeout.ms`` (
 120 s) runs out; meanwhile a line on stderr says which partition waits and why, again
 every ``WAIT_REPORT_EVERY_S``. Kafka's ``--request-timeout-ms`` and ``--producer-property
 KEY=VALUE`` (``delivery.timeout.ms``, ...) set the bounds.
+
+``--transactional-id ID`` writes in transactions (a transactional producer: it fences
+any earlier one with the same id): the whole input is one transaction, committed at its
+end, or one per ``--transaction-size N`` lines; a record that fails aborts the
+transaction it is in (exit 1), so read_committed consumers see none of it.
 """
 
 from __future__ import annotations
@@ -114,12 +119,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"{', '.join(PRODUCER_PROPERTIES)} (delivery.timeout.ms, default "
         f"{DELIVERY_TIMEOUT_MS}, bounds how long a record is retried)",
     )
+    parser.add_argument(
+        "--transactional-id",
+        metavar="ID",
+        help="write in transactions under this transactional id (acks=all)",
+    )
+    parser.add_argument(
+        "--transaction-size",
+        type=int,
+        metavar="N",
+        help="commit a transaction every N lines (default: one for the whole input)",
+    )
     add_bootstrap(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.key_separator == "":
         raise UsageError("--key-separator must not be empty")
+    if args.transaction_size is not None and (
+        args.transactional_id is None or args.transaction_size <= 0
+    ):
+        raise UsageError("--transaction-size N needs --transactional-id and N > 0")
+    if args.transactional_id is not None and args.acks not in ("all", "-1"):
+        raise UsageError("--transactional-id needs --acks all")
     if args.partition is not None and args.partition < 0:
         raise UsageError("--partition must be >= 0")
     args.producer_settings = producer_settings(args)
@@ -185,8 +207,14 @@ async def _run(args: argparse.Namespace, stream: BinaryIO) -> int:
             compression=None if args.compression == "none" else args.compression,
             client_id="minibroker-cli-producer",
             config=command_security(args),
+            transactional_id=args.transactional_id,
             **args.producer_settings,
         ) as producer:
+            transactional = args.transactional_id is not None
+            if transactional:
+                await producer.init_transactions()
+                producer.begin_transaction()
+            in_transaction = 0
             nursery.start_soon(_report_waits, producer, args.producer_settings)
             # Fail fast on a topic that does not exist (instead of max_block_ms per record).
             await topic_or_explain(
@@ -215,13 +243,30 @@ async def _run(args: argparse.Namespace, stream: BinaryIO) -> int:
                         )
                     )
                     sent += 1
+                    in_transaction += 1
+                    if transactional and in_transaction == args.transaction_size:
+                        await producer.commit_transaction()
+                        producer.begin_transaction()
+                        in_transaction = 0
                 if trio.current_time() >= next_progress:
                     progress(f"produced {sent} records")
                     next_progress = trio.current_time() + PROGRESS_EVERY_S
-            await producer.flush()
+            if transactional:
+                await _end_transaction(producer, in_transaction)
+            else:
+                await producer.flush()
         nursery.cancel_scope.cancel()
         progress_done()
     return _report(deliveries)
+
+
+async def _end_transaction(producer: Producer, records: int) -> None:
+    """Commit the last transaction (abort it when a record failed: then raise)."""
+    try:
+        await producer.commit_transaction()
+    except MinibrokerError:
+        await producer.abort_transaction()
+        raise
 
 
 async def _report_waits(producer: Producer, settings: dict[str, float]) -> None:

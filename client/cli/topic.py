@@ -1,4 +1,5 @@
-"""``minibroker topic create|list|describe|delete|alter-config``.
+"""``minibroker topic create|list|describe|delete|alter-config`` (``alter`` and
+``delete-records``: client/cli/topic_partitions.py).
 
 Flags follow kafka-topics.sh where it has one (``--partitions``,
 ``--replication-factor``, ``--config k=v``, ``--replica-assignment 1:2,2:3``,
@@ -12,6 +13,7 @@ import argparse
 from typing import Any
 
 from minibroker.client.admin import Admin, TopicDescription
+from minibroker.client.cli import topic_partitions
 from minibroker.client.cli.common import (
     UsageError,
     add_bootstrap,
@@ -22,9 +24,10 @@ from minibroker.client.cli.common import (
     print_table,
     run_async,
 )
+from minibroker.client.cli.topic_partitions import parse_assignment
 from minibroker.protocol.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
-HELP = "create, list, describe, delete topics and change their configuration"
+HELP = "create, list, describe, delete topics, add partitions, change their configuration"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -106,22 +109,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="remove an override (repeatable)",
     )
 
-    for sub in (create, listing, describe, delete, alter):
+    for sub in (create, listing, describe, delete, alter, *topic_partitions.configure(actions)):
         add_bootstrap(sub)
-
-
-def parse_assignment(text: str) -> dict[int, list[int]]:
-    """``"1:2,2:3"`` -> {0: [1, 2], 1: [2, 3]} (kafka-topics' --replica-assignment)."""
-    assignment: dict[int, list[int]] = {}
-    for index, part in enumerate(text.split(",")):
-        try:
-            replicas = [int(b) for b in part.split(":")]
-        except ValueError:
-            raise UsageError(f"--replica-assignment: bad broker list {part!r}") from None
-        if len(set(replicas)) != len(replicas):
-            raise UsageError(f"--replica-assignment: partition {index} repeats a broker")
-        assignment[index] = replicas
-    return assignment
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.assignment and (args.partitions != -1 or args.replication_factor != -1):
             raise UsageError("--replica-assignment replaces --partitions/--replication-factor")
+    if args.action == "delete-records":
+        args.offsets = topic_partitions.offsets_asked(args)
     if args.action == "alter-config" and not (args.set or args.delete):
         raise UsageError("alter-config needs at least one --set KEY=VALUE or --delete KEY")
     return run_async(_run, args)
@@ -158,6 +149,8 @@ async def _run(args: argparse.Namespace) -> int:
                 return 0
             print(f"Deleted topic {args.topic}")
             return 0
+        if args.action in topic_partitions.ACTIONS:
+            return await topic_partitions.run(admin, args)
         return await _alter_config(admin, args)
 
 

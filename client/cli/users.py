@@ -1,12 +1,16 @@
-"""``minibroker users add|list|delete``: SCRAM users in ZooKeeper (/config/users/<name>).
+"""``minibroker users add|list|delete``: SCRAM users, through the brokers' KIP-554 APIs.
 
-As with ZooKeeper-era Kafka's ``kafka-configs --zookeeper ... --entity-type users``, the
-credentials are written to ZooKeeper directly: that is how the first users (the brokers'
-own, the first admin) exist before any broker can authenticate anyone. Every broker
-applies a change at once through the /config/changes notification the write leaves
-(broker/credentials.py). Only the salted credential is stored; the password is read
-from ``--password-file`` (its first line), else from stdin (prompted without echo on
-a terminal), and never printed.
+Every command goes to a broker (DescribeUserScramCredentials,
+AlterUserScramCredentials; client/scram.py), which stores the salted credential in
+ZooKeeper (/config/users/<name>) and announces it, so every broker knows a new user at
+once; on a secure cluster it needs a login allowed to Describe / Alter the cluster
+(``--command-config``). The password is read from ``--password-file`` (its first
+line), else from stdin (prompted without echo on a terminal), salted here and never
+sent or printed.
+
+``--zookeeper HOST:PORT`` writes ZooKeeper directly instead, as ZooKeeper-era
+``kafka-configs --zookeeper`` does: the way to create the first users (the brokers' own,
+the first admin) before any broker can authenticate anyone.
 """
 
 from __future__ import annotations
@@ -16,18 +20,25 @@ import getpass
 import sys
 from pathlib import Path
 
-from minibroker.client.cli.common import UsageError, add_format, print_json, print_table, run_async
+from minibroker.client.admin import Admin
+from minibroker.client.cli.common import (
+    UsageError,
+    add_bootstrap,
+    add_format,
+    command_security,
+    print_json,
+    print_table,
+    run_async,
+)
+from minibroker.client.scram import alter_scram_users, describe_scram_users
 from minibroker.protocol.sasl import (
     DEFAULT_ITERATIONS,
     SCRAM_MECHANISMS,
     format_scram_credential,
     make_scram_credential,
 )
-from minibroker.zk.client import open_zk_client
-from minibroker.zk.scram_users import delete_scram_user, list_scram_users, set_scram_credential
 
 HELP = "manage SCRAM users (add, list, delete)"
-DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -50,11 +61,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     delete = actions.add_parser("delete", help="remove every SCRAM credential of a user")
     delete.add_argument("name", help="the user to remove")
     for sub in (add, listing, delete):
+        add_bootstrap(sub)
         sub.add_argument(
             "--zookeeper",
-            default=DEFAULT_ZOOKEEPER,
             metavar="HOST:PORT[/chroot]",
-            help=f"the cluster's ZooKeeper (default {DEFAULT_ZOOKEEPER})",
+            help="write the cluster's ZooKeeper directly (the first users, before a broker"
+            " can log anyone in)",
         )
 
 
@@ -71,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             }
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        return run_async(_add, args, credentials)
+        return run_async(_add, args, credentials, password)
     return run_async(_list if args.action == "list" else _delete, args)
 
 
@@ -88,17 +100,40 @@ def _read_password(path: Path | None) -> str:
     return password
 
 
-async def _add(args: argparse.Namespace, credentials: dict[str, str]) -> int:
-    async with open_zk_client(args.zookeeper) as zk:
-        for mechanism, credential in credentials.items():
-            await set_scram_credential(zk, args.name, mechanism, credential)
+async def _add(args: argparse.Namespace, credentials: dict[str, str], password: str) -> int:
+    if args.zookeeper:
+        from minibroker.zk.client import open_zk_client
+        from minibroker.zk.scram_users import set_scram_credential
+
+        async with open_zk_client(args.zookeeper) as zk:
+            for mechanism, credential in credentials.items():
+                await set_scram_credential(zk, args.name, mechanism, credential)
+    else:
+        async with _admin(args) as admin:
+            await alter_scram_users(
+                admin.cluster,
+                passwords={(args.name, m): password for m in credentials},
+                iterations=args.iterations,
+            )
     print(f"User {args.name}: {', '.join(credentials)} credentials set")
     return 0
 
 
+def _admin(args: argparse.Namespace) -> Admin:
+    return Admin(args.bootstrap_server, config=command_security(args))
+
+
 async def _list(args: argparse.Namespace) -> int:
-    async with open_zk_client(args.zookeeper) as zk:
-        users = await list_scram_users(zk)
+    if args.zookeeper:
+        from minibroker.zk.client import open_zk_client
+        from minibroker.zk.scram_users import list_scram_users
+
+        async with open_zk_client(args.zookeeper) as zk:
+            users = await list_scram_users(zk)
+    else:
+        async with _admin(args) as admin:
+            described = await describe_scram_users(admin.cluster)
+            users = {name: sorted(mechanisms) for name, mechanisms in described.items()}
     if args.format == "json":
         print_json([{"name": name, "mechanisms": m} for name, m in sorted(users.items())])
     else:
@@ -107,8 +142,18 @@ async def _list(args: argparse.Namespace) -> int:
 
 
 async def _delete(args: argparse.Namespace) -> int:
-    async with open_zk_client(args.zookeeper) as zk:
-        deleted = await delete_scram_user(zk, args.name)
+    if args.zookeeper:
+        from minibroker.zk.client import open_zk_client
+        from minibroker.zk.scram_users import delete_scram_user
+
+        async with open_zk_client(args.zookeeper) as zk:
+            deleted = await delete_scram_user(zk, args.name)
+    else:
+        async with _admin(args) as admin:
+            held = (await describe_scram_users(admin.cluster, [args.name])).get(args.name, {})
+            if held:
+                await alter_scram_users(admin.cluster, deletions=[(args.name, m) for m in held])
+            deleted = bool(held)
     if not deleted:
         print(f"minibroker users: error: no SCRAM user {args.name!r}", file=sys.stderr)
         return 1

@@ -34,8 +34,16 @@ SPLICE_BYTES: Final = 32 * 1024
 MAX_UVARINT_BYTES: Final = 5
 """An unsigned varint of an int32 quantity takes at most 5 bytes."""
 
-_FIXED: Final = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "bool": "?", "uuid": "16s"}
-_SIZES: Final = {"b": 1, "h": 2, "i": 4, "q": 8, "?": 1, "16s": 16}
+_FIXED: Final = {
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "bool": "?",
+    "uuid": "16s",
+    "float64": "d",  # IEEE 754 double (client quotas' values)
+}
+_SIZES: Final = {"b": 1, "h": 2, "i": 4, "q": 8, "?": 1, "16s": 16, "d": 8}
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

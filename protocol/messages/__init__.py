@@ -6,6 +6,13 @@ from __future__ import annotations
 from typing import Final
 
 from minibroker.protocol.messages.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
+from minibroker.protocol.messages.admin import (
+    ALTER_CLIENT_QUOTAS,
+    ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_CLIENT_QUOTAS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    INCREMENTAL_ALTER_CONFIGS,
+)
 from minibroker.protocol.messages.cluster import (
     ALTER_CONFIGS,
     API_VERSIONS,
@@ -34,6 +41,7 @@ from minibroker.protocol.messages.groups import (
     SYNC_GROUP,
 )
 from minibroker.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
+from minibroker.protocol.messages.partitions import CREATE_PARTITIONS, DELETE_RECORDS
 from minibroker.protocol.messages.producer import INIT_PRODUCER_ID
 from minibroker.protocol.messages.replicas import (
     ALTER_PARTITION_REASSIGNMENTS,
@@ -47,6 +55,16 @@ from minibroker.protocol.messages.security import (
     BROKER_PROOF,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+)
+from minibroker.protocol.messages.transactions import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
+    LIST_TRANSACTIONS,
+    TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS,
 )
 
 ALL_MESSAGES: Final[dict[int, Message]] = {
@@ -63,6 +81,14 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         UPDATE_METADATA,
         CONTROLLED_SHUTDOWN,
         INIT_PRODUCER_ID,
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        END_TXN,
+        WRITE_TXN_MARKERS,
+        TXN_OFFSET_COMMIT,
+        DESCRIBE_PRODUCERS,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
         FIND_COORDINATOR,
         JOIN_GROUP,
         SYNC_GROUP,
@@ -76,8 +102,15 @@ ALL_MESSAGES: Final[dict[int, Message]] = {
         OFFSET_DELETE,
         CREATE_TOPICS,
         DELETE_TOPICS,
+        CREATE_PARTITIONS,
+        DELETE_RECORDS,
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
+        INCREMENTAL_ALTER_CONFIGS,
+        DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ALTER_USER_SCRAM_CREDENTIALS,
+        DESCRIBE_CLIENT_QUOTAS,
+        ALTER_CLIENT_QUOTAS,
         DESCRIBE_CLUSTER,
         DESCRIBE_LOG_DIRS,
         ALTER_REPLICA_LOG_DIRS,

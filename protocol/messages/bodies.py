@@ -721,6 +721,37 @@ class DeleteTopicsResponse(TypedDict, total=False):
     topics: list[DeleteTopicsResponseTopic]
 
 
+class DeleteRecordsRequestTopicPartition(TypedDict):
+    partition_index: int
+    offset: int
+
+
+class DeleteRecordsRequestTopic(TypedDict):
+    name: str
+    partitions: list[DeleteRecordsRequestTopicPartition]
+
+
+class DeleteRecordsRequest(TypedDict):
+    topics: list[DeleteRecordsRequestTopic]
+    timeout_ms: int
+
+
+class DeleteRecordsResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    low_watermark: int
+    error_code: int
+
+
+class DeleteRecordsResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DeleteRecordsResponseTopicPartition]]
+
+
+class DeleteRecordsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponseTopic]
+
+
 class InitProducerIdRequest(TypedDict):
     transactional_id: str | None
     transaction_timeout_ms: int
@@ -766,6 +797,131 @@ class OffsetForLeaderEpochResponseTopic(TypedDict, total=False):
 class OffsetForLeaderEpochResponse(TypedDict, total=False):
     throttle_time_ms: int
     topics: list[OffsetForLeaderEpochResponseTopic]
+
+
+class AddPartitionsToTxnRequestTopic(TypedDict):
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequest(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: list[AddPartitionsToTxnRequestTopic]
+
+
+class AddPartitionsToTxnResponseResultResult(TypedDict, total=False):
+    partition_index: Required[int]
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseResult(TypedDict, total=False):
+    name: Required[str]
+    results: Required[list[AddPartitionsToTxnResponseResultResult]]
+
+
+class AddPartitionsToTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[AddPartitionsToTxnResponseResult]
+
+
+class AddOffsetsToTxnRequest(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class AddOffsetsToTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+
+
+class EndTxnRequest(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+class EndTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+
+
+class WriteTxnMarkersRequestMarkerTopic(TypedDict):
+    name: str
+    partition_indexes: list[int]
+
+
+class WriteTxnMarkersRequestMarker(TypedDict):
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: list[WriteTxnMarkersRequestMarkerTopic]
+    coordinator_epoch: int
+
+
+class WriteTxnMarkersRequest(TypedDict):
+    markers: list[WriteTxnMarkersRequestMarker]
+
+
+class WriteTxnMarkersResponseMarkerTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+
+
+class WriteTxnMarkersResponseMarkerTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[WriteTxnMarkersResponseMarkerTopicPartition]]
+
+
+class WriteTxnMarkersResponseMarker(TypedDict, total=False):
+    producer_id: Required[int]
+    topics: Required[list[WriteTxnMarkersResponseMarkerTopic]]
+
+
+class WriteTxnMarkersResponse(TypedDict, total=False):
+    markers: list[WriteTxnMarkersResponseMarker]
+
+
+class TxnOffsetCommitRequestTopicPartition(TypedDict):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestTopic(TypedDict):
+    name: str
+    partitions: list[TxnOffsetCommitRequestTopicPartition]
+
+
+class TxnOffsetCommitRequest(TypedDict):
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitRequestTopic]
+
+
+class TxnOffsetCommitResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+
+
+class TxnOffsetCommitResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[TxnOffsetCommitResponseTopicPartition]]
+
+
+class TxnOffsetCommitResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponseTopic]
 
 
 class DescribeAclsRequest(TypedDict):
@@ -1006,6 +1162,33 @@ class SaslAuthenticateResponse(TypedDict, total=False):
     session_lifetime_ms: int
 
 
+class CreatePartitionsRequestTopicAssignment(TypedDict):
+    broker_ids: list[int]
+
+
+class CreatePartitionsRequestTopic(TypedDict):
+    name: str
+    count: int
+    assignments: list[CreatePartitionsRequestTopicAssignment] | None
+
+
+class CreatePartitionsRequest(TypedDict):
+    topics: list[CreatePartitionsRequestTopic]
+    timeout_ms: int
+    validate_only: bool
+
+
+class CreatePartitionsResponseResult(TypedDict, total=False):
+    name: Required[str]
+    error_code: int
+    error_message: str | None
+
+
+class CreatePartitionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponseResult]
+
+
 class DeleteGroupsRequest(TypedDict):
     groups_names: list[str]
 
@@ -1046,6 +1229,35 @@ class ElectLeadersResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
     replica_election_results: list[ElectLeadersResponseReplicaElectionResult]
+
+
+class IncrementalAlterConfigsRequestResourceConfig(TypedDict):
+    name: str
+    config_operation: int
+    value: str | None
+
+
+class IncrementalAlterConfigsRequestResource(TypedDict):
+    resource_type: int
+    resource_name: str
+    configs: list[IncrementalAlterConfigsRequestResourceConfig]
+
+
+class IncrementalAlterConfigsRequest(TypedDict):
+    resources: list[IncrementalAlterConfigsRequestResource]
+    validate_only: bool
+
+
+class IncrementalAlterConfigsResponseResponse(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+    resource_type: Required[int]
+    resource_name: Required[str]
+
+
+class IncrementalAlterConfigsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponseResponse]
 
 
 class AlterPartitionReassignmentsRequestTopicPartition(TypedDict):
@@ -1140,6 +1352,132 @@ class OffsetDeleteResponse(TypedDict, total=False):
     topics: list[OffsetDeleteResponseTopic]
 
 
+class DescribeClientQuotasRequestComponent(TypedDict):
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    components: list[DescribeClientQuotasRequestComponent]
+    strict: bool
+
+
+class DescribeClientQuotasResponseEntryEntity(TypedDict, total=False):
+    entity_type: Required[str]
+    entity_name: str | None
+
+
+class DescribeClientQuotasResponseEntryValue(TypedDict, total=False):
+    key: str
+    value: float
+
+
+class DescribeClientQuotasResponseEntry(TypedDict, total=False):
+    entity: list[DescribeClientQuotasResponseEntryEntity]
+    values: list[DescribeClientQuotasResponseEntryValue]
+
+
+class DescribeClientQuotasResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponseEntry] | None
+
+
+class AlterClientQuotasRequestEntryEntity(TypedDict):
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestEntryOp(TypedDict):
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntry(TypedDict):
+    entity: list[AlterClientQuotasRequestEntryEntity]
+    ops: list[AlterClientQuotasRequestEntryOp]
+
+
+class AlterClientQuotasRequest(TypedDict):
+    entries: list[AlterClientQuotasRequestEntry]
+    validate_only: bool
+
+
+class AlterClientQuotasResponseEntryEntity(TypedDict, total=False):
+    entity_type: Required[str]
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntry(TypedDict, total=False):
+    error_code: int
+    error_message: str | None
+    entity: list[AlterClientQuotasResponseEntryEntity]
+
+
+class AlterClientQuotasResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntry]
+
+
+class DescribeUserScramCredentialsRequestUser(TypedDict):
+    name: str
+
+
+class DescribeUserScramCredentialsRequest(TypedDict):
+    users: list[DescribeUserScramCredentialsRequestUser] | None
+
+
+class DescribeUserScramCredentialsResponseResultCredentialInfo(TypedDict, total=False):
+    mechanism: int
+    iterations: int
+
+
+class DescribeUserScramCredentialsResponseResult(TypedDict, total=False):
+    user: Required[str]
+    error_code: int
+    error_message: str | None
+    credential_infos: list[DescribeUserScramCredentialsResponseResultCredentialInfo]
+
+
+class DescribeUserScramCredentialsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponseResult]
+
+
+class AlterUserScramCredentialsRequestDeletion(TypedDict):
+    name: str
+    mechanism: int
+
+
+class AlterUserScramCredentialsRequestUpsertion(TypedDict):
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+class AlterUserScramCredentialsRequest(TypedDict):
+    deletions: list[AlterUserScramCredentialsRequestDeletion]
+    upsertions: list[AlterUserScramCredentialsRequestUpsertion]
+
+
+class AlterUserScramCredentialsResponseResult(TypedDict, total=False):
+    user: Required[str]
+    error_code: int
+    error_message: str | None
+
+
+class AlterUserScramCredentialsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponseResult]
+
+
 class DescribeClusterRequest(TypedDict):
     include_cluster_authorized_operations: bool
     endpoint_type: int
@@ -1163,6 +1501,85 @@ class DescribeClusterResponse(TypedDict, total=False):
     controller_id: int
     brokers: list[DescribeClusterResponseBroker]
     cluster_authorized_operations: int
+
+
+class DescribeProducersRequestTopic(TypedDict):
+    name: str
+    partition_indexes: list[int]
+
+
+class DescribeProducersRequest(TypedDict):
+    topics: list[DescribeProducersRequestTopic]
+
+
+class DescribeProducersResponseTopicPartitionActiveProducer(TypedDict, total=False):
+    producer_id: Required[int]
+    producer_epoch: Required[int]
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class DescribeProducersResponseTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    error_code: int
+    error_message: str | None
+    active_producers: list[DescribeProducersResponseTopicPartitionActiveProducer]
+
+
+class DescribeProducersResponseTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DescribeProducersResponseTopicPartition]]
+
+
+class DescribeProducersResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponseTopic]
+
+
+class DescribeTransactionsRequest(TypedDict):
+    transactional_ids: list[str]
+
+
+class DescribeTransactionsResponseTransactionStateTopic(TypedDict, total=False):
+    topic: Required[str]
+    partitions: list[int]
+
+
+class DescribeTransactionsResponseTransactionState(TypedDict, total=False):
+    error_code: int
+    transactional_id: Required[str]
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    topics: list[DescribeTransactionsResponseTransactionStateTopic]
+
+
+class DescribeTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponseTransactionState]
+
+
+class ListTransactionsRequest(TypedDict):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+
+
+class ListTransactionsResponseTransactionState(TypedDict, total=False):
+    transactional_id: Required[str]
+    producer_id: int
+    transaction_state: str
+
+
+class ListTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponseTransactionState]
 
 
 class BrokerChallengeRequest(TypedDict):
@@ -1207,10 +1624,18 @@ SASL_HANDSHAKE: Final[Route[SaslHandshakeRequest, SaslHandshakeResponse]] = Rout
 API_VERSIONS: Final[Route[ApiVersionsRequest, ApiVersionsResponse]] = Route(18)
 CREATE_TOPICS: Final[Route[CreateTopicsRequest, CreateTopicsResponse]] = Route(19)
 DELETE_TOPICS: Final[Route[DeleteTopicsRequest, DeleteTopicsResponse]] = Route(20)
+DELETE_RECORDS: Final[Route[DeleteRecordsRequest, DeleteRecordsResponse]] = Route(21)
 INIT_PRODUCER_ID: Final[Route[InitProducerIdRequest, InitProducerIdResponse]] = Route(22)
 OFFSET_FOR_LEADER_EPOCH: Final[Route[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse]] = (
     Route(23)
 )
+ADD_PARTITIONS_TO_TXN: Final[Route[AddPartitionsToTxnRequest, AddPartitionsToTxnResponse]] = Route(
+    24
+)
+ADD_OFFSETS_TO_TXN: Final[Route[AddOffsetsToTxnRequest, AddOffsetsToTxnResponse]] = Route(25)
+END_TXN: Final[Route[EndTxnRequest, EndTxnResponse]] = Route(26)
+WRITE_TXN_MARKERS: Final[Route[WriteTxnMarkersRequest, WriteTxnMarkersResponse]] = Route(27)
+TXN_OFFSET_COMMIT: Final[Route[TxnOffsetCommitRequest, TxnOffsetCommitResponse]] = Route(28)
 DESCRIBE_ACLS: Final[Route[DescribeAclsRequest, DescribeAclsResponse]] = Route(29)
 CREATE_ACLS: Final[Route[CreateAclsRequest, CreateAclsResponse]] = Route(30)
 DELETE_ACLS: Final[Route[DeleteAclsRequest, DeleteAclsResponse]] = Route(31)
@@ -1221,8 +1646,12 @@ ALTER_REPLICA_LOG_DIRS: Final[Route[AlterReplicaLogDirsRequest, AlterReplicaLogD
 )
 DESCRIBE_LOG_DIRS: Final[Route[DescribeLogDirsRequest, DescribeLogDirsResponse]] = Route(35)
 SASL_AUTHENTICATE: Final[Route[SaslAuthenticateRequest, SaslAuthenticateResponse]] = Route(36)
+CREATE_PARTITIONS: Final[Route[CreatePartitionsRequest, CreatePartitionsResponse]] = Route(37)
 DELETE_GROUPS: Final[Route[DeleteGroupsRequest, DeleteGroupsResponse]] = Route(42)
 ELECT_LEADERS: Final[Route[ElectLeadersRequest, ElectLeadersResponse]] = Route(43)
+INCREMENTAL_ALTER_CONFIGS: Final[
+    Route[IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse]
+] = Route(44)
 ALTER_PARTITION_REASSIGNMENTS: Final[
     Route[AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse]
 ] = Route(45)
@@ -1230,6 +1659,21 @@ LIST_PARTITION_REASSIGNMENTS: Final[
     Route[ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse]
 ] = Route(46)
 OFFSET_DELETE: Final[Route[OffsetDeleteRequest, OffsetDeleteResponse]] = Route(47)
+DESCRIBE_CLIENT_QUOTAS: Final[Route[DescribeClientQuotasRequest, DescribeClientQuotasResponse]] = (
+    Route(48)
+)
+ALTER_CLIENT_QUOTAS: Final[Route[AlterClientQuotasRequest, AlterClientQuotasResponse]] = Route(49)
+DESCRIBE_USER_SCRAM_CREDENTIALS: Final[
+    Route[DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse]
+] = Route(50)
+ALTER_USER_SCRAM_CREDENTIALS: Final[
+    Route[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse]
+] = Route(51)
 DESCRIBE_CLUSTER: Final[Route[DescribeClusterRequest, DescribeClusterResponse]] = Route(60)
+DESCRIBE_PRODUCERS: Final[Route[DescribeProducersRequest, DescribeProducersResponse]] = Route(61)
+DESCRIBE_TRANSACTIONS: Final[Route[DescribeTransactionsRequest, DescribeTransactionsResponse]] = (
+    Route(65)
+)
+LIST_TRANSACTIONS: Final[Route[ListTransactionsRequest, ListTransactionsResponse]] = Route(66)
 BROKER_CHALLENGE: Final[Route[BrokerChallengeRequest, BrokerChallengeResponse]] = Route(1000)
 BROKER_PROOF: Final[Route[BrokerProofRequest, BrokerProofResponse]] = Route(1001)

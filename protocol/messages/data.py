@@ -240,14 +240,16 @@ LIST_OFFSETS: Final = Message(
     2,
     "ListOffsets",
     doc="""Find offsets by timestamp: -2 earliest (log start), -1 latest (end, or HW for
-    consumers), otherwise the first offset whose timestamp is >= ``timestamp``.
+    consumers), -3 the first record with the largest timestamp (v7+), -4 earliest local
+    (v8+: the log start), -5 latest tiered (v9+: -1, no tiered storage), otherwise the
+    first offset whose timestamp is >= ``timestamp``.
 
     Request: ``replica_id`` (-1 consumer), ``isolation_level``, per partition
     ``partition_index``, ``current_leader_epoch`` (-1 = don't check), ``timestamp``.
     Response: per partition ``error_code``, ``timestamp`` and ``offset`` found (-1, -1
     when none), ``leader_epoch`` of that offset.
     """,
-    valid=versions("1-6"),
+    valid=versions("1-9"),
     flexible=versions("6+"),
     request=struct(
         f("replica_id", INT32, default=-1),
@@ -296,6 +298,9 @@ LIST_OFFSETS: Final = Message(
         4: "current_leader_epoch, leader_epoch",
         5: "unchanged",
         6: "flexible",
+        7: "timestamp -3: the largest timestamp (KIP-734)",
+        8: "timestamp -4: the earliest local offset (KIP-405)",
+        9: "timestamp -5: the latest tiered offset (KIP-1005)",
     },
 )
 

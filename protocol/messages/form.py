@@ -22,7 +22,8 @@ Kafka versions is served only on the msgpack listener (the controller's requests
 
 Wire encodings (every integer big-endian):
 
-    int8/int16/int32/int64   fixed size, signed; bool one byte (non-zero = true)
+    int8/int16/int32/int64   fixed size, signed; bool one byte (non-zero = true);
+                             float64 an 8-byte IEEE 754 double
     uuid                     16 bytes
     string                   int16 length (-1 = null) + UTF-8; flexible: uvarint
                              length + 1 (0 = null)
@@ -90,7 +91,8 @@ STRING: Final = Primitive("string")
 BYTES: Final = Primitive("bytes")
 RECORDS: Final = Primitive("records")
 FLOAT64: Final = Primitive("float64")
-"""Only in msgpack bodies: Kafka's protocol has no float."""
+"""An IEEE 754 double: Kafka's client quota values; also the msgpack-only floats
+(``dirty_ratio``)."""
 
 NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 """Kafka's authorized-operations sentinel (Metadata, DescribeCluster, DescribeGroups):

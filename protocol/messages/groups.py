@@ -42,7 +42,9 @@ from minibroker.protocol.messages.form import (
 )
 
 KEY_TYPE_GROUP: Final = 0
-"""FindCoordinator's ``key_type`` for a consumer group (1 is a transactional id)."""
+"""FindCoordinator's ``key_type`` for a consumer group."""
+KEY_TYPE_TRANSACTION: Final = 1
+"""FindCoordinator's ``key_type`` for a transactional id (the transaction coordinator)."""
 
 
 FIND_COORDINATOR: Final = Message(

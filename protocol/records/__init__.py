@@ -31,8 +31,11 @@ from minibroker.protocol.records.batch import (
 )
 from minibroker.protocol.records.control import (
     ControlRecordType,
+    Marker,
     control_record_key,
     control_record_type,
+    encode_marker_batch,
+    read_marker,
 )
 from minibroker.protocol.records.decode import (
     decode_batch,
@@ -65,6 +68,7 @@ __all__ = [
     "ControlRecordType",
     "DecodedRecord",
     "Header",
+    "Marker",
     "Record",
     "TimestampType",
     "control_record_key",
@@ -73,11 +77,13 @@ __all__ = [
     "decode_consumer_records",
     "decode_records",
     "encode_batch",
+    "encode_marker_batch",
     "encode_values",
     "iter_headers",
     "patch_base_offset",
     "patch_partition_leader_epoch",
     "read_header",
+    "read_marker",
     "read_varint",
     "set_log_append_time",
     "validate_batch",

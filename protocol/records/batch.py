@@ -248,13 +248,18 @@ def assemble_batch(
     producer_epoch: int,
     base_sequence: int,
     partition_leader_epoch: int,
+    transactional: bool = False,
+    control: bool = False,
 ) -> bytes:
     """The batch: a header describing ``records_section`` (``count`` encoded records,
     compressed here with ``compression``), its CRC computed, then the section."""
     if compression is not Compression.NONE:
         records_section = compress(compression, records_section)
-    attributes = int(compression) | (
-        TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
+    attributes = (
+        int(compression)
+        | (TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0)
+        | (TRANSACTIONAL_BIT if transactional else 0)
+        | (CONTROL_BIT if control else 0)
     )
     # The two halves are packed apart, so the CRC is known before the first is: no
     # header buffer patched in place (this runs for every batch a producer sends).

@@ -66,6 +66,8 @@ def encode_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    transactional: bool = False,
+    control: bool = False,
 ) -> bytes:
     """Encode ``records`` as one batch. Records without a timestamp get ``now_ms``.
 
@@ -97,6 +99,8 @@ def encode_batch(
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
         partition_leader_epoch=partition_leader_epoch,
+        transactional=transactional,
+        control=control,
     )
 
 
@@ -109,6 +113,7 @@ def encode_values(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """Fast path: one batch of values with null keys, no headers and one timestamp.
 
@@ -134,6 +139,7 @@ def encode_values(
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
         partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+        transactional=transactional,
     )
 
 

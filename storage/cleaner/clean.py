@@ -10,20 +10,22 @@ younger than ``min.compaction.lag.ms`` never are), by path, and the first dirty 
    mapped. When the map is full, mapping stops after the current batch: the cleaning
    covers up to there (``end_offset``) and the next one continues.
 2. Copy pass: every segment below ``end_offset`` is rewritten, a group of consecutive
-   segments (at most ``segment.bytes`` together, offsets fitting one index) into one
-   new segment named after the group's first base offset, written as ``.cleaned``
-   files (log and both indexes), fsynced. A record is kept when its offset is the
-   latest of its key (records past the map's range always are) and it is not a
-   tombstone past the delete horizon. A batch whose records all stay is copied as it
-   is; one that loses some is rebuilt around the kept records' bytes with its
-   baseOffset, lastOffsetDelta and producer fields; one that loses all goes, unless
-   it is the last batch of a producer (kept empty, so the producer's sequence and
-   epoch survive, as Kafka does). Control batches are kept while tombstones are and
-   then go the same way. Unlike Kafka, offsets stay contiguous: each run of removed
-   batches becomes one empty batch (no records, no producer) over their offsets, so
-   recovery and reads keep checking that every batch follows the one before (what
-   catches a corrupt baseOffset), and the new segment ends exactly where its old
-   ones did (so a crash recovery can tell which old segments a ``.swap`` replaces).
+   segments (at most ``segment.bytes`` together, offsets fitting one index) into one new
+   segment named after the group's first base offset, written as ``.cleaned`` files (log
+   and both indexes), fsynced. A record is kept when its offset is the latest of its key
+   (records past the map's range always are) and it is not a tombstone past the delete
+   horizon. A batch whose records all stay is copied as it is; one that loses some is
+   rebuilt around the kept records' bytes with its baseOffset, lastOffsetDelta and
+   producer fields; one that loses all goes, unless it is the last batch of a producer
+   (kept empty, so the producer's sequence and epoch survive, as Kafka does). Control
+   batches are kept while tombstones are and then go the same way. Records of aborted
+   transactions (``aborted``: from the log's ``.txnindex``) are neither mapped nor kept,
+   as Kafka's cleaner does; the cleanable section never reaches past the last stable
+   offset. Unlike Kafka, offsets stay contiguous: each run of removed batches becomes
+   one empty batch (no records, no producer) over their offsets, so recovery and reads
+   keep checking that every batch follows the one before (what catches a corrupt
+   baseOffset), and the new segment ends exactly where its old ones did (so a crash
+   recovery can tell which old segments a ``.swap`` replaces).
 3. Tombstones (and control batches) of a segment are kept while the segment's
    modification time is after the delete horizon: the modification time of the last
    segment of the already-clean section minus ``delete.retention.ms`` (Kafka's rule
@@ -58,6 +60,7 @@ from minibroker.storage.cleaner.records import (
     F_MAX_TS,
     F_PID,
     HEADER,
+    TRANSACTIONAL_BIT,
     empty_batch,
     gap_batch,
     kept_records,
@@ -101,6 +104,9 @@ class CleanJob:
     index_interval_bytes: int
     max_index_bytes: int
     map_bytes: int
+    aborted: tuple[tuple[int, int, int], ...] = ()
+    """(producer id, first offset, marker offset) of the aborted transactions with
+    records in the cleanable section: their records are removed, never mapped."""
     io_bytes_per_second: float = 0.0
     """0: unthrottled."""
     parent_pid: int = 0
@@ -193,6 +199,14 @@ def _open(path: str) -> int:
     return os.open(path, os.O_RDONLY)
 
 
+def _aborted(job: CleanJob, fields: tuple[int, ...]) -> bool:
+    """Is the batch a record batch of an aborted transaction?"""
+    if not fields[F_ATTRIBUTES] & TRANSACTIONAL_BIT or fields[F_ATTRIBUTES] & CONTROL_BIT:
+        return False
+    pid, base = fields[F_PID], fields[F_BASE]
+    return any(p == pid and first <= base <= last for p, first, last in job.aborted)
+
+
 def build_offset_map(job: CleanJob, offset_map: OffsetMap, throttle: Throttle) -> int:
     """Map the dirty section; returns the end offset the map covers."""
     end_offset = job.first_dirty
@@ -210,7 +224,11 @@ def build_offset_map(job: CleanJob, offset_map: OffsetMap, throttle: Throttle) -
                     continue
                 if base >= job.first_uncleanable:
                     return end_offset
-                if not fields[F_ATTRIBUTES] & CONTROL_BIT and fields[F_COUNT]:
+                if (
+                    not fields[F_ATTRIBUTES] & CONTROL_BIT
+                    and fields[F_COUNT]
+                    and not (job.aborted and _aborted(job, fields))
+                ):
                     section, start, end = records_section(chunk, at, fields)
                     keys: list[bytes] = []
                     offsets: list[int] = []
@@ -342,6 +360,8 @@ def _filter_batch(
     if fields[F_ATTRIBUTES] & CONTROL_BIT:
         if keep_deletes:
             return memoryview(chunk)[at : at + size]
+    elif job.aborted and _aborted(job, fields):
+        pass  # an aborted transaction's records: removed whatever their keys
     elif count:
         section, start, end = records_section(chunk, at, fields)
         kept, found = kept_records(section, start, end, base, omap.lookup, keep_deletes)

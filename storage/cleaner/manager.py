@@ -131,8 +131,14 @@ class CleanerManager:
             first_dirty = start
         uncleanable = segments[-1].base_offset
         hw = self.high_watermark(tp)
+        # Never past the last stable offset: an open transaction's records are neither
+        # committed nor aborted yet, so none may be compacted away.
         if hw is not None:
-            uncleanable = min(uncleanable, hw)
+            uncleanable = min(uncleanable, log_.last_stable_offset(hw))
+        else:
+            unstable = log_.producer_state.first_unstable_offset()
+            if unstable is not None:
+                uncleanable = min(uncleanable, unstable)
         lag = log_.config.min_compaction_lag_ms
         must_clean = False
         max_lag = log_.config.max_compaction_lag_ms
@@ -198,6 +204,10 @@ class CleanerManager:
             producer_last_offsets={
                 pid: entry.last_offset for pid, entry in log_.producer_state.producers.items()
             },
+            aborted=tuple(
+                (a.producer_id, a.first_offset, a.last_offset)
+                for a in log_.collect_aborted(log_.log_start_offset, stats.first_uncleanable)
+            ),
             segment_bytes=config.segment_bytes,
             index_interval_bytes=config.index_interval_bytes,
             max_index_bytes=config.segment_index_bytes,

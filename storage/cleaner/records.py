@@ -20,6 +20,8 @@ from collections.abc import Callable
 from minibroker.protocol.compression import Compression, compress, decompress
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
+from minibroker.protocol.records.batch import CONTROL_BIT as CONTROL_BIT
+from minibroker.protocol.records.batch import TRANSACTIONAL_BIT as TRANSACTIONAL_BIT
 from minibroker.protocol.records.varint import raw_varint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -29,7 +31,6 @@ _CRC_OFFSET = 17
 _U32 = struct.Struct(">I")
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
-CONTROL_BIT = 0x20
 
 # Fields of HEADER by index.
 F_BASE, F_LENGTH, F_EPOCH, F_MAGIC, F_CRC, F_ATTRIBUTES, F_DELTA = 0, 1, 2, 3, 4, 5, 6

@@ -195,15 +195,12 @@ async def test_authorized_operations_are_the_principals_own(cluster: LocalCluste
 def test_the_readmes_secure_cluster_commands_run_as_written(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    # Run where the README's .minibroker/ is this cluster's data dir, with its ZooKeeper
-    # and Kafka listeners in place of 127.0.0.1:2181 and :19092 (tests take no fixed port).
+    # Run where the README's .minibroker/ is this cluster's data dir, with its Kafka
+    # listeners in place of 127.0.0.1:19092 (tests take no fixed port).
     shell = block("Secure cluster", "sh", 1)  # the second terminal's (0 starts the cluster)
     (tmp_path / ".minibroker").symlink_to(cluster.data_dir)
-    zookeeper = f"127.0.0.1:{cluster.state['zookeeper']['port']}"
-    for readme_address, ours in (("127.0.0.1:2181", zookeeper),
-                                 ("127.0.0.1:19092", cluster.kafka_bootstrap)):  # fmt: skip
-        assert readme_address in shell
-        shell = shell.replace(readme_address, ours)
+    assert "127.0.0.1:19092" in shell
+    shell = shell.replace("127.0.0.1:19092", cluster.kafka_bootstrap)
     path = os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", "")))
 
     done = subprocess.run(

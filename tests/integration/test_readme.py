@@ -251,6 +251,25 @@ def test_the_consumer_groups_example_runs_as_written(clone: Clone) -> None:
     assert sum(committed) == 4, lines[-1]
 
 
+def test_the_transactions_example_runs_as_written(clone: Clone) -> None:
+    shell = block("Transactions", "sh")
+    example = block("Transactions", "python")
+    assert DEFAULT_BOOTSTRAP in example
+    (clone.path / "transactions_example.py").write_text(
+        example.replace(DEFAULT_BOOTSTRAP, clone.bootstrap)
+    )
+
+    done = clone.bash(
+        f"source .venv/bin/activate\n{shell}\npython transactions_example.py", TOUR_TIMEOUT_S
+    )
+
+    assert done.returncode == 0, f"the transactions example failed:\n{done.stdout}\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("p")][:3] == ["p1", "p2", "p3"]
+    assert any("payments-writer" in line and "CompleteCommit" in line for line in lines)
+    assert lines[-1] == "[b'p1', b'p2', b'p3', b'p4']"
+
+
 def test_operating_a_cluster_runs_as_written(clone: Clone) -> None:
     # After the groups example: the plans and proposals it writes are the user's files.
     operating = block("Operating a cluster", "sh")

@@ -1,5 +1,7 @@
-"""``minibroker users add|list|delete`` against a running two-broker SASL cluster: each
-change reaches every broker through /config/changes, without a restart."""
+"""``minibroker users add|list|delete`` against a running two-broker SASL cluster, through
+the brokers' SCRAM APIs (logged in as the broker user): each change reaches every broker
+through /config/changes, without a restart; ``--zookeeper`` still reads and writes
+ZooKeeper directly (the first users)."""
 
 from __future__ import annotations
 
@@ -59,20 +61,28 @@ async def test_a_user_added_then_deleted_with_the_cli_takes_effect_on_every_brok
         for broker in (first, second):
             with pytest.raises(SaslAuthenticationFailedError):
                 await bob_logs_in(broker)
+        login = tmp_path / "broker.properties"
+        login.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+            f"sasl.username={BROKER_USER}\nsasl.password={BROKER_PASSWORD}\n"
+        )
+        api = ("--bootstrap-server", f"127.0.0.1:{first.port}", "--command-config", str(login))
         code, out = await cli(
             capsys, "users", "add", "bob", "--mechanism", "SCRAM-SHA-256",
-            "--password-file", str(password_file), "--zookeeper", zk_connect,
+            "--password-file", str(password_file), *api,
         )  # fmt: skip
         assert code == 0 and "bob-pw" not in out
         for broker in (first, second):
             await wait_for_user(broker, "bob", present=True)
             await bob_logs_in(broker)
+        code, out = await cli(capsys, "users", "list", "--format", "json", *api)
+        assert {"name": "bob", "mechanisms": ["SCRAM-SHA-256"]} in json.loads(out)
         code, out = await cli(
             capsys, "users", "list", "--format", "json", "--zookeeper", zk_connect
         )
         assert {"name": "bob", "mechanisms": ["SCRAM-SHA-256"]} in json.loads(out)
         assert "bob-pw" not in (await zk_client.get("/config/users/bob"))[0].decode()
-        code, _ = await cli(capsys, "users", "delete", "bob", "--zookeeper", zk_connect)
+        code, _ = await cli(capsys, "users", "delete", "bob", *api)
         assert code == 0
         for broker in (first, second):
             await wait_for_user(broker, "bob", present=False)

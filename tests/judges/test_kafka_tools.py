@@ -4,10 +4,8 @@ kafka-configs, kafka-console-producer and -consumer, kafka-consumer-groups,
 kafka-reassign-partitions, kafka-log-dirs and the two perf tests. Several calls share
 one JVM (tests/support/judges.py's ToolRunner).
 
-Not judged yet, each waiting for the API it needs (issue 33): kafka-topics --alter
---partitions (CreatePartitions), kafka-configs --alter (IncrementalAlterConfigs),
-kafka-delete-records (DeleteRecords); kafka-transactions waits for transactions (issue
-34). Their tests are one call each here once those land.
+kafka-topics --alter --partitions grows a topic (CreatePartitions), kafka-delete-records
+trims one (DeleteRecords); kafka-transactions waits for transactions (issue 34).
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -104,13 +103,80 @@ def test_kafka_topics_and_kafka_configs_create_describe_and_delete_topics(
         tools.add("list-again", "kafka-topics", "--list")
 
 
+@pytest.mark.judge(TOOLS, "kafka-topics --alter --partitions (CreatePartitions)")
+def test_kafka_topics_alter_adds_partitions_and_refuses_to_shrink(cluster: LocalCluster) -> None:
+    tools = ToolSession(cluster.kafka_bootstrap)
+    tools.create_topic("tools-grown", 2)
+    tools.add("grow", "kafka-topics", "--alter", "--topic", "tools-grown", "--partitions", "5")
+    tools.add("describe", "kafka-topics", "--describe", "--topic", "tools-grown")
+    tools.add("shrink", "kafka-topics", "--alter", "--topic", "tools-grown", "--partitions", "3")
+    results = tools.run()
+
+    ok(results["tools-grown"])
+    ok(results["grow"])
+    described = ok(results["describe"])
+    assert "PartitionCount: 5\tReplicationFactor: 3" in described.lines[0]
+    partitions = describe_lines(described)
+    assert sorted(partitions) == [0, 1, 2, 3, 4]
+    for fields in partitions.values():
+        assert sorted(fields["Replicas"].split(",")) == ["1", "2", "3"]
+        assert fields["Leader"] in fields["Replicas"].split(",")
+    shrink = results["shrink"]
+    assert shrink.exit != 0
+    assert "InvalidPartitionsException" in shrink.stdout + shrink.stderr
+
+
+@pytest.mark.judge(TOOLS, "kafka-delete-records --offset-json-file (DeleteRecords)")
+def test_kafka_delete_records_moves_the_log_start_that_consumers_then_begin_at(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    tools = ToolSession(cluster.kafka_bootstrap)
+    tools.create_topic("tools-trimmed", 1)
+    lines = "".join(f"value {i}\n" for i in range(10))
+    tools.add("produce", "kafka-console-producer", "--topic", "tools-trimmed", stdin=lines)
+    plan = tmp_path / "delete.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "tools-trimmed", "partition": 0, "offset": 6}]}
+        )
+    )
+    tools.add("delete", "kafka-delete-records", "--offset-json-file", str(plan))
+    tools.add(
+        "consume",
+        "kafka-console-consumer",
+        *("--topic", "tools-trimmed", "--from-beginning", "--max-messages", "4"),
+        *("--timeout-ms", "60000", "--property", "print.offset=true"),
+    )
+    results = tools.run()
+
+    ok(results["tools-trimmed"])
+    ok(results["produce"])
+    deleted = ok(results["delete"])
+    assert "partition: tools-trimmed-0\tlow_watermark: 6" in deleted.lines
+    assert ok(results["consume"]).lines == [f"Offset:{i}\tvalue {i}" for i in range(6, 10)]
+
+
 @pytest.mark.judge(TOOLS, "kafka-configs --alter/--describe of a broker's dynamic config")
 def test_kafka_configs_alters_a_brokers_dynamic_config_and_describes_it(
     cluster: LocalCluster,
 ) -> None:
-    """kafka-configs alters brokers through AlterConfigs (served); topics go through
-    IncrementalAlterConfigs (issue 33)."""
+    """kafka-configs alters brokers and topics through IncrementalAlterConfigs."""
     tools = ToolSession(cluster.kafka_bootstrap)
+    tools.create_topic("configs-topic", 1)
+    topic = ("--entity-type", "topics", "--entity-name", "configs-topic")
+    tools.add("alter-topic", "kafka-configs", "--alter", *topic, "--add-config", "segment.ms=99000")
+    tools.add("describe-topic", "kafka-configs", "--describe", *topic)
+    tools.add(
+        "alter-default",
+        "kafka-configs",
+        *("--alter", "--entity-type", "brokers", "--entity-default"),
+        *("--add-config", "log.cleaner.delete.retention.ms=3600000"),
+    )
+    tools.add(
+        "describe-default",
+        "kafka-configs",
+        *("--describe", "--entity-type", "brokers", "--entity-default"),
+    )
     broker = ("--entity-type", "brokers", "--entity-name", "2")
     tools.add(
         "alter",
@@ -133,6 +199,18 @@ def test_kafka_configs_alters_a_brokers_dynamic_config_and_describes_it(
     ]
     ok(results["delete"])
     assert ok(results["describe-after"]).lines == ["Dynamic configs for broker 2 are:"]
+    assert ok(results["alter-topic"]).lines == [
+        "Completed updating config for topic configs-topic."
+    ]
+    assert any(
+        line.strip().startswith("segment.ms=99000 sensitive=false")
+        for line in ok(results["describe-topic"]).lines
+    )
+    ok(results["alter-default"])
+    assert any(
+        line.strip().startswith("log.cleaner.delete.retention.ms=3600000")
+        for line in ok(results["describe-default"]).lines
+    )
 
 
 @pytest.mark.judge(
@@ -353,3 +431,39 @@ def test_perf_tools_send_and_read_every_record(cluster: LocalCluster) -> None:
     row = dict(zip(header.split(", "), values.split(", "), strict=True))
     assert row["data.consumed.in.nMsg"] == "20000"
     assert float(row["data.consumed.in.MB"]) == pytest.approx(20000 * 100 / 1024 / 1024, rel=0.01)
+
+
+@pytest.mark.judge(TOOLS, "kafka-configs client quotas of users and client ids (KIP-546)")
+def test_kafka_configs_sets_describes_and_deletes_client_quotas(cluster: LocalCluster) -> None:
+    tools = ToolSession(cluster.kafka_bootstrap)
+    user = ("--entity-type", "users", "--entity-name", "quota-user")
+    default_client = ("--entity-type", "clients", "--entity-default")
+    tools.add(
+        "alter-user",
+        "kafka-configs",
+        *("--alter", *user),
+        *("--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152"),
+    )
+    tools.add(
+        "alter-default",
+        "kafka-configs",
+        *("--alter", *default_client, "--add-config", "request_percentage=200"),
+    )
+    tools.add("describe-user", "kafka-configs", "--describe", *user)
+    tools.add("describe-default", "kafka-configs", "--describe", *default_client)
+    tools.add(
+        "delete-default",
+        "kafka-configs",
+        *("--alter", *default_client, "--delete-config", "request_percentage"),
+    )
+    tools.add("describe-after", "kafka-configs", "--describe", *default_client)
+    results = tools.run()
+    ok(results["alter-user"])
+    ok(results["alter-default"])
+    described = ok(results["describe-user"]).stdout
+    assert "Quota configs for user-principal 'quota-user' are" in described
+    assert "producer_byte_rate=1048576.0" in described
+    assert "consumer_byte_rate=2097152.0" in described
+    assert "request_percentage=200.0" in ok(results["describe-default"]).stdout
+    ok(results["delete-default"])
+    assert "request_percentage" not in ok(results["describe-after"]).stdout

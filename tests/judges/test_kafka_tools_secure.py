@@ -73,3 +73,29 @@ def test_kafka_acls_adds_lists_and_removes_acls_over_sasl_ssl(secure: LocalClust
     matching = ok(results["list-matching"]).stdout
     assert "name=pay, patternType=PREFIXED" in matching
     assert "(principal=User:mallory, host=*, operation=WRITE, permissionType=DENY)" in matching
+
+
+@pytest.mark.judge(TOOLS, "kafka-configs --alter --add-config SCRAM-SHA-512=[...] of a user")
+def test_kafka_configs_adds_a_scram_user_who_then_logs_in(secure: LocalCluster) -> None:
+    admin = ToolSession(secure.kafka_bootstrap, command_config=java_client_config(secure))
+    user = ("--entity-type", "users", "--entity-name", "erin")
+    admin.add(
+        "add-user",
+        "kafka-configs",
+        *("--alter", *user, "--add-config", "SCRAM-SHA-512=[iterations=8192,password=erin-pw]"),
+    )
+    admin.add("describe-user", "kafka-configs", "--describe", *user)
+    results = admin.run()
+    ok(results["add-user"])
+    assert (
+        "SCRAM credential configs for user-principal 'erin' are SCRAM-SHA-512=iterations=8192"
+        in ok(results["describe-user"]).stdout
+    )
+    erin = ToolSession(
+        secure.kafka_bootstrap,
+        command_config=java_client_config(secure, username="erin", password="erin-pw"),
+    )
+    erin.add("list-as-erin", "kafka-topics", "--list")
+    ok(erin.run()["list-as-erin"])  # logged in (ACLs show erin no topics)
+    admin.add("delete-user", "kafka-configs", "--alter", *user, "--delete-config", "SCRAM-SHA-512")
+    ok(admin.run()["delete-user"])

@@ -176,13 +176,18 @@ def run_java(main: str, *args: str, timeout: float = JAVA_TIMEOUT_S) -> dict[str
     return report
 
 
-def java_client_config(cluster: LocalCluster) -> Path:
-    """The admin login of a secure dev cluster as Java client properties."""
+def java_client_config(
+    cluster: LocalCluster, username: str | None = None, password: str | None = None
+) -> Path:
+    """The admin login of a secure dev cluster (or ``username``'s) as Java client
+    properties."""
     props = cluster.client_properties
-    path = cluster.data_dir / "java-client.properties"
+    username = username or props["sasl.username"]
+    password = password or props["sasl.password"]
+    path = cluster.data_dir / f"java-client-{username}.properties"
     jaas = (
         "org.apache.kafka.common.security.scram.ScramLoginModule required"
-        f' username="{props["sasl.username"]}" password="{props["sasl.password"]}";'
+        f' username="{username}" password="{password}";'
     )
     path.write_text(
         "\n".join(

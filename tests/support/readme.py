@@ -54,7 +54,7 @@ def commands(shell_block: str) -> list[str]:
 
 # CLI commands that talk to no broker (ZooKeeper or local files), so they get no
 # --bootstrap-server.
-LOCAL_COMMANDS = ("dev", "zookeeper", "broker", "analyze", "dump-log", "users")
+LOCAL_COMMANDS = ("dev", "zookeeper", "broker", "analyze", "dump-log")
 
 
 def with_bootstrap(script: str, bootstrap: str) -> str:

@@ -39,8 +39,15 @@ def test_a_throttle_that_is_not_a_positive_long_is_invalid_config_naming_the_key
 
 
 def test_a_key_that_is_not_dynamic_is_invalid_config() -> None:
-    with pytest.raises(InvalidConfigError, match=r"log\.retention\.ms is not a dynamic"):
-        validate_broker_configs({"log.retention.ms": "1000"})
+    with pytest.raises(InvalidConfigError, match=r"broker\.rack is not a dynamic"):
+        validate_broker_configs({"broker.rack": "r1"})
+
+
+def test_the_keys_topics_inherit_are_dynamic_and_checked_as_the_broker_checks_them() -> None:
+    typed = validate_broker_configs({"log.retention.ms": "1000", "compression.type": "zstd"})
+    assert typed == {"log.retention.ms": 1000, "compression.type": "zstd"}
+    with pytest.raises(InvalidConfigError, match=r"min\.insync\.replicas"):
+        validate_broker_configs({"min.insync.replicas": "0"})
 
 
 @pytest.mark.parametrize("name", ["", "one", "-1", "1 "])

@@ -10,14 +10,17 @@ from typing import Any
 import pytest
 
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.config_describe import (
+    SOURCE_DEFAULT_CONFIG,
+    SOURCE_STATIC_BROKER_CONFIG,
+    SOURCE_TOPIC_CONFIG,
+    ConfigType,
+)
 from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.metadata_cache import MetadataCache, PartitionInfo
 from minibroker.broker.partition import PartitionState
 from minibroker.broker.replica_manager import ReplicaManager, to_log_config
 from minibroker.broker.topic_configs import (
-    SOURCE_DEFAULT_CONFIG,
-    SOURCE_STATIC_BROKER_CONFIG,
-    SOURCE_TOPIC_CONFIG,
     TopicConfigs,
     describe_topic_config,
     validate_topic_overrides,
@@ -87,6 +90,8 @@ def test_describe_lists_every_topic_key_with_overrides_as_topic_config() -> None
         "read_only": False,
         "config_source": SOURCE_DEFAULT_CONFIG,
         "is_sensitive": False,
+        "synonyms": [],
+        "config_type": ConfigType.INT,
         "documentation": None,
     }
     assert "unclean.leader.election.enable" in entries
@@ -214,14 +219,18 @@ async def test_a_standalone_broker_describes_defaults_and_refuses_alter(
     cache.put(TP, PartitionInfo(leader=1, leader_epoch=0, isr=(1,), replicas=(1,)))
     apis = TopicConfigs(manager.config, manager, cache, zk=None)
     resource = {"resource_type": 2, "resource_name": "t", "configuration_keys": None}
-    body = {"resources": [resource], "include_documentation": False}
+    body = {"resources": [resource], "include_synonyms": False, "include_documentation": False}
     [described] = (await call(apis.handle_describe_configs, body))["results"]
     assert described["error_code"] == 0
     assert {c["config_source"] for c in described["configs"]} == {SOURCE_DEFAULT_CONFIG}
 
     unknown = {"resource_type": 2, "resource_name": "u", "configuration_keys": None}
     broker = {"resource_type": 4, "resource_name": "1", "configuration_keys": None}
-    body = {"resources": [unknown, broker], "include_documentation": False}
+    body = {
+        "resources": [unknown, broker],
+        "include_synonyms": False,
+        "include_documentation": False,
+    }
     codes = [r["error_code"] for r in (await call(apis.handle_describe_configs, body))["results"]]
     assert codes == [3, InvalidRequestError.code]
 

@@ -13,7 +13,7 @@ import trio
 from minibroker.coordinator.coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from minibroker.coordinator.group import Answer
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig
-from minibroker.coordinator.offsets_log import Acknowledgement
+from minibroker.coordinator.offsets_log import Acknowledgement, LoggedRecord, TxnProducer
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.records.types import DecodedRecord, Record
 
@@ -35,16 +35,21 @@ class MemoryOffsetsLog:
         """When a list, each append's acknowledgement waits for an Event it adds there
         (the test completes them in any order)."""
         self.high_watermarks: dict[tuple[str, int], int] = {}
+        self.producers: dict[int, int] = {}  # offset -> transactional producer id (-1: none)
+        self.markers: dict[int, tuple[int, bool]] = {}  # offset -> (producer id, committed)
 
     def leader_epoch(self, partition: int) -> int | None:
         return self.epoch
 
-    def append(self, partition: int, records: Sequence[Record]) -> Acknowledgement:
+    def append(
+        self, partition: int, records: Sequence[Record], *, producer: TxnProducer | None = None
+    ) -> Acknowledgement:
         failure = self.fail_with
         if failure is None:
             for r in records:
                 offset = len(self.records)
                 self.records.append(DecodedRecord(offset, r.timestamp or 0, r.key, r.value))
+                self.producers[offset] = -1 if producer is None else producer.producer_id
         gate = self.append_gate
         if self.held_acks is not None:
             gate = trio.Event()
@@ -57,8 +62,19 @@ class MemoryOffsetsLog:
 
         return acknowledged
 
-    def read_all(self, partition: int) -> Iterator[DecodedRecord | None]:
-        yield from list(self.records)
+    def write_marker(self, producer_id: int, committed: bool) -> None:
+        """A transaction's marker, as the partition leader would append it."""
+        self.markers[len(self.records)] = (producer_id, committed)
+        self.records.append(DecodedRecord(len(self.records), 0, None, None))
+
+    def read_logged(self, partition: int) -> Iterator[LoggedRecord | None]:
+        for record in list(self.records):
+            if record.offset in self.markers:
+                producer_id, committed = self.markers[record.offset]
+                yield LoggedRecord(record, producer_id, True, committed)
+                continue
+            producer_id = self.producers.get(record.offset, -1)
+            yield LoggedRecord(record, producer_id, producer_id >= 0)
         yield None
 
     def high_watermark(self, topic: str, partition: int) -> int | None:

@@ -87,7 +87,7 @@ async def test_the_first_find_coordinator_creates_the_offsets_topic_capped_by_li
         answer = await answer_of(apis.handle_find_coordinator(HEADER, body))
         assert answer["error_code"] == CoordinatorNotAvailableError.code
         await settle()
-    creations = apis.create_topics
+    creations = apis.locators[0].create_topics
     assert isinstance(creations, Creations)
     (created,) = creations.bodies
     (topic,) = created["topics"]

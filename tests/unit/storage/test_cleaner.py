@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from minibroker.protocol.crc32c import crc32c
-from minibroker.protocol.records import Compression, Record, decode_records, encode_batch
+from minibroker.protocol.records import (
+    Compression,
+    ControlRecordType,
+    Record,
+    decode_records,
+    encode_batch,
+    encode_marker_batch,
+)
 from minibroker.storage.cleaner.clean import Throttle, clean_log
 from minibroker.storage.cleaner.offset_map import OffsetMap
 from minibroker.storage.cleaner.records import CONTROL_BIT, HEADER
@@ -387,3 +394,51 @@ def _all_bytes(log: Log) -> bytes:
         out += bytes(found.records)
         offset = found.next_offset
     return out
+
+
+def _txn(log: Log, pairs: list[tuple[bytes, bytes]], *, pid: int, sequence: int) -> None:
+    batch = encode_batch(
+        [Record(v, k, timestamp=1_000) for k, v in pairs],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=sequence,
+        transactional=True,
+    )
+    log.append(bytearray(batch))
+
+
+def _marker(log: Log, kind: ControlRecordType, *, pid: int) -> None:
+    batch = encode_marker_batch(
+        kind, producer_id=pid, producer_epoch=0, coordinator_epoch=0, now_ms=1_000
+    )
+    log.append(bytearray(batch), coordinator=True)
+
+
+def test_compaction_removes_aborted_records_and_keeps_the_value_they_would_have_replaced(
+    tmp_path: Path,
+) -> None:
+    log = Log(tmp_path / "t-0", COMPACT)
+    log.append(keyed([(b"k", b"committed-1"), (b"j", b"committed-2")]))
+    _txn(log, [(b"k", b"aborted"), (b"x", b"aborted-only")], pid=7, sequence=0)
+    _marker(log, ControlRecordType.ABORT, pid=7)
+    _txn(log, [(b"j", b"committed-3")], pid=8, sequence=0)
+    _marker(log, ControlRecordType.COMMIT, pid=8)
+    fill(log, rounds=10, keys=20)  # roll past them
+    assert clean_once(new_manager(log), log) is not None
+    values = {k: v for _, k, v in contents(log)}
+    assert values[b"k"] == b"committed-1"  # the aborted newer value was never the latest
+    assert values[b"j"] == b"committed-3"
+    assert b"x" not in values and b"aborted" not in values.values()
+    log.close()
+
+
+def test_compaction_stops_at_an_open_transaction(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", COMPACT)
+    log.append(keyed([(b"k", b"committed")]))
+    _txn(log, [(b"k", b"open")], pid=9, sequence=0)  # neither committed nor aborted yet
+    fill(log, rounds=10, keys=20)
+    manager = new_manager(log)
+    clean_once(manager, log)
+    assert (0, b"k", b"committed") in contents(log)  # it may still be the latest value
+    assert manager.dirty[log.topic_partition].first_uncleanable <= 1  # type: ignore[index]
+    log.close()

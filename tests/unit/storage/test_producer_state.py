@@ -183,7 +183,7 @@ def test_recovery_uses_the_latest_snapshot_plus_the_batches_after_it(tmp_path: P
 
     def headers_from(offset: int) -> list[BatchHeader]:
         asked.append(offset)
-        return [h._replace(base_offset=o) for o, h in offsets.items() if o >= offset]
+        return [(h._replace(base_offset=o), None) for o, h in offsets.items() if o >= offset]
 
     recovered = ProducerStateManager(tmp_path)
     recovered.load(log_start_offset=0, log_end_offset=6, headers_from=headers_from)  # type: ignore[arg-type]
@@ -209,7 +209,7 @@ def test_a_corrupt_snapshot_is_deleted_and_an_older_one_used(tmp_path: Path) -> 
     recovered.load(
         log_start_offset=0,
         log_end_offset=2,
-        headers_from=lambda o: iter([header(1)._replace(base_offset=1)] if o <= 1 else []),
+        headers_from=lambda o: iter([(header(1)._replace(base_offset=1), None)] if o <= 1 else []),
     )
     assert not newest.exists()
     assert recovered.last_entry(PID).last_sequence == 1  # type: ignore[union-attr]
@@ -222,7 +222,10 @@ def test_without_a_valid_snapshot_the_whole_log_is_replayed(tmp_path: Path) -> N
 
     def headers_from(offset: int) -> list[BatchHeader]:
         asked.append(offset)
-        return [header(0)._replace(base_offset=0), header(1)._replace(base_offset=1)]
+        return [
+            (header(0)._replace(base_offset=0), None),
+            (header(1)._replace(base_offset=1), None),
+        ]
 
     recovered.load(log_start_offset=0, log_end_offset=2, headers_from=headers_from)  # type: ignore[arg-type]
     assert asked == [0]

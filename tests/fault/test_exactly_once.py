@@ -1,0 +1,268 @@
+"""Exactly once under faults: a consume-transform-produce loop (confluent-kafka: a
+read_committed group consumer and a transactional producer that commits the consumer's
+offsets in each transaction) runs while a nemesis kill -9s the output partitions'
+leaders, the transaction coordinator and the group coordinator, one broker at a time,
+and restarts them (``dev stop-broker --kill`` / ``dev start-broker``).
+
+The checker (tests/support/eos.py) then reads the output read_committed and proves
+exactly once: every input's output visible once, no transaction torn, none whose commit
+returned lost, nothing foreign. A second test kills every broker mid-transaction and
+restarts them: the open transaction is aborted by its timeout after the restart, the
+producer state, snapshots and ``.txnindex`` are rebuilt, and a read_committed reader
+sees only what was committed before.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+
+import confluent_kafka
+import pytest
+
+from tests.support.cluster import LocalCluster
+from tests.support.eos import EosChecker, output_value
+from tests.support.kafka_groups import create_topic
+from tests.support.transactions import READERS, values, write_sentinels
+
+pytestmark = [pytest.mark.timeout(240)]
+
+IN, OUT, GROUP, TXN_ID = "eos-in", "eos-out", "eos", "eos-app"
+PARTITIONS = 3
+INPUTS = 900
+PER_TRANSACTION = 10
+PACE_S = 0.25
+"""Pause between transactions: the loop spans the nemesis' run instead of finishing
+before its first kill."""
+FAULT_S = 24.0
+"""How long the nemesis runs; the loop then finishes what is left."""
+FINISH_S = 60.0
+PROPERTIES = (
+    "replica.lag.time.max.ms=3000",
+    "min.insync.replicas=2",
+    "group.initial.rebalance.delay.ms=0",
+    "offsets.topic.num.partitions=5",
+    "transaction.state.log.num.partitions=5",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
+)
+TXN_SETTINGS = {"transaction.timeout.ms": 15000, "message.timeout.ms": 15000}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One cluster for both tests, in file order: the recovery test's restart of every
+    broker comes last."""
+    data = tmp_path_factory.mktemp("cluster")
+    with LocalCluster(data, properties=PROPERTIES, kafka_listeners=True) as c:
+        yield c
+
+
+def dev(cluster: LocalCluster, *args: str) -> None:
+    done = cluster.cli("dev", *args, "--data-dir", str(cluster.data_dir), bootstrap=False)
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def leaders(cluster: LocalCluster, topic: str) -> list[int]:
+    done = cluster.cli("topic", "describe", topic, "--format", "json")
+    if done.returncode != 0:
+        return []
+    return [p["leader"] for p in json.loads(done.stdout)[0]["partitions"] if p["leader"] > 0]
+
+
+def coordinator(cluster: LocalCluster) -> list[int]:
+    done = cluster.cli("transactions", "describe", TXN_ID, "--format", "json")
+    return [json.loads(done.stdout)["coordinator"]] if done.returncode == 0 else []
+
+
+def nemesis(
+    cluster: LocalCluster, rng: random.Random, stop: threading.Event, log: list[str]
+) -> None:
+    """kill -9 one broker at a time (an output leader, the transaction coordinator, or
+    any), restart it a moment later."""
+    kinds = ["txn-coordinator", "output-leader", "any"]
+    while not stop.wait(rng.uniform(0.5, 1.5)):
+        kind = kinds.pop(0) if kinds else rng.choice(["output-leader", "txn-coordinator", "any"])
+        if kind == "output-leader":
+            candidates = leaders(cluster, OUT)
+        elif kind == "txn-coordinator":
+            candidates = coordinator(cluster)
+        else:
+            candidates = [1, 2, 3]
+        victim = rng.choice(candidates or [1, 2, 3])
+        started = time.monotonic()
+        dev(cluster, "stop-broker", str(victim), "--kill")
+        time.sleep(rng.uniform(0.5, 1.5))
+        dev(cluster, "start-broker", str(victim))
+        log.append(f"kill -9 {kind} {victim} ({time.monotonic() - started:.1f} s down)")
+
+
+def produce_inputs(bootstrap: str) -> list[bytes]:
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True}
+    )
+    inputs = [b"in-%d" % i for i in range(INPUTS)]
+    for i, value in enumerate(inputs):
+        producer.produce(IN, value, partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+    return inputs
+
+
+class Transformer:
+    """The application: read, write one output per input, commit offsets with it."""
+
+    def __init__(self, bootstrap: str, checker: EosChecker) -> None:
+        self.bootstrap = bootstrap
+        self.checker = checker
+        self.attempt = 0
+        self.done_offsets: dict[int, int] = {}
+        self.errors: list[str] = []
+        self.consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": GROUP,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        self.consumer.subscribe([IN])
+        self.producer = self._producer()
+
+    def _producer(self) -> confluent_kafka.Producer:
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": self.bootstrap, "transactional.id": TXN_ID, **TXN_SETTINGS}
+        )
+        producer.init_transactions(60)
+        return producer
+
+    def finished(self) -> bool:
+        return all(self.done_offsets.get(p, 0) >= INPUTS // PARTITIONS for p in range(PARTITIONS))
+
+    def run(self, deadline: float) -> None:
+        while not self.finished() and time.monotonic() < deadline:
+            batch = self.consumer.consume(PER_TRANSACTION, timeout=0.5)
+            messages = [m for m in batch if m.error() is None]
+            if not messages:
+                continue
+            time.sleep(PACE_S)
+            try:
+                self._transform(messages)
+            except confluent_kafka.KafkaException as exc:
+                self.errors.append(str(exc.args[0]))
+                self._recover(exc.args[0])
+
+    def _transform(self, messages: list[confluent_kafka.Message]) -> None:
+        self.attempt += 1
+        attempt = self.attempt
+        self.producer.begin_transaction()
+        outputs = [output_value(m.value(), attempt) for m in messages]
+        self.checker.attempted(attempt, outputs)
+        for message, value in zip(messages, outputs, strict=True):
+            self.producer.produce(OUT, value, partition=message.partition())
+        positions = self.consumer.position(self.consumer.assignment())
+        self.producer.send_offsets_to_transaction(
+            positions, self.consumer.consumer_group_metadata(), 60
+        )
+        self._commit()
+        self.checker.committed(attempt)
+        for tp in positions:
+            if tp.offset >= 0:
+                self.done_offsets[tp.partition] = tp.offset
+
+    def _commit(self) -> None:
+        while True:
+            try:
+                self.producer.commit_transaction(60)
+                return
+            except confluent_kafka.KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+
+    def _recover(self, error: confluent_kafka.KafkaError) -> None:
+        """Abort (or start a new producer, fencing the old), then read again from the
+        committed offsets: what the aborted transaction consumed is processed again."""
+        try:
+            if error.fatal():
+                raise error
+            self.producer.abort_transaction(60)
+        except Exception:
+            self.producer = self._producer()
+        assignment = self.consumer.assignment()
+        for tp in self.consumer.committed(assignment, timeout=30):
+            offset = tp.offset if tp.offset >= 0 else confluent_kafka.OFFSET_BEGINNING
+            self.consumer.seek(confluent_kafka.TopicPartition(tp.topic, tp.partition, offset))
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def test_consume_transform_produce_is_exactly_once_through_kills(cluster: LocalCluster) -> None:
+    create_topic(cluster, IN, PARTITIONS)
+    create_topic(cluster, OUT, PARTITIONS)
+    inputs = produce_inputs(cluster.kafka_bootstrap)
+    checker = EosChecker()
+    transformer = Transformer(cluster.kafka_bootstrap, checker)
+    stop = threading.Event()
+    history: list[str] = []
+    faults = threading.Thread(
+        target=nemesis, args=(cluster, random.Random(34), stop, history), daemon=True
+    )
+    try:
+        faults.start()
+        transformer.run(time.monotonic() + FAULT_S)
+        stop.set()
+        faults.join(60)
+        transformer.run(time.monotonic() + FINISH_S)
+        assert transformer.finished(), f"the loop did not finish: faults {history}"
+    finally:
+        stop.set()
+        transformer.close()
+    write_sentinels(cluster.kafka_bootstrap, OUT, PARTITIONS, "eos")
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, OUT, PARTITIONS, PARTITIONS)
+    report = checker.check(inputs, values(found))
+    print(f"{report.summary()}; faults: {history}; errors: {transformer.errors[:5]}")
+    assert report.ok, f"faults {history}: {report.summary()}"
+
+
+def test_a_transaction_open_when_every_broker_is_killed_is_aborted_after_restart(
+    cluster: LocalCluster,
+) -> None:
+    topic = "eos-recovery"
+    create_topic(cluster, topic, 1)
+    committed = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.kafka_bootstrap, "transactional.id": "recovery-1"}
+    )
+    committed.init_transactions(30)
+    committed.begin_transaction()
+    committed.produce(topic, b"kept", partition=0)
+    committed.commit_transaction(30)
+    hanging = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "transactional.id": "recovery-2",
+            "transaction.timeout.ms": 3000,
+            "message.timeout.ms": 3000,
+        }
+    )
+    hanging.init_transactions(30)
+    hanging.begin_transaction()
+    hanging.produce(topic, b"in-flight", partition=0)
+    hanging.flush(30)
+    for broker in (1, 2, 3):
+        dev(cluster, "stop-broker", str(broker), "--kill")
+    restarts = [
+        threading.Thread(target=dev, args=(cluster, "start-broker", str(broker)))
+        for broker in (1, 2, 3)
+    ]
+    for thread in restarts:
+        thread.start()
+    for thread in restarts:
+        thread.join(120)
+    write_sentinels(cluster.kafka_bootstrap, topic, 1, "recovery")
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 1, 1)
+    assert values(found) == [b"kept"]
+    txnindex = sorted(cluster.data_dir.glob(f"broker-*/logs-*/{topic}-0/*.txnindex"))
+    assert txnindex, "the abort after the restart is indexed on every replica"

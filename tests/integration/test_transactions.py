@@ -1,0 +1,358 @@
+"""Transactions against a 3-broker cluster's Kafka listeners, with third-party clients as
+judges: confluent-kafka and kafka-python transactional producers, read_committed
+consumers of confluent-kafka, kafka-python and aiokafka; a transaction's records appear
+all together once committed, never when aborted; a second producer with the same
+transactional id fences the first; offsets sent in a transaction become the group's
+committed offsets only when it commits."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+
+import confluent_kafka
+import kafka
+import pytest
+import trio
+
+from minibroker import Consumer, Producer
+from tests.support.cluster import LocalCluster
+from tests.support.kafka_groups import committed_offsets, create_topic
+from tests.support.prometheus import metrics_ports
+from tests.support.transactions import (
+    READERS,
+    confluent_transactional,
+    values,
+    write_sentinels,
+)
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+PARTITIONS = 3
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text: str = answer.read().decode()
+    return text
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        tmp_path_factory.mktemp("cluster"),
+        properties=("transaction.abort.timed.out.transaction.cleanup.interval.ms=500",),
+        kafka_listeners=True,
+    ) as running:
+        yield running
+
+
+def test_committed_records_are_read_by_every_read_committed_consumer(
+    cluster: LocalCluster,
+) -> None:
+    topic = "txn-commit"
+    create_topic(cluster, topic, PARTITIONS)
+    producer = confluent_transactional(cluster.kafka_bootstrap, "commit-1")
+    sent = []
+    for transaction in range(3):
+        producer.begin_transaction()
+        for i in range(30):
+            value = b"t%d-%d" % (transaction, i)
+            producer.produce(topic, value, partition=i % PARTITIONS)
+            sent.append(value)
+        producer.commit_transaction(30)
+    write_sentinels(cluster.kafka_bootstrap, topic, PARTITIONS, "commit")
+    for name, read in READERS.items():
+        found = read(cluster.kafka_bootstrap, topic, PARTITIONS, PARTITIONS)
+        assert sorted(values(found)) == sorted(sent), name
+
+
+def test_kafka_python_transactional_producer_commits(cluster: LocalCluster) -> None:
+    topic = "txn-kafka-python"
+    create_topic(cluster, topic, PARTITIONS)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=cluster.kafka_bootstrap, transactional_id="kafka-python-1"
+    )
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        sent = [b"kp-%d" % i for i in range(20)]
+        for i, value in enumerate(sent):
+            producer.send(topic, value, partition=i % PARTITIONS)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    write_sentinels(cluster.kafka_bootstrap, topic, PARTITIONS, "kafka-python")
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, PARTITIONS, PARTITIONS)
+    assert sorted(values(found)) == sorted(sent)
+
+
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(
+    cluster: LocalCluster,
+) -> None:
+    topic = "txn-fencing"
+    create_topic(cluster, topic, 1)
+    first = confluent_transactional(cluster.kafka_bootstrap, "fenced")
+    first.begin_transaction()
+    first.produce(topic, b"zombie-1", partition=0)
+    first.flush(30)
+    second = confluent_transactional(cluster.kafka_bootstrap, "fenced")  # aborts the first's
+    second.begin_transaction()
+    second.produce(topic, b"second", partition=0)
+    second.commit_transaction(30)
+    first.produce(topic, b"zombie-2", partition=0)
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        first.commit_transaction(30)
+    error = raised.value.args[0]
+    assert error.fatal() or error.code() in (
+        confluent_kafka.KafkaError._FENCED,
+        confluent_kafka.KafkaError.PRODUCER_FENCED,
+        confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH,
+    ), error
+
+
+def test_offsets_sent_in_a_transaction_are_committed_only_when_it_commits(
+    cluster: LocalCluster,
+) -> None:
+    topic, group = "txn-offsets", "txn-offsets-group"
+    create_topic(cluster, topic, 1)
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap, "group.id": group}
+    )
+    producer = confluent_transactional(cluster.kafka_bootstrap, "offsets-1")
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0)])
+        metadata = consumer.consumer_group_metadata()
+        for offset, commit in ((5, False), (7, True), (9, False)):
+            producer.begin_transaction()
+            producer.produce(topic, b"out-%d" % offset, partition=0)
+            producer.send_offsets_to_transaction(
+                [confluent_kafka.TopicPartition(topic, 0, offset)], metadata, 30
+            )
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+    finally:
+        consumer.close()
+    assert committed_offsets(cluster, group) == {0: 7}
+
+
+def test_aborted_records_are_never_read_by_read_committed_consumers(
+    cluster: LocalCluster,
+) -> None:
+    """Commits and aborts interleaved, by two producers whose transactions overlap in
+    the log: every reader gets exactly the committed records, in offset order."""
+    topic = "txn-abort"
+    create_topic(cluster, topic, PARTITIONS)
+    first = confluent_transactional(cluster.kafka_bootstrap, "abort-1")
+    second = kafka.KafkaProducer(
+        bootstrap_servers=cluster.kafka_bootstrap, transactional_id="abort-2"
+    )
+    committed = []
+    try:
+        second.init_transactions()
+        for round_ in range(4):
+            first.begin_transaction()
+            second.begin_transaction()
+            for i in range(12):
+                first.produce(topic, b"first-%d-%d" % (round_, i), partition=i % PARTITIONS)
+                second.send(topic, b"second-%d-%d" % (round_, i), partition=i % PARTITIONS)
+            first.flush(30)
+            second.flush()
+            commit_first = round_ % 2 == 0
+            if commit_first:
+                first.commit_transaction(30)
+                second.abort_transaction()
+                committed += [b"first-%d-%d" % (round_, i) for i in range(12)]
+            else:
+                second.commit_transaction()
+                first.abort_transaction(30)
+                committed += [b"second-%d-%d" % (round_, i) for i in range(12)]
+    finally:
+        second.close()
+    write_sentinels(cluster.kafka_bootstrap, topic, PARTITIONS, "abort")
+    for name, read in READERS.items():
+        found = read(cluster.kafka_bootstrap, topic, PARTITIONS, PARTITIONS)
+        assert sorted(values(found)) == sorted(committed), name
+        for p in range(PARTITIONS):
+            offsets = [offset for partition, offset, _ in found if partition == p]
+            assert offsets == sorted(offsets), name
+
+
+def test_a_read_committed_consumer_waits_behind_an_open_transaction_until_it_commits(
+    cluster: LocalCluster,
+) -> None:
+    topic = "txn-lso"
+    create_topic(cluster, topic, 1)
+    open_txn = confluent_transactional(cluster.kafka_bootstrap, "lso-open")
+    open_txn.begin_transaction()
+    open_txn.produce(topic, b"held", partition=0)
+    open_txn.flush(30)
+    later = confluent_transactional(cluster.kafka_bootstrap, "lso-later")
+    later.begin_transaction()
+    later.produce(topic, b"after", partition=0)
+    later.commit_transaction(30)  # committed, but above the open transaction's first offset
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "group.id": "unused",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        tp = confluent_kafka.TopicPartition(topic, 0)
+        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        assert (low, high) == (0, 0)  # ListOffsets read_committed: the LSO
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        assert consumer.consume(10, timeout=2) == []  # nothing is stable yet
+        # held (0), after (1), its marker (2): the HW is 3, the LSO 0
+        lag = f'kafka_cluster_partition_laststableoffsetlag{{partition="0",topic="{topic}"}} 3.0'
+        assert any(lag in scrape(port) for port in metrics_ports(cluster).values())
+        assert any(
+            'numtransactionalids{state="Ongoing"}' in scrape(port)
+            for port in metrics_ports(cluster).values()
+        )
+        open_txn.commit_transaction(30)
+        found: list[bytes] = []
+        while len(found) < 2:
+            messages = consumer.consume(10, timeout=10)
+            assert messages, "the commit did not release the consumer"
+            found += [m.value() for m in messages if m.error() is None]
+        assert found == [b"held", b"after"]
+    finally:
+        consumer.close()
+
+
+def test_an_abandoned_transaction_is_aborted_at_its_timeout_and_releases_readers(
+    cluster: LocalCluster,
+) -> None:
+    topic = "txn-timeout"
+    create_topic(cluster, topic, 1)
+    abandoned = confluent_transactional(
+        cluster.kafka_bootstrap,
+        "abandoned",
+        **{"transaction.timeout.ms": 2000, "message.timeout.ms": 2000},
+    )
+    abandoned.begin_transaction()
+    abandoned.produce(topic, b"abandoned", partition=0)
+    abandoned.flush(30)
+    write_sentinels(cluster.kafka_bootstrap, topic, 1, "timeout")  # behind the open one
+    found = READERS["aiokafka"](cluster.kafka_bootstrap, topic, 1, 1)
+    assert values(found) == []  # released by the abort, which the timeout made
+    with pytest.raises(confluent_kafka.KafkaException):
+        abandoned.commit_transaction(30)  # its epoch was bumped: fenced
+
+
+# -- the bundled client ----------------------------------------------------------------------
+
+
+def test_the_bundled_producer_commits_aborts_on_error_and_sends_offsets(
+    cluster: LocalCluster,
+) -> None:
+    topic, group = "txn-bundled", "txn-bundled-group"
+    create_topic(cluster, topic, PARTITIONS)
+
+    class Boom(Exception):
+        pass
+
+    async def run() -> tuple[list[bytes], list[bytes]]:
+        async with Producer(cluster.bootstrap, transactional_id="bundled-1") as producer:
+            await producer.init_transactions()
+            async with producer.transaction():
+                for i in range(9):
+                    await producer.send(topic, b"kept-%d" % i, partition=i % PARTITIONS)
+                await producer.send_offsets_to_transaction({(topic, 0): 4}, group)
+            with pytest.raises(Boom):
+                async with producer.transaction():
+                    for i in range(9):
+                        producer.send_nowait(topic, b"dropped-%d" % i, partition=i % PARTITIONS)
+                    await producer.flush()
+                    raise Boom
+        found: dict[str, list[bytes]] = {}
+        for level in ("read_committed", "read_uncommitted"):
+            async with Consumer(
+                cluster.bootstrap, auto_offset_reset="earliest", isolation_level=level
+            ) as consumer:
+                consumer.assign([(topic, p) for p in range(PARTITIONS)])
+                values: list[bytes] = []
+                with trio.fail_after(30):
+                    while len(values) < (9 if level == "read_committed" else 18):
+                        values += [r.value for r in await consumer.poll(timeout_ms=500)]
+                found[level] = values
+        return found["read_committed"], found["read_uncommitted"]
+
+    committed, uncommitted = trio.run(run)
+    assert sorted(committed) == sorted(b"kept-%d" % i for i in range(9))
+    assert len(uncommitted) == 18  # every record, no marker
+    assert committed_offsets(cluster, group) == {0: 4}
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+
+def test_the_cli_produces_in_transactions_and_reads_committed(cluster: LocalCluster) -> None:
+    topic = "txn-cli"
+    create_topic(cluster, topic, 1)
+    lines = b"".join(b"line-%d\n" % i for i in range(7))
+    done = cluster.cli(
+        "produce", topic, "--transactional-id", "cli-1", "--transaction-size", "3", stdin=lines
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    read = cluster.cli(
+        "consume",
+        topic,
+        "--from-beginning",
+        "--isolation-level",
+        "read_committed",
+        "--max-messages",
+        "7",
+        "--timeout-ms",
+        "10000",
+    )
+    assert read.stdout.decode().split() == [f"line-{i}" for i in range(7)]
+    described = cluster.cli("transactions", "describe", "cli-1", "--format", "json")
+    assert described.returncode == 0, described.stderr.decode()
+    state = json.loads(described.stdout)
+    assert state["state"] == "CompleteCommit" and state["partitions"] == []
+    listed = json.loads(cluster.cli("transactions", "list", "--format", "json").stdout)
+    assert {
+        "transactional_id": "cli-1",
+        "producer_id": state["producer_id"],
+        "state": "CompleteCommit",
+        "coordinator": state["coordinator"],
+    } in listed
+
+
+def test_the_cli_finds_and_aborts_a_hanging_transaction(cluster: LocalCluster) -> None:
+    topic = "txn-hanging"
+    create_topic(cluster, topic, 1)
+    hanging = confluent_transactional(cluster.kafka_bootstrap, "hanging")
+    hanging.begin_transaction()
+    hanging.produce(topic, b"hanging", partition=0)
+    hanging.flush(30)
+    described = cluster.cli("transactions", "describe-producers", topic, "0", "--format", "json")
+    producers = json.loads(described.stdout)
+    assert [p["current_txn_start_offset"] for p in producers] == [0]
+    aborted = cluster.cli(
+        "transactions",
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--start-offset",
+        "0",
+        "--format",
+        "json",
+    )
+    assert aborted.returncode == 0, aborted.stderr.decode()
+    assert json.loads(aborted.stdout)["producer_id"] == producers[0]["producer_id"]
+    after = json.loads(
+        cluster.cli("transactions", "describe-producers", topic, "0", "--format", "json").stdout
+    )
+    assert [p["current_txn_start_offset"] for p in after] == [-1]
+    write_sentinels(cluster.kafka_bootstrap, topic, 1, "hanging")
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 1, 1)
+    assert values(found) == []

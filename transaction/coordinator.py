@@ -1,0 +1,343 @@
+"""The transaction coordinator: what each transactional request does to its id's state.
+
+How this works (Kafka's TransactionCoordinator, KIP-98). A transactional id lives on
+partition ``abs(hash(id)) % N`` of ``__transaction_state``; the leader of that
+partition coordinates it (``TransactionStateManager``, transaction/state_manager.py,
+loads and stores the values). Every change of an id's state is a transition of the
+table in transaction/metadata.py, written to the log (acks=all) before it counts:
+
+- InitProducerId: a new id gets a producer id at epoch 0; a known one is bumped to the
+  next epoch (fencing every earlier producer with the same id). An Ongoing transaction
+  is first fenced and aborted (PrepareEpochFence -> PrepareAbort with the bumped epoch)
+  and the request answered CONCURRENT_TRANSACTIONS: the client retries once the abort
+  completed.
+- AddPartitionsToTxn / AddOffsetsToTxn: Empty or Complete* -> Ongoing (the transaction
+  starts), Ongoing -> Ongoing with more partitions.
+- EndTxn: Ongoing -> PrepareCommit or PrepareAbort, answered once that is replicated:
+  the decision is durable. Then, in the background, the markers go to every partition
+  (transaction/markers.py), retried until each has one, and only then CompleteCommit /
+  CompleteAbort is written. Requests meanwhile answer CONCURRENT_TRANSACTIONS.
+- A transaction open past its ``transaction.timeout.ms`` is aborted as a fence would
+  (epoch bumped, so the abandoned producer cannot add to the next transaction); an id
+  idle for ``transactional.id.expiration.ms`` is removed (a tombstone).
+
+A producer whose epoch is older than the id's answers PRODUCER_FENCED (the handlers
+translate it to INVALID_PRODUCER_EPOCH for versions that predate KIP-588); a producer id
+that is not the id's answers INVALID_PRODUCER_ID_MAPPING.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+import trio
+
+from minibroker.broker.producer_ids import ProducerIdManager
+from minibroker.protocol.errors import (
+    ConcurrentTransactionsError,
+    InvalidProducerIdMappingError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    KafkaError,
+    ProducerFencedError,
+)
+from minibroker.storage.log_config import Clock
+from minibroker.storage.names import TopicPartition
+from minibroker.transaction.markers import MarkerSender
+from minibroker.transaction.metadata import (
+    COMPLETE,
+    MAX_EPOCH,
+    PREPARING,
+    TransactionMetadata,
+    TxnState,
+    TxnValue,
+)
+from minibroker.transaction.state_manager import TransactionStateManager
+
+log = logging.getLogger(__name__)
+
+COMPLETION_RETRY_S = 0.1
+"""Wait before writing a Complete* again after its write failed."""
+COMPLETION_WAIT_S = 1.0
+"""How long a request for the next transaction waits for the previous one's markers
+before answering CONCURRENT_TRANSACTIONS: usually milliseconds, and a client told to
+retry backs off far longer (librdkafka and the Java client wait 20-100 ms)."""
+
+
+@dataclass(frozen=True)
+class TransactionConfig:
+    max_timeout_ms: int
+    id_expiration_ms: int
+    abort_interval_ms: int
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        state: TransactionStateManager,
+        producer_ids: ProducerIdManager,
+        markers: MarkerSender,
+        config: TransactionConfig,
+        *,
+        clock: Clock,
+    ) -> None:
+        self.state = state
+        self.producer_ids = producer_ids
+        self.markers = markers
+        self.config = config
+        self.clock = clock
+        self._spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None
+        self._completing: dict[str, trio.Event] = {}
+        """Transactional ids whose markers are being written: set when complete."""
+        state.on_loaded = self._loaded
+
+    async def _settled(self, transactional_id: str) -> None:
+        """Wait (a little) for the previous transaction of the id to complete."""
+        done = self._completing.get(transactional_id)
+        if done is not None:
+            with trio.move_on_after(COMPLETION_WAIT_S):
+                await done.wait()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Completions of loaded transactions and the timeout checks, until cancelled."""
+        async with trio.open_nursery() as nursery:
+
+            def spawn(fn: Callable[[], Awaitable[None]]) -> None:
+                nursery.start_soon(fn)
+
+            self._spawn = spawn
+            task_status.started()
+            interval = self.config.abort_interval_ms / 1000
+            while True:
+                await trio.sleep(interval)
+                self.check_timeouts()
+
+    # -- InitProducerId ------------------------------------------------------------------------
+
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> tuple[int, int]:
+        """The producer id and epoch for ``transactional_id``; raises the KafkaError."""
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            raise InvalidTransactionTimeoutError(
+                f"transaction timeout {timeout_ms} ms is not in (0,"
+                f" transaction.max.timeout.ms {self.config.max_timeout_ms}]"
+            )
+        self.state.check_owner(transactional_id)
+        await self._settled(transactional_id)
+        meta = self.state.get(transactional_id)
+        if meta is None:
+            new_id = await self.producer_ids.next_id()
+            meta = self.state.get(transactional_id)  # another request may have made it
+            if meta is None:
+                now = self.clock()
+                value = TxnValue(new_id, -1, timeout_ms, TxnState.EMPTY, frozenset(), -1, now)
+                meta = self.state.add(transactional_id, value)
+        if meta.pending is not None or meta.state in PREPARING:
+            raise ConcurrentTransactionsError(f"{transactional_id!r}: a change is in flight")
+        value = meta.value
+        if meta.state is TxnState.PREPARE_EPOCH_FENCE:
+            raise ConcurrentTransactionsError(f"{transactional_id!r}: being fenced")
+        if producer_id >= 0:  # KIP-360: the producer presents its current id and epoch
+            if producer_id != value.producer_id:
+                raise ProducerFencedError(
+                    f"{transactional_id!r}: producer id {producer_id} is not the current one"
+                )
+            if producer_epoch == meta.previous_epoch and meta.state is TxnState.EMPTY:
+                return value.producer_id, value.producer_epoch  # a retry of the last bump
+            if producer_epoch != value.producer_epoch:
+                raise ProducerFencedError(
+                    f"{transactional_id!r}: epoch {producer_epoch} is not the current"
+                    f" {value.producer_epoch}"
+                )
+        if meta.state is TxnState.ONGOING:
+            await self._fence_and_abort(meta)
+            raise ConcurrentTransactionsError(
+                f"{transactional_id!r}: the open transaction is being aborted"
+            )
+        new_id, new_epoch = value.producer_id, value.producer_epoch + 1
+        if new_epoch >= MAX_EPOCH:
+            new_id, new_epoch = await self.producer_ids.next_id(), 0
+            if meta.pending is not None:
+                raise ConcurrentTransactionsError(f"{transactional_id!r}: a change is in flight")
+        after = meta.prepare(
+            TxnState.EMPTY,
+            self.clock(),
+            producer_id=new_id,
+            producer_epoch=new_epoch,
+            timeout_ms=timeout_ms,
+            partitions=frozenset(),
+            start_ms=-1,
+        )
+        await self.state.write(meta, after)
+        return new_id, new_epoch
+
+    # -- the transaction -----------------------------------------------------------------------
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> None:
+        """Add ``partitions`` to the transaction (starting it); raises the KafkaError."""
+        self._producer(transactional_id, producer_id, producer_epoch)
+        await self._settled(transactional_id)
+        meta = self._producer(transactional_id, producer_id, producer_epoch)
+        if meta.pending is not None or meta.state in PREPARING:
+            raise ConcurrentTransactionsError(f"{transactional_id!r}: the last one is completing")
+        if meta.state is TxnState.PREPARE_EPOCH_FENCE:
+            raise ProducerFencedError(f"{transactional_id!r}: being fenced")
+        value = meta.value
+        added = frozenset(partitions)
+        if meta.state is TxnState.ONGOING and added <= value.partitions:
+            return
+        now = self.clock()
+        after = meta.prepare(
+            TxnState.ONGOING,
+            now,
+            partitions=value.partitions | added,
+            start_ms=value.start_ms if meta.state is TxnState.ONGOING else now,
+        )
+        await self.state.write(meta, after)
+
+    async def end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+    ) -> None:
+        """Commit or abort: answered once the decision is replicated; raises the error."""
+        self._producer(transactional_id, producer_id, producer_epoch)
+        await self._settled(transactional_id)
+        meta = self._producer(transactional_id, producer_id, producer_epoch)
+        if meta.pending is not None:
+            raise ConcurrentTransactionsError(f"{transactional_id!r}: a change is in flight")
+        state = meta.state
+        wanted = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
+        done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        if state is TxnState.ONGOING:
+            after = meta.prepare(wanted, self.clock())
+            await self.state.write(meta, after)
+            self._complete_later(meta)
+            return
+        if state is done:
+            return  # a retry of an EndTxn that succeeded
+        if state is wanted:
+            raise ConcurrentTransactionsError(f"{transactional_id!r}: still completing")
+        if state is TxnState.PREPARE_EPOCH_FENCE:
+            raise ProducerFencedError(f"{transactional_id!r}: being fenced")
+        raise InvalidTxnStateError(
+            f"{transactional_id!r}: cannot {'commit' if committed else 'abort'} in"
+            f" state {meta.state_name}"
+        )
+
+    def _producer(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> TransactionMetadata:
+        self.state.check_owner(transactional_id)
+        meta = self.state.get(transactional_id)
+        if meta is None or meta.value.producer_id != producer_id:
+            raise InvalidProducerIdMappingError(
+                f"{transactional_id!r} does not have producer id {producer_id}"
+            )
+        if producer_epoch != meta.value.producer_epoch:
+            raise ProducerFencedError(
+                f"{transactional_id!r}: epoch {producer_epoch} is not the current"
+                f" {meta.value.producer_epoch}"
+            )
+        return meta
+
+    # -- fencing, timeouts, completion ---------------------------------------------------------
+
+    async def _fence_and_abort(self, meta: TransactionMetadata) -> None:
+        """Abort the Ongoing transaction under a bumped epoch (PrepareEpochFence ->
+        PrepareAbort), then complete it in the background."""
+        value = meta.value
+        epoch = value.producer_epoch
+        bumped = epoch + 1 if epoch + 1 < MAX_EPOCH else epoch
+        meta.fence()
+        after = meta.prepare(TxnState.PREPARE_ABORT, self.clock(), producer_epoch=bumped)
+        try:
+            await self.state.write(meta, after)
+        except KafkaError:
+            meta.unfence(value)
+            raise
+        self._complete_later(meta)
+
+    def check_timeouts(self) -> None:
+        """Abort transactions open past their timeout, remove ids idle past expiry."""
+        now = self.clock()
+        for meta in self.state.owned_transactions():
+            value = meta.value
+            if meta.pending is not None:
+                continue
+            if meta.state is TxnState.ONGOING and now > value.start_ms + value.timeout_ms:
+                log.info(
+                    "aborting the transaction of %r: open %d ms, past its timeout",
+                    meta.transactional_id,
+                    now - value.start_ms,
+                )
+                self._later(lambda meta=meta: self._abort_timed_out(meta))  # type: ignore[misc]
+            elif (
+                meta.state is TxnState.EMPTY or meta.state in COMPLETE
+            ) and now - value.last_update_ms > self.config.id_expiration_ms:
+                self._later(lambda meta=meta: self.state.expire(meta))  # type: ignore[misc]
+
+    async def _abort_timed_out(self, meta: TransactionMetadata) -> None:
+        if meta.pending is not None or meta.state is not TxnState.ONGOING:
+            return
+        try:
+            await self._fence_and_abort(meta)
+        except KafkaError as exc:
+            log.info("aborting %r failed (retried later): %r", meta.transactional_id, exc)
+
+    def _loaded(self, transactions: Iterable[TransactionMetadata]) -> None:
+        """A partition was loaded: finish what it left prepared."""
+        for meta in transactions:
+            if meta.state in PREPARING:
+                self._complete_later(meta)
+
+    def _complete_later(self, meta: TransactionMetadata) -> None:
+        done = self._completing[meta.transactional_id] = trio.Event()
+
+        async def complete() -> None:
+            try:
+                await self._complete(meta)
+            finally:
+                done.set()
+                if self._completing.get(meta.transactional_id) is done:
+                    del self._completing[meta.transactional_id]
+
+        self._later(complete)
+
+    def _later(self, fn: Callable[[], Awaitable[None]]) -> None:
+        if self._spawn is None:
+            raise RuntimeError("the transaction coordinator is not running")
+        self._spawn(fn)
+
+    async def _complete(self, meta: TransactionMetadata) -> None:
+        """Markers to every partition, then Complete*: the second phase of the commit."""
+        value = meta.value
+        committed = value.state is TxnState.PREPARE_COMMIT
+        still_owner = self.state.owner_check(meta)
+        written = await self.markers.write(
+            producer_id=value.producer_id,
+            producer_epoch=value.producer_epoch,
+            committed=committed,
+            coordinator_epoch=meta.coordinator_epoch,
+            partitions=value.partitions,
+            still_owner=still_owner,
+        )
+        if not written:
+            return
+        target = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        while still_owner() and meta.state is value.state:
+            if meta.pending is None:
+                after = meta.prepare(target, self.clock(), partitions=frozenset(), start_ms=-1)
+                try:
+                    await self.state.write(meta, after)
+                    return
+                except KafkaError as exc:
+                    log.info("completing %r failed: %r", meta.transactional_id, exc)
+            await trio.sleep(COMPLETION_RETRY_S)

@@ -1,0 +1,145 @@
+"""The coordinators as one broker service: the group coordinator, and the transaction
+coordinator built beside it (a transaction's offsets are the group coordinator's).
+
+``run_coordinators(broker)`` (a ``BrokerService``, started by node/) starts the group
+coordinator (coordinator/service.py), then assembles the TransactionStateManager over
+``__transaction_state``, the MarkerSender, the TransactionCoordinator and its handlers;
+adds FindCoordinator's key type 1; listens to the ReplicaManager's leadership changes
+(load a ``__transaction_state`` partition on becoming its leader, drop it on losing
+it); and runs the timeout checks until the broker stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+import trio
+
+from minibroker.broker.broker import Broker
+from minibroker.broker.coordinator_locator import CoordinatorLocator
+from minibroker.broker.partition import Partition
+from minibroker.broker.producer_ids import InitProducerIdApi
+from minibroker.coordinator.offsets_log import ReplicaOffsetsLog
+from minibroker.coordinator.service import serve_group_coordinator
+from minibroker.protocol.messages.groups import KEY_TYPE_TRANSACTION
+from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
+from minibroker.protocol.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
+from minibroker.storage.names import TopicPartition
+from minibroker.transaction.apis import TransactionApis
+from minibroker.transaction.coordinator import TransactionConfig, TransactionCoordinator
+from minibroker.transaction.markers import MarkerSender
+from minibroker.transaction.metrics import TransactionCollector
+from minibroker.transaction.state_manager import TransactionStateManager
+
+TRANSACTION_STATE_SEGMENT_BYTES = 104857600
+"""Kafka's transaction.state.log.segment.bytes: small segments compact and load sooner."""
+STATE_WRITE_TIMEOUT_MS = 5000
+"""How long a state change waits for every in-sync replica of its partition."""
+
+
+async def run_coordinators(
+    broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    config = broker.config
+    replica_manager = broker.replica_manager
+    producer_ids = broker.producer_ids
+    assert replica_manager is not None and producer_ids is not None, "started after replicas"
+    cache = broker.metadata_cache
+    async with trio.open_nursery() as nursery:
+        group = await nursery.start(serve_group_coordinator, broker)
+
+        def spawn(fn: Callable[[], Awaitable[None]]) -> None:
+            nursery.start_soon(fn)
+
+        admin = broker.admin_manager
+        locator = CoordinatorLocator(
+            cache,
+            topic=TRANSACTION_STATE_TOPIC,
+            partition_for=partition_for,
+            num_partitions=config.transaction_state_log_num_partitions,
+            replication_factor=config.transaction_state_log_replication_factor,
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": str(TRANSACTION_STATE_SEGMENT_BYTES),
+                "unclean.leader.election.enable": "false",
+            },
+            min_isr=config.transaction_state_log_min_isr,
+            create_topics=None if admin is None else admin.create_topics,
+            spawn=spawn,
+        )
+        group.apis.locators[KEY_TYPE_TRANSACTION] = locator
+
+        def partition_count() -> int:
+            return locator.partition_count() or config.transaction_state_log_num_partitions
+
+        state = TransactionStateManager(
+            ReplicaOffsetsLog(
+                replica_manager,
+                timeout_ms=STATE_WRITE_TIMEOUT_MS,
+                clock=broker.clock,
+                topic=TRANSACTION_STATE_TOPIC,
+            ),
+            num_partitions=partition_count,
+            clock=broker.clock,
+        )
+        markers_api = broker.txn_markers
+        assert markers_api is not None
+        markers = MarkerSender(
+            cache,
+            broker_id=config.broker_id,
+            security=broker.inter_broker_security,
+            local=markers_api.start,
+        )
+        coordinator = TransactionCoordinator(
+            state,
+            producer_ids,
+            markers,
+            TransactionConfig(
+                max_timeout_ms=config.transaction_max_timeout_ms,
+                id_expiration_ms=config.transactional_id_expiration_ms,
+                abort_interval_ms=config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            ),
+            clock=broker.clock,
+        )
+        await nursery.start(coordinator.run)
+        TransactionApis(
+            coordinator,
+            InitProducerIdApi(producer_ids),
+            cache,
+            offsets_partition=group.manager.partition_of,
+        ).install(broker.dispatcher)
+
+        def leadership_changed(
+            leaders: Sequence[Partition], resigned: Sequence[TopicPartition]
+        ) -> None:
+            for tp in resigned:
+                if tp.topic == TRANSACTION_STATE_TOPIC:
+                    state.resigned(tp.partition)
+            for partition in leaders:
+                if partition.tp.topic == TRANSACTION_STATE_TOPIC:
+                    nursery.start_soon(
+                        state.became_leader, partition.tp.partition, partition.leader_epoch
+                    )
+
+        def marker_written(tp: TopicPartition, producer_id: int, committed: bool) -> None:
+            if tp.topic == OFFSETS_TOPIC:  # a transaction's offsets are committed or dropped
+                group.manager.complete_txn(tp.partition, producer_id, committed)
+
+        markers_api.marker_listeners.append(marker_written)
+        replica_manager.leadership_listeners.append(leadership_changed)
+        collector = TransactionCollector(state, markers)
+        broker.metrics.registry.register(collector)
+        already_led = [
+            p
+            for tp, p in replica_manager.partitions.items()
+            if p.is_leader and tp.topic == TRANSACTION_STATE_TOPIC
+        ]
+        leadership_changed(already_led, [])
+        try:
+            task_status.started()
+            await trio.sleep_forever()
+        finally:
+            replica_manager.leadership_listeners.remove(leadership_changed)
+            markers_api.marker_listeners.remove(marker_written)
+            broker.metrics.registry.unregister(collector)
+            await markers.aclose()

@@ -34,9 +34,11 @@ from minibroker.protocol.errors import (
     RequestTimedOutError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
+    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from minibroker.protocol.messages import bodies
+from minibroker.protocol.topic_ids import ZERO_TOPIC_ID, topic_id_str
 
 DEFAULT_SETTING = -1
 
@@ -84,7 +86,12 @@ class AdminManager:
         rng: random.Random | None = None,
         topics_ready: TopicsReady = _never_ready,
         validate_config: ConfigValidator | None = None,
+        topic_id_of: Callable[[str], bytes | None] = lambda topic: None,
+        topic_named_by: Callable[[bytes], str | None] = lambda topic_id: None,
     ) -> None:
+        """``topic_id_of``: a topic's id (KIP-516) as this broker's metadata knows it,
+        for CreateTopics v7+'s answer once the topic is ready; ``topic_named_by`` the
+        topic with an id, for DeleteTopics v6+ by id."""
         self._zk = zk
         self._num_partitions = num_partitions
         self._replication_factor = default_replication_factor
@@ -92,6 +99,8 @@ class AdminManager:
         self._rng = rng or random.Random()
         self._topics_ready = topics_ready
         self._validate_config = validate_config
+        self._topic_id_of = topic_id_of
+        self._topic_named_by = topic_named_by
 
     def install(self, dispatcher: RequestDispatcher) -> None:
         """Serve CreateTopics and DeleteTopics through ``dispatcher``."""
@@ -166,6 +175,10 @@ class AdminManager:
         if created and request["timeout_ms"] > 0:
             with trio.move_on_after(request["timeout_ms"] / 1000):
                 await self._topics_ready(created)
+            for result in results:
+                topic_id = self._topic_id_of(result["name"]) if result["name"] in created else None
+                if topic_id is not None:
+                    result["topic_id"] = topic_id
         return {"topics": results}
 
     def _assignment_for(
@@ -210,7 +223,27 @@ class AdminManager:
         stopped replica's broker is back). ``timeout_ms`` <= 0 answers once marked."""
         existing = await self._zk.get_topics()
         results: list[bodies.DeleteTopicsResponseTopic] = []
-        for name in request["topic_names"]:
+        asked: list[tuple[str | None, bytes | None]] = [(n, None) for n in request["topic_names"]]
+        asked += [(t["name"], t["topic_id"]) for t in request.get("topics", ())]  # v6+
+        for name, topic_id in asked:
+            if name is None and topic_id is not None:  # v6+: by id alone
+                name = self._topic_named_by(topic_id)
+                if name is None:
+                    unknown = UnknownTopicIdError(f"no topic has the id {topic_id_str(topic_id)}")
+                    results.append(
+                        {
+                            "name": None,
+                            "topic_id": topic_id,
+                            "error_code": unknown.code,
+                            "error_message": unknown.message,
+                        }
+                    )
+                    continue
+            assert name is not None
+            result: bodies.DeleteTopicsResponseTopic = {
+                "name": name,
+                "topic_id": self._topic_id_of(name) or ZERO_TOPIC_ID,
+            }
             try:
                 if not self._delete_topic_enable:
                     raise TopicDeletionDisabledError("delete.topic.enable is false")
@@ -218,10 +251,11 @@ class AdminManager:
                     raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
                 await self._zk.mark_topic_for_deletion(name)
             except KafkaError as exc:
-                results.append({"name": name, "error_code": exc.code, "error_message": exc.message})
+                result |= {"error_code": exc.code, "error_message": exc.message}
             else:
-                results.append({"name": name, "error_code": NONE, "error_message": None})
-        marked = {r["name"] for r in results if r["error_code"] == NONE}
+                result |= {"error_code": NONE, "error_message": None}
+            results.append(result)
+        marked = {r["name"] for r in results if r["error_code"] == NONE and r["name"] is not None}
         timeout_ms = request["timeout_ms"]
         if marked and timeout_ms > 0:
             with trio.move_on_after(timeout_ms / 1000):

@@ -39,6 +39,7 @@ from minibroker.protocol.errors import (
     InvalidRecordError,
     InvalidRequestError,
     KafkaError,
+    UnknownTopicIdError,
 )
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.bodies import Records
@@ -330,11 +331,42 @@ class KafkaApis:
                 f"request names {len(requested)} topics, more than request.max.partitions"
                 f" ({self.max_partitions})"
             )
-        names = None if requested is None else [t["name"] for t in requested]
+        if requested is None:
+            return metadata_operations(
+                self.metadata_cache.metadata_response(None), request, everything
+            )
+        names, unknown_ids = self._named_topics(requested)
         if names and request["allow_auto_topic_creation"]:
             self.topic_auto_creator.request(names)
         answer = self.metadata_cache.metadata_response(names)
+        if unknown_ids:  # the memoised answer stays as it is
+            answer = {**answer, "topics": [*answer["topics"], *unknown_ids]}
         return metadata_operations(answer, request, everything)
+
+    def _named_topics(
+        self, requested: list[bodies.MetadataRequestTopic]
+    ) -> tuple[list[str], list[bodies.MetadataResponseTopic]]:
+        """The names of the requested topics (v10+ may name one by id alone), and the
+        answers for ids no topic here has (UNKNOWN_TOPIC_ID)."""
+        names: list[str] = []
+        unknown: list[bodies.MetadataResponseTopic] = []
+        for topic in requested:
+            name = topic["name"]
+            if name is None:
+                name = self.metadata_cache.topic_named_by(topic["topic_id"])
+            if name is not None:
+                names.append(name)
+                continue
+            unknown.append(
+                {
+                    "error_code": UnknownTopicIdError.code,
+                    "name": None,
+                    "topic_id": topic["topic_id"],
+                    "is_internal": False,
+                    "partitions": [],
+                }
+            )
+        return names, unknown
 
     def handle_describe_cluster(
         self, header: RequestHeader, request: bodies.DescribeClusterRequest

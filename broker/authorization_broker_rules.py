@@ -116,6 +116,10 @@ def metadata_topics(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
     def allowed(topic: Body) -> bool:
         nonlocal may_create_all
         name = topic["name"]
+        if name is None:  # named by id (v10+): an unknown id is answered UNKNOWN_TOPIC_ID
+            name = cache.topic_named_by(topic["topic_id"])
+            if name is None:
+                return True
         if not asker.may(Operation.DESCRIBE, TOPIC, name):
             return False
         if not auto_create or cache.contains(name):
@@ -162,14 +166,34 @@ def create_partitions(asker: Asker, body: Body) -> tuple[Body, Completion | None
 
 
 def delete_topics(asker: Asker, body: Body) -> tuple[Body, Completion | None]:
+    """Delete on each topic, named by name (v1-5) or by name or id (v6+); an id no topic
+    has goes to the handler, which answers UNKNOWN_TOPIC_ID."""
     error = TopicAuthorizationFailedError()
-    return split_items(
+    cache = asker.context.metadata_cache
+
+    def may_delete(topic: Body) -> bool:
+        name = (
+            topic["name"] if topic["name"] is not None else cache.topic_named_by(topic["topic_id"])
+        )
+        return name is None or asker.may(Operation.DELETE, TOPIC, name)
+
+    body, by_name = split_items(
         body,
         "topic_names",
         lambda name: asker.may(Operation.DELETE, TOPIC, name),
         lambda name: refused_topic(name, error),
         answer_key="topics",
     )
+    body, by_id = split_items(
+        body,
+        "topics",
+        may_delete,
+        lambda topic: {**refused_topic(topic["name"], error), "topic_id": topic["topic_id"]},
+    )
+    if by_name is None or by_id is None:
+        return body, by_name or by_id
+    first, second = by_name, by_id
+    return body, lambda answer: second(first(answer))
 
 
 def configs(operation: Operation, answer_key: str) -> Rule:

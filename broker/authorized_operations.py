@@ -37,7 +37,7 @@ def metadata_operations(
     copy = dict(answer)
     if topics:
         copy["topics"] = [
-            {**t, "topic_authorized_operations": authorized(ResourceType.TOPIC, t["name"])}
+            {**t, "topic_authorized_operations": authorized(ResourceType.TOPIC, t["name"] or "")}
             for t in answer["topics"]
         ]
     if cluster:

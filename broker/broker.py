@@ -337,6 +337,8 @@ class Broker:
                 delete_topic_enable=config.delete_topic_enable,
                 topics_ready=self._topics_ready,
                 validate_config=self.topic_configs.validate,
+                topic_id_of=self.metadata_cache.topic_id,
+                topic_named_by=self.metadata_cache.topic_named_by,
             )
             admin_manager.install(self.dispatcher)
             CreatePartitions(

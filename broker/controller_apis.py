@@ -87,7 +87,9 @@ class ControllerApis:
             for broker in request["live_leaders"]:
                 self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
             errors = await self.replica_manager.become_leader_or_follower(
-                request["controller_epoch"], states
+                request["controller_epoch"],
+                states,
+                {t["topic_name"]: t["topic_id"] for t in request.get("topic_ids", ())},
             )
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 

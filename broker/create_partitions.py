@@ -24,6 +24,7 @@ How this works (Kafka's ZooKeeper-mode AdminManager.createPartitions):
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -149,13 +150,7 @@ class CreatePartitions:
             new = self._new_partitions(current, topic, live, budget)
             if validate_only:
                 return len(new)
-            grown = TopicAssignment(
-                name,
-                {**current.partitions, **new},
-                current.adding_replicas,
-                current.removing_replicas,
-                current.zk_version,
-            )
+            grown = dataclasses.replace(current, partitions={**current.partitions, **new})
             try:
                 await self._zk.set_assignment(grown)
             except BadVersion:

@@ -35,6 +35,7 @@ from minibroker.broker.isr import IsrManager, IsrStore, record_follower_fetch
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import Partition, ReadResult
+from minibroker.broker.partition_metadata_writer import PartitionMetadataWriter
 from minibroker.broker.purgatory import Purgatory
 from minibroker.broker.replica_selector import RackAwareReplicaSelector
 from minibroker.broker.replication_quota import ReplicationQuotas
@@ -175,6 +176,7 @@ class HostedReplicas:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         )
         self.epoch_checkpoints = EpochCheckpointWriter()
+        self.partition_metadata = PartitionMetadataWriter()  # topic ids, KIP-516
         self._state_change_lock = trio.Lock()
         # The LogManager is not thread-safe: whoever hands it to a worker thread (log
         # creation and deletion here, retention and checkpoints in log maintenance)

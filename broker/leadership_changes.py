@@ -75,9 +75,13 @@ class LeadershipChanges(HostedReplicas):
         self.controller_epoch = controller_epoch
 
     async def become_leader_or_follower(
-        self, controller_epoch: int, states: Mapping[TopicPartition, PartitionState]
+        self,
+        controller_epoch: int,
+        states: Mapping[TopicPartition, PartitionState],
+        topic_ids: Mapping[str, bytes] | None = None,
     ) -> dict[TopicPartition, int]:
-        """Apply a LeaderAndIsr request; per-partition error codes (raises if stale)."""
+        """Apply a LeaderAndIsr request; per-partition error codes (raises if stale).
+        ``topic_ids``: the ids (KIP-516) the request names, for partition.metadata."""
         async with self._state_change_lock:
             self._check_controller_epoch(controller_epoch, "LeaderAndIsr")
             await self._load_topic_overrides(tp.topic for tp in states if tp not in self.partitions)
@@ -165,7 +169,19 @@ class LeadershipChanges(HostedReplicas):
             )
             # Off the event loop and after the answer (broker/epoch_checkpoints.py).
             self.epoch_checkpoints.write_soon(p.log.leader_epoch_cache for p, _ in leaders)
+            if topic_ids:
+                self._note_topic_ids([p for p, _ in (*leaders, *followers)], topic_ids)
             return errors
+
+    def _note_topic_ids(self, partitions: Sequence[Partition], ids: Mapping[str, bytes]) -> None:
+        """Partitions learning their topic's id get their partition.metadata queued."""
+        fresh = []
+        for partition in partitions:
+            topic_id = ids.get(partition.tp.topic)
+            if topic_id is not None and partition.topic_id != topic_id:
+                partition.topic_id = topic_id
+                fresh.append((partition.log.dir, topic_id))
+        self.partition_metadata.write_soon(fresh)
 
     async def _create_partitions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """Partitions (and, where missing, logs) for ``tps``; the error code of each one

@@ -35,6 +35,7 @@ from minibroker.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from minibroker.protocol.messages import bodies
+from minibroker.protocol.topic_ids import ZERO_TOPIC_ID
 from minibroker.storage.names import TopicPartition
 
 LEADER_DURING_DELETE = -2
@@ -102,6 +103,8 @@ class MetadataCache:
         # for 10,000 rebuilds only their topics (every partition cost ~3 us).
         self._topic_entries: dict[str, bodies.MetadataResponseTopic] = {}
         self._auto_created: dict[str, _AutoCreation] = {}
+        self._topic_ids: dict[str, bytes] = {}  # KIP-516, from UpdateMetadata
+        self._topics_by_id: dict[bytes, str] = {}
 
     # -- updates -------------------------------------------------------------------------
 
@@ -166,7 +169,19 @@ class MetadataCache:
                     zk_version=state["zk_version"],
                 ),
             )
+        for named in request.get("topic_ids", ()):  # hand-built bodies may lack it
+            self._set_topic_id(named["topic_name"], named["topic_id"])
         return deleted
+
+    def _set_topic_id(self, topic: str, topic_id: bytes) -> None:
+        if topic not in self._topics or self._topic_ids.get(topic) == topic_id:
+            return
+        old = self._topic_ids.pop(topic, None)
+        if old is not None:
+            self._topics_by_id.pop(old, None)
+        self._topic_ids[topic] = topic_id
+        self._topics_by_id[topic_id] = topic
+        self._topic_entries.pop(topic, None)
 
     def put(self, tp: TopicPartition, info: PartitionInfo) -> None:
         self._answers.clear()
@@ -217,11 +232,22 @@ class MetadataCache:
             partitions.pop(tp.partition, None)
             if not partitions:
                 del self._topics[tp.topic]
+                topic_id = self._topic_ids.pop(tp.topic, None)
+                if topic_id is not None:
+                    self._topics_by_id.pop(topic_id, None)
 
     # -- queries -------------------------------------------------------------------------
 
     def contains(self, topic: str) -> bool:
         return topic in self._topics
+
+    def topic_id(self, topic: str) -> bytes | None:
+        """The topic's id (KIP-516), None if it has none or is unknown."""
+        return self._topic_ids.get(topic)
+
+    def topic_named_by(self, topic_id: bytes) -> str | None:
+        """The topic whose id is ``topic_id``, None if none here has it."""
+        return self._topics_by_id.get(topic_id)
 
     def partition(self, tp: TopicPartition) -> PartitionInfo | None:
         partitions = self._topics.get(tp.topic)
@@ -293,6 +319,7 @@ class MetadataCache:
         entry = self._topic_entries[name] = {
             "error_code": NONE,
             "name": name,
+            "topic_id": self._topic_ids.get(name, ZERO_TOPIC_ID),
             "is_internal": name.startswith("__"),
             "partitions": [
                 self._partition_metadata(index, info) for index, info in sorted(partitions.items())

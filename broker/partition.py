@@ -167,6 +167,9 @@ class Partition:
         # Set when this replica's log was found corrupt: it serves nothing until
         # repaired (broker/corruption.py).
         self.corruption: CorruptRecordError | None = None
+        self.topic_id: bytes | None = None
+        """The topic's id (KIP-516) once a LeaderAndIsr named it; its partition.metadata
+        is queued for writing then."""
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"

@@ -155,6 +155,7 @@ class ReplicaManager(LeadershipChanges):
         async with trio.open_nursery() as nursery:
             await nursery.start(self.isr_manager.run)
             await nursery.start(self.epoch_checkpoints.run)
+            await nursery.start(self.partition_metadata.run)
             task_status.started()
             interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
             while True:

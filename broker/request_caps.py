@@ -80,7 +80,7 @@ COUNTERS: Final[dict[int, Counter]] = {
     ApiKey.DESCRIBE_GROUPS: _items("groups"),
     ApiKey.DELETE_GROUPS: _items("groups_names"),
     ApiKey.CREATE_TOPICS: _create_topics,
-    ApiKey.DELETE_TOPICS: _items("topic_names"),
+    ApiKey.DELETE_TOPICS: lambda body: _items("topic_names")(body) + _items("topics")(body),
     ApiKey.CREATE_PARTITIONS: _items("topics"),  # the handler caps the partitions added
     ApiKey.DELETE_RECORDS: _nested("topics", "partitions"),
     ApiKey.DESCRIBE_CONFIGS: _nested("resources", "configuration_keys"),

@@ -109,6 +109,8 @@ class ControllerContext:
     )
     replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
     """Broker id -> its partitions whose log dir failed (their replicas are offline)."""
+    topic_ids: dict[str, bytes] = field(default_factory=dict)
+    """Topic -> its id (KIP-516), as /brokers/topics/T holds it."""
     epoch: int = INITIAL_CONTROLLER_EPOCH
     epoch_zk_version: int = -1
 
@@ -196,6 +198,7 @@ class ControllerContext:
             self.partitions_being_reassigned.pop(tp, None)
         for replica in [r for r in self.replica_states if r.topic == topic]:
             del self.replica_states[replica]
+        self.topic_ids.pop(topic, None)
         self.topics_to_be_deleted.discard(topic)
         self.topics_ineligible_for_deletion.discard(topic)
 

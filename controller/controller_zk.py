@@ -58,6 +58,8 @@ class TopicReplicas(Protocol):
     def adding_replicas(self) -> Mapping[int, tuple[int, ...]]: ...
     @property
     def removing_replicas(self) -> Mapping[int, tuple[int, ...]]: ...
+    @property
+    def topic_id(self) -> bytes | None: ...
 
 
 class ControllerZk(PartitionStateStore, Protocol):
@@ -89,7 +91,14 @@ class ControllerZk(PartitionStateStore, Protocol):
         partitions: Mapping[int, Sequence[int]],
         adding: Mapping[int, Sequence[int]],
         removing: Mapping[int, Sequence[int]],
+        *,
+        topic_id: bytes | None = None,
     ) -> None: ...
+
+    async def set_topic_id(self, topic: str, topic_id: bytes) -> bool:
+        """Write ``topic_id`` into the topic's znode if it still has none (KIP-516: a
+        topic from before ids); False if the topic is gone or got an id meanwhile."""
+        ...
 
     async def get_unclean_leader_election_overrides(self, topics: Iterable[str]) -> dict[str, bool]:
         """``unclean.leader.election.enable`` from /config/topics/T, of those of

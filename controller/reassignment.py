@@ -242,7 +242,9 @@ class ReassignmentManager:
             if other.topic == tp.topic:
                 adding[other.partition] = r.adding
                 removing[other.partition] = r.removing
-        await self._zk.set_topic_assignment(tp.topic, partitions, adding, removing)
+        await self._zk.set_topic_assignment(
+            tp.topic, partitions, adding, removing, topic_id=self._ctx.topic_ids.get(tp.topic)
+        )
         self._ctx.set_assignment(tp, replicas)
 
     async def _bump_leader_epoch(self, tp: TopicPartition, recipients: Sequence[int]) -> None:

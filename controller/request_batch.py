@@ -246,7 +246,20 @@ class ControllerBrokerRequestBatch:
                 }
             )
         live_leaders = [b for leader in sorted(leaders) if (b := self._broker(leader)) is not None]
-        return {"partition_states": states, "live_leaders": live_leaders}
+        return {
+            "partition_states": states,
+            "live_leaders": live_leaders,
+            "topic_ids": self._topic_ids(tp.topic for tp in self._leader_and_isr[broker_id]),
+        }
+
+    def _topic_ids(self, topics: Iterable[str]) -> list[Body]:
+        """The ids of those of ``topics`` that have one (KIP-516)."""
+        ids = self._context.topic_ids
+        return [
+            {"topic_name": topic, "topic_id": ids[topic]}
+            for topic in sorted(set(topics))
+            if topic in ids
+        ]
 
     def _update_metadata_body(self) -> Body:
         live = self._context.live_or_shutting_down_broker_ids
@@ -271,7 +284,11 @@ class ControllerBrokerRequestBatch:
                 }
             )
         brokers = [b for broker_id in sorted(live) if (b := self._broker(broker_id)) is not None]
-        return {"partition_states": states, "live_brokers": brokers}
+        return {
+            "partition_states": states,
+            "live_brokers": brokers,
+            "topic_ids": self._topic_ids(tp.topic for tp in self._metadata_partitions),
+        }
 
     def _stop_replica_body(self, broker_id: int) -> Body:
         states: list[Body] = []

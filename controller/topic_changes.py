@@ -23,6 +23,7 @@ from minibroker.controller.controller_zk import ControllerZk, TopicReplicas
 from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
 from minibroker.controller.state_machines import PartitionState, ReplicaState
+from minibroker.protocol.topic_ids import new_topic_id
 
 
 class UncleanElectionPolicy:
@@ -84,10 +85,22 @@ class TopicChangeHandler:
                 self._ctx.set_assignment(tp, ar)
                 loaded.add(tp)
             self._note_recorded_reassignment(topic, replicas)
+            await self._note_topic_id(topic, replicas.topic_id)
         overrides = await self._zk.get_unclean_leader_election_overrides(assignments)
         for topic, override in overrides.items():
             self._unclean.set_override(topic, override)
         return loaded
+
+    async def _note_topic_id(self, topic: str, topic_id: bytes | None) -> None:
+        """Keep the topic's id; a topic from before ids gets one (Kafka's controller
+        does the same on failover), written conditionally: a writer that got there
+        first wins, and the next read of the znode brings its id."""
+        if topic_id is None:
+            fresh = new_topic_id()
+            if not await self._zk.set_topic_id(topic, fresh):
+                return
+            topic_id = fresh
+        self._ctx.topic_ids[topic] = topic_id
 
     async def skip_config_changes_so_far(self) -> None:
         """On failover: the topic configs were just read, so only config change
@@ -117,6 +130,7 @@ class TopicChangeHandler:
         }
         for tp, ar in added.items():
             self._ctx.set_assignment(tp, ar)
+        await self._note_topic_id(topic, replicas.topic_id)
         if added:
             await self.on_new_partition_creation(set(added))
 

@@ -10,10 +10,12 @@ raises ControllerMovedError).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from minibroker.controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
 from minibroker.controller.controller_zk import ControllerZk
+from minibroker.zk.client import BadVersion
 from minibroker.zk.config_changes import config_change_names, topics_changed
 from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.model import (
@@ -25,6 +27,8 @@ from minibroker.zk.model import (
 
 UNCLEAN_LEADER_ELECTION_KEY = "unclean.leader.election.enable"
 TOPIC_ENTITY_PREFIX = "topics/"
+TOPIC_ID_WRITE_ATTEMPTS = 3
+"""Conditional writes of a topic's new id before leaving it for the next failover."""
 
 
 class ControllerZkAdapter:
@@ -92,16 +96,34 @@ class ControllerZkAdapter:
         partitions: Mapping[int, Sequence[int]],
         adding: Mapping[int, Sequence[int]],
         removing: Mapping[int, Sequence[int]],
+        *,
+        topic_id: bytes | None = None,
     ) -> None:
         assignment = TopicAssignment(
             topic,
             {p: tuple(r) for p, r in partitions.items()},
             {p: tuple(r) for p, r in adding.items() if r},
             {p: tuple(r) for p, r in removing.items() if r},
+            topic_id=topic_id,
         )
         await self.data.set_assignment(
             assignment, controller_epoch_zk_version=self._fence_version()
         )
+
+    async def set_topic_id(self, topic: str, topic_id: bytes) -> bool:
+        for _ in range(TOPIC_ID_WRITE_ATTEMPTS):
+            current = await self.data.get_assignment(topic)
+            if current is None or current.topic_id is not None:
+                return False
+            try:
+                await self.data.set_assignment(
+                    dataclasses.replace(current, topic_id=topic_id),
+                    controller_epoch_zk_version=self._fence_version(),
+                )
+            except BadVersion:
+                continue  # the znode changed between the read and the write
+            return True
+        return False
 
     async def get_unclean_leader_election_overrides(self, topics: Iterable[str]) -> dict[str, bool]:
         configs = await self.data.get_topic_configs(topics)

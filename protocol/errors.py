@@ -523,6 +523,14 @@ class UnacceptableCredentialError(KafkaError):
     name = "UNACCEPTABLE_CREDENTIAL"
 
 
+class UnknownTopicIdError(KafkaError):
+    """No topic has the id a request named (KIP-516): deleted, or not yet known here."""
+
+    code = 100
+    name = "UNKNOWN_TOPIC_ID"
+    retriable = True
+
+
 class UnsupportedSaslMechanismError(KafkaError):
     """SaslHandshake named a mechanism the listener does not enable."""
 

@@ -13,8 +13,11 @@ and Kafka's own tools read our znodes and we read theirs.
          "endpoints":["PLAINTEXT://h:9092"],
          "listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},
          "features":{}[,"rack":"r1"],"identity_key":"<base64 Ed25519 public key>"}
-    /brokers/topics/<t>             {"version":2,"partitions":{"0":[1,2,3]},
+    /brokers/topics/<t>             {"version":3,"topic_id":"<22-char base64 UUID>",
+                                     "partitions":{"0":[1,2,3]},
                                      "adding_replicas":{},"removing_replicas":{}}
+                                    (version 2 without "topic_id": a topic from before
+                                     topic ids, KIP-516)
     /brokers/topics/<t>/partitions/<p>/state
         {"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}
         (the znode's data version is the partition's zkVersion)
@@ -45,6 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from minibroker.protocol import broker_proof
+from minibroker.protocol.topic_ids import parse_topic_id, topic_id_str
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.values import DEFAULT_SECURITY_PROTOCOL as DEFAULT_SECURITY_PROTOCOL
 
@@ -94,6 +98,8 @@ PERSISTENT_PATHS = (
 
 BROKER_ZNODE_VERSION = 5
 TOPIC_ZNODE_VERSION = 2
+TOPIC_ZNODE_VERSION_WITH_ID = 3
+"""The topic znode's version once it carries ``topic_id`` (Kafka 2.8+)."""
 
 
 # -- paths --------------------------------------------------------------------------
@@ -279,9 +285,11 @@ def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
     def as_json(m: Mapping[int, Sequence[int]], *, skip_empty: bool) -> dict[str, list[int]]:
         return {str(p): list(m[p]) for p in sorted(m) if m[p] or not skip_empty}
 
+    topic_id = assignment.topic_id
     return _dumps(
         {
-            "version": TOPIC_ZNODE_VERSION,
+            "version": TOPIC_ZNODE_VERSION if topic_id is None else TOPIC_ZNODE_VERSION_WITH_ID,
+            **({} if topic_id is None else {"topic_id": topic_id_str(topic_id)}),
             "partitions": as_json(assignment.partitions, skip_empty=False),
             # Kafka lists only the partitions a reassignment is actually changing.
             "adding_replicas": as_json(assignment.adding_replicas, skip_empty=True),
@@ -305,12 +313,18 @@ def decode_topic_assignment(topic: str, data: bytes, *, zk_version: int = -1) ->
         except ValueError as exc:
             raise ZkDataError(f"{what}: partition ids must be integers: {raw!r}") from exc
 
+    raw_id = value.get("topic_id")
+    try:
+        topic_id = None if raw_id is None else parse_topic_id(str(raw_id))
+    except ValueError as exc:
+        raise ZkDataError(f"{what}: {exc}") from exc
     return TopicAssignment(
         topic,
         as_map("partitions", True),
         as_map("adding_replicas", False),
         as_map("removing_replicas", False),
         zk_version,
+        topic_id,
     )
 
 

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from minibroker.protocol.errors import TopicAlreadyExistsError
+from minibroker.protocol.topic_ids import new_topic_id
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.client import (
     BadVersion,
@@ -100,7 +101,11 @@ class TopicZnodes(ZnodeAccess):
             CreateOp(
                 topic_path(t),
                 encode_topic_assignment(
-                    TopicAssignment(t, {p: tuple(r) for p, r in topics[t][0].items()})
+                    TopicAssignment(
+                        t,
+                        {p: tuple(r) for p, r in topics[t][0].items()},
+                        topic_id=new_topic_id(),
+                    )
                 ),
             )
             for t in new

@@ -99,13 +99,15 @@ class BrokerInfo:
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
     """A topic's replica assignment: partition -> AR (AR[0] is the preferred leader),
-    plus the replicas a reassignment is adding / removing (KIP-455)."""
+    plus the replicas a reassignment is adding / removing (KIP-455), and the topic's id
+    (KIP-516; None for a topic written before ids)."""
 
     topic: str
     partitions: Mapping[int, tuple[int, ...]]
     adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     removing_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     zk_version: int = -1
+    topic_id: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,7 +190,7 @@ class ListOffsetsResponse(TypedDict, total=False):
 
 class MetadataRequestTopic(TypedDict):
     topic_id: bytes
-    name: str
+    name: str | None
 
 
 class MetadataRequest(TypedDict):
@@ -221,7 +221,7 @@ class MetadataResponseTopicPartition(TypedDict, total=False):
 
 class MetadataResponseTopic(TypedDict, total=False):
     error_code: int
-    name: Required[str]
+    name: Required[str | None]
     topic_id: bytes
     is_internal: bool
     partitions: list[MetadataResponseTopicPartition]
@@ -260,12 +260,18 @@ class LeaderAndIsrRequestLiveLeader(TypedDict):
     kafka_port: int
 
 
+class LeaderAndIsrRequestTopicId(TypedDict):
+    topic_name: str
+    topic_id: bytes
+
+
 class LeaderAndIsrRequest(TypedDict):
     controller_id: int
     controller_epoch: int
     broker_epoch: int
     partition_states: list[LeaderAndIsrRequestPartitionState]
     live_leaders: list[LeaderAndIsrRequestLiveLeader]
+    topic_ids: list[LeaderAndIsrRequestTopicId]
 
 
 class LeaderAndIsrResponsePartitionError(TypedDict, total=False):
@@ -327,12 +333,18 @@ class UpdateMetadataRequestLiveBroker(TypedDict):
     kafka_port: int
 
 
+class UpdateMetadataRequestTopicId(TypedDict):
+    topic_name: str
+    topic_id: bytes
+
+
 class UpdateMetadataRequest(TypedDict):
     controller_id: int
     controller_epoch: int
     broker_epoch: int
     partition_states: list[UpdateMetadataRequestPartitionState]
     live_brokers: list[UpdateMetadataRequestLiveBroker]
+    topic_ids: list[UpdateMetadataRequestTopicId]
 
 
 class UpdateMetadataResponse(TypedDict, total=False):
@@ -705,13 +717,20 @@ class CreateTopicsResponse(TypedDict, total=False):
     topics: list[CreateTopicsResponseTopic]
 
 
+class DeleteTopicsRequestTopic(TypedDict):
+    name: str | None
+    topic_id: bytes
+
+
 class DeleteTopicsRequest(TypedDict):
     topic_names: list[str]
+    topics: list[DeleteTopicsRequestTopic]
     timeout_ms: int
 
 
 class DeleteTopicsResponseTopic(TypedDict, total=False):
-    name: Required[str]
+    name: Required[str | None]
+    topic_id: bytes
     error_code: int
     error_message: str | None
 

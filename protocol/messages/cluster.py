@@ -36,20 +36,26 @@ METADATA: Final = Message(
     "Metadata",
     doc="""Brokers, controller and partition leadership, from the broker's metadata cache.
 
-    Request: ``topics`` (nil = all topics, else [{name}]), ``allow_auto_topic_creation``
+    Request: ``topics`` (nil = all topics, else [{name, topic_id}]: v10+ may name a
+    topic by its id alone, name nil), ``allow_auto_topic_creation``
     (Kafka v4+, default true as there: a broker with auto.create.topics.enable creates
     the unknown topics named; consumers and admin tools send false).
     Response: ``brokers[]`` of {node_id, host, port, rack, kafka_host, kafka_port (the
     broker's Kafka-protocol listener, only in msgpack bodies; nil or absent if none;
     the Kafka listener advertises it as host/port)}, ``cluster_id``,
-    ``controller_id`` (-1 unknown), ``topics[]`` of {error_code, name, is_internal,
+    ``controller_id`` (-1 unknown), ``topics[]`` of {error_code, name, topic_id (v10+,
+    all zero if none), is_internal,
     partitions[] of {error_code, partition_index, leader_id (-1 none), leader_epoch,
     replica_nodes, isr_nodes, offline_replicas}}.
     """,
-    valid=versions("0-9"),
+    valid=versions("0-12"),
     flexible=versions("9+"),
     request=struct(
-        f("topics", [f("topic_id", UUID, "10+"), f("name", STRING, required=True)], null="1+"),
+        f(
+            "topics",
+            [f("topic_id", UUID, "10+"), f("name", STRING, null="10+", required=True)],
+            null="1+",
+        ),
         f("allow_auto_topic_creation", BOOL, "4+", default=True),
         f("include_cluster_authorized_operations", BOOL, "8-10"),
         f("include_topic_authorized_operations", BOOL, "8+"),
@@ -73,7 +79,7 @@ METADATA: Final = Message(
             "topics",
             [
                 f("error_code", INT16),
-                f("name", STRING, required=True),
+                f("name", STRING, null="12+", required=True),
                 f("topic_id", UUID, "10+"),
                 f("is_internal", BOOL, "1+"),
                 f(
@@ -103,6 +109,9 @@ METADATA: Final = Message(
         7: "leader_epoch",
         8: "authorized operations",
         9: "flexible",
+        10: "topic ids (KIP-516); a requested topic may be named by id, name null",
+        11: "no cluster authorized operations (DescribeCluster has them)",
+        12: "a topic's name may be null in the answer (unknown id)",
     },
 )
 
@@ -234,20 +243,29 @@ DELETE_TOPICS: Final = Message(
     "DeleteTopics",
     doc="""Mark topics for deletion (the controller deletes them in the background).
 
-    Request: ``topic_names[]``, ``timeout_ms``.
-    Response: ``topics[]`` of {name, error_code, error_message}.
+    Request: ``topic_names[]`` (v1-5), ``topics[]`` of {name (nil: by id), topic_id}
+    (v6+, KIP-516), ``timeout_ms``; a msgpack body may carry both.
+    Response: ``topics[]`` of {name (nil for an unknown id), topic_id, error_code,
+    error_message}.
     """,
-    valid=versions("1-5"),
+    valid=versions("1-6"),
     flexible=versions("4+"),
     request=struct(
-        f("topic_names", Array(STRING), required=True), f("timeout_ms", INT32, default=60000)
+        f("topic_names", Array(STRING), "0-5", required=True),
+        f(
+            "topics",
+            [f("name", STRING, null="6+", required=True), f("topic_id", UUID, required=True)],
+            "6+",
+        ),
+        f("timeout_ms", INT32, default=60000),
     ),
     response=struct(
         f("throttle_time_ms", INT32, "1+"),
         f(
             "responses",
             [
-                f("name", STRING, required=True),
+                f("name", STRING, null="6+", required=True),
+                f("topic_id", UUID, "6+"),
                 f("error_code", INT16),
                 f("error_message", STRING, "5+", null="5+"),
             ],
@@ -260,6 +278,7 @@ DELETE_TOPICS: Final = Message(
         3: "unchanged",
         4: "flexible",
         5: "error_message",
+        6: "topics named by name or id (KIP-516)",
     },
 )
 

@@ -24,6 +24,7 @@ from minibroker.protocol.messages.form import (
     INT32,
     INT64,
     STRING,
+    UUID,
     Array,
     Message,
     f,
@@ -63,6 +64,12 @@ _BROKER: Final = struct(
     "Kafka-protocol listener (kafka_host None when it has none).",
 )
 
+_TOPIC_IDS: Final = f(
+    "topic_ids", [f("topic_name", STRING, required=True), f("topic_id", UUID, required=True)]
+)
+"""The ids (KIP-516) of the topics a request names, once per topic; a topic from before
+ids is missing until the controller gave it one."""
+
 _ERROR_MESSAGE: Final = f("error_message", STRING, body_null=True)
 """Why a request was refused as a whole (a stale controller), None otherwise."""
 
@@ -80,7 +87,9 @@ LEADER_AND_ISR: Final = Message(
     leader's conditional ISR updates), ``replicas`` (AR), ``adding_replicas`` and
     ``removing_replicas`` (an ongoing reassignment's RAR - OAR and OAR - RAR),
     ``is_new`` (just created: no data to look for elsewhere)}; ``live_leaders[]``
-    (brokers leading any of those partitions, so followers know whom to fetch from).
+    (brokers leading any of those partitions, so followers know whom to fetch from);
+    ``topic_ids[]`` of {topic_name, topic_id} (each partition directory's
+    ``partition.metadata``).
     Response: ``error_code`` (STALE_CONTROLLER_EPOCH rejects the whole request) and
     ``partition_errors[]`` of {topic_name, partition_index, error_code}.
     """,
@@ -99,6 +108,7 @@ LEADER_AND_ISR: Final = Message(
             required=True,
         ),
         f("live_leaders", Array(_BROKER)),
+        _TOPIC_IDS,
     ),
     response=struct(f("error_code", INT16), _ERROR_MESSAGE, _PARTITION_ERRORS),
 )
@@ -139,7 +149,8 @@ UPDATE_METADATA: Final = Message(
     Request: controller header; ``partition_states[]`` of {``topic_name``,
     ``partition_index``, ``controller_epoch``, ``leader`` (-1 none, -2 topic being
     deleted), ``leader_epoch``, ``isr``, ``zk_version``, ``replicas``,
-    ``offline_replicas``}; ``live_brokers[]`` of {id, host, port, rack}.
+    ``offline_replicas``}; ``live_brokers[]`` of {id, host, port, rack}; ``topic_ids[]``
+    of {topic_name, topic_id} (KIP-516, for Metadata v10+).
     Response: ``error_code``.
     """,
     valid=versions(""),
@@ -152,6 +163,7 @@ UPDATE_METADATA: Final = Message(
             required=True,
         ),
         f("live_brokers", Array(_BROKER), required=True),
+        _TOPIC_IDS,
     ),
     response=struct(f("error_code", INT16), _ERROR_MESSAGE),
 )

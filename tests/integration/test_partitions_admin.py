@@ -17,6 +17,11 @@ confluent-kafka's OffsetSpec.max_timestamp; OffsetCommit metadata strings come b
 from OffsetFetch to confluent-kafka and kafka-python consumers; a producer's Metadata
 creates a topic with the cluster's num.partitions and default.replication.factor, a
 Metadata that does not allow auto-creation does not.
+
+Topic ids (KIP-516): a created topic's id is in its ZooKeeper znode as Kafka writes it
+and in every replica's partition.metadata, survives CreatePartitions, and comes back in
+confluent-kafka's describe_topics and in Metadata v12 asked by id; DeleteTopics v6
+deletes a topic named by its id alone.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewPartitions as KafkaPythonNewPartitions
 from kafka.errors import InvalidPartitionsError as KafkaPythonInvalidPartitions
+from kazoo.client import KazooClient
 
 from minibroker.client.admin import Admin
 from minibroker.client.producer import Producer
@@ -44,6 +50,7 @@ from minibroker.protocol.errors import (
     OffsetOutOfRangeError,
     PolicyViolationError,
 )
+from minibroker.protocol.topic_ids import parse_topic_id
 from tests.support.broker import KafkaWireClient
 from tests.support.cluster import LocalCluster
 
@@ -365,3 +372,100 @@ async def test_metadata_auto_creates_topics_with_the_cluster_defaults_only_when_
     assert len(replicas) == 3 and {len(r) for r in replicas} == {2}
     async with Admin(cluster.bootstrap) as admin:
         assert "never-made" not in await admin.list_topics()
+
+
+def topic_znode(cluster: LocalCluster, topic: str) -> dict[str, object]:
+    zk = KazooClient(hosts=f"127.0.0.1:{cluster.state['zookeeper']['port']}")
+    zk.start(timeout=ADMIN_TIMEOUT_S)
+    try:
+        data, _ = zk.get(f"/brokers/topics/{topic}")
+    finally:
+        zk.stop()
+        zk.close()
+    znode: dict[str, object] = json.loads(data)
+    return znode
+
+
+async def test_a_topic_id_is_kept_in_zookeeper_in_each_replica_and_served_by_metadata(
+    cluster: LocalCluster,
+) -> None:
+    await create_topic(cluster, "identified", 2, rf=3)
+    znode = topic_znode(cluster, "identified")
+    assert znode["version"] == 3
+    text = str(znode["topic_id"])
+    topic_id = parse_topic_id(text)
+
+    def metadata_files() -> list[Path]:
+        return [
+            d / "partition.metadata"
+            for broker in (1, 2, 3)
+            for d in (Path(cluster.data_dir) / f"broker-{broker}").glob("logs-*/identified-*")
+        ]
+
+    # Followers make their logs on LeaderAndIsr, and write the file after answering it.
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    while len(files := [f for f in metadata_files() if f.exists()]) < 6:
+        assert time.monotonic() < deadline, metadata_files()
+        await trio.sleep(0.05)
+    assert {f.read_text() for f in files} == {f"version: 0\ntopic_id: {text}\n"}
+
+    async with Admin(cluster.bootstrap) as admin:
+        await admin.create_partitions("identified", 3)
+    assert topic_znode(cluster, "identified")["topic_id"] == text
+
+    admin_client = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
+    described = admin_client.describe_topics(confluent_kafka.TopicCollection(["identified"]))
+    description = described["identified"].result(timeout=ADMIN_TIMEOUT_S)
+    uuid = description.topic_id  # librdkafka prints ids in standard base64, not Kafka's
+    halves = (uuid.get_most_significant_bits(), uuid.get_least_significant_bits())
+    assert halves == (
+        int.from_bytes(topic_id[:8], "big", signed=True),
+        int.from_bytes(topic_id[8:], "big", signed=True),
+    )
+    assert len(description.partitions) == 3
+
+    host, port = cluster.kafka_bootstrap.split(",")[0].rsplit(":", 1)
+    async with KafkaWireClient(await trio.open_tcp_stream(host, int(port))) as client:
+        unknown = bytes(16 - len(b"nope")) + b"nope"
+        answer = await client.kafka_request(
+            3,
+            12,
+            {
+                "topics": [
+                    {"name": None, "topic_id": topic_id},
+                    {"name": None, "topic_id": unknown},
+                ],
+                "allow_auto_topic_creation": False,
+            },
+        )
+    by_id, missing = answer["topics"]
+    assert (by_id["error_code"], by_id["name"], by_id["topic_id"]) == (0, "identified", topic_id)
+    assert len(by_id["partitions"]) == 3
+    assert (missing["error_code"], missing["name"]) == (100, None)  # UNKNOWN_TOPIC_ID
+
+
+async def test_delete_topics_v6_deletes_a_topic_named_by_its_id(cluster: LocalCluster) -> None:
+    await create_topic(cluster, "deleted-by-id", 1)
+    topic_id = parse_topic_id(str(topic_znode(cluster, "deleted-by-id")["topic_id"]))
+    host, port = cluster.kafka_bootstrap.split(",")[0].rsplit(":", 1)
+    async with KafkaWireClient(await trio.open_tcp_stream(host, int(port))) as client:
+        answer = await client.kafka_request(
+            20,
+            6,
+            {
+                "topics": [
+                    {"name": None, "topic_id": topic_id},
+                    {"name": None, "topic_id": bytes(15) + b"\x07"},
+                ],
+                "timeout_ms": ADMIN_TIMEOUT_S * 1000,
+            },
+        )
+    deleted, unknown = answer["topics"]
+    assert (deleted["name"], deleted["topic_id"], deleted["error_code"]) == (
+        "deleted-by-id",
+        topic_id,
+        0,
+    )
+    assert (unknown["name"], unknown["error_code"]) == (None, 100)  # UNKNOWN_TOPIC_ID
+    async with Admin(cluster.bootstrap) as admin:
+        assert "deleted-by-id" not in await admin.list_topics()

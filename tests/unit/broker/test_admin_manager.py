@@ -162,7 +162,9 @@ async def test_delete_topics_answers_once_the_controller_has_deleted_the_topic()
         await trio.testing.wait_all_tasks_blocked()
         assert zk.marked == {"t"} and answers == []
         zk.finish_deletions()
-    assert answers == [{"topics": [{"name": "t", "error_code": 0, "error_message": None}]}]
+    assert answers == [
+        {"topics": [{"name": "t", "topic_id": bytes(16), "error_code": 0, "error_message": None}]}
+    ]
 
 
 async def test_delete_topics_times_out_while_the_deletion_cannot_finish(

@@ -127,6 +127,7 @@ class FakeTopic:
     partitions: dict[int, tuple[int, ...]]
     adding_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
     removing_replicas: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    topic_id: bytes | None = None
 
 
 @dataclass
@@ -204,13 +205,24 @@ class FakeControllerZk(FakeStateStore):
         partitions: Mapping[int, Sequence[int]],
         adding: Mapping[int, Sequence[int]],
         removing: Mapping[int, Sequence[int]],
+        *,
+        topic_id: bytes | None = None,
     ) -> None:
         self._fence()
         self.topics[topic] = FakeTopic(
             {p: tuple(r) for p, r in partitions.items()},
             {p: tuple(r) for p, r in adding.items() if r},
             {p: tuple(r) for p, r in removing.items() if r},
+            topic_id,
         )
+
+    async def set_topic_id(self, topic: str, topic_id: bytes) -> bool:
+        self._fence()
+        current = self.topics.get(topic)
+        if current is None or current.topic_id is not None:
+            return False
+        current.topic_id = topic_id
+        return True
 
     async def get_unclean_leader_election_overrides(self, topics: Iterable[str]) -> dict[str, bool]:
         return {t: self.unclean_overrides[t] for t in topics if t in self.unclean_overrides}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from minibroker.controller.context import LeaderAndIsr, TopicPartition
+from minibroker.protocol.topic_ids import new_topic_id, parse_topic_id, topic_id_str
 from minibroker.zk.model import (
     KAFKA_LISTENER,
     BrokerInfo,
@@ -100,6 +102,27 @@ def test_topic_znode_is_version_2_and_lists_only_changing_partitions() -> None:
     assert decoded.partitions == {0: (1, 2), 1: (2, 3)}
     assert decoded.adding_replicas == {0: (2,)}
     assert decoded.zk_version == 4
+
+
+def test_topic_znode_with_an_id_is_version_3_with_kafkas_string_form() -> None:
+    topic_id = bytes(range(16))
+    assignment = TopicAssignment("t", {0: (1,)}, topic_id=topic_id)
+    encoded = encode_topic_assignment(assignment)
+    assert encoded.startswith(b'{"version":3,"topic_id":"AAECAwQFBgcICQoLDA0ODw","partitions"')
+    assert decode_topic_assignment("t", encoded).topic_id == topic_id
+    assert decode_topic_assignment("t", b'{"version":2,"partitions":{}}').topic_id is None
+    with pytest.raises(ZkDataError):
+        decode_topic_assignment("t", b'{"version":3,"topic_id":"short","partitions":{}}')
+
+
+def test_new_topic_ids_are_random_version_4_never_reserved_nor_dash_led() -> None:
+    rng = random.Random(7)
+    ids = {new_topic_id(rng) for _ in range(2000)}
+    assert len(ids) == 2000
+    for topic_id in ids:
+        assert topic_id[6] >> 4 == 4  # version 4
+        assert not topic_id_str(topic_id).startswith("-")
+        assert parse_topic_id(topic_id_str(topic_id)) == topic_id
 
 
 def test_topic_znode_version_1_has_no_reassignment_fields() -> None:

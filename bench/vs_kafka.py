@@ -27,8 +27,9 @@ Output: one JSON line per run (one system, one round: its figures, the load aver
 before and after), a Markdown table (median, min-max and minibroker/Kafka ratio of
 each workload) with ``uptime`` and the CPU model, and last one JSON object,
 ``{"summary": {WORKLOAD: {"minibroker", "kafka", "ratio", "unit", "better", "range",
-"runs"}}}``. ``--quick`` (one round, small counts, no Java tools, no RF 3 restart) is
-the smoke test tests/judges/test_vs_kafka.py runs.
+"runs"}}}``. ``--quick`` (one round, small counts, no Java tools, no RF 3 restart, a
+3 s ZooKeeper session so that each kill waits less for its expiry) is the smoke test
+tests/judges/test_vs_kafka.py runs.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class Sizes:
     java: bool
     full: bool  # the RF 3 restart and the other RF 3 workloads
     warmup_records: int  # 1 KiB records produced and consumed before measuring (the JIT)
+    settings: dict[str, str]  # broker settings both systems get on top of SHARED
 
 
 FULL = Sizes(
@@ -111,6 +113,7 @@ FULL = Sizes(
     java=True,
     full=True,
     warmup_records=200_000,
+    settings={},
 )
 QUICK = Sizes(
     records_100b=200_000,
@@ -122,6 +125,7 @@ QUICK = Sizes(
     java=False,
     full=False,
     warmup_records=0,
+    settings={"zookeeper.session.timeout.ms": "3000"},  # each kill waits for the expiry
 )
 
 
@@ -156,7 +160,7 @@ def main() -> None:
                 load_before = os.getloadavg()
                 root = Path(tmp) / f"{system}-{round_number}"
                 chroot = f"{zookeeper.connect_string}/{system}-{round_number}"
-                cluster = ClusterMaker(system, root, chroot, base_port, classpath)
+                cluster = ClusterMaker(system, root, chroot, base_port, classpath, sizes.settings)
                 figures = run_system(cluster, sizes)
                 run = {
                     "round": round_number,
@@ -184,13 +188,16 @@ class ClusterMaker:
     chroot: str
     base_port: int
     classpath: str
+    settings: dict[str, str]
 
     def __call__(self, size: int) -> Brokers:
         connect = f"{self.chroot}-{size}"
         data = self.root / f"size-{size}"
         if self.system == "kafka":
-            return KafkaBrokers(data, connect, self.base_port, size, self.classpath)
-        return MinibrokerBrokers(data, connect, self.base_port, size)
+            return KafkaBrokers(
+                data, connect, self.base_port, size, self.settings, classpath=self.classpath
+            )
+        return MinibrokerBrokers(data, connect, self.base_port, size, self.settings)
 
 
 def run_system(cluster: ClusterMaker, sizes: Sizes) -> dict[str, float]:

@@ -10,11 +10,13 @@ Each round runs both sides, the one that goes first alternating:
   broker filled with ``--records`` 1 KiB records, then the bundled ``Consumer`` reads
   them from the start, each record decoded and its batch's CRC checked); Redis's side
   fills a stream with as many entries of one 1 KiB field (pipelined XADD), then redis-py
-  reads it from the start with ``XREAD COUNT 1000``. MB/s of values.
+  reads it from the start with ``XREAD COUNT 1000``. MB/s of values, and the client's
+  CPU ms per MB (which the machine's load moves far less).
 - **send and wait**: minibroker's side is ``bench/round_trip.py`` (the bundled
   ``Producer``, linger 0, acks=1, one 100-byte record at a time); Redis's side is one
   ``XADD`` of a 100-byte field at a time, each answered before the next. p50 / p99 ms
-  after 2,000 warm-up sends.
+  after 2,000 warm-up sends, and the server's and the client's CPU microseconds per
+  send.
 
 Redis's client is redis-py with hiredis, its compiled reply parser (``pip install
 'redis[hiredis]'``; without it redis-py parses in Python and Redis reads at a fraction
@@ -45,6 +47,10 @@ from pathlib import Path
 import redis
 import redis.utils
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.standalone import process_cpu_seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 STREAM = "bench"
 READ_COUNT = 1000  # entries per XREAD, as a consumer's fetch of ~1 MiB
@@ -62,7 +68,8 @@ def parse_args() -> argparse.Namespace:
 
 
 @contextmanager
-def redis_server(binary: str) -> Iterator[redis.Redis]:
+def redis_server(binary: str) -> Iterator[tuple[redis.Redis, int]]:
+    """A fresh redis-server on a free port: a client and the server's pid."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -81,16 +88,16 @@ def redis_server(binary: str) -> Iterator[redis.Redis]:
                     if time.monotonic() > deadline or process.poll() is not None:
                         raise
                     time.sleep(0.05)
-            yield client
+            yield client, process.pid
         finally:
             client.close()
             process.terminate()
             process.wait(timeout=30)
 
 
-def redis_consume(client: redis.Redis, records: int) -> float:
+def redis_consume(client: redis.Redis, records: int) -> tuple[float, float]:
     """MB/s of values XREAD reads from the start of a stream of ``records`` 1 KiB
-    entries."""
+    entries, and the client's CPU ms per MB."""
     value = os.urandom(1024)
     pipe = client.pipeline(transaction=False)
     for i in range(records):
@@ -100,7 +107,7 @@ def redis_consume(client: redis.Redis, records: int) -> float:
     pipe.execute()
     last = "0-0"
     count = size = 0
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     while count < records:
         answer = client.xread({STREAM: last}, count=READ_COUNT)
         entries = answer[0][1]
@@ -108,45 +115,57 @@ def redis_consume(client: redis.Redis, records: int) -> float:
             size += len(fields[b"v"])
         count += len(entries)
         last = entries[-1][0]
-    return size / (time.perf_counter() - started) / 1e6
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return size / elapsed / 1e6, cpu * 1000 / (size / 1e6)
 
 
-def redis_round_trip(client: redis.Redis, count: int) -> dict[str, float]:
+def redis_round_trip(client: redis.Redis, count: int, server_pid: int) -> dict[str, float]:
     value = os.urandom(100)
     for _ in range(WARMUP):
         client.xadd("round-trip", {"v": value})
     latencies = []
     clock = time.perf_counter
+    server_cpu, cpu = process_cpu_seconds(server_pid), time.process_time()
     for _ in range(count):
         sent = clock()
         client.xadd("round-trip", {"v": value})
         latencies.append(clock() - sent)
+    cpu, server_cpu = time.process_time() - cpu, process_cpu_seconds(server_pid) - server_cpu
     latencies.sort()
     return {
         "p50_ms": latencies[len(latencies) // 2] * 1000,
         "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000,
+        "server_cpu_us": server_cpu / count * 1e6,
+        "client_cpu_us": cpu / count * 1e6,
     }
 
 
 def minibroker_side(args: argparse.Namespace) -> dict[str, float]:
     consumed = _bench("consumer_perf.py", "--num-records", str(args.records))
     round_trip = _bench("round_trip.py", "--num-records", str(args.round_trips))
+    megabytes = consumed["records"] * consumed["record_size"] / 1e6
     return {
         "consume_1kib_mb_per_s": consumed["mb_per_s"],
+        "consume_client_cpu_ms_per_mb": consumed["consumer_cpu_seconds"] * 1000 / megabytes,
         "send_and_wait_p50_ms": round_trip["p50_ms"],
         "send_and_wait_p99_ms": round_trip["p99_ms"],
+        "send_and_wait_server_cpu_us": round_trip["broker_cpu_us_per_request"],
+        "send_and_wait_client_cpu_us": round_trip["client_cpu_us_per_request"],
     }
 
 
 def redis_side(args: argparse.Namespace) -> dict[str, float]:
-    with redis_server(args.redis_server) as client:
+    with redis_server(args.redis_server) as (client, _):
         consumed = redis_consume(client, args.records)
-    with redis_server(args.redis_server) as client:
-        round_trip = redis_round_trip(client, args.round_trips)
+    with redis_server(args.redis_server) as (client, pid):
+        round_trip = redis_round_trip(client, args.round_trips, pid)
     return {
-        "consume_1kib_mb_per_s": consumed,
+        "consume_1kib_mb_per_s": consumed[0],
+        "consume_client_cpu_ms_per_mb": consumed[1],
         "send_and_wait_p50_ms": round_trip["p50_ms"],
         "send_and_wait_p99_ms": round_trip["p99_ms"],
+        "send_and_wait_server_cpu_us": round_trip["server_cpu_us"],
+        "send_and_wait_client_cpu_us": round_trip["client_cpu_us"],
     }
 
 
@@ -182,7 +201,7 @@ def main() -> None:
             print(json.dumps(run), flush=True)
             runs.append(run)
     summary = {}
-    for name in ("consume_1kib_mb_per_s", "send_and_wait_p50_ms", "send_and_wait_p99_ms"):
+    for name in runs[0]["figures"]:  # type: ignore[union-attr]
         values = {
             side: [r["figures"][name] for r in runs if r["side"] == side]  # type: ignore[index]
             for side in sides

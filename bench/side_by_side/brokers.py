@@ -6,7 +6,8 @@ server.properties of Kafka's shipped defaults (no fsync per write: the page cach
 Kafka ships) and the heap and JVM flags Kafka's own start scripts use (``-Xmx1G -Xms1G``,
 G1). ``MinibrokerBrokers`` runs ``minibroker broker`` with its defaults and a Kafka
 listener on the same port (its msgpack listener, which Kafka clients never see, on
-``base_port + 100 + i - 1``). Both get the same few test settings, ``SHARED``.
+``base_port + 100 + i - 1``). Both get the same few test settings, ``SHARED``, and
+whatever ``settings`` a caller adds (to both alike).
 
 A broker is ready once its id is registered in ZooKeeper and a Kafka client
 bootstrapped at it sees every broker of the cluster; that is also the test after a
@@ -68,7 +69,15 @@ class Brokers:
 
     name = ""
 
-    def __init__(self, root: Path, zk_connect: str, base_port: int, size: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        zk_connect: str,
+        base_port: int,
+        size: int,
+        settings: Mapping[str, str] = {},
+    ) -> None:
+        self.settings = {**SHARED, **settings}
         self.root = root
         self.zk_connect = zk_connect
         self.base_port = base_port
@@ -189,9 +198,16 @@ class KafkaBrokers(Brokers):
     name = "kafka"
 
     def __init__(
-        self, root: Path, zk_connect: str, base_port: int, size: int, classpath: str
+        self,
+        root: Path,
+        zk_connect: str,
+        base_port: int,
+        size: int,
+        settings: Mapping[str, str] = {},
+        *,
+        classpath: str,
     ) -> None:
-        super().__init__(root, zk_connect, base_port, size)
+        super().__init__(root, zk_connect, base_port, size, settings)
         self.classpath = classpath
 
     def argv(self, broker_id: int) -> list[str]:
@@ -208,7 +224,7 @@ class KafkaBrokers(Brokers):
             "offsets.topic.replication.factor": replicas,
             "transaction.state.log.replication.factor": replicas,
             "transaction.state.log.min.isr": "1",
-            **SHARED,
+            **self.settings,
         }
         config = home / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
@@ -231,7 +247,7 @@ class MinibrokerBrokers(Brokers):
     def argv(self, broker_id: int) -> list[str]:
         settings = {
             "offsets.topic.replication.factor": str(min(self.size, 3)),
-            **SHARED,
+            **self.settings,
         }
         argv = [
             sys.executable,

@@ -266,7 +266,7 @@ def test_the_transactions_example_runs_as_written(clone: Clone) -> None:
     assert done.returncode == 0, f"the transactions example failed:\n{done.stdout}\n{done.stderr}"
     lines = done.stdout.splitlines()
     assert [line for line in lines if line.startswith("p")][:3] == ["p1", "p2", "p3"]
-    assert any("payments-writer" in line and "CompleteCommit" in line for line in lines)
+    assert any("ledger-writer" in line and "CompleteCommit" in line for line in lines)
     assert lines[-1] == "[b'p1', b'p2', b'p3', b'p4']"
 
 

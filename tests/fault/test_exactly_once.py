@@ -209,6 +209,7 @@ class Transformer:
         self.consumer.close()
 
 
+@pytest.mark.extended
 def test_consume_transform_produce_is_exactly_once_through_kills(cluster: LocalCluster) -> None:
     create_topic(cluster, IN, PARTITIONS)
     create_topic(cluster, OUT, PARTITIONS)

@@ -30,7 +30,7 @@ from tests.support.browser import HeadlessChromium, page_requests_in_net_log
 from tests.support.cli import cli_command
 from tests.support.cluster import LocalCluster
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.extended, pytest.mark.timeout(1200)]
 
 ANALYZE_TIMEOUT_S = 600.0  # a Spark JVM and one job over a few segments, 2 busy cores
 ARTIFACTS = Path(os.environ.get("MINIBROKER_TEST_ARTIFACTS") or ROOT / "test-artifacts")

@@ -170,6 +170,7 @@ def test_data_source_reads_nothing_from_a_log_dir_without_partitions(
         assert df.count() == 0
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(240)
 def test_reports_from_the_partials_view_equal_those_from_the_scan_view(
     spark: SparkSession, data: DataSet
@@ -209,6 +210,7 @@ def _run_spark_submit(data: DataSet, out: Path) -> subprocess.CompletedProcess[s
     )
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(SPARK_SUBMIT_TIMEOUT + 60)
 def test_spark_submit_job_writes_reports_that_agree_with_the_data_source(
     spark: SparkSession, data: DataSet, tmp_path: Path

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.broker_process import ROOT, child_env
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.extended]
 
 REQUIRED = {
     "produce_100b_acks1": "records/s",

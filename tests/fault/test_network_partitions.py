@@ -557,6 +557,7 @@ async def nemesis(run: Run, rng: random.Random, history: list[str]) -> None:
             await trio.sleep(rng.uniform(0.5, 2.0))
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(120 + 2 * NEMESIS_S)
 @pytest.mark.parametrize("seed", NEMESIS_SEEDS)
 async def test_random_partitions_cuts_and_slow_links_lose_no_acknowledged_write(

@@ -10,9 +10,11 @@ import subprocess
 import urllib.request
 from collections.abc import Iterator
 
-import confluent_kafka
 import pytest
 
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import InvalidRequestError
+from tests.support.broker import KafkaWireClient
 from tests.support.broker_process import ROOT, child_env
 from tests.support.cli import cli_command
 from tests.support.cluster import LocalCluster
@@ -101,30 +103,25 @@ def test_produce_refuses_an_unknown_producer_property_as_a_usage_error(
     assert "no.such: not one of delivery.timeout.ms" in done.stderr.decode()
 
 
-def test_a_transaction_coordinator_request_is_logged_and_counted_as_errors_per_sec(
+async def test_a_refused_request_is_logged_and_counted_as_errors_per_sec(
     cluster: LocalCluster,
 ) -> None:
-    # confluent-kafka's transactional producer asks FindCoordinator for key type 1, which
-    # this broker refuses (INVALID_REQUEST): the application just waits.
-    producer = confluent_kafka.Producer(
-        {
-            "bootstrap.servers": cluster.kafka_bootstrap,
-            "transactional.id": "tx-app",
-            "client.id": "billing-tx",
-        }
-    )
-    with pytest.raises(confluent_kafka.KafkaException):
-        producer.init_transactions(5)
+    # A FindCoordinator for a share group (key type 2, KIP-932), which this broker does
+    # not serve: refused INVALID_REQUEST, which a client only retries.
+    port = int(cluster.kafka_bootstrap.split(",")[0].rsplit(":", 1)[1])
+    async with await KafkaWireClient.connect(port) as client:
+        assert isinstance(client, KafkaWireClient)
+        response = await client.kafka_request(
+            ApiKey.FIND_COORDINATOR, 4, {"key_type": 2, "coordinator_keys": ["shares"]}
+        )
+    assert response["coordinators"][0]["error_code"] == InvalidRequestError.code
 
     logs = [(cluster.data_dir / "logs" / f"broker-{i}.log").read_text() for i in (1, 2, 3)]
     refused = [
         line for log in logs for line in log.splitlines() if "refused FIND_COORDINATOR" in line
     ]
     assert refused, "no broker logged the refusal"
-    assert (
-        "from client 'billing-tx': INVALID_REQUEST (key type 1: only groups (0) are served)"
-        in (refused[0])
-    )
+    assert "from client 'test': INVALID_REQUEST (key type 2: only 0, 1 are served)" in refused[0]
     counted = 0.0
     for broker in cluster.state["brokers"].values():
         url = f"http://127.0.0.1:{broker['metrics_port']}/metrics"

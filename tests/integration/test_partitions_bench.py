@@ -32,7 +32,7 @@ FIGURES = (
     "controller_failover_over_session_s",
 )
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.extended]
 
 
 def test_the_quick_run_measures_every_bar() -> None:

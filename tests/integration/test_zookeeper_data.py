@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -297,7 +298,9 @@ async def test_topic_creation_writes_assignment_and_config(kzk: KafkaZkClient) -
     await next_event(events, lambda e: e == WatchEvent(WatchType.CHILD, "/brokers/topics"))
     assert await kzk.get_topics() == {"t"}
     assignment = await kzk.get_assignment("t")
-    assert assignment == TopicAssignment("t", {0: (1, 2), 1: (2, 3)}, zk_version=0)
+    assert assignment.topic_id is not None and len(assignment.topic_id) == 16  # KIP-516
+    expected = TopicAssignment("t", {0: (1, 2), 1: (2, 3)}, zk_version=0)
+    assert assignment == dataclasses.replace(expected, topic_id=assignment.topic_id)
     assert await kzk.get_topic_config("t") == {"retention.ms": "1000"}
     with pytest.raises(TopicAlreadyExistsError):
         await kzk.create_topic("t", {0: [1]}, {})

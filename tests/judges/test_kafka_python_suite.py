@@ -26,7 +26,7 @@ import pytest
 from tests.judges.conftest import judged_cluster, record_result
 from tests.support.cluster import LocalCluster
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.extended]
 
 VERSION = "3.0.12"
 CLIENT = f"kafka-python {VERSION} (its own test/integration)"

@@ -11,12 +11,13 @@ from typing import Any
 import trio
 
 from minibroker.broker.fetcher_base import REQUEST_TIMEOUT_S, FetcherBase, FetchState
-from minibroker.broker.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Partition
+from minibroker.broker.partition import Partition
 from minibroker.broker.truncation import decide_truncation
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import NONE, error_for_code
 from minibroker.storage.leader_epoch import UNDEFINED_EPOCH
+from minibroker.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -44,19 +44,20 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.records import Buffer
 from minibroker.storage.errors import CorruptRecordError
-from minibroker.storage.log import Log, LogAppendInfo
+from minibroker.storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    Log,
+    LogAppendInfo,
+)
 from minibroker.storage.log_config import Clock
 from minibroker.storage.names import TopicPartition
 from minibroker.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-EARLIEST_LOCAL_TIMESTAMP = -4
-"""ListOffsets v8+ (KIP-405): the first offset on local disk, here the log start."""
-LATEST_TIERED_TIMESTAMP = -5
-"""ListOffsets v9+ (KIP-1005): the last offset in remote storage; none here (-1)."""
 NO_EPOCH = -1
 
 

@@ -214,15 +214,7 @@ class CoordinatorApis:
             for t in request["topics"]
             for p in t["partitions"]
         }
-        # As Kafka: a partition the cluster does not have is answered at once and never
-        # stored, so a typo cannot leave offsets for a topic nobody can read.
-        unknown = {
-            tp: UnknownTopicOrPartitionError.code
-            for tp in offsets
-            if self.metadata_cache.partition(tp) is None
-        }
-        for tp in unknown:
-            del offsets[tp]
+        unknown = self._drop_unknown(offsets)
         if not offsets:
             return {"throttle_time_ms": 0, "topics": _per_topic(unknown)}
         answer = self.coordinator.commit_offsets(
@@ -293,6 +285,21 @@ class CoordinatorApis:
 
     # -- transactions --------------------------------------------------------------------------
 
+    def _drop_unknown(
+        self, offsets: dict[TopicPartition, OffsetCommitValue]
+    ) -> dict[TopicPartition, int]:
+        """Take the partitions the cluster does not have out of ``offsets``; their
+        UNKNOWN_TOPIC_OR_PARTITION codes. As Kafka: they are answered at once and never
+        stored, so a typo cannot leave offsets for a topic nobody can read."""
+        unknown = {
+            tp: UnknownTopicOrPartitionError.code
+            for tp in offsets
+            if self.metadata_cache.partition(tp) is None
+        }
+        for tp in unknown:
+            del offsets[tp]
+        return unknown
+
     def handle_txn_offset_commit(
         self, header: RequestHeader, request: bodies.TxnOffsetCommitRequest
     ) -> Answer[bodies.TxnOffsetCommitResponse]:
@@ -308,13 +315,7 @@ class CoordinatorApis:
             for t in request["topics"]
             for p in t["partitions"]
         }
-        unknown = {
-            tp: UnknownTopicOrPartitionError.code
-            for tp in offsets
-            if self.metadata_cache.partition(tp) is None
-        }
-        for tp in unknown:
-            del offsets[tp]
+        unknown = self._drop_unknown(offsets)
         if not offsets:
             return {"throttle_time_ms": 0, "topics": _per_topic(unknown)}
         answer = self.coordinator.commit_txn_offsets(

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from minibroker.coordinator.group import Answer, Group, GroupState, KeyT, Member, Written
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
-from minibroker.coordinator.offsets_log import TxnProducer
+from minibroker.coordinator.offsets_log import Acknowledgement, TxnProducer
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -53,28 +53,10 @@ class GroupOffsetOperations:
         offsets: dict[TopicPartition, OffsetCommitValue],
     ) -> Answer[Written[TopicPartition]]:
         """Answer: ``{"errors": {tp: code}}`` once the commit is written (or refused)."""
-        answer: Answer[Written[TopicPartition]] = Answer()
-        try:
-            group = self._group_for_commit(group_id, generation_id, member_id, group_instance_id)
-        except KafkaError as exc:
-            answer.set({"errors": dict.fromkeys(offsets, exc.code)})
-            return answer
-        errors: dict[TopicPartition, int] = {}
-        valid: dict[TopicPartition, OffsetCommitValue] = {}
-        for tp, value in offsets.items():
-            if len(value.metadata.encode()) > self.manager.config.metadata_max_bytes:
-                errors[tp] = OffsetMetadataTooLargeError.code
-            else:
-                valid[tp] = value
-
-        stored = self.manager.store_offsets(group, valid)  # written now, in request order
-
-        async def write() -> Written[TopicPartition]:
-            error = await stored()
-            code = NONE if error is None else error.code
-            return {"errors": {**errors, **dict.fromkeys(valid, code)}}
-
-        return self.detached(write)
+        return self._commit(
+            group_id, generation_id, member_id, group_instance_id, offsets,
+            self.manager.store_offsets,
+        )  # fmt: skip
 
     def commit_txn_offsets(
         self,
@@ -89,6 +71,22 @@ class GroupOffsetOperations:
         transaction ends. A v3+ request names the member (KIP-447) and is checked as a
         commit is; an older one (generation -1) only needs the group to exist or be
         new."""
+        return self._commit(
+            group_id, generation_id, member_id, group_instance_id, offsets,
+            lambda group, valid: self.manager.store_txn_offsets(group, producer, valid),
+        )  # fmt: skip
+
+    def _commit(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetCommitValue],
+        store: Callable[[Group, dict[TopicPartition, OffsetCommitValue]], Acknowledgement],
+    ) -> Answer[Written[TopicPartition]]:
+        """Check the committer, refuse oversized metadata, ``store`` the rest (written
+        now, in request order) and answer once the write is done."""
         answer: Answer[Written[TopicPartition]] = Answer()
         try:
             group = self._group_for_commit(group_id, generation_id, member_id, group_instance_id)
@@ -102,7 +100,7 @@ class GroupOffsetOperations:
                 errors[tp] = OffsetMetadataTooLargeError.code
             else:
                 valid[tp] = value
-        stored = self.manager.store_txn_offsets(group, producer, valid)
+        stored = store(group, valid)
 
         async def write() -> Written[TopicPartition]:
             error = await stored()

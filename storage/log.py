@@ -74,6 +74,10 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 """ListOffsets' "max timestamp" sentinel (v7+, KIP-734): answers the first record with
 the largest timestamp in the log."""
+EARLIEST_LOCAL_TIMESTAMP = -4
+"""ListOffsets v8+ (KIP-405): the first offset on local disk, here the log start."""
+LATEST_TIERED_TIMESTAMP = -5
+"""ListOffsets v9+ (KIP-1005): the last offset in remote storage; none here (-1)."""
 
 
 class FetchDataInfo(NamedTuple):

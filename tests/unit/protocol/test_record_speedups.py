@@ -21,7 +21,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibroker.broker import log_validator
 from minibroker.protocol.errors import CorruptMessageError, InvalidRecordError
 from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -45,6 +44,7 @@ from minibroker.protocol.records.layout import HEADER
 from minibroker.protocol.records.types import TimestampType
 from minibroker.protocol.records.varint import VARINT_CACHE_SIZE, raw_varint
 from minibroker.protocol.records.view import batch_views
+from minibroker.storage import log_validator
 from tests.support.record_codec import codec
 
 INT64_MAX = 2**63 - 1

@@ -1,12 +1,14 @@
-"""Produce-side checks the Log does not make, and LogAppendTime stamping.
+"""A leader's checks of what is inside produced batches, and LogAppendTime stamping:
+Kafka's LogValidator. ``Log.append_as_leader`` runs them (``validate_records``) before
+its batch walk; nothing else validates produce data.
 
-``storage.Log.append`` already refuses bad batches before writing anything: magic,
-length and CRC-32C of every batch (CORRUPT_MESSAGE, including trailing bytes that are
-not a batch), ``lastOffsetDelta == recordCount - 1``, a batch over
-``max.message.bytes`` (MESSAGE_TOO_LARGE), an entry larger than a segment
-(RECORD_LIST_TOO_LARGE); and as leader it patches ``baseOffset`` and
-``partitionLeaderEpoch`` in place. What the leader adds here, before that append (as
-Kafka's LogValidator does):
+The batch walk (``storage/log_append.py``, Kafka's analyzeAndValidateRecords) refuses
+bad batches before writing anything: magic, length and CRC-32C of every batch
+(CORRUPT_MESSAGE, including trailing bytes that are not a batch),
+``lastOffsetDelta == recordCount - 1``, a batch over ``max.message.bytes``
+(MESSAGE_TOO_LARGE), an entry larger than a segment (RECORD_LIST_TOO_LARGE); and as
+leader it patches ``baseOffset`` and ``partitionLeaderEpoch`` in place. What the leader
+checks here, before that walk:
 
 - produce data holds at least one batch: an empty ``records`` value is INVALID_RECORD
   (Kafka's ProduceRequest.validateRecords);
@@ -32,6 +34,7 @@ Kafka's LogValidator does):
 from __future__ import annotations
 
 import zlib
+from typing import NamedTuple
 
 from minibroker.protocol.compression import CODEC_NAMES, Compression, decompress
 from minibroker.protocol.errors import CorruptMessageError, InvalidRecordError
@@ -52,6 +55,35 @@ from minibroker.protocol.records.layout import (
     header_struct,
 )
 from minibroker.protocol.records.walk import count_records, walk_records
+
+
+class LeaderChecks(NamedTuple):
+    """What a leader's append asks of a topic's config, worked out once per config
+    rather than on every produce (``of``)."""
+
+    compact: bool  # records need keys
+    codec: Compression | None  # what batches are stored in; None: as the producer sent
+    log_append_time: bool
+
+    @classmethod
+    def of(cls, cleanup_policy: str, compression_type: str, log_append_time: bool) -> LeaderChecks:
+        return cls("compact" in cleanup_policy, stored_codec(compression_type), log_append_time)
+
+
+def validate_records(records: Buffer, checks: LeaderChecks, append_time_ms: int) -> bytearray:
+    """The checks of the module doc, in Kafka's order; returns the batches to append in
+    a writable buffer (re-encoded in the topic's codec, stamped with ``append_time_ms``
+    when the topic keeps LogAppendTime). Raises the KafkaError for the partition."""
+    check_record_counts(records)
+    if checks.compact:
+        check_keys(records)
+    if checks.codec is not None:
+        records = recompress(records, checks.codec)
+    buf = bytearray(records)
+    if checks.log_append_time:
+        stamp_log_append_time(buf, append_time_ms)
+    return buf
+
 
 MAX_DECOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
 """Largest records section a compressed batch may inflate to. Honest batches are far

@@ -127,9 +127,13 @@ class MarkerSender:
                             ):
                                 remaining.discard(tp)
 
-            async with trio.open_nursery() as nursery:
-                for leader, tps in by_leader.items():
-                    nursery.start_soon(send, leader, tps)
+            if len(by_leader) == 1:  # the usual case: no tasks to start
+                [(leader, tps)] = by_leader.items()
+                await send(leader, tps)
+            else:
+                async with trio.open_nursery() as nursery:
+                    for leader, tps in by_leader.items():
+                        nursery.start_soon(send, leader, tps)
             if fenced:
                 log.warning("markers of producer %d: a newer coordinator took over", producer_id)
                 return False

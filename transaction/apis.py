@@ -187,6 +187,8 @@ class TransactionApis:
                 "results": [{"name": t, "results": r} for t, r in by_topic.items()],
             }
 
+        if not wanted:  # nothing (left) to add: no transaction starts
+            return results(lambda tp: NONE)
         if unknown:
             missing, other = UnknownTopicOrPartitionError.code, OperationNotAttemptedError.code
             return results(lambda tp: missing if tp in unknown else other)

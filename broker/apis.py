@@ -32,6 +32,7 @@ from minibroker.broker.replica_manager import (
 )
 from minibroker.broker.request_handler import CloseConnection
 from minibroker.broker.topic_auto_creation import TopicAutoCreator
+from minibroker.broker.txn_verification import TxnVerifier, Unverified, unverified, verify
 from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
@@ -75,6 +76,8 @@ class KafkaApis:
         self.max_partitions = replica_manager.config.request_max_partitions
         self.metrics = replica_manager.metrics
         self.topic_auto_creator = TopicAutoCreator(metadata_cache)
+        self.txn_verifier: TxnVerifier | None = None
+        """Set by the transaction coordinator's service: KIP-890 part 1's question."""
 
     def install(self, dispatcher: RequestDispatcher) -> None:
         """Serve this class's API keys through ``dispatcher``."""
@@ -99,6 +102,11 @@ class KafkaApis:
     ) -> Answer[bodies.ProduceResponse]:
         topics = request["topics"]
         acks = request["acks"]
+        if request.get("transactional_id") is not None and self.txn_verifier is not None:
+            entries = self._produce_entries(topics)
+            needed = unverified(self.replica_manager.get_partition, entries)
+            if needed and acks != 0:
+                return self._produce_verified(request, entries, needed)
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]
@@ -152,6 +160,38 @@ class KafkaApis:
         results = self.replica_manager.append_records(acks, entries)
         results += [(tp, _named_twice(tp)) for tp in twice]
         return results
+
+    def _produce_verified(
+        self,
+        request: bodies.ProduceRequest,
+        entries: list[tuple[TopicPartition, Records]],
+        needed: Unverified,
+    ) -> Deferred[bodies.ProduceResponse]:
+        """A transactional Produce some of whose batches would open a transaction: the
+        coordinator is asked first (broker/txn_verification.py); its connection reads
+        no further request until the appends are made (``ordered``)."""
+        manager = self.replica_manager
+        verifier = self.txn_verifier
+        assert verifier is not None
+        transactional_id = request["transactional_id"]
+        assert transactional_id is not None
+        acks = request["acks"]
+        ordered = trio.Event()
+
+        async def verified() -> bodies.ProduceResponse:
+            try:
+                refused = await verify(verifier, manager.get_partition, transactional_id, needed)
+                # No await from here to the append: no marker can land in between.
+                results = self._append(acks, [(tp, r) for tp, r in entries if tp not in refused])
+            finally:
+                ordered.set()
+            results += list(refused.items())
+            outcomes = {}
+            if acks == -1 and any(not isinstance(r, KafkaError) for _, r in results):
+                outcomes = await manager.wait_for_acks(results, request["timeout_ms"])
+            return _produce_body(results, outcomes)
+
+        return Deferred(verified, ordered)
 
     def _produce_in_turns(
         self, acks: int, entries: list[tuple[TopicPartition, Records]], timeout_ms: int

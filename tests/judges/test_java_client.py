@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 JAVA_CLIENT = f"Java client {KAFKA_VERSION}"
 STREAMS = f"Kafka Streams {KAFKA_VERSION}"
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+FETCH_BY_TOPIC_ID = 17
+"""The Fetch version Kafka 3.9's consumer sends minibroker: its newest, by topic id."""
 
 
 def create_topics(cluster: LocalCluster, *specs: tuple[str, int]) -> None:
@@ -39,6 +41,9 @@ def test_java_producer_writes_every_codec_and_the_consumer_reads_it_back_intact(
 ) -> None:
     create_topics(cluster, ("java-codecs", len(CODECS)))
     report = run_java("ClientJudge", "produce", cluster.kafka_bootstrap, "java-codecs", "300")
+    # The consumer names topics by id (KIP-516): Fetch v17, Kafka 3.9's newest, as the
+    # client's own request log shows.
+    assert report["fetch_versions"] == [FETCH_BY_TOPIC_ID], report
     assert report["codecs"] == {
         codec: {
             "acknowledged": 300,
@@ -61,6 +66,7 @@ def test_three_java_consumers_share_a_group_and_consume_every_record_once(
         "ClientJudge", "group", cluster.kafka_bootstrap, topic, f"{topic}-g", assignor, "600"
     )
     assert report["errors"] == []
+    assert report["fetch_versions"] == [FETCH_BY_TOPIC_ID], report
     assert (report["distinct_consumed"], report["consumed_more_than_once"]) == (600, 0)
     final = [set(json.loads(m["final"])) for m in report["members"]]
     assert all(final), report  # everyone ended with partitions

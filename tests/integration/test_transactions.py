@@ -8,6 +8,7 @@ committed offsets only when it commits."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -136,7 +137,14 @@ def test_offsets_sent_in_a_transaction_are_committed_only_when_it_commits(
                 producer.abort_transaction(30)
     finally:
         consumer.close()
-    assert committed_offsets(cluster, group) == {0: 7}
+    # commit_transaction returns once the commit is decided; the group coordinator
+    # applies the offsets when the marker reaches __consumer_offsets, a moment later.
+    # Until then another client reads no offset; never an aborted transaction's.
+    deadline = time.monotonic() + 20
+    while (seen := committed_offsets(cluster, group)) != {0: 7}:
+        assert seen == {}, f"an aborted transaction's offsets were committed: {seen}"
+        assert time.monotonic() < deadline, "the committed transaction's offset never showed"
+        time.sleep(0.05)
 
 
 def test_aborted_records_are_never_read_by_read_committed_consumers(
@@ -287,6 +295,45 @@ def test_the_bundled_producer_commits_aborts_on_error_and_sends_offsets(
     assert sorted(committed) == sorted(b"kept-%d" % i for i in range(9))
     assert len(uncommitted) == 18  # every record, no marker
     assert committed_offsets(cluster, group) == {0: 4}
+
+
+def test_the_bundled_consumer_steps_past_markers_and_aborted_batches(
+    cluster: LocalCluster,
+) -> None:
+    """A partition that ends with a commit marker, or with an aborted transaction and
+    its marker, is read to its end: the position reaches the log end offset (as the Java
+    consumer's does), so a consumer that has every record shows no lag."""
+    topic = "txn-bundled-tail"
+    create_topic(cluster, topic, 2)
+
+    async def run() -> dict[int, int | None]:
+        async with Producer(cluster.bootstrap, transactional_id="bundled-tail") as producer:
+            await producer.init_transactions()
+            async with producer.transaction():
+                for i in range(3):
+                    await producer.send(topic, b"kept-%d" % i, partition=0)
+                    await producer.send(topic, b"kept-%d" % i, partition=1)
+            producer.begin_transaction()
+            for i in range(3):
+                await producer.send(topic, b"dropped-%d" % i, partition=1)
+            await producer.abort_transaction()
+        # partition 0: three records and a commit marker; partition 1: that, then three
+        # aborted records and an abort marker.
+        ends = {0: 4, 1: 8}
+        async with Consumer(
+            cluster.bootstrap, auto_offset_reset="earliest", isolation_level="read_committed"
+        ) as consumer:
+            consumer.assign([(topic, 0), (topic, 1)])
+            values: list[bytes] = []
+            with trio.move_on_after(30):
+                while len(values) < 6 or any(
+                    consumer.position(topic, p) != end for p, end in ends.items()
+                ):
+                    values += [r.value for r in await consumer.poll(timeout_ms=200)]
+            assert sorted(values) == sorted([b"kept-%d" % i for i in range(3)] * 2)
+            return {p: consumer.position(topic, p) for p in ends}
+
+    assert trio.run(run) == {0: 4, 1: 8}
 
 
 # -- the CLI -----------------------------------------------------------------------------------

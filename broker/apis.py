@@ -269,15 +269,22 @@ class KafkaApis:
     ) -> Answer[bodies.FetchResponse]:
         self._check_replica(header, request["replica_id"])
         check_partition_count(request["topics"], self.max_partitions)
+        named: Sequence[tuple[str, bodies.FetchRequestTopic]]
+        ids: dict[str, bytes] = {}
+        unknown_ids: list[bodies.FetchResponseTopic] = []
+        if all(topic["topic"] for topic in request["topics"]):
+            named = [(topic["topic"], topic) for topic in request["topics"]]
+        else:  # v13+: by id alone
+            named = self._topics_named_by_id(request["topics"], ids, unknown_ids)
         requests = [
             FetchPartition(
-                TopicPartition(topic["topic"], p["partition"]),
+                TopicPartition(name, p["partition"]),
                 p["fetch_offset"],
                 p["partition_max_bytes"],
                 p["current_leader_epoch"],
                 p["log_start_offset"],
             )
-            for topic in request["topics"]
+            for name, topic in named
             for p in topic["partitions"]
         ]
         twice = duplicate_partitions(p.tp for p in requests)
@@ -305,17 +312,51 @@ class KafkaApis:
                 found = await manager.fetch_messages_in_turns(fetch, PARTITIONS_PER_TURN)
                 if not isinstance(found, list):
                     found = await manager.wait_for_fetch(fetch, found)
-                return _fetch_body(found + refused, metrics)
+                return _fetch_body(found + refused, metrics, ids, unknown_ids)
 
             return Deferred(in_turns)
         found = manager.fetch_messages(fetch)
         if isinstance(found, list):
-            return _fetch_body(found + refused, metrics)
+            return _fetch_body(found + refused, metrics, ids, unknown_ids)
 
         async def long_poll() -> bodies.FetchResponse:
-            return _fetch_body(await manager.wait_for_fetch(fetch, found) + refused, metrics)
+            reads = await manager.wait_for_fetch(fetch, found)
+            return _fetch_body(reads + refused, metrics, ids, unknown_ids)
 
         return Deferred(long_poll)
+
+    def _topics_named_by_id(
+        self,
+        topics: list[bodies.FetchRequestTopic],
+        ids: dict[str, bytes],
+        unknown: list[bodies.FetchResponseTopic],
+    ) -> list[tuple[str, bodies.FetchRequestTopic]]:
+        """Fetch v13+'s topics, named by id alone, with their names; fills ``ids`` (name
+        -> id, for the answer) and ``unknown`` (the answers for ids no topic here has:
+        UNKNOWN_TOPIC_ID on every partition asked for, as Kafka)."""
+        named: list[tuple[str, bodies.FetchRequestTopic]] = []
+        for topic in topics:
+            topic_id = topic["topic_id"]
+            name = topic["topic"] or self.metadata_cache.topic_named_by(topic_id)
+            if name is None:
+                unknown.append(
+                    {
+                        "topic": "",
+                        "topic_id": topic_id,
+                        "partitions": [
+                            {
+                                "partition_index": p["partition"],
+                                "error_code": UnknownTopicIdError.code,
+                                "records": b"",
+                            }
+                            for p in topic["partitions"]
+                        ],
+                    }
+                )
+                continue
+            ids[name] = topic_id
+            named.append((name, topic))
+        return named
 
     # -- list offsets ----------------------------------------------------------------------
 
@@ -515,8 +556,13 @@ def _produce_answer(
 
 
 def _fetch_body(
-    reads: Sequence[PartitionRead], metrics: BrokerMetrics | None
+    reads: Sequence[PartitionRead],
+    metrics: BrokerMetrics | None,
+    ids: dict[str, bytes],
+    unknown_ids: list[bodies.FetchResponseTopic],
 ) -> bodies.FetchResponse:
+    """The answer to a Fetch: ``ids`` (v13+) the id each topic was asked by, which
+    every answered topic carries; ``unknown_ids`` the answers for ids no topic has."""
     topics: dict[str, list[bodies.FetchResponseTopicPartition]] = {}
     for read in reads:
         answer: bodies.FetchResponseTopicPartition
@@ -551,11 +597,13 @@ def _fetch_body(
                 "records": b"",
             }
         topics.setdefault(read.tp.topic, []).append(answer)
-    return {
-        "throttle_time_ms": 0,
-        "error_code": NONE,
-        "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
-    }
+    answered: list[bodies.FetchResponseTopic] = [
+        {"topic": name, "partitions": parts} for name, parts in topics.items()
+    ]
+    if ids:
+        for topic in answered:
+            topic["topic_id"] = ids[topic["topic"]]
+    return {"throttle_time_ms": 0, "error_code": NONE, "topics": answered + unknown_ids}
 
 
 READ_COMMITTED = 1

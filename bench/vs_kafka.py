@@ -74,7 +74,10 @@ from bench.side_by_side.workloads import (
     consume_rate,
     create_topic,
     e2e_latency,
+    group_consume,
+    idle_connections,
     produce_rate,
+    produce_spread,
     restart_until_in_isr,
     restart_until_serving,
 )
@@ -85,6 +88,8 @@ KIB = 1024
 RSS_SAMPLE_S = 0.1
 PORT_RANGE = (20_000, 32_000)
 JAVA_RECORDS = 50_000
+GROUP_MEMBERS = 3
+GROUP_PARTITIONS = 6
 """1 KiB records per run of Kafka's perf tools (100 B: five times as many): their
 producer's defaults (linger.ms 0, 16 KiB batches) make it far slower than librdkafka's."""
 
@@ -96,7 +101,11 @@ class Sizes:
     records_rf3: int
     e2e_seconds: dict[int, float]  # seconds at each rate (records/s)
     restart_bytes: int  # what the one broker holds when it is killed
-    restart_rf3_bytes: int  # what the RF 3 follower holds (Kafka fills RF 3 slowly here)
+    restart_rf3_bytes: int  # what the RF 3 follower holds when it is killed
+    many_partitions: int  # the partitions of the many-partitions topic
+    records_many_partitions: int  # 100 B records sent round-robin over them
+    idle_connections: int  # quiet Kafka connections held open beside one producer
+    records_group: int  # 1 KiB records a group of GROUP_MEMBERS consumers reads
     java: bool
     full: bool  # the RF 3 restart and the other RF 3 workloads
     warmup_records: int  # 1 KiB records produced and consumed before measuring (the JIT)
@@ -109,7 +118,11 @@ FULL = Sizes(
     records_rf3=100_000,
     e2e_seconds={1000: 10.0, 20_000: 6.0},
     restart_bytes=2 << 30,
-    restart_rf3_bytes=256 << 20,
+    restart_rf3_bytes=2 << 30,
+    many_partitions=1000,
+    records_many_partitions=1_000_000,
+    idle_connections=1000,
+    records_group=300_000,
     java=True,
     full=True,
     warmup_records=200_000,
@@ -122,6 +135,10 @@ QUICK = Sizes(
     e2e_seconds={1000: 2.5},
     restart_bytes=32 << 20,
     restart_rf3_bytes=0,
+    many_partitions=100,
+    records_many_partitions=100_000,
+    idle_connections=200,
+    records_group=0,  # none: spawning its three processes costs ~15 s a system
     java=False,
     full=False,
     warmup_records=0,
@@ -244,6 +261,7 @@ def one_broker(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> Non
                     figures["broker_cpu_ms_per_mb_produce_1kib"] = spent_ms / (count * size / MB)
         figures["consume_1kib"] = consume_rate(bootstrap, "produce_1kib_acks1", sizes.records_1kib)
     figures["rss_mb_under_load"] = peak.peak / MB
+    many(brokers, sizes, figures)
     for rate, seconds in sizes.e2e_seconds.items():
         topic = f"e2e-{rate}"
         create_topic(bootstrap, topic)
@@ -278,6 +296,38 @@ def one_broker(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> Non
         figures["restart_to_serving_s"] = restart_until_serving(brokers, 1, "restart", count - 1)
 
 
+def many(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> None:
+    """One broker: a topic of many partitions (created, then written round-robin), one
+    producer beside many idle connections, and a consumer group of three."""
+    bootstrap = brokers.bootstrap
+    (pid,) = brokers.pids()
+    started = time.monotonic()
+    with step(f"create {sizes.many_partitions} partitions"):
+        create_topic(bootstrap, "many", partitions=sizes.many_partitions)
+    figures["many_partitions_create_s"] = time.monotonic() - started
+    with step(f"produce over {sizes.many_partitions} partitions"):
+        rate = produce_spread(
+            bootstrap, "many", sizes.records_many_partitions, 100, sizes.many_partitions
+        )
+    figures["produce_100b_many_partitions"] = rate["records_per_s"]
+    create_topic(bootstrap, "beside-idle")
+    with (
+        step(f"produce beside {sizes.idle_connections} idle connections"),
+        idle_connections(bootstrap, sizes.idle_connections),
+    ):
+        figures["rss_mb_idle_connections"] = rss_bytes(pid) / MB
+        rate = produce_rate(bootstrap, "beside-idle", sizes.records_1kib, KIB, "1")
+        figures["produce_1kib_idle_connections"] = rate["mb_per_s"]
+    if not sizes.records_group:
+        return
+    create_topic(bootstrap, "group", partitions=GROUP_PARTITIONS)
+    produce_spread(bootstrap, "group", sizes.records_group, KIB, GROUP_PARTITIONS)
+    with step(f"a group of {GROUP_MEMBERS} consumes"):
+        found = group_consume(bootstrap, "group", sizes.records_group, GROUP_MEMBERS)
+    figures["group3_consume_1kib"] = found["mb_per_s"]
+    figures["group3_settled_s"] = found["settled_s"]
+
+
 def three_brokers(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> None:
     bootstrap = brokers.bootstrap
     workloads = [(KIB, "all", "produce_1kib_rf3_acksall")]
@@ -301,7 +351,12 @@ def three_brokers(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> 
     if sizes.full:
         create_topic(bootstrap, "restart-rf3", assignment=[[1, 2, 3]])
         with step("fill RF 3 for the restart"):
-            produce_rate(bootstrap, "restart-rf3", sizes.restart_rf3_bytes // KIB, KIB, "all")
+            # acks=1 (RF 3 acks=all fills 2 GiB in minutes on Kafka here), then one
+            # record at acks=all: acknowledged once every replica in the ISR has it all
+            produce_rate(bootstrap, "restart-rf3", sizes.restart_rf3_bytes // KIB, KIB, "1")
+            produce_rate(bootstrap, "restart-rf3", 1, KIB, "all")
+            if 3 not in brokers.isr("restart-rf3", 0):
+                raise RuntimeError("the follower to restart is not in the ISR")
         brokers.kill(3)
         with step("restart a follower until in ISR"):
             timings = restart_until_in_isr(brokers, 3, "restart-rf3")

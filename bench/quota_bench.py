@@ -13,10 +13,10 @@ broker`` with a Kafka listener) on free loopback ports, then, with confluent-kaf
    acks=1, one request in flight) from client id ``cost``, first with no quota at all,
    then with quotas on that client id high enough never to throttle
    (producer_byte_rate and request_percentage: every request measured, counted and
-   checked), after one warm-up round not kept, ``--rounds`` rounds, the side that goes first alternating from round to
-   round; prints the broker process's CPU time (utime + stime from /proc, not the wall
-   clock) per Produce request (the broker's own request count) for each, and the
-   median and range of each side and of the per-round change.
+   checked), after one warm-up round not kept, ``--rounds`` rounds, the side that goes
+   first alternating from round to round; prints the broker process's CPU time (utime +
+   stime from /proc, not the wall clock) per Produce request (the broker's own request
+   count) for each, and the median and range of each side and of the per-round change.
 3. **beside**: what a throttled client does to the others. A second client (``other``)
    sends one 100-byte record at a time and waits for each (``--requests`` sends), once
    alone and once while a producer held to ``--quota`` (client id ``held``) writes as

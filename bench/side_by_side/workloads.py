@@ -101,13 +101,17 @@ def produce_spread(
     bootstrap: str, topic: str, count: int, size: int, partitions: int, acks: str = "1"
 ) -> dict[str, float]:
     """``count`` records of ``size`` bytes sent round-robin over ``partitions``
-    partitions by one confluent-kafka producer (kafka_client_perf's settings), every one
-    acknowledged; records/s and MB/s. The partitions' end offsets must have grown by
-    ``count`` in all."""
+    partitions by one confluent-kafka producer (kafka_client_perf's settings, and five
+    requests in flight, as Kafka's Java producer: a request here carries up to one batch
+    per partition, and under load librdkafka's default of a million in flight let
+    hundreds time out and be sent again), every one acknowledged; records/s and MB/s.
+    The partitions' end offsets must have grown by at least ``count`` in all (a
+    retried request may have been stored twice: acks=1 without idempotence)."""
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": bootstrap,
             "acks": acks,
+            "max.in.flight.requests.per.connection": 5,
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "batch.num.messages": 1_000_000,
@@ -132,7 +136,7 @@ def produce_spread(
         raise RuntimeError(f"{topic}: records left unacknowledged")
     seconds = time.perf_counter() - started
     grown = sum(_end_offsets(bootstrap, topic, partitions)) - sum(before)
-    if grown != count:
+    if grown < count:
         raise RuntimeError(f"{topic}: sent {count} records, the partitions grew by {grown}")
     return {"records_per_s": count / seconds, "mb_per_s": count * size / seconds / MB}
 

@@ -125,9 +125,6 @@ class QuotaSensor:
         return throttle
 
 
-_UNRESOLVED = object()
-
-
 class ClientQuotas:
     """This broker's quotas, as ZooKeeper holds them, and their sensors."""
 
@@ -175,12 +172,12 @@ class ClientQuotas:
     def record(self, key: str, user: str, client_id: str, value: float) -> float:
         """Count ``value`` against (user, client id)'s ``key`` quota; the throttle time
         (ms) it earns, 0 when within the quota or none applies."""
-        hot = self._hot.get((key, user, client_id), _UNRESOLVED)
-        if hot is _UNRESOLVED:
+        try:
+            hot = self._hot[(key, user, client_id)]
+        except KeyError:
             hot = self._hot[(key, user, client_id)] = self._sensor(key, user, client_id)
         if hot is None:
             return 0.0
-        assert isinstance(hot, tuple)
         bound, burst, sensor = hot
         return sensor.spend(value, bound, burst, self.clock())
 
@@ -294,9 +291,8 @@ def enforce(
     throttle = 0.0
     if api == PRODUCE:
         topics = request["topics"]
-        partitions = topics[0]["partitions"] if len(topics) == 1 else ()
-        if len(partitions) == 1:  # the usual request: one batch, no generator
-            sent = len(partitions[0]["records"] or b"")
+        if len(topics) == 1 and len(topics[0]["partitions"]) == 1:  # no generator
+            sent = len(topics[0]["partitions"][0]["records"] or b"")
         else:
             sent = sum(len(p["records"] or b"") for t in topics for p in t["partitions"])
         throttle = quotas.record(PRODUCER_BYTE_RATE, user, client_id, sent)

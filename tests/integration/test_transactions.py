@@ -8,6 +8,7 @@ committed offsets only when it commits."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -136,7 +137,14 @@ def test_offsets_sent_in_a_transaction_are_committed_only_when_it_commits(
                 producer.abort_transaction(30)
     finally:
         consumer.close()
-    assert committed_offsets(cluster, group) == {0: 7}
+    # commit_transaction returns once the commit is decided; the group coordinator
+    # applies the offsets when the marker reaches __consumer_offsets, a moment later.
+    # Until then another client reads no offset; never an aborted transaction's.
+    deadline = time.monotonic() + 20
+    while (seen := committed_offsets(cluster, group)) != {0: 7}:
+        assert seen == {}, f"an aborted transaction's offsets were committed: {seen}"
+        assert time.monotonic() < deadline, "the committed transaction's offset never showed"
+        time.sleep(0.05)
 
 
 def test_aborted_records_are_never_read_by_read_committed_consumers(

@@ -89,6 +89,7 @@ RSS_SAMPLE_S = 0.1
 PORT_RANGE = (20_000, 32_000)
 JAVA_RECORDS = 50_000
 GROUP_MEMBERS = 3
+ISR_TIMEOUT_S = 300.0
 GROUP_PARTITIONS = 6
 """1 KiB records per run of Kafka's perf tools (100 B: five times as many): their
 producer's defaults (linger.ms 0, 16 KiB batches) make it far slower than librdkafka's."""
@@ -270,7 +271,7 @@ def one_broker(
     for rate, seconds in sizes.e2e_seconds.items():
         topic = f"e2e-{rate}"
         create_topic(bootstrap, topic)
-        with step(f"end to end at {rate}/s"):
+        with step(f"end to end at {rate}/s"), attempt(f"end to end at {rate}/s", errors):
             for label, value in e2e_latency(bootstrap, topic, rate, seconds).items():
                 figures[f"e2e_{label}_{rate}rps"] = value
     if sizes.java:
@@ -366,11 +367,17 @@ def restart_follower(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) 
     create_topic(bootstrap, "restart-rf3", assignment=[[1, 2, 3]])
     with step("fill RF 3 for the restart"):
         # acks=1 (RF 3 acks=all fills 2 GiB in minutes on Kafka here), then one
-        # record at acks=all: acknowledged once every replica in the ISR has it all
+        # record at acks=all: acknowledged once every replica in the ISR has it all; a
+        # follower the fill left behind is out of the ISR until it has caught up
         produce_rate(bootstrap, "restart-rf3", sizes.restart_rf3_bytes // KIB, KIB, "1")
-        produce_rate(bootstrap, "restart-rf3", 1, KIB, "all")
-        if 3 not in brokers.isr("restart-rf3", 0):
-            raise RuntimeError("the follower to restart is not in the ISR")
+        deadline = time.monotonic() + ISR_TIMEOUT_S
+        while True:
+            produce_rate(bootstrap, "restart-rf3", 1, KIB, "all")
+            if 3 in brokers.isr("restart-rf3", 0):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the follower to restart is not in the ISR")
+            time.sleep(1.0)
     brokers.kill(3)
     with step("restart a follower until in ISR"):
         timings = restart_until_in_isr(brokers, 3, "restart-rf3")

@@ -14,14 +14,23 @@ alternating from round to round, and each goes through the same steps:
    acks=1 and acks=all, then reads the 1 KiB topic from the start (RSS sampled every
    0.1 s throughout: the peak is "under load"); end-to-end latency at 1,000 and
    20,000 records/s; Kafka's ProducerPerformance, ConsumerPerformance and
-   EndToEndLatency (not with ``--no-java``); then a topic of 2 GiB (32 MiB with
-   ``--quick``), kill -9 once ZooKeeper dropped the broker, start again: seconds
-   until a consumer bootstrapped at it reads the last record;
+   EndToEndLatency (not with ``--no-java``); many of what a broker holds idle: a topic
+   of 1,000 partitions created (seconds until each has a leader) and 500,000 100 B
+   records sent round-robin over them, 1 KiB acks=1 produced beside 1,000 connections
+   that asked ApiVersions and went quiet (and the RSS with them), a group of three
+   consumers, each a process, reading 300,000 1 KiB records over 6 partitions (MB/s
+   from the subscribe, seconds until the last assignment); ``--quick``: 100 partitions,
+   200 connections, no group); then a topic of 2 GiB (32 MiB with ``--quick``), kill
+   -9 once ZooKeeper dropped the broker, start again: seconds until a consumer
+   bootstrapped at it reads the last record (the broker reloads every topic above);
 2. three brokers, RF 3: confluent-kafka produces 1 KiB at acks=1 and acks=all and 100 B
    at acks=all, ProducerPerformance at acks=all; then (not with ``--quick``) a follower
-   of a 256 MiB topic (Kafka takes minutes to fill 2 GiB at RF 3 acks=all here) is
-   killed and started again: seconds until it is ready and until ZooKeeper's ISR names
-   it.
+   of a 2 GiB topic (filled at acks=1, then one record at acks=all once the follower
+   is back in the ISR) is killed and started again: seconds until it is ready and
+   until ZooKeeper's ISR names it.
+
+A workload that fails (a timeout under load) is one run's ``errors`` entry and its
+figures are left out; the run goes on.
 
 Output: one JSON line per run (one system, one round: its figures, the load average
 before and after), a Markdown table (median, min-max and minibroker/Kafka ratio of

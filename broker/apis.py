@@ -32,6 +32,7 @@ from minibroker.broker.replica_manager import (
 )
 from minibroker.broker.request_handler import CloseConnection
 from minibroker.broker.topic_auto_creation import TopicAutoCreator
+from minibroker.broker.txn_verification import TxnVerifier, Unverified, unverified, verify
 from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
@@ -75,6 +76,8 @@ class KafkaApis:
         self.max_partitions = replica_manager.config.request_max_partitions
         self.metrics = replica_manager.metrics
         self.topic_auto_creator = TopicAutoCreator(metadata_cache)
+        self.txn_verifier: TxnVerifier | None = None
+        """Set by the transaction coordinator's service: KIP-890 part 1's question."""
 
     def install(self, dispatcher: RequestDispatcher) -> None:
         """Serve this class's API keys through ``dispatcher``."""
@@ -99,6 +102,11 @@ class KafkaApis:
     ) -> Answer[bodies.ProduceResponse]:
         topics = request["topics"]
         acks = request["acks"]
+        if request.get("transactional_id") is not None and self.txn_verifier is not None:
+            entries = self._produce_entries(topics)
+            needed = unverified(self.replica_manager.get_partition, entries)
+            if needed and acks != 0:
+                return self._produce_verified(request, entries, needed)
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]
@@ -152,6 +160,38 @@ class KafkaApis:
         results = self.replica_manager.append_records(acks, entries)
         results += [(tp, _named_twice(tp)) for tp in twice]
         return results
+
+    def _produce_verified(
+        self,
+        request: bodies.ProduceRequest,
+        entries: list[tuple[TopicPartition, Records]],
+        needed: Unverified,
+    ) -> Deferred[bodies.ProduceResponse]:
+        """A transactional Produce some of whose batches would open a transaction: the
+        coordinator is asked first (broker/txn_verification.py); its connection reads
+        no further request until the appends are made (``ordered``)."""
+        manager = self.replica_manager
+        verifier = self.txn_verifier
+        assert verifier is not None
+        transactional_id = request["transactional_id"]
+        assert transactional_id is not None
+        acks = request["acks"]
+        ordered = trio.Event()
+
+        async def verified() -> bodies.ProduceResponse:
+            try:
+                refused = await verify(verifier, manager.get_partition, transactional_id, needed)
+                # No await from here to the append: no marker can land in between.
+                results = self._append(acks, [(tp, r) for tp, r in entries if tp not in refused])
+            finally:
+                ordered.set()
+            results += list(refused.items())
+            outcomes = {}
+            if acks == -1 and any(not isinstance(r, KafkaError) for _, r in results):
+                outcomes = await manager.wait_for_acks(results, request["timeout_ms"])
+            return _produce_body(results, outcomes)
+
+        return Deferred(verified, ordered)
 
     def _produce_in_turns(
         self, acks: int, entries: list[tuple[TopicPartition, Records]], timeout_ms: int
@@ -229,15 +269,22 @@ class KafkaApis:
     ) -> Answer[bodies.FetchResponse]:
         self._check_replica(header, request["replica_id"])
         check_partition_count(request["topics"], self.max_partitions)
+        named: Sequence[tuple[str, bodies.FetchRequestTopic]]
+        ids: dict[str, bytes] = {}
+        unknown_ids: list[bodies.FetchResponseTopic] = []
+        if all(topic["topic"] for topic in request["topics"]):
+            named = [(topic["topic"], topic) for topic in request["topics"]]
+        else:  # v13+: by id alone
+            named = self._topics_named_by_id(request["topics"], ids, unknown_ids)
         requests = [
             FetchPartition(
-                TopicPartition(topic["topic"], p["partition"]),
+                TopicPartition(name, p["partition"]),
                 p["fetch_offset"],
                 p["partition_max_bytes"],
                 p["current_leader_epoch"],
                 p["log_start_offset"],
             )
-            for topic in request["topics"]
+            for name, topic in named
             for p in topic["partitions"]
         ]
         twice = duplicate_partitions(p.tp for p in requests)
@@ -265,17 +312,51 @@ class KafkaApis:
                 found = await manager.fetch_messages_in_turns(fetch, PARTITIONS_PER_TURN)
                 if not isinstance(found, list):
                     found = await manager.wait_for_fetch(fetch, found)
-                return _fetch_body(found + refused, metrics)
+                return _fetch_body(found + refused, metrics, ids, unknown_ids)
 
             return Deferred(in_turns)
         found = manager.fetch_messages(fetch)
         if isinstance(found, list):
-            return _fetch_body(found + refused, metrics)
+            return _fetch_body(found + refused, metrics, ids, unknown_ids)
 
         async def long_poll() -> bodies.FetchResponse:
-            return _fetch_body(await manager.wait_for_fetch(fetch, found) + refused, metrics)
+            reads = await manager.wait_for_fetch(fetch, found)
+            return _fetch_body(reads + refused, metrics, ids, unknown_ids)
 
         return Deferred(long_poll)
+
+    def _topics_named_by_id(
+        self,
+        topics: list[bodies.FetchRequestTopic],
+        ids: dict[str, bytes],
+        unknown: list[bodies.FetchResponseTopic],
+    ) -> list[tuple[str, bodies.FetchRequestTopic]]:
+        """Fetch v13+'s topics, named by id alone, with their names; fills ``ids`` (name
+        -> id, for the answer) and ``unknown`` (the answers for ids no topic here has:
+        UNKNOWN_TOPIC_ID on every partition asked for, as Kafka)."""
+        named: list[tuple[str, bodies.FetchRequestTopic]] = []
+        for topic in topics:
+            topic_id = topic["topic_id"]
+            name = topic["topic"] or self.metadata_cache.topic_named_by(topic_id)
+            if name is None:
+                unknown.append(
+                    {
+                        "topic": "",
+                        "topic_id": topic_id,
+                        "partitions": [
+                            {
+                                "partition_index": p["partition"],
+                                "error_code": UnknownTopicIdError.code,
+                                "records": b"",
+                            }
+                            for p in topic["partitions"]
+                        ],
+                    }
+                )
+                continue
+            ids[name] = topic_id
+            named.append((name, topic))
+        return named
 
     # -- list offsets ----------------------------------------------------------------------
 
@@ -475,8 +556,13 @@ def _produce_answer(
 
 
 def _fetch_body(
-    reads: Sequence[PartitionRead], metrics: BrokerMetrics | None
+    reads: Sequence[PartitionRead],
+    metrics: BrokerMetrics | None,
+    ids: dict[str, bytes],
+    unknown_ids: list[bodies.FetchResponseTopic],
 ) -> bodies.FetchResponse:
+    """The answer to a Fetch: ``ids`` (v13+) the id each topic was asked by, which
+    every answered topic carries; ``unknown_ids`` the answers for ids no topic has."""
     topics: dict[str, list[bodies.FetchResponseTopicPartition]] = {}
     for read in reads:
         answer: bodies.FetchResponseTopicPartition
@@ -511,11 +597,13 @@ def _fetch_body(
                 "records": b"",
             }
         topics.setdefault(read.tp.topic, []).append(answer)
-    return {
-        "throttle_time_ms": 0,
-        "error_code": NONE,
-        "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
-    }
+    answered: list[bodies.FetchResponseTopic] = [
+        {"topic": name, "partitions": parts} for name, parts in topics.items()
+    ]
+    if ids:
+        for topic in answered:
+            topic["topic_id"] = ids[topic["topic"]]
+    return {"throttle_time_ms": 0, "error_code": NONE, "topics": answered + unknown_ids}
 
 
 READ_COMMITTED = 1

@@ -44,6 +44,7 @@ from minibroker.client.cli.dev_state import (
     pid_running,
     recorded_clusters,
     registry_dir,
+    updating_state,
 )
 from minibroker.client.security import client_security, read_command_config
 from minibroker.net.security import ClientSecurity
@@ -278,8 +279,8 @@ async def start_broker(data_dir: Path, broker_id: int) -> int:
             env=child_env(),
         )
     await wait_for_line(info.name, log, BROKER_READY, offset, process.poll)
-    info.pid = process.pid
-    state.save()
+    with updating_state(data_dir) as latest:
+        latest.brokers[broker_id].pid = process.pid
     print(f"broker {broker_id} started (pid {process.pid}), waiting for it to register")
 
     def check_alive() -> None:

@@ -21,9 +21,11 @@ and otherwise fails with an error that says what to pass (several clusters: `dev
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -73,7 +75,7 @@ class DevState:
 
     def save(self) -> None:
         path = Path(self.data_dir) / STATE_FILE
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f"{STATE_FILE}.{os.getpid()}.tmp")  # one per writing process
         tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
         if self.client_config is not None:
             tmp.chmod(0o600)  # the brokers' settings hold their SASL login
@@ -254,6 +256,18 @@ def cluster_using_port(port: int) -> DevState | None:
         if port in ports and is_running(state):
             return state
     return None
+
+
+@contextlib.contextmanager
+def updating_state(data_dir: Path) -> Iterator[DevState]:
+    """dev.json read, changed by the caller and written back while no other ``dev``
+    command does the same: two ``dev start-broker`` run at once each record their own
+    broker's pid instead of the later one writing back the other's old one."""
+    with (Path(data_dir) / f"{STATE_FILE}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = load_state(data_dir)
+        yield state
+        state.save()
 
 
 def load_state(data_dir: Path) -> DevState:

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from minibroker.client.cli.dev_state import (
     forget_location,
     record_location,
     recorded_locations,
+    updating_state,
 )
 from minibroker.client.cli.main import main
 
@@ -224,3 +226,36 @@ def _up_args(zookeeper_port: int) -> argparse.Namespace:
         metrics_base_port=0,
         kafka_base_port=None,
     )
+
+
+def _lock_waiters() -> int:
+    """Processes blocked on a file lock now (/proc/locks marks them with "->")."""
+    return Path("/proc/locks").read_text().count("->")
+
+
+def test_concurrent_updates_keep_both_changes(tmp_path: Path) -> None:
+    """Two `dev start-broker` at once: each records its broker's pid under the lock, so
+    the later writer does not put back the other broker's old pid."""
+    state = DevState(1, str(tmp_path), ChildInfo("zookeeper", 5, 2181, "zk.log"))
+    state.brokers[1] = ChildInfo("broker-1", 10, 9092, "b1.log")
+    state.brokers[2] = ChildInfo("broker-2", 20, 9093, "b2.log")
+    state.save()
+    other = (
+        "import sys; from pathlib import Path;"
+        "from minibroker.client.cli.dev_state import updating_state\n"
+        "with updating_state(Path(sys.argv[1])) as s:\n"
+        "    s.brokers[2].pid = 222\n"
+    )
+    with updating_state(tmp_path) as mine:
+        waiters = _lock_waiters()
+        writer = subprocess.Popen([sys.executable, "-c", other, str(tmp_path)])
+        deadline = time.monotonic() + 20
+        while _lock_waiters() == waiters:  # until the other writer waits for our lock
+            assert writer.poll() is None, "the other writer did not wait for the lock"
+            assert time.monotonic() < deadline, "the other writer never reached the lock"
+            time.sleep(0.01)
+        mine.brokers[1].pid = 111
+    assert writer.wait(timeout=20) == 0
+    loaded = DevState.load(tmp_path)
+    assert loaded is not None
+    assert (loaded.brokers[1].pid, loaded.brokers[2].pid) == (111, 222)

@@ -167,11 +167,11 @@ class FetchReader:
         oversized first batch (KIP-74) carry over from turn to turn."""
         notifications = self.fetch_waiters.notifications
         reads: list[PartitionRead] = []
+        used = 0  # a running total: summing every read each turn was quadratic
         for start in range(0, len(fetch.partitions), per_turn):
             if start:
                 await trio.lowlevel.checkpoint()
-            used = sum(r.size for r in reads)
-            reads += self.read(
+            turn = self.read(
                 fetch.replica_id,
                 max(0, fetch.max_bytes - used),
                 fetch.partitions[start : start + per_turn],
@@ -179,6 +179,8 @@ class FetchReader:
                 first_with_data=not used,
                 read_committed=fetch.read_committed,
             )
+            used += sum(r.size for r in turn)
+            reads += turn
         if fetch.max_wait_ms <= 0 or not fetch.partitions or fetch_satisfied(reads, fetch):
             return self._record_throttled(fetch.replica_id, reads)
         return EarlierRead.of(reads, notifications)

@@ -8,14 +8,16 @@ import msgpack
 import pytest
 import trio
 
-from minibroker.broker.dispatcher import Deferred, RequestDispatcher
+from minibroker.broker.dispatcher import ITEMS_PER_TURN, Deferred, RequestDispatcher
 from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.request_caps import RequestCaps
 from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.request_handler import Buffer, CloseConnection, Pending
 from minibroker.protocol.api import ApiKey, Body, RequestHeader, decode_response, encode_request
 from minibroker.protocol.errors import (
     NONE,
     ClusterAuthorizationFailedError,
+    InvalidRequestError,
     KafkaError,
     NotLeaderOrFollowerError,
     UnsupportedVersionError,
@@ -127,3 +129,28 @@ def test_a_key_bound_to_a_listener_is_refused_on_the_others() -> None:
     assert dispatcher.dispatch(header, {}, TextCodec()) == [b"9 [('error_code', 0)]"]
     refused = dispatcher.dispatch(header, {}, OtherListener())
     assert refused == [f"9 error {ClusterAuthorizationFailedError.code}".encode()]
+
+
+async def test_a_request_naming_many_items_is_handled_in_turns_after_its_effects() -> None:
+    """An OffsetFetch naming more than ITEMS_PER_TURN partitions: nothing runs before
+    the server's task does, the connection may read on once the handler ran
+    (``ordered``), and a KafkaError is still answered with its code."""
+    calls: list[str] = []
+
+    def handler(header: RequestHeader, body: Body) -> Body:
+        calls.append(body["group_id"])
+        if body["group_id"] == "bad":
+            raise InvalidRequestError("refused")
+        return {"error_code": NONE}
+
+    dispatcher = RequestDispatcher(BrokerMetrics(), RequestCaps(10 * ITEMS_PER_TURN))
+    dispatcher.register(bodies.OFFSET_FETCH, handler)  # type: ignore[arg-type]
+    header = RequestHeader(ApiKey.OFFSET_FETCH, 1, 7, "test")
+    topics = [{"name": "t", "partition_indexes": list(range(ITEMS_PER_TURN + 1))}]
+    for group, answer in (("g", b"7 [('error_code', 0)]"), ("bad", b"7 error 42")):
+        body = {"group_id": group, "topics": topics, "groups": None}
+        reply = dispatcher.dispatch(header, body, TextCodec())
+        assert isinstance(reply, Pending) and reply.ordered is not None
+        assert calls[-1:] != [group] and not reply.ordered.is_set()
+        assert await reply.wait() == [answer]
+        assert calls[-1] == group and reply.ordered.is_set()

@@ -23,7 +23,7 @@ from minibroker.protocol.errors import (
     TopicAlreadyExistsError,
 )
 from minibroker.protocol.messages import bodies
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -151,7 +151,14 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
             # Data below the checkpointed log start is deletable anyway.
             self.truncate_fully_and_start_at(self.log_start_offset)
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-        self.recovery_point = self.log_end_offset  # load_segments fsynced what it recovered
+        # After a clean shutdown all of it is durable; after a crash, what recovery
+        # revalidated is not fsynced (storage/log_loader.py): the point stays where the
+        # checkpoint had it, as Kafka's LogLoader leaves it, until a flush moves it.
+        self.recovery_point = (
+            self.log_end_offset
+            if had_clean_shutdown
+            else min(self.recovery_point, self.log_end_offset)
+        )
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._load_producer_state()

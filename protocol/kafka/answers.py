@@ -58,6 +58,9 @@ def _fetch(request: Body, error: KafkaError) -> Body:
         extra={"high_watermark": -1, "records": None},
         error=error,
     )
+    for topic, asked in zip(topics, request.get("topics") or (), strict=True):
+        if "topic_id" in asked:  # v13+ answer by id
+            topic["topic_id"] = asked["topic_id"]
     return {"error_code": error.code, "topics": topics}
 
 

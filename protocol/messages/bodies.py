@@ -74,6 +74,11 @@ class ProduceResponse(TypedDict, total=False):
     throttle_time_ms: int
 
 
+class FetchRequestReplicaState(TypedDict):
+    replica_id: int
+    replica_epoch: int
+
+
 class FetchRequestTopicPartition(TypedDict):
     partition: int
     current_leader_epoch: int
@@ -81,21 +86,25 @@ class FetchRequestTopicPartition(TypedDict):
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
+    replica_directory_id: bytes
 
 
 class FetchRequestTopic(TypedDict):
     topic: str
+    topic_id: bytes
     partitions: list[FetchRequestTopicPartition]
 
 
 class FetchRequestForgottenTopicsData(TypedDict):
     topic: str
+    topic_id: bytes
     partitions: list[int]
 
 
 class FetchRequest(TypedDict):
     cluster_id: str | None
     replica_id: int
+    replica_state: FetchRequestReplicaState | None
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
@@ -143,6 +152,7 @@ class FetchResponseTopicPartition(TypedDict, total=False):
 
 class FetchResponseTopic(TypedDict, total=False):
     topic: Required[str]
+    topic_id: bytes
     partitions: Required[list[FetchResponseTopicPartition]]
 
 

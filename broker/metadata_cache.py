@@ -256,6 +256,10 @@ class MetadataCache:
     def topics(self) -> list[str]:
         return sorted(self._topics)
 
+    def partition_count(self, topic: str) -> int:
+        """Partitions of ``topic`` known here (0: unknown)."""
+        return len(self._topics.get(topic, ()))
+
     def broker(self, broker_id: int) -> CachedBroker | None:
         """A broker's endpoint: live brokers first, then leaders LeaderAndIsr named."""
         return self.brokers.get(broker_id) or self.leader_endpoints.get(broker_id)

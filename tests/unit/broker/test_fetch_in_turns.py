@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.partition import PartitionState
-from minibroker.broker.replica_manager import FetchPartition, FetchRequest
+from minibroker.broker.fetch_reader import FetchParams, FetchPartition
+from minibroker.broker.partition import LeaderAndIsrPartition
 from minibroker.protocol.records import Record, encode_batch
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
 pytestmark = pytest.mark.timeout(30)
@@ -22,7 +22,7 @@ PARTITIONS = [TopicPartition("t", p) for p in range(10)]
 async def test_a_fetch_read_in_turns_answers_what_one_pass_answers(
     tmp_path: Path, max_bytes: int
 ) -> None:
-    state = PartitionState(
+    state = LeaderAndIsrPartition(
         controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,),
         is_new=True,
     )  # fmt: skip
@@ -36,7 +36,7 @@ async def test_a_fetch_read_in_turns_answers_what_one_pass_answers(
             ],
         )
         asked = [FetchPartition(tp, 0, 1 << 20) for tp in PARTITIONS]
-        fetch = FetchRequest(-1, max_bytes, 0, 0, asked)
+        fetch = FetchParams(-1, max_bytes, 0, 0, asked)
         one_pass = manager.fetch_messages(fetch)
         in_turns = await manager.fetch_messages_in_turns(fetch, 3)
         assert isinstance(one_pass, list) and isinstance(in_turns, list)

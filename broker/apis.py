@@ -308,6 +308,7 @@ class KafkaApis:
                 found = await manager.fetch_messages_in_turns(fetch, PARTITIONS_PER_TURN)
                 if not isinstance(found, list):
                     found = await manager.wait_for_fetch(fetch, found)
+                await trio.lowlevel.checkpoint()  # the answer is built and encoded next
                 return _fetch_body(found + refused, metrics, ids, unknown_ids)
 
             return Deferred(in_turns)

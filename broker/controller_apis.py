@@ -1,4 +1,4 @@
-"""ControllerApis: the broker's handlers of the controller's requests, LeaderAndIsr,
+"""ControllerRequestApis: the broker's handlers of the controller's requests, LeaderAndIsr,
 StopReplica and UpdateMetadata.
 
 They are served on the inter-broker listener only, and each passes the controller
@@ -7,10 +7,19 @@ have proven to be the controller ZooKeeper names, the controller epoch must be t
 current one, the broker epoch this broker's registration.
 They take effect one at a time in arrival order (``InOrder``), as Kafka's
 one-request-at-a-time channel guarantees.
+
+Python's collector: the objects a LeaderAndIsr builds (each new partition's state,
+log, segments, indexes) live as long as the partition, and thousands of partitions
+made every full collection walk them (40-65 ms with 3,000, stalling every client,
+docs/performance.md). A LeaderAndIsr that created partitions therefore freezes
+(``gc.freeze``, a constant-time move) everything alive, as the broker does after its
+start-up; a StopReplica that deletes partitions unfreezes, so what they leave behind
+can be collected, until the next LeaderAndIsr that creates partitions.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias, TypeVar
 
@@ -19,7 +28,7 @@ import trio
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.partition import PartitionState
+from minibroker.broker.partition import LeaderAndIsrPartition
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
@@ -30,7 +39,7 @@ from minibroker.protocol.errors import (
     StaleControllerEpochError,
 )
 from minibroker.protocol.messages import bodies
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 ControllerRequest: TypeAlias = (
     bodies.LeaderAndIsrRequest | bodies.StopReplicaRequest | bodies.UpdateMetadataRequest
@@ -41,7 +50,7 @@ ResponseT = TypeVar("ResponseT")
 ResultT = TypeVar("ResultT")
 
 
-class ControllerApis:
+class ControllerRequestApis:
     def __init__(
         self,
         replica_manager: ReplicaManager,
@@ -64,7 +73,7 @@ class ControllerApis:
         self, header: RequestHeader, request: bodies.LeaderAndIsrRequest
     ) -> Answer[bodies.LeaderAndIsrResponse]:
         states = {
-            TopicPartition(s["topic_name"], s["partition_index"]): PartitionState(
+            TopicPartition(s["topic_name"], s["partition_index"]): LeaderAndIsrPartition(
                 controller_epoch=s["controller_epoch"],
                 leader=s["leader"],
                 leader_epoch=s["leader_epoch"],
@@ -86,11 +95,14 @@ class ControllerApis:
                 }
             for broker in request["live_leaders"]:
                 self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
+            hosted = len(self.replica_manager.partitions)
             errors = await self.replica_manager.become_leader_or_follower(
                 request["controller_epoch"],
                 states,
                 {t["topic_name"]: t["topic_id"] for t in request.get("topic_ids", ())},
             )
+            if len(self.replica_manager.partitions) > hosted:
+                gc.freeze()  # the new partitions are out of full collections' walk
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
         return self._controller_ordered(apply)
@@ -112,6 +124,8 @@ class ControllerApis:
                     "partition_errors": [],
                 }
             errors = await self.replica_manager.stop_replicas(request["controller_epoch"], stops)
+            if any(delete for _, delete in stops):
+                gc.unfreeze()  # the deleted partitions' objects may be collected
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
         return self._controller_ordered(apply)

@@ -41,8 +41,8 @@ from minibroker.client.consumer_fetch import (
     LATEST,
     RESETTING,
     FetchMethods,
-    PartitionState,
     TopicPartition,
+    TopicPartitionState,
 )
 from minibroker.client.consumer_group import ConsumerGroup, GroupMethods, GroupOptions
 from minibroker.client.errors import with_context
@@ -119,12 +119,13 @@ class Consumer(FetchMethods, GroupMethods):
             client_id=client_id,
             request_timeout_s=self.request_timeout_s,
         )
-        self._states: dict[TopicPartition, PartitionState] = {}
+        self._states: dict[TopicPartition, TopicPartitionState] = {}
         # Decoded records not yet handed out, with the fetched bytes they came from (so
         # that poll_batches can hand out the rest as views).
-        self._ready: deque[tuple[TopicPartition, list[ConsumerRecord], bytes]] = deque()
+        # Decoded, not yet handed out: (partition, records, their raw batches, chunk end).
+        self._ready: deque[tuple[TopicPartition, list[ConsumerRecord], bytes, int]] = deque()
         self._iter_buffer: deque[ConsumerRecord] = deque()
-        self._generations = itertools.count(1)  # see PartitionState.generation
+        self._generations = itertools.count(1)  # see TopicPartitionState.generation
         self._in_flight: set[int] = set()
         self._turn = 0  # round-robin start of _next_fetched
         self._wakeup = trio.Event()  # fetch manager: something changed
@@ -194,7 +195,7 @@ class Consumer(FetchMethods, GroupMethods):
         # A partition assigned again gets a generation never used before, so the answer
         # to a fetch sent before it was taken away is not mistaken for a current one.
         self._states = {
-            tp: self._states.get(tp) or PartitionState(generation=next(self._generations))
+            tp: self._states.get(tp) or TopicPartitionState(generation=next(self._generations))
             for tp in wanted
         }
         self._ready = deque(entry for entry in self._ready if entry[0] in self._states)
@@ -277,7 +278,7 @@ class Consumer(FetchMethods, GroupMethods):
             tp: o for tp, (o, _) in (await self._list_offsets(dict.fromkeys(tps, LATEST))).items()
         }
 
-    def _state(self, tp: TopicPartition) -> PartitionState:
+    def _state(self, tp: TopicPartition) -> TopicPartitionState:
         state = self._states.get(tp)
         if state is None:
             raise MinibrokerError(f"{tp[0]}-{tp[1]} is not assigned to this consumer")
@@ -350,30 +351,34 @@ class Consumer(FetchMethods, GroupMethods):
         while len(out) < max_records:
             if not self._ready and not self._decode_next():
                 break
-            tp, records, raw = self._ready[0]
+            tp, records, raw, end = self._ready[0]
             want = max_records - len(out)
             if len(records) <= want:
                 self._ready.popleft()
                 out += records
+                self._states[tp].position = max(out[-1].offset + 1, end)
             else:
                 out += records[:want]
-                self._ready[0] = (tp, records[want:], raw)
-            self._states[tp].position = out[-1].offset + 1
+                self._ready[0] = (tp, records[want:], raw, end)
+                self._states[tp].position = out[-1].offset + 1
         return out
 
     def _decode_next(self) -> bool:
         """Decode one buffered fetch of one partition into ``_ready``; False if none."""
-        for tp, position, raw in self._next_fetched():
+        for tp, position, raw, end in self._next_fetched():
             with self._corruption_reported(tp, position):
                 records = self._decode(tp, raw, position)
             if records:
-                self._ready.append((tp, records, raw))
+                self._ready.append((tp, records, raw, end))
                 return True
+            # Only control or aborted batches: nothing to hand out, nothing before them
+            # left (chunks are taken in order and nothing is ready), so step past them.
+            self._states[tp].position = max(position, end)
         return False
 
-    def _next_fetched(self) -> Iterator[tuple[TopicPartition, int, bytes]]:
-        """Each buffered fetch still wanted, as (partition, position, raw batches),
-        taken off its buffer as it is yielded.
+    def _next_fetched(self) -> Iterator[tuple[TopicPartition, int, bytes, int]]:
+        """Each buffered fetch still wanted, as (partition, position, raw batches, the
+        chunk's end offset), taken off its buffer as it is yielded.
 
         Partitions take turns (the scan starts after the last one served), so one busy
         partition cannot starve the others.
@@ -383,12 +388,12 @@ class Consumer(FetchMethods, GroupMethods):
         self._turn += 1
         for tp, state in order[start:] + order[:start]:
             while state.buffered:
-                raw, generation = state.buffered.popleft()
+                raw, generation, end = state.buffered.popleft()
                 state.buffered_bytes -= len(raw)
                 self._wakeup.set()  # buffer space freed: fetch more
                 if generation != state.generation or state.position is None:
                     continue
-                yield tp, state.position, raw
+                yield tp, state.position, raw, end
 
     @contextmanager
     def _corruption_reported(self, tp: TopicPartition, position: int) -> Iterator[None]:
@@ -401,18 +406,18 @@ class Consumer(FetchMethods, GroupMethods):
             raise with_context(exc, f"{tp[0]}-{tp[1]} at offset {position}") from exc
 
     def _take_views(self) -> list[BatchView]:
-        fetched: Iterable[tuple[TopicPartition, int, bytes]]
+        fetched: Iterable[tuple[TopicPartition, int, bytes, int]]
         if self._ready:  # what a poll decoded but did not hand out comes first
-            tp, _, raw = self._ready.popleft()
-            fetched = [(tp, self._states[tp].position or 0, raw)]
+            tp, _, raw, end = self._ready.popleft()
+            fetched = [(tp, self._states[tp].position or 0, raw, end)]
         else:
             fetched = self._next_fetched()
-        for tp, position, raw in fetched:
+        for tp, position, raw, end in fetched:
             with self._corruption_reported(tp, position):
                 views = batch_views(raw, tp[0], tp[1], position, verify_crc=self.check_crcs)
             views = [view for view in views if len(view)]
+            self._states[tp].position = max(views[-1].next_offset if views else position, end)
             if views:
-                self._states[tp].position = views[-1].next_offset
                 return views
         return []
 

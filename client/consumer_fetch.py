@@ -25,7 +25,7 @@ import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
@@ -50,12 +50,24 @@ READ_COMMITTED = 1
 """Fetch's and ListOffsets' isolation_level for a read_committed consumer."""
 
 
+class Fetched(NamedTuple):
+    """One fetched chunk of a partition, as buffered for ``poll``."""
+
+    records: bytes
+    """Its record batches, aborted and control batches already taken out (may be empty)."""
+    generation: int
+    end: int
+    """The offset after its last batch, control or aborted ones included: once the
+    application has every record before it, its position moves there (as the Java
+    consumer's does), so a transaction's marker at a log's end leaves no lag of 1."""
+
+
 @dataclass(slots=True)
-class PartitionState:
+class TopicPartitionState:
     position: int | None = None  # None: reset with auto_offset_reset before fetching
     fetch_offset: int | None = None
     generation: int = 0
-    buffered: deque[tuple[bytes, int]] = field(default_factory=deque)  # (records, generation)
+    buffered: deque[Fetched] = field(default_factory=deque)
     buffered_bytes: int = 0
     high_watermark: int = -1
     error: KafkaError | None = None  # raised by the next poll
@@ -71,7 +83,7 @@ class FetchMethods:
     fetch_min_bytes: int
     request_timeout_s: float
     isolation_level: int
-    _states: dict[TopicPartition, PartitionState]
+    _states: dict[TopicPartition, TopicPartitionState]
     _generations: itertools.count[int]
     _in_flight: set[int]
     _wakeup: trio.Event
@@ -109,7 +121,7 @@ class FetchMethods:
             with trio.move_on_after(RETRY_BACKOFF_S if missing_leader else math.inf):
                 await self._wakeup.wait()
 
-    def _refused(self, info: TopicInfo | None, state: PartitionState) -> bool:
+    def _refused(self, info: TopicInfo | None, state: TopicPartitionState) -> bool:
         """Whether the metadata refuses the partition's topic for good (an ACL:
         TOPIC_AUTHORIZATION_FAILED): then that is the next poll's error, at once, rather
         than a wait for a leader that will never be named."""
@@ -221,16 +233,14 @@ class FetchMethods:
                             [(a["producer_id"], a["first_offset"]) for a in aborted],
                             read_committed=self.isolation_level == READ_COMMITTED,
                         )
-                        if not raw:
-                            continue
-                    state.buffered.append((bytes(raw), state.generation))
+                    state.buffered.append(Fetched(bytes(raw), state.generation, next_offset))
                     state.buffered_bytes += len(raw)
                     arrived = True
         if arrived:
             self._data.set()
 
     def _partition_error(
-        self, tp: TopicPartition, state: PartitionState, error: type[KafkaError]
+        self, tp: TopicPartition, state: TopicPartitionState, error: type[KafkaError]
     ) -> None:
         if error is OffsetOutOfRangeError and self.auto_offset_reset != "none":
             state.position = state.fetch_offset = None  # the manager resets it

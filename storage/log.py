@@ -50,16 +50,17 @@ from pathlib import Path
 from typing import NamedTuple
 
 from minibroker.protocol.errors import OffsetOutOfRangeError, RecordListTooLargeError
+from minibroker.protocol.records import Buffer
 from minibroker.storage.corruption import CorruptionStats, check_batches
 from minibroker.storage.errors import CorruptRecordError
-from minibroker.storage.log_append import LogAppendInfo as LogAppendInfo
-from minibroker.storage.log_append import validate_and_assign
+from minibroker.storage.log_append import LogAppendInfo, validate_and_assign
 from minibroker.storage.log_config import Clock, LogConfig, system_clock
 from minibroker.storage.log_loader import load_segments
 from minibroker.storage.log_retention import LogRetention
 from minibroker.storage.log_state import LogOffsetMetadata
 from minibroker.storage.log_transactions import LogTransactions
 from minibroker.storage.log_truncation import LogTruncation
+from minibroker.storage.log_validator import LeaderChecks, validate_records
 from minibroker.storage.segment import LogSegment
 from minibroker.storage.segment_files import MAX_RELATIVE_OFFSET
 from minibroker.storage.segment_swap import SWAP_SUFFIX, SegmentSwap
@@ -190,6 +191,25 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         self._transactions_ended(completed, replicated=True)
 
     # --- append ----------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: Buffer,
+        checks: LeaderChecks,
+        *,
+        append_time_ms: int,
+        leader_epoch: int,
+        coordinator: bool = False,
+    ) -> LogAppendInfo:
+        """A leader's append of produced batches: what is inside them validated
+        (``storage/log_validator.py``: record counts, keys, the topic's codec,
+        LogAppendTime), then ``append`` with offsets assigned and ``leader_epoch``
+        stamped. ``coordinator``: a coordinator of this broker writes them (control
+        batches allowed, no sequences)."""
+        buf = validate_records(records, checks, append_time_ms)
+        return self.append(
+            buf, assign_offsets=True, leader_epoch=leader_epoch, coordinator=coordinator
+        )
 
     def append(
         self,

@@ -11,6 +11,9 @@ version is on the wire, and this module converts:
                                                          (one error code each)
     OffsetFetch       v1-7: group_id, topics ->          v8: groups -> groups (topics
                       topics, error_code (v2+)           and error_code per group)
+    Fetch             v4-14: replica_id                  v15+: replica_state.replica_id,
+                                                         read as replica_id (the one
+                                                         key handlers and metrics read)
 
 ``request_to_newest`` runs after decoding, ``response_from_newest`` before encoding
 (with the request in the newest shape, which some old answers are built from). The
@@ -32,6 +35,7 @@ from collections.abc import Callable
 from typing import Final
 
 from minibroker.protocol.api import Body
+from minibroker.protocol.messages.data import FETCH
 from minibroker.protocol.messages.groups import FIND_COORDINATOR, JOIN_GROUP, LEAVE_GROUP
 from minibroker.protocol.messages.offsets import OFFSET_FETCH
 
@@ -42,6 +46,9 @@ OFFSET_FETCH_BATCHED: Final = 8
 
 OFFSET_FETCH_GROUP_ERRORS: Final = 2
 """OffsetFetch versions below this have no group-level error code."""
+
+FETCH_REPLICA_STATE: Final = 15
+"""Fetch versions from this one on carry the follower's id in ``replica_state`` (KIP-903)."""
 
 JOIN_GROUP_MEMBER_ID_REQUIRED: Final = 4
 """JoinGroup versions from this one on get MEMBER_ID_REQUIRED on a first join (KIP-394):
@@ -66,6 +73,12 @@ def _find_coordinator_response(version: int, request: Body, body: Body) -> Body:
         "host": first.get("host", ""),
         "port": first.get("port", -1),
     }
+
+
+def _fetch_request(version: int, body: Body) -> Body:
+    if version >= FETCH_REPLICA_STATE and body["replica_state"] is not None:
+        body["replica_id"] = body["replica_state"]["replica_id"]
+    return body
 
 
 def _join_group_request(version: int, body: Body) -> Body:
@@ -120,6 +133,7 @@ def _offset_fetch_response(version: int, request: Body, body: Body) -> Body:
 
 
 _REQUESTS: Final[dict[int, Callable[[int, Body], Body]]] = {
+    FETCH.api_key: _fetch_request,
     FIND_COORDINATOR.api_key: _find_coordinator_request,
     JOIN_GROUP.api_key: _join_group_request,
     LEAVE_GROUP.api_key: _leave_group_request,

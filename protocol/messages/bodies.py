@@ -74,6 +74,11 @@ class ProduceResponse(TypedDict, total=False):
     throttle_time_ms: int
 
 
+class FetchRequestReplicaState(TypedDict):
+    replica_id: int
+    replica_epoch: int
+
+
 class FetchRequestTopicPartition(TypedDict):
     partition: int
     current_leader_epoch: int
@@ -81,21 +86,25 @@ class FetchRequestTopicPartition(TypedDict):
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
+    replica_directory_id: bytes
 
 
 class FetchRequestTopic(TypedDict):
     topic: str
+    topic_id: bytes
     partitions: list[FetchRequestTopicPartition]
 
 
 class FetchRequestForgottenTopicsData(TypedDict):
     topic: str
+    topic_id: bytes
     partitions: list[int]
 
 
 class FetchRequest(TypedDict):
     cluster_id: str | None
     replica_id: int
+    replica_state: FetchRequestReplicaState | None
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
@@ -143,6 +152,7 @@ class FetchResponseTopicPartition(TypedDict, total=False):
 
 class FetchResponseTopic(TypedDict, total=False):
     topic: Required[str]
+    topic_id: bytes
     partitions: Required[list[FetchResponseTopicPartition]]
 
 
@@ -818,16 +828,49 @@ class OffsetForLeaderEpochResponse(TypedDict, total=False):
     topics: list[OffsetForLeaderEpochResponseTopic]
 
 
+class AddPartitionsToTxnRequestTransactionTopic(TypedDict):
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequestTransaction(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: list[AddPartitionsToTxnRequestTransactionTopic]
+
+
 class AddPartitionsToTxnRequestTopic(TypedDict):
     name: str
     partitions: list[int]
 
 
 class AddPartitionsToTxnRequest(TypedDict):
+    transactions: list[AddPartitionsToTxnRequestTransaction]
     transactional_id: str
     producer_id: int
     producer_epoch: int
     topics: list[AddPartitionsToTxnRequestTopic]
+
+
+class AddPartitionsToTxnResponseResultsByTransactionTopicResultResultsByPartition(
+    TypedDict, total=False
+):
+    partition_index: Required[int]
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseResultsByTransactionTopicResult(TypedDict, total=False):
+    name: Required[str]
+    results_by_partition: Required[
+        list[AddPartitionsToTxnResponseResultsByTransactionTopicResultResultsByPartition]
+    ]
+
+
+class AddPartitionsToTxnResponseResultsByTransaction(TypedDict, total=False):
+    transactional_id: Required[str]
+    topic_results: Required[list[AddPartitionsToTxnResponseResultsByTransactionTopicResult]]
 
 
 class AddPartitionsToTxnResponseResultResult(TypedDict, total=False):
@@ -842,6 +885,8 @@ class AddPartitionsToTxnResponseResult(TypedDict, total=False):
 
 class AddPartitionsToTxnResponse(TypedDict, total=False):
     throttle_time_ms: int
+    error_code: int
+    results_by_transaction: list[AddPartitionsToTxnResponseResultsByTransaction]
     results: list[AddPartitionsToTxnResponseResult]
 
 

@@ -19,6 +19,7 @@ from minibroker.protocol.messages.form import (
     INT64,
     RECORDS,
     STRING,
+    UUID,
     Array,
     Message,
     f,
@@ -131,12 +132,27 @@ FETCH: Final = Message(
     follower must truncate first), ``current_leader`` (nil or {leader_id, leader_epoch},
     a hint on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH), ``preferred_read_replica``,
     ``records`` (whole batches; the first may start before fetch_offset).
+
+    v13+ name topics by ``topic_id`` alone (KIP-516; ``topic`` is then "", and a topic
+    whose id no topic here has is answered UNKNOWN_TOPIC_ID); the answer carries both
+    the name and the id, each version encoding the one it has. v15+ carry the
+    follower's id in ``replica_state`` (the Kafka codec copies it into ``replica_id``).
     """,
-    valid=versions("4-12"),
+    valid=versions("4-17"),
     flexible=versions("12+"),
     request=struct(
         f("cluster_id", STRING, "12+", null="12+", tag=0),
-        f("replica_id", INT32, default=-1),
+        f("replica_id", INT32, "0-14", default=-1),
+        f(
+            "replica_state",
+            struct(
+                f("replica_id", INT32, default=-1, required=True),
+                f("replica_epoch", INT64, default=-1, required=True),
+            ),
+            "15+",
+            tag=1,
+            body_null=True,
+        ),
         f("max_wait_ms", INT32, required=True),
         f("min_bytes", INT32, required=True),
         f("max_bytes", INT32, "3+", default=2147483647),
@@ -146,7 +162,8 @@ FETCH: Final = Message(
         f(
             "topics",
             [
-                f("topic", STRING, required=True),
+                f("topic", STRING, "0-12", required=True),
+                f("topic_id", UUID, "13+"),
                 f(
                     "partitions",
                     [
@@ -156,13 +173,18 @@ FETCH: Final = Message(
                         f("last_fetched_epoch", INT32, "12+", default=-1),
                         f("log_start_offset", INT64, "5+", default=-1),
                         f("partition_max_bytes", INT32, required=True),
+                        f("replica_directory_id", UUID, "17+", tag=0),
                     ],
                     required=True,
                 ),
             ],
             required=True,
         ),
-        f("forgotten_topics_data", [f("topic", STRING), f("partitions", Array(INT32))], "7+"),
+        f(
+            "forgotten_topics_data",
+            [f("topic", STRING, "7-12"), f("topic_id", UUID, "13+"), f("partitions", Array(INT32))],
+            "7+",
+        ),
         f("rack_id", STRING, "11+"),
     ),
     response=struct(
@@ -172,7 +194,8 @@ FETCH: Final = Message(
         f(
             "responses",
             [
-                f("topic", STRING, required=True),
+                f("topic", STRING, "0-12", required=True),
+                f("topic_id", UUID, "13+"),
                 f(
                     "partitions",
                     [
@@ -233,6 +256,11 @@ FETCH: Final = Message(
         10: "ZStandard compression allowed",
         11: "rack_id, preferred_read_replica (KIP-392)",
         12: "flexible; last_fetched_epoch; diverging_epoch, current_leader",
+        13: "topic_id replaces topic (KIP-516); UNKNOWN_TOPIC_ID",
+        14: "unchanged (OFFSET_MOVED_TO_TIERED_STORAGE, KIP-405: no tiered storage here)",
+        15: "replica_state replaces replica_id (KIP-903)",
+        16: "node_endpoints (KIP-951; not sent: no current_leader is answered)",
+        17: "replica_directory_id (KIP-853)",
     },
 )
 

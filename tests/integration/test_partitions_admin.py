@@ -443,6 +443,33 @@ async def test_a_topic_id_is_kept_in_zookeeper_in_each_replica_and_served_by_met
     assert len(by_id["partitions"]) == 3
     assert (missing["error_code"], missing["name"]) == (100, None)  # UNKNOWN_TOPIC_ID
 
+    # Fetch v13+ names topics by id alone: the answer comes back under that id.
+    leader = next(p["leader_id"] for p in by_id["partitions"] if p["partition_index"] == 0)
+    broker = next(b for b in answer["brokers"] if b["node_id"] == leader)
+    async with KafkaWireClient(
+        await trio.open_tcp_stream(broker["host"], broker["port"])
+    ) as client:
+        asked = [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]
+        fetched = await client.kafka_request(
+            1,
+            13,
+            {
+                "max_wait_ms": 0,
+                "min_bytes": 0,
+                "topics": [
+                    {"topic_id": topic_id, "partitions": asked},
+                    {"topic_id": unknown, "partitions": asked},
+                ],
+            },
+        )
+    found, not_found = fetched["topics"]
+    assert found["topic_id"] == topic_id
+    assert [
+        (p["partition_index"], p["error_code"], p["high_watermark"]) for p in found["partitions"]
+    ] == [(0, 0, 0)]
+    assert not_found["topic_id"] == unknown
+    assert [(p["partition_index"], p["error_code"]) for p in not_found["partitions"]] == [(0, 100)]
+
 
 async def test_delete_topics_v6_deletes_a_topic_named_by_its_id(cluster: LocalCluster) -> None:
     await create_topic(cluster, "deleted-by-id", 1)

@@ -11,6 +11,7 @@ import json
 import time
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import confluent_kafka
 import kafka
@@ -18,6 +19,11 @@ import pytest
 import trio
 
 from minibroker import Consumer, Producer
+from minibroker.net.connection import Connection
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import InvalidTxnStateError, NotLeaderOrFollowerError
+from minibroker.protocol.records import Record, encode_batch
+from tests.support.broker import KafkaWireClient, produce_body, produced
 from tests.support.cluster import LocalCluster
 from tests.support.kafka_groups import committed_offsets, create_topic
 from tests.support.prometheus import metrics_ports
@@ -297,6 +303,45 @@ def test_the_bundled_producer_commits_aborts_on_error_and_sends_offsets(
     assert committed_offsets(cluster, group) == {0: 4}
 
 
+def test_the_bundled_consumer_steps_past_markers_and_aborted_batches(
+    cluster: LocalCluster,
+) -> None:
+    """A partition that ends with a commit marker, or with an aborted transaction and
+    its marker, is read to its end: the position reaches the log end offset (as the Java
+    consumer's does), so a consumer that has every record shows no lag."""
+    topic = "txn-bundled-tail"
+    create_topic(cluster, topic, 2)
+
+    async def run() -> dict[int, int | None]:
+        async with Producer(cluster.bootstrap, transactional_id="bundled-tail") as producer:
+            await producer.init_transactions()
+            async with producer.transaction():
+                for i in range(3):
+                    await producer.send(topic, b"kept-%d" % i, partition=0)
+                    await producer.send(topic, b"kept-%d" % i, partition=1)
+            producer.begin_transaction()
+            for i in range(3):
+                await producer.send(topic, b"dropped-%d" % i, partition=1)
+            await producer.abort_transaction()
+        # partition 0: three records and a commit marker; partition 1: that, then three
+        # aborted records and an abort marker.
+        ends = {0: 4, 1: 8}
+        async with Consumer(
+            cluster.bootstrap, auto_offset_reset="earliest", isolation_level="read_committed"
+        ) as consumer:
+            consumer.assign([(topic, 0), (topic, 1)])
+            values: list[bytes] = []
+            with trio.move_on_after(30):
+                while len(values) < 6 or any(
+                    consumer.position(topic, p) != end for p, end in ends.items()
+                ):
+                    values += [r.value for r in await consumer.poll(timeout_ms=200)]
+            assert sorted(values) == sorted([b"kept-%d" % i for i in range(3)] * 2)
+            return {p: consumer.position(topic, p) for p in ends}
+
+    assert trio.run(run) == {0: 4, 1: 8}
+
+
 # -- the CLI -----------------------------------------------------------------------------------
 
 
@@ -364,3 +409,91 @@ def test_the_cli_finds_and_aborts_a_hanging_transaction(cluster: LocalCluster) -
     write_sentinels(cluster.kafka_bootstrap, topic, 1, "hanging")
     found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 1, 1)
     assert values(found) == []
+
+
+def test_a_write_outside_the_ongoing_transaction_is_refused_not_left_hanging(
+    cluster: LocalCluster,
+) -> None:
+    """KIP-890 part 1: a late write of a committed transaction, or one to a partition
+    never added, would open a transaction nobody ends; the leader asks the coordinator
+    first and answers INVALID_TXN_STATE, and read_committed readers are not blocked."""
+    topic = "txn-verified"
+    create_topic(cluster, topic, 2)
+    producer = confluent_transactional(cluster.kafka_bootstrap, "verified-1")
+    producer.begin_transaction()
+    producer.produce(topic, b"committed", partition=0)
+    producer.commit_transaction(30)
+    described = cluster.cli("transactions", "describe", "verified-1", "--format", "json")
+    state = json.loads(described.stdout)
+    producer_id, epoch = state["producer_id"], state["producer_epoch"]
+
+    async def stray_writes() -> dict[int, set[int]]:
+        codes: dict[int, set[int]] = {0: set(), 1: set()}
+        for partition, sequence in ((0, 1), (1, 0)):  # in sequence: only the txn is wrong
+            batch = encode_batch(
+                [Record(b"stray", timestamp=1_000)],
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                base_sequence=sequence,
+                transactional=True,
+            )
+            body = {**produce_body(topic, partition, batch, -1), "transactional_id": "verified-1"}
+            for broker_id in range(1, cluster.brokers + 1):  # the leader among them answers
+                connection = Connection("127.0.0.1", cluster.broker_port(broker_id))
+                await connection.connect()
+                try:
+                    answer = await connection.request(ApiKey.PRODUCE, body)
+                finally:
+                    await connection.aclose()
+                codes[partition].add(produced(answer)["error_code"])
+        return codes
+
+    codes = trio.run(stray_writes)
+    not_leader = NotLeaderOrFollowerError.code
+    assert codes == {p: {not_leader, InvalidTxnStateError.code} for p in (0, 1)}
+    for partition in ("0", "1"):
+        listed = cluster.cli(
+            "transactions", "describe-producers", topic, partition, "--format", "json"
+        )
+        assert all(p["current_txn_start_offset"] == -1 for p in json.loads(listed.stdout))
+    # What a leader asks the coordinator, on the Kafka listener (AddPartitionsToTxn v4).
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted", partition=0)
+    producer.flush(30)  # partition 0 is in the open transaction, partition 1 is not
+    state = json.loads(
+        cluster.cli("transactions", "describe", "verified-1", "--format", "json").stdout
+    )
+    verdicts = trio.run(verify_only, cluster, state, topic)
+    assert verdicts == {0: 0, 1: InvalidTxnStateError.code}
+    producer.abort_transaction(30)
+    write_sentinels(cluster.kafka_bootstrap, topic, 2, "verified")
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 2, 2)
+    assert values(found) == [b"committed"]
+
+
+async def verify_only(cluster: LocalCluster, state: dict[str, Any], topic: str) -> dict[int, int]:
+    """Partition -> the coordinator's verdict on the open transaction of ``state``."""
+    port = cluster.state["brokers"][str(state["coordinator"])]["kafka_port"]
+    async with KafkaWireClient(await trio.open_tcp_stream("127.0.0.1", port)) as client:
+        answer = await client.kafka_request(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            4,
+            {
+                "transactions": [
+                    {
+                        "transactional_id": state["transactional_id"],
+                        "producer_id": state["producer_id"],
+                        "producer_epoch": state["producer_epoch"],
+                        "verify_only": True,
+                        "topics": [{"name": topic, "partitions": [0, 1]}],
+                    }
+                ]
+            },
+        )
+    assert answer["error_code"] == 0
+    [txn] = answer["results_by_transaction"]
+    return {
+        p["partition_index"]: p["partition_error_code"]
+        for t in txn["topic_results"]
+        for p in t["results_by_partition"]
+    }

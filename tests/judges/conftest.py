@@ -59,11 +59,19 @@ def record_result(key: str, entry: dict[str, Any], path: Path = RESULTS) -> None
 
 
 def judged_cluster(
-    tmp_path_factory: pytest.TempPathFactory, name: str, **options: Any
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    *,
+    properties: tuple[str, ...] = (),
+    **options: Any,
 ) -> Iterator[LocalCluster]:
-    """A cluster with Kafka listeners and the judges' properties, for a fixture to yield."""
+    """A cluster with Kafka listeners and the judges' properties (and ``properties``), for
+    a fixture to yield."""
     with LocalCluster(
-        tmp_path_factory.mktemp(name), kafka_listeners=True, properties=JUDGE_PROPERTIES, **options
+        tmp_path_factory.mktemp(name),
+        kafka_listeners=True,
+        properties=JUDGE_PROPERTIES + properties,
+        **options,
     ) as running:
         yield running
 

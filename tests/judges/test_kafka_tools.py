@@ -5,7 +5,8 @@ kafka-reassign-partitions, kafka-log-dirs and the two perf tests. Several calls 
 one JVM (tests/support/judges.py's ToolRunner).
 
 kafka-topics --alter --partitions grows a topic (CreatePartitions), kafka-delete-records
-trims one (DeleteRecords); kafka-transactions waits for transactions (issue 34).
+trims one (DeleteRecords); kafka-transactions has its own file
+(test_kafka_transactions_tool.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.request_handler import Buffer, CloseConnection, Pending
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import NotLeaderOrFollowerError
-from minibroker.protocol.kafka.codec import encode_request
+from minibroker.protocol.kafka.codec import decode_response, encode_request
 from minibroker.protocol.messages.bodies import Route
 
 UNSUPPORTED_VERSION = 35
@@ -188,3 +188,26 @@ def test_produce_with_null_records_is_refused_as_corrupt_without_reaching_the_ha
         (4, CORRUPT_MESSAGE)
     ]
     assert called == []
+
+
+async def test_a_deferred_failure_of_a_fetch_by_topic_id_answers_by_that_id() -> None:
+    async def fail_later() -> Body:
+        raise NotLeaderOrFollowerError("moved")
+
+    topic_id = bytes(15) + b"\x2a"
+    codec = codec_serving(fetch=lambda h, b: Deferred(fail_later))
+    body = {
+        "max_wait_ms": 100,
+        "min_bytes": 1,
+        "topics": [{"topic_id": topic_id, "partitions": [{"partition": 3, "fetch_offset": 0}]}],
+    }
+    reply = codec.handle(frame_of(ApiKey.FETCH, 17, body))
+    assert isinstance(reply, Pending)
+    with trio.fail_after(5):
+        buffers = await reply.wait()
+    _, response = decode_response(answer(buffers)[4:], ApiKey.FETCH, 17)
+    [topic] = response["topics"]
+    assert topic["topic_id"] == topic_id
+    assert [(p["partition_index"], p["error_code"]) for p in topic["partitions"]] == [
+        (3, NOT_LEADER_OR_FOLLOWER)
+    ]

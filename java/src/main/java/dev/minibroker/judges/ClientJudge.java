@@ -48,6 +48,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       arrive; reports each member's assignments, how often they changed, and how often
  *       each record was consumed.
  * </ul>
+ *
+ * <p>Every report also says which Fetch versions the consumers sent ({@code fetch_versions}):
+ * v13+ name topics by their ids (KIP-516).</p>
  */
 public final class ClientJudge {
     static final ObjectMapper JSON = new ObjectMapper();
@@ -61,6 +64,7 @@ public final class ClientJudge {
     static final List<String> ERRORS = Collections.synchronizedList(new ArrayList<>());
 
     public static void main(String[] args) throws Exception {
+        SentVersions fetches = SentVersions.watch("FETCH");
         ObjectNode report;
         switch (args[0]) {
             case "produce":
@@ -72,6 +76,8 @@ public final class ClientJudge {
             default:
                 throw new IllegalArgumentException("unknown mode " + args[0]);
         }
+        ArrayNode fetchVersions = report.putArray("fetch_versions");
+        fetches.versions().forEach(fetchVersions::add);
         System.out.println(JSON.writeValueAsString(report));
         System.exit(0);
     }

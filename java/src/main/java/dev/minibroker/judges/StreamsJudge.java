@@ -29,6 +29,11 @@ import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
  * streamed to OUTPUT - until the store holds EXPECTED distinct words whose counts sum to
  * the words of the input, then prints one JSON object: the store's counts and the
  * application's state. The Python test reads OUTPUT and the internal topics back itself.
+ *
+ * <p>Two optional arguments follow: the processing guarantee ({@code at_least_once}, the
+ * default, or {@code exactly_once_v2}) and a state directory (a fresh temporary one by
+ * default). A restarted application given the same state directory keeps its process id,
+ * so under exactly_once_v2 its transactional producer fences the killed one's.</p>
  */
 public final class StreamsJudge {
     public static final String STORE = "word-counts";
@@ -39,11 +44,15 @@ public final class StreamsJudge {
         String input = args[2];
         String output = args[3];
         long expectedTotal = Long.parseLong(args[4]);
-        Path stateDir = Files.createTempDirectory("streams-judge");
+        String guarantee = args.length > 5 ? args[5] : StreamsConfig.AT_LEAST_ONCE;
+        Path stateDir = args.length > 6
+                ? Files.createDirectories(Path.of(args[6]))
+                : Files.createTempDirectory("streams-judge");
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "500");
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "3");
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0"); // every update out
@@ -61,7 +70,7 @@ public final class StreamsJudge {
         ObjectNode report = ClientJudge.JSON.createObjectNode();
         try (KafkaStreams streams = new KafkaStreams(builder.build(), props)) {
             streams.start();
-            long deadline = System.currentTimeMillis() + 120_000;
+            long deadline = System.currentTimeMillis() + 180_000;
             Map<String, Long> counts = new TreeMap<>();
             while (System.currentTimeMillis() < deadline) {
                 if (streams.state() == KafkaStreams.State.RUNNING) {

@@ -55,7 +55,7 @@ from minibroker.protocol.records import (
     BatchHeader,
     TimestampType,
 )
-from minibroker.protocol.records.batch import CONTROL_BIT, TIMESTAMP_TYPE_BIT
+from minibroker.protocol.records.layout import CONTROL_BIT, TIMESTAMP_TYPE_BIT
 
 ARROW_BATCH_ROWS = 8192
 """Rows per Arrow batch handed to Spark (a batch ends at a record batch's end, so it

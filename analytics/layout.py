@@ -28,12 +28,11 @@ import bisect
 import mmap
 import os
 import re
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from minibroker.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
+from minibroker.protocol.records.layout import BATCH_HEADER_SIZE, LOG_OVERHEAD, header_struct
 
 SPLIT_BYTES = 256 * 1024 * 1024
 """Largest slice one task scans when the scan is one task per slice (the data source's
@@ -47,7 +46,7 @@ UNSPLIT_BYTES = 1 << 62
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]{1,249})-(?P<partition>\d+)$")
 _SEGMENT_FILE = re.compile(r"^(?P<base>\d{20})\.log$")
 _IGNORED_DIR_SUFFIXES = ("-future", "-delete")
-_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+_PREFIX = header_struct("base_offset", "batch_length")
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from minibroker.analytics.scan import CONTROL_TYPE_NAMES
 from minibroker.analytics.schema import PARTIALS
 from minibroker.protocol.records import LOG_OVERHEAD, BatchHeader, ControlRecordType
-from minibroker.protocol.records.batch import TRANSACTIONAL_BIT
+from minibroker.protocol.records.layout import TRANSACTIONAL_BIT
 
 SEQUENCE_MODULUS = 1 << 31
 """Sequence numbers are int32 and wrap to 0 after Integer.MAX_VALUE (Kafka's

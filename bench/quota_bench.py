@@ -13,13 +13,21 @@ broker`` with a Kafka listener) on free loopback ports, then, with confluent-kaf
    acks=1, one request in flight) from client id ``cost``, first with no quota at all,
    then with quotas on that client id high enough never to throttle
    (producer_byte_rate and request_percentage: every request measured, counted and
-   checked), alternating ``--rounds`` times; prints the broker process's CPU time
-   (utime + stime from /proc) per Produce request (the broker's own request count)
-   for each.
+   checked), after one warm-up round not kept, ``--rounds`` rounds, the side that goes
+   first alternating from round to round; prints the broker process's CPU time (utime +
+   stime from /proc, not the wall clock) per Produce request (the broker's own request
+   count) for each, and the median and range of each side and of the per-round change.
+3. **beside**: what a throttled client does to the others. A second client (``other``)
+   sends one 100-byte record at a time and waits for each (``--requests`` sends), once
+   alone and once while a producer held to ``--quota`` (client id ``held``) writes as
+   fast as it is let, alternating ``--rounds`` times; p50 / p99 ms of each, and the
+   ratio beside / alone. With ``--unthrottled`` the same also beside that producer
+   with its quota removed (what the quota spares the others).
 
 The last line is one JSON object with the figures.
 
-    python3 bench/quota_bench.py [--quota 1048576] [--seconds 20] [--requests 5000] [--rounds 3]
+    python3 bench/quota_bench.py [--quota 1048576] [--seconds 20] [--requests 5000]
+        [--rounds 9] [--unthrottled]
 """
 
 from __future__ import annotations
@@ -30,9 +38,11 @@ import json
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -134,12 +144,104 @@ def cost_round(kafka: str, pid: int, metrics_port: int, requests: int) -> float:
     )  # fmt: skip
     producer.produce("cost", b"c" * 100)
     producer.flush(30)  # connected, metadata known
-    cpu0, count0 = cpu_seconds(pid), produce_requests(metrics_port)
+    # the scrapes outside the CPU window: with quotas the metrics page is longer
+    count0 = produce_requests(metrics_port)
+    cpu0 = cpu_seconds(pid)
     for _ in range(requests):
         producer.produce("cost", b"c" * 100)
         producer.flush(30)
-    cpu1, count1 = cpu_seconds(pid), produce_requests(metrics_port)
+    cpu1 = cpu_seconds(pid)
+    count1 = produce_requests(metrics_port)
     return (cpu1 - cpu0) / max(count1 - count0, 1) * 1e6
+
+
+def send_and_wait(kafka: str, requests: int) -> dict[str, float]:
+    """p50 / p99 ms of ``requests`` one-record sends from client id ``other``, each
+    acknowledged before the next (after 200 warm-up sends)."""
+    producer = Producer(
+        {"bootstrap.servers": kafka, "client.id": "other", "linger.ms": 0, "acks": 1}
+    )
+    latencies: list[float] = []
+    for i in range(requests + 200):
+        started = time.perf_counter()
+        producer.produce("other", b"o" * 100)
+        producer.flush(30)
+        if i >= 200:
+            latencies.append(time.perf_counter() - started)
+    latencies.sort()
+    return {
+        "p50_ms": latencies[len(latencies) // 2] * 1e3,
+        "p99_ms": latencies[int(len(latencies) * 0.99)] * 1e3,
+    }
+
+
+def flood(kafka: str, stop: threading.Event) -> None:
+    """Client id ``held`` writes 16 KiB records as fast as the broker lets it."""
+    producer = Producer(
+        {"bootstrap.servers": kafka, "client.id": "held", "linger.ms": 5, "batch.size": 65536,
+         "queue.buffering.max.kbytes": 2048}
+    )  # fmt: skip
+    payload = b"h" * RECORD
+    while not stop.is_set():
+        try:
+            producer.produce("held", payload)
+        except BufferError:
+            producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(60)
+
+
+def beside(kafka: str, requests: int) -> dict[str, float]:
+    """send_and_wait while ``flood`` runs in a thread (librdkafka releases the GIL)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=flood, args=(kafka, stop), daemon=True)
+    thread.start()
+    try:
+        time.sleep(WARM_UP_S)  # past the flood's first burst
+        return send_and_wait(kafka, requests)
+    finally:
+        stop.set()
+        thread.join(120)
+
+
+def spread(values: list[float]) -> dict[str, Any]:
+    return {
+        "median": round(statistics.median(values), 3),
+        "range": [round(min(values), 3), round(max(values), 3)],
+    }
+
+
+def others(kafka: str, bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Another client's send-and-wait latency alone and beside the throttled producer
+    (``held`` still has its quota from ``held()``), alternating."""
+    sides = ["alone", "beside_throttled"]
+    if args.unthrottled:
+        sides.append("beside_unthrottled")
+    entity = ("--entity-type", "clients", "--entity-name", "held")
+    found: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    for round_number in range(args.rounds):
+        order = sides if round_number % 2 == 0 else sides[::-1]
+        for side in order:
+            if side == "alone":
+                found[side].append(send_and_wait(kafka, args.requests))
+                continue
+            if side == "beside_unthrottled":
+                cli(bootstrap, "quotas", "alter", *entity, "--delete-config",
+                    "producer_byte_rate")  # fmt: skip
+            found[side].append(beside(kafka, args.requests))
+            if side == "beside_unthrottled":
+                cli(bootstrap, "quotas", "alter", *entity, "--add-config",
+                    f"producer_byte_rate={args.quota}")  # fmt: skip
+        print(json.dumps({s: found[s][-1] for s in sides}), flush=True)
+    summary: dict[str, Any] = {}
+    for side in sides:
+        for key in ("p50_ms", "p99_ms"):
+            summary[f"{side}_{key}"] = spread([run[key] for run in found[side]])
+    for side in sides[1:]:
+        for key in ("p50_ms", "p99_ms"):
+            ratios = [b[key] / a[key] for a, b in zip(found["alone"], found[side], strict=True)]
+            summary[f"{side}_over_alone_{key}"] = spread(ratios)
+    return summary
 
 
 def main() -> int:
@@ -147,7 +249,10 @@ def main() -> int:
     parser.add_argument("--quota", type=int, default=1_048_576)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--requests", type=int, default=5000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--unthrottled", action="store_true", help="beside: also with the quota removed"
+    )
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,27 +276,38 @@ def main() -> int:
             processes.append(broker)
             wait_port(kafka_port)
             bootstrap, kafka = f"127.0.0.1:{port}", f"127.0.0.1:{kafka_port}"
-            for topic in ("held", "cost"):
+            for topic in ("held", "cost", "other"):
                 cli(bootstrap, "topic", "create", topic, "--partitions", "1",
                     "--replication-factor", "1")  # fmt: skip
             result: dict[str, Any] = {"held": held(kafka, bootstrap, args.quota, args.seconds)}
             print(json.dumps(result["held"]), flush=True)
             costs: dict[str, list[float]] = {"none": [], "quotas": []}
             entity = ("--entity-type", "clients", "--entity-name", "cost")
-            for _ in range(args.rounds):
-                costs["none"].append(cost_round(kafka, broker.pid, metrics_port, args.requests))
-                cli(bootstrap, "quotas", "alter", *entity, "--add-config",
-                    "producer_byte_rate=1000000000000,request_percentage=100000")  # fmt: skip
-                costs["quotas"].append(cost_round(kafka, broker.pid, metrics_port, args.requests))
-                cli(bootstrap, "quotas", "alter", *entity, "--delete-config",
-                    "producer_byte_rate,request_percentage")  # fmt: skip
+            never = "producer_byte_rate=1000000000000,request_percentage=100000"
+            cost_round(kafka, broker.pid, metrics_port, args.requests)  # warm-up, not kept
+            for round_number in range(args.rounds):
+                order = ("none", "quotas") if round_number % 2 == 0 else ("quotas", "none")
+                for side in order:
+                    if side == "quotas":
+                        cli(bootstrap, "quotas", "alter", *entity, "--add-config", never)
+                    costs[side].append(cost_round(kafka, broker.pid, metrics_port, args.requests))
+                    if side == "quotas":
+                        cli(bootstrap, "quotas", "alter", *entity, "--delete-config",
+                            "producer_byte_rate,request_percentage")  # fmt: skip
                 print(json.dumps({k: round(v[-1], 1) for k, v in costs.items()}), flush=True)
-            none, quotas = (sorted(costs[k])[len(costs[k]) // 2] for k in ("none", "quotas"))
+            pairs = zip(costs["none"], costs["quotas"], strict=True)
+            changes = [(q - n) / n * 100 for n, q in pairs]
+            none, quotas = (statistics.median(costs[k]) for k in ("none", "quotas"))
             result["cpu_us_per_produce"] = {
                 "none": [round(v, 1) for v in costs["none"]],
                 "quotas": [round(v, 1) for v in costs["quotas"]],
+                "none_median_range": spread(costs["none"]),
+                "quotas_median_range": spread(costs["quotas"]),
                 "median_increase_percent": round((quotas - none) / none * 100, 1),
+                "per_round_increase_percent": spread(changes),
             }
+            result["beside"] = others(kafka, bootstrap, args)
+            result["load_average"] = [round(x, 2) for x in os.getloadavg()]
         finally:
             for process in reversed(processes):
                 process.terminate()

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BROKER_ID = 1
 CONTROLLER_ID = 3000  # not a broker id: only used as the sender of controller requests
 START_TIMEOUT_S = 30.0
+LEAD_TIMEOUT_S = 120.0
 _LISTENING = re.compile(r"listening on port (\d+)")
 # ``python -c`` program: run module argv[2] as __main__ under cProfile, timed by the
 # process's CPU time rather than the wall clock (on a busy machine the wall clock mostly
@@ -147,7 +148,8 @@ async def lead(
         kafka_host, _, kafka_port = kafka.rpartition(":")
         me |= {"kafka_host": kafka_host, "kafka_port": int(kafka_port)}
     header = {"controller_id": CONTROLLER_ID, "controller_epoch": 1, "broker_epoch": -1}
-    async with Connection(host, port, security=security) as conn:
+    # LeaderAndIsr of thousands of partitions creates their logs: slow on a busy machine.
+    async with Connection(host, port, security=security, request_timeout=LEAD_TIMEOUT_S) as conn:
         body = {
             **header,
             "partition_states": [s | {"is_new": True} for s in states],

@@ -14,14 +14,23 @@ alternating from round to round, and each goes through the same steps:
    acks=1 and acks=all, then reads the 1 KiB topic from the start (RSS sampled every
    0.1 s throughout: the peak is "under load"); end-to-end latency at 1,000 and
    20,000 records/s; Kafka's ProducerPerformance, ConsumerPerformance and
-   EndToEndLatency (not with ``--no-java``); then a topic of 2 GiB (32 MiB with
-   ``--quick``), kill -9 once ZooKeeper dropped the broker, start again: seconds
-   until a consumer bootstrapped at it reads the last record;
+   EndToEndLatency (not with ``--no-java``); many of what a broker holds idle: a topic
+   of 1,000 partitions created (seconds until each has a leader) and 500,000 100 B
+   records sent round-robin over them, 1 KiB acks=1 produced beside 1,000 connections
+   that asked ApiVersions and went quiet (and the RSS with them), a group of three
+   consumers, each a process, reading 300,000 1 KiB records over 6 partitions (MB/s
+   from the subscribe, seconds until the last assignment); ``--quick``: 100 partitions,
+   200 connections, no group); then a topic of 2 GiB (32 MiB with ``--quick``), kill
+   -9 once ZooKeeper dropped the broker, start again: seconds until a consumer
+   bootstrapped at it reads the last record (the broker reloads every topic above);
 2. three brokers, RF 3: confluent-kafka produces 1 KiB at acks=1 and acks=all and 100 B
    at acks=all, ProducerPerformance at acks=all; then (not with ``--quick``) a follower
-   of a 256 MiB topic (Kafka takes minutes to fill 2 GiB at RF 3 acks=all here) is
-   killed and started again: seconds until it is ready and until ZooKeeper's ISR names
-   it.
+   of a 2 GiB topic (filled at acks=1, then one record at acks=all once the follower
+   is back in the ISR) is killed and started again: seconds until it is ready and
+   until ZooKeeper's ISR names it.
+
+A workload that fails (a timeout under load) is one run's ``errors`` entry and its
+figures are left out; the run goes on.
 
 Output: one JSON line per run (one system, one round: its figures, the load average
 before and after), a Markdown table (median, min-max and minibroker/Kafka ratio of
@@ -74,7 +83,10 @@ from bench.side_by_side.workloads import (
     consume_rate,
     create_topic,
     e2e_latency,
+    group_consume,
+    idle_connections,
     produce_rate,
+    produce_spread,
     restart_until_in_isr,
     restart_until_serving,
 )
@@ -85,6 +97,9 @@ KIB = 1024
 RSS_SAMPLE_S = 0.1
 PORT_RANGE = (20_000, 32_000)
 JAVA_RECORDS = 50_000
+GROUP_MEMBERS = 3
+ISR_TIMEOUT_S = 300.0
+GROUP_PARTITIONS = 6
 """1 KiB records per run of Kafka's perf tools (100 B: five times as many): their
 producer's defaults (linger.ms 0, 16 KiB batches) make it far slower than librdkafka's."""
 
@@ -96,7 +111,11 @@ class Sizes:
     records_rf3: int
     e2e_seconds: dict[int, float]  # seconds at each rate (records/s)
     restart_bytes: int  # what the one broker holds when it is killed
-    restart_rf3_bytes: int  # what the RF 3 follower holds (Kafka fills RF 3 slowly here)
+    restart_rf3_bytes: int  # what the RF 3 follower holds when it is killed
+    many_partitions: int  # the partitions of the many-partitions topic
+    records_many_partitions: int  # 100 B records sent round-robin over them
+    idle_connections: int  # quiet Kafka connections held open beside one producer
+    records_group: int  # 1 KiB records a group of GROUP_MEMBERS consumers reads
     java: bool
     full: bool  # the RF 3 restart and the other RF 3 workloads
     warmup_records: int  # 1 KiB records produced and consumed before measuring (the JIT)
@@ -109,7 +128,11 @@ FULL = Sizes(
     records_rf3=100_000,
     e2e_seconds={1000: 10.0, 20_000: 6.0},
     restart_bytes=2 << 30,
-    restart_rf3_bytes=256 << 20,
+    restart_rf3_bytes=2 << 30,
+    many_partitions=1000,
+    records_many_partitions=500_000,
+    idle_connections=1000,
+    records_group=300_000,
     java=True,
     full=True,
     warmup_records=200_000,
@@ -122,6 +145,10 @@ QUICK = Sizes(
     e2e_seconds={1000: 2.5},
     restart_bytes=32 << 20,
     restart_rf3_bytes=0,
+    many_partitions=100,
+    records_many_partitions=100_000,
+    idle_connections=200,
+    records_group=0,  # none: spawning its three processes costs ~15 s a system
     java=False,
     full=False,
     warmup_records=0,
@@ -161,11 +188,13 @@ def main() -> None:
                 root = Path(tmp) / f"{system}-{round_number}"
                 chroot = f"{zookeeper.connect_string}/{system}-{round_number}"
                 cluster = ClusterMaker(system, root, chroot, base_port, classpath, sizes.settings)
-                figures = run_system(cluster, sizes)
+                errors: list[str] = []
+                figures = run_system(cluster, sizes, errors)
                 run = {
                     "round": round_number,
                     "system": system,
                     "figures": {k: round(v, 4) for k, v in figures.items()},
+                    "errors": errors,
                     "load_before": [round(x, 2) for x in load_before],
                     "load_after": [round(x, 2) for x in os.getloadavg()],
                 }
@@ -200,26 +229,28 @@ class ClusterMaker:
         return MinibrokerBrokers(data, connect, self.base_port, size, self.settings)
 
 
-def run_system(cluster: ClusterMaker, sizes: Sizes) -> dict[str, float]:
+def run_system(cluster: ClusterMaker, sizes: Sizes, errors: list[str]) -> dict[str, float]:
     figures: dict[str, float] = {}
     brokers: Brokers = cluster(1)
     try:
         with step(f"{brokers.name}: start 1 broker"):
             brokers.start_all()
-        one_broker(brokers, sizes, figures)
+        one_broker(brokers, sizes, figures, errors)
     finally:
         brokers.stop()
     brokers = cluster(3)
     try:
         with step(f"{brokers.name}: start 3 brokers"):
             brokers.start_all()
-        three_brokers(brokers, sizes, figures)
+        three_brokers(brokers, sizes, figures, errors)
     finally:
         brokers.stop()
     return figures
 
 
-def one_broker(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> None:
+def one_broker(
+    brokers: Brokers, sizes: Sizes, figures: dict[str, float], errors: list[str]
+) -> None:
     bootstrap = brokers.bootstrap
     (pid,) = brokers.pids()
     figures["rss_mb_at_rest"] = rss_bytes(pid) / MB
@@ -244,10 +275,12 @@ def one_broker(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> Non
                     figures["broker_cpu_ms_per_mb_produce_1kib"] = spent_ms / (count * size / MB)
         figures["consume_1kib"] = consume_rate(bootstrap, "produce_1kib_acks1", sizes.records_1kib)
     figures["rss_mb_under_load"] = peak.peak / MB
+    with attempt("many partitions, connections and members", errors):
+        many(brokers, sizes, figures)
     for rate, seconds in sizes.e2e_seconds.items():
         topic = f"e2e-{rate}"
         create_topic(bootstrap, topic)
-        with step(f"end to end at {rate}/s"):
+        with step(f"end to end at {rate}/s"), attempt(f"end to end at {rate}/s", errors):
             for label, value in e2e_latency(bootstrap, topic, rate, seconds).items():
                 figures[f"e2e_{label}_{rate}rps"] = value
     if sizes.java:
@@ -278,7 +311,41 @@ def one_broker(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> Non
         figures["restart_to_serving_s"] = restart_until_serving(brokers, 1, "restart", count - 1)
 
 
-def three_brokers(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> None:
+def many(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> None:
+    """One broker: a topic of many partitions (created, then written round-robin), one
+    producer beside many idle connections, and a consumer group of three."""
+    bootstrap = brokers.bootstrap
+    (pid,) = brokers.pids()
+    started = time.monotonic()
+    with step(f"create {sizes.many_partitions} partitions"):
+        create_topic(bootstrap, "many", partitions=sizes.many_partitions)
+    figures["many_partitions_create_s"] = time.monotonic() - started
+    with step(f"produce over {sizes.many_partitions} partitions"):
+        rate = produce_spread(
+            bootstrap, "many", sizes.records_many_partitions, 100, sizes.many_partitions
+        )
+    figures["produce_100b_many_partitions"] = rate["records_per_s"]
+    create_topic(bootstrap, "beside-idle")
+    with (
+        step(f"produce beside {sizes.idle_connections} idle connections"),
+        idle_connections(bootstrap, sizes.idle_connections),
+    ):
+        figures["rss_mb_idle_connections"] = rss_bytes(pid) / MB
+        rate = produce_rate(bootstrap, "beside-idle", sizes.records_1kib, KIB, "1")
+        figures["produce_1kib_idle_connections"] = rate["mb_per_s"]
+    if not sizes.records_group:
+        return
+    create_topic(bootstrap, "group", partitions=GROUP_PARTITIONS)
+    produce_spread(bootstrap, "group", sizes.records_group, KIB, GROUP_PARTITIONS)
+    with step(f"a group of {GROUP_MEMBERS} consumes"):
+        found = group_consume(bootstrap, "group", sizes.records_group, GROUP_MEMBERS)
+    figures["group3_consume_1kib"] = found["mb_per_s"]
+    figures["group3_settled_s"] = found["settled_s"]
+
+
+def three_brokers(
+    brokers: Brokers, sizes: Sizes, figures: dict[str, float], errors: list[str]
+) -> None:
     bootstrap = brokers.bootstrap
     workloads = [(KIB, "all", "produce_1kib_rf3_acksall")]
     if sizes.full:  # --quick keeps to the workloads the summary must have
@@ -299,14 +366,44 @@ def three_brokers(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> 
         )
         figures[tool.workload] = run_java_tools(bootstrap, [tool])[tool.workload]["mb_per_s"]
     if sizes.full:
-        create_topic(bootstrap, "restart-rf3", assignment=[[1, 2, 3]])
-        with step("fill RF 3 for the restart"):
-            produce_rate(bootstrap, "restart-rf3", sizes.restart_rf3_bytes // KIB, KIB, "all")
-        brokers.kill(3)
-        with step("restart a follower until in ISR"):
-            timings = restart_until_in_isr(brokers, 3, "restart-rf3")
-        figures["restart_rf3_to_ready_s"] = timings["ready_s"]
-        figures["restart_rf3_to_isr_s"] = timings["in_isr_s"]
+        with attempt("RF 3 restart", errors):
+            restart_follower(brokers, sizes, figures)
+
+
+def restart_follower(brokers: Brokers, sizes: Sizes, figures: dict[str, float]) -> None:
+    """RF 3: fill a partition, kill -9 a follower, start it again."""
+    bootstrap = brokers.bootstrap
+    create_topic(bootstrap, "restart-rf3", assignment=[[1, 2, 3]])
+    with step("fill RF 3 for the restart"):
+        # acks=1 (RF 3 acks=all fills 2 GiB in minutes on Kafka here), then one
+        # record at acks=all: acknowledged once every replica in the ISR has it all; a
+        # follower the fill left behind is out of the ISR until it has caught up
+        produce_rate(bootstrap, "restart-rf3", sizes.restart_rf3_bytes // KIB, KIB, "1")
+        deadline = time.monotonic() + ISR_TIMEOUT_S
+        while True:
+            produce_rate(bootstrap, "restart-rf3", 1, KIB, "all")
+            if 3 in brokers.isr("restart-rf3", 0):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the follower to restart is not in the ISR")
+            time.sleep(1.0)
+    brokers.kill(3)
+    with step("restart a follower until in ISR"):
+        timings = restart_until_in_isr(brokers, 3, "restart-rf3")
+    figures["restart_rf3_to_ready_s"] = timings["ready_s"]
+    figures["restart_rf3_to_isr_s"] = timings["in_isr_s"]
+
+
+@contextlib.contextmanager
+def attempt(name: str, errors: list[str]) -> Iterator[None]:
+    """A workload whose failure is reported (stderr, the run's ``errors``) and leaves
+    its figures out instead of ending the whole run: a round takes many minutes."""
+    try:
+        yield
+    except Exception as failure:
+        message = f"{name}: {type(failure).__name__}: {failure}"
+        print(f"  FAILED {message}", file=sys.stderr, flush=True)
+        errors.append(message)
 
 
 @contextlib.contextmanager

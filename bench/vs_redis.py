@@ -18,9 +18,10 @@ Each round runs both sides, the one that goes first alternating:
   after 2,000 warm-up sends, and the server's and the client's CPU microseconds per
   send.
 
-Redis's client is redis-py with hiredis, its compiled reply parser (``pip install
-'redis[hiredis]'``; without it redis-py parses in Python and Redis reads at a fraction
-of the speed). Redis runs as Debian's ``redis-server`` with its defaults except RDB
+Redis's client is redis-py with hiredis, its compiled reply parser (the ``bench`` extra:
+``scripts/pip-install fast,bench``; without hiredis redis-py parses in Python and Redis
+reads at a fraction of the speed). Redis runs as Debian's ``redis-server`` (installed
+through ``scripts/need-debian`` when it is missing) with its defaults except RDB
 snapshots, which
 are off (``--save ""``), as minibroker does not fsync either; a fresh server and a fresh
 broker each run. Prints one JSON line per run, then ``{"summary": {...}}`` with each
@@ -44,8 +45,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import redis
-import redis.utils
+try:
+    import redis
+    import redis.utils
+except ImportError:  # the bench extra is not installed
+    sys.exit("bench/vs_redis.py needs redis-py and hiredis: scripts/pip-install fast,bench")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -184,7 +188,12 @@ def _bench(script: str, *args: str) -> dict[str, float]:
 def main() -> None:
     args = parse_args()
     if not redis.utils.HIREDIS_AVAILABLE:
-        sys.exit("bench/vs_redis.py: hiredis is not installed (pip install 'redis[hiredis]')")
+        sys.exit("bench/vs_redis.py: hiredis is missing (scripts/pip-install fast,bench)")
+    if shutil.which(args.redis_server) is None:
+        subprocess.run(
+            [str(ROOT / "scripts" / "need-debian"), "redis-server:redis-server"], check=True
+        )
+        args.redis_server = shutil.which("redis-server") or "redis-server"
     runs: list[dict[str, object]] = []
     sides = {"minibroker": minibroker_side, "redis": redis_side}
     for round_number in range(args.rounds):

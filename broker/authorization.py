@@ -28,8 +28,9 @@ dispatcher calls handlers directly: authorization costs nothing when it is off.
 
 The parts: the asking session and the building blocks of rules
 (broker/authorization_rules.py), the rules of the broker's own APIs
-(broker/authorization_broker_rules.py) and of the group coordinator's
-(broker/authorization_group_rules.py); this module holds the table and runs it.
+(broker/authorization_broker_rules.py), of the group coordinator's
+(broker/authorization_group_rules.py) and of transactions
+(broker/authorization_txn_rules.py); this module holds the table and runs it.
 """
 
 from __future__ import annotations
@@ -44,14 +45,11 @@ from minibroker.broker.authorization_broker_rules import (
     delete_topics,
     describe_cluster,
     fetch,
-    init_producer_id,
     metadata,
     offset_for_leader_epoch,
-    produce,
 )
 from minibroker.broker.authorization_group_rules import (
     describe_groups,
-    find_coordinator,
     list_groups,
     offset_commit,
     offset_delete,
@@ -66,6 +64,18 @@ from minibroker.broker.authorization_rules import (
     on_group,
     per_group,
     per_topic,
+)
+from minibroker.broker.authorization_txn_rules import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    describe_producers,
+    describe_transactions,
+    end_txn,
+    find_coordinator,
+    init_producer_id,
+    list_transactions,
+    produce,
+    txn_offset_commit,
 )
 from minibroker.broker.dispatcher import Deferred, Handler, HandlerResult
 from minibroker.protocol.acls import Operation
@@ -97,7 +107,7 @@ class RequestAuthorization(AuthorizationContext):
 UNLISTED_RULE: Final = on_cluster(Operation.CLUSTER_ACTION)
 
 RULES: Final[dict[int, Rule]] = {
-    ApiKey.PRODUCE: produce,
+    ApiKey.PRODUCE: produce,  # and WRITE on its transactional id
     ApiKey.FETCH: fetch,
     ApiKey.LIST_OFFSETS: per_topic(Operation.DESCRIBE),
     ApiKey.METADATA: metadata,
@@ -131,23 +141,22 @@ RULES: Final[dict[int, Rule]] = {
     # A broker's identity proof: brokers only, as the controller's requests.
     ApiKey.BROKER_CHALLENGE: on_cluster(Operation.CLUSTER_ACTION),
     ApiKey.BROKER_PROOF: on_cluster(Operation.CLUSTER_ACTION),
-    # Transactions: Kafka asks for WRITE on a TransactionalId resource, a type these
-    # ACLs do not have yet, so with an authorizer only brokers and super users may.
-    ApiKey.ADD_PARTITIONS_TO_TXN: UNLISTED_RULE,
-    ApiKey.ADD_OFFSETS_TO_TXN: UNLISTED_RULE,
-    ApiKey.END_TXN: UNLISTED_RULE,
-    ApiKey.TXN_OFFSET_COMMIT: UNLISTED_RULE,
+    # Transactions: WRITE / DESCRIBE on the TransactionalId (authorization_txn_rules.py).
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
+    ApiKey.END_TXN: end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit,
     ApiKey.WRITE_TXN_MARKERS: on_cluster(Operation.CLUSTER_ACTION),
-    ApiKey.DESCRIBE_TRANSACTIONS: UNLISTED_RULE,
-    ApiKey.LIST_TRANSACTIONS: UNLISTED_RULE,
-    ApiKey.DESCRIBE_PRODUCERS: UNLISTED_RULE,
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: list_transactions,
+    ApiKey.DESCRIBE_PRODUCERS: describe_producers,
     # SASL: authentication comes before any authorization.
     17: no_check,  # SaslHandshake
     36: no_check,  # SaslAuthenticate
     # Group coordinator APIs, by Kafka's key numbers and field names.
     8: offset_commit,  # OffsetCommit
     9: offset_fetch,  # OffsetFetch
-    10: find_coordinator,  # FindCoordinator
+    10: find_coordinator,  # FindCoordinator (groups', transactional ids')
     11: on_group(Operation.READ),  # JoinGroup
     12: on_group(Operation.READ),  # Heartbeat
     13: on_group(Operation.READ),  # LeaveGroup

@@ -182,6 +182,7 @@ class Broker:
         self.membership: ClusterMembership | None = None
         self.topic_configs: TopicConfigs | None = None
         self.producer_ids: ProducerIdManager | None = None
+        self.kafka_apis: KafkaApis | None = None
         self.txn_markers: WriteTxnMarkersApi | None = None
         """The leader's side of WriteTxnMarkers (the transaction coordinator's markers)."""
         self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
@@ -288,7 +289,9 @@ class Broker:
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
         )
-        apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
+        apis = self.kafka_apis = KafkaApis(
+            replica_manager, self.metadata_cache, is_replica=fence.is_broker
+        )
         apis.install(self.dispatcher)
         DeleteRecords(replica_manager, self.metadata_cache).install(self.dispatcher)
         ControllerApis(replica_manager, self.metadata_cache, fence).install(

@@ -107,13 +107,22 @@ class QuotaSensor:
         self.tokens = burst  # what may still be used now; negative: in debt
         self.checked = now
 
-    def take(self, value: float, quota: float, burst: float, now: float) -> float:
-        """Spend ``value`` from the bucket (refilled at ``quota`` per second up to
-        ``burst``); the seconds until it is out of debt again, 0 when it is not in
-        debt."""
-        self.tokens = min(burst, self.tokens + (now - self.checked) * quota) - value
+    def spend(self, value: float, quota: float, burst: float, now: float) -> float:
+        """Count ``value`` in the rate and spend it from the bucket (refilled at
+        ``quota`` per second up to ``burst``); the throttle (ms) until the bucket is out
+        of debt again, 0 when it is not in debt. One call per request and quota: it is
+        on every request's path while any quota is configured."""
+        self.rate.record(value, now)
+        self.total += value
+        tokens = min(burst, self.tokens + (now - self.checked) * quota) - value
+        self.tokens = tokens
         self.checked = now
-        return 0.0 if self.tokens >= 0 else -self.tokens / quota
+        if tokens >= 0:
+            return 0.0
+        throttle = -tokens / quota * 1000.0
+        self.throttled_ms += throttle
+        self.throttles += 1
+        return throttle
 
 
 class ClientQuotas:
@@ -133,12 +142,16 @@ class ClientQuotas:
         self.configs: dict[QuotaEntity, dict[str, float]] = {}
         self.sensors: dict[tuple[str, Tags], QuotaSensor] = {}
         self._resolved: dict[tuple[str, str, str], tuple[float, Tags] | None] = {}
+        # (key, user, client id) -> (quota, burst, sensor), or None where no quota
+        # applies: what record() needs, found with one lookup
+        self._hot: dict[tuple[str, str, str], tuple[float, float, QuotaSensor] | None] = {}
 
     def update(self, configs: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
         """Replace every quota (a change is applied to the next request)."""
         self.configs = {entity: dict(values) for entity, values in configs.items()}
         self.active = bool(self.configs)
         self._resolved.clear()
+        self._hot.clear()
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[float, Tags] | None:
         """The quota on ``key`` for (user, client id) and its metric tags, or None."""
@@ -159,9 +172,21 @@ class ClientQuotas:
     def record(self, key: str, user: str, client_id: str, value: float) -> float:
         """Count ``value`` against (user, client id)'s ``key`` quota; the throttle time
         (ms) it earns, 0 when within the quota or none applies."""
+        try:
+            hot = self._hot[(key, user, client_id)]
+        except KeyError:
+            hot = self._hot[(key, user, client_id)] = self._sensor(key, user, client_id)
+        if hot is None:
+            return 0.0
+        bound, burst, sensor = hot
+        return sensor.spend(value, bound, burst, self.clock())
+
+    def _sensor(
+        self, key: str, user: str, client_id: str
+    ) -> tuple[float, float, QuotaSensor] | None:
         quota = self.quota(key, user, client_id)
         if quota is None:
-            return 0.0
+            return None
         bound, tags = quota
         now = self.clock()
         burst = bound * self.window_num * self.window_s
@@ -172,19 +197,13 @@ class ClientQuotas:
             sensor = self.sensors[(key, tags)] = QuotaSensor(
                 self.window_num, self.window_s, burst, now
             )
-        sensor.rate.record(value, now)
-        sensor.total += value
-        throttle = sensor.take(value, max(bound, 1e-9), burst, now) * 1000.0
-        if throttle <= 0.0:
-            return 0.0
-        sensor.throttled_ms += throttle
-        sensor.throttles += 1
-        return throttle
+        return max(bound, 1e-9), burst, sensor
 
     def _drop_idle(self, now: float) -> None:
         idle = [k for k, s in self.sensors.items() if now - s.checked > SENSOR_EXPIRY_S]
         for key in idle:
             del self.sensors[key]
+        self._hot.clear()  # it may hold the sensors just dropped
 
 
 def _candidates(user: str, client_id: str) -> Iterator[QuotaEntity]:
@@ -271,7 +290,11 @@ def enforce(
     client_id = header.client_id or ""
     throttle = 0.0
     if api == PRODUCE:
-        sent = sum(len(p["records"] or b"") for t in request["topics"] for p in t["partitions"])
+        topics = request["topics"]
+        if len(topics) == 1 and len(topics[0]["partitions"]) == 1:  # no generator
+            sent = len(topics[0]["partitions"][0]["records"] or b"")
+        else:
+            sent = sum(len(p["records"] or b"") for t in topics for p in t["partitions"])
         throttle = quotas.record(PRODUCER_BYTE_RATE, user, client_id, sent)
     elif api == FETCH:
         if request.get("replica_id", -1) >= 0:

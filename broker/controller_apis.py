@@ -7,10 +7,19 @@ have proven to be the controller ZooKeeper names, the controller epoch must be t
 current one, the broker epoch this broker's registration.
 They take effect one at a time in arrival order (``InOrder``), as Kafka's
 one-request-at-a-time channel guarantees.
+
+Python's collector: the objects a LeaderAndIsr builds (each new partition's state,
+log, segments, indexes) live as long as the partition, and thousands of partitions
+made every full collection walk them (40-65 ms with 3,000, stalling every client,
+docs/performance.md). A LeaderAndIsr that created partitions therefore freezes
+(``gc.freeze``, a constant-time move) everything alive, as the broker does after its
+start-up; a StopReplica that deletes partitions unfreezes, so what they leave behind
+can be collected, until the next LeaderAndIsr that creates partitions.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias, TypeVar
 
@@ -86,11 +95,14 @@ class ControllerApis:
                 }
             for broker in request["live_leaders"]:
                 self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
+            hosted = len(self.replica_manager.partitions)
             errors = await self.replica_manager.become_leader_or_follower(
                 request["controller_epoch"],
                 states,
                 {t["topic_name"]: t["topic_id"] for t in request.get("topic_ids", ())},
             )
+            if len(self.replica_manager.partitions) > hosted:
+                gc.freeze()  # the new partitions are out of full collections' walk
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
         return self._controller_ordered(apply)
@@ -112,6 +124,8 @@ class ControllerApis:
                     "partition_errors": [],
                 }
             errors = await self.replica_manager.stop_replicas(request["controller_epoch"], stops)
+            if any(delete for _, delete in stops):
+                gc.unfreeze()  # the deleted partitions' objects may be collected
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 
         return self._controller_ordered(apply)

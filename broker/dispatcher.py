@@ -31,7 +31,14 @@ CLUSTER_AUTHORIZATION_FAILED on every other listener, before its handler runs.
 
 Size: every API that names topics, partitions, groups or resources is capped at
 ``request.max.partitions`` items (broker/request_caps.py, checked before authorization
-and the handler: no per-item work for a request that is refused).
+and the handler: no per-item work for a request that is refused). A request of that
+table naming more than ``ITEMS_PER_TURN`` items is handled in turns, the event loop
+serving other connections between them: its decoding, its handler, the count of its
+answer's error codes and the answer's encoding each take a turn of their own (for
+3,000 partitions each is a few milliseconds; together they held every client for
+10-20). Its connection reads no further request until the handler has run (``Pending.
+ordered``), so later requests still follow its effects. Produce, Fetch and ListOffsets
+work in turns in their handlers (broker/apis.py).
 
 Authorization: with an authorizer configured, ``authorization`` is set and every handler
 runs through it (broker/authorization.py: the table of which operation each API
@@ -66,6 +73,10 @@ log = logging.getLogger(__name__)
 
 RequestT = TypeVar("RequestT")
 ResponseT = TypeVar("ResponseT")
+
+
+ITEMS_PER_TURN = 250
+"""A request of ``RequestCaps``' table naming more items is handled in turns."""
 
 
 class Deferred(Generic[ResponseT]):
@@ -154,9 +165,10 @@ class RequestDispatcher:
 
     def dispatch(self, header: RequestHeader, body: Body, encoder: ResponseEncoder) -> Reply:
         """Run the handler of ``header.api_key`` and encode its answer with ``encoder``."""
+        items = 0
         if self.caps is not None:  # its size first: the cheapest refusal
             try:
-                self.caps.check(header.api_key, body)
+                items = self.caps.check(header.api_key, body)
             except KafkaError as exc:
                 return self._refuse(header, exc, encoder)
         handler = self._handlers.get(header.api_key)
@@ -170,22 +182,16 @@ class RequestDispatcher:
                 f"{describe(header)} is served on listener {only}, not {encoder.listener}"
             )
             return self._refuse(header, refused, encoder)
+        if items > ITEMS_PER_TURN:
+            return self._in_turns(header, body, handler, encoder)
         started = time.perf_counter()
         try:
-            guard = self.authorization
-            result = handler(header, body) if guard is None else guard.run(header, body, handler)
+            result = self._run(header, body, handler, started)
         except CloseConnection:
             raise
         except Exception as exc:
             reply: Reply = self._refuse(header, _as_kafka_error(header, exc), encoder)
         else:
-            quotas = self.quotas
-            if quotas is not None and quotas.active:
-                handling_s = time.perf_counter() - started
-                if isinstance(result, Deferred):
-                    result = _throttled(result, quotas, header, body, handling_s)
-                else:
-                    enforce(quotas, header, body, result, handling_s)
             if isinstance(result, Deferred):
                 finish = self._finish_deferred(header, body, result, started, encoder)
                 return Pending(finish, result.ordered)
@@ -195,6 +201,56 @@ class RequestDispatcher:
                 reply = encoder.encode_response(header, result)
         self.metrics.record_request(header.api_key, body, started)
         return reply
+
+    def _run(
+        self, header: RequestHeader, body: Body, handler: Handler, started: float
+    ) -> HandlerResult:
+        """The handler's answer, through authorization and client quotas."""
+        guard = self.authorization
+        result = handler(header, body) if guard is None else guard.run(header, body, handler)
+        quotas = self.quotas
+        if quotas is not None and quotas.active:
+            handling_s = time.perf_counter() - started
+            if isinstance(result, Deferred):
+                result = _throttled(result, quotas, header, body, handling_s)
+            else:
+                enforce(quotas, header, body, result, handling_s)
+        return result
+
+    def _in_turns(
+        self, header: RequestHeader, body: Body, handler: Handler, encoder: ResponseEncoder
+    ) -> Pending:
+        """A large request's handling, each step in a turn of its own (``ITEMS_PER_TURN``);
+        the connection's next request waits for the handler's effects (``ordered``)."""
+        ordered = trio.Event()
+
+        async def in_turns() -> Sequence[Buffer] | None:
+            started = time.perf_counter()
+            try:
+                await trio.lowlevel.checkpoint()  # after the decoding's turn
+                result = self._run(header, body, handler, started)
+                if not isinstance(result, Deferred) or result.ordered is None:
+                    ordered.set()  # its effects are made: the connection reads on
+                if isinstance(result, Deferred):
+                    try:
+                        result = await result.wait()
+                    finally:
+                        ordered.set()  # a handler's own ordering: kept, to its end
+                if result is None:
+                    return None
+                await trio.lowlevel.checkpoint()
+                self.errors.answered(header, result)
+                await trio.lowlevel.checkpoint()
+                return encoder.encode_response(header, result)
+            except CloseConnection:
+                raise
+            except Exception as exc:
+                return self._refuse(header, _as_kafka_error(header, exc), encoder)
+            finally:
+                ordered.set()
+                self.metrics.record_request(header.api_key, body, started)
+
+        return Pending(in_turns, ordered)
 
     def _refuse(
         self, header: RequestHeader, error: KafkaError, encoder: ResponseEncoder

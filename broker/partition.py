@@ -13,11 +13,10 @@ State, all changed only on the Trio thread (so no locks):
   moving only forward; consumers read below it. With a single replica it equals the
   LEO after every append. On a follower it is min(leader HW, own LEO).
 
-Appends on the leader: check record counts (broker/log_validator.py), copy the entry
-once into a writable buffer, stamp LogAppendTime if the topic wants it, and hand it to
-``Log.append``, which validates every batch before writing anything and patches
-offsets and the leader epoch in place. Then the HW moves and the ReplicaManager wakes
-parked fetches and delayed produces.
+Appends on the leader go through ``Log.append_as_leader`` with the topic's checks
+(storage/log_validator.py: record counts, keys, codec, LogAppendTime), which validates
+every batch before writing anything and patches offsets and the leader epoch in place.
+Then the HW moves and the ReplicaManager wakes parked fetches and delayed produces.
 """
 
 from __future__ import annotations
@@ -27,14 +26,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from minibroker.broker.config import TopicConfig
-from minibroker.broker.log_validator import (
-    check_keys,
-    check_record_counts,
-    recompress,
-    stamp_log_append_time,
-    stored_codec,
-)
-from minibroker.protocol.compression import Compression
 from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -53,6 +44,7 @@ from minibroker.storage.log import (
     LogAppendInfo,
 )
 from minibroker.storage.log_config import Clock
+from minibroker.storage.log_validator import LeaderChecks
 from minibroker.storage.names import TopicPartition
 from minibroker.storage.txn_index import AbortedTxn
 
@@ -106,26 +98,6 @@ class AppendResult(NamedTuple):
     leader_epoch: int = NO_EPOCH  # the epoch stamped into the batches (acks=all checks it)
 
 
-class _AppendRules(NamedTuple):
-    """What a leader append asks of a topic's config, worked out once per config (a
-    TopicConfig is frozen: a change replaces ``Partition.config``) rather than on
-    every produce."""
-
-    config: TopicConfig
-    compact: bool  # records need keys
-    codec: Compression | None  # what batches are stored in; None: as the producer sent
-    log_append_time: bool
-
-    @classmethod
-    def of(cls, config: TopicConfig) -> _AppendRules:
-        return cls(
-            config,
-            "compact" in config.cleanup_policy,
-            stored_codec(config.compression_type),
-            config.log_append_time,
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     """What a fetch of one partition found; ``records`` may be a view of segment data."""
@@ -155,7 +127,9 @@ class Partition:
         self.local_broker_id = local_broker_id
         self.log = log
         self.config = config
-        self._append_rules: _AppendRules | None = None  # worked out at the first append
+        # The topic's checks for a leader's append, worked out at the first append and
+        # again when the (frozen) config is replaced.
+        self._append_checks: tuple[TopicConfig, LeaderChecks] | None = None
         self.clock = clock
         self.leader_id = -1
         self.leader_epoch = NO_EPOCH
@@ -286,21 +260,19 @@ class Partition:
                 f"{self.tp}: ISR {sorted(self.isr)} is smaller than min.insync.replicas "
                 f"{config.min_insync_replicas}"
             )
-        check_record_counts(records)
-        rules = self._append_rules
-        if rules is None or rules.config is not config:  # first append, or a new config
-            rules = self._append_rules = _AppendRules.of(config)
-        if rules.compact:
-            check_keys(records)
-        if rules.codec is not None:
-            records = recompress(records, rules.codec)
-        buf = bytearray(records)
-        append_time = -1
-        if rules.log_append_time:
-            append_time = self.clock()
-            stamp_log_append_time(buf, append_time)
-        info = self.log.append(
-            buf, assign_offsets=True, leader_epoch=self.leader_epoch, coordinator=coordinator
+        checks = self._append_checks
+        if checks is None or checks[0] is not config:  # first append, or a new config
+            made = LeaderChecks.of(
+                config.cleanup_policy, config.compression_type, config.log_append_time
+            )
+            checks = self._append_checks = (config, made)
+        append_time = self.clock() if config.log_append_time else -1
+        info = self.log.append_as_leader(
+            records,
+            checks[1],
+            append_time_ms=append_time,
+            leader_epoch=self.leader_epoch,
+            coordinator=coordinator,
         )
         if info.duplicate:
             # A producer's retry of batches already here: answer where they are; acks=all

@@ -110,14 +110,16 @@ class RequestCaps:
     def __init__(self, limit: int) -> None:
         self.limit = limit
 
-    def check(self, api_key: int, body: Body) -> None:
-        """Raise INVALID_REQUEST if the request names more than ``limit`` items."""
+    def check(self, api_key: int, body: Body) -> int:
+        """How many items the request names (0 for an API not in the table); raise
+        INVALID_REQUEST if more than ``limit``."""
         counter = COUNTERS.get(api_key)
         if counter is None:
-            return
+            return 0
         count = counter(body)
         if count > self.limit:
             raise InvalidRequestError(
                 f"{ApiKey(api_key).name} names {count} items (topics, partitions, groups,"
                 f" resources), more than request.max.partitions ({self.limit})"
             )
+        return count

@@ -102,9 +102,12 @@ class WriteTxnMarkersApi:
         ) -> None:
             outcomes[i] = await self.replica_manager.wait_for_acks(results, MARKER_TIMEOUT_MS)
 
-        async with trio.open_nursery() as nursery:
-            for i, (_, results) in enumerate(writes):
-                nursery.start_soon(wait, i, results)
+        if len(writes) == 1:  # a coordinator's usual request: no task to start
+            await wait(0, writes[0][1])
+        else:
+            async with trio.open_nursery() as nursery:
+                for i, (_, results) in enumerate(writes):
+                    nursery.start_soon(wait, i, results)
         answer: list[bodies.WriteTxnMarkersResponseMarker] = []
         for (marker, results), waited in zip(writes, outcomes, strict=True):
             by_topic: dict[str, list[bodies.WriteTxnMarkersResponseMarkerTopicPartition]] = {}

@@ -31,7 +31,14 @@ from typing import cast
 import trio
 
 from minibroker.protocol.errors import KafkaError
-from minibroker.protocol.records import Compression, Header, Record, encode_batch, encode_values
+from minibroker.protocol.records import (
+    BATCH_HEADER_SIZE,
+    Compression,
+    Header,
+    Record,
+    encode_batch,
+    encode_values,
+)
 
 RECORD_OVERHEAD = 12  # bytes a small record adds besides key and value (varints, attributes)
 
@@ -82,7 +89,7 @@ class ProducerBatch:
         self.keys: list[bytes | None] | None = None  # None while every key is None
         self.headers: list[tuple[Header, ...]] | None = None
         self.timestamps: list[int | None] | None = None
-        self.size = 61  # the batch header
+        self.size = BATCH_HEADER_SIZE
         self.created = now
         self.timestamp = timestamp  # wall-clock ms given to records without their own
         self.deadline = deadline

@@ -55,6 +55,7 @@ class ResourceType(_Coded):
     TOPIC = (2, "Topic")
     GROUP = (3, "Group")
     CLUSTER = (4, "Cluster")
+    TRANSACTIONAL_ID = (5, "TransactionalId")
 
 
 class PatternType(_Coded):
@@ -101,6 +102,7 @@ SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[Operation, ...]]] = {
         Operation.ALTER_CONFIGS,
     ),
     ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
     ResourceType.CLUSTER: (
         Operation.CREATE,
         Operation.CLUSTER_ACTION,

@@ -280,6 +280,14 @@ class SecurityDisabledError(KafkaError):
     name = "SECURITY_DISABLED"
 
 
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    """The principal may not use the transactional id (WRITE or DESCRIBE on its
+    TransactionalId resource, ACLs)."""
+
+    code = 53
+    name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
 class ClusterAuthorizationFailedError(KafkaError):
     """A cluster action (a controller request) where it is not allowed."""
 

@@ -52,6 +52,12 @@ GROUP_METADATA_VALUE_VERSION: Final = 3
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+# An offset commit's fields packed together (a commit of 3,000 partitions encodes 3,000
+# keys and values on the event loop: one pack per run of fixed fields, not per field).
+_KEY_HEAD = struct.Struct(">hh")  # version, group length
+_VALUE_HEAD = struct.Struct(">hqih")  # v3: version, offset, leader epoch, metadata length
+_EXPIRING_HEAD = struct.Struct(">hqh")  # v1: version, offset, metadata length
+_TWO_I64 = struct.Struct(">qq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +119,14 @@ def _bytes(value: bytes) -> bytes:
 
 
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
+    group = key.group.encode()
+    topic = key.topic.encode()
     return b"".join(
         (
-            _I16.pack(OFFSET_COMMIT_KEY_VERSION),
-            _string(key.group),
-            _string(key.topic),
+            _KEY_HEAD.pack(OFFSET_COMMIT_KEY_VERSION, len(group)),
+            group,
+            _I16.pack(len(topic)),
+            topic,
             _I32.pack(key.partition),
         )
     )
@@ -129,22 +138,23 @@ def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
     """Value v3, or v1 when the commit carries its own expiry."""
+    metadata = value.metadata.encode()
     if value.expire_timestamp >= 0:
         return b"".join(
             (
-                _I16.pack(OFFSET_COMMIT_VALUE_VERSION_EXPIRING),
-                _I64.pack(value.offset),
-                _string(value.metadata),
-                _I64.pack(value.commit_timestamp),
-                _I64.pack(value.expire_timestamp),
+                _EXPIRING_HEAD.pack(
+                    OFFSET_COMMIT_VALUE_VERSION_EXPIRING, value.offset, len(metadata)
+                ),
+                metadata,
+                _TWO_I64.pack(value.commit_timestamp, value.expire_timestamp),
             )
         )
     return b"".join(
         (
-            _I16.pack(OFFSET_COMMIT_VALUE_VERSION),
-            _I64.pack(value.offset),
-            _I32.pack(value.leader_epoch),
-            _string(value.metadata),
+            _VALUE_HEAD.pack(
+                OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, len(metadata)
+            ),
+            metadata,
             _I64.pack(value.commit_timestamp),
         )
     )

@@ -20,31 +20,34 @@ from __future__ import annotations
 
 import logging
 import re
-import struct
 import threading
 from typing import NamedTuple
 
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.errors import CorruptMessageError
-from minibroker.protocol.records import (
+from minibroker.protocol.records import Buffer, Compression, validate_batch
+from minibroker.protocol.records.layout import (
     BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CRC_START,
     LOG_OVERHEAD,
     MAGIC,
-    Buffer,
-    Compression,
-    validate_batch,
+    MIN_BATCH_LENGTH,
+    header_struct,
 )
 
 log = logging.getLogger("minibroker.storage.corruption")
 
-_HEADER_START = struct.Struct(">qiib")  # baseOffset, batchLength, leader epoch, magic
-_LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta, at byte 23
-
-# baseOffset, batchLength, magic, crc, attributes, lastOffsetDelta, recordCount
-_CHECKED_FIELDS = struct.Struct(">qi4xbIhi30xi")
-_MIN_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
-_CRC_START = 21  # attributes: the first byte the CRC covers
-_COMPRESSION_MASK = 0x07
+_CLAIMED = header_struct("base_offset", "batch_length", "magic", "last_offset_delta")
+_CHECKED_FIELDS = header_struct(
+    "base_offset",
+    "batch_length",
+    "magic",
+    "crc",
+    "attributes",
+    "last_offset_delta",
+    "record_count",
+)
 _LAST_CODEC = max(Compression)  # codecs this broker can decode
 _WHERE = re.compile(r"^batch (header )?at \d+")  # how validate_batch names a batch
 
@@ -120,11 +123,11 @@ def check_batches(
             end = position + length + LOG_OVERHEAD
             if (
                 magic == MAGIC
-                and length >= _MIN_LENGTH
+                and length >= MIN_BATCH_LENGTH
                 and end <= total
-                and attributes & _COMPRESSION_MASK <= _LAST_CODEC
+                and attributes & COMPRESSION_MASK <= _LAST_CODEC
                 and 0 <= count <= delta + 1
-                and crc32c(view[position + _CRC_START : end]) == crc
+                and crc32c(view[position + CRC_START : end]) == crc
             ):
                 if next_offset >= 0 and base != next_offset:
                     where = f"batch at position {file_position + position}"
@@ -156,9 +159,8 @@ def last_offset_claimed(buf: Buffer) -> int:
     position = 0
     total = len(buf)
     while total - position >= BATCH_HEADER_SIZE:
-        base, length, _, magic = _HEADER_START.unpack_from(buf, position)
-        delta = _LAST_DELTA.unpack_from(buf, position + 23)[0]
-        if magic != MAGIC or length < BATCH_HEADER_SIZE - LOG_OVERHEAD or delta < 0:
+        base, length, magic, delta = _CLAIMED.unpack_from(buf, position)
+        if magic != MAGIC or length < MIN_BATCH_LENGTH or delta < 0:
             break
         last = max(last, base + delta)
         position += length + LOG_OVERHEAD

@@ -17,9 +17,9 @@ reappear in an untrimmed file after a crash. The preallocated tail is a hole too
 index takes disk only for the pages its entries were written to, before and after any
 restart.
 
-Pages of the sparse file are allocated (``posix_fallocate``) before the first entry
-written into each: a full disk is then an OSError on that append, never a SIGBUS from
-writing to a mapping the filesystem cannot back.
+Pages of the sparse file are allocated (zeros written into the hole through the file)
+before the first entry written into each: a full disk is then an OSError on that
+append, never a SIGBUS from writing to a mapping the filesystem cannot back.
 
 Descriptors: an index holds no descriptor of its own and is mapped on first use (the
 first entry written or read), as Kafka's lazily loaded indexes are. Python's mmap keeps
@@ -198,11 +198,18 @@ class IndexFile:
         self.entries = slot + 1
 
     def _allocate(self, offset: int, length: int) -> None:
-        """posix_fallocate a range of the file (through the path: no descriptor is
-        kept, and this runs once per page of entries)."""
+        """Back a range of the file past the last entry (a hole: zeros) by writing zeros
+        into it, through the path (no descriptor is kept; this runs once per page of
+        entries). The write reserves the blocks, or fails with ENOSPC, as
+        posix_fallocate did, and leaves the page in the page cache, so the mapping's
+        first store into it is a minor fault. After posix_fallocate that store had to
+        convert an unwritten extent: 12-21 ms a page on a loaded 2-core VM against
+        0.13-0.28 ms this way (400 indexes each, three rounds), which made most of a
+        broker's first writes to 1,000 partitions and of its recovery after kill -9."""
         fd = os.open(self.path, os.O_RDWR)
         try:
-            os.posix_fallocate(fd, offset, length)
+            if os.pwrite(fd, bytes(length), offset) != length:
+                raise OSError(errno.ENOSPC, f"{self.path}: short write allocating a page")
         finally:
             os.close(fd)
 

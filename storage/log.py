@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from minibroker.protocol.errors import OffsetOutOfRangeError, RecordListTooLargeError
+from minibroker.protocol.records import Buffer
 from minibroker.storage.corruption import CorruptionStats, check_batches
 from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.log_append import LogAppendInfo as LogAppendInfo
@@ -60,6 +61,7 @@ from minibroker.storage.log_retention import LogRetention
 from minibroker.storage.log_state import LogOffsetMetadata
 from minibroker.storage.log_transactions import LogTransactions
 from minibroker.storage.log_truncation import LogTruncation
+from minibroker.storage.log_validator import LeaderChecks, validate_records
 from minibroker.storage.segment import LogSegment
 from minibroker.storage.segment_files import MAX_RELATIVE_OFFSET
 from minibroker.storage.segment_swap import SWAP_SUFFIX, SegmentSwap
@@ -150,7 +152,14 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
             # Data below the checkpointed log start is deletable anyway.
             self.truncate_fully_and_start_at(self.log_start_offset)
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-        self.recovery_point = self.log_end_offset  # load_segments fsynced what it recovered
+        # After a clean shutdown all of it is durable; after a crash, what recovery
+        # revalidated is not fsynced (storage/log_loader.py): the point stays where the
+        # checkpoint had it, as Kafka's LogLoader leaves it, until a flush moves it.
+        self.recovery_point = (
+            self.log_end_offset
+            if had_clean_shutdown
+            else min(self.recovery_point, self.log_end_offset)
+        )
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._load_producer_state()
@@ -183,6 +192,25 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         self._transactions_ended(completed, replicated=True)
 
     # --- append ----------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: Buffer,
+        checks: LeaderChecks,
+        *,
+        append_time_ms: int,
+        leader_epoch: int,
+        coordinator: bool = False,
+    ) -> LogAppendInfo:
+        """A leader's append of produced batches: what is inside them validated
+        (``storage/log_validator.py``: record counts, keys, the topic's codec,
+        LogAppendTime), then ``append`` with offsets assigned and ``leader_epoch``
+        stamped. ``coordinator``: a coordinator of this broker writes them (control
+        batches allowed, no sequences)."""
+        buf = validate_records(records, checks, append_time_ms)
+        return self.append(
+            buf, assign_offsets=True, leader_epoch=leader_epoch, coordinator=coordinator
+        )
 
     def append(
         self,

@@ -11,12 +11,16 @@ never exceeds one real batch. It does no I/O.
 
 from __future__ import annotations
 
-import struct
-
-from minibroker.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC, Buffer
+from minibroker.protocol.records import Buffer
+from minibroker.protocol.records.layout import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    header_struct,
+)
 from minibroker.storage.corruption import check_batches
 
-_LENGTH_AND_MAGIC = struct.Struct(">8xi4xb")  # batchLength (at 8), magic (at 16)
+_LENGTH_AND_MAGIC = header_struct("batch_length", "magic")
 
 
 class SegmentScan:

@@ -32,17 +32,17 @@ Concurrency: a segment is used by one thread at a time; the owning Log serialise
 from __future__ import annotations
 
 import os
-import struct
 from typing import NamedTuple
 
-from minibroker.protocol.records import LOG_OVERHEAD, decode_batch
+from minibroker.protocol.records import decode_batch
+from minibroker.protocol.records.layout import LOG_OVERHEAD, header_struct
 from minibroker.storage.errors import CorruptIndexError
 from minibroker.storage.segment_files import HEADER_SCAN, MAX_RELATIVE_OFFSET, BatchPosition
 from minibroker.storage.segment_recovery import SegmentRecovery
 from minibroker.storage.time_index import TimestampOffset
 
-_LENGTH = struct.Struct(">i")  # batchLength, at byte 8
-_BASE_OFFSET = struct.Struct(">q")
+_BASE_OFFSET = header_struct("base_offset")
+_BATCH_LENGTH = header_struct("batch_length")
 
 
 class SegmentRead(NamedTuple):
@@ -93,7 +93,7 @@ class LogSegment(SegmentRecovery):
             self._first_batch_timestamp = HEADER_SCAN.unpack_from(view, 0)[3]
         since = self._bytes_since_last_index_entry
         interval = self.index_interval_bytes
-        if _LENGTH.unpack_from(view, 8)[0] + LOG_OVERHEAD == total:
+        if _BATCH_LENGTH.unpack_from(view, 0)[0] + LOG_OVERHEAD == total:
             # One batch (the common case): the caller's figures are that batch's.
             if largest_timestamp > self._max_timestamp:
                 self._max_timestamp = largest_timestamp
@@ -169,7 +169,7 @@ class LogSegment(SegmentRecovery):
         for batch, _ in self._scan(position, want_end):
             end, next_offset = batch.position + batch.size, batch.last_offset + 1
         if next_offset < 0:  # no whole batch after the index entry: name the one there
-            next_offset = _BASE_OFFSET.unpack(self.read_at(position, 8))[0]
+            next_offset = _BASE_OFFSET.unpack(self.read_at(position, _BASE_OFFSET.size))[0]
         return end, next_offset
 
     def find_offset_by_timestamp(

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from minibroker.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
+from minibroker.protocol.records.layout import BATCH_HEADER_SIZE, LOG_OVERHEAD, header_struct
 from minibroker.storage.names import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -33,7 +32,7 @@ from minibroker.storage.offset_index import OffsetIndex
 from minibroker.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from minibroker.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
-HEADER_SCAN = struct.Struct(">qi11xi8xq")
+HEADER_SCAN = header_struct("base_offset", "batch_length", "last_offset_delta", "max_timestamp")
 """baseOffset, batchLength, lastOffsetDelta, maxTimestamp: all a segment needs of a
 batch header."""
 SCAN_CHUNK_BYTES = 16 * 1024

@@ -39,6 +39,9 @@ FENCED_SINCE: Final = {
 }
 """The first version of each API whose clients understand PRODUCER_FENCED (KIP-588)."""
 
+BROKER_FORM_SINCE: Final = 4
+"""Kafka's AddPartitionsToTxn from this version on is the brokers' form (KIP-890 part 1)."""
+
 
 def _code(error: KafkaError, api: str, version: int) -> int:
     if isinstance(error, ProducerFencedError) and version < FENCED_SINCE[api]:
@@ -161,6 +164,9 @@ class TransactionApis:
     def handle_add_partitions_to_txn(
         self, header: RequestHeader, request: bodies.AddPartitionsToTxnRequest
     ) -> Answer[bodies.AddPartitionsToTxnResponse]:
+        if header.api_version >= BROKER_FORM_SINCE or request.get("transactions"):
+            # Kafka's v4+, or a broker's msgpack body (which names its transactions)
+            return self._brokers_add_partitions(header, request)
         wanted = [
             TopicPartition(topic["name"], p)
             for topic in request["topics"]
@@ -181,6 +187,8 @@ class TransactionApis:
                 "results": [{"name": t, "results": r} for t, r in by_topic.items()],
             }
 
+        if not wanted:  # nothing (left) to add: no transaction starts
+            return results(lambda tp: NONE)
         if unknown:
             missing, other = UnknownTopicOrPartitionError.code, OperationNotAttemptedError.code
             return results(lambda tp: missing if tp in unknown else other)
@@ -197,6 +205,55 @@ class TransactionApis:
                 code = _code(exc, "AddPartitionsToTxn", header.api_version)
                 return results(lambda tp: code)
             return results(lambda tp: NONE)
+
+        return Deferred(answer)
+
+    def _brokers_add_partitions(
+        self, header: RequestHeader, request: bodies.AddPartitionsToTxnRequest
+    ) -> Deferred[bodies.AddPartitionsToTxnResponse]:
+        """v4, from partition leaders: for each transaction verify (``verify_only``) or
+        add its partitions; one error per partition."""
+
+        async def one(
+            txn: bodies.AddPartitionsToTxnRequestTransaction,
+        ) -> bodies.AddPartitionsToTxnResponseResultsByTransaction:
+            tps = [TopicPartition(t["name"], p) for t in txn["topics"] for p in t["partitions"]]
+            ids = txn["transactional_id"], txn["producer_id"], txn["producer_epoch"]
+            errors: dict[TopicPartition, KafkaError | None]
+            try:
+                if txn["verify_only"]:
+                    errors = self.coordinator.verify_partitions(*ids, tps)
+                else:
+                    await self.coordinator.add_partitions(*ids, tps)
+                    errors = dict.fromkeys(tps)
+            except KafkaError as exc:
+                errors = dict.fromkeys(tps, exc)
+            by_topic: dict[
+                str,
+                list[
+                    bodies.AddPartitionsToTxnResponseResultsByTransactionTopicResultResultsByPartition
+                ],
+            ] = {}
+            for tp, error in errors.items():
+                by_topic.setdefault(tp.topic, []).append(
+                    {
+                        "partition_index": tp.partition,
+                        "partition_error_code": NONE if error is None else error.code,
+                    }
+                )
+            return {
+                "transactional_id": txn["transactional_id"],
+                "topic_results": [
+                    {"name": t, "results_by_partition": r} for t, r in by_topic.items()
+                ],
+            }
+
+        async def answer() -> bodies.AddPartitionsToTxnResponse:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": NONE,
+                "results_by_transaction": [await one(t) for t in request["transactions"]],
+            }
 
         return Deferred(answer)
 

@@ -12,7 +12,10 @@ table in transaction/metadata.py, written to the log (acks=all) before it counts
   and the request answered CONCURRENT_TRANSACTIONS: the client retries once the abort
   completed.
 - AddPartitionsToTxn / AddOffsetsToTxn: Empty or Complete* -> Ongoing (the transaction
-  starts), Ongoing -> Ongoing with more partitions.
+  starts), Ongoing -> Ongoing with more partitions. A partition leader verifies that a
+  partition is in the ongoing transaction before the producer's first transactional
+  write there (KIP-890 part 1, ``verify_partitions``), so a late or stray write cannot
+  open a transaction nobody will end.
 - EndTxn: Ongoing -> PrepareCommit or PrepareAbort, answered once that is replicated:
   the decision is durable. Then, in the background, the markers go to every partition
   (transaction/markers.py), retried until each has one, and only then CompleteCommit /
@@ -210,6 +213,27 @@ class TransactionCoordinator:
             start_ms=value.start_ms if meta.state is TxnState.ONGOING else now,
         )
         await self.state.write(meta, after)
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """KIP-890 part 1: is each partition in the producer's ongoing transaction, as
+        replicated? (A partition leader asks before the producer's first transactional
+        write there; INVALID_TXN_STATE refuses it.) Raises the error of the whole."""
+        meta = self._producer(transactional_id, producer_id, producer_epoch)
+        if meta.state in PREPARING:
+            raise ConcurrentTransactionsError(f"{transactional_id!r}: the last one is completing")
+        ongoing = meta.value.partitions if meta.state is TxnState.ONGOING else frozenset()
+        return {
+            tp: None
+            if tp in ongoing
+            else InvalidTxnStateError(f"{tp} is not in the transaction of {transactional_id!r}")
+            for tp in partitions
+        }
 
     async def end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool

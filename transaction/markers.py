@@ -12,7 +12,7 @@ epoch's marker already ended the transaction there. TRANSACTION_COORDINATOR_FENC
 means a newer coordinator owns the transactional id: give up.
 
 Connections go to the brokers' inter-broker listener and prove this broker's id
-(docs/architecture.md, "Who may command a broker").
+(transaction/broker_links.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Iterable
 import trio
 
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -35,6 +34,7 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.messages import bodies
 from minibroker.storage.names import TopicPartition
+from minibroker.transaction.broker_links import BrokerLinks
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +63,14 @@ class MarkerSender:
         markers without a connection to itself)."""
         self.metadata_cache = metadata_cache
         self.broker_id = broker_id
-        self.security = security
         self.local = local
-        self._connections: dict[int, Connection] = {}
-        self._connecting: dict[int, trio.Lock] = {}
+        self.links = BrokerLinks(
+            metadata_cache,
+            broker_id=broker_id,
+            security=security,
+            client_id="txn-marker-sender",
+            request_timeout_s=REQUEST_TIMEOUT_S,
+        )
         self.markers_sent = 0
         """Partition markers acknowledged so far (a metric)."""
 
@@ -127,9 +131,13 @@ class MarkerSender:
                             ):
                                 remaining.discard(tp)
 
-            async with trio.open_nursery() as nursery:
-                for leader, tps in by_leader.items():
-                    nursery.start_soon(send, leader, tps)
+            if len(by_leader) == 1:  # the usual case: no tasks to start
+                [(leader, tps)] = by_leader.items()
+                await send(leader, tps)
+            else:
+                async with trio.open_nursery() as nursery:
+                    for leader, tps in by_leader.items():
+                        nursery.start_soon(send, leader, tps)
             if fenced:
                 log.warning("markers of producer %d: a newer coordinator took over", producer_id)
                 return False
@@ -143,47 +151,13 @@ class MarkerSender:
     ) -> bodies.WriteTxnMarkersResponse:
         if broker_id == self.broker_id and self.local is not None:
             return await self.local(body)()
-        connection = await self._connection(broker_id)
-        try:
-            answer: bodies.WriteTxnMarkersResponse = await connection.request(
-                ApiKey.WRITE_TXN_MARKERS, body
-            )
-        except KafkaError:
-            await self._drop(broker_id, connection)
-            raise
+        answer: bodies.WriteTxnMarkersResponse = await self.links.request(
+            broker_id, ApiKey.WRITE_TXN_MARKERS, body
+        )
         return answer
 
-    async def _connection(self, broker_id: int) -> Connection:
-        lock = self._connecting.setdefault(broker_id, trio.Lock())
-        async with lock:
-            connection = self._connections.get(broker_id)
-            if connection is not None and connection.is_usable:
-                return connection
-            broker = self.metadata_cache.broker(broker_id)
-            if broker is None:
-                raise UnknownTopicOrPartitionError(f"no address known for broker {broker_id}")
-            connection = Connection(
-                broker.host,
-                broker.port,
-                client_id=f"txn-marker-sender-{self.broker_id}",
-                request_timeout=REQUEST_TIMEOUT_S,
-                security=self.security,
-            )
-            await connection.connect()
-            self._connections[broker_id] = connection
-            return connection
-
-    async def _drop(self, broker_id: int, connection: Connection) -> None:
-        if self._connections.get(broker_id) is connection:
-            del self._connections[broker_id]
-        with trio.CancelScope(shield=True):
-            await connection.aclose()
-
     async def aclose(self) -> None:
-        connections, self._connections = self._connections, {}
-        with trio.CancelScope(shield=True):
-            for connection in connections.values():
-                await connection.aclose()
+        await self.links.aclose()
 
 
 def _topics(tps: list[TopicPartition]) -> list[bodies.WriteTxnMarkersRequestMarkerTopic]:

@@ -3,7 +3,8 @@ coordinator built beside it (a transaction's offsets are the group coordinator's
 
 ``run_coordinators(broker)`` (a ``BrokerService``, started by node/) starts the group
 coordinator (coordinator/service.py), then assembles the TransactionStateManager over
-``__transaction_state``, the MarkerSender, the TransactionCoordinator and its handlers;
+``__transaction_state``, the MarkerSender, the TransactionCoordinator and its handlers,
+and the leaders' transaction verification (KIP-890 part 1: transaction/verifier.py);
 adds FindCoordinator's key type 1; listens to the ReplicaManager's leadership changes
 (load a ``__transaction_state`` partition on becoming its leader, drop it on losing
 it); and runs the timeout checks until the broker stops.
@@ -26,15 +27,20 @@ from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
 from minibroker.protocol.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
 from minibroker.storage.names import TopicPartition
 from minibroker.transaction.apis import TransactionApis
+from minibroker.transaction.broker_links import BrokerLinks
 from minibroker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from minibroker.transaction.markers import MarkerSender
 from minibroker.transaction.metrics import TransactionCollector
 from minibroker.transaction.state_manager import TransactionStateManager
+from minibroker.transaction.verifier import TransactionVerifier
 
 TRANSACTION_STATE_SEGMENT_BYTES = 104857600
 """Kafka's transaction.state.log.segment.bytes: small segments compact and load sooner."""
 STATE_WRITE_TIMEOUT_MS = 5000
 """How long a state change waits for every in-sync replica of its partition."""
+VERIFY_TIMEOUT_S = 10.0
+"""How long a leader waits for a coordinator's verification (then NOT_ENOUGH_REPLICAS:
+the producer retries)."""
 
 
 async def run_coordinators(
@@ -102,6 +108,18 @@ async def run_coordinators(
             clock=broker.clock,
         )
         await nursery.start(coordinator.run)
+        verifier_links = BrokerLinks(
+            cache,
+            broker_id=config.broker_id,
+            security=broker.inter_broker_security,
+            client_id="txn-verifier",
+            request_timeout_s=VERIFY_TIMEOUT_S,
+        )
+        kafka_apis = broker.kafka_apis
+        assert kafka_apis is not None
+        kafka_apis.txn_verifier = TransactionVerifier(
+            coordinator, cache, verifier_links, broker_id=config.broker_id
+        )
         TransactionApis(
             coordinator,
             InitProducerIdApi(producer_ids),
@@ -142,4 +160,6 @@ async def run_coordinators(
             replica_manager.leadership_listeners.remove(leadership_changed)
             markers_api.marker_listeners.remove(marker_written)
             broker.metrics.registry.unregister(collector)
+            kafka_apis.txn_verifier = None
             await markers.aclose()
+            await verifier_links.aclose()

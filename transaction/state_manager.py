@@ -40,6 +40,9 @@ from minibroker.transaction.metadata import TransactionMetadata, TxnState, TxnVa
 
 log = logging.getLogger(__name__)
 
+PARTITION_CACHE_SIZE = 100_000
+"""Transactional ids whose partition is remembered (cleared when full)."""
+
 
 class TransactionStateManager:
     def __init__(
@@ -57,9 +60,22 @@ class TransactionStateManager:
         self.owned: dict[int, int] = {}  # partition -> leader epoch it was loaded at
         self.loading: dict[int, int] = {}
         self.on_loaded: Callable[[Iterable[TransactionMetadata]], None] = lambda _: None
+        self._partitions: dict[str, int] = {}
+        """id -> its partition at ``_partitions_of`` partitions (a string hash in Python
+        costs more than the rest of a lookup; every request asks several times)."""
+        self._partitions_of = -1
 
     def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions())
+        count = self.num_partitions()
+        if count != self._partitions_of:
+            self._partitions, self._partitions_of = {}, count
+        partition = self._partitions.get(transactional_id)
+        if partition is None:
+            partition = partition_for(transactional_id, count)
+            if len(self._partitions) >= PARTITION_CACHE_SIZE:
+                self._partitions.clear()
+            self._partitions[transactional_id] = partition
+        return partition
 
     def check_owner(self, transactional_id: str) -> None:
         partition = self.partition_of(transactional_id)

@@ -11,7 +11,8 @@ As in kafka-acls: ``add`` stores one binding per (resource, principal, host, ope
 - hosts default to ``*``, operations to All; ``--producer`` stands for Write, Describe
 and Create on the topics (plus IdempotentWrite on the cluster with ``--idempotent``),
 ``--consumer`` for Read and Describe on the topics and Read on the groups;
-``--cluster`` names the cluster resource (``kafka-cluster``). ``list`` without a
+``--transactional-id ID`` names a transactional id (with ``--producer``: Write and
+Describe on it); ``--cluster`` names the cluster resource (``kafka-cluster``). ``list`` without a
 resource lists every ACL; with one, the pattern type defaults to literal (``match``
 lists every ACL that applies to the named resource, ``any`` both literal and
 prefixed). ``remove`` without principals removes every ACL of the resource (restricted
@@ -72,6 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         ("--operation", "OP", "read, write, create, delete, alter, describe, ..., all"),
         ("--topic", "NAME", "a topic"),
         ("--group", "NAME", "a consumer group"),
+        ("--transactional-id", "ID", "a transactional id"),
     ):
         parser.add_argument(flag, metavar=metavar, action="append", default=[], help=doc)
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
@@ -104,14 +106,17 @@ Resource = tuple[ResourceType, str]
 
 PRODUCER_TOPIC_OPERATIONS = (Operation.WRITE, Operation.DESCRIBE, Operation.CREATE)
 CONSUMER_TOPIC_OPERATIONS = (Operation.READ, Operation.DESCRIBE)
+PRODUCER_TRANSACTIONAL_ID_OPERATIONS = (Operation.WRITE, Operation.DESCRIBE)
 """kafka-acls' --producer and --consumer: what a producer / consumer needs on a topic
-(a consumer also needs Read on its group)."""
+(a consumer also needs Read on its group, a transactional producer Write and Describe
+on its transactional id)."""
 
 
 def run(args: argparse.Namespace) -> int:
     pattern_type = parse_pattern_type(args.resource_pattern_type or "literal")
     resources: list[Resource] = [(ResourceType.TOPIC, t) for t in args.topic]
     resources += [(ResourceType.GROUP, g) for g in args.group]
+    resources += [(ResourceType.TRANSACTIONAL_ID, t) for t in args.transactional_id]
     if args.cluster:
         resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
     try:
@@ -150,6 +155,8 @@ def resource_operations(
                 wanted += [op for op in CONSUMER_TOPIC_OPERATIONS if op not in wanted]
         elif kind is ResourceType.GROUP and args.consumer:
             wanted.append(Operation.READ)
+        elif kind is ResourceType.TRANSACTIONAL_ID and args.producer:
+            wanted += PRODUCER_TRANSACTIONAL_ID_OPERATIONS
     if args.producer and args.idempotent:
         planned.setdefault((ResourceType.CLUSTER, CLUSTER_NAME), []).append(
             Operation.IDEMPOTENT_WRITE
@@ -176,7 +183,7 @@ def add_bindings(
     pattern_type: PatternType,
 ) -> list[AclBinding]:
     if not planned:
-        raise UsageError("name a resource: --topic, --group or --cluster")
+        raise UsageError("name a resource: --topic, --group, --transactional-id or --cluster")
     if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
         raise UsageError("add takes --resource-pattern-type literal or prefixed")
     if not (args.allow_principal or args.deny_principal):
@@ -212,7 +219,7 @@ def remove_filters(
     pattern_type: PatternType,
 ) -> list[AclBindingFilter]:
     if not planned:
-        raise UsageError("name a resource: --topic, --group or --cluster")
+        raise UsageError("name a resource: --topic, --group, --transactional-id or --cluster")
     selectors = []
     for (kind, name), operations in planned:
         entries = _entries(args, operations)

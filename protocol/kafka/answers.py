@@ -201,6 +201,39 @@ def _delete_groups(request: Body, error: KafkaError) -> Body:
     return {"results": [{"group_id": g, "error_code": error.code} for g in request["groups_names"]]}
 
 
+def _add_partitions_to_txn(request: Body, error: KafkaError) -> Body:
+    """Every partition answers the error (v0-3); the brokers' form carries it on top."""
+    return {
+        "error_code": error.code,
+        "results_by_transaction": [],
+        "results": [
+            {
+                "name": topic["name"],
+                "results": [
+                    {"partition_index": p, "partition_error_code": error.code}
+                    for p in topic["partitions"]
+                ],
+            }
+            for topic in request.get("topics") or ()
+        ],
+    }
+
+
+def _txn_offset_commit(request: Body, error: KafkaError) -> Body:
+    return {
+        "topics": [
+            {
+                "name": topic["name"],
+                "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": error.code}
+                    for p in topic["partitions"]
+                ],
+            }
+            for topic in request["topics"]
+        ]
+    }
+
+
 _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     0: _produce,
     1: _fetch,
@@ -213,6 +246,8 @@ _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     19: _create_topics,
     20: _delete_topics,
     23: _offset_for_leader_epoch,
+    24: _add_partitions_to_txn,
+    28: _txn_offset_commit,
     30: _create_acls,
     31: _delete_acls,
     32: _resources("results"),

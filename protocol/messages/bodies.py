@@ -828,16 +828,49 @@ class OffsetForLeaderEpochResponse(TypedDict, total=False):
     topics: list[OffsetForLeaderEpochResponseTopic]
 
 
+class AddPartitionsToTxnRequestTransactionTopic(TypedDict):
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequestTransaction(TypedDict):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: list[AddPartitionsToTxnRequestTransactionTopic]
+
+
 class AddPartitionsToTxnRequestTopic(TypedDict):
     name: str
     partitions: list[int]
 
 
 class AddPartitionsToTxnRequest(TypedDict):
+    transactions: list[AddPartitionsToTxnRequestTransaction]
     transactional_id: str
     producer_id: int
     producer_epoch: int
     topics: list[AddPartitionsToTxnRequestTopic]
+
+
+class AddPartitionsToTxnResponseResultsByTransactionTopicResultResultsByPartition(
+    TypedDict, total=False
+):
+    partition_index: Required[int]
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseResultsByTransactionTopicResult(TypedDict, total=False):
+    name: Required[str]
+    results_by_partition: Required[
+        list[AddPartitionsToTxnResponseResultsByTransactionTopicResultResultsByPartition]
+    ]
+
+
+class AddPartitionsToTxnResponseResultsByTransaction(TypedDict, total=False):
+    transactional_id: Required[str]
+    topic_results: Required[list[AddPartitionsToTxnResponseResultsByTransactionTopicResult]]
 
 
 class AddPartitionsToTxnResponseResultResult(TypedDict, total=False):
@@ -852,6 +885,8 @@ class AddPartitionsToTxnResponseResult(TypedDict, total=False):
 
 class AddPartitionsToTxnResponse(TypedDict, total=False):
     throttle_time_ms: int
+    error_code: int
+    results_by_transaction: list[AddPartitionsToTxnResponseResultsByTransaction]
     results: list[AddPartitionsToTxnResponseResult]
 
 

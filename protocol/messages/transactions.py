@@ -3,10 +3,10 @@ EndTxn, TxnOffsetCommit, and WriteTxnMarkers (coordinator to partition leaders).
 
 A transactional producer first finds its transaction coordinator (FindCoordinator key
 type 1) and gets its producer id and epoch from it (InitProducerId with its
-``transactional_id``); each request below names the three. The versions served are
-those before KIP-890's: the broker-to-broker verification form of AddPartitionsToTxn
-(v4+) and EndTxn's epoch bump (v5) need the transaction version feature, which this
-broker does not advertise, so clients keep using these.
+``transactional_id``); each request below names the three. AddPartitionsToTxn v4 is
+KIP-890 part 1's broker-to-broker verification (clients use v0-3, as Kafka's do);
+EndTxn's epoch bump (v5, part 2) needs the transaction version feature, which this
+broker does not advertise, so clients keep KIP-98's protocol.
 """
 
 from __future__ import annotations
@@ -31,27 +31,75 @@ ADD_PARTITIONS_TO_TXN: Final = Message(
     "AddPartitionsToTxn",
     doc="""Add partitions to the producer's transaction before it writes to them.
 
-    Request: ``transactional_id``, ``producer_id``, ``producer_epoch``, ``topics[]`` of
-    {name, partitions[]}. Response: ``results[]`` of {name, results[] of
+    Request v0-3 (clients): ``transactional_id``, ``producer_id``, ``producer_epoch``,
+    ``topics[]`` of {name, partitions[]}. Response: ``results[]`` of {name, results[] of
     {partition_index, partition_error_code}}: one error for every partition (a refused
     request answers OPERATION_NOT_ATTEMPTED for those it did not refuse).
+
+    Request v4 (brokers, KIP-890 part 1): ``transactions[]`` of {transactional_id,
+    producer_id, producer_epoch, verify_only, topics[]}; with ``verify_only`` a
+    partition leader asks whether the partitions are in the ongoing transaction before
+    it writes a producer's first transactional batch. Response: ``error_code`` and
+    ``results_by_transaction[]`` of {transactional_id, topic_results[] as above}.
     """,
-    valid=versions("0-3"),
+    valid=versions("0-4"),
     flexible=versions("3+"),
     request=struct(
-        f("v3_and_below_transactional_id", STRING, "0-3", key="transactional_id", required=True),
-        f("v3_and_below_producer_id", INT64, "0-3", key="producer_id", required=True),
-        f("v3_and_below_producer_epoch", INT16, "0-3", key="producer_epoch", required=True),
+        f(
+            "transactions",
+            [
+                f("transactional_id", STRING, "4+", required=True),
+                f("producer_id", INT64, "4+", required=True),
+                f("producer_epoch", INT16, "4+", required=True),
+                f("verify_only", BOOL, "4+", default=False),
+                f(
+                    "topics",
+                    [
+                        f("name", STRING, required=True),
+                        f("partitions", Array(INT32), required=True),
+                    ],
+                    "4+",
+                    required=True,
+                ),
+            ],
+            "4+",
+        ),
+        f("v3_and_below_transactional_id", STRING, "0-3", key="transactional_id"),
+        f("v3_and_below_producer_id", INT64, "0-3", key="producer_id"),
+        f("v3_and_below_producer_epoch", INT16, "0-3", key="producer_epoch"),
         f(
             "v3_and_below_topics",
             [f("name", STRING, required=True), f("partitions", Array(INT32), required=True)],
             "0-3",
             key="topics",
-            required=True,
         ),
     ),
     response=struct(
         f("throttle_time_ms", INT32),
+        f("error_code", INT16, "4+"),
+        f(
+            "results_by_transaction",
+            [
+                f("transactional_id", STRING, "4+", required=True),
+                f(
+                    "topic_results",
+                    [
+                        f("name", STRING, required=True),
+                        f(
+                            "results_by_partition",
+                            [
+                                f("partition_index", INT32, required=True),
+                                f("partition_error_code", INT16),
+                            ],
+                            required=True,
+                        ),
+                    ],
+                    "4+",
+                    required=True,
+                ),
+            ],
+            "4+",
+        ),
         f(
             "results_by_topic_v3_and_below",
             [
@@ -75,6 +123,7 @@ ADD_PARTITIONS_TO_TXN: Final = Message(
         1: "unchanged (throttled after the response is sent)",
         2: "unchanged",
         3: "flexible",
+        4: "brokers only: transactions[] with verify_only; error_code (KIP-890 part 1)",
     },
 )
 

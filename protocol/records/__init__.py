@@ -3,24 +3,21 @@ in, values out.
 
 - ``types``: the values taken and returned (Record, DecodedRecord, ConsumerRecord) and
   the layout of one record inside a batch;
-- ``batch``: the 61-byte batch header: reading, validating, patching in place (offsets
+- ``layout``: where each field of the 61-byte batch header lies (offsets, sizes, the
+  CRC range, the attribute bits): the one declaration of the format;
+- ``batch``: the batch header: reading, validating, patching in place (offsets
   and leader epochs are assigned without touching the records) and writing;
 - ``varint``: the zigzag varints every record field uses;
 - ``encode`` / ``decode``: records to a batch and back;
 - ``control``: the transaction markers' record key (commit or abort).
 
-Callers import from this package; the modules are how it is organised.
+Callers import from this package; the modules are how it is organised. Code that
+reads header fields itself (the log, recovery, the cleaner, analytics) imports
+``layout`` for the offsets and ``header_struct``.
 """
 
 from minibroker.protocol.compression import Compression
 from minibroker.protocol.records.batch import (
-    BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
-    MIN_BATCH_LENGTH,
-    NO_PARTITION_LEADER_EPOCH,
-    NO_PRODUCER_ID,
-    NO_TIMESTAMP,
     BatchHeader,
     iter_headers,
     patch_base_offset,
@@ -43,6 +40,15 @@ from minibroker.protocol.records.decode import (
     decode_records,
 )
 from minibroker.protocol.records.encode import encode_batch, encode_values
+from minibroker.protocol.records.layout import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_TIMESTAMP,
+)
 from minibroker.protocol.records.types import (
     Buffer,
     ConsumerRecord,

@@ -1,23 +1,5 @@
-"""The RecordBatch v2 header, byte for byte as Kafka writes it (magic 2, KIP-98).
-
-A batch is a 61-byte big-endian header followed by its records::
-
-    offset  size  field
-         0     8  baseOffset              first offset of the batch (assigned by the leader)
-         8     4  batchLength             bytes after this field (so batch size = 12 + it)
-        12     4  partitionLeaderEpoch    stamped by the leader; outside the CRC
-        16     1  magic                   always 2 here
-        17     4  crc                     CRC-32C of bytes 21 .. end of batch (unsigned)
-        21     2  attributes              bits 0-2 compression, 3 timestamp type,
-                                          4 transactional, 5 control
-        23     4  lastOffsetDelta         offset of the last record minus baseOffset
-        27     8  baseTimestamp
-        35     8  maxTimestamp
-        43     8  producerId
-        51     2  producerEpoch
-        53     4  baseSequence
-        57     4  recordCount
-        61        records (compressed as a whole when the batch uses a codec)
+"""The RecordBatch v2 header: reading, validating, patching in place and writing. Where
+each byte lies is declared in ``layout.py``.
 
 Because baseOffset and partitionLeaderEpoch lie outside the CRC, a broker can assign
 offsets and stamp epochs by patching those bytes in place; it never needs to decode or
@@ -29,7 +11,6 @@ section; the records themselves are ``encode.py``'s and ``decode.py``'s.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -37,37 +18,29 @@ from minibroker.protocol.compression import Compression, compress
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.errors import CorruptMessageError
 from minibroker.protocol.records import accel
+from minibroker.protocol.records.layout import (
+    ATTRIBUTES,
+    ATTRIBUTES_AT,
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    CRC,
+    CRC_AT,
+    CRC_COVERED,
+    CRC_START,
+    HEAD,
+    HEADER,
+    INT32,
+    INT64,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAX_TIMESTAMP_AT,
+    MIN_BATCH_LENGTH,
+    PARTITION_LEADER_EPOCH_AT,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+)
 from minibroker.protocol.records.types import Buffer, TimestampType
-
-MAGIC = 2
-BATCH_HEADER_SIZE = 61
-LOG_OVERHEAD = 12
-"""baseOffset + batchLength: the bytes of a batch not counted by batchLength."""
-MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-# The header cut at its CRC: baseOffset, batchLength, partitionLeaderEpoch, magic, crc |
-# attributes .. recordCount, the part the CRC covers (it covers the records after it).
-_HEAD = struct.Struct(">qiibI")
-_CRC_COVERED = struct.Struct(">hiqqqhii")
-_CRC_START = 21  # attributes: first byte the CRC covers
-_CRC_OFFSET = 17
-_ATTRIBUTES = struct.Struct(">h")
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_MAX_TIMESTAMP_OFFSET = 35
-_PARTITION_LEADER_EPOCH_OFFSET = 12
-
-_COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_BIT = 0x08
-"""Attributes bit 3: set when the batch's timestamps are LogAppendTime."""
-TRANSACTIONAL_BIT = 0x10
-CONTROL_BIT = 0x20
-
-NO_TIMESTAMP = -1
-NO_PRODUCER_ID = -1
-NO_PARTITION_LEADER_EPOCH = -1
 
 
 class BatchHeader(NamedTuple):
@@ -101,7 +74,7 @@ class BatchHeader(NamedTuple):
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & _COMPRESSION_MASK)
+        return Compression(self.attributes & COMPRESSION_MASK)
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -128,7 +101,7 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptMessageError(f"batch header at {pos} is cut short")
-    header = BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    header = BatchHeader._make(HEADER.unpack_from(buf, pos))
     if header.magic != MAGIC:
         raise CorruptMessageError(f"batch at {pos} has magic {header.magic}, expected 2")
     if header.batch_length < MIN_BATCH_LENGTH:
@@ -154,7 +127,7 @@ def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
         return _new_header(BatchHeader, fields)
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptMessageError(f"batch header at {pos} is cut short")
-    fields = _HEADER.unpack_from(buf, pos)
+    fields = HEADER.unpack_from(buf, pos)
     # fields: 1 batchLength, 3 magic, 4 crc, 5 attributes, 6 lastOffsetDelta, 12 count
     batch_length = fields[1]
     end = pos + batch_length + LOG_OVERHEAD
@@ -167,10 +140,10 @@ def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptMessageError(
             f"batch at {pos} has {count} records but lastOffsetDelta {fields[6]}"
         )
-    if fields[5] & _COMPRESSION_MASK > Compression.ZSTD:
+    if fields[5] & COMPRESSION_MASK > Compression.ZSTD:
         raise CorruptMessageError(f"batch at {pos} uses an unsupported compression codec")
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
-    actual = crc32c(view[pos + _CRC_START : end])
+    actual = crc32c(view[pos + CRC_START : end])
     if actual != fields[4]:
         raise CorruptMessageError(
             f"batch at {pos} has CRC {fields[4]:#010x}, computed {actual:#010x}"
@@ -192,7 +165,7 @@ def iter_headers(
     compares the end of the last batch yielded with ``end``. A malformed header raises.
     """
     stop = len(buf) if end is None else end
-    unpack = _HEADER.unpack_from
+    unpack = HEADER.unpack_from
     make = BatchHeader._make
     while stop - pos >= BATCH_HEADER_SIZE:
         header = make(unpack(buf, pos))
@@ -210,12 +183,12 @@ def iter_headers(
 
 def patch_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Set baseOffset of the batch at ``pos``. It is outside the CRC."""
-    _I64.pack_into(buf, pos, base_offset)
+    INT64.pack_into(buf, pos, base_offset)
 
 
 def patch_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     """Set partitionLeaderEpoch of the batch at ``pos``. It is outside the CRC."""
-    _I32.pack_into(buf, pos + _PARTITION_LEADER_EPOCH_OFFSET, epoch)
+    INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_AT, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:
@@ -225,11 +198,11 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int
     reads back with it; the records themselves are not touched.
     """
     header = read_header(buf, pos)
-    _ATTRIBUTES.pack_into(buf, pos + _CRC_START, header.attributes | TIMESTAMP_TYPE_BIT)
-    _I64.pack_into(buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    ATTRIBUTES.pack_into(buf, pos + ATTRIBUTES_AT, header.attributes | TIMESTAMP_TYPE_BIT)
+    INT64.pack_into(buf, pos + MAX_TIMESTAMP_AT, timestamp_ms)
     with memoryview(buf) as view:
-        crc = crc32c(view[pos + _CRC_START : pos + header.size])
-    _U32.pack_into(buf, pos + _CRC_OFFSET, crc)
+        crc = crc32c(view[pos + CRC_START : pos + header.size])
+    CRC.pack_into(buf, pos + CRC_AT, crc)
 
 
 # --- writing -------------------------------------------------------------------------
@@ -263,7 +236,7 @@ def assemble_batch(
     )
     # The two halves are packed apart, so the CRC is known before the first is: no
     # header buffer patched in place (this runs for every batch a producer sends).
-    covered = _CRC_COVERED.pack(
+    covered = CRC_COVERED.pack(
         attributes,
         count - 1,
         base_timestamp,
@@ -275,5 +248,5 @@ def assemble_batch(
     )
     crc = crc32c(records_section, crc32c(covered))
     batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records_section)
-    head = _HEAD.pack(base_offset, batch_length, partition_leader_epoch, MAGIC, crc)
+    head = HEAD.pack(base_offset, batch_length, partition_leader_epoch, MAGIC, crc)
     return b"".join((head, covered, records_section))

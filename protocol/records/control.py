@@ -19,8 +19,9 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from minibroker.protocol.errors import CorruptMessageError
-from minibroker.protocol.records.batch import BATCH_HEADER_SIZE, read_header
+from minibroker.protocol.records.batch import read_header
 from minibroker.protocol.records.encode import encode_batch
+from minibroker.protocol.records.layout import BATCH_HEADER_SIZE
 from minibroker.protocol.records.types import Buffer, Record
 from minibroker.protocol.records.varint import read_varint
 

@@ -12,13 +12,12 @@ from minibroker.protocol.compression import Compression, decompress
 from minibroker.protocol.errors import CorruptMessageError
 from minibroker.protocol.records import accel
 from minibroker.protocol.records.batch import (
-    BATCH_HEADER_SIZE,
-    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     iter_headers,
     read_header,
     validate_batch,
 )
+from minibroker.protocol.records.layout import BATCH_HEADER_SIZE, TIMESTAMP_TYPE_BIT
 from minibroker.protocol.records.types import Buffer, ConsumerRecord, DecodedRecord, Header
 from minibroker.protocol.records.varint import raw_varint, read_varint
 

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 from minibroker.protocol.compression import Compression
 from minibroker.protocol.records import accel
-from minibroker.protocol.records.batch import (
+from minibroker.protocol.records.batch import assemble_batch
+from minibroker.protocol.records.layout import (
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_ID,
     NO_TIMESTAMP,
-    assemble_batch,
 )
 from minibroker.protocol.records.types import Record, TimestampType
 from minibroker.protocol.records.varint import (

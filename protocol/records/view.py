@@ -26,14 +26,13 @@ from minibroker.protocol.compression import Compression, decompress
 from minibroker.protocol.errors import CorruptMessageError
 from minibroker.protocol.records import accel
 from minibroker.protocol.records.batch import (
-    BATCH_HEADER_SIZE,
-    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     iter_headers,
     read_header,
     validate_batch,
 )
 from minibroker.protocol.records.decode import _decode_section
+from minibroker.protocol.records.layout import BATCH_HEADER_SIZE, TIMESTAMP_TYPE_BIT
 from minibroker.protocol.records.types import (
     Buffer,
     ConsumerRecord,

@@ -48,9 +48,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minibroker.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
-from minibroker.storage.cleaner.offset_map import OffsetMap
-from minibroker.storage.cleaner.records import (
+from minibroker.protocol.records.layout import (
+    BATCH_HEADER_SIZE,
     CONTROL_BIT,
     F_ATTRIBUTES,
     F_BASE,
@@ -60,11 +59,14 @@ from minibroker.storage.cleaner.records import (
     F_MAX_TS,
     F_PID,
     HEADER,
+    LOG_OVERHEAD,
     TRANSACTIONAL_BIT,
+)
+from minibroker.protocol.records.walk import kept_records, map_keys
+from minibroker.storage.cleaner.offset_map import OffsetMap
+from minibroker.storage.cleaner.records import (
     empty_batch,
     gap_batch,
-    kept_records,
-    map_keys,
     rebuild_batch,
     records_section,
 )

@@ -2,7 +2,8 @@
 read_committed group consumer and a transactional producer that commits the consumer's
 offsets in each transaction) runs while a nemesis kill -9s the output partitions'
 leaders, the transaction coordinator and the group coordinator, one broker at a time,
-and restarts them (``dev stop-broker --kill`` / ``dev start-broker``).
+and restarts them (``dev stop-broker --kill`` / ``dev start-broker``), or SIGSTOPs one
+past the producer's request timeout and the ZooKeeper session and lets it go on.
 
 The checker (tests/support/eos.py) then reads the output read_committed and proves
 exactly once: every input's output visible once, no transaction torn, none whose commit
@@ -51,7 +52,14 @@ PROPERTIES = (
     "transaction.state.log.num.partitions=5",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000",
 )
-TXN_SETTINGS = {"transaction.timeout.ms": 15000, "message.timeout.ms": 15000}
+TXN_SETTINGS = {
+    "transaction.timeout.ms": 15000,
+    "message.timeout.ms": 15000,
+    "request.timeout.ms": 5000,
+}
+PAUSE_S = (6.5, 8.0)
+"""How long a SIGSTOPped broker sleeps: past the producer's request timeout (5 s) and
+the brokers' ZooKeeper session (6 s, tests/support/cluster.py)."""
 
 
 @pytest.fixture(scope="module")
@@ -86,22 +94,48 @@ def coordinator(cluster: LocalCluster) -> list[int]:
     return [json.loads(done.stdout)["coordinator"]] if done.returncode == 0 else []
 
 
+def broker_pid(cluster: LocalCluster, broker_id: int) -> int:
+    """The broker's pid now (``dev start-broker`` records a restarted one's)."""
+    state = json.loads((cluster.data_dir / "dev.json").read_text())
+    pid: int = state["brokers"][str(broker_id)]["pid"]
+    return pid
+
+
+def pause(cluster: LocalCluster, victim: int, seconds: float) -> None:
+    """SIGSTOP ``victim`` for ``seconds`` (past the clients' request timeout and the
+    ZooKeeper session: its partitions and coordinators move while it sleeps), then
+    SIGCONT: it wakes up as a zombie that must learn it was replaced."""
+    pid = broker_pid(cluster, victim)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
 def nemesis(
     cluster: LocalCluster, rng: random.Random, stop: threading.Event, log: list[str]
 ) -> None:
-    """kill -9 one broker at a time (an output leader, the transaction coordinator, or
-    any), restart it a moment later."""
-    kinds = ["txn-coordinator", "output-leader", "any"]
+    """One broker at a time (an output leader, the transaction coordinator, or any):
+    kill -9 it and restart it a moment later, or SIGSTOP it past the request timeout
+    and let it go on."""
+    kinds = ["txn-coordinator", "output-leader", "pause-txn-coordinator", "any"]
+    others = ["output-leader", "txn-coordinator", "any", "pause-output-leader", "pause-any"]
     while not stop.wait(rng.uniform(0.5, 1.5)):
-        kind = kinds.pop(0) if kinds else rng.choice(["output-leader", "txn-coordinator", "any"])
-        if kind == "output-leader":
+        kind = kinds.pop(0) if kinds else rng.choice(others)
+        if kind.endswith("output-leader"):
             candidates = leaders(cluster, OUT)
-        elif kind == "txn-coordinator":
+        elif kind.endswith("txn-coordinator"):
             candidates = coordinator(cluster)
         else:
             candidates = [1, 2, 3]
         victim = rng.choice(candidates or [1, 2, 3])
         started = time.monotonic()
+        if kind.startswith("pause"):
+            pause(cluster, victim, rng.uniform(*PAUSE_S))
+            log.append(f"SIGSTOP {kind} {victim} ({time.monotonic() - started:.1f} s)")
+            continue
         dev(cluster, "stop-broker", str(victim), "--kill")
         time.sleep(rng.uniform(0.5, 1.5))
         dev(cluster, "start-broker", str(victim))

@@ -68,7 +68,7 @@ async def assert_alive(broker: Broker) -> None:
 async def assert_closed_then_alive(broker: Broker, data: bytes) -> None:
     async with await WireClient.connect(broker.port) as client:
         await client.send_raw(data)
-        assert await client.closed_by_peer()
+        await client.assert_closed_by_peer()
     await assert_alive(broker)
 
 
@@ -194,7 +194,7 @@ async def test_invalid_acks_is_refused_and_nothing_is_appended(broker: Broker) -
 async def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path: Path) -> None:
     config = broker_config(tmp_path, connections_max_idle_ms=300)
     async with running_broker(config) as broker, await WireClient.connect(broker.port) as client:
-        assert await client.closed_by_peer()
+        await client.assert_closed_by_peer()
         await assert_alive(broker)
 
 
@@ -268,12 +268,12 @@ async def test_a_parked_long_poll_is_not_idle(tmp_path: Path) -> None:
         body = fetch_body("t", {0: 0}, max_wait_ms=1000)
         response = await client.request(ApiKey.FETCH, body)
         assert response["topics"][0]["partitions"][0]["error_code"] == 0
-        assert await client.closed_by_peer()  # and once answered, idleness applies again
+        await client.assert_closed_by_peer()  # and once answered, idleness applies again
         await client.aclose()
 
 
 async def test_a_failed_acks_zero_produce_closes_the_connection(broker: Broker) -> None:
     async with await WireClient.connect(broker.port) as client:
         await client.send_request(ApiKey.PRODUCE, produce_body("nowhere", 0, batch(b"a"), acks=0))
-        assert await client.closed_by_peer()
+        await client.assert_closed_by_peer()
     await assert_alive(broker)

@@ -21,7 +21,7 @@ from minibroker.broker.server import BrokerServer
 from minibroker.broker.server_connection import MAX_PENDING
 from minibroker.protocol.frames import encode_frame
 from minibroker.protocol.session import Session
-from tests.support.broker import read_frames
+from tests.support.broker import assert_closed_by_peer, read_frames
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -75,15 +75,6 @@ async def answer(stream: trio.SocketStream) -> bytes:
     """The one answer a stream is waiting for."""
     (frame,) = await read_frames(stream, 1)
     return frame
-
-
-async def closed(stream: trio.SocketStream) -> bool:
-    try:
-        while await stream.receive_some(1 << 20):
-            pass
-    except trio.BrokenResourceError:
-        pass
-    return True
 
 
 async def pipeline_without_reading(
@@ -141,7 +132,7 @@ async def test_a_frame_trickling_in_a_byte_at_a_time_is_closed_at_its_deadline()
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trickle)
-            assert await closed(slow)
+            await assert_closed_by_peer(slow)
             nursery.cancel_scope.cancel()
         assert trio.current_time() - started < 5
         assert server.closed["incomplete_request"] == 1
@@ -191,7 +182,7 @@ async def test_a_plain_connection_that_sends_nothing_is_closed_once_idle() -> No
     async with serving(idle_timeout_s=IDLE_S) as (server, _):
         started = trio.current_time()
         async with await connect(server.port) as client:
-            assert await closed(client)
+            await assert_closed_by_peer(client)
         assert trio.current_time() - started >= IDLE_S
         assert server.closed["idle"] == 1
 
@@ -218,7 +209,7 @@ async def test_a_connection_owed_an_answer_is_not_idle_until_it_got_it() -> None
             handler.release.set()
             assert await answer(client) == b"released"
             # Silent for longer than the idle time already: closed once answered.
-            assert await closed(client)
+            await assert_closed_by_peer(client)
         assert server.closed["idle"] == 1
 
 
@@ -252,7 +243,7 @@ async def test_an_idle_connection_on_a_descriptor_above_1023_is_closed() -> None
             await until(lambda: server.connections == 1)
         async with client:
             assert client.socket.fileno() >= 1100
-            assert await closed(client)
+            await assert_closed_by_peer(client)
         assert server.closed["idle"] == 1
         async with await connect(server.port) as other:  # still serving
             await other.send_all(encode_frame(b"now:ok"))

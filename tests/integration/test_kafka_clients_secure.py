@@ -192,6 +192,59 @@ async def test_authorized_operations_are_the_principals_own(cluster: LocalCluste
     assert described(carol) == {op.READ, op.DESCRIBE}
 
 
+async def test_a_transactional_producer_needs_write_on_its_transactional_id(
+    cluster: LocalCluster,
+) -> None:
+    """Kafka's TransactionalId ACLs: a user who may write the topic but not use the
+    transactional id is refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED; once kafka-acls'
+    ``--producer --transactional-id`` grants it, its transactions commit."""
+    await topic_from_the_bundled_client(cluster, "dave-txn")
+    dave = add_user(cluster, "dave", "dave-secret")
+    admin_login = ("--command-config", cluster.state["client_config"])
+
+    def grant(*resource: str) -> None:
+        granted = cluster.cli(
+            *("acl", "add", "--allow-principal", "User:dave", "--producer", *resource),
+            *admin_login,
+        )
+        assert granted.returncode == 0, granted.stderr
+
+    def init(deadline: float) -> confluent_kafka.Producer:
+        """A producer of dave's that got past init_transactions (raises its error)."""
+        while True:  # dave's login reaches every broker within a watch round trip
+            producer = confluent_kafka.Producer(
+                {**dave, "bootstrap.servers": cluster.kafka_bootstrap, "transactional.id": "dave-1"}
+            )
+            try:
+                producer.init_transactions(20)
+                return producer
+            except confluent_kafka.KafkaException as exc:
+                code = exc.args[0].code()
+                if code == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                    raise
+                assert time.monotonic() < deadline, exc
+                time.sleep(0.2)
+
+    grant("--topic", "dave-txn")
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        init(time.monotonic() + 30)
+    assert refused.value.args[0].code() == (
+        confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    )
+    grant("--transactional-id", "dave-1")
+    deadline = time.monotonic() + 30
+    while True:  # the new ACL reaches every broker within a watch round trip
+        try:
+            producer = init(deadline)
+            break
+        except confluent_kafka.KafkaException:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    producer.begin_transaction()
+    producer.produce("dave-txn", b"daves", partition=0)
+    producer.commit_transaction(30)
+
+
 def test_the_readmes_secure_cluster_commands_run_as_written(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:

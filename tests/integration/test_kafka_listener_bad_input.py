@@ -72,7 +72,7 @@ async def assert_alive(broker: Broker) -> None:
 async def assert_closed_then_alive(broker: Broker, data: bytes) -> None:
     async with await connect(broker) as client:
         await client.send_raw(data)
-        assert await client.closed_by_peer()
+        await client.assert_closed_by_peer()
     await assert_alive(broker)
 
 

@@ -2,13 +2,14 @@
 
 Recipe: a broker with a Kafka listener leads a topic of 1,000 partitions. For each case
 a *load* client sends one kind of request back to back (pre-encoded: its own cost is
-nothing) while a *probe* client does one-topic Metadata round trips. Oversized
-requests - naming more topics, partitions or groups than ``request.max.partitions``,
-or more array elements than a request may hold, on either listener - are refused
+nothing) while a *probe* client does round trips on its open connection of a Metadata
+naming a one-partition topic (costing next to nothing itself). Oversized requests -
+naming more topics, partitions or groups than ``request.max.partitions``, or more
+array elements than a request may hold, on either listener - are refused
 (INVALID_REQUEST, or the Kafka connection closed) and the broker keeps working;
 maximal ones are answered. The probe is answered throughout each case, never waiting
-long (the bound here only catches a stall; the 50 ms p99 bar is measured by
-bench/request_stall.py, on a quiet machine).
+STALL_S, its p99 under P99_S (a bound for a loaded CI machine; the issue's 50 ms p99
+bar is measured by bench/request_stall.py).
 """
 
 from __future__ import annotations
@@ -35,17 +36,25 @@ pytestmark = pytest.mark.timeout(180)
 
 TOPIC = "wide"
 PARTITIONS = 1000
+PROBE_TOPIC = "probe"
+"""One partition: the probe's own round trip costs next to nothing (asking for TOPIC's
+1,000 partitions would measure that answer's encoding, not the load's stall)."""
 CASE_S = 1.0
 STALL_S = 2.0
 """No probe round trip may take this long (a stall, not a latency bar)."""
+P99_S = 0.5
+"""The probe's p99 must stay under this: ten times the issue's 50 ms bar
+(bench/request_stall.py measures that bar), room for a loaded 2-core CI machine."""
 
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    config = broker_config(tmp_path, kafka_listeners="127.0.0.1:0")
+    config = broker_config(tmp_path, kafka_listeners="127.0.0.1:0", offsets_topic_num_partitions=1)
     async with trio.open_nursery() as nursery:  # a Node: the group coordinator too
         broker: Broker = await nursery.start(Node(config).run)
         await FakeController(broker).lead(TOPIC, PARTITIONS)
+        await FakeController(broker).lead(PROBE_TOPIC)
+        await FakeController(broker).lead("__consumer_offsets")  # group "g" is served here
         yield broker
         nursery.cancel_scope.cancel()
 
@@ -124,6 +133,20 @@ MAXIMAL: dict[str, tuple[int, dict[str, Any]]] = {
     ),
     "fetch every partition": (ApiKey.FETCH, fetch_body(TOPIC, dict.fromkeys(range(PARTITIONS), 0))),
     "metadata of everything": (ApiKey.METADATA, {"topics": None}),
+    "list offsets of every partition": (
+        ApiKey.LIST_OFFSETS,
+        {
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "partitions": [
+                        {"partition_index": p, "timestamp": -1} for p in range(PARTITIONS)
+                    ],
+                }
+            ]
+        },
+    ),
+    "offset commit of every partition": (ApiKey.OFFSET_COMMIT, commit(PARTITIONS)),
     "offset fetch every partition": (
         ApiKey.OFFSET_FETCH,
         {
@@ -168,10 +191,10 @@ async def exchange(port: int, frame: bytes) -> bytes | None:
 
 
 async def under_load(broker: Broker, port: int, frame: bytes) -> tuple[list[bytes | None], float]:
-    """Send ``frame`` back to back for CASE_S while probing; (answers, worst probe s)."""
+    """Send ``frame`` back to back for CASE_S while probing; (answers, the probe's p99 s).
+    Fails if any probe takes STALL_S."""
     answers: list[bytes | None] = []
-    worst = 0.0
-    probes = 0
+    took: list[float] = []
 
     async def load() -> None:
         while True:
@@ -183,13 +206,12 @@ async def under_load(broker: Broker, port: int, frame: bytes) -> tuple[list[byte
         while trio.current_time() < deadline or not answers:
             started = time.perf_counter()
             with trio.fail_after(STALL_S):
-                await probe.request(ApiKey.METADATA, {"topics": [{"name": TOPIC}]})
-            worst = max(worst, time.perf_counter() - started)
-            probes += 1
+                await probe.request(ApiKey.METADATA, {"topics": [{"name": PROBE_TOPIC}]})
+            took.append(time.perf_counter() - started)
             await trio.sleep(0.005)
         nursery.cancel_scope.cancel()
-    assert probes > 0
-    return answers, worst
+    took.sort()
+    return answers, took[int(0.99 * (len(took) - 1))]
 
 
 def msgpack_error(answer: bytes) -> int:
@@ -200,27 +222,27 @@ def msgpack_error(answer: bytes) -> int:
 
 async def test_oversized_requests_are_refused_and_stall_nobody(broker: Broker) -> None:
     for name, (api_key, body) in OVERSIZED.items():
-        answers, worst = await under_load(broker, broker.port, msgpack_frame(api_key, body))
+        answers, p99 = await under_load(broker, broker.port, msgpack_frame(api_key, body))
         assert answers, name
         assert all(a is not None for a in answers), f"{name}: connection closed"
         assert {msgpack_error(a) for a in answers if a is not None} == {InvalidRequestError.code}, (
             name
         )
-        assert worst < STALL_S, (name, worst)
+        assert p99 < P99_S, (name, p99)
     kafka = broker.kafka_address
     assert kafka is not None
     for name, (api_key, version, body) in KAFKA_OVERSIZED.items():
         frame = kafka_codec.encode_request(RequestHeader(api_key, version, 1, "load"), body)
-        answers, worst = await under_load(broker, kafka[1], frame)
+        answers, p99 = await under_load(broker, kafka[1], frame)
         assert answers and all(a is None for a in answers), name  # closed, unread
-        assert worst < STALL_S, (name, worst)
+        assert p99 < P99_S, (name, p99)
 
 
 async def test_maximal_requests_are_answered_and_stall_nobody(broker: Broker) -> None:
     for name, (api_key, body) in MAXIMAL.items():
-        answers, worst = await under_load(broker, broker.port, msgpack_frame(api_key, body))
+        answers, p99 = await under_load(broker, broker.port, msgpack_frame(api_key, body))
         assert answers and all(a is not None for a in answers), name
-        assert worst < STALL_S, (name, worst)
+        assert p99 < P99_S, (name, p99)
 
 
 async def test_a_produce_appended_in_turns_is_still_followed_by_the_next_request(

@@ -18,6 +18,11 @@ import pytest
 import trio
 
 from minibroker import Consumer, Producer
+from minibroker.net.connection import Connection
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import InvalidTxnStateError, NotLeaderOrFollowerError
+from minibroker.protocol.records import Record, encode_batch
+from tests.support.broker import produce_body, produced
 from tests.support.cluster import LocalCluster
 from tests.support.kafka_groups import committed_offsets, create_topic
 from tests.support.prometheus import metrics_ports
@@ -403,3 +408,53 @@ def test_the_cli_finds_and_aborts_a_hanging_transaction(cluster: LocalCluster) -
     write_sentinels(cluster.kafka_bootstrap, topic, 1, "hanging")
     found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 1, 1)
     assert values(found) == []
+
+
+def test_a_write_outside_the_ongoing_transaction_is_refused_not_left_hanging(
+    cluster: LocalCluster,
+) -> None:
+    """KIP-890 part 1: a late write of a committed transaction, or one to a partition
+    never added, would open a transaction nobody ends; the leader asks the coordinator
+    first and answers INVALID_TXN_STATE, and read_committed readers are not blocked."""
+    topic = "txn-verified"
+    create_topic(cluster, topic, 2)
+    producer = confluent_transactional(cluster.kafka_bootstrap, "verified-1")
+    producer.begin_transaction()
+    producer.produce(topic, b"committed", partition=0)
+    producer.commit_transaction(30)
+    described = cluster.cli("transactions", "describe", "verified-1", "--format", "json")
+    state = json.loads(described.stdout)
+    producer_id, epoch = state["producer_id"], state["producer_epoch"]
+
+    async def stray_writes() -> dict[int, set[int]]:
+        codes: dict[int, set[int]] = {0: set(), 1: set()}
+        for partition, sequence in ((0, 1), (1, 0)):  # in sequence: only the txn is wrong
+            batch = encode_batch(
+                [Record(b"stray", timestamp=1_000)],
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                base_sequence=sequence,
+                transactional=True,
+            )
+            body = {**produce_body(topic, partition, batch, -1), "transactional_id": "verified-1"}
+            for broker_id in range(1, cluster.brokers + 1):  # the leader among them answers
+                connection = Connection("127.0.0.1", cluster.broker_port(broker_id))
+                await connection.connect()
+                try:
+                    answer = await connection.request(ApiKey.PRODUCE, body)
+                finally:
+                    await connection.aclose()
+                codes[partition].add(produced(answer)["error_code"])
+        return codes
+
+    codes = trio.run(stray_writes)
+    not_leader = NotLeaderOrFollowerError.code
+    assert codes == {p: {not_leader, InvalidTxnStateError.code} for p in (0, 1)}
+    for partition in ("0", "1"):
+        listed = cluster.cli(
+            "transactions", "describe-producers", topic, partition, "--format", "json"
+        )
+        assert all(p["current_txn_start_offset"] == -1 for p in json.loads(listed.stdout))
+    write_sentinels(cluster.kafka_bootstrap, topic, 2, "verified")
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 2, 2)
+    assert values(found) == [b"committed"]

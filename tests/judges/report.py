@@ -39,7 +39,7 @@ FRANZ_GO = ROOT / "docs" / "compatibility" / "franz-go-1.21.5.tsv"
 MARKERS = ("<!-- compatibility:start -->", "<!-- compatibility:end -->")
 
 NOT_SERVED = [
-    ("KIP-890 transactions (AddPartitionsToTxn v4+, EndTxn v5)", "issue 34"),
+    ("KIP-890 part 2 transactions (AddPartitionsToTxn v5, EndTxn v5, Produce v12)", "issue 34"),
     ("Produce v0-2 (message formats v0/v1)", "RecordBatch v2 only, by design"),
 ]
 """What the judges found not served, and where it is being built."""

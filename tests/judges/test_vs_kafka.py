@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.broker_process import ROOT, child_env
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.extended]
+pytestmark = [pytest.mark.timeout(480), pytest.mark.extended]
 
 REQUIRED = {
     "produce_100b_acks1": "records/s",
@@ -35,7 +35,7 @@ def test_quick_comparison_reports_both_brokers_and_their_ratios() -> None:
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=460,
         check=False,
     )
     errors = [line for line in done.stderr.splitlines() if "rdkafka" not in line]

@@ -100,6 +100,27 @@ async def read_frames(stream: trio.abc.ReceiveStream, count: int) -> list[bytes]
     return frames
 
 
+CLOSE_WAIT_S = 10.0
+"""How long a test waits for the broker to close a connection it must close: far past
+any close the tests provoke (idle times and deadlines of at most a few seconds), far
+below a test's timeout, so a connection left open fails as that, at once."""
+
+
+async def assert_closed_by_peer(
+    stream: trio.abc.ReceiveStream, within_s: float = CLOSE_WAIT_S
+) -> None:
+    """Read ``stream`` to its end (EOF or reset), discarding what arrives; raise
+    AssertionError if the peer has not closed it within ``within_s`` seconds."""
+    with trio.move_on_after(within_s):
+        try:
+            while await stream.receive_some(1 << 20):
+                pass
+        except trio.BrokenResourceError:
+            pass
+        return
+    raise AssertionError(f"the peer kept the connection open for {within_s} s")
+
+
 class WireClient:
     """A frame-level client on one connection (requests answered one at a time)."""
 
@@ -167,14 +188,9 @@ class WireClient:
         assert received_id == correlation_id
         return response
 
-    async def closed_by_peer(self) -> bool:
-        """True once the broker closes the connection (EOF or reset)."""
-        try:
-            while await self.stream.receive_some(65536):
-                pass
-        except trio.BrokenResourceError:
-            pass
-        return True
+    async def assert_closed_by_peer(self, within_s: float = CLOSE_WAIT_S) -> None:
+        """Return once the broker closes the connection; fail after ``within_s``."""
+        await assert_closed_by_peer(self.stream, within_s)
 
 
 class KafkaWireClient(WireClient):

@@ -39,7 +39,7 @@ from minibroker.protocol.records import (
     control_record_key,
     encode_batch,
 )
-from minibroker.protocol.records.batch import CONTROL_BIT, TRANSACTIONAL_BIT
+from minibroker.protocol.records.layout import CONTROL_BIT, TRANSACTIONAL_BIT
 
 SPARK_TEST_CONF = {
     "spark.ui.enabled": "false",

@@ -25,7 +25,8 @@ from minibroker.protocol.records import (
     encode_batch,
     set_log_append_time,
 )
-from minibroker.protocol.records.batch import TRANSACTIONAL_BIT, assemble_batch
+from minibroker.protocol.records.batch import assemble_batch
+from minibroker.protocol.records.layout import TRANSACTIONAL_BIT
 from tests.support.spark import PartitionLog, Producer, make_records
 
 pytestmark = pytest.mark.timeout(60)

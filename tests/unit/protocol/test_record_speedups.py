@@ -21,7 +21,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibroker.broker import log_validator
 from minibroker.protocol.errors import CorruptMessageError, InvalidRecordError
 from minibroker.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -36,13 +35,16 @@ from minibroker.protocol.records import (
     encode_values,
     read_header,
     validate_batch,
+    walk,
 )
-from minibroker.protocol.records.batch import _HEADER, BatchHeader, assemble_batch
+from minibroker.protocol.records.batch import BatchHeader, assemble_batch
 from minibroker.protocol.records.decode import _decode_section_python
 from minibroker.protocol.records.encode import _encode_values_python
+from minibroker.protocol.records.layout import HEADER
 from minibroker.protocol.records.types import TimestampType
 from minibroker.protocol.records.varint import VARINT_CACHE_SIZE, raw_varint
 from minibroker.protocol.records.view import batch_views
+from minibroker.storage import log_validator
 from tests.support.record_codec import codec
 
 INT64_MAX = 2**63 - 1
@@ -164,7 +166,7 @@ def test_damaged_and_truncated_batches_raise_the_same_errors(
     )
     same(
         compiled_codec,
-        lambda: log_validator.count_records(damaged, BATCH_HEADER_SIZE, len(damaged), 0),
+        lambda: walk.count_records(damaged, BATCH_HEADER_SIZE, len(damaged), 0),
     )
     # the produce check: one batch filling the buffer, then with bytes after it
     same(compiled_codec, lambda: log_validator.check_record_counts(damaged))
@@ -231,9 +233,7 @@ def test_odd_records_decode_or_fail_alike(
     batch = batch_of(ODD_SECTIONS[name], count=count, base_offset=base_offset)
     same(compiled_codec, lambda: decode_consumer_records(batch, 0, "t", 0))
     same(compiled_codec, lambda: [v.records() for v in batch_views(batch, "t", 0, 0)])
-    same(
-        compiled_codec, lambda: log_validator.count_records(batch, BATCH_HEADER_SIZE, len(batch), 0)
-    )
+    same(compiled_codec, lambda: walk.count_records(batch, BATCH_HEADER_SIZE, len(batch), 0))
 
 
 def test_the_null_and_header_cases_decode_on_the_compiled_path(compiled_codec: ModuleType) -> None:
@@ -306,7 +306,7 @@ def test_random_and_truncated_bytes_never_crash_the_compiled_codec(
         counted = compiled_codec.count_records(section, 0, len(section))
         try:
             with codec(None):
-                expected = log_validator.count_records(section, 0, len(section), 0)
+                expected = walk.count_records(section, 0, len(section), 0)
         except InvalidRecordError:
             expected = None
         assert counted == -1 or counted == expected
@@ -508,7 +508,7 @@ def test_the_compiled_check_returns_exactly_the_header_struct(compiled_codec: Mo
         base_sequence=2**31 - 2,
     )
     fields = compiled_codec.batch_header(batch, 0)
-    assert fields == _HEADER.unpack_from(batch, 0)
+    assert fields == HEADER.unpack_from(batch, 0)
     assert compiled_codec.batch_header(b"\x00" * 8 + batch, 8) == fields
 
 

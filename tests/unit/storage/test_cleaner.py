@@ -17,9 +17,9 @@ from minibroker.protocol.records import (
     encode_batch,
     encode_marker_batch,
 )
+from minibroker.protocol.records.layout import CONTROL_BIT, HEADER
 from minibroker.storage.cleaner.clean import Throttle, clean_log
 from minibroker.storage.cleaner.offset_map import OffsetMap
-from minibroker.storage.cleaner.records import CONTROL_BIT, HEADER
 from minibroker.storage.log import Log
 from minibroker.storage.segment_swap import SWAP_STEPS
 from tests.unit.storage.cleaning import (

@@ -17,6 +17,7 @@ from minibroker.protocol.errors import (
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
     InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
     KafkaError,
     ProducerFencedError,
 )
@@ -146,4 +147,25 @@ async def test_a_new_producer_aborts_the_open_transaction_of_the_old_one() -> No
         await trio.testing.wait_all_tasks_blocked()
         assert markers.written == [(pid, epoch + 1, False)]
         assert await c.init_producer_id("tx", 10_000, -1, -1) == (pid, epoch + 2)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_partition_is_verified_only_while_its_transaction_is_ongoing() -> None:
+    async with trio.open_nursery() as nursery:
+        c, _, _ = await coordinator(nursery)
+        other = TopicPartition("t", 1)
+        pid, epoch = await c.init_producer_id("tx", 10_000, -1, -1)
+        before = c.verify_partitions("tx", pid, epoch, [TP])  # no transaction yet
+        assert isinstance(before[TP], InvalidTxnStateError)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        during = c.verify_partitions("tx", pid, epoch, [TP, other])
+        assert during[TP] is None and isinstance(during[other], InvalidTxnStateError)
+        with pytest.raises(ProducerFencedError):
+            c.verify_partitions("tx", pid, epoch - 1, [TP])
+        with pytest.raises(InvalidProducerIdMappingError):
+            c.verify_partitions("tx", pid + 1, epoch, [TP])
+        await c.end_transaction("tx", pid, epoch, committed=True)
+        await trio.testing.wait_all_tasks_blocked()
+        after = c.verify_partitions("tx", pid, epoch, [TP])  # a late write of the last one
+        assert isinstance(after[TP], InvalidTxnStateError)
         nursery.cancel_scope.cancel()

@@ -1,12 +1,14 @@
-"""Produce-side checks the Log does not make, and LogAppendTime stamping.
+"""A leader's checks of what is inside produced batches, and LogAppendTime stamping:
+Kafka's LogValidator. ``Log.append_as_leader`` runs them (``validate_records``) before
+its batch walk; nothing else validates produce data.
 
-``storage.Log.append`` already refuses bad batches before writing anything: magic,
-length and CRC-32C of every batch (CORRUPT_MESSAGE, including trailing bytes that are
-not a batch), ``lastOffsetDelta == recordCount - 1``, a batch over
-``max.message.bytes`` (MESSAGE_TOO_LARGE), an entry larger than a segment
-(RECORD_LIST_TOO_LARGE); and as leader it patches ``baseOffset`` and
-``partitionLeaderEpoch`` in place. What the leader adds here, before that append (as
-Kafka's LogValidator does):
+The batch walk (``storage/log_append.py``, Kafka's analyzeAndValidateRecords) refuses
+bad batches before writing anything: magic, length and CRC-32C of every batch
+(CORRUPT_MESSAGE, including trailing bytes that are not a batch),
+``lastOffsetDelta == recordCount - 1``, a batch over ``max.message.bytes``
+(MESSAGE_TOO_LARGE), an entry larger than a segment (RECORD_LIST_TOO_LARGE); and as
+leader it patches ``baseOffset`` and ``partitionLeaderEpoch`` in place. What the leader
+checks here, before that walk:
 
 - produce data holds at least one batch: an empty ``records`` value is INVALID_RECORD
   (Kafka's ProduceRequest.validateRecords);
@@ -31,34 +33,64 @@ Kafka's LogValidator does):
 
 from __future__ import annotations
 
-import struct
 import zlib
+from typing import NamedTuple
 
 from minibroker.protocol.compression import CODEC_NAMES, Compression, decompress
 from minibroker.protocol.errors import CorruptMessageError, InvalidRecordError
 from minibroker.protocol.records import (
-    BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
     Buffer,
     Record,
     accel,
     decode_batch,
     encode_batch,
     iter_headers,
-    read_varint,
     set_log_append_time,
     validate_batch,
 )
-from minibroker.storage.cleaner.records import walk_records
+from minibroker.protocol.records.layout import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    header_struct,
+)
+from minibroker.protocol.records.walk import count_records, walk_records
+
+
+class LeaderChecks(NamedTuple):
+    """What a leader's append asks of a topic's config, worked out once per config
+    rather than on every produce (``of``)."""
+
+    compact: bool  # records need keys
+    codec: Compression | None  # what batches are stored in; None: as the producer sent
+    log_append_time: bool
+
+    @classmethod
+    def of(cls, cleanup_policy: str, compression_type: str, log_append_time: bool) -> LeaderChecks:
+        return cls("compact" in cleanup_policy, stored_codec(compression_type), log_append_time)
+
+
+def validate_records(records: Buffer, checks: LeaderChecks, append_time_ms: int) -> bytearray:
+    """The checks of the module doc, in Kafka's order; returns the batches to append in
+    a writable buffer (re-encoded in the topic's codec, stamped with ``append_time_ms``
+    when the topic keeps LogAppendTime). Raises the KafkaError for the partition."""
+    check_record_counts(records)
+    if checks.compact:
+        check_keys(records)
+    if checks.codec is not None:
+        records = recompress(records, checks.codec)
+    buf = bytearray(records)
+    if checks.log_append_time:
+        stamp_log_append_time(buf, append_time_ms)
+    return buf
+
 
 MAX_DECOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
 """Largest records section a compressed batch may inflate to. Honest batches are far
 smaller (max.message.bytes defaults to 1 MiB compressed); a gzip bomb of that size
 would otherwise expand to a gigabyte in the broker's memory."""
 
-# batchLength (at 8), attributes (at 21) and recordCount (at 57) of a batch header.
-_COUNT_FIELDS = struct.Struct(">8xi9xh34xi")
-_COMPRESSION_MASK = 0x07
+_COUNT_FIELDS = header_struct("batch_length", "attributes", "record_count")
 
 
 def check_record_counts(records: Buffer) -> None:
@@ -75,7 +107,7 @@ def check_record_counts(records: Buffer) -> None:
         batch_length, attributes, count = _COUNT_FIELDS.unpack_from(records, 0)
         if (
             batch_length + LOG_OVERHEAD == total
-            and not attributes & _COMPRESSION_MASK
+            and not attributes & COMPRESSION_MASK
             and speedups.count_records(records, BATCH_HEADER_SIZE, total) == count
             and count >= 0
         ):
@@ -87,7 +119,7 @@ def check_record_counts(records: Buffer) -> None:
         size = batch_length + LOG_OVERHEAD
         if size < BATCH_HEADER_SIZE or pos + size > total:
             return  # malformed or torn: Log.append names the problem
-        codec = attributes & _COMPRESSION_MASK
+        codec = attributes & COMPRESSION_MASK
         if codec == Compression.NONE:
             found = count_records(records, pos + BATCH_HEADER_SIZE, pos + size, pos)
         elif codec == Compression.GZIP:
@@ -167,66 +199,6 @@ def _decompress(codec: Compression, buf: Buffer, pos: int, size: int) -> bytes:
             f"batch at {pos} inflates beyond {MAX_DECOMPRESSED_BATCH_BYTES} bytes"
         )
     return section
-
-
-def count_records(buf: Buffer, start: int, end: int, where: int) -> int:
-    """How many records fill ``buf[start:end]`` exactly; raises InvalidRecordError
-    when they do not fill it exactly, or when the last one's offsetDelta is not its
-    index (what the header's lastOffsetDelta must match). ``where`` names the batch.
-
-    The hot loop of produce validation walks record lengths only: one- and two-byte
-    varints (records up to 8 KiB) are decoded inline, longer ones by read_varint.
-    Only the last record's offsetDelta is decoded: checking every record's would cost
-    several times the walk (Kafka checks none for uncompressed batches). The compiled
-    codec (``accel``) does the same walk when built and leaves to this code any batch
-    that fails it, so the error is named here."""
-    if (
-        accel.speedups is not None
-        and (counted := accel.speedups.count_records(buf, start, end)) >= 0
-    ):
-        return int(counted)
-    cursor = start
-    found = 0
-    last = -1  # where the last record's fields start
-    try:
-        while cursor < end:
-            first = buf[cursor]
-            if first < 0x80:
-                raw = first
-                body = cursor + 1
-            else:
-                second = buf[cursor + 1]
-                if second < 0x80:
-                    raw = (first & 0x7F) | (second << 7)
-                    body = cursor + 2
-                else:
-                    raw, body = _raw_varint(buf, cursor)
-            if raw & 1 or raw == 0:  # zigzag: odd = negative
-                raise InvalidRecordError(f"batch at {where} has a record of length <= 0")
-            cursor = body + (raw >> 1)
-            last = body
-            found += 1
-        if cursor == end and found:
-            # attributes (one byte), timestampDelta, then offsetDelta
-            _, at = read_varint(buf, last + 1)
-            delta, _ = read_varint(buf, at)
-            if delta != found - 1:
-                raise InvalidRecordError(
-                    f"batch at {where}: its last record has offset delta {delta}, not {found - 1}"
-                )
-    except (IndexError, CorruptMessageError):
-        raise InvalidRecordError(f"batch at {where}: its records run past its end") from None
-    if cursor != end:
-        raise InvalidRecordError(
-            f"batch at {where}: {found} records do not fill its records section exactly"
-        )
-    return found
-
-
-def _raw_varint(buf: Buffer, cursor: int) -> tuple[int, int]:
-    """A varint, still zigzag-encoded (so the caller's parity tests apply)."""
-    value, after = read_varint(buf, cursor)
-    return (value << 1) ^ (value >> 63), after
 
 
 def stamp_log_append_time(buf: bytearray, timestamp_ms: int) -> None:

@@ -7,13 +7,6 @@ import zlib
 
 import pytest
 
-from minibroker.broker import log_validator
-from minibroker.broker.log_validator import (
-    check_record_counts,
-    recompress,
-    stamp_log_append_time,
-    stored_codec,
-)
 from minibroker.protocol.crc32c import crc32c
 from minibroker.protocol.errors import CorruptMessageError, InvalidRecordError
 from minibroker.protocol.records import (
@@ -24,6 +17,13 @@ from minibroker.protocol.records import (
     encode_batch,
     encode_values,
     validate_batch,
+)
+from minibroker.storage import log_validator
+from minibroker.storage.log_validator import (
+    check_record_counts,
+    recompress,
+    stamp_log_append_time,
+    stored_codec,
 )
 
 # Every test here runs on the compiled record codec and on the pure-Python one.

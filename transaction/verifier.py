@@ -1,0 +1,96 @@
+"""The question a partition leader asks before a producer's first transactional write
+(KIP-890 part 1, broker/txn_verification.py): is this partition in the producer's
+ongoing transaction? Answered by the id's coordinator, the leader of its
+``__transaction_state`` partition: this broker's own TransactionCoordinator directly, or
+another broker through AddPartitionsToTxn's brokers' form, ``transactions[]`` with
+``verify_only`` (Kafka's v4; on the inter-broker listener, transaction/broker_links.py,
+the msgpack body carries those fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.protocol.api import ApiKey
+from minibroker.protocol.errors import (
+    NONE,
+    CoordinatorNotAvailableError,
+    KafkaError,
+    NetworkError,
+    error_for_code,
+)
+from minibroker.protocol.messages import bodies
+from minibroker.protocol.transaction_log import TRANSACTION_STATE_TOPIC
+from minibroker.storage.names import TopicPartition
+from minibroker.transaction.broker_links import BrokerLinks
+from minibroker.transaction.coordinator import TransactionCoordinator
+
+
+class TransactionVerifier:
+    def __init__(
+        self,
+        coordinator: TransactionCoordinator,
+        metadata_cache: MetadataCache,
+        links: BrokerLinks,
+        *,
+        broker_id: int,
+    ) -> None:
+        self.coordinator = coordinator
+        self.metadata_cache = metadata_cache
+        self.links = links
+        self.broker_id = broker_id
+
+    async def __call__(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Each partition's verdict (None: in the transaction); raises the KafkaError
+        of the whole question (no coordinator known, the request failed)."""
+        state_partition = self.coordinator.state.partition_of(transactional_id)
+        info = self.metadata_cache.partition(
+            TopicPartition(TRANSACTION_STATE_TOPIC, state_partition)
+        )
+        if info is None or info.leader < 0:
+            raise CoordinatorNotAvailableError(
+                f"{TRANSACTION_STATE_TOPIC}-{state_partition} has no leader"
+            )
+        if info.leader == self.broker_id:
+            return self.coordinator.verify_partitions(
+                transactional_id, producer_id, producer_epoch, partitions
+            )
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request: bodies.AddPartitionsToTxnRequest = {
+            "transactions": [
+                {
+                    "transactional_id": transactional_id,
+                    "producer_id": producer_id,
+                    "producer_epoch": producer_epoch,
+                    "verify_only": True,
+                    "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()],
+                }
+            ]
+        }  # type: ignore[typeddict-item]
+        try:
+            answer: bodies.AddPartitionsToTxnResponse = await self.links.request(
+                info.leader, ApiKey.ADD_PARTITIONS_TO_TXN, request
+            )
+        except KafkaError as exc:
+            raise NetworkError(f"verifying with broker {info.leader}: {exc.message}") from exc
+        if answer.get("error_code", NONE) != NONE:
+            raise error_for_code(answer["error_code"])("verification refused")
+        verdicts: dict[TopicPartition, KafkaError | None] = {}
+        for txn in answer.get("results_by_transaction", ()):
+            for topic in txn["topic_results"]:
+                for p in topic["results_by_partition"]:
+                    code = p.get("partition_error_code", NONE)
+                    verdicts[TopicPartition(topic["name"], p["partition_index"])] = (
+                        None if code == NONE else error_for_code(code)("not verified")
+                    )
+        missing = CoordinatorNotAvailableError("the coordinator did not answer for it")
+        return {tp: verdicts.get(tp, missing) for tp in partitions}

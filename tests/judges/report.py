@@ -209,7 +209,7 @@ def build() -> tuple[str, str]:
         headline += (
             f"; librdkafka 2.15.0's broker tests (by hand): {rdk_after['PASSED']} of {len(rdk)}"
             f" pass, {rdk_after['SKIPPED']} skip (version, SSL/SASL set-up, known issues),"
-            f" {rdk_after['FAILED']} fail, each needing an API not served yet"
+            f" {rdk_after['FAILED']} fail (each listed with why)"
         )
     if franz:
         passed = sum(row[2] == "PASS" for row in franz_broker)

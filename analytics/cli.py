@@ -29,13 +29,12 @@ from minibroker.analytics.jobargs import (
     EXIT_ERROR,
     EXIT_USAGE,
     JOB_CONF,
-    UsageError,
     add_filter_arguments,
     first_missing_dir,
     job_argv,
     options_from_args,
 )
-from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError, UsageError
 
 HELP = "analyse segment files offline with Spark: every log dir of a dev cluster or broker"
 DEFAULT_MASTER = "local[*]"

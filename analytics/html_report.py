@@ -38,7 +38,7 @@ from minibroker.analytics.figures import (
     skew_charts,
     traffic_charts,
 )
-from minibroker.analytics.summary import SegmentRead, human_bytes, human_time
+from minibroker.analytics.summary import SegmentFileRead, human_bytes, human_time
 from minibroker.analytics.vega_bundle import vega_bundle
 
 REPORT_FILE = "report.html"
@@ -297,7 +297,9 @@ def producer_table(tables: Tables) -> str:
     return table
 
 
-def read_section(log_dirs: Sequence[str], read: Mapping[str, Sequence[SegmentRead]] | None) -> str:
+def read_section(
+    log_dirs: Sequence[str], read: Mapping[str, Sequence[SegmentFileRead]] | None
+) -> str:
     rows = []
     for log_dir in read or {d: [] for d in log_dirs}:
         segments = (read or {}).get(log_dir, [])
@@ -314,7 +316,7 @@ def read_section(log_dirs: Sequence[str], read: Mapping[str, Sequence[SegmentRea
 
 
 def _tiles(
-    tables: Tables, log_dirs: Sequence[str], read: Mapping[str, Sequence[SegmentRead]] | None
+    tables: Tables, log_dirs: Sequence[str], read: Mapping[str, Sequence[SegmentFileRead]] | None
 ) -> str:
     parts = tables.get("partitions", [])
     replicas = chosen_replicas(tables)
@@ -355,7 +357,7 @@ def _tiles(
 def render_report(
     tables: Tables,
     log_dirs: Sequence[str],
-    read: Mapping[str, Sequence[SegmentRead]] | None = None,
+    read: Mapping[str, Sequence[SegmentFileRead]] | None = None,
     *,
     out: str | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),

@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from minibroker.analytics.html_report import REPORT_FILE
 from minibroker.analytics.report import DEFAULT_TOP_KEYS
+from minibroker.protocol.errors import UsageError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -33,10 +34,6 @@ JOB_CONF = {
 }
 """The Spark settings the job runs best with: ``minibroker analyze`` passes them to
 spark-submit (someone running spark-submit themselves picks their own)."""
-
-
-class UsageError(ValueError):
-    """The arguments make no sense together (one line for the user, exit 2)."""
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -45,7 +45,6 @@ from minibroker.analytics.jobargs import (
     EXIT_USAGE,
     JobOptions,
     OneLineParser,
-    UsageError,
     add_job_arguments,
     first_missing_dir,
     options_from_args,
@@ -57,8 +56,8 @@ from minibroker.analytics.layout import (
     plan_slices,
 )
 from minibroker.analytics.report import build_partial_reports
-from minibroker.analytics.summary import SegmentRead, format_summary, human_bytes
-from minibroker.protocol.errors import MinibrokerError
+from minibroker.analytics.summary import SegmentFileRead, format_summary, human_bytes
+from minibroker.protocol.errors import MinibrokerError, UsageError
 
 PROG = "segment_report"
 APP_NAME = "minibroker-segment-report"
@@ -101,14 +100,16 @@ def scan_frame(spark: SparkSession, options: JobOptions, kind: str = "partials")
     return reader.load(",".join(options.log_dirs))
 
 
-def segments_read(log_dirs: list[str], pieces: list[SegmentSlice]) -> dict[str, list[SegmentRead]]:
+def segments_read(
+    log_dirs: list[str], pieces: list[SegmentSlice]
+) -> dict[str, list[SegmentFileRead]]:
     """Per log dir (as given, every one even if empty): each segment file and its size."""
     by_dir: dict[str, dict[str, int]] = {str(Path(d).resolve()): {} for d in log_dirs}
     for piece in pieces:
         files = by_dir.setdefault(piece.log_dir, {})
         files[piece.segment] = files.get(piece.segment, 0) + piece.end - piece.start
     return {
-        log_dir: [SegmentRead(path, size) for path, size in sorted(files.items())]
+        log_dir: [SegmentFileRead(path, size) for path, size in sorted(files.items())]
         for log_dir, files in by_dir.items()
     }
 

@@ -22,14 +22,14 @@ MAX_LINES = 50
 
 
 @dataclass(frozen=True, slots=True)
-class SegmentRead:
+class SegmentFileRead:
     """One segment file the job read, and how many of its bytes."""
 
     path: str
     size: int
 
 
-def _read_section(read: Mapping[str, Sequence[SegmentRead]]) -> list[str]:
+def _read_section(read: Mapping[str, Sequence[SegmentFileRead]]) -> list[str]:
     """Every log dir read (never cut, so a missing one shows), then its segment files."""
     lines = ["Read:"]
     for log_dir, segments in read.items():
@@ -98,7 +98,7 @@ def _sorted(rows: Rows, *keys: str) -> list[Mapping[str, Any]]:
 def format_summary(
     tables: Mapping[str, Rows],
     log_dirs: Sequence[str],
-    read: Mapping[str, Sequence[SegmentRead]] | None = None,
+    read: Mapping[str, Sequence[SegmentFileRead]] | None = None,
     html: str | None = None,
 ) -> str:
     """The summary; ``read`` (log dir -> segment files read) adds what was read, and

@@ -34,10 +34,10 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minibroker.controller.context import TopicPartition
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.records import Record, encode_batch
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.client import open_zk_client
 from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.server import ZooKeeperServer

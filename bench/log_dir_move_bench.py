@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minibroker.broker.log_dir_mover import LogDirMover
 from minibroker.protocol.records import encode_values
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log
 from minibroker.storage.log_config import LogConfig
 from minibroker.storage.log_manager import LogManager
-from minibroker.storage.names import TopicPartition
 
 TP = TopicPartition("bench", 0)
 BATCH_VALUES = 64

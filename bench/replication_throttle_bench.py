@@ -36,7 +36,7 @@ from minibroker.client.cli import reassign
 from minibroker.client.producer import Producer
 from minibroker.client.reassignment import parse_reassignment
 from minibroker.node.node import Node
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.server import ZooKeeperServer
 
 TOPIC = "throttled"

@@ -164,8 +164,8 @@ class CountFsyncs:
 
 
 def bench_create_logs(root: Path, count: int) -> dict[str, float]:
+    from minibroker.protocol.topic_partition import TopicPartition
     from minibroker.storage.log_manager import LogManager
-    from minibroker.storage.names import TopicPartition
 
     best_wall, best_cpu = float("inf"), float("inf")
     for round_no in range(LOG_CREATION_ROUNDS):
@@ -191,13 +191,14 @@ def bench_leader_and_isr(root: Path, count: int) -> dict[str, float]:
     import trio
 
     from minibroker.broker.config import BrokerConfig
+    from minibroker.broker.hosted_replicas import to_log_config
     from minibroker.broker.metadata_cache import MetadataCache
-    from minibroker.broker.partition import PartitionState
-    from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+    from minibroker.broker.partition import LeaderAndIsrPartition
+    from minibroker.broker.replica_manager import ReplicaManager
+    from minibroker.protocol.topic_partition import TopicPartition
     from minibroker.storage.log_manager import LogManager
-    from minibroker.storage.names import TopicPartition
 
-    state = PartitionState(
+    state = LeaderAndIsrPartition(
         controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,),
         is_new=True,
     )  # fmt: skip

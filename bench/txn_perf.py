@@ -11,7 +11,10 @@ figures at the end, each a list over the runs and the ratio of the medians:
 - ``produce``: ``--records`` records of ``--record-size`` bytes, acks=all, linger.ms 5,
   1 MB batches, first with idempotence only, then in transactions of
   ``--transaction-size`` records (begin, produce, commit: each commit waits for its
-  markers). Target (issue 34): transactional >= 0.8x idempotent records/s.
+  markers). Target (issue 34): transactional >= 0.8x idempotent records/s. The broker's
+  CPU seconds per run are listed too: on a machine whose cores are busy with other work
+  the rates follow the CPU each side costs, on an idle one the round trips of each
+  transaction.
 - ``consume``: a topic filled in transactions of ``--transaction-size`` records of
   ``--consume-record-size`` bytes (so it holds a marker per transaction), read whole by
   a consumer with ``isolation.level`` read_uncommitted, then read_committed. Target:
@@ -38,7 +41,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.kafka_client_perf import CONSUME_BATCH, CONSUME_QUEUE_BACKOFF_MS, _kafka_address
-from bench.standalone import lead, standalone_broker_process
+from bench.standalone import lead, process_cpu_seconds, standalone_broker_process
 from minibroker.protocol.transaction_log import TRANSACTION_STATE_TOPIC
 
 PRODUCER_SETTINGS: dict[str, Any] = {
@@ -128,24 +131,23 @@ def ratio(numerator: list[float], denominator: list[float]) -> float:
 def main() -> None:
     args = parse_args()
     figures: dict[str, Any] = {"load_average_before": os.getloadavg()[0]}
-    with standalone_broker_process("kafka.listeners=127.0.0.1:0") as (bootstrap, _process):
+    with standalone_broker_process("kafka.listeners=127.0.0.1:0") as (bootstrap, process):
         kafka = trio.run(_kafka_address, bootstrap)
         topics = [f"idempotent-{i}" for i in range(args.runs)]
         topics += [f"transactional-{i}" for i in range(args.runs)]
         for topic in [*topics, "consumed", TRANSACTION_STATE_TOPIC]:
             trio.run(lead, bootstrap, topic, 1, kafka)
         idempotent, transactional = [], []
+        cpu: dict[str, list[float]] = {"idempotent": [], "transactional": []}
         for run in range(args.runs):
-            seconds = produce(kafka, f"idempotent-{run}", args.records, args.record_size, None)
-            idempotent.append(round(args.records / seconds))
-            seconds = produce(
-                kafka,
-                f"transactional-{run}",
-                args.records,
-                args.record_size,
-                args.transaction_size,
-            )
-            transactional.append(round(args.records / seconds))
+            for kind, rates, size in (
+                ("idempotent", idempotent, None),
+                ("transactional", transactional, args.transaction_size),
+            ):
+                before = process_cpu_seconds(process.pid)
+                seconds = produce(kafka, f"{kind}-{run}", args.records, args.record_size, size)
+                cpu[kind].append(round(process_cpu_seconds(process.pid) - before, 2))
+                rates.append(round(args.records / seconds))
         figures["produce"] = {
             "records": args.records,
             "record_size": args.record_size,
@@ -153,6 +155,8 @@ def main() -> None:
             "idempotent_records_per_s": idempotent,
             "transactional_records_per_s": transactional,
             "ratio": ratio(transactional, idempotent),
+            "idempotent_broker_cpu_s": cpu["idempotent"],
+            "transactional_broker_cpu_s": cpu["transactional"],
         }
         produce(
             kafka,

@@ -62,10 +62,10 @@ from minibroker.protocol.api import (
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 from minibroker.protocol.schemas.types import (
     REQUIRED,
-    Array,
     Nullable,
-    Primitive,
+    SchemaArray,
     SchemaError,
+    SchemaPrimitive,
     Type,
 )
 
@@ -84,13 +84,13 @@ _PRIMITIVE_CHECKS: dict[str, Callable[[Any], bool]] = {
 
 def interpret(t: Type, version: int, value: Any, path: str = "body") -> None:
     """The generic alternative to compile_validator: walk the schema for every value."""
-    if isinstance(t, Primitive):
+    if isinstance(t, SchemaPrimitive):
         if not _PRIMITIVE_CHECKS[t.name](value):
             raise SchemaError(path, f"expected {t.name}")
     elif isinstance(t, Nullable):
         if value is not None:
             interpret(t.of, version, value, path)
-    elif isinstance(t, Array):
+    elif isinstance(t, SchemaArray):
         if type(value) is not list:
             raise SchemaError(path, "expected array")
         for item in value:

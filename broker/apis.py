@@ -21,15 +21,11 @@ from minibroker.broker.authorized_operations import (
     metadata_operations,
 )
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
+from minibroker.broker.fetch_reader import FetchParams, FetchPartition, PartitionRead
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.partition import AppendResult
-from minibroker.broker.replica_manager import (
-    FetchPartition,
-    FetchRequest,
-    PartitionRead,
-    ReplicaManager,
-)
+from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.request_handler import CloseConnection
 from minibroker.broker.topic_auto_creation import TopicAutoCreator
 from minibroker.broker.txn_verification import TxnVerifier, Unverified, unverified, verify
@@ -45,7 +41,7 @@ from minibroker.protocol.errors import (
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.bodies import Records
 from minibroker.protocol.session import Session
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 PARTITIONS_PER_TURN = 100
 """A Produce, Fetch or ListOffsets naming more partitions is appended or read this many
@@ -291,7 +287,7 @@ class KafkaApis:
         if twice:
             requests = [p for p in requests if p.tp not in twice]
         refused = [PartitionRead(tp, None, _named_twice(tp)) for tp in twice]
-        fetch = FetchRequest(
+        fetch = FetchParams(
             replica_id=request["replica_id"],
             max_bytes=min(request["max_bytes"], self.fetch_max_bytes),
             min_bytes=request["min_bytes"],

@@ -58,7 +58,7 @@ from minibroker.broker.connection_limits import (
     CreationRate,
     parse_overrides,
 )
-from minibroker.broker.controller_apis import ControllerApis
+from minibroker.broker.controller_apis import ControllerRequestApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.corruption import CorruptReplicas, Scrubber
 from minibroker.broker.create_partitions import CreatePartitions
@@ -66,6 +66,7 @@ from minibroker.broker.credentials import CredentialCache
 from minibroker.broker.delete_records import DeleteRecords
 from minibroker.broker.describe_producers import DescribeProducersApi
 from minibroker.broker.dispatcher import RequestDispatcher
+from minibroker.broker.hosted_replicas import to_log_config
 from minibroker.broker.identity_key import BrokerKey
 from minibroker.broker.incremental_configs import IncrementalAlterConfigs
 from minibroker.broker.kafka_codec import KafkaCodec
@@ -80,7 +81,7 @@ from minibroker.broker.peer_identity import PeerProofs
 from minibroker.broker.producer_ids import ProducerIdManager, install_init_producer_id
 from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
-from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.broker.request_caps import RequestCaps
 from minibroker.broker.request_codec import MsgpackCodec
@@ -97,7 +98,7 @@ from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
 from minibroker.zk.client import open_zk_client
 from minibroker.zk.data import KafkaZkClient
-from minibroker.zk.model import KAFKA_LISTENER
+from minibroker.zk.values import KAFKA_LISTENER
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +295,7 @@ class Broker:
         )
         apis.install(self.dispatcher)
         DeleteRecords(replica_manager, self.metadata_cache).install(self.dispatcher)
-        ControllerApis(replica_manager, self.metadata_cache, fence).install(
+        ControllerRequestApis(replica_manager, self.metadata_cache, fence).install(
             self.dispatcher, listener=config.inter_broker_listener
         )
         PeerProofs(zk, config.broker_id).install(

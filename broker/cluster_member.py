@@ -58,9 +58,10 @@ from minibroker.protocol.errors import KafkaError, MinibrokerError
 from minibroker.protocol.messages import bodies
 from minibroker.zk.cluster_id import get_or_create_cluster_id
 from minibroker.zk.data import KafkaZkClient
-from minibroker.zk.model import KAFKA_LISTENER, BrokerInfo, EndPoint, broker_path
+from minibroker.zk.model import broker_path
 from minibroker.zk.session import SESSION_FILE, close_session, read_credentials, write_credentials
 from minibroker.zk.types import StateChange, ZkError, ZkEvent, ZkState
+from minibroker.zk.values import KAFKA_LISTENER, BrokerInfo, EndPoint
 
 log = logging.getLogger(__name__)
 

@@ -42,9 +42,7 @@ from minibroker.broker.config_keys import (
     fraction,
     one_of,
 )
-from minibroker.broker.config_keys import describe_keys as describe_keys
 from minibroker.broker.config_listeners import ListenerSettings
-from minibroker.broker.config_listeners import parse_endpoint as parse_endpoint
 from minibroker.broker.config_log import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,

@@ -1,4 +1,4 @@
-"""ControllerApis: the broker's handlers of the controller's requests, LeaderAndIsr,
+"""ControllerRequestApis: the broker's handlers of the controller's requests, LeaderAndIsr,
 StopReplica and UpdateMetadata.
 
 They are served on the inter-broker listener only, and each passes the controller
@@ -28,7 +28,7 @@ import trio
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.partition import PartitionState
+from minibroker.broker.partition import LeaderAndIsrPartition
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
@@ -39,7 +39,7 @@ from minibroker.protocol.errors import (
     StaleControllerEpochError,
 )
 from minibroker.protocol.messages import bodies
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 ControllerRequest: TypeAlias = (
     bodies.LeaderAndIsrRequest | bodies.StopReplicaRequest | bodies.UpdateMetadataRequest
@@ -50,7 +50,7 @@ ResponseT = TypeVar("ResponseT")
 ResultT = TypeVar("ResultT")
 
 
-class ControllerApis:
+class ControllerRequestApis:
     def __init__(
         self,
         replica_manager: ReplicaManager,
@@ -73,7 +73,7 @@ class ControllerApis:
         self, header: RequestHeader, request: bodies.LeaderAndIsrRequest
     ) -> Answer[bodies.LeaderAndIsrResponse]:
         states = {
-            TopicPartition(s["topic_name"], s["partition_index"]): PartitionState(
+            TopicPartition(s["topic_name"], s["partition_index"]): LeaderAndIsrPartition(
                 controller_epoch=s["controller_epoch"],
                 leader=s["leader"],
                 leader_epoch=s["leader_epoch"],

@@ -23,7 +23,7 @@ from minibroker.protocol.errors import (
     TopicAlreadyExistsError,
 )
 from minibroker.protocol.messages import bodies
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,7 @@ class CoordinatorLocator:
 
     def partition_count(self) -> int:
         """Partitions of the topic as the metadata cache knows it (0: not created)."""
-        if not self.metadata_cache.contains(self.topic):
-            return 0
-        return len(self.metadata_cache.metadata_response([self.topic])["topics"][0]["partitions"])
+        return self.metadata_cache.partition_count(self.topic)
 
     def partition_of(self, key: str) -> int | None:
         count = self.partition_count()

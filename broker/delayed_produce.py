@@ -45,7 +45,7 @@ from minibroker.protocol.errors import (
     NotLeaderOrFollowerError,
     RequestTimedOutError,
 )
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

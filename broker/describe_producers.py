@@ -9,7 +9,7 @@ from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import NONE, KafkaError, NotLeaderOrFollowerError
 from minibroker.protocol.messages import bodies
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 
 class DescribeProducersApi:

@@ -33,8 +33,8 @@ from minibroker.broker.replication_quota import (
     is_throttled_copy,
 )
 from minibroker.protocol.errors import KafkaError, KafkaStorageError, OffsetOutOfRangeError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.errors import CorruptRecordError
-from minibroker.storage.names import TopicPartition
 
 THROTTLE_RETRY_MIN_S = 0.005
 PARKED_FETCH_MAX_BYTES = 64 * 1024 * 1024
@@ -59,7 +59,7 @@ class FetchPartition:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchRequest:
+class FetchParams:
     """A Fetch request's parameters (replica_id -1: a consumer, else a follower)."""
 
     replica_id: int
@@ -108,7 +108,7 @@ class EarlierRead(NamedTuple):
         return cls(None if any(read.size for read in reads) else reads, notifications)
 
 
-def fetch_satisfied(reads: Sequence[PartitionRead], fetch: FetchRequest) -> bool:
+def fetch_satisfied(reads: Sequence[PartitionRead], fetch: FetchParams) -> bool:
     """A fetch is answered once it has min_bytes, or as soon as any partition fails."""
     total = 0
     for read in reads:
@@ -149,7 +149,7 @@ class FetchReader:
         self.parked_bytes = 0
         """The ``max_bytes`` reserved by the fetches parked now."""
 
-    def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | EarlierRead:
+    def fetch_messages(self, fetch: FetchParams) -> list[PartitionRead] | EarlierRead:
         """Kafka's fetchMessages, first half: the answer now, or, if the fetch must wait
         (it asked to wait, found fewer than ``min_bytes`` and no partition failed), what
         it found, for ``wait_for_fetch``."""
@@ -160,7 +160,7 @@ class FetchReader:
         return EarlierRead.of(reads, notifications)
 
     async def fetch_messages_in_turns(
-        self, fetch: FetchRequest, per_turn: int
+        self, fetch: FetchParams, per_turn: int
     ) -> list[PartitionRead] | EarlierRead:
         """``fetch_messages`` for a fetch of many partitions: read ``per_turn`` at a
         time, the event loop serving others between; the byte budget and the one
@@ -184,7 +184,7 @@ class FetchReader:
         return EarlierRead.of(reads, notifications)
 
     async def wait_for_fetch(
-        self, fetch: FetchRequest, earlier: EarlierRead | None = None
+        self, fetch: FetchParams, earlier: EarlierRead | None = None
     ) -> list[PartitionRead]:
         """The delayed fetch: parked on its partitions, re-read on every append or HW
         move there, answered once satisfied or at ``max_wait_ms``. It reads at most the
@@ -199,9 +199,7 @@ class FetchReader:
         finally:
             self.parked_bytes -= reserved
 
-    async def _parked(
-        self, fetch: FetchRequest, earlier: EarlierRead | None
-    ) -> list[PartitionRead]:
+    async def _parked(self, fetch: FetchParams, earlier: EarlierRead | None) -> list[PartitionRead]:
         deadline = trio.current_time() + fetch.max_wait_ms / 1000
         keys = [p.tp for p in fetch.partitions]
         while True:
@@ -231,7 +229,7 @@ class FetchReader:
                         reads = self._read(fetch)
                     return self._record_throttled(fetch.replica_id, reads)
 
-    def _read(self, fetch: FetchRequest) -> list[PartitionRead]:
+    def _read(self, fetch: FetchParams) -> list[PartitionRead]:
         return self.read(
             fetch.replica_id,
             fetch.max_bytes,

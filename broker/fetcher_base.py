@@ -24,7 +24,7 @@ from minibroker.protocol.errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from minibroker.broker.truncation import decide_truncation
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import NONE, error_for_code
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.leader_epoch import UNDEFINED_EPOCH
 from minibroker.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

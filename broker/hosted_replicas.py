@@ -40,11 +40,11 @@ from minibroker.broker.purgatory import Purgatory
 from minibroker.broker.replica_selector import RackAwareReplicaSelector
 from minibroker.broker.replication_quota import ReplicationQuotas
 from minibroker.protocol.errors import ConfigError, KafkaStorageError, UnknownTopicOrPartitionError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.log_config import Clock, LogConfig
 from minibroker.storage.log_manager import LogManager
-from minibroker.storage.names import TopicPartition
-from minibroker.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from minibroker.storage.producer_entries import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 # One logger for the whole ReplicaManager, whichever of its parts reports.
 log = logging.getLogger("minibroker.broker.replica_manager")

@@ -19,8 +19,8 @@ import trio
 
 from minibroker.broker.partition import Partition
 from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_manager import LogManager
-from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -45,8 +45,8 @@ from typing import Protocol
 import trio
 
 from minibroker.broker.partition import Partition
-from minibroker.storage.names import TopicPartition
-from minibroker.zk.model import LeaderAndIsr, WriteResult
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr, WriteResult
 
 log = logging.getLogger(__name__)
 

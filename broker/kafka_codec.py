@@ -53,7 +53,7 @@ from minibroker.protocol.kafka.codec import (
 )
 from minibroker.protocol.kafka.reshape import request_to_newest, response_from_newest
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
-from minibroker.zk.model import KAFKA_LISTENER
+from minibroker.zk.values import KAFKA_LISTENER
 
 
 class KafkaCodec:

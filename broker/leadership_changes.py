@@ -34,7 +34,7 @@ import trio
 
 from minibroker.broker.assignment import validate_topic_name
 from minibroker.broker.hosted_replicas import HostedReplicas, to_log_config
-from minibroker.broker.partition import Partition, PartitionState
+from minibroker.broker.partition import LeaderAndIsrPartition, Partition
 from minibroker.protocol.errors import (
     NONE,
     InvalidTopicError,
@@ -45,7 +45,7 @@ from minibroker.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from minibroker.protocol.messages import bodies
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 # One logger for the whole ReplicaManager, whichever of its parts reports.
 log = logging.getLogger("minibroker.broker.replica_manager")
@@ -77,7 +77,7 @@ class LeadershipChanges(HostedReplicas):
     async def become_leader_or_follower(
         self,
         controller_epoch: int,
-        states: Mapping[TopicPartition, PartitionState],
+        states: Mapping[TopicPartition, LeaderAndIsrPartition],
         topic_ids: Mapping[str, bytes] | None = None,
     ) -> dict[TopicPartition, int]:
         """Apply a LeaderAndIsr request; per-partition error codes (raises if stale).
@@ -86,9 +86,9 @@ class LeadershipChanges(HostedReplicas):
             self._check_controller_epoch(controller_epoch, "LeaderAndIsr")
             await self._load_topic_overrides(tp.topic for tp in states if tp not in self.partitions)
             errors: dict[TopicPartition, int] = {}
-            accepted: list[tuple[TopicPartition, PartitionState]] = []
-            leaders: list[tuple[Partition, PartitionState]] = []
-            followers: list[tuple[Partition, PartitionState]] = []
+            accepted: list[tuple[TopicPartition, LeaderAndIsrPartition]] = []
+            leaders: list[tuple[Partition, LeaderAndIsrPartition]] = []
+            followers: list[tuple[Partition, LeaderAndIsrPartition]] = []
             stale: list[tuple[TopicPartition, int, int]] = []
             for tp, state in states.items():
                 current = self.partitions.get(tp)

@@ -42,10 +42,10 @@ from prometheus_client.registry import Collector
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.cleaner.clean import CleanJob, CleanResult, clean_log, exit_with_parent
 from minibroker.storage.cleaner.manager import CleanerConfig, CleanerManager
 from minibroker.storage.log import Log
-from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

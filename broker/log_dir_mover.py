@@ -41,10 +41,10 @@ from typing import Protocol
 import trio
 
 from minibroker.protocol.records import read_header
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.log import Log
 from minibroker.storage.log_manager import LogManager
-from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ RESCAN_INTERVAL_S = 1.0
 (after a restart the LeaderAndIsr that recreates the partition comes later)."""
 
 
-class HostedReplicas(Protocol):
+class MoverReplicas(Protocol):
     """What the mover needs of the ReplicaManager."""
 
     @property
@@ -119,7 +119,7 @@ class LogDirMover:
 
     def __init__(
         self,
-        replicas: HostedReplicas,
+        replicas: MoverReplicas,
         *,
         rate_bytes_per_s: float,
         clock: Callable[[], float] = trio.current_time,

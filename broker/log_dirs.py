@@ -52,9 +52,9 @@ from minibroker.protocol.errors import (
     ReplicaNotAvailableError,
 )
 from minibroker.protocol.messages import bodies
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log
 from minibroker.storage.log_manager import LogManager
-from minibroker.storage.names import TopicPartition
 from minibroker.zk.data import KafkaZkClient
 
 log = logging.getLogger(__name__)

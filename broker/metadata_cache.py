@@ -36,7 +36,7 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.topic_ids import ZERO_TOPIC_ID
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 LEADER_DURING_DELETE = -2
 """Kafka's leader sentinel for a partition whose topic is being deleted."""
@@ -62,7 +62,7 @@ class _AutoCreation:
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerInfo:
+class CachedBroker:
     id: int
     host: str
     port: int
@@ -73,7 +73,7 @@ class BrokerInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionInfo:
+class CachedPartition:
     """One partition's state as the controller last published it."""
 
     leader: int
@@ -92,11 +92,11 @@ class MetadataCache:
         self.controller_id = -1
         self.controller_epoch = -1
         self.cluster_id: str | None = None  # /cluster/id, set on joining a cluster
-        self.brokers: dict[int, BrokerInfo] = {}
+        self.brokers: dict[int, CachedBroker] = {}
         # Endpoints of leaders named by LeaderAndIsr (followers fetch from them) even
         # before an UpdateMetadata lists them as live.
-        self.leader_endpoints: dict[int, BrokerInfo] = {}
-        self._topics: dict[str, dict[int, PartitionInfo]] = {}
+        self.leader_endpoints: dict[int, CachedBroker] = {}
+        self._topics: dict[str, dict[int, CachedPartition]] = {}
         self._answers: dict[tuple[str, ...] | None, bodies.MetadataResponse] = {}
         # Each topic's part of an answer, kept until one of its partitions or the live
         # brokers change: after an UpdateMetadata touching a few partitions, answering
@@ -119,7 +119,7 @@ class MetadataCache:
         ``kafka`` is its Kafka-protocol listener's advertised address, if any."""
         kafka_host, kafka_port = kafka if kafka is not None else (None, -1)
         self.brokers.setdefault(
-            self.broker_id, BrokerInfo(self.broker_id, host, port, rack, kafka_host, kafka_port)
+            self.broker_id, CachedBroker(self.broker_id, host, port, rack, kafka_host, kafka_port)
         )
         self._answers.clear()
         self._topic_entries.clear()
@@ -129,7 +129,7 @@ class MetadataCache:
         self._answers.clear()
 
     def note_leader(self, broker_id: int, host: str, port: int) -> None:
-        self.leader_endpoints[broker_id] = BrokerInfo(broker_id, host, port)
+        self.leader_endpoints[broker_id] = CachedBroker(broker_id, host, port)
 
     def update(self, request: bodies.UpdateMetadataRequest) -> list[TopicPartition]:
         """Apply an UpdateMetadata request; returns the partitions deleted."""
@@ -137,7 +137,7 @@ class MetadataCache:
         self.controller_id = request["controller_id"]
         self.controller_epoch = request["controller_epoch"]
         brokers = {
-            b["id"]: BrokerInfo(
+            b["id"]: CachedBroker(
                 b["id"],
                 b["host"],
                 b["port"],
@@ -159,7 +159,7 @@ class MetadataCache:
                 continue
             self.put(
                 tp,
-                PartitionInfo(
+                CachedPartition(
                     leader=state["leader"],
                     leader_epoch=state["leader_epoch"],
                     isr=tuple(state["isr"]),
@@ -183,7 +183,7 @@ class MetadataCache:
         self._topics_by_id[topic_id] = topic
         self._topic_entries.pop(topic, None)
 
-    def put(self, tp: TopicPartition, info: PartitionInfo) -> None:
+    def put(self, tp: TopicPartition, info: CachedPartition) -> None:
         self._answers.clear()
         self._topic_entries.pop(tp.topic, None)
         self._topics.setdefault(tp.topic, {})[tp.partition] = info
@@ -249,14 +249,18 @@ class MetadataCache:
         """The topic whose id is ``topic_id``, None if none here has it."""
         return self._topics_by_id.get(topic_id)
 
-    def partition(self, tp: TopicPartition) -> PartitionInfo | None:
+    def partition(self, tp: TopicPartition) -> CachedPartition | None:
         partitions = self._topics.get(tp.topic)
         return None if partitions is None else partitions.get(tp.partition)
 
     def topics(self) -> list[str]:
         return sorted(self._topics)
 
-    def broker(self, broker_id: int) -> BrokerInfo | None:
+    def partition_count(self, topic: str) -> int:
+        """Partitions of ``topic`` known here (0: unknown)."""
+        return len(self._topics.get(topic, ()))
+
+    def broker(self, broker_id: int) -> CachedBroker | None:
         """A broker's endpoint: live brokers first, then leaders LeaderAndIsr named."""
         return self.brokers.get(broker_id) or self.leader_endpoints.get(broker_id)
 
@@ -328,7 +332,7 @@ class MetadataCache:
         return entry
 
     def _partition_metadata(
-        self, index: int, info: PartitionInfo
+        self, index: int, info: CachedPartition
     ) -> bodies.MetadataResponseTopicPartition:
         live = self.brokers
         usual = info.leader in live and not info.offline_replicas
@@ -354,7 +358,7 @@ class MetadataCache:
         }
 
 
-def _broker_metadata(b: BrokerInfo) -> bodies.MetadataResponseBroker:
+def _broker_metadata(b: CachedBroker) -> bodies.MetadataResponseBroker:
     """A Metadata broker entry; ``kafka_host`` / ``kafka_port`` (the Kafka-protocol
     listener, which that listener advertises instead of host/port) only when it has one."""
     entry: bodies.MetadataResponseBroker = {

@@ -34,6 +34,7 @@ from minibroker.protocol.errors import (
     UnknownLeaderEpochError,
 )
 from minibroker.protocol.records import Buffer
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -41,11 +42,10 @@ from minibroker.storage.log import (
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     Log,
-    LogAppendInfo,
 )
+from minibroker.storage.log_append import LogAppendInfo
 from minibroker.storage.log_config import Clock
 from minibroker.storage.log_validator import LeaderChecks
-from minibroker.storage.names import TopicPartition
 from minibroker.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 NO_EPOCH = -1
 
 
-class PartitionState(NamedTuple):
+class LeaderAndIsrPartition(NamedTuple):
     """One partition's entry of a LeaderAndIsr request. A tuple: a LeaderAndIsr of
     10,000 partitions builds 10,000, and a frozen dataclass's field-by-field
     ``__init__`` cost that a second on a busy broker."""
@@ -164,7 +164,7 @@ class Partition:
 
     # -- role changes (LeaderAndIsr) -----------------------------------------------------
 
-    def _apply_common(self, state: PartitionState) -> None:
+    def _apply_common(self, state: LeaderAndIsrPartition) -> None:
         self.controller_epoch = state.controller_epoch
         self.leader_epoch = state.leader_epoch
         self.zk_version = state.zk_version
@@ -175,7 +175,7 @@ class Partition:
             if r != self.local_broker_id
         }
 
-    def make_leader(self, state: PartitionState) -> bool:
+    def make_leader(self, state: LeaderAndIsrPartition) -> bool:
         """Become (or stay) leader with ``state``; True if leadership is new here."""
         self._apply_common(state)
         self.isr = frozenset(state.isr)
@@ -195,7 +195,7 @@ class Partition:
         self.maybe_increment_high_watermark()
         return is_new_leader
 
-    def make_follower(self, state: PartitionState) -> bool:
+    def make_follower(self, state: LeaderAndIsrPartition) -> bool:
         """Follow ``state.leader``; True if the leader changed (fetching must restart)."""
         self._apply_common(state)
         self.isr = frozenset()

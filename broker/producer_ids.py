@@ -39,7 +39,7 @@ from minibroker.protocol.errors import (
 from minibroker.protocol.messages import bodies
 from minibroker.storage.checkpoint import write_atomically
 from minibroker.zk.data import KafkaZkClient
-from minibroker.zk.model import ProducerIdBlock
+from minibroker.zk.values import ProducerIdBlock
 
 log = logging.getLogger(__name__)
 

@@ -57,8 +57,7 @@ from typing import Any
 
 import trio
 
-from minibroker.broker.fetcher_base import REQUEST_TIMEOUT_S
-from minibroker.broker.fetcher_base import FetchState as FetchState
+from minibroker.broker.fetcher_base import REQUEST_TIMEOUT_S, FetchState
 from minibroker.broker.fetcher_truncation import FetcherTruncation, truncate_follower
 from minibroker.broker.partition import Partition
 from minibroker.broker.replication_quota import (
@@ -78,7 +77,7 @@ from minibroker.protocol.errors import (
     error_for_code,
 )
 from minibroker.protocol.records import read_header
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

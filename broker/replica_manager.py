@@ -35,18 +35,12 @@ from pathlib import Path
 import trio
 
 from minibroker.broker.delayed_produce import PendingAck, await_replication
-from minibroker.broker.fetch_reader import EarlierRead as EarlierRead
-from minibroker.broker.fetch_reader import FetchPartition as FetchPartition
-from minibroker.broker.fetch_reader import FetchRequest as FetchRequest
-from minibroker.broker.fetch_reader import PartitionRead as PartitionRead
-from minibroker.broker.hosted_replicas import CorruptionHook as CorruptionHook
-from minibroker.broker.hosted_replicas import FetcherHook as FetcherHook
-from minibroker.broker.hosted_replicas import to_log_config as to_log_config
+from minibroker.broker.fetch_reader import EarlierRead, FetchParams, FetchPartition, PartitionRead
 from minibroker.broker.leadership_changes import LeadershipChanges
 from minibroker.broker.partition import AppendResult
 from minibroker.protocol.errors import InvalidRequiredAcksError, KafkaError, KafkaStorageError
 from minibroker.protocol.messages.bodies import Records
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -100,19 +94,19 @@ class ReplicaManager(LeadershipChanges):
 
     # -- fetch -------------------------------------------------------------------------------
 
-    def fetch_messages(self, fetch: FetchRequest) -> list[PartitionRead] | EarlierRead:
+    def fetch_messages(self, fetch: FetchParams) -> list[PartitionRead] | EarlierRead:
         """Kafka's fetchMessages, first half: the answer now, or what was found if the
         fetch must wait (``wait_for_fetch``); broker/fetch_reader.py."""
         return self.fetch_reader.fetch_messages(fetch)
 
     async def fetch_messages_in_turns(
-        self, fetch: FetchRequest, per_turn: int
+        self, fetch: FetchParams, per_turn: int
     ) -> list[PartitionRead] | EarlierRead:
         """``fetch_messages`` reading ``per_turn`` partitions per event-loop turn."""
         return await self.fetch_reader.fetch_messages_in_turns(fetch, per_turn)
 
     async def wait_for_fetch(
-        self, fetch: FetchRequest, earlier: EarlierRead | None = None
+        self, fetch: FetchParams, earlier: EarlierRead | None = None
     ) -> list[PartitionRead]:
         """The delayed fetch, answered once satisfied or at ``max_wait_ms``."""
         return await self.fetch_reader.wait_for_fetch(fetch, earlier)

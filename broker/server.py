@@ -6,7 +6,7 @@ connection in a task of its own (``trio.serve_listeners``). For each it runs the
 handshake if the listener has one, names the connection's ``Session`` (certificate
 principal or ANONYMOUS, peer host, listener), counts it among the connections that
 share the broker-wide ``QueuedBytes`` (broker/queued_bytes.py), and hands it to a
-``Connection`` (broker/server_connection.py: frames in, replies out, in request order,
+``ServerConnection`` (broker/server_connection.py: frames in, replies out, in request order,
 within the per-connection limits and deadlines). However the connection ends, its
 queued bytes go back to the budget and its socket is closed; a peer that vanished is
 logged at debug level, anything else is a bug and logged with its traceback.
@@ -43,7 +43,7 @@ import trio
 from minibroker.broker.connection_limits import ConnectionLimits, CreationRate
 from minibroker.broker.queued_bytes import QueuedBytes
 from minibroker.broker.request_handler import Authenticator, RequestHandler
-from minibroker.broker.server_connection import MAX_UNSENT_BYTES, Connection
+from minibroker.broker.server_connection import MAX_UNSENT_BYTES, ServerConnection
 from minibroker.broker.server_replies import refusal_log
 from minibroker.net.tls import TlsStream
 from minibroker.protocol.errors import MinibrokerError
@@ -169,7 +169,7 @@ class BrokerServer:
         self.connections += 1
         self.queued_bytes.opened()
         session = Session(principal, host, self.handler.listener, PeerBroker(), ConnectionMute())
-        connection = Connection(self, stream, peer, session)
+        connection = ServerConnection(self, stream, peer, session)
         try:
             await connection.serve()
         except* Exception as group:

@@ -8,7 +8,7 @@ How this works. Each accepted connection (broker/server.py) runs two tasks:
   the answer has to wait (a long-polling Fetch, later acks=all). Only a ``Pending``
   reply costs a task; most requests are answered inline, which is what makes small
   pipelined requests cheap.
-- the *writer* (broker/server_replies.py, which ``Connection`` inherits) takes the
+- the *writer* (broker/server_replies.py, which ``ServerConnection`` inherits) takes the
   replies' slots from the connection's queue in arrival order
   and writes each one when it is ready, so responses leave strictly in request order
   even when a later request finished first. Consecutive ready replies are sent together.
@@ -58,7 +58,7 @@ arriving must be complete within ``request_receive_timeout_s``
 (``request.receive.timeout.ms``), or the connection is closed: a client trickling one
 byte a second cannot keep a connection and its buffers forever. Between frames a plain
 socket's reads arm no timer each (a cancel scope costs a small round trip a few
-microseconds): one idle watch per connection (``Connection._watch_idle``) wakes the
+microseconds): one idle watch per connection (``ServerConnection._watch_idle``) wakes the
 read still waiting at the idle deadline; frames in progress and TLS reads keep a
 deadline per read.
 
@@ -123,7 +123,7 @@ at all drains this within a round trip; one that does not is held to it (plus on
 response, which may be up to fetch.max.bytes)."""
 
 
-class Connection(ReplyWriter):
+class ServerConnection(ReplyWriter):
     """One client connection: its reader, its writer and the replies queued between.
 
     The queue is a plain deque plus two events rather than a memory channel: queuing a

@@ -28,8 +28,8 @@ from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import NONE, KafkaError
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.records import ControlRecordType, encode_marker_batch
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock
-from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.messages.bodies import Records
 from minibroker.protocol.records import read_header
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 TxnVerifier: TypeAlias = Callable[
     [str, int, int, Sequence[TopicPartition]],

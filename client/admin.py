@@ -32,7 +32,7 @@ from minibroker.client.admin_replicas import (
 )
 from minibroker.client.background import BackgroundTasks
 from minibroker.client.errors import raise_if_error, wire_error
-from minibroker.client.metadata import BrokerInfo, ClusterClient, ClusterMetadata, PartitionInfo
+from minibroker.client.metadata import BrokerNode, ClusterClient, ClusterMetadata, PartitionInfo
 from minibroker.client.security import SecurityOptions, client_security
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
@@ -62,7 +62,7 @@ class TopicDescription:
 class ClusterDescription:
     cluster_id: str | None
     controller_id: int
-    brokers: tuple[BrokerInfo, ...]
+    brokers: tuple[BrokerNode, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ class RebalanceProtocol(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Member:
+class MemberSubscription:
     """One member's subscription as the leader sees it in the JoinGroup response."""
 
     member_id: str
@@ -66,17 +66,19 @@ class Assignor(Protocol):
         """What the member adds to its subscription for this assignor."""
         ...
 
-    def assign(self, partitions: Mapping[str, int], members: Sequence[Member]) -> Assignments:
+    def assign(
+        self, partitions: Mapping[str, int], members: Sequence[MemberSubscription]
+    ) -> Assignments:
         """``partitions``: topic -> partition count of every topic some member wants
         (topics that do not exist are absent)."""
         ...
 
 
-def _ordered(members: Sequence[Member]) -> list[Member]:
+def _ordered(members: Sequence[MemberSubscription]) -> list[MemberSubscription]:
     return sorted(members, key=lambda m: m.sort_key)
 
 
-def _empty(members: Sequence[Member]) -> Assignments:
+def _empty(members: Sequence[MemberSubscription]) -> Assignments:
     return {m.member_id: [] for m in members}
 
 
@@ -87,7 +89,9 @@ class RangeAssignor:
     def user_data(self, generation_id: int) -> bytes | None:
         return None
 
-    def assign(self, partitions: Mapping[str, int], members: Sequence[Member]) -> Assignments:
+    def assign(
+        self, partitions: Mapping[str, int], members: Sequence[MemberSubscription]
+    ) -> Assignments:
         result = _empty(members)
         for topic in sorted(partitions):
             subscribers = [m for m in _ordered(members) if topic in m.subscription.topics]
@@ -109,7 +113,9 @@ class RoundRobinAssignor:
     def user_data(self, generation_id: int) -> bytes | None:
         return None
 
-    def assign(self, partitions: Mapping[str, int], members: Sequence[Member]) -> Assignments:
+    def assign(
+        self, partitions: Mapping[str, int], members: Sequence[MemberSubscription]
+    ) -> Assignments:
         result = _empty(members)
         ordered = _ordered(members)
         if not ordered:
@@ -136,7 +142,9 @@ class CooperativeStickyAssignor:
         # belong to in the user data (subscription v1 has no field for it).
         return _GENERATION.pack(generation_id)
 
-    def assign(self, partitions: Mapping[str, int], members: Sequence[Member]) -> Assignments:
+    def assign(
+        self, partitions: Mapping[str, int], members: Sequence[MemberSubscription]
+    ) -> Assignments:
         ordered = _ordered(members)
         owners = _previous_owners(partitions, ordered)
         current: dict[str, list[TopicPartition]] = {m.member_id: [] for m in ordered}
@@ -170,7 +178,7 @@ def _generation_of(sub: Subscription) -> int:
 
 
 def _previous_owners(
-    partitions: Mapping[str, int], members: Sequence[Member]
+    partitions: Mapping[str, int], members: Sequence[MemberSubscription]
 ) -> dict[TopicPartition, str]:
     """Who validly owns each partition: a claim from the newest generation wins; two
     claims from one generation cancel (neither keeps it); a partition of a topic the

@@ -41,8 +41,8 @@ from minibroker.client.consumer_fetch import (
     LATEST,
     RESETTING,
     FetchMethods,
-    PartitionState,
     TopicPartition,
+    TopicPartitionState,
 )
 from minibroker.client.consumer_group import ConsumerGroup, GroupMethods, GroupOptions
 from minibroker.client.errors import with_context
@@ -119,13 +119,13 @@ class Consumer(FetchMethods, GroupMethods):
             client_id=client_id,
             request_timeout_s=self.request_timeout_s,
         )
-        self._states: dict[TopicPartition, PartitionState] = {}
+        self._states: dict[TopicPartition, TopicPartitionState] = {}
         # Decoded records not yet handed out, with the fetched bytes they came from (so
         # that poll_batches can hand out the rest as views).
         # Decoded, not yet handed out: (partition, records, their raw batches, chunk end).
         self._ready: deque[tuple[TopicPartition, list[ConsumerRecord], bytes, int]] = deque()
         self._iter_buffer: deque[ConsumerRecord] = deque()
-        self._generations = itertools.count(1)  # see PartitionState.generation
+        self._generations = itertools.count(1)  # see TopicPartitionState.generation
         self._in_flight: set[int] = set()
         self._turn = 0  # round-robin start of _next_fetched
         self._wakeup = trio.Event()  # fetch manager: something changed
@@ -195,7 +195,7 @@ class Consumer(FetchMethods, GroupMethods):
         # A partition assigned again gets a generation never used before, so the answer
         # to a fetch sent before it was taken away is not mistaken for a current one.
         self._states = {
-            tp: self._states.get(tp) or PartitionState(generation=next(self._generations))
+            tp: self._states.get(tp) or TopicPartitionState(generation=next(self._generations))
             for tp in wanted
         }
         self._ready = deque(entry for entry in self._ready if entry[0] in self._states)
@@ -278,7 +278,7 @@ class Consumer(FetchMethods, GroupMethods):
             tp: o for tp, (o, _) in (await self._list_offsets(dict.fromkeys(tps, LATEST))).items()
         }
 
-    def _state(self, tp: TopicPartition) -> PartitionState:
+    def _state(self, tp: TopicPartition) -> TopicPartitionState:
         state = self._states.get(tp)
         if state is None:
             raise MinibrokerError(f"{tp[0]}-{tp[1]} is not assigned to this consumer")

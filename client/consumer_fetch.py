@@ -63,7 +63,7 @@ class Fetched(NamedTuple):
 
 
 @dataclass(slots=True)
-class PartitionState:
+class TopicPartitionState:
     position: int | None = None  # None: reset with auto_offset_reset before fetching
     fetch_offset: int | None = None
     generation: int = 0
@@ -83,7 +83,7 @@ class FetchMethods:
     fetch_min_bytes: int
     request_timeout_s: float
     isolation_level: int
-    _states: dict[TopicPartition, PartitionState]
+    _states: dict[TopicPartition, TopicPartitionState]
     _generations: itertools.count[int]
     _in_flight: set[int]
     _wakeup: trio.Event
@@ -121,7 +121,7 @@ class FetchMethods:
             with trio.move_on_after(RETRY_BACKOFF_S if missing_leader else math.inf):
                 await self._wakeup.wait()
 
-    def _refused(self, info: TopicInfo | None, state: PartitionState) -> bool:
+    def _refused(self, info: TopicInfo | None, state: TopicPartitionState) -> bool:
         """Whether the metadata refuses the partition's topic for good (an ACL:
         TOPIC_AUTHORIZATION_FAILED): then that is the next poll's error, at once, rather
         than a wait for a leader that will never be named."""
@@ -240,7 +240,7 @@ class FetchMethods:
             self._data.set()
 
     def _partition_error(
-        self, tp: TopicPartition, state: PartitionState, error: type[KafkaError]
+        self, tp: TopicPartition, state: TopicPartitionState, error: type[KafkaError]
     ) -> None:
         if error is OffsetOutOfRangeError and self.auto_offset_reset != "none":
             state.position = state.fetch_offset = None  # the manager resets it

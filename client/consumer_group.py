@@ -38,7 +38,7 @@ from minibroker.client.group_coordinator import (
     commit_offsets,
     fetch_committed,
 )
-from minibroker.client.group_member import GroupMember, GroupSettings
+from minibroker.client.group_member import GroupMember, MemberSettings
 from minibroker.client.metadata import ClusterClient
 from minibroker.protocol.errors import KafkaError, MinibrokerError
 
@@ -118,7 +118,7 @@ class ConsumerGroup:
             raise MinibrokerError(str(exc)) from None
         if not assignors:
             raise MinibrokerError("partition_assignment_strategy names no assignor")
-        settings = GroupSettings(
+        settings = MemberSettings(
             group_id=options.group_id,
             assignors=assignors,
             session_timeout_ms=options.session_timeout_ms,

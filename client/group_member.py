@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import trio
 
-from minibroker.client.assignors import Assignor, Member, RebalanceProtocol
+from minibroker.client.assignors import Assignor, MemberSubscription, RebalanceProtocol
 from minibroker.client.errors import wire_error
 from minibroker.client.group_coordinator import (
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -115,7 +115,7 @@ class GroupHost(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class GroupSettings:
+class MemberSettings:
     group_id: str
     assignors: tuple[Assignor, ...]
     session_timeout_ms: int = 45_000
@@ -129,7 +129,7 @@ class GroupSettings:
 class GroupMember:
     """The membership state machine of one consumer; see the module docstring."""
 
-    def __init__(self, settings: GroupSettings, link: CoordinatorLink, host: GroupHost) -> None:
+    def __init__(self, settings: MemberSettings, link: CoordinatorLink, host: GroupHost) -> None:
         self.settings = settings
         self.link = link
         self.host = host
@@ -338,7 +338,9 @@ class GroupMember:
             except ConsumerProtocolError as exc:
                 log.warning("member %s sent a bad subscription: %s", entry["member_id"], exc)
                 subscription = Subscription(())
-            members.append(Member(entry["member_id"], subscription, entry.get("group_instance_id")))
+            members.append(
+                MemberSubscription(entry["member_id"], subscription, entry.get("group_instance_id"))
+            )
         topics = {t for m in members for t in m.subscription.topics}
         counts = await self.host.partition_counts(topics)
         self.assigned_counts = counts

@@ -60,7 +60,7 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerInfo:
+class BrokerNode:
     node_id: int
     host: str
     port: int
@@ -97,7 +97,7 @@ class TopicInfo:
 class ClusterMetadata:
     """One Metadata response, indexed for the producer's and consumer's lookups."""
 
-    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    brokers: dict[int, BrokerNode] = field(default_factory=dict)
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     controller_id: int = -1
     cluster_id: str | None = None
@@ -109,7 +109,7 @@ class ClusterMetadata:
     @classmethod
     def from_response(cls, body: dict[str, Any]) -> ClusterMetadata:
         brokers = {
-            b["node_id"]: BrokerInfo(
+            b["node_id"]: BrokerNode(
                 b["node_id"], b["host"], b["port"], b.get("rack"), _kafka_address(b)
             )
             for b in body["brokers"]

@@ -21,7 +21,6 @@ from typing import TypeVar
 import trio
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import TopicPartition
 from minibroker.controller.controller import KafkaController
 from minibroker.protocol.errors import (
     NONE,
@@ -34,6 +33,7 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
+from minibroker.protocol.topic_partition import TopicPartition
 
 T = TypeVar("T")
 

@@ -22,19 +22,20 @@ from typing import Protocol
 import trio
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import (
-    BrokerAddress,
-    ControllerContext,
-    PartitionReplica,
-    TopicPartition,
-)
+from minibroker.controller.context import BrokerAddress, ControllerContext
 from minibroker.controller.controller_zk import ControllerZk
 from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.replica_failure import ReplicaFailureHandler
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
 from minibroker.controller.request_batch import ControllerBrokerRequestBatch, RequestSender
-from minibroker.controller.state_machines import ElectionStrategy, PartitionState, ReplicaState
+from minibroker.controller.state_machines import (
+    ElectionStrategy,
+    PartitionReplica,
+    PartitionState,
+    ReplicaState,
+)
 from minibroker.protocol.errors import BrokerNotAvailableError, KafkaError, StaleBrokerEpochError
+from minibroker.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger("minibroker.controller")
 

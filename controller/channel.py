@@ -33,9 +33,10 @@ from typing import Any, Protocol
 import trio
 
 from minibroker.controller.context import BrokerAddress
-from minibroker.controller.request_batch import Body, ResponseCallback
+from minibroker.controller.request_batch import ResponseCallback
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
+from minibroker.protocol.api import Body
 from minibroker.protocol.errors import KafkaError, error_for_code
 
 log = logging.getLogger("minibroker.controller.channel")

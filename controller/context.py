@@ -32,12 +32,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from minibroker.controller.state_machines import PartitionReplica as PartitionReplica
-from minibroker.controller.state_machines import PartitionState, ReplicaState
-from minibroker.protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
-from minibroker.zk.model import INITIAL_CONTROLLER_EPOCH as INITIAL_CONTROLLER_EPOCH
-from minibroker.zk.model import ControllerMovedError as ControllerMovedError
-from minibroker.zk.model import LeaderAndIsr as LeaderAndIsr
+from minibroker.controller.state_machines import PartitionReplica, PartitionState, ReplicaState
+from minibroker.protocol.topic_partition import TopicPartition  # re-exported
+from minibroker.zk.values import INITIAL_CONTROLLER_EPOCH, LeaderAndIsr
 
 NO_LEADER = -1
 """Leader id of a partition whose leader is gone and no replacement could be elected."""

@@ -37,12 +37,7 @@ import trio
 
 from minibroker.controller import events as ev
 from minibroker.controller.broker_changes import BrokerChangeHandler, BrokerChannel
-from minibroker.controller.context import (
-    ControllerContext,
-    ControllerMovedError,
-    PartitionReplica,
-    TopicPartition,
-)
+from minibroker.controller.context import ControllerContext
 from minibroker.controller.controller_zk import ControllerZk, event_for_watch
 from minibroker.controller.event_manager import ControllerEventManager
 from minibroker.controller.leadership import LeadershipManager
@@ -50,11 +45,14 @@ from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.reassignment import ReassignmentManager
 from minibroker.controller.replica_failure import ReplicaFailureHandler
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
-from minibroker.controller.request_batch import Body, ControllerBrokerRequestBatch
-from minibroker.controller.state_machines import ReplicaState
+from minibroker.controller.request_batch import ControllerBrokerRequestBatch
+from minibroker.controller.state_machines import PartitionReplica, ReplicaState
 from minibroker.controller.topic_changes import TopicChangeHandler, UncleanElectionPolicy
 from minibroker.controller.topic_deletion import TopicDeletionManager
+from minibroker.protocol.api import Body
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.types import StateChange, WatchEvent, ZkError, ZkEvent, ZkState
+from minibroker.zk.values import ControllerMovedError
 
 log = logging.getLogger("minibroker.controller")
 

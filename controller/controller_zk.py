@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from minibroker.controller.context import BrokerAddress, TopicPartition
+from minibroker.controller.context import BrokerAddress
 from minibroker.controller.events import (
     BrokerChange,
     ControllerChange,
@@ -35,6 +35,7 @@ from minibroker.controller.events import (
     TopicDeletion,
 )
 from minibroker.controller.state_machines import PartitionStateStore
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.model import (
     BROKER_IDS_PATH,
     CONFIG_CHANGES_PATH,

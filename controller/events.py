@@ -19,8 +19,8 @@ from typing import Generic, TypeVar, cast
 
 import trio
 
-from minibroker.controller.context import TopicPartition
 from minibroker.protocol.errors import KafkaError, NotControllerError
+from minibroker.protocol.topic_partition import TopicPartition
 
 T = TypeVar("T")
 

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Iterable
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import ControllerContext, TopicPartition
+from minibroker.controller.context import ControllerContext
 from minibroker.controller.controller_zk import ControllerZk
 from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.request_batch import ControllerBrokerRequestBatch
@@ -39,6 +39,7 @@ from minibroker.protocol.errors import (
     PreferredLeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger("minibroker.controller.leadership")
 

@@ -8,12 +8,7 @@ from collections.abc import Callable, Iterable
 import trio
 
 from minibroker.controller import leader_selectors as selectors
-from minibroker.controller.context import (
-    INITIAL_LEADER_EPOCH,
-    ControllerContext,
-    LeaderAndIsr,
-    TopicPartition,
-)
+from minibroker.controller.context import INITIAL_LEADER_EPOCH, ControllerContext
 from minibroker.controller.request_batch import ControllerBrokerRequestBatch
 from minibroker.controller.state_machines import (
     MAX_ZK_CONFLICT_ROUNDS,
@@ -27,6 +22,8 @@ from minibroker.controller.state_machines import (
     log_failure,
     split_legal,
 )
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 
 
 class PartitionStateMachine:

@@ -32,12 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from minibroker.controller.context import (
-    ControllerContext,
-    PartitionReplica,
-    ReassignmentContext,
-    TopicPartition,
-)
+from minibroker.controller.context import ControllerContext, ReassignmentContext
 from minibroker.controller.controller_zk import ControllerZk, TopicReplicas
 from minibroker.controller.event_manager import ControllerEventManager
 from minibroker.controller.events import (
@@ -52,6 +47,7 @@ from minibroker.controller.request_batch import ControllerBrokerRequestBatch
 from minibroker.controller.state_machines import (
     MAX_ZK_CONFLICT_ROUNDS,
     ElectionStrategy,
+    PartitionReplica,
     PartitionState,
     ReplicaState,
 )
@@ -61,6 +57,7 @@ from minibroker.protocol.errors import (
     NoReassignmentInProgressError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger("minibroker.controller.reassignment")
 

@@ -36,12 +36,12 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import ControllerContext, PartitionReplica
+from minibroker.controller.context import ControllerContext
 from minibroker.controller.controller_zk import ControllerZk
 from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
 from minibroker.controller.request_batch import ControllerBrokerRequestBatch
-from minibroker.controller.state_machines import PartitionState, ReplicaState
+from minibroker.controller.state_machines import PartitionReplica, PartitionState, ReplicaState
 from minibroker.protocol.errors import NONE, KafkaStorageError, error_for_code
 
 log = logging.getLogger("minibroker.controller.state_change")

@@ -5,17 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from minibroker.controller.context import (
-    NO_LEADER,
-    ControllerContext,
-    LeaderAndIsr,
-    PartitionReplica,
-    TopicPartition,
-)
+from minibroker.controller.context import NO_LEADER, ControllerContext
 from minibroker.controller.request_batch import ControllerBrokerRequestBatch
 from minibroker.controller.state_machines import (
     MAX_ZK_CONFLICT_ROUNDS,
     Failures,
+    PartitionReplica,
     PartitionStateStore,
     ReplicaFailures,
     ReplicaState,
@@ -26,6 +21,8 @@ from minibroker.controller.state_machines import (
     split_legal,
 )
 from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 
 
 class ReplicaStateMachine:

@@ -38,9 +38,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from minibroker.controller.context import ControllerContext, LeaderAndIsr, TopicPartition
-from minibroker.protocol.api import ApiKey
-from minibroker.protocol.api import Body as Body
+from minibroker.controller.context import ControllerContext
+from minibroker.protocol.api import ApiKey, Body
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 
 LEADER_AND_ISR = ApiKey.LEADER_AND_ISR
 STOP_REPLICA = ApiKey.STOP_REPLICA

@@ -53,7 +53,7 @@ from typing import NamedTuple, Protocol, TypeVar
 
 from minibroker.protocol.errors import MinibrokerError
 from minibroker.protocol.topic_partition import TopicPartition
-from minibroker.zk.model import LeaderAndIsr, WriteResult
+from minibroker.zk.values import LeaderAndIsr, WriteResult
 
 log = logging.getLogger("minibroker.controller.state_change")
 

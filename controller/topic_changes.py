@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import ControllerContext, TopicPartition
+from minibroker.controller.context import ControllerContext
 from minibroker.controller.controller_zk import ControllerZk, TopicReplicas
 from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
 from minibroker.controller.state_machines import PartitionState, ReplicaState
 from minibroker.protocol.topic_ids import new_topic_id
+from minibroker.protocol.topic_partition import TopicPartition
 
 
 class UncleanElectionPolicy:

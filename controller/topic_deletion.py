@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from minibroker.controller.context import ControllerContext, PartitionReplica
+from minibroker.controller.context import ControllerContext
 from minibroker.controller.controller_zk import ControllerZk
 from minibroker.controller.events import TopicDeletion, TopicDeletionStopReplicaResponse
 from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
 from minibroker.controller.request_batch import ControllerBrokerRequestBatch
-from minibroker.controller.state_machines import PartitionState, ReplicaState
+from minibroker.controller.state_machines import PartitionReplica, PartitionState, ReplicaState
 
 log = logging.getLogger("minibroker.controller.topic_deletion")
 

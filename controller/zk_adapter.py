@@ -13,16 +13,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from minibroker.controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
 from minibroker.controller.controller_zk import ControllerZk
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.client import BadVersion
 from minibroker.zk.config_changes import config_change_names, topics_changed
 from minibroker.zk.data import KafkaZkClient
-from minibroker.zk.model import (
+from minibroker.zk.model import partition_state_path
+from minibroker.zk.values import (
     BrokerInfo,
+    ControllerMovedError,
+    LeaderAndIsr,
     TopicAssignment,
     WriteResult,
-    partition_state_path,
 )
 
 UNCLEAN_LEADER_ELECTION_KEY = "unclean.leader.election.enable"

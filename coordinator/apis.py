@@ -42,8 +42,8 @@ from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.form import NO_AUTHORIZED_OPERATIONS
 from minibroker.protocol.messages.groups import KEY_TYPE_GROUP
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, OffsetCommitValue, partition_for
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock
-from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

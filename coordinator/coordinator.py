@@ -38,7 +38,6 @@ from minibroker.coordinator.answers import join_answer, join_error, sync_answer,
 from minibroker.coordinator.group import Answer, Group, GroupState, JoinAnswer, Member, SyncAnswer
 from minibroker.coordinator.membership import GroupMembership
 from minibroker.coordinator.offset_operations import GroupOffsetOperations
-from minibroker.coordinator.rebalance import GroupConfig as GroupConfig
 from minibroker.protocol.errors import (
     CoordinatorNotAvailableError,
     FencedInstanceIdError,

@@ -30,7 +30,7 @@ import trio
 from minibroker.protocol.errors import KafkaError, MinibrokerError
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.offsets_topic import OffsetCommitValue
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 
 class GroupState(enum.Enum):

@@ -58,8 +58,8 @@ from minibroker.protocol.offsets_topic import (
     partition_for,
 )
 from minibroker.protocol.records.types import Record
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock
-from minibroker.storage.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from minibroker.protocol.errors import (
     UnknownMemberIdError,
 )
 from minibroker.protocol.offsets_topic import OffsetCommitValue
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock
-from minibroker.storage.names import TopicPartition
 
 
 class GroupOffsetOperations:

@@ -32,8 +32,8 @@ from minibroker.protocol.records import decode_records, encode_batch
 from minibroker.protocol.records.batch import iter_headers
 from minibroker.protocol.records.control import ControlRecordType, control_record_type
 from minibroker.protocol.records.types import DecodedRecord, Record
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock
-from minibroker.storage.names import TopicPartition
 
 LOAD_CHUNK_BYTES = 1 << 20
 """Bytes read per step while loading a partition; the loop yields between steps, so a

@@ -19,12 +19,13 @@ import trio
 from minibroker.broker.broker import Broker
 from minibroker.broker.partition import Partition
 from minibroker.coordinator.apis import CoordinatorApis
-from minibroker.coordinator.coordinator import GroupConfig, GroupCoordinator
+from minibroker.coordinator.coordinator import GroupCoordinator
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig
 from minibroker.coordinator.metrics import CoordinatorCollector
 from minibroker.coordinator.offsets_log import ReplicaOffsetsLog
+from minibroker.coordinator.rebalance import GroupConfig
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -15,31 +15,31 @@ from minibroker.protocol.api import SCHEMAS
 from minibroker.protocol.schemas.types import (
     REQUIRED,
     Api,
-    Array,
     Nullable,
-    Primitive,
-    Struct,
+    SchemaArray,
+    SchemaPrimitive,
+    SchemaStruct,
     Type,
 )
 
 
 def _type_text(t: Type) -> str:
-    if isinstance(t, Primitive):
+    if isinstance(t, SchemaPrimitive):
         return t.name
     if isinstance(t, Nullable):
         return f"{_type_text(t.of)}?"
-    if isinstance(t, Array):
+    if isinstance(t, SchemaArray):
         return f"[{_type_text(t.of)}]"
     return "{...}"
 
 
-def _struct_of(t: Type) -> Struct | None:
-    while isinstance(t, Nullable | Array):
+def _struct_of(t: Type) -> SchemaStruct | None:
+    while isinstance(t, Nullable | SchemaArray):
         t = t.of
-    return t if isinstance(t, Struct) else None
+    return t if isinstance(t, SchemaStruct) else None
 
 
-def describe_struct(s: Struct, indent: str = "  ") -> Iterator[str]:
+def describe_struct(s: SchemaStruct, indent: str = "  ") -> Iterator[str]:
     """The lines describing ``s``, nested structs indented below their field."""
     for f in s.fields:
         default = "" if f.default is REQUIRED else f" = {f.default!r}"

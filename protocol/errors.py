@@ -23,6 +23,12 @@ class MinibrokerError(Exception):
     """Base class of local errors: bad configuration, bad arguments, bad files."""
 
 
+class UsageError(MinibrokerError, ValueError):
+    """Command-line arguments that make no sense together, which argparse cannot check:
+    one line for the user and exit code 2 (the ``minibroker`` commands, the analytics
+    job). A ValueError too, as bad arguments are."""
+
+
 class ConfigError(MinibrokerError):
     """A configuration key is unknown or its value is invalid (the message names it)."""
 

@@ -25,8 +25,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.errors import CorruptCheckpointError
-from minibroker.storage.names import TMP_SUFFIX, TopicPartition
+from minibroker.storage.names import TMP_SUFFIX
 
 CHECKPOINT_VERSION = 0
 

@@ -49,16 +49,16 @@ from minibroker.protocol.records import (
 from minibroker.protocol.transaction_log import TRANSACTION_STATE_TOPIC
 from minibroker.protocol.transaction_log import describe_record as describe_transaction_record
 from minibroker.storage.errors import DumpLogError
-from minibroker.storage.names import INDEX_SUFFIX, LOG_SUFFIX, parse_segment_file
+from minibroker.storage.names import INDEX_SUFFIX, LOG_SUFFIX, TXN_INDEX_SUFFIX, parse_segment_file
 from minibroker.storage.offset_index import OffsetIndex
-from minibroker.storage.producer_state import (
+from minibroker.storage.producer_snapshot import (
     SNAPSHOT_SUFFIX,
     CorruptSnapshotError,
     decode_snapshot,
 )
 from minibroker.storage.time_index import TimeIndex
 from minibroker.storage.txn_index import ENTRY as TXN_INDEX_ENTRY
-from minibroker.storage.txn_index import TXN_INDEX_SUFFIX, decode_txn_index
+from minibroker.storage.txn_index import decode_txn_index
 
 RecordDecoder = Callable[[bytes | None, bytes | None], str]
 """An internal topic's record (key, value) as text."""

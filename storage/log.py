@@ -53,8 +53,7 @@ from minibroker.protocol.errors import OffsetOutOfRangeError, RecordListTooLarge
 from minibroker.protocol.records import Buffer
 from minibroker.storage.corruption import CorruptionStats, check_batches
 from minibroker.storage.errors import CorruptRecordError
-from minibroker.storage.log_append import LogAppendInfo as LogAppendInfo
-from minibroker.storage.log_append import validate_and_assign
+from minibroker.storage.log_append import LogAppendInfo, validate_and_assign
 from minibroker.storage.log_config import Clock, LogConfig, system_clock
 from minibroker.storage.log_loader import load_segments
 from minibroker.storage.log_retention import LogRetention

@@ -31,7 +31,8 @@ from minibroker.protocol.records import (
     read_marker,
     validate_batch,
 )
-from minibroker.storage.producer_state import ProducerAppend, ProducerStateManager
+from minibroker.storage.producer_append import ProducerAppend
+from minibroker.storage.producer_state import ProducerStateManager
 from minibroker.storage.time_index import NO_TIMESTAMP
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from minibroker.protocol.errors import ConfigError
-from minibroker.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from minibroker.storage.producer_entries import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 Clock = Callable[[], int]
 """Wall-clock milliseconds since the epoch; injected so tests control time."""

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from minibroker.protocol.errors import KafkaError, LogDirNotFoundError, MinibrokerError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -69,7 +70,6 @@ from minibroker.storage.log_load_progress import LOAD_PROGRESS_INTERVAL_S, LogLo
 from minibroker.storage.names import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
-    TopicPartition,
     parse_partition_dir,
     partition_dir_name,
 )

@@ -21,11 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_config import Clock, LogConfig
-from minibroker.storage.names import TopicPartition, parse_partition_dir
+from minibroker.storage.names import parse_partition_dir
+from minibroker.storage.producer_entries import CompletedTxn
 from minibroker.storage.producer_state import (
-    CompletedTxn,
     ProducerStateManager,
     ReplayedBatch,
     iter_segment_headers,

@@ -24,7 +24,7 @@ import bisect
 from collections.abc import Iterable
 
 from minibroker.storage.log_state import LogState
-from minibroker.storage.producer_state import CompletedTxn
+from minibroker.storage.producer_entries import CompletedTxn
 from minibroker.storage.txn_index import AbortedTxn
 
 

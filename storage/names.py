@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 from typing import NamedTuple
 
-from minibroker.protocol.topic_partition import TopicPartition as TopicPartition  # re-exported
+from minibroker.protocol.topic_partition import TopicPartition  # re-exported
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

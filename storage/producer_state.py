@@ -39,19 +39,16 @@ from minibroker.protocol.records import (
 )
 
 # Re-exported: the log, dump-log and the tests take these names from here.
-from minibroker.storage.producer_append import ProducerAppend as ProducerAppend
+from minibroker.storage.producer_append import ProducerAppend
 from minibroker.storage.producer_entries import (
-    DEFAULT_PRODUCER_ID_EXPIRATION_MS as DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    CompletedTxn,
+    ProducerStateEntry,
 )
-from minibroker.storage.producer_entries import MAX_SEQUENCE as MAX_SEQUENCE
-from minibroker.storage.producer_entries import BatchMetadata as BatchMetadata
-from minibroker.storage.producer_entries import CompletedTxn as CompletedTxn
-from minibroker.storage.producer_entries import ProducerStateEntry as ProducerStateEntry
-from minibroker.storage.producer_snapshot import SNAPSHOT_SUFFIX as SNAPSHOT_SUFFIX
-from minibroker.storage.producer_snapshot import CorruptSnapshotError as CorruptSnapshotError
-from minibroker.storage.producer_snapshot import ProducerSnapshots
-from minibroker.storage.producer_snapshot import decode_snapshot as decode_snapshot
-from minibroker.storage.producer_snapshot import encode_snapshot as encode_snapshot
+from minibroker.storage.producer_snapshot import (
+    CorruptSnapshotError,
+    ProducerSnapshots,
+    decode_snapshot,
+)
 
 log = logging.getLogger(__name__)
 

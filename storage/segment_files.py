@@ -26,11 +26,12 @@ from minibroker.storage.names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     segment_path,
 )
 from minibroker.storage.offset_index import OffsetIndex
 from minibroker.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from minibroker.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from minibroker.storage.txn_index import TransactionIndex
 
 HEADER_SCAN = header_struct("base_offset", "batch_length", "last_offset_delta", "max_timestamp")
 """baseOffset, batchLength, lastOffsetDelta, maxTimestamp: all a segment needs of a

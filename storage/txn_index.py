@@ -28,8 +28,6 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-from minibroker.storage.names import TXN_INDEX_SUFFIX as TXN_INDEX_SUFFIX
-
 ENTRY = struct.Struct(">hqqqq")
 
 

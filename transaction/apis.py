@@ -27,8 +27,8 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.protocol.transaction_log import STATUS_NAMES
-from minibroker.storage.names import TopicPartition
 from minibroker.transaction.coordinator import TransactionCoordinator
 
 FENCED_SINCE: Final = {

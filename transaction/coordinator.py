@@ -49,8 +49,8 @@ from minibroker.protocol.errors import (
     KafkaError,
     ProducerFencedError,
 )
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock
-from minibroker.storage.names import TopicPartition
 from minibroker.transaction.markers import MarkerSender
 from minibroker.transaction.metadata import (
     COMPLETE,

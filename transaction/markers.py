@@ -33,7 +33,7 @@ from minibroker.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from minibroker.protocol.messages import bodies
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.transaction.broker_links import BrokerLinks
 
 log = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.protocol.transaction_log import STATUS_NAMES, TransactionLogValue, TxnStatus
-from minibroker.storage.names import TopicPartition
 
 TxnState = TxnStatus
 """The coordinator's states are the status ids of the log's values."""

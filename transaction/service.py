@@ -24,8 +24,8 @@ from minibroker.coordinator.offsets_log import ReplicaOffsetsLog
 from minibroker.coordinator.service import serve_group_coordinator
 from minibroker.protocol.messages.groups import KEY_TYPE_TRANSACTION
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.protocol.transaction_log import TRANSACTION_STATE_TOPIC, partition_for
-from minibroker.storage.names import TopicPartition
 from minibroker.transaction.apis import TransactionApis
 from minibroker.transaction.broker_links import BrokerLinks
 from minibroker.transaction.coordinator import TransactionConfig, TransactionCoordinator

@@ -21,8 +21,8 @@ from minibroker.protocol.errors import (
     error_for_code,
 )
 from minibroker.protocol.messages import bodies
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.protocol.transaction_log import TRANSACTION_STATE_TOPIC
-from minibroker.storage.names import TopicPartition
 from minibroker.transaction.broker_links import BrokerLinks
 from minibroker.transaction.coordinator import TransactionCoordinator
 

@@ -23,15 +23,12 @@ admin notifications it consumes; any broker may create topics and deletion marks
 
 from __future__ import annotations
 
-from minibroker.zk.broker_registration import BrokerIdInUseError as BrokerIdInUseError
 from minibroker.zk.broker_registration import BrokerZnodes
 from minibroker.zk.controller_election import ControllerElectionZnodes
 from minibroker.zk.model import PERSISTENT_PATHS
 from minibroker.zk.notifications import NotificationZnodes
 from minibroker.zk.producer_ids import ProducerIdZnodes
 from minibroker.zk.topic_znodes import TopicZnodes
-from minibroker.zk.znodes import Clock as Clock
-from minibroker.zk.znodes import wall_clock_ms as wall_clock_ms
 
 
 class KafkaZkClient(

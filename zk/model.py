@@ -50,19 +50,17 @@ from typing import Any
 from minibroker.protocol import broker_proof
 from minibroker.protocol.topic_ids import parse_topic_id, topic_id_str
 from minibroker.protocol.topic_partition import TopicPartition
-from minibroker.zk.values import DEFAULT_SECURITY_PROTOCOL as DEFAULT_SECURITY_PROTOCOL
 
 # The values these codecs read and write (zk.values), importable from here as well.
-from minibroker.zk.values import INITIAL_CONTROLLER_EPOCH as INITIAL_CONTROLLER_EPOCH
-from minibroker.zk.values import KAFKA_LISTENER as KAFKA_LISTENER
-from minibroker.zk.values import BrokerInfo as BrokerInfo
-from minibroker.zk.values import ControllerMovedError as ControllerMovedError
-from minibroker.zk.values import EndPoint as EndPoint
-from minibroker.zk.values import LeaderAndIsr as LeaderAndIsr
-from minibroker.zk.values import ProducerIdBlock as ProducerIdBlock
-from minibroker.zk.values import TopicAssignment as TopicAssignment
-from minibroker.zk.values import WriteResult as WriteResult
-from minibroker.zk.values import ZkDataError as ZkDataError
+from minibroker.zk.values import (
+    DEFAULT_SECURITY_PROTOCOL,
+    BrokerInfo,
+    EndPoint,
+    LeaderAndIsr,
+    ProducerIdBlock,
+    TopicAssignment,
+    ZkDataError,
+)
 
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"

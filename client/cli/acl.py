@@ -36,7 +36,6 @@ from typing import Any
 from minibroker.client.acls import create_acls, delete_acls, describe_acls
 from minibroker.client.admin import Admin
 from minibroker.client.cli.common import (
-    UsageError,
     add_bootstrap,
     add_format,
     command_security,
@@ -59,6 +58,7 @@ from minibroker.protocol.acls import (
     parse_operation,
     parse_pattern_type,
 )
+from minibroker.protocol.errors import UsageError
 
 HELP = "add, list or remove ACLs (kafka-acls options)"
 

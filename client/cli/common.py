@@ -19,7 +19,11 @@ import trio
 from minibroker.client.metadata import ClusterClient, TopicInfo, parse_bootstrap
 from minibroker.client.security import client_security, read_command_config
 from minibroker.net.security import ClientSecurity
-from minibroker.protocol.errors import ConfigError, MinibrokerError, UnknownTopicOrPartitionError
+from minibroker.protocol.errors import (
+    ConfigError,
+    MinibrokerError,
+    UnknownTopicOrPartitionError,
+)
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TOPIC_WAIT_S = 30.0  # how long a topic may go without leaders before a command gives up
@@ -27,10 +31,6 @@ MISSING_TOPIC_AFTER_S = 0.5
 """A topic the brokers keep calling unknown this long is missing, not late: one being
 created (by `topic create` or on first use) is LEADER_NOT_AVAILABLE or appears sooner."""
 T = TypeVar("T")
-
-
-class UsageError(MinibrokerError):
-    """A flag combination argparse cannot check; main() reports it with exit code 2."""
 
 
 def bootstrap_list(text: str) -> str:

@@ -3,7 +3,7 @@ and ``quotas``."""
 
 from __future__ import annotations
 
-from minibroker.client.cli.common import UsageError
+from minibroker.protocol.errors import UsageError
 
 
 def parse_add_config(texts: list[str]) -> dict[str, str]:

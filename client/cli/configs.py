@@ -34,7 +34,6 @@ from typing import Any
 
 from minibroker.client.admin import Admin, ConfigEntry, ConfigOp
 from minibroker.client.cli.common import (
-    UsageError,
     add_bootstrap,
     add_format,
     command_security,
@@ -43,6 +42,7 @@ from minibroker.client.cli.common import (
 )
 from minibroker.client.cli.config_args import parse_add_config, parse_delete_config
 from minibroker.client.cli.quota_entities import run_entity
+from minibroker.protocol.errors import UsageError
 from minibroker.protocol.messages.admin import OP_DELETE, OP_SET
 from minibroker.protocol.messages.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 

@@ -32,7 +32,6 @@ from collections.abc import Callable
 import trio
 
 from minibroker.client.cli.common import (
-    UsageError,
     add_bootstrap,
     command_security,
     run_async,
@@ -40,7 +39,7 @@ from minibroker.client.cli.common import (
 )
 from minibroker.client.consumer import Consumer, ConsumerRecord
 from minibroker.client.group_coordinator import CommitFailedError
-from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError, UsageError
 
 HELP = "print records of a topic"
 

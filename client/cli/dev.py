@@ -43,7 +43,7 @@ from typing import Any
 import trio
 
 from minibroker.client.cli import dev_secure
-from minibroker.client.cli.common import UsageError, add_format, run_async
+from minibroker.client.cli.common import add_format, run_async
 from minibroker.client.cli.dev_control import (
     BROKER_READY,
     KAFKA_READY,
@@ -80,6 +80,7 @@ from minibroker.client.cli.dev_state import (
     pid_running,
     record_location,
 )
+from minibroker.protocol.errors import UsageError
 
 __all__ = ["ChildInfo", "DevError", "DevState", "down", "pid_running", "state_of"]
 

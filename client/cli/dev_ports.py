@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import socket
 
-from minibroker.client.cli.common import UsageError
 from minibroker.client.cli.dev_state import DevError, cluster_using_port
+from minibroker.protocol.errors import UsageError
 
 # Without --kafka-base-port, broker i's Kafka listener is this far above its msgpack port:
 # `dev up` alone serves Kafka's clients and tools on 19092, 19093, ...

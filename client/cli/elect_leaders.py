@@ -10,7 +10,6 @@ import argparse
 
 from minibroker.client.admin import Admin
 from minibroker.client.cli.common import (
-    UsageError,
     add_bootstrap,
     add_format,
     command_security,
@@ -18,7 +17,7 @@ from minibroker.client.cli.common import (
     print_table,
     run_async,
 )
-from minibroker.protocol.errors import ElectionNotNeededError
+from minibroker.protocol.errors import ElectionNotNeededError, UsageError
 
 HELP = "run preferred (or unclean) leader elections"
 

@@ -21,7 +21,6 @@ from typing import Any
 from minibroker.client.admin import Admin
 from minibroker.client.admin_groups import GroupDescription, PartitionLag
 from minibroker.client.cli.common import (
-    UsageError,
     add_bootstrap,
     add_format,
     print_json,
@@ -29,7 +28,7 @@ from minibroker.client.cli.common import (
     run_async,
 )
 from minibroker.client.cli.groups_reset import INACTIVE_STATES, parse_topic_spec, resolve, target_of
-from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError, UsageError
 
 HELP = "list, describe, reset the offsets of and delete consumer groups"
 

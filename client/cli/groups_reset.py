@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from minibroker.client.admin import Admin
-from minibroker.client.cli.common import UsageError
 from minibroker.client.offsets import list_offsets
-from minibroker.protocol.errors import MinibrokerError
+from minibroker.protocol.errors import MinibrokerError, UsageError
 
 TopicPartition = tuple[str, int]
 EARLIEST = -2  # ListOffsets timestamps

@@ -19,15 +19,10 @@ import sys
 from typing import Any
 
 from minibroker.client.admin import Admin, LogDirDescription
-from minibroker.client.cli.common import (
-    UsageError,
-    add_bootstrap,
-    command_security,
-    print_json,
-    run_async,
-)
+from minibroker.client.cli.common import add_bootstrap, command_security, print_json, run_async
 from minibroker.client.reassignment import ReassignmentInputError, parse_broker_list
 from minibroker.net.security import ClientSecurity
+from minibroker.protocol.errors import UsageError
 
 HELP = "describe the log dirs of brokers and the replicas in them"
 

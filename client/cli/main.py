@@ -19,8 +19,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from minibroker.client.cli.common import UsageError
-from minibroker.protocol.errors import KafkaError, MinibrokerError
+from minibroker.protocol.errors import KafkaError, MinibrokerError, UsageError
 
 # Sub-command name -> module implementing it. Order is the order `--help` lists them.
 COMMANDS: dict[str, str] = {

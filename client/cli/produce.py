@@ -30,7 +30,6 @@ import trio
 
 from minibroker.client.accumulator import Delivery
 from minibroker.client.cli.common import (
-    UsageError,
     add_bootstrap,
     command_security,
     key_value,
@@ -41,7 +40,7 @@ from minibroker.client.cli.common import (
 )
 from minibroker.client.producer import Producer
 from minibroker.protocol.compression import CODEC_NAMES
-from minibroker.protocol.errors import KafkaError, MinibrokerError
+from minibroker.protocol.errors import KafkaError, MinibrokerError, UsageError
 
 HELP = "produce stdin lines as records"
 

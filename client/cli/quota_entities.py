@@ -12,10 +12,11 @@ import argparse
 from typing import Any
 
 from minibroker.client.admin import Admin
-from minibroker.client.cli.common import UsageError, print_json
+from minibroker.client.cli.common import print_json
 from minibroker.client.cli.config_args import parse_add_config, parse_delete_config
 from minibroker.client.quotas import alter_client_quotas, describe_client_quotas
 from minibroker.client.scram import alter_scram_users, describe_scram_users
+from minibroker.protocol.errors import UsageError
 from minibroker.protocol.sasl import DEFAULT_ITERATIONS, SCRAM_MECHANISMS
 
 ENTITY_TYPE = {"users": "user", "clients": "client-id"}

@@ -23,7 +23,6 @@ import argparse
 
 from minibroker.client.admin import Admin
 from minibroker.client.cli.common import (
-    UsageError,
     add_bootstrap,
     add_format,
     command_security,
@@ -34,6 +33,7 @@ from minibroker.client.cli.common import (
 from minibroker.client.cli.config_args import parse_add_config, parse_delete_config
 from minibroker.client.cli.quota_entities import ENTITY_TYPE, parse_quota_values, quota_text
 from minibroker.client.quotas import alter_client_quotas, describe_client_quotas
+from minibroker.protocol.errors import UsageError
 
 HELP = "describe or alter client quotas (users, client ids)"
 

@@ -45,7 +45,7 @@ from pathlib import Path
 import trio
 
 from minibroker.client.admin import DYNAMIC_BROKER_CONFIG_SOURCE, Admin
-from minibroker.client.cli.common import UsageError, add_bootstrap, command_security, run_async
+from minibroker.client.cli.common import add_bootstrap, command_security, run_async
 from minibroker.client.reassignment import (
     PartitionMove,
     assignment_json,
@@ -55,7 +55,7 @@ from minibroker.client.reassignment import (
     parse_topics_to_move,
     propose,
 )
-from minibroker.protocol.errors import MinibrokerError, ReplicaNotAvailableError
+from minibroker.protocol.errors import MinibrokerError, ReplicaNotAvailableError, UsageError
 
 LOG_DIRS_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 LEADER_THROTTLE = "leader.replication.throttled.rate"

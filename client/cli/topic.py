@@ -15,7 +15,6 @@ from typing import Any
 from minibroker.client.admin import Admin, TopicDescription
 from minibroker.client.cli import topic_partitions
 from minibroker.client.cli.common import (
-    UsageError,
     add_bootstrap,
     add_format,
     command_security,
@@ -25,7 +24,11 @@ from minibroker.client.cli.common import (
     run_async,
 )
 from minibroker.client.cli.topic_partitions import parse_assignment
-from minibroker.protocol.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from minibroker.protocol.errors import (
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    UsageError,
+)
 
 HELP = "create, list, describe, delete topics, add partitions, change their configuration"
 

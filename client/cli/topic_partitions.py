@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from minibroker.client.admin import Admin
-from minibroker.client.cli.common import UsageError, add_format, print_json
+from minibroker.client.cli.common import add_format, print_json
+from minibroker.protocol.errors import UsageError
 
 ACTIONS = ("alter", "delete-records")
 """The ``topic`` actions this module serves."""

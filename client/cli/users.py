@@ -22,7 +22,6 @@ from pathlib import Path
 
 from minibroker.client.admin import Admin
 from minibroker.client.cli.common import (
-    UsageError,
     add_bootstrap,
     add_format,
     command_security,
@@ -31,6 +30,7 @@ from minibroker.client.cli.common import (
     run_async,
 )
 from minibroker.client.scram import alter_scram_users, describe_scram_users
+from minibroker.protocol.errors import UsageError
 from minibroker.protocol.sasl import (
     DEFAULT_ITERATIONS,
     SCRAM_MECHANISMS,

@@ -26,18 +26,18 @@ from minibroker.protocol.schemas.types import (
     STRING,
     UUID,
     Api,
-    Array,
-    Field,
     Nullable,
-    Primitive,
-    Struct,
+    SchemaArray,
+    SchemaField,
+    SchemaPrimitive,
+    SchemaStruct,
     Type,
     struct,
 )
 
 INITIAL: Final = "initial version"
 
-_PRIMITIVES: Final[dict[str, Primitive]] = {
+_PRIMITIVES: Final[dict[str, SchemaPrimitive]] = {
     p.name: p for p in (INT8, INT16, INT32, INT64, BOOL, UUID, STRING, BYTES, RECORDS, FLOAT64)
 }
 
@@ -53,20 +53,20 @@ def body_api(message: form.Message) -> Api:
     )
 
 
-def body_struct(declared: form.Struct) -> Struct:
+def body_struct(declared: form.Struct) -> SchemaStruct:
     return struct(*(_body_field(field) for field in declared.fields), doc=declared.doc)
 
 
-def _body_field(field: form.Field) -> Field:
+def _body_field(field: form.Field) -> SchemaField:
     type_ = _body_type(field.type)
     if field.nullable_in_body:
         type_ = Nullable(type_)
-    return Field(field.body_key, type_, REQUIRED if field.required else field.default_value())
+    return SchemaField(field.body_key, type_, REQUIRED if field.required else field.default_value())
 
 
 def _body_type(type_: form.KafkaType) -> Type:
     if isinstance(type_, form.Primitive):
         return _PRIMITIVES[type_.name]
     if isinstance(type_, form.Array):
-        return Array(_body_type(type_.of))
+        return SchemaArray(_body_type(type_.of))
     return body_struct(type_)

@@ -1,12 +1,14 @@
 """The schema language: message bodies declared as data, compiled into fast validators.
 
 A body is a msgpack map with snake_case keys. Its shape is declared once with
-``Struct`` / ``Field`` / ``Array`` / ``Nullable`` and the primitive types below; each
+``SchemaStruct`` / ``SchemaField`` / ``SchemaArray`` / ``Nullable`` and the primitive
+types below (the ``Schema`` prefix tells them from ``protocol/messages/form.py``'s Kafka
+declarations, from which ``from_messages.py`` derives them); each
 field names the first version that has it (``since``) and, if it was dropped, the
 first version that no longer has it (``until``), so one declaration carries the whole
 version history of a message, as Kafka's message JSON files do.
 
-Primitive types and what they accept after ``msgpack.unpackb(raw=False)``:
+SchemaPrimitive types and what they accept after ``msgpack.unpackb(raw=False)``:
 
     INT8 / INT16 / INT32 / INT64   int (not bool) within the signed range
     BOOL                           bool
@@ -43,29 +45,29 @@ class SchemaError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Primitive:
+class SchemaPrimitive:
     """A leaf type; ``check`` is a Python expression over ``{v}`` that is true when valid."""
 
     name: str
     check: str
 
 
-INT8: Final = Primitive("int8", "type({v}) is int and -128 <= {v} <= 127")
-INT16: Final = Primitive("int16", "type({v}) is int and -32768 <= {v} <= 32767")
-INT32: Final = Primitive("int32", "type({v}) is int and -2147483648 <= {v} <= 2147483647")
-INT64: Final = Primitive(
+INT8: Final = SchemaPrimitive("int8", "type({v}) is int and -128 <= {v} <= 127")
+INT16: Final = SchemaPrimitive("int16", "type({v}) is int and -32768 <= {v} <= 32767")
+INT32: Final = SchemaPrimitive("int32", "type({v}) is int and -2147483648 <= {v} <= 2147483647")
+INT64: Final = SchemaPrimitive(
     "int64", "type({v}) is int and -9223372036854775808 <= {v} <= 9223372036854775807"
 )
-BOOL: Final = Primitive("bool", "type({v}) is bool")
-FLOAT64: Final = Primitive("float64", "type({v}) is float")
-STRING: Final = Primitive("string", "type({v}) is str")
-BYTES: Final = Primitive("bytes", "type({v}) is bytes")
-RECORDS: Final = Primitive("records", "type({v}) is bytes")
-UUID: Final = Primitive("uuid", "type({v}) is bytes and len({v}) == 16")
+BOOL: Final = SchemaPrimitive("bool", "type({v}) is bool")
+FLOAT64: Final = SchemaPrimitive("float64", "type({v}) is float")
+STRING: Final = SchemaPrimitive("string", "type({v}) is str")
+BYTES: Final = SchemaPrimitive("bytes", "type({v}) is bytes")
+RECORDS: Final = SchemaPrimitive("records", "type({v}) is bytes")
+UUID: Final = SchemaPrimitive("uuid", "type({v}) is bytes and len({v}) == 16")
 
 
 @dataclass(frozen=True, slots=True)
-class Array:
+class SchemaArray:
     """A msgpack array whose every element is ``of``."""
 
     of: Type
@@ -88,7 +90,7 @@ REQUIRED: Final = _Required()
 
 
 @dataclass(frozen=True, slots=True)
-class Field:
+class SchemaField:
     """One key of a struct: present in versions ``since <= v < until``."""
 
     name: str
@@ -103,26 +105,26 @@ class Field:
 
 
 @dataclass(frozen=True, slots=True)
-class Struct:
+class SchemaStruct:
     """A msgpack map with the given fields."""
 
-    fields: tuple[Field, ...]
+    fields: tuple[SchemaField, ...]
     doc: str = ""
 
 
-Type = Primitive | Array | Nullable | Struct
+Type = SchemaPrimitive | SchemaArray | Nullable | SchemaStruct
 
 
-def struct(*fields: Field, doc: str = "") -> Struct:
+def struct(*fields: SchemaField, doc: str = "") -> SchemaStruct:
     names = [f.name for f in fields]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate field names in {names}")
     for f in fields:
         _check_default(f)
-    return Struct(tuple(fields), doc)
+    return SchemaStruct(tuple(fields), doc)
 
 
-def _check_default(f: Field) -> None:
+def _check_default(f: SchemaField) -> None:
     d = f.default
     if d is REQUIRED or d is None or type(d) in (int, bool, float, str, bytes):
         return
@@ -135,7 +137,7 @@ Validator = Callable[[Any], None]
 """A compiled validator: returns None for a valid body (defaults filled), else raises."""
 
 
-def compile_validator(root: Struct, version: int, name: str = "body") -> Validator:
+def compile_validator(root: SchemaStruct, version: int, name: str = "body") -> Validator:
     """Compile ``root`` at ``version`` into one function; see the module docstring."""
     gen = _Generator(version)
     gen.emit_value("body", root, "", 1)
@@ -159,9 +161,9 @@ def _fail(path: str, expected: str, value: object) -> None:
 
 
 def _type_name(t: Type) -> str:
-    if isinstance(t, Primitive):
+    if isinstance(t, SchemaPrimitive):
         return t.name
-    if isinstance(t, Array):
+    if isinstance(t, SchemaArray):
         return f"array of {_type_name(t.of)}"
     if isinstance(t, Nullable):
         return f"nullable {_type_name(t.of)}"
@@ -189,16 +191,16 @@ class _Generator:
 
     def emit_value(self, v: str, t: Type, path: str, depth: int) -> None:
         """Emit a check that the value in variable ``v`` is of type ``t``."""
-        if isinstance(t, Primitive):
+        if isinstance(t, SchemaPrimitive):
             self.line(depth, f"if not ({t.check.format(v=v)}):")
             self.fail(depth + 1, path, t, v)
         elif isinstance(t, Nullable):
             self.line(depth, f"if {v} is not None:")
             self.emit_value(v, t.of, path, depth + 1)
-        elif isinstance(t, Array):
+        elif isinstance(t, SchemaArray):
             self.line(depth, f"if type({v}) is not list:")
             self.fail(depth + 1, path, t, v)
-            if isinstance(t.of, Primitive):
+            if isinstance(t.of, SchemaPrimitive):
                 # One generator pass over the elements; the path is only used on failure.
                 e = self.var("e")
                 cond = t.of.check.format(v=e)
@@ -212,7 +214,7 @@ class _Generator:
         else:
             self.emit_struct(v, t, path, depth)
 
-    def emit_struct(self, v: str, t: Struct, path: str, depth: int) -> None:
+    def emit_struct(self, v: str, t: SchemaStruct, path: str, depth: int) -> None:
         self.line(depth, f"if type({v}) is not dict:")
         self.fail(depth + 1, path, t, v)
         get = self.var("get")
@@ -248,8 +250,8 @@ class Api:
     """
 
     name: str
-    request: Struct
-    response: Struct
+    request: SchemaStruct
+    response: SchemaStruct
     history: tuple[str, ...]
     doc: str
 
@@ -259,12 +261,14 @@ class Api:
 
 
 def per_topic(
-    *partition_fields: Field,
+    *partition_fields: SchemaField,
     field: str = "topics",
     topic: str = "name",
     partitions: str = "partitions",
     default: Any = REQUIRED,
-) -> Field:
+) -> SchemaField:
     """Kafka's usual nesting, ``field: [{topic: string, partitions: [{partition_fields}]}]``."""
-    entry = struct(Field(topic, STRING), Field(partitions, Array(struct(*partition_fields))))
-    return Field(field, Array(entry), default)
+    entry = struct(
+        SchemaField(topic, STRING), SchemaField(partitions, SchemaArray(struct(*partition_fields)))
+    )
+    return SchemaField(field, SchemaArray(entry), default)

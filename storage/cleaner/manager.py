@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.checkpoint import OffsetCheckpointFile
 from minibroker.storage.cleaner.clean import CleanJob, CleanResult, SegmentFile
 from minibroker.storage.errors import CorruptCheckpointError
 from minibroker.storage.log import Log
-from minibroker.storage.names import TopicPartition
 from minibroker.storage.segment import LogSegment
 from minibroker.storage.segment_swap import delete_cleaned_files
 

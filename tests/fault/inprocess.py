@@ -22,7 +22,7 @@ from minibroker.broker.partition import Partition
 from minibroker.node.node import Node
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.records import decode_batch, iter_headers
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.support.broker import DEFAULT_CONTROLLER_ID, WireClient, broker_config
 
 FAST_REPLICATION = {

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.controller.context import TopicPartition
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.records import decode_records, iter_headers
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log
 from minibroker.storage.log_config import LogConfig
 from minibroker.zk.client import ZkClient

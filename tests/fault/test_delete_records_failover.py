@@ -19,8 +19,8 @@ from minibroker.client.admin import Admin
 from minibroker.client.producer import Producer
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import ElectionNotNeededError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.checkpoint import OffsetCheckpointFile
-from minibroker.storage.names import TopicPartition
 from tests.support.cluster import ProcessCluster
 
 TOPIC = "trimmed-in-failover"

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.controller.context import TopicPartition
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.records import decode_records
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
 from tests.support.broker import batch, fetch_body

@@ -46,9 +46,9 @@ from typing import Any
 import pytest
 import trio
 
-from minibroker.controller.context import TopicPartition
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.client import open_zk_client
 from minibroker.zk.data import KafkaZkClient
 from tests.fault.test_durability import (

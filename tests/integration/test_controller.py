@@ -12,13 +12,13 @@ import trio
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.cluster_member import ClusterMembership
+from minibroker.broker.hosted_replicas import FetcherHook
 from minibroker.broker.partition import Partition
-from minibroker.broker.replica_manager import FetcherHook
-from minibroker.controller.context import TopicPartition
 from minibroker.controller.controller import KafkaController
 from minibroker.node.node import Node
 from minibroker.protocol.api import ApiKey
-from minibroker.storage.names import TopicPartition as BrokerTopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition as BrokerTopicPartition
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
 from tests.support.broker import WireClient, batch, broker_config, produce_body, produced

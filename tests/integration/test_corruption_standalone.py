@@ -15,8 +15,8 @@ from minibroker.broker.broker import Broker
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaStorageError
 from minibroker.protocol.records import iter_headers
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log
-from minibroker.storage.names import TopicPartition
 from tests.support.broker import (
     FakeController,
     WireClient,

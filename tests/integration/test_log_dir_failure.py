@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from minibroker.client.admin import Admin
-from minibroker.controller.context import TopicPartition as ControllerTopicPartition
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaStorageError, ReplicaNotAvailableError
+from minibroker.protocol.topic_partition import TopicPartition as ControllerTopicPartition
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
 from tests.integration.test_log_dir_moves import one_broker, wait_until

@@ -15,10 +15,10 @@ import trio
 from minibroker.client.admin import Admin
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
-from minibroker.controller.context import TopicPartition
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import ReplicaNotAvailableError
-from minibroker.storage.names import TopicPartition as BrokerTopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition as BrokerTopicPartition
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
 from tests.integration.test_controller import cluster, wait_until, wait_until_async

@@ -21,7 +21,7 @@ from minibroker.protocol.errors import (
     LogDirNotFoundError,
     ReplicaNotAvailableError,
 )
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.support.broker import broker_config
 
 POLL_S = 0.1

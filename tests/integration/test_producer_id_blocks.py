@@ -9,7 +9,7 @@ import trio
 
 from minibroker.zk.client import ZkClient, open_zk_client
 from minibroker.zk.data import KafkaZkClient
-from minibroker.zk.model import ProducerIdBlock
+from minibroker.zk.values import ProducerIdBlock
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from minibroker.controller.context import TopicPartition
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     UnknownLeaderEpochError,
 )
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
 from tests.support.broker import (

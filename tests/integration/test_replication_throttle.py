@@ -22,7 +22,7 @@ from minibroker.client.cli import reassign
 from minibroker.client.producer import Producer
 from minibroker.client.reassignment import PartitionMove, parse_reassignment
 from minibroker.node.node import Node
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.integration.test_log_dir_moves import read_all, wait_until
 from tests.support.broker import broker_config
 from tests.support.cli import run_cli

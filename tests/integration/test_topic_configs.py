@@ -14,16 +14,17 @@ from typing import Any
 import pytest
 import trio
 
+from minibroker.broker.hosted_replicas import to_log_config
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.partition import PartitionState
-from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.broker.partition import LeaderAndIsrPartition
+from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.topic_configs import TopicConfigs
 from minibroker.client.admin import Admin
-from minibroker.controller.context import TopicPartition
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import InvalidConfigError, NotEnoughReplicasError
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition as LocalPartition
 from minibroker.storage.log_manager import LogManager
-from minibroker.storage.names import TopicPartition as LocalPartition
 from minibroker.zk.client import ZkClient
 from minibroker.zk.cluster_id import CLUSTER_ID_PATH, decode_cluster_id
 from minibroker.zk.data import KafkaZkClient
@@ -175,7 +176,7 @@ async def test_the_change_listener_resyncs_hosted_topics_then_follows_notificati
     data = KafkaZkClient(zk_client)
     await data.create_top_level_paths()
     try:
-        state = PartitionState(
+        state = LeaderAndIsrPartition(
             controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,)
         )
         await manager.become_leader_or_follower(1, {LocalPartition("t", 0): state})

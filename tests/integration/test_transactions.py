@@ -11,6 +11,7 @@ import json
 import time
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import confluent_kafka
 import kafka
@@ -22,7 +23,7 @@ from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import InvalidTxnStateError, NotLeaderOrFollowerError
 from minibroker.protocol.records import Record, encode_batch
-from tests.support.broker import produce_body, produced
+from tests.support.broker import KafkaWireClient, produce_body, produced
 from tests.support.cluster import LocalCluster
 from tests.support.kafka_groups import committed_offsets, create_topic
 from tests.support.prometheus import metrics_ports
@@ -455,6 +456,44 @@ def test_a_write_outside_the_ongoing_transaction_is_refused_not_left_hanging(
             "transactions", "describe-producers", topic, partition, "--format", "json"
         )
         assert all(p["current_txn_start_offset"] == -1 for p in json.loads(listed.stdout))
+    # What a leader asks the coordinator, on the Kafka listener (AddPartitionsToTxn v4).
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted", partition=0)
+    producer.flush(30)  # partition 0 is in the open transaction, partition 1 is not
+    state = json.loads(
+        cluster.cli("transactions", "describe", "verified-1", "--format", "json").stdout
+    )
+    verdicts = trio.run(verify_only, cluster, state, topic)
+    assert verdicts == {0: 0, 1: InvalidTxnStateError.code}
+    producer.abort_transaction(30)
     write_sentinels(cluster.kafka_bootstrap, topic, 2, "verified")
     found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 2, 2)
     assert values(found) == [b"committed"]
+
+
+async def verify_only(cluster: LocalCluster, state: dict[str, Any], topic: str) -> dict[int, int]:
+    """Partition -> the coordinator's verdict on the open transaction of ``state``."""
+    port = cluster.state["brokers"][str(state["coordinator"])]["kafka_port"]
+    async with KafkaWireClient(await trio.open_tcp_stream("127.0.0.1", port)) as client:
+        answer = await client.kafka_request(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            4,
+            {
+                "transactions": [
+                    {
+                        "transactional_id": state["transactional_id"],
+                        "producer_id": state["producer_id"],
+                        "producer_epoch": state["producer_epoch"],
+                        "verify_only": True,
+                        "topics": [{"name": topic, "partitions": [0, 1]}],
+                    }
+                ]
+            },
+        )
+    assert answer["error_code"] == 0
+    [txn] = answer["results_by_transaction"]
+    return {
+        p["partition_index"]: p["partition_error_code"]
+        for t in txn["topic_results"]
+        for p in t["results_by_partition"]
+    }

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from minibroker.client.admin import Admin
-from minibroker.controller.context import TopicPartition
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import ElectionNotNeededError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.client import ZkClient
 from minibroker.zk.data import KafkaZkClient
 from tests.integration.test_controller import cluster, wait_until_async

@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 import trio
 
-from minibroker.controller.context import ControllerMovedError, LeaderAndIsr, TopicPartition
 from minibroker.protocol.errors import TopicAlreadyExistsError
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.broker_registration import BrokerIdInUseError
 from minibroker.zk.client import (
     BadVersion,
     StateChange,
@@ -23,9 +24,15 @@ from minibroker.zk.client import (
     ZkState,
     open_zk_client,
 )
-from minibroker.zk.data import BrokerIdInUseError, KafkaZkClient
-from minibroker.zk.model import BrokerInfo, EndPoint, TopicAssignment
+from minibroker.zk.data import KafkaZkClient
 from minibroker.zk.server import ZooKeeperServer, packets_received
+from minibroker.zk.values import (
+    BrokerInfo,
+    ControllerMovedError,
+    EndPoint,
+    LeaderAndIsr,
+    TopicAssignment,
+)
 from minibroker.zk.znodes import OPS_PER_TRANSACTION
 from tests.support.zookeeper import ExpireSession
 

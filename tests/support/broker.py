@@ -21,8 +21,9 @@ import trio
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.hosted_replicas import CorruptionHook, to_log_config
 from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.replica_manager import CorruptionHook, ReplicaManager, to_log_config
+from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.api import (
     ApiKey,
     RequestHeader,

@@ -9,7 +9,7 @@ import pytest
 
 from minibroker.analytics import cli
 from minibroker.analytics.discover import log_dirs_of_config, log_dirs_under
-from minibroker.analytics.summary import SegmentRead, format_summary
+from minibroker.analytics.summary import SegmentFileRead, format_summary
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -117,7 +117,7 @@ def test_spark_console_progress_is_off_unless_verbose(tmp_path: Path) -> None:
 
 def test_summary_lists_every_log_dir_read_and_its_segment_files() -> None:
     read = {
-        "/d/broker-1/logs-0": [SegmentRead(f"/d/broker-1/logs-0/events-0/{SEGMENT}", 2048)],
+        "/d/broker-1/logs-0": [SegmentFileRead(f"/d/broker-1/logs-0/events-0/{SEGMENT}", 2048)],
         "/d/broker-1/logs-1": [],
     }
 

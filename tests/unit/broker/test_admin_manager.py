@@ -14,7 +14,7 @@ import trio.testing
 
 from minibroker.broker.admin_manager import AdminManager
 from minibroker.protocol.errors import KafkaError, TopicAlreadyExistsError
-from minibroker.zk.model import BrokerInfo, EndPoint
+from minibroker.zk.values import BrokerInfo, EndPoint
 
 
 def live_broker(broker_id: int) -> BrokerInfo:

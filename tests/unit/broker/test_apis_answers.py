@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from minibroker.broker.apis import KafkaApis
-from minibroker.broker.controller_apis import ControllerApis
+from minibroker.broker.controller_apis import ControllerRequestApis
 from minibroker.broker.controller_fence import NOT_FROM_CONTROLLER, ControllerFence
 from minibroker.broker.dispatcher import Deferred
-from minibroker.broker.metadata_cache import BrokerInfo
+from minibroker.broker.metadata_cache import CachedBroker
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
@@ -33,10 +33,10 @@ def apis(tmp_path: Path) -> Iterator[KafkaApis]:
 
 
 @pytest.fixture
-def controller_apis(tmp_path: Path) -> Iterator[ControllerApis]:
-    """ControllerApis of a standalone broker whose fence obeys no controller."""
+def controller_apis(tmp_path: Path) -> Iterator[ControllerRequestApis]:
+    """ControllerRequestApis of a standalone broker whose fence obeys no controller."""
     with replica_manager(broker_config(tmp_path, broker_id=ME)) as manager:
-        yield ControllerApis(manager, manager.metadata_cache, ControllerFence(None, ME))
+        yield ControllerRequestApis(manager, manager.metadata_cache, ControllerFence(None, ME))
 
 
 async def answer_of(result: object) -> object:
@@ -48,7 +48,7 @@ def test_describe_cluster_names_brokers_by_id_with_their_kafka_listener_if_any(
     apis: KafkaApis,
 ) -> None:
     apis.metadata_cache.register_self("h1", 9001, rack="r1", kafka=("k1", 19001))
-    apis.metadata_cache.brokers[2] = BrokerInfo(2, "h2", 9002)
+    apis.metadata_cache.brokers[2] = CachedBroker(2, "h2", 9002)
     apis.metadata_cache.set_cluster_id("cluster-a")
     answer = apis.handle_describe_cluster(
         HEADER, {"include_cluster_authorized_operations": False, "endpoint_type": 1}
@@ -93,7 +93,7 @@ CONTROL = {"controller_id": 2, "controller_epoch": 5, "broker_epoch": 10}
 
 
 async def test_leader_and_isr_from_no_controller_is_refused_with_a_fixed_reason_and_no_partitions(
-    controller_apis: ControllerApis,
+    controller_apis: ControllerRequestApis,
 ) -> None:
     request = CONTROL | {"partition_states": [], "live_leaders": []}
     answer = await answer_of(controller_apis.handle_leader_and_isr(HEADER, request))
@@ -105,7 +105,7 @@ async def test_leader_and_isr_from_no_controller_is_refused_with_a_fixed_reason_
 
 
 async def test_stop_replica_from_no_controller_is_refused_with_a_fixed_reason_and_no_partitions(
-    controller_apis: ControllerApis,
+    controller_apis: ControllerRequestApis,
 ) -> None:
     request = CONTROL | {"partition_states": []}
     answer = await answer_of(controller_apis.handle_stop_replica(HEADER, request))
@@ -117,7 +117,7 @@ async def test_stop_replica_from_no_controller_is_refused_with_a_fixed_reason_an
 
 
 async def test_update_metadata_from_no_controller_is_refused_and_changes_nothing(
-    controller_apis: ControllerApis,
+    controller_apis: ControllerRequestApis,
 ) -> None:
     request = CONTROL | {"partition_states": [], "live_brokers": []}
     controller_apis.metadata_cache.register_self("h1", 9001)

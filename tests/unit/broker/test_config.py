@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.config import BrokerConfig, TopicConfig, describe_keys, parse_endpoint
+from minibroker.broker.config import BrokerConfig, TopicConfig
+from minibroker.broker.config_keys import describe_keys
+from minibroker.broker.config_listeners import parse_endpoint
 from minibroker.broker.properties import parse_properties
 from minibroker.protocol.errors import ConfigError
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import cast
 
 from minibroker.broker.corruption import CorruptReplicas
-from minibroker.broker.partition import PartitionState
+from minibroker.broker.partition import LeaderAndIsrPartition
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.errors import KafkaStorageError
 from minibroker.protocol.records import Record, encode_batch, iter_headers
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.data import KafkaZkClient
 from tests.support.broker import broker_config, replica_manager
 
@@ -21,15 +21,15 @@ ME = 1
 TP = TopicPartition("orders", 0)
 
 
-def follower_state(epoch: int) -> PartitionState:
-    return PartitionState(
+def follower_state(epoch: int) -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(
         controller_epoch=1, leader=2, leader_epoch=epoch, isr=(1, 2), zk_version=0,
         replicas=(1, 2),
     )  # fmt: skip
 
 
-def leader_state(epoch: int) -> PartitionState:
-    return PartitionState(
+def leader_state(epoch: int) -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(
         controller_epoch=1, leader=ME, leader_epoch=epoch, isr=(ME,), zk_version=0,
         replicas=(ME,),
     )  # fmt: skip

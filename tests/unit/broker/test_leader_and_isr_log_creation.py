@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.partition import PartitionState
+from minibroker.broker.partition import LeaderAndIsrPartition
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.errors import KafkaStorageError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage import log_manager as log_manager_module
-from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
 ME = 1
 TPS = [TopicPartition("orders", p) for p in range(40)]
 
 
-def state(leader: int) -> PartitionState:
-    return PartitionState(
+def state(leader: int) -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(
         controller_epoch=1, leader=leader, leader_epoch=0, isr=(1, 2), zk_version=0,
         replicas=(1, 2), is_new=True,
     )  # fmt: skip

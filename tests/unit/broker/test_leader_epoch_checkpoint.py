@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.broker.partition import PartitionState
+from minibroker.broker.partition import LeaderAndIsrPartition
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.leader_epoch import LeaderEpochCache
-from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
 ME = 1
 TPS = [TopicPartition("orders", p) for p in range(5)]
 
 
-def leading(epoch: int) -> PartitionState:
-    return PartitionState(
+def leading(epoch: int) -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(
         controller_epoch=1, leader=ME, leader_epoch=epoch, isr=(ME,), zk_version=epoch,
         replicas=(ME,), is_new=epoch == 0,
     )  # fmt: skip

@@ -10,9 +10,9 @@ import trio
 import trio.testing
 
 from minibroker.broker.log_dir_mover import LogDirMover, TokenBucket
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log
 from minibroker.storage.log_manager import LogManager
-from minibroker.storage.names import TopicPartition
 from tests.unit.storage.batches import SMALL, batch, values_of
 
 TP = TopicPartition("moves", 0)

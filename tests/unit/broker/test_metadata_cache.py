@@ -9,7 +9,7 @@ from minibroker.protocol.errors import (
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 
 def update(states: list[dict[str, Any]], brokers: list[int], epoch: int = 1) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig
-from minibroker.broker.controller_apis import ControllerApis
+from minibroker.broker.controller_apis import ControllerRequestApis
 from minibroker.broker.controller_fence import ControllerFence
 from minibroker.broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
 from minibroker.broker.metrics_state import (
@@ -27,14 +27,14 @@ from minibroker.broker.metrics_state import (
     PartitionCollector,
     under_min_isr_count,
 )
-from minibroker.broker.partition import PartitionState
+from minibroker.broker.partition import LeaderAndIsrPartition
 from minibroker.broker.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.request_codec import MsgpackCodec
 from minibroker.broker.server import BrokerServer
 from minibroker.protocol.api import ApiKey, encode_request, latest_version
 from minibroker.protocol.records import Record, encode_batch
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.support.broker import broker_config, fetch_body
 from tests.support.prometheus import promtool_problems
 
@@ -75,8 +75,10 @@ ALLOWED_LABELS = {
 }
 
 
-def leader_state(isr: tuple[int, ...] = (ME,), replicas: tuple[int, ...] = (ME,)) -> PartitionState:
-    return PartitionState(
+def leader_state(
+    isr: tuple[int, ...] = (ME,), replicas: tuple[int, ...] = (ME,)
+) -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(
         controller_epoch=1,
         leader=ME,
         leader_epoch=0,
@@ -165,7 +167,7 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     await produce(broker, b"a", b"b", b"c")
     fence = ControllerFence(None, ME, accept_any=True)
     KafkaApis(manager, broker.metadata_cache).install(broker.dispatcher)
-    ControllerApis(manager, broker.metadata_cache, fence).install(broker.dispatcher)
+    ControllerRequestApis(manager, broker.metadata_cache, fence).install(broker.dispatcher)
     codec = MsgpackCodec(broker.dispatcher)
 
     def fetch(replica_id: int, offset: int) -> None:

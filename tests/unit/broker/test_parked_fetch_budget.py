@@ -12,11 +12,11 @@ import trio
 import trio.testing
 
 from minibroker.broker import fetch_reader
-from minibroker.broker.fetch_reader import FetchPartition, FetchRequest
-from minibroker.broker.partition import PartitionState
+from minibroker.broker.fetch_reader import FetchParams, FetchPartition
+from minibroker.broker.partition import LeaderAndIsrPartition
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.protocol.records import Record, encode_batch
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
 pytestmark = pytest.mark.timeout(30)
@@ -30,7 +30,7 @@ BUDGET = 25_000
 @pytest.fixture
 async def leader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ReplicaManager]:
     monkeypatch.setattr(fetch_reader, "PARKED_FETCH_MAX_BYTES", BUDGET)
-    state = PartitionState(
+    state = LeaderAndIsrPartition(
         controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,),
         is_new=True,
     )  # fmt: skip
@@ -42,9 +42,9 @@ async def leader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
         yield manager
 
 
-def long_poll(max_bytes: int) -> FetchRequest:
+def long_poll(max_bytes: int) -> FetchParams:
     """A consumer's fetch that waits for more than the log holds."""
-    return FetchRequest(
+    return FetchParams(
         replica_id=-1,
         max_bytes=max_bytes,
         min_bytes=10 * BATCHES * BATCH_VALUE,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.broker.partition import Partition, PartitionState
-from minibroker.broker.replica_manager import to_log_config
+from minibroker.broker.hosted_replicas import to_log_config
+from minibroker.broker.partition import LeaderAndIsrPartition, Partition
 from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,
@@ -18,8 +18,8 @@ from minibroker.protocol.errors import (
     UnknownLeaderEpochError,
 )
 from minibroker.protocol.records import Record, decode_records, encode_batch, read_header
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log
-from minibroker.storage.names import TopicPartition
 
 ME = 1
 NOW = 1_700_000_000_000
@@ -35,8 +35,8 @@ def make_partition(tmp_path: Path, **properties: str) -> Partition:
 
 def leader_state(
     epoch: int = 0, isr: tuple[int, ...] = (ME,), replicas: tuple[int, ...] = (ME,)
-) -> PartitionState:
-    return PartitionState(
+) -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(
         controller_epoch=1, leader=ME, leader_epoch=epoch, isr=isr, zk_version=0, replicas=replicas
     )
 
@@ -82,7 +82,7 @@ def test_consumers_read_below_the_hw_and_followers_up_to_the_leo(tmp_path: Path)
 
 def test_a_follower_refuses_appends_and_reads(tmp_path: Path) -> None:
     partition = make_partition(tmp_path)
-    state = PartitionState(
+    state = LeaderAndIsrPartition(
         controller_epoch=1, leader=2, leader_epoch=0, isr=(2, ME), zk_version=0, replicas=(2, ME)
     )
     assert partition.make_follower(state) is True

@@ -15,7 +15,7 @@ from minibroker.broker.producer_ids import (
 )
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import CoordinatorNotAvailableError
-from minibroker.zk.model import ProducerIdBlock
+from minibroker.zk.values import ProducerIdBlock
 
 HEADER = RequestHeader(22, 0, 1, "test")
 

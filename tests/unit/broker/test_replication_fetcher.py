@@ -11,14 +11,14 @@ import trio
 import trio.testing
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.broker.partition import Partition, PartitionState
+from minibroker.broker.hosted_replicas import to_log_config
+from minibroker.broker.partition import LeaderAndIsrPartition, Partition
 from minibroker.broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager, fetcher_index
-from minibroker.broker.replica_manager import to_log_config
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import UnknownTopicOrPartitionError
 from minibroker.protocol.records import Record, encode_batch
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log
-from minibroker.storage.names import TopicPartition
 
 ME, LEADER = 2, 1
 
@@ -50,7 +50,7 @@ def follower_with(tmp_path: Path, records: int, partition: int = 0) -> Partition
         log.append(data, leader_epoch=0)
     follower = Partition(tp, local_broker_id=ME, log=log, config=topic, clock=lambda: 0)
     follower.make_follower(
-        PartitionState(
+        LeaderAndIsrPartition(
             controller_epoch=1,
             leader=LEADER,
             leader_epoch=1,

@@ -17,25 +17,24 @@ from minibroker.broker.delayed_produce import (
     await_replication,
     check_acknowledged,
 )
+from minibroker.broker.hosted_replicas import to_log_config
 from minibroker.broker.isr import (
     IsrManager,
     can_join_isr,
     out_of_sync_replicas,
     record_follower_fetch,
 )
-from minibroker.broker.partition import Partition, PartitionState
-from minibroker.broker.replica_manager import to_log_config
-from minibroker.controller.context import LeaderAndIsr
-from minibroker.controller.context import TopicPartition as ZkTopicPartition
+from minibroker.broker.partition import LeaderAndIsrPartition, Partition
 from minibroker.protocol.errors import (
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
 )
 from minibroker.protocol.records import Record, encode_batch
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition as ZkTopicPartition
 from minibroker.storage.log import Log
-from minibroker.storage.names import TopicPartition
-from minibroker.zk.model import WriteResult
+from minibroker.zk.values import LeaderAndIsr, WriteResult
 
 ME, F1, F2 = 1, 2, 3
 LAG_MS = 10_000
@@ -65,7 +64,7 @@ def make_leader(
         config=config,
         clock=clock,
     )
-    state = PartitionState(
+    state = LeaderAndIsrPartition(
         controller_epoch=1, leader=ME, leader_epoch=0, isr=isr, zk_version=0, replicas=(ME, F1, F2)
     )
     partition.make_leader(state)

@@ -11,19 +11,17 @@ from typing import Any
 import pytest
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.broker.partition import Partition, PartitionState
-from minibroker.broker.replica_fetcher import FetchState, ReplicaFetcher, ReplicaFetcherManager
-from minibroker.broker.replica_manager import (
-    FetchPartition,
-    FetchRequest,
-    ReplicaManager,
-    to_log_config,
-)
+from minibroker.broker.fetch_reader import FetchParams, FetchPartition
+from minibroker.broker.fetcher_base import FetchState
+from minibroker.broker.hosted_replicas import to_log_config
+from minibroker.broker.partition import LeaderAndIsrPartition, Partition
+from minibroker.broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.replication_quota import ReplicationQuota, ReplicationQuotas
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.records import Record, encode_batch
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log
-from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
 LEADER, IN_SYNC, COPYING = 1, 2, 3
@@ -57,7 +55,7 @@ def batch(*values: bytes, base_offset: int = 0) -> bytes:
 async def leader(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
     """Leader of t-0 and t-1 (replicas 1,2,3; ISR 1,2), each holding two records; the
     topic throttles partition 0 on this leader."""
-    state = PartitionState(
+    state = LeaderAndIsrPartition(
         controller_epoch=1, leader=LEADER, leader_epoch=0, isr=(LEADER, IN_SYNC), zk_version=0,
         replicas=(LEADER, IN_SYNC, COPYING), is_new=True,
     )  # fmt: skip
@@ -109,13 +107,11 @@ async def test_a_leader_under_its_quota_sends_and_counts_only_throttled_bytes(
 ) -> None:
     quota = ReplicationQuota(RATE, clock=FakeClock())
     leader.replication_quotas = ReplicationQuotas(quota, ReplicationQuota())
-    fetch = FetchRequest(
-        COPYING, 1 << 20, 1, 0, [FetchPartition(tp, 0, 1 << 20) for tp in (T0, T1)]
-    )
+    fetch = FetchParams(COPYING, 1 << 20, 1, 0, [FetchPartition(tp, 0, 1 << 20) for tp in (T0, T1)])
     reads = leader.fetch_messages(fetch)
     assert reads is not None and all(read.size > 0 for read in reads)
     assert quota.recorded_total == next(read.size for read in reads if read.tp == T0)
-    leader.fetch_messages(FetchRequest(-1, 1 << 20, 1, 0, fetch.partitions))  # a consumer
+    leader.fetch_messages(FetchParams(-1, 1 << 20, 1, 0, fetch.partitions))  # a consumer
     assert quota.recorded_total == next(read.size for read in reads if read.tp == T0)
 
 
@@ -163,7 +159,7 @@ def follower(tmp_path: Path, tp: TopicPartition, throttled: str) -> Partition:
         clock=lambda: 0,
     )
     partition.make_follower(
-        PartitionState(
+        LeaderAndIsrPartition(
             controller_epoch=1, leader=LEADER, leader_epoch=0, isr=(LEADER,), zk_version=0,
             replicas=(LEADER, COPYING),
         )

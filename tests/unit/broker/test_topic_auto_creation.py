@@ -7,7 +7,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from minibroker.broker.metadata_cache import AUTO_CREATE_RETRY_S, MetadataCache, PartitionInfo
+from minibroker.broker.metadata_cache import AUTO_CREATE_RETRY_S, CachedPartition, MetadataCache
 from minibroker.broker.topic_auto_creation import TopicAutoCreator
 from minibroker.protocol.errors import (
     InvalidReplicationFactorError,
@@ -16,7 +16,7 @@ from minibroker.protocol.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.unit.broker.test_metadata_cache import state, update
 
 
@@ -96,7 +96,8 @@ async def test_the_creator_sends_create_topics_with_broker_defaults() -> None:
     assert _error(cache, "made") == LeaderNotAvailableError.code
     assert _error(cache, "raced") == LeaderNotAvailableError.code
     cache.put(
-        TopicPartition("made", 0), PartitionInfo(leader=1, leader_epoch=0, isr=(1,), replicas=(1,))
+        TopicPartition("made", 0),
+        CachedPartition(leader=1, leader_epoch=0, isr=(1,), replicas=(1,)),
     )
     assert _error(cache, "made") == 0
 

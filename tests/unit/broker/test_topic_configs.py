@@ -17,9 +17,10 @@ from minibroker.broker.config_describe import (
     ConfigType,
 )
 from minibroker.broker.dispatcher import Deferred
-from minibroker.broker.metadata_cache import MetadataCache, PartitionInfo
-from minibroker.broker.partition import PartitionState
-from minibroker.broker.replica_manager import ReplicaManager, to_log_config
+from minibroker.broker.hosted_replicas import to_log_config
+from minibroker.broker.metadata_cache import CachedPartition, MetadataCache
+from minibroker.broker.partition import LeaderAndIsrPartition
+from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.topic_configs import (
     TopicConfigs,
     describe_topic_config,
@@ -27,10 +28,10 @@ from minibroker.broker.topic_configs import (
 )
 from minibroker.protocol.api import ApiKey, RequestHeader
 from minibroker.protocol.errors import InvalidConfigError, InvalidRequestError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_manager import LogManager
-from minibroker.storage.names import TopicPartition
 from minibroker.zk.cluster_id import decode_cluster_id, encode_cluster_id, new_cluster_id
-from minibroker.zk.model import ZkDataError
+from minibroker.zk.values import ZkDataError
 from tests.support.broker import broker_config
 
 TP = TopicPartition("t", 0)
@@ -135,8 +136,8 @@ def test_a_malformed_cluster_id_znode_is_a_zk_data_error(data: bytes) -> None:
 # -- applying changes on a broker (no network, no ZooKeeper) -----------------------------
 
 
-def leader_state() -> PartitionState:
-    return PartitionState(
+def leader_state() -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(
         controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,)
     )
 
@@ -216,7 +217,7 @@ async def test_a_standalone_broker_describes_defaults_and_refuses_alter(
 ) -> None:
     manager = replica_manager(log_manager, tmp_path)
     cache = MetadataCache(1)
-    cache.put(TP, PartitionInfo(leader=1, leader_epoch=0, isr=(1,), replicas=(1,)))
+    cache.put(TP, CachedPartition(leader=1, leader_epoch=0, isr=(1,), replicas=(1,)))
     apis = TopicConfigs(manager.config, manager, cache, zk=None)
     resource = {"resource_type": 2, "resource_name": "t", "configuration_keys": None}
     body = {"resources": [resource], "include_synonyms": False, "include_documentation": False}

@@ -21,7 +21,7 @@ from minibroker.protocol.errors import (
     ProducerFencedError,
 )
 from minibroker.protocol.records import Record, encode_batch
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 
 TP = TopicPartition("t", 0)
 

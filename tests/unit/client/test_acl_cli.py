@@ -12,7 +12,6 @@ from minibroker.client.cli.acl import (
     remove_filters,
     resource_operations,
 )
-from minibroker.client.cli.common import UsageError
 from minibroker.client.cli.main import build_parser
 from minibroker.protocol.acls import (
     AclBindingFilter,
@@ -21,6 +20,7 @@ from minibroker.protocol.acls import (
     Permission,
     ResourceType,
 )
+from minibroker.protocol.errors import UsageError
 
 Plan = list[tuple[Resource, list[Operation]]]
 

@@ -6,7 +6,7 @@ import pytest
 
 from minibroker.client.assignors import (
     CooperativeStickyAssignor,
-    Member,
+    MemberSubscription,
     RangeAssignor,
     RoundRobinAssignor,
     assignor,
@@ -20,11 +20,11 @@ def member(
     owned: list[tuple[str, int]] = (),
     generation: int = -1,
     instance: str | None = None,
-) -> Member:
+) -> MemberSubscription:
     sub = Subscription(
         tuple(topics), CooperativeStickyAssignor().user_data(generation), group_by_topic(owned)
     )
-    return Member(member_id, sub, instance)
+    return MemberSubscription(member_id, sub, instance)
 
 
 def test_range_gives_each_member_a_contiguous_range_per_topic_extra_to_the_first() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from minibroker.client.cli import reassign
-from minibroker.client.cli.common import UsageError
+from minibroker.protocol.errors import UsageError
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -10,7 +10,7 @@ import msgpack
 import pytest
 import trio
 
-from minibroker.client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from minibroker.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicInfo
 from minibroker.client.producer import Producer
 from minibroker.client.sender import RESPONSE_MARGIN_S
 from minibroker.protocol.api import ApiKey, PackedBody
@@ -27,7 +27,7 @@ Answer = Callable[[int, dict[str, Any]], dict[str, Any]]
 
 
 def _metadata(leaders: list[int]) -> ClusterMetadata:
-    brokers = {n: BrokerInfo(n, "127.0.0.1", 9000 + n) for n in (1, 2)}
+    brokers = {n: BrokerNode(n, "127.0.0.1", 9000 + n) for n in (1, 2)}
     parts = tuple(
         PartitionInfo("t", p, leader, 0, (1, 2), (1, 2)) for p, leader in enumerate(leaders)
     )

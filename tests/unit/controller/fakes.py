@@ -10,16 +10,12 @@ from typing import Any
 
 import trio
 
-from minibroker.controller.context import (
-    ControllerContext,
-    ControllerMovedError,
-    LeaderAndIsr,
-    TopicPartition,
-)
-from minibroker.controller.request_batch import Body, ResponseCallback
-from minibroker.protocol.api import latest_version, validate_request
-from minibroker.zk.model import WriteResult
+from minibroker.controller.context import ControllerContext
+from minibroker.controller.request_batch import ResponseCallback
+from minibroker.protocol.api import Body, latest_version, validate_request
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.types import ZkConnectionLoss
+from minibroker.zk.values import ControllerMovedError, LeaderAndIsr, WriteResult
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from minibroker.controller.context import (
     LEADER_DURING_DELETE,
     ControllerContext,
-    LeaderAndIsr,
-    PartitionReplica,
     ReassignmentContext,
-    TopicPartition,
 )
-from minibroker.controller.state_machines import PartitionState, ReplicaState
+from minibroker.controller.state_machines import PartitionReplica, PartitionState, ReplicaState
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 from tests.unit.controller.fakes import Broker, make_context
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)

@@ -9,12 +9,11 @@ import pytest
 import trio
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
 from minibroker.controller.controller import ControllerConfig, KafkaController
 from minibroker.controller.controller_zk import event_for_watch
 from minibroker.controller.event_manager import ControllerEventManager as EventManagerFor
 from minibroker.controller.request_batch import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
-from minibroker.controller.state_machines import PartitionState, ReplicaState
+from minibroker.controller.state_machines import PartitionReplica, PartitionState, ReplicaState
 from minibroker.protocol.errors import (
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
@@ -22,7 +21,9 @@ from minibroker.protocol.errors import (
     StaleBrokerEpochError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.types import StateChange, WatchEvent, WatchType, ZkEvent, ZkState
+from minibroker.zk.values import LeaderAndIsr
 from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager
 import trio
 
 from minibroker.controller.apis import ControllerApis
-from minibroker.controller.context import LeaderAndIsr, TopicPartition
 from minibroker.controller.controller import ControllerConfig, KafkaController
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
 
 T0 = TopicPartition("t", 0)

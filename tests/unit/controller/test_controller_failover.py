@@ -4,10 +4,11 @@ die: its replicas go offline and leave the ISRs, and the leaders are told."""
 from __future__ import annotations
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
 from minibroker.controller.controller import ControllerConfig, KafkaController
 from minibroker.controller.request_batch import LEADER_AND_ISR, STOP_REPLICA
-from minibroker.controller.state_machines import PartitionState, ReplicaState
+from minibroker.controller.state_machines import PartitionReplica, PartitionState, ReplicaState
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 from tests.unit.controller.fakes import Broker, FakeControllerZk, RecordingChannel
 
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import trio
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import LeaderAndIsr, PartitionReplica, TopicPartition
 from minibroker.controller.controller import KafkaController
 from minibroker.controller.request_batch import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
-from minibroker.controller.state_machines import ReplicaState
+from minibroker.controller.state_machines import PartitionReplica, ReplicaState
 from minibroker.protocol.errors import KafkaStorageError, StaleControllerEpochError
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 from tests.unit.controller.fakes import Broker
 from tests.unit.controller.test_controller import T0, T1, active_cluster
 

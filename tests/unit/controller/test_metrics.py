@@ -5,8 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from minibroker.controller import events as ev
-from minibroker.controller.context import LeaderAndIsr
 from minibroker.controller.metrics import ControllerCollector
+from minibroker.zk.values import LeaderAndIsr
 from tests.unit.controller.test_controller import T0, active_cluster, cluster
 
 

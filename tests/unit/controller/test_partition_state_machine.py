@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from minibroker.controller.context import (
-    ControllerContext,
-    LeaderAndIsr,
-    ReassignmentContext,
-    TopicPartition,
-)
+from minibroker.controller.context import ControllerContext, ReassignmentContext
 from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.request_batch import (
     LEADER_AND_ISR,
@@ -15,6 +10,8 @@ from minibroker.controller.request_batch import (
     ControllerBrokerRequestBatch,
 )
 from minibroker.controller.state_machines import ElectionStrategy, PartitionState, StateChangeFailed
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 from tests.unit.controller.fakes import FakeStateStore, RecordingSender, make_context
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from minibroker.controller.context import (
-    NO_LEADER,
-    ControllerContext,
-    LeaderAndIsr,
-    PartitionReplica,
-    TopicPartition,
-)
+from minibroker.controller.context import NO_LEADER, ControllerContext
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
 from minibroker.controller.request_batch import (
     LEADER_AND_ISR,
@@ -16,7 +10,9 @@ from minibroker.controller.request_batch import (
     UPDATE_METADATA,
     ControllerBrokerRequestBatch,
 )
-from minibroker.controller.state_machines import ReplicaState, StateChangeFailed
+from minibroker.controller.state_machines import PartitionReplica, ReplicaState, StateChangeFailed
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 from tests.unit.controller.fakes import FakeStateStore, RecordingSender, make_context
 
 T0 = TopicPartition("t", 0)

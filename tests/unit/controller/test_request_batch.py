@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.controller.context import (
-    ControllerContext,
-    LeaderAndIsr,
-    ReassignmentContext,
-    TopicPartition,
-)
+from minibroker.controller.context import ControllerContext, ReassignmentContext
 from minibroker.controller.request_batch import (
     LEADER_AND_ISR,
     STOP_REPLICA,
@@ -19,6 +14,8 @@ from minibroker.controller.request_batch import (
     ControllerBrokerRequestBatch,
     StopReplicaCallback,
 )
+from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.zk.values import LeaderAndIsr
 from tests.unit.controller.fakes import Broker, RecordingSender, make_context
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)

@@ -7,17 +7,18 @@ import logging
 
 import pytest
 
-from minibroker.controller.context import PartitionReplica, TopicPartition
 from minibroker.controller.partition_state_machine import PartitionStateMachine
 from minibroker.controller.replica_state_machine import ReplicaStateMachine
 from minibroker.controller.request_batch import ControllerBrokerRequestBatch
 from minibroker.controller.state_machines import (
     IllegalStateTransition,
+    PartitionReplica,
     PartitionState,
     ReplicaState,
     check_partition_transition,
     check_replica_transition,
 )
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.unit.controller.fakes import FakeStateStore, RecordingSender, make_context
 
 P = PartitionState

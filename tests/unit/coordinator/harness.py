@@ -10,10 +10,11 @@ from typing import Any, TypeVar
 
 import trio
 
-from minibroker.coordinator.coordinator import GroupConfig, GroupCoordinator, JoinRequest
+from minibroker.coordinator.coordinator import GroupCoordinator, JoinRequest
 from minibroker.coordinator.group import Answer
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig
 from minibroker.coordinator.offsets_log import Acknowledgement, LoggedRecord, TxnProducer
+from minibroker.coordinator.rebalance import GroupConfig
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.records.types import DecodedRecord, Record
 

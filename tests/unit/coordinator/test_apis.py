@@ -10,7 +10,7 @@ import trio
 
 from minibroker.broker.dispatcher import Deferred
 from minibroker.broker.kafka_codec import advertise_kafka_coordinators
-from minibroker.broker.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo
+from minibroker.broker.metadata_cache import CachedBroker, CachedPartition, MetadataCache
 from minibroker.coordinator.apis import CoordinatorApis
 from minibroker.coordinator.coordinator import GroupCoordinator
 from minibroker.protocol.api import ApiKey, RequestHeader, decode_request, encode_request
@@ -21,7 +21,7 @@ from minibroker.protocol.errors import (
     UnknownMemberIdError,
 )
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, OffsetCommitValue, partition_for
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.unit.coordinator.harness import GROUP, join_request, make_coordinator, running, settle
 from tests.unit.coordinator.test_coordinator_races import stable_group
 
@@ -30,10 +30,12 @@ HEADER = RequestHeader(0, 0, 1, "test-client")
 
 def cluster_cache(partitions: int, leader: int) -> MetadataCache:
     cache = MetadataCache(1)
-    cache.brokers[1] = BrokerInfo(1, "h1", 9001, kafka_host="k1", kafka_port=9101)
-    cache.brokers[2] = BrokerInfo(2, "h2", 9002)
+    cache.brokers[1] = CachedBroker(1, "h1", 9001, kafka_host="k1", kafka_port=9101)
+    cache.brokers[2] = CachedBroker(2, "h2", 9002)
     for p in range(partitions):
-        cache.put(TopicPartition(OFFSETS_TOPIC, p), PartitionInfo(leader, 0, (leader,), (leader,)))
+        cache.put(
+            TopicPartition(OFFSETS_TOPIC, p), CachedPartition(leader, 0, (leader,), (leader,))
+        )
     return cache
 
 
@@ -80,7 +82,7 @@ async def test_the_first_find_coordinator_creates_the_offsets_topic_capped_by_li
     None
 ):
     cache = MetadataCache(1)
-    cache.brokers[1] = BrokerInfo(1, "h1", 9001)
+    cache.brokers[1] = CachedBroker(1, "h1", 9001)
     async with trio.open_nursery() as nursery:
         apis = apis_for(make_coordinator(), cache, nursery)
         body = validated(ApiKey.FIND_COORDINATOR, {"key": GROUP})
@@ -102,7 +104,7 @@ async def test_the_first_find_coordinator_creates_the_offsets_topic_capped_by_li
 async def test_find_coordinator_names_the_leader_of_the_groups_partition_in_both_shapes() -> None:
     cache = cluster_cache(partitions=5, leader=1)
     cache.put(
-        TopicPartition(OFFSETS_TOPIC, partition_for("other", 5)), PartitionInfo(2, 0, (2,), (2,))
+        TopicPartition(OFFSETS_TOPIC, partition_for("other", 5)), CachedPartition(2, 0, (2,), (2,))
     )
     async with trio.open_nursery() as nursery:
         apis = apis_for(make_coordinator(), cache, nursery)

@@ -28,7 +28,7 @@ from minibroker.protocol.errors import (
     UnknownMemberIdError,
 )
 from minibroker.protocol.offsets_topic import OffsetCommitValue
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.unit.coordinator.harness import (
     GROUP,
     REBALANCE_MS,

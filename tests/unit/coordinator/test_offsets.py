@@ -23,7 +23,7 @@ from minibroker.protocol.offsets_topic import (
     decode_key,
     decode_offset_commit_value,
 )
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from tests.unit.coordinator.harness import (
     GROUP,
     MemoryOffsetsLog,

@@ -10,23 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.partition import Partition, PartitionState, ReadResult
+from minibroker.broker.partition import LeaderAndIsrPartition, Partition, ReadResult
 from minibroker.coordinator.group import Group
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig
 from minibroker.coordinator.offsets_log import ReplicaOffsetsLog
 from minibroker.protocol.errors import NotCoordinatorError
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC, OffsetCommitValue
 from minibroker.protocol.records import Record, encode_batch
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.cleaner.records import gap_batch
-from minibroker.storage.names import TopicPartition
 from tests.support.broker import broker_config, replica_manager
 
 OFFSETS_0 = TopicPartition(OFFSETS_TOPIC, 0)
 ORDERS = TopicPartition("orders", 3)
 
 
-def led(epoch: int, leader: int = 1) -> PartitionState:
-    return PartitionState(
+def led(epoch: int, leader: int = 1) -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(
         controller_epoch=1, leader=leader, leader_epoch=epoch, isr=(1,), zk_version=epoch,
         replicas=(1, 2), is_new=epoch == 0,
     )  # fmt: skip

@@ -35,10 +35,10 @@ from minibroker.protocol.frames import FrameDecoder, FrameError
 from minibroker.protocol.schemas.packing import pack_buffers
 from minibroker.protocol.schemas.types import (
     REQUIRED,
-    Array,
     Nullable,
-    Primitive,
-    Struct,
+    SchemaArray,
+    SchemaPrimitive,
+    SchemaStruct,
     Type,
 )
 
@@ -50,7 +50,7 @@ INT_RANGES = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}
 
 def values(t: Type, version: int, *, complete: bool) -> st.SearchStrategy[Any]:
     """Valid values of ``t``; ``complete`` also includes every optional field."""
-    if isinstance(t, Primitive):
+    if isinstance(t, SchemaPrimitive):
         if t.name in INT_RANGES:
             bits = INT_RANGES[t.name]
             return st.integers(min_value=-(2**bits), max_value=2**bits - 1)
@@ -64,12 +64,12 @@ def values(t: Type, version: int, *, complete: bool) -> st.SearchStrategy[Any]:
         }[t.name]
     if isinstance(t, Nullable):
         return st.none() | values(t.of, version, complete=complete)
-    if isinstance(t, Array):
+    if isinstance(t, SchemaArray):
         return st.lists(values(t.of, version, complete=complete), max_size=3)
     return bodies(t, version, complete=complete)
 
 
-def bodies(s: Struct, version: int, *, complete: bool) -> st.SearchStrategy[dict[str, Any]]:
+def bodies(s: SchemaStruct, version: int, *, complete: bool) -> st.SearchStrategy[dict[str, Any]]:
     required: dict[str, st.SearchStrategy[Any]] = {}
     optional: dict[str, st.SearchStrategy[Any]] = {}
     for f in s.fields:
@@ -81,11 +81,11 @@ def bodies(s: Struct, version: int, *, complete: bool) -> st.SearchStrategy[dict
 
 def with_defaults(t: Type, version: int, value: Any) -> Any:
     """Reference model of the compiled validators: ``value`` with every default filled."""
-    if value is None or isinstance(t, Primitive):
+    if value is None or isinstance(t, SchemaPrimitive):
         return value
     if isinstance(t, Nullable):
         return with_defaults(t.of, version, value)
-    if isinstance(t, Array):
+    if isinstance(t, SchemaArray):
         return [with_defaults(t.of, version, v) for v in value]
     out = dict(value)
     for f in t.fields:

@@ -17,19 +17,19 @@ from minibroker.protocol.schemas.types import (
     INT64,
     RECORDS,
     STRING,
-    Array,
-    Field,
     Nullable,
+    SchemaArray,
     SchemaError,
+    SchemaField,
     compile_validator,
     struct,
 )
 
 EVOLVING = struct(
-    Field("old", INT32, until=2),
-    Field("always", STRING),
-    Field("added_in_1", INT64, -1, since=1),
-    Field("list_added_in_1", Array(INT32), [], since=1),
+    SchemaField("old", INT32, until=2),
+    SchemaField("always", STRING),
+    SchemaField("added_in_1", INT64, -1, since=1),
+    SchemaField("list_added_in_1", SchemaArray(INT32), [], since=1),
 )
 
 
@@ -66,12 +66,12 @@ def test_list_defaults_are_fresh_lists_per_body() -> None:
         (STRING, ["", "é"], [b"bytes", None, 1]),
         (RECORDS, [b"", b"\x00"], ["text", None, bytearray(b"x")]),
         (Nullable(INT32), [None, 3], ["3"]),
-        (Array(INT16), [[], [1, 2]], [[1, "2"], (1, 2), None, [40000]]),
-        (Nullable(Array(STRING)), [None, ["a"]], [[None]]),
+        (SchemaArray(INT16), [[], [1, 2]], [[1, "2"], (1, 2), None, [40000]]),
+        (Nullable(SchemaArray(STRING)), [None, ["a"]], [[None]]),
     ],
 )
 def test_each_type_accepts_exactly_its_values(type_: Any, good: list[Any], bad: list[Any]) -> None:
-    validate = compile_validator(struct(Field("v", type_)), 0)
+    validate = compile_validator(struct(SchemaField("v", type_)), 0)
     for value in good:
         validate({"v": value})
     for value in bad:
@@ -81,15 +81,15 @@ def test_each_type_accepts_exactly_its_values(type_: Any, good: list[Any], bad: 
 
 def test_unknown_keys_are_left_alone_for_forward_compatibility() -> None:
     body = {"v": 1, "from_a_newer_writer": [1, 2]}
-    compile_validator(struct(Field("v", INT32)), 0)(body)
+    compile_validator(struct(SchemaField("v", INT32)), 0)(body)
     assert body == {"v": 1, "from_a_newer_writer": [1, 2]}
 
 
 def test_struct_rejects_duplicate_names_and_mutable_defaults() -> None:
     with pytest.raises(ValueError, match="duplicate"):
-        struct(Field("a", INT32), Field("a", INT32))
+        struct(SchemaField("a", INT32), SchemaField("a", INT32))
     with pytest.raises(ValueError, match="default"):
-        struct(Field("a", Array(INT32), [1]))
+        struct(SchemaField("a", SchemaArray(INT32), [1]))
 
 
 @pytest.mark.parametrize("api", SCHEMAS.values(), ids=lambda api: api.name)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.checkpoint import OffsetCheckpointFile, read_checkpoint, write_checkpoint
 from minibroker.storage.errors import CorruptCheckpointError
-from minibroker.storage.names import TopicPartition
 
 
 def test_offset_checkpoint_uses_kafkas_text_format(tmp_path: Path) -> None:

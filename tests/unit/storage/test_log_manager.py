@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from minibroker.protocol.errors import LogDirNotFoundError
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.errors import LogDirError
 from minibroker.storage.log_load_progress import LogLoadProgress
 from minibroker.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
-from minibroker.storage.names import TopicPartition
 from minibroker.storage.segment import LogSegment
 from tests.unit.storage.batches import SMALL, batch, read_all
 

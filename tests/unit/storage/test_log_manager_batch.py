@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage import log_manager as log_manager_module
 from minibroker.storage.errors import LogDirError
 from minibroker.storage.log_manager import LogManager
-from minibroker.storage.names import TopicPartition
 from tests.unit.storage.batches import SMALL
 
 TPS = [TopicPartition("orders", p) for p in range(6)]

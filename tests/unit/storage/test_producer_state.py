@@ -15,14 +15,9 @@ from minibroker.protocol.errors import (
     UnknownProducerIdError,
 )
 from minibroker.protocol.records import BatchHeader, Record, encode_batch, read_header
-from minibroker.storage.producer_state import (
-    MAX_SEQUENCE,
-    BatchMetadata,
-    ProducerStateEntry,
-    ProducerStateManager,
-    decode_snapshot,
-    encode_snapshot,
-)
+from minibroker.storage.producer_entries import MAX_SEQUENCE, BatchMetadata, ProducerStateEntry
+from minibroker.storage.producer_snapshot import decode_snapshot, encode_snapshot
+from minibroker.storage.producer_state import ProducerStateManager
 
 PID = 1000
 

@@ -26,7 +26,8 @@ from minibroker.protocol.records import (
 )
 from minibroker.storage.log import Log
 from minibroker.storage.log_config import LogConfig
-from minibroker.storage.producer_state import CompletedTxn, ProducerStateManager
+from minibroker.storage.producer_entries import CompletedTxn
+from minibroker.storage.producer_state import ProducerStateManager
 
 PID = 7
 

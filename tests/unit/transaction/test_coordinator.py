@@ -22,11 +22,11 @@ from minibroker.protocol.errors import (
     ProducerFencedError,
 )
 from minibroker.protocol.records.types import DecodedRecord, Record
-from minibroker.storage.names import TopicPartition
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from minibroker.transaction.metadata import TxnState
 from minibroker.transaction.state_manager import TransactionStateManager
-from minibroker.zk.model import ProducerIdBlock
+from minibroker.zk.values import ProducerIdBlock
 
 TP = TopicPartition("t", 0)
 

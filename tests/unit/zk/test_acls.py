@@ -23,7 +23,7 @@ from minibroker.zk.acls import (
     encode_acls,
     encode_change,
 )
-from minibroker.zk.model import ZkDataError
+from minibroker.zk.values import ZkDataError
 
 ALICE_READ = AccessControlEntry("User:alice", "*", Operation.READ, Permission.ALLOW)
 BOB_DENY = AccessControlEntry("User:bob", "10.0.0.1", Operation.CLUSTER_ACTION, Permission.DENY)

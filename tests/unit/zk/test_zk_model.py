@@ -9,14 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minibroker.controller.context import LeaderAndIsr, TopicPartition
 from minibroker.protocol.topic_ids import new_topic_id, parse_topic_id, topic_id_str
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.model import (
-    KAFKA_LISTENER,
-    BrokerInfo,
-    EndPoint,
-    TopicAssignment,
-    ZkDataError,
+    LeaderAndIsr,
     decode_broker_info,
     decode_config_change,
     decode_controller,
@@ -40,6 +36,7 @@ from minibroker.zk.model import (
     log_dir_event_path,
     partition_state_path,
 )
+from minibroker.zk.values import KAFKA_LISTENER, BrokerInfo, EndPoint, TopicAssignment, ZkDataError
 
 TP = TopicPartition("orders", 3)
 

@@ -151,7 +151,10 @@ class Brokers:
         proc = self.procs[broker_id]
         if proc.poll() is not None:
             tail = (self.root / f"broker-{broker_id}.out").read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"{self.name} broker {broker_id} exited: {tail}")
+            log = self.root / f"broker-{broker_id}" / "server.log"  # Kafka's log4j file
+            if log.exists():
+                tail += log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{self.name} broker {broker_id} exited ({proc.returncode}): {tail}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"{self.name} broker {broker_id} not ready in time")
 

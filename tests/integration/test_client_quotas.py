@@ -4,11 +4,13 @@ quotas alter``) is held to 1.0-1.2 MB/s (10^6 bytes) over 5 s once past its firs
 (quota.window.num x quota.window.size.seconds of quota, sent at loopback speed); its
 answers carry throttle_time_ms (librdkafka counts them), the broker exports Kafka's
 quota metrics, and removing the quota lets it go faster. A consumer with a
-consumer_byte_rate quota reads at that rate past its burst."""
+consumer_byte_rate quota reads at that rate past its burst. Another client's round trips
+beside a throttled producer stay about what they are alone."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -169,3 +171,67 @@ def test_a_consumer_is_held_to_its_byte_rate_quota_past_its_burst(cluster: Local
     port = metrics_ports(cluster)[1]
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert 'kafka_server_fetch_throttle_time{client_id="slow-consumer",user=""}' in text
+
+
+def round_trips(bootstrap: str, topic: str, seconds: float) -> list[float]:
+    """One-record acks=1 sends by a client without a quota, each waited for: seconds each."""
+    probe = Producer({"bootstrap.servers": bootstrap, "client.id": "probe", "linger.ms": 0})
+    out: list[float] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        started = time.perf_counter()
+        probe.produce(topic, b"probe")
+        assert probe.flush(10) == 0
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def p99(samples: list[float]) -> float:
+    return sorted(samples)[int(len(samples) * 0.99)]
+
+
+def test_other_clients_latency_stays_as_without_the_throttled_producer(
+    cluster: LocalCluster,
+) -> None:
+    """A producer held to its quota keeps sending as fast as it is let; another client's
+    round trips beside it are about what they are alone (the broker delays the
+    throttled client's answers; it does not stall the rest)."""
+    for topic in ("flooded", "probed"):
+        created = cluster.cli("topic", "create", topic, "-p", "1", "-r", "1")
+        assert created.returncode == 0, created.stderr
+    set_quota = cluster.cli(
+        *("quotas", "alter", "--entity-type", "clients", "--entity-name", "flooder"),
+        *("--add-config", f"producer_byte_rate={QUOTA}"),
+    )
+    assert set_quota.returncode == 0, set_quota.stderr
+    round_trips(cluster.kafka_bootstrap, "probed", 0.5)  # connections and metadata warm
+    alone = round_trips(cluster.kafka_bootstrap, "probed", 3.0)
+
+    flooder = Producer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap,
+            "client.id": "flooder",
+            "linger.ms": 5,
+            "batch.size": 65_536,
+            "queue.buffering.max.kbytes": 2048,
+        }
+    )
+    flow = Flow(flooder, "flooded")
+    beside: list[float] = []
+    try:
+        flow.run(WARM_UP_S)  # past its burst: held to the quota from here on
+        probing = threading.Thread(
+            target=lambda: beside.extend(round_trips(cluster.kafka_bootstrap, "probed", 3.0))
+        )
+        probing.start()
+        flow.run(3.5)
+        probing.join(30)
+        assert flow.rate(1.0) <= 1.5 * MB  # it was held all along
+    finally:
+        flooder.purge()  # what it still queues is not the test's concern
+        flooder.flush(10)
+    assert len(beside) > 100
+    assert p99(beside) <= 2 * p99(alone) + 0.02, (
+        f"p99 {p99(beside) * 1000:.1f} ms beside the throttled producer, "
+        f"{p99(alone) * 1000:.1f} ms alone"
+    )

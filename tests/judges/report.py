@@ -11,7 +11,10 @@ Inputs, all written by the suite except the last:
 - ``build/judges/api_versions.json``: the Kafka listener's ApiVersions answer;
 - ``docs/compatibility/librdkafka-2.15.0.tsv``: librdkafka's own broker tests, run by
   hand (its header says how), per test the outcome before and after this project's fixes
-  and why.
+  and why;
+- ``docs/compatibility/franz-go-1.21.5.tsv``: franz-go's ``pkg/kgo`` tests, run by hand
+  (its header says how), per test whether it talks to the cluster, its outcome in each
+  run, the seconds each run took and why it did not pass.
 
 The README's compatibility sentence (between the ``compatibility:`` markers) is
 rewritten with the headline numbers.
@@ -32,6 +35,7 @@ BUILD = ROOT / "build" / "judges"
 DOC = ROOT / "docs" / "compatibility.md"
 README = ROOT / "README.md"
 LIBRDKAFKA = ROOT / "docs" / "compatibility" / "librdkafka-2.15.0.tsv"
+FRANZ_GO = ROOT / "docs" / "compatibility" / "franz-go-1.21.5.tsv"
 MARKERS = ("<!-- compatibility:start -->", "<!-- compatibility:end -->")
 
 NOT_SERVED = [
@@ -52,18 +56,33 @@ def api_table(versions: Sequence[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
-def librdkafka_rows() -> list[list[str]]:
-    """(test, before, after, why) rows of the by-hand librdkafka run."""
-    if not LIBRDKAFKA.exists():
+def tsv_rows(path: Path) -> list[list[str]]:
+    """The rows of a by-hand run's TSV (its comment header and column names left out)."""
+    if not path.exists():
         return []
-    lines = [ln for ln in LIBRDKAFKA.read_text().splitlines() if ln and not ln.startswith("#")]
+    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
     return [ln.split("\t") for ln in lines[1:]]
 
 
-def librdkafka_header() -> list[str]:
-    if not LIBRDKAFKA.exists():
+def tsv_header(path: Path) -> list[str]:
+    """The comment lines of a by-hand run's TSV: how it was run."""
+    if not path.exists():
         return []
-    return [ln[1:].strip() for ln in LIBRDKAFKA.read_text().splitlines() if ln.startswith("#")]
+    return [ln[1:].strip() for ln in path.read_text().splitlines() if ln.startswith("#")]
+
+
+def librdkafka_rows() -> list[list[str]]:
+    """(test, before, after, why) rows of the by-hand librdkafka run."""
+    return tsv_rows(LIBRDKAFKA)
+
+
+def librdkafka_header() -> list[str]:
+    return tsv_header(LIBRDKAFKA)
+
+
+def franz_go_rows() -> list[list[str]]:
+    """(test, broker-facing, outcome, seconds, why) rows of the by-hand franz-go run."""
+    return tsv_rows(FRANZ_GO)
 
 
 def tally(outcomes: Iterable[str]) -> str:
@@ -72,7 +91,8 @@ def tally(outcomes: Iterable[str]) -> str:
 
 
 def _order(outcome: str) -> int:
-    return ["PASSED", "passed", "FAILED", "failed", "error", "SKIPPED", "skipped"].index(outcome)
+    order = ["PASSED", "passed", "PASS", "FAILED", "failed", "FAIL", "error", "SKIPPED"]
+    return [*order, "skipped", "SKIP"].index(outcome)
 
 
 def build() -> tuple[str, str]:
@@ -89,6 +109,8 @@ def build() -> tuple[str, str]:
     rdk = librdkafka_rows()
     rdk_after = Counter(row[2] for row in rdk)
     rdk_before = Counter(row[1] for row in rdk)
+    franz = franz_go_rows()
+    franz_broker = [row for row in franz if row[1] == "yes"]
 
     out: list[str] = [
         "# Compatibility report card",
@@ -121,6 +143,12 @@ def build() -> tuple[str, str]:
             f" time | {tally(rdk_after.elements())} (before this work: "
             f"{tally(rdk_before.elements())}) |"
         )
+    if franz:
+        out.append(
+            f"| franz-go 1.21.5 `pkg/kgo` tests (by hand) | {len(franz)} tests,"
+            f" {len(franz_broker)} of them against the cluster | broker-facing:"
+            f" {tally(row[2] for row in franz_broker)}; all: {tally(row[2] for row in franz)} |"
+        )
     out += ["", "## Judges in the suite", ""]
     for client, entries in by_client.items():
         out += [f"### {client}", "", "| test | outcome |", "|---|---|"]
@@ -150,6 +178,17 @@ def build() -> tuple[str, str]:
             f"| {row[0]} | {row[1]} | {row[2]} | {row[3] if len(row) > 3 else ''} |" for row in rdk
         ]
         out.append("")
+    if franz:
+        out += ["## franz-go 1.21.5's own tests (by hand)", ""]
+        out += [f"{line}  " for line in tsv_header(FRANZ_GO)]
+        out += ["", "Those against the cluster:", ""]
+        out += [
+            "| test | outcome | seconds (each run) | why (when not passed) |",
+            "|---|---|---|---|",
+        ]
+        out += [f"| {row[0]} | {row[2]} | {row[3]} | {row[4]} |" for row in franz_broker]
+        out += ["", f"The other {len(franz) - len(franz_broker)} need no broker:"]
+        out += [f" {tally(row[2] for row in franz if row[1] != 'yes')}.", ""]
     out += ["## Not served yet", "", "| what | where |", "|---|---|"]
     out += [f"| {what} | {where} |" for what, where in NOT_SERVED]
     out += ["", "## API keys and versions served (Kafka listener, ApiVersions)", ""]
@@ -170,7 +209,13 @@ def build() -> tuple[str, str]:
         headline += (
             f"; librdkafka 2.15.0's broker tests (by hand): {rdk_after['PASSED']} of {len(rdk)}"
             f" pass, {rdk_after['SKIPPED']} skip (version, SSL/SASL set-up, known issues),"
-            f" {rdk_after['FAILED']} fail, each needing an API not served yet"
+            f" {rdk_after['FAILED']} fail (each listed with why)"
+        )
+    if franz:
+        passed = sum(row[2] == "PASS" for row in franz_broker)
+        headline += (
+            f"; franz-go 1.21.5's broker tests (by hand): {passed} of {len(franz_broker)} pass,"
+            f" {sum(row[2] == 'SKIP' for row in franz_broker)} skip (share groups, Kafka 4.2+)"
         )
     return "\n".join(out), headline
 

@@ -219,21 +219,6 @@ def _add_partitions_to_txn(request: Body, error: KafkaError) -> Body:
     }
 
 
-def _txn_offset_commit(request: Body, error: KafkaError) -> Body:
-    return {
-        "topics": [
-            {
-                "name": topic["name"],
-                "partitions": [
-                    {"partition_index": p["partition_index"], "error_code": error.code}
-                    for p in topic["partitions"]
-                ],
-            }
-            for topic in request["topics"]
-        ]
-    }
-
-
 _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     0: _produce,
     1: _fetch,
@@ -247,7 +232,7 @@ _ERROR_RESPONSES: Final[dict[int, Callable[[Body, KafkaError], Body]]] = {
     20: _delete_topics,
     23: _offset_for_leader_epoch,
     24: _add_partitions_to_txn,
-    28: _txn_offset_commit,
+    28: _offset_commit,  # TxnOffsetCommit answers in the same shape
     30: _create_acls,
     31: _delete_acls,
     32: _resources("results"),

@@ -224,9 +224,11 @@ def test_other_clients_latency_stays_as_without_the_throttled_producer(
             target=lambda: beside.extend(round_trips(cluster.kafka_bootstrap, "probed", 3.0))
         )
         probing.start()
-        flow.run(3.5)
+        rate = flow.rate(3.5)
         probing.join(30)
-        assert flow.rate(1.0) <= 1.5 * MB  # it was held all along
+        # Held (without its quota it sends tens of MB/s here); one second alone may
+        # show 1.5 MB/s as the broker's throttle catches up.
+        assert rate <= 2 * MB, f"{rate / MB:.2f} MB/s: the flooder was not held to its quota"
     finally:
         flooder.purge()  # what it still queues is not the test's concern
         flooder.flush(10)

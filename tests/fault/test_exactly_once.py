@@ -153,6 +153,18 @@ def produce_inputs(bootstrap: str) -> list[bytes]:
     return inputs
 
 
+COORDINATOR_MOVING = frozenset(
+    {
+        confluent_kafka.KafkaError.NOT_COORDINATOR,
+        confluent_kafka.KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        confluent_kafka.KafkaError.COORDINATOR_NOT_AVAILABLE,
+        confluent_kafka.KafkaError._TIMED_OUT,
+        confluent_kafka.KafkaError._TRANSPORT,
+    }
+)
+"""Answers a committed() gets while the group's coordinator is killed, paused or moving."""
+
+
 class Transformer:
     """The application: read, write one output per input, commit offsets with it."""
 
@@ -234,10 +246,27 @@ class Transformer:
                 self.producer.abort_transaction(60)
             except confluent_kafka.KafkaException:
                 self.producer = self._producer()
-        assignment = self.consumer.assignment()
-        for tp in self.consumer.committed(assignment, timeout=30):
+        for tp in self._committed():
             offset = tp.offset if tp.offset >= 0 else confluent_kafka.OFFSET_BEGINNING
             self.consumer.seek(confluent_kafka.TopicPartition(tp.topic, tp.partition, offset))
+
+    def _committed(self) -> list[confluent_kafka.TopicPartition]:
+        """The group's committed offsets, asked again while the group's coordinator
+        moves (a killed or paused broker: NOT_COORDINATOR until the client finds the
+        new one), as an application must."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                committed: list[confluent_kafka.TopicPartition] = self.consumer.committed(
+                    self.consumer.assignment(), timeout=30
+                )
+                return committed
+            except confluent_kafka.KafkaException as exc:
+                error = exc.args[0]
+                moving = error.code() in COORDINATOR_MOVING or error.retriable()
+                if not moving or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)  # the client looks the coordinator up again meanwhile
 
     def close(self) -> None:
         self.consumer.close()

@@ -28,7 +28,13 @@ from minibroker.broker.partition import AppendResult
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.request_handler import CloseConnection
 from minibroker.broker.topic_auto_creation import TopicAutoCreator
-from minibroker.broker.txn_verification import TxnVerifier, Unverified, unverified, verify
+from minibroker.broker.txn_verification import (
+    TxnVerifier,
+    Unverified,
+    unverified,
+    verify,
+    verify_now,
+)
 from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
@@ -98,11 +104,14 @@ class KafkaApis:
     ) -> Answer[bodies.ProduceResponse]:
         topics = request["topics"]
         acks = request["acks"]
-        if request.get("transactional_id") is not None and self.txn_verifier is not None:
+        transactional_id = request.get("transactional_id")
+        if transactional_id is not None and self.txn_verifier is not None:
             entries = self._produce_entries(topics)
             needed = unverified(self.replica_manager.get_partition, entries)
             if needed and acks != 0:
-                return self._produce_verified(request, entries, needed)
+                refused = verify_now(self.txn_verifier, transactional_id, needed)
+                if refused != {}:  # not answered here and now, or some refused
+                    return self._produce_verified(request, entries, needed)
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]

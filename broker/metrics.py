@@ -122,7 +122,7 @@ class BrokerMetrics:
 
     def record_errors(self, api_key: int, counts: Mapping[int, int]) -> None:
         """The error codes one answer to ``api_key`` carried, NONE included, each with
-        how often (broker/request_errors.py finds them)."""
+        how often (broker/requests/request_errors.py finds them)."""
         errors = self.errors
         for code, count in counts.items():
             key = (api_key, code)

@@ -7,7 +7,7 @@ assignment is stored, commits and deletions until written with acks=all) answer 
 ``Deferred``.
 
 FindCoordinator creates ``__consumer_offsets`` on first use, as Kafka does
-(broker/coordinator_locator.py), with ``offsets.topic.replication.factor`` capped by the
+(broker/cluster/coordinator_locator.py), with ``offsets.topic.replication.factor`` capped by the
 brokers alive at that moment. The topic is compacted (``cleanup.policy=compact``), as
 Kafka's: the log cleaner keeps each group's latest metadata and each partition's latest
 commit, and removes what a tombstone deleted; nothing is ever deleted by age, which
@@ -20,11 +20,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from minibroker.broker.authorized_operations import everything, group_operations
-from minibroker.broker.coordinator_locator import CoordinatorLocator, refused
-from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.topic_auto_creation import CreateTopics
+from minibroker.broker.cluster.coordinator_locator import CoordinatorLocator, refused
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.cluster.topic_auto_creation import CreateTopics
+from minibroker.broker.requests.dispatcher import Answer, Deferred, RequestDispatcher
+from minibroker.broker.security.authorized_operations import everything, group_operations
 from minibroker.coordinator.coordinator import GroupCoordinator, JoinRequest
 from minibroker.coordinator.group import Answer as Parked
 from minibroker.coordinator.group import Group, GroupState, KeyT, Written
@@ -69,7 +69,7 @@ class CoordinatorApis:
     ) -> None:
         """``create_topics`` is None standalone (no ZooKeeper: no offsets topic, so no
         coordinator); ``spawn`` runs the offsets topic's creation in the background
-        (broker/coordinator_locator.py)."""
+        (broker/cluster/coordinator_locator.py)."""
         self.coordinator = coordinator
         self.metadata_cache = metadata_cache
         self.clock = clock

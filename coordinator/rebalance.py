@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import trio
 
-from minibroker.broker.purgatory import Purgatory
+from minibroker.broker.replication.purgatory import Purgatory
 from minibroker.coordinator.answers import join_answer, sync_error
 from minibroker.coordinator.group import Answer, Group, GroupState, KeyT, Member, Written
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager

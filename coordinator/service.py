@@ -17,7 +17,7 @@ from typing import NamedTuple
 import trio
 
 from minibroker.broker.broker import Broker
-from minibroker.broker.partition import Partition
+from minibroker.broker.replication.partition import Partition
 from minibroker.coordinator.apis import CoordinatorApis
 from minibroker.coordinator.coordinator import GroupCoordinator
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 
 import trio
 
-from minibroker.broker.config import BrokerConfig
+from minibroker.broker.config.broker_config import BrokerConfig
 from minibroker.node.process_limits import raise_open_files_limit, share_the_gil
 from minibroker.protocol.errors import ConfigError
 from minibroker.protocol.heap import keep_freed_memory

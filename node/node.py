@@ -17,8 +17,8 @@ from typing import TypeVar
 import trio
 
 from minibroker.broker.broker import Broker
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.dispatcher import Deferred, RequestDispatcher
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.requests.dispatcher import Deferred, RequestDispatcher
 from minibroker.controller.apis import ControllerApis
 from minibroker.controller.channel import ControllerChannelManager, connect_to_broker
 from minibroker.controller.controller import ControllerConfig, KafkaController

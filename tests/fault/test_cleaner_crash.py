@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.broker.log_cleaner import STOP_AT_ENV
+from minibroker.broker.logdirs.log_cleaner import STOP_AT_ENV
 from minibroker.storage.segment_swap import SWAP_STEPS
 from tests.support.cluster import ProcessCluster
 from tests.support.compaction import (

@@ -18,20 +18,20 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker import Broker
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.controller_apis import ControllerRequestApis
-from minibroker.broker.controller_fence import ControllerFence
+from minibroker.broker.config.broker_config import BrokerConfig
 from minibroker.broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
 from minibroker.broker.metrics_state import (
     BrokerStateCollector,
     PartitionCollector,
     under_min_isr_count,
 )
-from minibroker.broker.partition import LeaderAndIsrPartition
-from minibroker.broker.replica_fetcher import ReplicaFetcherManager
-from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.broker.request_codec import MsgpackCodec
-from minibroker.broker.server import BrokerServer
+from minibroker.broker.network.request_codec import MsgpackCodec
+from minibroker.broker.network.server import BrokerServer
+from minibroker.broker.replication.controller_apis import ControllerRequestApis
+from minibroker.broker.replication.partition import LeaderAndIsrPartition
+from minibroker.broker.replication.replica_fetcher import ReplicaFetcherManager
+from minibroker.broker.replication.replica_manager import ReplicaManager
+from minibroker.broker.security.controller_fence import ControllerFence
 from minibroker.protocol.api import ApiKey, encode_request, latest_version
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.protocol.topic_partition import TopicPartition

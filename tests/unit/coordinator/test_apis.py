@@ -8,9 +8,9 @@ from typing import Any
 
 import trio
 
-from minibroker.broker.dispatcher import Deferred
-from minibroker.broker.kafka_codec import advertise_kafka_coordinators
-from minibroker.broker.metadata_cache import CachedBroker, CachedPartition, MetadataCache
+from minibroker.broker.cluster.metadata_cache import CachedBroker, CachedPartition, MetadataCache
+from minibroker.broker.network.kafka_codec import advertise_kafka_coordinators
+from minibroker.broker.requests.dispatcher import Deferred
 from minibroker.coordinator.apis import CoordinatorApis
 from minibroker.coordinator.coordinator import GroupCoordinator
 from minibroker.protocol.api import ApiKey, RequestHeader, decode_request, encode_request

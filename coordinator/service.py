@@ -114,7 +114,9 @@ async def serve_group_coordinator(
             for partition in leaders:
                 if partition.tp.topic == OFFSETS_TOPIC:
                     nursery.start_soon(
-                        coordinator.partition_led, partition.tp.partition, partition.leader_epoch
+                        coordinator.membership.partition_led,
+                        partition.tp.partition,
+                        partition.leader_epoch,
                     )
 
         replica_manager.leadership_listeners.append(leadership_changed)

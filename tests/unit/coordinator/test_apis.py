@@ -141,7 +141,7 @@ async def test_offset_fetch_answers_the_one_group_shape_and_the_batched_shape() 
     c = make_coordinator()
     async with running(c), trio.open_nursery() as nursery:
         apis = apis_for(c, cluster_cache(1, 1), nursery)
-        commit = c.commit_offsets(
+        commit = c.offsets.commit_offsets(
             GROUP, -1, "", None, {TopicPartition("t", 0): OffsetCommitValue(4, "m", 1)}
         )
         await settle()

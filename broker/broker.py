@@ -72,6 +72,7 @@ from minibroker.broker.network.queued_bytes import QueuedBytes, queued_max_bytes
 from minibroker.broker.network.request_codec import MsgpackCodec
 from minibroker.broker.network.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.network.server_metrics import ServerLimitsCollector
+from minibroker.broker.options import PRODUCTION, BrokerOptions
 from minibroker.broker.quotas.client_quotas import ClientQuotaCollector, ClientQuotas
 from minibroker.broker.quotas.replication_quota import ReplicationQuotas
 from minibroker.broker.replication.controller_apis import ControllerRequestApis
@@ -139,11 +140,14 @@ class Broker:
         clock: Clock = system_clock,
         session_services: Sequence[SessionService] = (),
         services: Sequence[BrokerService] = (),
+        options: BrokerOptions = PRODUCTION,
     ) -> None:
         """``session_services`` run on the ZooKeeper session while the broker is a
-        cluster member (ignored standalone); ``services`` while the broker serves."""
+        cluster member (ignored standalone); ``services`` while the broker serves;
+        ``options`` are the benchmarks' and crash tests' switches."""
         self.config = config
         self.clock = clock
+        self.options = options
         self.credentials = CredentialCache()
         """SCRAM users (from ZooKeeper) that SASL listeners check logins against."""
         self.listener_security = listener_security(config, config.listener_name)
@@ -166,7 +170,7 @@ class Broker:
         self.metadata_cache = MetadataCache(config.broker_id)
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.metrics = BrokerMetrics()
+        self.metrics = BrokerMetrics(request_counters=options.request_metrics)
         self.dispatcher = RequestDispatcher(
             self.metrics, RequestCaps(config.request_max_partitions)
         )
@@ -294,7 +298,7 @@ class Broker:
             corruption=functools.partial(CorruptReplicas, zk=zk),
         )
         self.scrubber = Scrubber(config, replica_manager)
-        self.log_cleaner = LogCleaner(config, replica_manager)
+        self.log_cleaner = LogCleaner(config, replica_manager, stop_at=self.options.cleaner_stop_at)
         self.replica_manager = replica_manager
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests

@@ -16,9 +16,10 @@ log is still the partition's. A reader never sees a half-written segment: the ne
 segment enters the segment list whole, and fetches read segments synchronously on the
 loop, so none holds an old segment across the swap.
 
-Test hook: with ``MINIBROKER_CLEANER_STOP_AT=<step>`` (one of SWAP_STEPS) the broker
-writes ``cleaner-stopped-at-<step>`` in the log dir at that step of a swap and freezes
-there, for a crash test to kill -9 it.
+Test hook: with ``stop_at=<step>`` (one of SWAP_STEPS; ``minibroker broker`` sets it
+from ``MINIBROKER_CLEANER_STOP_AT``, node/cli.py) the broker writes
+``cleaner-stopped-at-<step>`` in the log dir at that step of a swap and freezes there,
+for a crash test to kill -9 it.
 
 Metrics (Kafka's LogCleaner gauges): ``kafka_log_logcleaner_max_dirty_percent``,
 ``kafka_log_logcleaner_time_since_last_run_seconds``,
@@ -49,14 +50,17 @@ from minibroker.storage.log import Log
 
 log = logging.getLogger(__name__)
 
-STOP_AT_ENV = "MINIBROKER_CLEANER_STOP_AT"
 STOP_FOR_S = 600  # how long the crash-test hook freezes the broker (bounded)
 UNLIMITED_RATE = 1e300  # log.cleaner.io.max.bytes.per.second at or above: no throttle
 
 
 class LogCleaner:
-    def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self, config: BrokerConfig, replica_manager: ReplicaManager, *, stop_at: str | None = None
+    ) -> None:
+        """``stop_at``: the crash tests' hook (see the module doc); None in production."""
         self.config = config
+        self.stop_at = stop_at
         self.replica_manager = replica_manager
         rate = config.log_cleaner_io_max_bytes_per_second
         self.manager = CleanerManager(
@@ -169,13 +173,12 @@ class LogCleaner:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    @staticmethod
-    def _step(log_dir: Path) -> StepHook:
-        return StepHook(log_dir, os.environ.get(STOP_AT_ENV))
+    def _step(self, log_dir: Path) -> StepHook:
+        return StepHook(log_dir, self.stop_at)
 
 
 class StepHook:
-    """Called at each swap step; freezes the broker at the one the env names."""
+    """Called at each swap step; freezes the broker at the one ``stop_at`` names."""
 
     def __init__(self, log_dir: Path, stop_at: str | None) -> None:
         self.log_dir, self.stop_at = log_dir, stop_at

@@ -1,7 +1,7 @@
 """SASL without I/O: SCRAM credentials in Kafka's text format, and both sides of the
 PLAIN and SCRAM-SHA-256 / SCRAM-SHA-512 exchanges.
 
-How this works. Tokens go in, tokens come out; the listener (broker/sasl_gate.py) and
+How this works. Tokens go in, tokens come out; the listener (broker/security/sasl_gate.py) and
 the client connection (net/connection.py) move them in SaslAuthenticate requests. The
 SCRAM arithmetic (RFC 5802/7677: nonces, proofs, signatures) is the ``scramp`` library's;
 this module only adapts it to Kafka's usage:

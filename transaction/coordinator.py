@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import trio
 
-from minibroker.broker.producer_ids import ProducerIdManager
-from minibroker.broker.txn_markers import AppendedMarkers
+from minibroker.broker.cluster.producer_ids import ProducerIdManager
+from minibroker.broker.replication.txn_markers import AppendedMarkers
 from minibroker.protocol.errors import (
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,

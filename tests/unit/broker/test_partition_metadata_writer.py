@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker import partition_metadata_writer
+from minibroker.broker.replication import partition_metadata_writer
 from minibroker.storage.partition_metadata import (
     read_partition_metadata,
     write_partition_metadata,

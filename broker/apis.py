@@ -1,8 +1,8 @@
 """KafkaApis: the handlers of the data-path and metadata API keys (the controller's
-requests are broker/controller_apis.py's).
+requests are broker/replication/controller_apis.py's).
 
 Each ``handle_*`` method takes the request's header and validated body and returns a
-body, None or a ``Deferred`` (broker/dispatcher.py says what each means); the bodies
+body, None or a ``Deferred`` (broker/requests/dispatcher.py says what each means); the bodies
 are the TypedDicts of protocol/messages/bodies.py, plain dicts at run time. ``install``
 registers them with the broker's ``RequestDispatcher``. The handlers know no wire
 format: the codec in front of the dispatcher decodes and encodes.
@@ -15,20 +15,25 @@ from typing import TypeAlias
 
 import trio
 
-from minibroker.broker.authorized_operations import (
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.cluster.topic_auto_creation import TopicAutoCreator
+from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.replication.fetch_reader import FetchParams, FetchPartition, PartitionRead
+from minibroker.broker.replication.partition import AppendResult
+from minibroker.broker.replication.replica_manager import ReplicaManager
+from minibroker.broker.replication.txn_verification import (
+    TxnVerifier,
+    Unverified,
+    unverified,
+    verify,
+)
+from minibroker.broker.requests.dispatcher import Answer, Deferred, RequestDispatcher
+from minibroker.broker.requests.request_handler import CloseConnection
+from minibroker.broker.security.authorized_operations import (
     cluster_operations,
     everything,
     metadata_operations,
 )
-from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
-from minibroker.broker.fetch_reader import FetchParams, FetchPartition, PartitionRead
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.partition import AppendResult
-from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.broker.request_handler import CloseConnection
-from minibroker.broker.topic_auto_creation import TopicAutoCreator
-from minibroker.broker.txn_verification import TxnVerifier, Unverified, unverified, verify
 from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
@@ -87,7 +92,7 @@ class KafkaApis:
 
     def _check_replica(self, header: RequestHeader, replica_id: int) -> None:
         """A replica's request (``replica_id`` >= 0) only from that broker's proven
-        connection (broker/controller_fence.py): a fake follower could move the HW."""
+        connection (broker/security/controller_fence.py): a fake follower could move the HW."""
         if replica_id >= 0 and not self.is_replica(header.session, replica_id):
             raise ClusterAuthorizationFailedError(NOT_FROM_REPLICA)
 
@@ -164,7 +169,7 @@ class KafkaApis:
         needed: Unverified,
     ) -> Deferred[bodies.ProduceResponse]:
         """A transactional Produce some of whose batches would open a transaction: the
-        coordinator is asked first (broker/txn_verification.py); its connection reads
+        coordinator is asked first (broker/replication/txn_verification.py); its connection reads
         no further request until the appends are made (``ordered``)."""
         manager = self.replica_manager
         verifier = self.txn_verifier

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol, TypeAlias
 
-from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.errors import (
     CoordinatorNotAvailableError,
     InvalidCommitOffsetSizeError,

@@ -1,7 +1,7 @@
 """SASL without I/O: SCRAM credentials in Kafka's text format, and both sides of the
 PLAIN and SCRAM-SHA-256 / SCRAM-SHA-512 exchanges.
 
-How this works. Tokens go in, tokens come out; the listener (broker/sasl_gate.py) and
+How this works. Tokens go in, tokens come out; the listener (broker/security/sasl_gate.py) and
 the client connection (net/connection.py) move them in SaslAuthenticate requests. The
 server's side of a SCRAM exchange is protocol/scram_server.py (by Kafka's rules: any salt
 length, a client-final nonce that ends with the server's); the client's side, and the

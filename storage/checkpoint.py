@@ -21,6 +21,7 @@ must not guess offsets.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -42,6 +43,27 @@ def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Make every write so far on ``directory``'s filesystem durable, in one call
+    (Linux's syncfs(2); ``os.sync()`` where it is missing). Thousands of small files
+    written unsynced and then this cost one journal commit instead of two fsyncs each:
+    a LeaderAndIsr creating 10,000 partitions wrote 10,000 ``partition.metadata`` files
+    with 20,000 fsyncs, and the other replicas' log creation waited behind them."""
+    if _syncfs is None:
+        os.sync()
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error), str(directory))
     finally:
         os.close(fd)
 

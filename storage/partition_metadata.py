@@ -6,7 +6,7 @@ Kafka's text format, two lines::
     topic_id: <the id's 22-character string form>
 
 Written once the controller names the topic's id (LeaderAndIsr), atomically (temporary
-file, fsync, rename), so a directory left by a deleted topic of the same name can be
+file, rename, then synced), so a directory left by a deleted topic of the same name can be
 told apart from the current topic's. A missing file means the id was not written yet.
 """
 
@@ -37,6 +37,8 @@ def read_partition_metadata(partition_dir: Path) -> bytes | None:
     return parse_topic_id(fields["topic_id"])
 
 
-def write_partition_metadata(partition_dir: Path, topic_id: bytes) -> None:
+def write_partition_metadata(partition_dir: Path, topic_id: bytes, *, sync: bool = True) -> None:
+    """``sync=False``: atomic against a process crash only, until the caller syncs (a
+    batch of them ends with one storage.checkpoint.sync_filesystem)."""
     content = f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id_str(topic_id)}\n"
-    write_atomically(partition_dir / PARTITION_METADATA_FILE, content.encode())
+    write_atomically(partition_dir / PARTITION_METADATA_FILE, content.encode(), sync=sync)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.producer_ids import InitProducerIdApi
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.cluster.producer_ids import InitProducerIdApi
+from minibroker.broker.requests.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import trio
 
-from minibroker.broker.producer_ids import ProducerIdManager
+from minibroker.broker.cluster.producer_ids import ProducerIdManager
 from minibroker.protocol.errors import (
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,

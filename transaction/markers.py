@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import trio
 
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.cluster.metadata_cache import MetadataCache
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -47,7 +47,7 @@ RETRY_BACKOFF_S = 0.05
 """First wait before a partition's marker is sent again; doubles up to the maximum."""
 RETRY_BACKOFF_MAX_S = 1.0
 REQUEST_TIMEOUT_S = 35.0
-"""Longer than the leader's wait for its in-sync replicas (broker/txn_markers.py)."""
+"""Longer than the leader's wait for its in-sync replicas (broker/replication/txn_markers.py)."""
 
 
 class MarkerSender:

@@ -1,5 +1,5 @@
 """The question a partition leader asks before a producer's first transactional write
-(KIP-890 part 1, broker/txn_verification.py): is this partition in the producer's
+(KIP-890 part 1, broker/replication/txn_verification.py): is this partition in the producer's
 ongoing transaction? Answered by the id's coordinator, the leader of its
 ``__transaction_state`` partition: this broker's own TransactionCoordinator directly, or
 another broker through AddPartitionsToTxn's brokers' form, ``transactions[]`` with
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.cluster.metadata_cache import MetadataCache
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     NONE,

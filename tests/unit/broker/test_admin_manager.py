@@ -1,4 +1,4 @@
-"""CreateTopics and DeleteTopics (broker/admin_manager.py) as request body -> response
+"""CreateTopics and DeleteTopics (broker/admin/admin_manager.py) as request body -> response
 body."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.admin_manager import AdminManager
+from minibroker.broker.admin.admin_manager import AdminManager
 from minibroker.protocol.errors import KafkaError, TopicAlreadyExistsError
 from minibroker.zk.values import BrokerInfo, EndPoint
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.authorization import RULES, RequestAuthorization, rules_missing
-from minibroker.broker.authorizer import AclAuthorizer
-from minibroker.broker.dispatcher import Deferred
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.request_handler import CloseConnection
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.requests.dispatcher import Deferred
+from minibroker.broker.requests.request_handler import CloseConnection
+from minibroker.broker.security.authorization import RULES, RequestAuthorization, rules_missing
+from minibroker.broker.security.authorizer import AclAuthorizer
 from minibroker.protocol.acls import (
     AccessControlEntry,
     Operation,

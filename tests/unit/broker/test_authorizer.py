@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, parse_super_users
+from minibroker.broker.security.authorizer import (
+    AclAuthorizer,
+    AuthorizerCollector,
+    parse_super_users,
+)
 from minibroker.protocol.acls import (
     AccessControlEntry,
     Operation,

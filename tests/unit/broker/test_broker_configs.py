@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.broker_configs import (
+from minibroker.broker.admin.broker_configs import (
     FOLLOWER_THROTTLE,
     LEADER_THROTTLE,
     LOG_DIRS_THROTTLE,
@@ -18,8 +18,8 @@ from minibroker.broker.broker_configs import (
     parse_broker_id,
     validate_broker_configs,
 )
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.log_dir_mover import TokenBucket
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.logdirs.log_dir_mover import TokenBucket
 from minibroker.protocol.errors import InvalidConfigError, InvalidRequestError
 
 

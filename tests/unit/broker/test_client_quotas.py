@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.client_quota_apis import matches, parse_entity
-from minibroker.broker.client_quotas import PRODUCER_BYTE_RATE, ClientQuotas
+from minibroker.broker.admin.client_quota_apis import matches, parse_entity
+from minibroker.broker.quotas.client_quotas import PRODUCER_BYTE_RATE, ClientQuotas
 from minibroker.protocol.errors import InvalidRequestError
 from minibroker.zk.client_quotas import entity_path
 
@@ -86,7 +86,7 @@ def header(api_key: int, client_id: str = "app") -> Any:
 async def test_an_exceeded_quota_throttles_the_answer_and_mutes_the_connection() -> None:
     import trio
 
-    from minibroker.broker.client_quotas import enforce
+    from minibroker.broker.quotas.client_quotas import enforce
 
     q = quotas((CLIENT_APP, 1000.0))  # burst 2000 bytes
     produce = {"topics": [{"partitions": [{"records": b"x" * 3000}]}]}

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.config import BrokerConfig, TopicConfig
-from minibroker.broker.config_keys import describe_keys
-from minibroker.broker.config_listeners import parse_endpoint
-from minibroker.broker.properties import parse_properties
+from minibroker.broker.config.broker_config import BrokerConfig, TopicConfig
+from minibroker.broker.config.config_keys import describe_keys
+from minibroker.broker.config.config_listeners import parse_endpoint
+from minibroker.broker.config.properties import parse_properties
 from minibroker.protocol.errors import ConfigError
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from minibroker.broker.broker_configs import DYNAMIC_KEYS, effective_config, lenient_typed
-from minibroker.broker.config import BrokerConfig, TopicConfig
-from minibroker.broker.config_describe import (
+from minibroker.broker.admin.broker_configs import DYNAMIC_KEYS, effective_config, lenient_typed
+from minibroker.broker.config.broker_config import BrokerConfig, TopicConfig
+from minibroker.broker.config.config_describe import (
     SOURCE_DEFAULT_CONFIG,
     SOURCE_DYNAMIC_BROKER_CONFIG,
     SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG,

@@ -1,12 +1,20 @@
-"""The per-address failed-login bucket (broker/auth_failures.py) and the connection
-counts and creation rate (broker/connection_limits.py), on a fake clock."""
+"""The per-address failed-login bucket (broker/security/auth_failures.py) and the connection
+counts and creation rate (broker/network/connection_limits.py), on a fake clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from minibroker.broker.auth_failures import FAILURE_BURST, MAX_ADDRESSES, AuthFailureLimiter
-from minibroker.broker.connection_limits import ConnectionLimits, CreationRate, parse_overrides
+from minibroker.broker.network.connection_limits import (
+    ConnectionLimits,
+    CreationRate,
+    parse_overrides,
+)
+from minibroker.broker.security.auth_failures import (
+    FAILURE_BURST,
+    MAX_ADDRESSES,
+    AuthFailureLimiter,
+)
 from minibroker.protocol.errors import ConfigError
 
 

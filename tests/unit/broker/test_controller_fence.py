@@ -1,4 +1,5 @@
-"""ControllerFence: which controller requests a broker obeys (broker/controller_fence.py)."""
+"""ControllerFence: which controller requests a broker obeys
+(broker/security/controller_fence.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from minibroker.broker.controller_fence import NOT_FROM_CONTROLLER, ControllerFence
+from minibroker.broker.security.controller_fence import NOT_FROM_CONTROLLER, ControllerFence
 from minibroker.protocol.errors import (
     ClusterAuthorizationFailedError,
     StaleBrokerEpochError,

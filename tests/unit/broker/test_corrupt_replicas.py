@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import cast
 
-from minibroker.broker.corruption import CorruptReplicas
-from minibroker.broker.partition import LeaderAndIsrPartition
-from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.logdirs.corruption import CorruptReplicas
+from minibroker.broker.replication.partition import LeaderAndIsrPartition
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.errors import KafkaStorageError
 from minibroker.protocol.records import Record, encode_batch, iter_headers
 from minibroker.protocol.topic_partition import TopicPartition

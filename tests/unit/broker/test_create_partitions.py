@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.create_partitions import CreatePartitions
+from minibroker.broker.admin.create_partitions import CreatePartitions
 from minibroker.protocol.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,

@@ -1,4 +1,4 @@
-"""The request path's three steps: codec, dispatcher, handlers (broker/dispatcher.py)."""
+"""The request path's three steps: codec, dispatcher, handlers (broker/requests/dispatcher.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import msgpack
 import pytest
 import trio
 
-from minibroker.broker.dispatcher import ITEMS_PER_TURN, Deferred, RequestDispatcher
 from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.request_caps import RequestCaps
-from minibroker.broker.request_codec import MsgpackCodec
-from minibroker.broker.request_handler import Buffer, CloseConnection, Pending
+from minibroker.broker.network.request_codec import MsgpackCodec
+from minibroker.broker.requests.dispatcher import ITEMS_PER_TURN, Deferred, RequestDispatcher
+from minibroker.broker.requests.request_caps import RequestCaps
+from minibroker.broker.requests.request_handler import Buffer, CloseConnection, Pending
 from minibroker.protocol.api import ApiKey, Body, RequestHeader, decode_response, encode_request
 from minibroker.protocol.errors import (
     NONE,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.fetch_reader import FetchParams, FetchPartition
-from minibroker.broker.partition import LeaderAndIsrPartition
+from minibroker.broker.replication.fetch_reader import FetchParams, FetchPartition
+from minibroker.broker.replication.partition import LeaderAndIsrPartition
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.protocol.topic_partition import TopicPartition
 from tests.support.broker import broker_config, replica_manager

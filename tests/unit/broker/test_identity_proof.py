@@ -1,5 +1,6 @@
-"""The brokers' identity proof: the key kept in the log dir (broker/identity_key.py), the
-signed payload (protocol/broker_proof.py) and the serving side (broker/peer_identity.py)."""
+"""The brokers' identity proof: the key kept in the log dir
+(broker/security/identity_key.py), the signed payload (protocol/broker_proof.py) and the
+serving side (broker/security/peer_identity.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.dispatcher import Deferred
-from minibroker.broker.identity_key import IDENTITY_KEY_FILE, BrokerKey
-from minibroker.broker.peer_identity import NOT_PROVEN, PeerProofs
+from minibroker.broker.requests.dispatcher import Deferred
+from minibroker.broker.security.identity_key import IDENTITY_KEY_FILE, BrokerKey
+from minibroker.broker.security.peer_identity import NOT_PROVEN, PeerProofs
 from minibroker.protocol import broker_proof
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import ClusterAuthorizationFailedError, ConfigError

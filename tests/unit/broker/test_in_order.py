@@ -7,7 +7,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from minibroker.broker.controller_apis import InOrder
+from minibroker.broker.replication.controller_apis import InOrder
 
 
 async def test_jobs_run_in_ticket_order_even_when_started_in_reverse() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.incremental_configs import apply_operations
+from minibroker.broker.admin.incremental_configs import apply_operations
 from minibroker.client.cli.config_args import parse_add_config, parse_delete_config
 from minibroker.protocol.errors import InvalidConfigError, InvalidRequestError
 from minibroker.protocol.messages.admin import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT

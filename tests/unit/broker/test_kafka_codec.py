@@ -1,4 +1,4 @@
-"""The Kafka listener's codec in front of the shared dispatcher (broker/kafka_codec.py):
+"""The Kafka listener's codec in front of the shared dispatcher (broker/network/kafka_codec.py):
 real Kafka frames in, Kafka responses out, checked with kafka-python's decoder."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
-from minibroker.broker.dispatcher import Deferred, RequestDispatcher
-from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.request_handler import Buffer, CloseConnection, Pending
+from minibroker.broker.network.kafka_codec import KafkaCodec
+from minibroker.broker.requests.dispatcher import Deferred, RequestDispatcher
+from minibroker.broker.requests.request_handler import Buffer, CloseConnection, Pending
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import NotLeaderOrFollowerError
 from minibroker.protocol.kafka.codec import decode_response, encode_request

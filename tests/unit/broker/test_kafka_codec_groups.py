@@ -13,9 +13,9 @@ from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse
 from kafka.protocol.consumer import LeaveGroupResponse, OffsetCommitResponse, OffsetFetchResponse
 from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 
-from minibroker.broker.dispatcher import Handler, RequestDispatcher
-from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.network.kafka_codec import KafkaCodec
+from minibroker.broker.requests.dispatcher import Handler, RequestDispatcher
 from minibroker.protocol.api import ApiKey, Body
 from minibroker.protocol.errors import (
     CoordinatorLoadInProgressError,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.partition import LeaderAndIsrPartition
-from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.replication.partition import LeaderAndIsrPartition
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.errors import KafkaStorageError
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage import log_manager as log_manager_module

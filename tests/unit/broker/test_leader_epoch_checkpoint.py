@@ -2,7 +2,7 @@
 at once (the next append is stamped with it) and in the partition's
 leader-epoch-checkpoint soon after the request is answered, written off the event loop
 in one worker-thread batch for all the partitions the request makes this broker lead
-(broker/epoch_checkpoints.py). A flush or a clean close writes one still pending.
+(broker/replication/epoch_checkpoints.py). A flush or a clean close writes one still pending.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.broker.partition import LeaderAndIsrPartition
-from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.replication.partition import LeaderAndIsrPartition
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.leader_epoch import LeaderEpochCache
 from tests.support.broker import broker_config, replica_manager

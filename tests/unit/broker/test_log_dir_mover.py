@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.log_dir_mover import LogDirMover, TokenBucket
+from minibroker.broker.logdirs.log_dir_mover import LogDirMover, TokenBucket
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log
 from minibroker.storage.log_manager import LogManager

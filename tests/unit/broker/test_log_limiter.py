@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from minibroker.broker.log_limiter import LogRateLimiter
+from minibroker.broker.requests.log_limiter import LogRateLimiter
 
 LOGGER = "tests.log_limiter"
 

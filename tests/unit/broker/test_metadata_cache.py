@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.cluster.metadata_cache import MetadataCache
 from minibroker.protocol.errors import (
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,

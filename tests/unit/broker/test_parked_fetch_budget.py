@@ -11,10 +11,10 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker import fetch_reader
-from minibroker.broker.fetch_reader import FetchParams, FetchPartition
-from minibroker.broker.partition import LeaderAndIsrPartition
-from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.replication import fetch_reader
+from minibroker.broker.replication.fetch_reader import FetchParams, FetchPartition
+from minibroker.broker.replication.partition import LeaderAndIsrPartition
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.protocol.topic_partition import TopicPartition
 from tests.support.broker import broker_config, replica_manager

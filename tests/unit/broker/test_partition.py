@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.hosted_replicas import to_log_config
-from minibroker.broker.partition import LeaderAndIsrPartition, Partition
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.partition import LeaderAndIsrPartition, Partition
 from minibroker.protocol.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from minibroker.broker.apis import Deferred
-from minibroker.broker.producer_ids import (
+from minibroker.broker.cluster.producer_ids import (
     InitProducerIdApi,
     LocalBlocks,
     ProducerIdManager,

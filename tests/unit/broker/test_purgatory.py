@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from minibroker.broker.purgatory import Purgatory
+from minibroker.broker.replication.purgatory import Purgatory
 
 
 async def test_notify_wakes_every_waiter_of_that_key_only() -> None:

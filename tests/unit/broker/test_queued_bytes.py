@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
+from minibroker.broker.network.queued_bytes import QueuedBytes, queued_max_bytes
 
 
 async def test_below_the_limit_nobody_waits() -> None:

@@ -10,10 +10,14 @@ from typing import Any
 import trio
 import trio.testing
 
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.hosted_replicas import to_log_config
-from minibroker.broker.partition import LeaderAndIsrPartition, Partition
-from minibroker.broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager, fetcher_index
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.partition import LeaderAndIsrPartition, Partition
+from minibroker.broker.replication.replica_fetcher import (
+    ReplicaFetcher,
+    ReplicaFetcherManager,
+    fetcher_index,
+)
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import UnknownTopicOrPartitionError
 from minibroker.protocol.records import Record, encode_batch

@@ -10,21 +10,21 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.delayed_produce import (
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.replication.delayed_produce import (
     DelayedProducePurgatory,
     PendingAck,
     await_replication,
     check_acknowledged,
 )
-from minibroker.broker.hosted_replicas import to_log_config
-from minibroker.broker.isr import (
+from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.isr import (
     IsrManager,
     can_join_isr,
     out_of_sync_replicas,
     record_follower_fetch,
 )
-from minibroker.broker.partition import LeaderAndIsrPartition, Partition
+from minibroker.broker.replication.partition import LeaderAndIsrPartition, Partition
 from minibroker.protocol.errors import (
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,

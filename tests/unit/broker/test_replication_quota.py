@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.broker.broker_configs import (
+from minibroker.broker.admin.broker_configs import (
     FOLLOWER_THROTTLE,
     LEADER_THROTTLE,
     UNLIMITED,
     BrokerConfigs,
     validate_broker_configs,
 )
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.replication_quota import (
+from minibroker.broker.admin.topic_configs import validate_topic_overrides
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.quotas.replication_quota import (
     ALL,
     FetchBudget,
     ReplicationQuota,
@@ -25,7 +26,6 @@ from minibroker.broker.replication_quota import (
     throttled_partitions,
     throttled_replicas_problem,
 )
-from minibroker.broker.topic_configs import validate_topic_overrides
 from minibroker.protocol.errors import ConfigError, InvalidConfigError
 
 RATE = 1000  # bytes/s

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.fetch_reader import FetchParams, FetchPartition
-from minibroker.broker.fetcher_base import FetchState
-from minibroker.broker.hosted_replicas import to_log_config
-from minibroker.broker.partition import LeaderAndIsrPartition, Partition
-from minibroker.broker.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
-from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.broker.replication_quota import ReplicationQuota, ReplicationQuotas
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.quotas.replication_quota import ReplicationQuota, ReplicationQuotas
+from minibroker.broker.replication.fetch_reader import FetchParams, FetchPartition
+from minibroker.broker.replication.fetcher_base import FetchState
+from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.partition import LeaderAndIsrPartition, Partition
+from minibroker.broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.protocol.topic_partition import TopicPartition

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from minibroker.broker.truncation import (
+from minibroker.broker.replication.truncation import (
     TruncationStep,
     answer_offset_for_leader_epoch,
     decide_truncation,

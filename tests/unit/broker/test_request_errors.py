@@ -1,6 +1,6 @@
 """Every error a broker answers is counted as Kafka's ErrorsPerSec, and what it refuses
 to serve is logged, rate-limited, naming the API, its version and the client id
-(broker/request_errors.py, through the dispatcher and the Kafka codec)."""
+(broker/requests/request_errors.py, through the dispatcher and the Kafka codec)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from minibroker.broker.dispatcher import RequestDispatcher
-from minibroker.broker.kafka_codec import KafkaCodec
 from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.request_errors import error_codes
-from minibroker.broker.request_handler import Buffer, CloseConnection
+from minibroker.broker.network.kafka_codec import KafkaCodec
+from minibroker.broker.requests.dispatcher import RequestDispatcher
+from minibroker.broker.requests.request_errors import error_codes
+from minibroker.broker.requests.request_handler import Buffer, CloseConnection
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import InvalidRequestError, KafkaError
 from minibroker.protocol.messages import bodies
@@ -75,7 +75,7 @@ def test_a_refusal_inside_an_answer_is_counted_and_logged_naming_api_version_and
     metrics = BrokerMetrics()
     dispatcher = RequestDispatcher(metrics)
     dispatcher.register(bodies.FIND_COORDINATOR, find_coordinator)  # type: ignore[arg-type]
-    caplog.set_level(logging.INFO, "minibroker.broker.request_errors")
+    caplog.set_level(logging.INFO, "minibroker.broker.requests.request_errors")
 
     body = {"key_type": 1, "coordinator_keys": ["tx-1", "tx-2"]}
     dispatcher.dispatch(COORDINATORS, body, BareCodec())
@@ -98,7 +98,7 @@ def test_an_api_nobody_serves_is_counted_and_logged_and_refusals_are_rate_limite
 ) -> None:
     metrics = BrokerMetrics()
     dispatcher = RequestDispatcher(metrics)
-    caplog.set_level(logging.INFO, "minibroker.broker.request_errors")
+    caplog.set_level(logging.INFO, "minibroker.broker.requests.request_errors")
     heartbeat = RequestHeader(ApiKey.HEARTBEAT, 4, 1, "app-7")
 
     for _ in range(100):

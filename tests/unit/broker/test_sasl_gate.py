@@ -1,4 +1,4 @@
-"""broker/sasl_gate.py: one connection's login as a state machine - what each state
+"""broker/security/sasl_gate.py: one connection's login as a state machine - what each state
 accepts, what a refusal sends before the close, the principal handed over on success,
 and Kafka's SaslHandshake v0 with raw tokens."""
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import trio
 
-from minibroker.broker.request_handler import Buffer, CloseConnection, Pending
-from minibroker.broker.sasl_gate import SaslListener, SaslState
+from minibroker.broker.requests.request_handler import Buffer, CloseConnection, Pending
+from minibroker.broker.security.sasl_gate import SaslListener, SaslState
 from minibroker.protocol.api import ApiKey, RequestHeader
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.sasl import SaslClient, ScramCredential, make_scram_credential

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.security import inter_broker_security, listener_security
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.security.security import inter_broker_security, listener_security
 from minibroker.net.security import ClientSecurity, jaas_credentials
 from minibroker.protocol.errors import ConfigError
 

@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 import trio
 import trio.testing
 
-from minibroker.broker.request_handler import Reply
-from minibroker.broker.server import BrokerServer
+from minibroker.broker.network.server import BrokerServer
+from minibroker.broker.requests.request_handler import Reply
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 from minibroker.protocol.session import Session
 

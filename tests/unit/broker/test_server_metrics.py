@@ -5,10 +5,10 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from minibroker.broker.queued_bytes import QueuedBytes
-from minibroker.broker.request_handler import Reply
-from minibroker.broker.server import BrokerServer
-from minibroker.broker.server_metrics import ServerLimitsCollector
+from minibroker.broker.network.queued_bytes import QueuedBytes
+from minibroker.broker.network.server import BrokerServer
+from minibroker.broker.network.server_metrics import ServerLimitsCollector
+from minibroker.broker.requests.request_handler import Reply
 from minibroker.protocol.session import Session
 
 

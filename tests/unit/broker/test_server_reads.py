@@ -10,9 +10,9 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker import server_connection
-from minibroker.broker.request_handler import Reply
-from minibroker.broker.server import BrokerServer
+from minibroker.broker.network import server_connection
+from minibroker.broker.network.server import BrokerServer
+from minibroker.broker.requests.request_handler import Reply
 from minibroker.protocol.frames import NEED_DATA, FrameDecoder, encode_frame
 from minibroker.protocol.session import Session
 

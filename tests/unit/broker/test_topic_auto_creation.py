@@ -7,8 +7,12 @@ from typing import Any
 import trio
 import trio.testing
 
-from minibroker.broker.metadata_cache import AUTO_CREATE_RETRY_S, CachedPartition, MetadataCache
-from minibroker.broker.topic_auto_creation import TopicAutoCreator
+from minibroker.broker.cluster.metadata_cache import (
+    AUTO_CREATE_RETRY_S,
+    CachedPartition,
+    MetadataCache,
+)
+from minibroker.broker.cluster.topic_auto_creation import TopicAutoCreator
 from minibroker.protocol.errors import (
     InvalidReplicationFactorError,
     InvalidTopicError,

@@ -9,23 +9,23 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.config_describe import (
+from minibroker.broker.admin.topic_configs import (
+    TopicConfigs,
+    describe_topic_config,
+    validate_topic_overrides,
+)
+from minibroker.broker.cluster.metadata_cache import CachedPartition, MetadataCache
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.config.config_describe import (
     SOURCE_DEFAULT_CONFIG,
     SOURCE_STATIC_BROKER_CONFIG,
     SOURCE_TOPIC_CONFIG,
     ConfigType,
 )
-from minibroker.broker.dispatcher import Deferred
-from minibroker.broker.hosted_replicas import to_log_config
-from minibroker.broker.metadata_cache import CachedPartition, MetadataCache
-from minibroker.broker.partition import LeaderAndIsrPartition
-from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.broker.topic_configs import (
-    TopicConfigs,
-    describe_topic_config,
-    validate_topic_overrides,
-)
+from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.partition import LeaderAndIsrPartition
+from minibroker.broker.replication.replica_manager import ReplicaManager
+from minibroker.broker.requests.dispatcher import Deferred
 from minibroker.protocol.api import ApiKey, RequestHeader
 from minibroker.protocol.errors import InvalidConfigError, InvalidRequestError
 from minibroker.protocol.topic_partition import TopicPartition

@@ -10,7 +10,12 @@ from typing import Any
 
 import trio
 
-from minibroker.broker.txn_verification import VERIFY_ATTEMPTS, produce_error, unverified, verify
+from minibroker.broker.replication.txn_verification import (
+    VERIFY_ATTEMPTS,
+    produce_error,
+    unverified,
+    verify,
+)
 from minibroker.protocol.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,

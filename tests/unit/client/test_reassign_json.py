@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.assignment import assign_replicas_to_brokers
+from minibroker.broker.cluster.assignment import assign_replicas_to_brokers
 from minibroker.client.cli.main import main
 from minibroker.client.reassignment import (
     PartitionMove,

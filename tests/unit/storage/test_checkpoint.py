@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from minibroker.protocol.topic_partition import TopicPartition
-from minibroker.storage.checkpoint import OffsetCheckpointFile, read_checkpoint, write_checkpoint
+from minibroker.storage.checkpoint import (
+    OffsetCheckpointFile,
+    read_checkpoint,
+    sync_filesystem,
+    write_checkpoint,
+)
 from minibroker.storage.errors import CorruptCheckpointError
 
 
@@ -77,3 +82,9 @@ def test_corrupt_checkpoint_raises_a_clear_error(
     with pytest.raises(CorruptCheckpointError, match=complaint) as caught:
         OffsetCheckpointFile(path).read()
     assert str(path) in str(caught.value)
+
+
+def test_sync_filesystem_returns_for_a_directory_and_refuses_a_missing_one(tmp_path: Path) -> None:
+    sync_filesystem(tmp_path)
+    with pytest.raises(OSError):
+        sync_filesystem(tmp_path / "missing")

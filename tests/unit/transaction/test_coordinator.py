@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.producer_ids import ProducerIdManager
+from minibroker.broker.cluster.producer_ids import ProducerIdManager
 from minibroker.coordinator.offsets_log import Acknowledgement
 from minibroker.protocol.errors import (
     ConcurrentTransactionsError,

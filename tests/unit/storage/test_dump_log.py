@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.client.cli.main import main
+from minibroker.command.main import main
 from minibroker.protocol.offsets_topic import (
     GroupMetadataKey,
     GroupMetadataValue,

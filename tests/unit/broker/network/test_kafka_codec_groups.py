@@ -23,7 +23,7 @@ from minibroker.protocol.errors import (
     NotCoordinatorError,
 )
 from minibroker.protocol.messages.bodies import Route
-from tests.unit.broker.test_kafka_codec import answer, frame_of
+from tests.unit.broker.network.test_kafka_codec import answer, frame_of
 
 OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
 OFFSET_FETCH = ApiKey.OFFSET_FETCH

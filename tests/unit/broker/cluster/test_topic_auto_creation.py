@@ -21,7 +21,7 @@ from minibroker.protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from minibroker.protocol.topic_partition import TopicPartition
-from tests.unit.broker.test_metadata_cache import state, update
+from tests.unit.broker.cluster.test_metadata_cache import state, update
 
 
 class FakeClock:

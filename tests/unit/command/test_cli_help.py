@@ -10,7 +10,7 @@ import argparse
 import re
 from collections.abc import Iterator
 
-from minibroker.client.cli.main import build_parser
+from minibroker.command.main import build_parser
 
 PROPER_NOUNS = {"Kafka", "Spark"}  # capitalised words that start a help text correctly
 CAPITALISED_WORD = re.compile(r"^[A-Z][a-z]+\b")

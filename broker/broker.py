@@ -457,8 +457,8 @@ class Broker:
             )
             # What start-up built (every log's segments, indexes, partitions) lives as
             # long as the broker: out of the collector's sight, a full collection no
-            # longer walks it (one took 40-65 ms with 3,000 partitions, stalling every
-            # client; docs/performance.md).
+            # longer walks it (one stalled every client with thousands of partitions:
+            # docs/performance.md, "Figures behind the code").
             gc.collect()
             gc.freeze()
             task_status.started(self)

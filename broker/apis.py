@@ -26,6 +26,7 @@ from minibroker.broker.replication.txn_verification import (
     Unverified,
     unverified,
     verify,
+    verify_now,
 )
 from minibroker.broker.requests.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.broker.requests.request_handler import CloseConnection
@@ -103,11 +104,14 @@ class KafkaApis:
     ) -> Answer[bodies.ProduceResponse]:
         topics = request["topics"]
         acks = request["acks"]
-        if request.get("transactional_id") is not None and self.txn_verifier is not None:
+        transactional_id = request.get("transactional_id")
+        if transactional_id is not None and self.txn_verifier is not None:
             entries = self._produce_entries(topics)
             needed = unverified(self.replica_manager.get_partition, entries)
             if needed and acks != 0:
-                return self._produce_verified(request, entries, needed)
+                refused = verify_now(self.txn_verifier, transactional_id, needed)
+                if refused != {}:  # not answered here and now, or some refused
+                    return self._produce_verified(request, entries, needed)
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]

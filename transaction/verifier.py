@@ -41,6 +41,28 @@ class TransactionVerifier:
         self.links = links
         self.broker_id = broker_id
 
+    def now(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
+    ) -> dict[TopicPartition, KafkaError | None] | None:
+        """The verdicts at once when this broker coordinates the id, else None."""
+        if self._coordinator_of(transactional_id) != self.broker_id:
+            return None
+        return self.coordinator.verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions
+        )
+
+    def _coordinator_of(self, transactional_id: str) -> int:
+        """The broker leading the id's ``__transaction_state`` partition (-1: none)."""
+        state_partition = self.coordinator.state.partition_of(transactional_id)
+        info = self.metadata_cache.partition(
+            TopicPartition(TRANSACTION_STATE_TOPIC, state_partition)
+        )
+        return -1 if info is None else info.leader
+
     async def __call__(
         self,
         transactional_id: str,

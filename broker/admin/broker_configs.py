@@ -21,7 +21,11 @@ The dynamic keys (``DYNAMIC_KEYS``), all applied at once without a restart:
   token-bucket rate; ``leader.replication.throttled.rate`` and
   ``follower.replication.throttled.rate`` this broker's two replication quotas
   (broker/quotas/replication_quota.py), which bound the replicas listed in the topics'
-  ``*.replication.throttled.replicas``.
+  ``*.replication.throttled.replicas``;
+- Kafka's SASL login keys for Kerberos and OAUTHBEARER refresh (``SASL_LOGIN_KEYS``),
+  which a Kafka broker takes per broker even when no listener uses those mechanisms:
+  kept and described, read by nothing (minibroker serves neither mechanism). As Kafka
+  does, they are refused at the cluster-wide default: a broker id must be named.
 
 Removing an override falls back to the next layer. Every other broker key is described
 read-only (broker/config/config_describe.py describes them all). AlterConfigs is
@@ -71,7 +75,21 @@ FOLLOWER_THROTTLE = "follower.replication.throttled.rate"
 THROTTLE_KEYS = (FOLLOWER_THROTTLE, LEADER_THROTTLE, LOG_DIRS_THROTTLE)
 """The reassignment tool's throttles: bytes/s, -1 for unlimited."""
 
-DYNAMIC_KEYS = tuple(sorted(set(THROTTLE_KEYS) | topic_default_keys()))
+SASL_LOGIN_KEYS = (
+    "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules",
+    "sasl.kerberos.service.name",
+    "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.login.refresh.buffer.seconds",
+    "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+)
+"""Per-broker dynamic keys with no effect here (Kafka's DynamicListenerConfig SASL keys)."""
+
+DYNAMIC_KEYS = tuple(sorted(set(THROTTLE_KEYS) | topic_default_keys() | set(SASL_LOGIN_KEYS)))
 """Every broker key that can be changed at run time (sorted)."""
 
 UNLIMITED = LONG_MAX
@@ -101,13 +119,20 @@ def broker_entity(name: str) -> str:
     return DEFAULT_ENTITY if name == "" else str(parse_broker_id(name))
 
 
-def validate_broker_configs(configs: Mapping[str, str]) -> dict[str, Any]:
+def validate_broker_configs(
+    configs: Mapping[str, str], *, cluster_default: bool = False
+) -> dict[str, Any]:
     """The typed overrides; InvalidConfigError naming the first key that is not
-    dynamic or whose value does not parse or validate."""
+    dynamic (or, for the ``cluster_default``, is per-broker only) or whose value does
+    not parse or validate."""
     typed: dict[str, Any] = {}
     for name in sorted(configs):
         if name not in DYNAMIC_KEYS:
             raise InvalidConfigError(f"{name} is not a dynamic broker config")
+        if cluster_default and name in SASL_LOGIN_KEYS:
+            raise InvalidConfigError(
+                f"{name} cannot be set as a cluster-wide default: name a broker id"
+            )
         value = configs[name].strip()
         if name in THROTTLE_KEYS:
             typed[name] = _throttle(name, value)
@@ -309,7 +334,7 @@ class BrokerConfigs:
     async def replace(self, entity: str, configs: Mapping[str, str], validate_only: bool) -> None:
         """Check ``configs`` and, unless ``validate_only``, make them the whole override
         set of /config/brokers/<entity>."""
-        validate_broker_configs(configs)
+        validate_broker_configs(configs, cluster_default=entity == DEFAULT_ENTITY)
         data = self._data()
         if not validate_only:
             await write_broker_config(data, entity, configs)

@@ -6,10 +6,11 @@ How this works: the credentials live where logins read them, ``/config/users/<na
 the iteration count and the salted password (Hi(password, salt, i)); the broker derives
 the stored and server keys from it (protocol/sasl.py) and keeps only those, as Kafka
 does. Each user named is checked as a whole - an empty name, an iteration count
-outside [4096, 16384] or a salt shorter than 12 bytes is UNACCEPTABLE_CREDENTIAL, an
-unknown mechanism UNSUPPORTED_SASL_MECHANISM, one mechanism of a user named twice
-DUPLICATE_RESOURCE,
-the deletion of a credential the user does not have RESOURCE_NOT_FOUND - and, when
+outside [4096, 16384] or an empty salt is UNACCEPTABLE_CREDENTIAL (a salt of any other
+length is taken, as Kafka takes it; logins, protocol/scram_server.py, need no minimum),
+an unknown mechanism UNSUPPORTED_SASL_MECHANISM, one mechanism of a user named twice
+DUPLICATE_RESOURCE, the deletion of a credential the user does not have
+RESOURCE_NOT_FOUND - and, when
 all its operations pass, written in one znode write with a change notification. The
 answering broker re-reads the user before it answers, so a login there succeeds as soon
 as the client has its answer; every other broker follows the notification
@@ -55,11 +56,6 @@ log = logging.getLogger(__name__)
 MECHANISMS_BY_CODE = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}
 """Kafka's ScramMechanism codes (0 is UNKNOWN)."""
 CODES_BY_MECHANISM = {name: code for code, name in MECHANISMS_BY_CODE.items()}
-
-MIN_SALT_BYTES = 12
-"""The shortest salt the SCRAM exchange (scramp, RFC 5802's advice) accepts at login;
-Kafka takes any, but a shorter one would store a user who can never log in, so it is
-refused here (clients' own salts are 32-64 random bytes)."""
 
 
 class ScramApis:
@@ -150,11 +146,8 @@ class ScramApis:
                         f"iterations must be in [{DEFAULT_ITERATIONS}, {MAX_ITERATIONS}],"
                         f" not {iterations}"
                     )
-                if len(op["salt"]) < MIN_SALT_BYTES or not op["salted_password"]:
-                    raise UnacceptableCredentialError(
-                        f"the salt must be at least {MIN_SALT_BYTES} bytes"
-                        " and the salted password not empty"
-                    )
+                if not op["salt"] or not op["salted_password"]:
+                    raise UnacceptableCredentialError("the salt and salted password must be set")
                 mechanism = _mechanism(op["mechanism"])
                 credential = credential_from_salted(
                     mechanism, op["salt"], op["salted_password"], iterations

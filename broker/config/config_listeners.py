@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from minibroker.broker.config.config_keys import at_least, config_key, one_of
+from minibroker.broker.config.config_keys import at_least, between, config_key, one_of
 from minibroker.protocol.errors import ConfigError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -86,6 +86,63 @@ class ListenerSettings:
         None,
         "The broker's own SASL login, in Kafka's JAAS form (only username=\"...\" and"
         ' password="..." are read): the broker principal of inter-broker connections.',
+    )
+    # Kafka's SASL login keys for GSSAPI (Kerberos) and OAUTHBEARER token refresh. A
+    # Kafka broker takes them as per-broker dynamic configs whether or not a listener
+    # uses those mechanisms; minibroker serves neither, so it keeps and describes them
+    # (broker/admin/broker_configs.py's SASL_LOGIN_KEYS) and nothing reads them.
+    sasl_kerberos_service_name: str | None = config_key(
+        "sasl.kerberos.service.name", None, "Kerberos principal name (GSSAPI: not served)."
+    )
+    sasl_kerberos_kinit_cmd: str = config_key(
+        "sasl.kerberos.kinit.cmd", "/usr/bin/kinit", "Kerberos kinit path (GSSAPI: not served)."
+    )
+    sasl_kerberos_ticket_renew_window_factor: float = config_key(
+        "sasl.kerberos.ticket.renew.window.factor",
+        0.8,
+        "Share of a Kerberos ticket's life before renewal (GSSAPI: not served).",
+    )
+    sasl_kerberos_ticket_renew_jitter: float = config_key(
+        "sasl.kerberos.ticket.renew.jitter",
+        0.05,
+        "Random jitter added to the renewal time (GSSAPI: not served).",
+    )
+    sasl_kerberos_min_time_before_relogin: int = config_key(
+        "sasl.kerberos.min.time.before.relogin",
+        60000,
+        "Login thread sleep between refresh attempts, ms (GSSAPI: not served).",
+        kind="LONG",
+    )
+    sasl_kerberos_principal_to_local_rules: list[str] = config_key(  # noqa: RUF009
+        "sasl.kerberos.principal.to.local.rules",
+        ["DEFAULT"],
+        "Rules mapping Kerberos principal names to short names (GSSAPI: not served).",
+    )
+    sasl_login_refresh_window_factor: float = config_key(
+        "sasl.login.refresh.window.factor",
+        0.8,
+        "Share of a token's life before refresh (OAUTHBEARER: not served).",
+        lambda v: None if 0.5 <= v <= 1.0 else "must be in [0.5, 1.0]",
+    )
+    sasl_login_refresh_window_jitter: float = config_key(
+        "sasl.login.refresh.window.jitter",
+        0.05,
+        "Random jitter added to the refresh time (OAUTHBEARER: not served).",
+        lambda v: None if 0.0 <= v <= 0.25 else "must be in [0.0, 0.25]",
+    )
+    sasl_login_refresh_min_period_seconds: int = config_key(
+        "sasl.login.refresh.min.period.seconds",
+        60,
+        "Least wait between token refreshes, s (OAUTHBEARER: not served).",
+        between(0, 900),
+        kind="SHORT",
+    )
+    sasl_login_refresh_buffer_seconds: int = config_key(
+        "sasl.login.refresh.buffer.seconds",
+        300,
+        "Time kept before a token's expiry when refreshing, s (OAUTHBEARER: not served).",
+        between(0, 3600),
+        kind="SHORT",
     )
     ssl_certificate_location: str | None = config_key(
         "ssl.certificate.location",

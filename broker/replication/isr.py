@@ -45,6 +45,7 @@ from typing import Protocol
 import trio
 
 from minibroker.broker.replication.partition import Partition
+from minibroker.broker.replication.summaries import some_of
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.values import LeaderAndIsr, WriteResult
 
@@ -128,9 +129,6 @@ def out_of_sync_replicas(partition: Partition, now_ms: int, max_lag_ms: int) -> 
 
 
 # -- the ISR writer --------------------------------------------------------------------------
-
-LOGGED_CHANGES = 5
-"""ISR changes a log line names; the rest of a batch is counted."""
 
 
 def _describe(partition: Partition, new_isr: frozenset[int], expand: bool) -> str:
@@ -278,13 +276,9 @@ class IsrManager:
             else:
                 self._adopt(change, current.get(change.tp))
         if applied:  # one line per batch: a broker back from an outage rejoins thousands
-            shown = ", ".join(applied[:LOGGED_CHANGES])
-            more = (
-                f" and {len(applied) - LOGGED_CHANGES} more"
-                if len(applied) > LOGGED_CHANGES
-                else ""
+            log.info(
+                "ISR of %d partitions changed: %s", len(applied), some_of(applied, len(applied))
             )
-            log.info("ISR of %d partitions changed: %s%s", len(applied), shown, more)
 
     def _adopt(self, change: _IsrChange, current: LeaderAndIsr | None) -> None:
         """After a lost race: take the stored ISR if the state still names this

@@ -26,15 +26,15 @@ UpdateMetadata to the metadata cache.
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import trio
 
 from minibroker.broker.cluster.assignment import validate_topic_name
 from minibroker.broker.replication.hosted_replicas import HostedReplicas, to_log_config
 from minibroker.broker.replication.partition import LeaderAndIsrPartition, Partition
+from minibroker.broker.replication.summaries import some_of
 from minibroker.protocol.errors import (
     NONE,
     InvalidTopicError,
@@ -49,18 +49,6 @@ from minibroker.protocol.topic_partition import TopicPartition
 
 # One logger for the whole ReplicaManager, whichever of its parts reports.
 log = logging.getLogger("minibroker.broker.replication.replica_manager")
-
-
-LOGGED_PARTITIONS = 5
-"""Partitions a state-change log line names; the rest are counted."""
-
-
-def _some(items: Iterable[str], total: int) -> str:
-    """The first LOGGED_PARTITIONS of ``total`` ``items`` (formatted only as far as
-    shown), and how many more there are."""
-    shown = list(itertools.islice(items, LOGGED_PARTITIONS))
-    more = total - len(shown)
-    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 class LeadershipChanges(HostedReplicas):
@@ -124,7 +112,7 @@ class LeadershipChanges(HostedReplicas):
                     "ignoring LeaderAndIsr for %d partitions: leader epoch not newer than the"
                     " one applied (%s)",
                     len(stale),
-                    _some((f"{tp} {new} <= {have}" for tp, new, have in stale), len(stale)),
+                    some_of((f"{tp} {new} <= {have}" for tp, new, have in stale), len(stale)),
                 )
             errors |= await self._create_partitions(
                 [tp for tp, _ in accepted if tp not in self.partitions]
@@ -150,13 +138,15 @@ class LeadershipChanges(HostedReplicas):
                 log.info(
                     "now leading %d partitions (%s)",
                     len(leaders),
-                    _some((f"{p.tp} at epoch {s.leader_epoch}" for p, s in leaders), len(leaders)),
+                    some_of(
+                        (f"{p.tp} at epoch {s.leader_epoch}" for p, s in leaders), len(leaders)
+                    ),
                 )
             if changed:
                 log.info(
                     "now following %d partitions (%s)",
                     len(changed),
-                    _some(
+                    some_of(
                         (f"{p.tp}: leader {p.leader_id}, epoch {p.leader_epoch}" for p in changed),
                         len(changed),
                     ),

@@ -72,6 +72,7 @@ from minibroker.broker.replication.fetch_state import (
 )
 from minibroker.broker.replication.fetcher_truncation import FetcherTruncation, truncate_follower
 from minibroker.broker.replication.partition import Partition
+from minibroker.broker.replication.summaries import some_of
 from minibroker.broker.security.security import inter_broker_security
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
@@ -261,6 +262,7 @@ class ReplicaFetcher:
             # acks=all send waited so). A fresh connection ends the parked one.
             await self._drop_connection()
             return True
+        refused: dict[int, list[TopicPartition]] = {}
         for topic in response["topics"]:
             for answer in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], answer["partition_index"])
@@ -270,7 +272,17 @@ class ReplicaFetcher:
                 state, offset = entry
                 if state.partition.log_end_offset != offset or state.partition.is_leader:
                     continue  # truncated or promoted while the fetch was out
-                await self._process(conn, state, answer)
+                code = await self._process(conn, state, answer)
+                if code is not None:
+                    refused.setdefault(code, []).append(tp)
+        for code, tps in refused.items():  # one line per error, not one per partition
+            log.info(
+                "fetch from %d: %s for %d partitions (%s)",
+                self.source_id,
+                error_for_code(code).name,
+                len(tps),
+                some_of(map(str, tps), len(tps)),
+            )
         return True
 
     def _next_partitions(self, now: float, cap: int) -> list[tuple[TopicPartition, FetchState]]:
@@ -299,7 +311,10 @@ class ReplicaFetcher:
         """Is ``state``'s partition a throttled copy here (listed, not caught up)?"""
         return not state.caught_up and self._throttled_here(state.partition)
 
-    async def _process(self, conn: Connection, state: FetchState, answer: dict[str, Any]) -> None:
+    async def _process(
+        self, conn: Connection, state: FetchState, answer: dict[str, Any]
+    ) -> int | None:
+        """Apply one partition's answer; the error code it was paused for, if any."""
         partition = state.partition
         code = answer["error_code"]
         if code == NONE:
@@ -316,7 +331,7 @@ class ReplicaFetcher:
                 except (KafkaError, OSError) as exc:
                     log.error("%s: cannot append fetched data: %s", partition.tp, exc)
                     self._pause(state)
-                    return
+                    return None
                 self.manager.on_follower_append(partition)
                 if self._throttled_here(partition):
                     self.manager.quota.record(len(records))
@@ -328,12 +343,12 @@ class ReplicaFetcher:
                 partition.log.maybe_increment_log_start_offset(
                     min(leader_start, partition.log_end_offset)
                 )
-            return
+            return None
         if code == OffsetOutOfRangeError.code:
             await self.truncation.handle_offset_out_of_range(conn, partition)
-            return
-        log.info("%s: fetch from %d: %s", partition.tp, self.source_id, error_for_code(code).name)
+            return None
         self._pause(state, code)
+        return int(code)
 
 
 class ReplicaFetcherManager:

@@ -17,10 +17,12 @@ a transaction's offsets visible when its ``__consumer_offsets`` partition gets o
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import TypeAlias
 
 import trio
 
+from minibroker.broker.replication.delayed_produce import PendingAck, check_acknowledged
 from minibroker.broker.replication.partition import AppendResult
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.broker.requests.dispatcher import Answer, Deferred, RequestDispatcher
@@ -36,6 +38,11 @@ log = logging.getLogger(__name__)
 MARKER_TIMEOUT_MS = 30_000
 """How long a marker waits for the in-sync replicas before its partition answers
 REQUEST_TIMED_OUT (the coordinator retries it)."""
+
+MarkerAppends: TypeAlias = tuple[
+    bodies.WriteTxnMarkersRequestMarker, list[tuple[TopicPartition, AppendResult | KafkaError]]
+]
+"""One marker of a request and its append to each of its partitions."""
 
 MarkerListener = Callable[[TopicPartition, int, bool], None]
 """(partition, producer id, committed): a marker was replicated there."""
@@ -53,16 +60,16 @@ class WriteTxnMarkersApi:
     def handle_write_txn_markers(
         self, header: RequestHeader, request: bodies.WriteTxnMarkersRequest
     ) -> Answer[bodies.WriteTxnMarkersResponse]:
-        return Deferred(self.start(request))
+        appended = self.start(request)
+        answer = appended.now()
+        return Deferred(appended) if answer is None else answer
 
-    def start(
-        self, request: bodies.WriteTxnMarkersRequest
-    ) -> Callable[[], Awaitable[bodies.WriteTxnMarkersResponse]]:
-        """Append the markers now; the returned wait answers once they are replicated
+    def start(self, request: bodies.WriteTxnMarkersRequest) -> AppendedMarkers:
+        """Append the markers now; awaiting the result answers once they are replicated
         (also what this broker's own transaction coordinator calls, without a round
         trip through its listener)."""
         now = self.clock()
-        writes = []
+        writes: list[MarkerAppends] = []
         for marker in request["markers"]:
             kind = (
                 ControlRecordType.COMMIT
@@ -84,17 +91,9 @@ class WriteTxnMarkersApi:
             # Appended now, while the request is handled: markers reach the log in order.
             results = self.replica_manager.append_records(-1, entries, coordinator=True)
             writes.append((marker, results))
-        return lambda: self._answer(writes)
+        return AppendedMarkers(self, writes)
 
-    async def _answer(
-        self,
-        writes: list[
-            tuple[
-                bodies.WriteTxnMarkersRequestMarker,
-                list[tuple[TopicPartition, AppendResult | KafkaError]],
-            ]
-        ],
-    ) -> bodies.WriteTxnMarkersResponse:
+    async def _answer(self, writes: list[MarkerAppends]) -> bodies.WriteTxnMarkersResponse:
         outcomes: list[dict[TopicPartition, KafkaError | None]] = [{} for _ in writes]
 
         async def wait(
@@ -108,6 +107,28 @@ class WriteTxnMarkersApi:
             async with trio.open_nursery() as nursery:
                 for i, (_, results) in enumerate(writes):
                     nursery.start_soon(wait, i, results)
+        return self._response(writes, outcomes)
+
+    def _answer_now(self, writes: list[MarkerAppends]) -> bodies.WriteTxnMarkersResponse | None:
+        """The answer if every in-sync replica has every marker already (a partition
+        whose only in-sync replica is this leader), else None."""
+        outcomes: list[dict[TopicPartition, KafkaError | None]] = []
+        get_partition = self.replica_manager.get_partition
+        for _, results in writes:
+            outcome: dict[TopicPartition, KafkaError | None] = {}
+            for tp, result in results:
+                if isinstance(result, AppendResult) and result.info.num_batches:
+                    pending = PendingAck(tp, result.info.last_offset, result.leader_epoch)
+                    done, error = check_acknowledged(get_partition(tp), pending)
+                    if not done:
+                        return None
+                    outcome[tp] = error
+            outcomes.append(outcome)
+        return self._response(writes, outcomes)
+
+    def _response(
+        self, writes: list[MarkerAppends], outcomes: list[dict[TopicPartition, KafkaError | None]]
+    ) -> bodies.WriteTxnMarkersResponse:
         answer: list[bodies.WriteTxnMarkersResponseMarker] = []
         for (marker, results), waited in zip(writes, outcomes, strict=True):
             by_topic: dict[str, list[bodies.WriteTxnMarkersResponseMarkerTopicPartition]] = {}
@@ -130,3 +151,20 @@ class WriteTxnMarkersApi:
                 }
             )
         return {"markers": answer}
+
+
+class AppendedMarkers:
+    """Markers ``WriteTxnMarkersApi.start`` appended: ``now()`` answers at once when
+    each is replicated already (None when not); awaiting it answers once they are."""
+
+    __slots__ = ("_api", "_writes")
+
+    def __init__(self, api: WriteTxnMarkersApi, writes: list[MarkerAppends]) -> None:
+        self._api = api
+        self._writes = writes
+
+    def now(self) -> bodies.WriteTxnMarkersResponse | None:
+        return self._api._answer_now(self._writes)
+
+    async def __call__(self) -> bodies.WriteTxnMarkersResponse:
+        return await self._api._answer(self._writes)

@@ -23,7 +23,7 @@ verified batch is appended with no marker of its producer since the answer.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeAlias
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from minibroker.broker.replication.partition import Partition
 from minibroker.protocol.errors import (
@@ -48,6 +48,21 @@ TxnVerifier: TypeAlias = Callable[
 ]
 """(transactional id, producer id, epoch, partitions) -> each partition's verdict
 (None: in the ongoing transaction); raises the KafkaError of the whole question."""
+
+
+@runtime_checkable
+class LocalTxnVerifier(Protocol):
+    def now(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
+    ) -> dict[TopicPartition, KafkaError | None] | None:
+        """The verdicts at once when this broker coordinates the id, else None (the
+        question goes to another broker: ``__call__``). Raises as ``__call__``."""
+        ...
+
 
 VERIFY_ATTEMPTS = 3
 """Questions asked while markers keep landing in between, before answering a retriable
@@ -103,6 +118,29 @@ def produce_error(error: KafkaError) -> KafkaError:
             f"could not verify the partition is in the transaction: {error.name}"
         )
     return error
+
+
+def verify_now(
+    verifier: TxnVerifier, transactional_id: str, needed: Unverified
+) -> dict[TopicPartition, KafkaError] | None:
+    """``verify`` without a wait when this broker coordinates ``transactional_id`` (no
+    marker can land between the answer and the caller's append): the partitions
+    refused; None when the question must go to another broker."""
+    if not isinstance(verifier, LocalTxnVerifier):
+        return None
+    refused: dict[TopicPartition, KafkaError] = {}
+    for (producer_id, epoch), tps in needed.items():
+        try:
+            verdicts = verifier.now(transactional_id, producer_id, epoch, tps)
+        except KafkaError as exc:
+            verdicts = dict.fromkeys(tps, exc)
+        if verdicts is None:
+            return None
+        for tp in tps:
+            error = verdicts.get(tp)
+            if error is not None:
+                refused[tp] = produce_error(error)
+    return refused
 
 
 async def verify(

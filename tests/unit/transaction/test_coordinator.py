@@ -60,6 +60,9 @@ class Markers:
     def __init__(self) -> None:
         self.written: list[tuple[int, int, bool]] = []
 
+    def write_now(self, *, partitions: Any, **_: Any) -> tuple[set[TopicPartition], None]:
+        return set(partitions), None  # none now: every marker is written by ``write``
+
     async def write(
         self, *, producer_id: int, producer_epoch: int, committed: bool, **_: Any
     ) -> bool:

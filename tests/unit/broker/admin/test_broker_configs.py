@@ -50,6 +50,28 @@ def test_the_keys_topics_inherit_are_dynamic_and_checked_as_the_broker_checks_th
         validate_broker_configs({"min.insync.replicas": "0"})
 
 
+def test_kafkas_per_broker_sasl_login_keys_are_dynamic_but_not_cluster_wide() -> None:
+    """Kafka takes them per broker (DynamicListenerConfig) and refuses them at the
+    default; librdkafka's 0081_admin sets the first."""
+    typed = validate_broker_configs(
+        {
+            "sasl.kerberos.min.time.before.relogin": "58000",
+            "sasl.login.refresh.window.factor": "0.9",
+        }
+    )
+    assert typed == {
+        "sasl.kerberos.min.time.before.relogin": 58000,
+        "sasl.login.refresh.window.factor": 0.9,
+    }
+    with pytest.raises(InvalidConfigError, match=r"window\.factor"):
+        validate_broker_configs({"sasl.login.refresh.window.factor": "0.2"})
+    with pytest.raises(InvalidConfigError, match="cluster-wide default"):
+        validate_broker_configs(
+            {"sasl.kerberos.min.time.before.relogin": "58000"}, cluster_default=True
+        )
+    assert validate_broker_configs({"log.retention.ms": "1000"}, cluster_default=True)
+
+
 @pytest.mark.parametrize("name", ["", "one", "-1", "1 "])
 def test_a_broker_resource_must_name_a_broker_id(name: str) -> None:
     with pytest.raises(InvalidRequestError):

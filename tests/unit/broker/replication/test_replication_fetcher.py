@@ -4,9 +4,11 @@ asks again a leader that has yet to lead."""
 from __future__ import annotations
 
 import itertools
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -295,3 +297,45 @@ async def test_a_paused_partition_bounds_the_long_poll_of_the_others(
         nursery.cancel_scope.cancel()
 
     assert leader.fetches == [([0], 50)]  # back in 50 ms for the paused one, not 500
+
+
+class RefusingLeader:
+    """Answers every partition of a Fetch UNKNOWN_TOPIC_OR_PARTITION (a leader that has
+    yet to create them)."""
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        assert api_key == ApiKey.FETCH
+        refused = {"error_code": UnknownTopicOrPartitionError.code, "high_watermark": 0,
+                   "log_start_offset": 0, "records": b""}  # fmt: skip
+        return {
+            "topics": [
+                {
+                    "topic": t["topic"],
+                    "partitions": [
+                        refused | {"partition_index": p["partition"]} for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
+
+
+async def test_partitions_a_fetch_answer_refuses_are_logged_in_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 10,000 new partitions made each follower log a line per partition per fetch
+    # (22,000 lines while they were created), and spend the CPU on it.
+    follower = fetcher()
+    for index in range(12):
+        follower.add(follower_of(tmp_path, index))
+    await follower.truncation.truncate(RecordingLeader(cap=100))  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="minibroker.broker.replication"):
+        assert await follower._fetch(RefusingLeader())  # type: ignore[arg-type]
+    lines = [
+        r.getMessage() for r in caplog.records if "UNKNOWN_TOPIC_OR_PARTITION" in r.getMessage()
+    ]
+    assert lines == [
+        f"fetch from {LEADER}: UNKNOWN_TOPIC_OR_PARTITION for 12 partitions"
+        " (t-0, t-1, t-2, t-3, t-4 and 7 more)"
+    ]
+    assert not any(state.ready(trio.current_time()) for state in follower.states.values())

@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from minibroker.broker.cluster.metadata_cache import MetadataCache
 from minibroker.broker.requests.dispatcher import Deferred, Handler, HandlerResult
 from minibroker.broker.security.authorization_broker_rules import (
     configs,
@@ -79,7 +78,6 @@ from minibroker.broker.security.authorization_txn_rules import (
     produce,
     txn_offset_commit,
 )
-from minibroker.broker.security.authorizer import AclAuthorizer
 from minibroker.protocol.acls import Operation
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 
@@ -88,17 +86,8 @@ class RequestAuthorization:
     """Runs a request's handler under its API key's rule (the module docstring); the
     rules read the authorizer and the broker's view through ``context``."""
 
-    def __init__(
-        self,
-        authorizer: AclAuthorizer,
-        metadata_cache: MetadataCache,
-        *,
-        auto_create_topics: bool = True,
-    ) -> None:
-        """``auto_create_topics``: the broker's auto.create.topics.enable."""
-        self.context = AuthorizationContext(
-            authorizer, metadata_cache, auto_create_topics=auto_create_topics
-        )
+    def __init__(self, context: AuthorizationContext) -> None:
+        self.context = context
 
     def run(self, header: RequestHeader, body: Body, handler: Handler) -> HandlerResult:
         rule = RULES.get(header.api_key, UNLISTED)

@@ -135,6 +135,9 @@ class KafkaApis:
             return None
         if acks == -1 and any(not isinstance(r, KafkaError) for _, r in results):
             manager = self.replica_manager
+            acknowledged = manager.acknowledged_now(results)
+            if acknowledged is not None:  # one in-sync replica: no task, no wait
+                return _produce_body(results, acknowledged)
 
             async def await_acks() -> bodies.ProduceResponse:
                 outcomes = await manager.wait_for_acks(results, request["timeout_ms"])

@@ -34,7 +34,11 @@ from pathlib import Path
 
 import trio
 
-from minibroker.broker.replication.delayed_produce import PendingAck, await_replication
+from minibroker.broker.replication.delayed_produce import (
+    PendingAck,
+    await_replication,
+    check_acknowledged,
+)
 from minibroker.broker.replication.fetch_reader import (
     EarlierRead,
     FetchParams,
@@ -137,6 +141,22 @@ class ReplicaManager(LeadershipChanges):
             if isinstance(result, AppendResult) and result.info.num_batches
         ]
         return await await_replication(pending, waiters=self.produce_waiters, timeout_ms=timeout_ms)
+
+    def acknowledged_now(
+        self, results: Sequence[tuple[TopicPartition, AppendResult | KafkaError]]
+    ) -> dict[TopicPartition, KafkaError | None] | None:
+        """``wait_for_acks``' outcomes when every appended batch is acknowledged already
+        (a partition whose only in-sync replica is its leader): the answer needs no
+        task; None when some must wait."""
+        outcomes: dict[TopicPartition, KafkaError | None] = {}
+        for tp, result in results:
+            if isinstance(result, AppendResult) and result.info.num_batches:
+                pending = PendingAck(tp, result.info.last_offset, result.leader_epoch)
+                done, error = check_acknowledged(self.get_partition(tp), pending)
+                if not done:
+                    return None
+                outcomes[tp] = error
+        return outcomes
 
     # -- lifecycle ---------------------------------------------------------------------------
 

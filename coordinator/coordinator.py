@@ -206,8 +206,9 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
             protocols=list(req.protocols),
             awaiting_join=answer,
         )
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True  # the initial rebalance may wait for more (Kafka's rule)
         group.add(member)
-        group.new_member_added = True
         self._heartbeat(member)
         self._spawn(self._watch_session, group, member)
         self._maybe_prepare_rebalance(group, f"member {member_id} joined")

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from minibroker.analytics.isolation import AbortedTransactions
 from minibroker.analytics.layout import SegmentSlice
 from minibroker.analytics.record_section import (
     RecordColumns,
@@ -116,13 +117,15 @@ def slice_columns(
 
 
 def record_batches(
-    piece: SegmentSlice, time_range: TimeRange = ALL_TIME
+    piece: SegmentSlice,
+    time_range: TimeRange = ALL_TIME,
+    aborted: AbortedTransactions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The ``records`` view of ``piece`` (``analytics.schema.RECORDS``) as Arrow batches."""
     low, high = time_bounds(time_range)
     out = RecordColumns(values=True)
     per_batch: dict[str, list[Any]] = {"timestamp_type": [], "epoch": [], "base": []}
-    for item in walk_slice(piece, time_range):
+    for item in walk_slice(piece, time_range, aborted):
         if isinstance(item, Corruption):
             continue
         mark = out.mark()
@@ -338,9 +341,13 @@ def null_struct(kind: pa.DataType, rows: int) -> pa.StructArray:
     )
 
 
-def scan_batches(piece: SegmentSlice, time_range: TimeRange = ALL_TIME) -> Iterator[pa.RecordBatch]:
+def scan_batches(
+    piece: SegmentSlice,
+    time_range: TimeRange = ALL_TIME,
+    aborted: AbortedTransactions | None = None,
+) -> Iterator[pa.RecordBatch]:
     """The ``scan`` view of ``piece`` (``analytics.schema.SCAN``) as Arrow batches."""
-    for rows in scan_chunks(piece, time_range):
+    for rows in scan_chunks(piece, time_range, aborted=aborted):
         yield rows.to_arrow(piece)
 
 
@@ -349,13 +356,14 @@ def scan_chunks(
     time_range: TimeRange = ALL_TIME,
     record_rows: bool = True,
     batch_rows: bool = True,
+    aborted: AbortedTransactions | None = None,
 ) -> Iterator[ScanRows]:
     """The scan view's rows of ``piece`` as column lists, ``ARROW_BATCH_ROWS`` decoded
     records, batches and corruptions at a time (``ScanRows.to_arrow`` makes one Arrow
     batch of each); ``record_rows`` and ``batch_rows`` as in ``ScanRows``."""
     low, high = time_bounds(time_range)
     rows = ScanRows(record_rows, batch_rows)
-    for item in walk_slice(piece, time_range):
+    for item in walk_slice(piece, time_range, aborted):
         if isinstance(item, Corruption):
             rows.add_corruption(item)
             continue
@@ -379,9 +387,12 @@ def scan_chunks(
 
 
 def view_batches(
-    kind: str, piece: SegmentSlice, time_range: TimeRange = ALL_TIME
+    kind: str,
+    piece: SegmentSlice,
+    time_range: TimeRange = ALL_TIME,
+    aborted: AbortedTransactions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """``kind``'s view ("records" or "scan", ``analytics.schema.VIEWS``) of ``piece``."""
     if kind == "scan":
-        return scan_batches(piece, time_range)
-    return record_batches(piece, time_range)
+        return scan_batches(piece, time_range, aborted)
+    return record_batches(piece, time_range, aborted)

@@ -12,6 +12,9 @@ Options (all optional):
     from_timestamp  keep records with timestamp >= this (ms)
     to_timestamp    keep records with timestamp < this (ms)
     split_bytes     segments larger than this are scanned by several tasks
+    isolation_level "read_uncommitted" (default) or "read_committed": without the
+                    batches of aborted transactions, as each partition's .txnindex
+                    files list them (``analytics.isolation``)
     tasks           scan in exactly this many tasks of near-equal bytes (the report job
                     passes Spark's default parallelism: one task per core); each task
                     reads its slices one after the other. Default: one task per slice.
@@ -47,6 +50,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from minibroker.analytics.columns import view_batches
+from minibroker.analytics.isolation import (
+    ISOLATION_LEVELS,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    AbortedTransactions,
+    of_partition_dir,
+)
 from minibroker.analytics.layout import (
     SPLIT_BYTES,
     UNSPLIT_BYTES,
@@ -86,14 +96,19 @@ def _int_option(options: Mapping[str, str], name: str) -> int | None:
 class SlicePartition(InputPartition):
     """One Spark task: slices of segments, read in order; ``replicated`` names the
     (topic, partition)s among them found in several log dirs (the partials view keeps
-    their record rows)."""
+    their record rows); ``aborted``, read committed, the aborted transactions of each
+    partition directory among them."""
 
     def __init__(
-        self, pieces: Sequence[SegmentSlice], replicated: frozenset[tuple[str, int]]
+        self,
+        pieces: Sequence[SegmentSlice],
+        replicated: frozenset[tuple[str, int]],
+        aborted: Mapping[str, AbortedTransactions] | None = None,
     ) -> None:
         super().__init__(tuple(pieces))
         self.pieces = tuple(pieces)
         self.replicated = replicated
+        self.aborted = dict(aborted or {})
 
 
 class MinibrokerReader(DataSourceReader):
@@ -107,6 +122,12 @@ class MinibrokerReader(DataSourceReader):
         self.time_range = TimeRange(
             _int_option(options, "from_timestamp"), _int_option(options, "to_timestamp")
         )
+        self.isolation_level = str(options.get("isolation_level") or READ_UNCOMMITTED)
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(
+                f"option isolation_level must be one of {list(ISOLATION_LEVELS)},"
+                f" got {self.isolation_level!r}"
+            )
         self.tasks = _int_option(options, "tasks")
         if self.tasks is not None and self.tasks < 1:
             raise ValueError(f"option tasks must be >= 1, got {self.tasks}")
@@ -119,16 +140,38 @@ class MinibrokerReader(DataSourceReader):
         pieces = plan_slices(self.log_dirs, self.topics, self.split_bytes)
         replicated = replicated_partitions(pieces)
         groups = balanced_groups(pieces, self.tasks) if self.tasks else [[p] for p in pieces]
+        aborted: dict[str, AbortedTransactions] = {}
+        if self.isolation_level == READ_COMMITTED:
+            for directory in {_partition_dir(p) for p in pieces}:
+                found = of_partition_dir(Path(directory))
+                if found:
+                    aborted[directory] = found
         # Spark needs at least one partition; an empty one reads nothing.
-        return [SlicePartition(group, replicated) for group in groups] or [InputPartition(None)]
+        return [
+            SlicePartition(
+                group,
+                replicated,
+                {d: aborted[d] for d in {_partition_dir(p) for p in group} if d in aborted},
+            )
+            for group in groups
+        ] or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        aborted = getattr(partition, "aborted", {})
         for piece in getattr(partition, "pieces", ()):
+            dropped = aborted.get(_partition_dir(piece))
             if self.kind == "partials":
                 keep = (piece.topic, piece.partition) in getattr(partition, "replicated", ())
-                yield from partial_batches(piece, self.time_range, keep_records=keep)
+                yield from partial_batches(
+                    piece, self.time_range, keep_records=keep, aborted=dropped
+                )
             else:
-                yield from view_batches(self.kind, piece, self.time_range)
+                yield from view_batches(self.kind, piece, self.time_range, dropped)
+
+
+def _partition_dir(piece: SegmentSlice) -> str:
+    """The directory of the partition replica ``piece`` is a slice of."""
+    return str(Path(piece.segment).parent)
 
 
 class MinibrokerDataSource(DataSource):

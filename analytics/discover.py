@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from minibroker.analytics.layout import parse_partition_dir
-from minibroker.broker.config import BrokerConfig
+from minibroker.broker.config.broker_config import BrokerConfig
 
 MAX_DEPTH = 4
 """<data dir>/broker-1/logs-0 is depth 2; a few more levels allow other layouts while

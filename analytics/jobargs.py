@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from minibroker.analytics.html_report import REPORT_FILE
+from minibroker.analytics.isolation import ISOLATION_LEVELS, READ_UNCOMMITTED
 from minibroker.analytics.report import DEFAULT_TOP_KEYS
 from minibroker.protocol.errors import UsageError
 
@@ -54,6 +55,7 @@ class JobOptions:
     top_keys: int
     master: str | None
     html: str | None = None  # where to write report.html; None: no HTML report
+    isolation_level: str = READ_UNCOMMITTED  # read_committed: no aborted transactions' data
 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +77,13 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to-timestamp", type=int, metavar="MS", help="only records before MS")
     parser.add_argument(
         "--top-keys", type=int, default=DEFAULT_TOP_KEYS, metavar="N", help="keys per topic"
+    )
+    parser.add_argument(
+        "--isolation-level",
+        choices=ISOLATION_LEVELS,
+        default=READ_UNCOMMITTED,
+        help="read_committed leaves out the records of aborted transactions, as a"
+        " read_committed consumer would (default: read_uncommitted, every record)",
     )
     parser.add_argument("--master", help="Spark master URL (e.g. local[*], spark://host:7077)")
     html = parser.add_mutually_exclusive_group()
@@ -124,6 +133,7 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
         top_keys=args.top_keys,
         master=args.master,
         html=html,
+        isolation_level=args.isolation_level,
     )
 
 
@@ -142,6 +152,8 @@ def job_argv(options: JobOptions, *, with_master: bool = False) -> list[str]:
     if options.to_timestamp is not None:
         argv += ["--to-timestamp", str(options.to_timestamp)]
     argv += ["--top-keys", str(options.top_keys)]
+    if options.isolation_level != READ_UNCOMMITTED:
+        argv += ["--isolation-level", options.isolation_level]
     argv += ["--no-html"] if options.html is None else ["--html", options.html]
     if with_master and options.master:
         argv += ["--master", options.master]

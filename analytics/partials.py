@@ -37,6 +37,7 @@ from minibroker.analytics.columns import (
     scan_chunks,
     slice_columns,
 )
+from minibroker.analytics.isolation import AbortedTransactions
 from minibroker.analytics.layout import SegmentSlice
 from minibroker.analytics.producer_summaries import (
     PRODUCER_ARROW,
@@ -252,7 +253,10 @@ def _group_rows(piece: SegmentSlice, groups: pa.Table) -> pa.RecordBatch:
 
 
 def partial_batches(
-    piece: SegmentSlice, time_range: TimeRange = ALL_TIME, keep_records: bool = False
+    piece: SegmentSlice,
+    time_range: TimeRange = ALL_TIME,
+    keep_records: bool = False,
+    aborted: AbortedTransactions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The ``partials`` view of ``piece`` (``analytics.schema.PARTIALS``) as Arrow
     batches: its corruption rows (and record rows if ``keep_records``), in file order,
@@ -267,7 +271,10 @@ def partial_batches(
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
     # Checksums are only read by the divergence check, from the record rows.
-    for rows in scan_chunks(piece, time_range, record_rows=keep_records, batch_rows=False):
+    chunks = scan_chunks(
+        piece, time_range, record_rows=keep_records, batch_rows=False, aborted=aborted
+    )
+    for rows in chunks:
         records = rows.records
         if records.offset:
             chunk = _record_groups(

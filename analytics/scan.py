@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from minibroker.analytics.isolation import AbortedTransactions
 from minibroker.analytics.layout import SegmentSlice
 from minibroker.protocol.compression import Compression, decompress
 from minibroker.protocol.crc32c import crc32c
@@ -116,12 +117,15 @@ class BatchAt(NamedTuple):
 
 
 def walk_slice(
-    piece: SegmentSlice, time_range: TimeRange = ALL_TIME
+    piece: SegmentSlice,
+    time_range: TimeRange = ALL_TIME,
+    aborted: AbortedTransactions | None = None,
 ) -> Iterator[BatchAt | Corruption]:
     """Every whole batch and every corrupt region of ``piece``, in file order: what
     both decoders (records as objects here, as columns in ``analytics.columns``) build on.
 
-    Batches the time range excludes are CRC-checked here and, when sound, skipped. A
+    Batches the time range excludes, and those of ``aborted`` transactions (read
+    committed, ``analytics.isolation``), are CRC-checked here and, when sound, skipped. A
     file that cannot be opened or mapped (deleted by retention since planning, no
     permission) is one Corruption covering the slice: one bad file never fails the job.
     """
@@ -142,13 +146,17 @@ def walk_slice(
         with mapped:
             view = memoryview(mapped)[:size]
             try:
-                yield from _walk_view(view, piece.start, size, time_range)
+                yield from _walk_view(view, piece.start, size, time_range, aborted)
             finally:
                 view.release()
 
 
 def _walk_view(
-    view: memoryview, pos: int, end: int, time_range: TimeRange
+    view: memoryview,
+    pos: int,
+    end: int,
+    time_range: TimeRange,
+    aborted: AbortedTransactions | None,
 ) -> Iterator[BatchAt | Corruption]:
     while pos < end:
         left = end - pos
@@ -164,7 +172,7 @@ def _walk_view(
             reason = f"torn batch: {header.size} bytes long, {left} left"
             yield Corruption(pos, left, reason, header)
             return
-        if time_range.excludes_batch(header):
+        if time_range.excludes_batch(header) or (aborted and aborted.drops(header)):
             try:
                 validate_batch(view, pos)  # still CRC-checked: damage is reported
             except CorruptMessageError as exc:
@@ -175,11 +183,13 @@ def _walk_view(
 
 
 def scan_slice(
-    piece: SegmentSlice, time_range: TimeRange = ALL_TIME
+    piece: SegmentSlice,
+    time_range: TimeRange = ALL_TIME,
+    aborted: AbortedTransactions | None = None,
 ) -> Iterator[ScannedBatch | Corruption]:
     """Every batch (records decoded as objects) and every corrupt region of ``piece``,
     in file order (``walk_slice``)."""
-    for item in walk_slice(piece, time_range):
+    for item in walk_slice(piece, time_range, aborted):
         if isinstance(item, Corruption):
             yield item
             continue
@@ -228,9 +238,13 @@ def headers_checksum(headers: tuple[Header, ...], crc: int) -> int:
     return crc
 
 
-def record_rows(piece: SegmentSlice, time_range: TimeRange = ALL_TIME) -> Iterator[tuple[Any, ...]]:
+def record_rows(
+    piece: SegmentSlice,
+    time_range: TimeRange = ALL_TIME,
+    aborted: AbortedTransactions | None = None,
+) -> Iterator[tuple[Any, ...]]:
     """Rows of the ``records`` view (``analytics.schema.RECORDS``): one per record."""
-    for item in scan_slice(piece, time_range):
+    for item in scan_slice(piece, time_range, aborted):
         if isinstance(item, Corruption):
             continue
         header = item.header

@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from minibroker.analytics.datasource import FORMAT_NAME, register
 from minibroker.analytics.html_report import render_report, write_report
+from minibroker.analytics.isolation import READ_UNCOMMITTED
 from minibroker.analytics.jobargs import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -93,6 +94,8 @@ def scan_frame(spark: SparkSession, options: JobOptions, kind: str = "partials")
     reader = spark.read.format(FORMAT_NAME).option("kind", kind).option("tasks", tasks)
     if options.topics:
         reader = reader.option("topics", ",".join(options.topics))
+    if options.isolation_level != READ_UNCOMMITTED:
+        reader = reader.option("isolation_level", options.isolation_level)
     if options.from_timestamp is not None:
         reader = reader.option("from_timestamp", str(options.from_timestamp))
     if options.to_timestamp is not None:
@@ -154,6 +157,8 @@ def run_job(spark: SparkSession, options: JobOptions, progress: Progress = _prog
     size = sum(p.end - p.start for p in pieces)
     tasks = len(balanced_groups(pieces, scan_tasks(spark))) or 1
     progress(f"planned {files} segment file(s), {human_bytes(size)}, as {tasks} task(s)")
+    if options.isolation_level != READ_UNCOMMITTED:
+        progress(f"{options.isolation_level}: the records of aborted transactions are left out")
 
     scan = scan_frame(spark, options).cache()
     with TaskProgress(spark, progress):

@@ -55,7 +55,7 @@ def start_broker(broker_id: int, root: Path, zk_connect: str) -> subprocess.Pope
     log_dir = root / f"broker-{broker_id}"
     log_dir.mkdir(parents=True, exist_ok=True)
     command = [
-        sys.executable, "-m", "minibroker.client.cli.main", "broker",
+        sys.executable, "-m", "minibroker", "broker",
         "--broker-id", str(broker_id),
         "--listen", "PLAINTEXT://127.0.0.1:0",
         "--log-dirs", str(log_dir / "logs"),

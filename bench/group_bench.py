@@ -54,7 +54,7 @@ def start_broker(
 ) -> tuple[subprocess.Popen[bytes], Path]:
     out = root / f"broker-{broker_id}.log"
     command = [
-        sys.executable, "-m", "minibroker.client.cli.main", "broker",
+        sys.executable, "-m", "minibroker", "broker",
         "--broker-id", str(broker_id),
         "--listen", "127.0.0.1:0",
         "--log-dirs", str(root / f"broker-{broker_id}" / "logs"),

@@ -22,7 +22,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minibroker.broker.log_dir_mover import LogDirMover
+from minibroker.broker.logdirs.log_dir_mover import LogDirMover
 from minibroker.protocol.records import encode_values
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log import Log

@@ -69,8 +69,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from minibroker.broker.kafka_codec import advertise_kafka_listeners
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.network.kafka_codec import advertise_kafka_listeners
 from minibroker.protocol.api import (
     ApiKey,
     RequestHeader,

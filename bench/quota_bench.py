@@ -51,7 +51,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 ROOT = Path(__file__).resolve().parents[1]
-MINIBROKER = [sys.executable, "-m", "minibroker.client.cli.main"]
+MINIBROKER = [sys.executable, "-m", "minibroker"]
 RECORD = 16 * 1024
 WARM_UP_S = 2.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

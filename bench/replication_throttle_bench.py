@@ -30,7 +30,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minibroker.broker.broker import Broker
-from minibroker.broker.config import BrokerConfig
+from minibroker.broker.config.broker_config import BrokerConfig
 from minibroker.client.admin import Admin
 from minibroker.client.cli import reassign
 from minibroker.client.producer import Producer

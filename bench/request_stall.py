@@ -101,7 +101,7 @@ class StepTimer(trio.abc.Instrument):
 
 
 async def measure_loop_holds(args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    from minibroker.broker.config import BrokerConfig
+    from minibroker.broker.config.broker_config import BrokerConfig
     from minibroker.node.node import Node
 
     results: dict[str, dict[str, float]] = {}

@@ -72,7 +72,7 @@ def standalone_broker_process(
         argv = [
             sys.executable,
             *profiler,
-            "minibroker.client.cli.main",
+            "minibroker",
             "broker",
             "--broker-id",
             str(BROKER_ID),

@@ -190,11 +190,11 @@ def bench_leader_and_isr(root: Path, count: int) -> dict[str, float]:
     broker handles it (logs, partitions, leader-epoch checkpoints)."""
     import trio
 
-    from minibroker.broker.config import BrokerConfig
-    from minibroker.broker.hosted_replicas import to_log_config
-    from minibroker.broker.metadata_cache import MetadataCache
-    from minibroker.broker.partition import LeaderAndIsrPartition
-    from minibroker.broker.replica_manager import ReplicaManager
+    from minibroker.broker.cluster.metadata_cache import MetadataCache
+    from minibroker.broker.config.broker_config import BrokerConfig
+    from minibroker.broker.replication.hosted_replicas import to_log_config
+    from minibroker.broker.replication.partition import LeaderAndIsrPartition
+    from minibroker.broker.replication.replica_manager import ReplicaManager
     from minibroker.protocol.topic_partition import TopicPartition
     from minibroker.storage.log_manager import LogManager
 

@@ -1,8 +1,8 @@
 """KafkaApis: the handlers of the data-path and metadata API keys (the controller's
-requests are broker/controller_apis.py's).
+requests are broker/replication/controller_apis.py's).
 
 Each ``handle_*`` method takes the request's header and validated body and returns a
-body, None or a ``Deferred`` (broker/dispatcher.py says what each means); the bodies
+body, None or a ``Deferred`` (broker/requests/dispatcher.py says what each means); the bodies
 are the TypedDicts of protocol/messages/bodies.py, plain dicts at run time. ``install``
 registers them with the broker's ``RequestDispatcher``. The handlers know no wire
 format: the codec in front of the dispatcher decodes and encodes.
@@ -15,20 +15,26 @@ from typing import TypeAlias
 
 import trio
 
-from minibroker.broker.authorized_operations import (
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.cluster.topic_auto_creation import TopicAutoCreator
+from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.replication.fetch_reader import FetchParams, FetchPartition, PartitionRead
+from minibroker.broker.replication.partition import AppendResult
+from minibroker.broker.replication.replica_manager import ReplicaManager
+from minibroker.broker.replication.txn_verification import (
+    TxnVerifier,
+    Unverified,
+    unverified,
+    verify,
+    verify_now,
+)
+from minibroker.broker.requests.dispatcher import Answer, Deferred, RequestDispatcher
+from minibroker.broker.requests.request_handler import CloseConnection
+from minibroker.broker.security.authorized_operations import (
     cluster_operations,
     everything,
     metadata_operations,
 )
-from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
-from minibroker.broker.fetch_reader import FetchParams, FetchPartition, PartitionRead
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.partition import AppendResult
-from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.broker.request_handler import CloseConnection
-from minibroker.broker.topic_auto_creation import TopicAutoCreator
-from minibroker.broker.txn_verification import TxnVerifier, Unverified, unverified, verify
 from minibroker.protocol.api import RequestHeader, api_versions_body
 from minibroker.protocol.errors import (
     NONE,
@@ -87,7 +93,7 @@ class KafkaApis:
 
     def _check_replica(self, header: RequestHeader, replica_id: int) -> None:
         """A replica's request (``replica_id`` >= 0) only from that broker's proven
-        connection (broker/controller_fence.py): a fake follower could move the HW."""
+        connection (broker/security/controller_fence.py): a fake follower could move the HW."""
         if replica_id >= 0 and not self.is_replica(header.session, replica_id):
             raise ClusterAuthorizationFailedError(NOT_FROM_REPLICA)
 
@@ -98,11 +104,14 @@ class KafkaApis:
     ) -> Answer[bodies.ProduceResponse]:
         topics = request["topics"]
         acks = request["acks"]
-        if request.get("transactional_id") is not None and self.txn_verifier is not None:
+        transactional_id = request.get("transactional_id")
+        if transactional_id is not None and self.txn_verifier is not None:
             entries = self._produce_entries(topics)
             needed = unverified(self.replica_manager.get_partition, entries)
             if needed and acks != 0:
-                return self._produce_verified(request, entries, needed)
+                refused = verify_now(self.txn_verifier, transactional_id, needed)
+                if refused != {}:  # not answered here and now, or some refused
+                    return self._produce_verified(request, entries, needed)
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]
@@ -164,7 +173,7 @@ class KafkaApis:
         needed: Unverified,
     ) -> Deferred[bodies.ProduceResponse]:
         """A transactional Produce some of whose batches would open a transaction: the
-        coordinator is asked first (broker/txn_verification.py); its connection reads
+        coordinator is asked first (broker/replication/txn_verification.py); its connection reads
         no further request until the appends are made (``ordered``)."""
         manager = self.replica_manager
         verifier = self.txn_verifier

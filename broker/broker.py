@@ -7,13 +7,13 @@ Start-up order (Kafka's KafkaServer.startup):
    state in ZooKeeper (ISR changes, topic and broker configs, log-dir failures, topic
    creation) is constructed with it, standalone with None;
    the broker's identity key is read from its first log dir, or made there
-   (broker/identity_key.py): its connections to other brokers prove its id with it;
+   (broker/security/identity_key.py): its connections to other brokers prove its id with it;
 3. bind the listener (port 0 picks a free port) - and, with ``kafka.listeners``, the
-   listener speaking Kafka's own protocol (broker/kafka_codec.py) through the same
+   listener speaking Kafka's own protocol (broker/network/kafka_codec.py) through the same
    dispatcher - and publish this broker in its own metadata cache, so a standalone
    broker answers Metadata with its address;
 4. start the periodic work: HW checkpoints (replica manager), retention and the
-   recovery-point / log-start checkpoints (broker/log_maintenance.py), and the
+   recovery-point / log-start checkpoints (broker/logdirs/log_maintenance.py), and the
    Prometheus endpoint when ``metrics.port`` is set (broker/metrics.py);
 5. (before the listeners serve) start the broker services it was given (node/ passes
    the group coordinator): they register their handlers with the dispatcher and see
@@ -41,57 +41,66 @@ from typing import Any, Protocol
 
 import trio
 
-from minibroker.broker.acl_apis import AclApis
-from minibroker.broker.acl_sync import AclSync
-from minibroker.broker.admin_manager import AdminManager
+from minibroker.broker.admin.admin_manager import AdminManager
+from minibroker.broker.admin.broker_configs import BrokerConfigs
+from minibroker.broker.admin.client_quota_apis import ClientQuotaApis
+from minibroker.broker.admin.create_partitions import CreatePartitions
+from minibroker.broker.admin.delete_records import DeleteRecords
+from minibroker.broker.admin.describe_producers import DescribeProducersApi
+from minibroker.broker.admin.incremental_configs import IncrementalAlterConfigs
+from minibroker.broker.admin.scram_apis import ScramApis
+from minibroker.broker.admin.topic_configs import TopicConfigs
 from minibroker.broker.apis import KafkaApis
-from minibroker.broker.auth_failures import AuthFailureLimiter
-from minibroker.broker.authorization import RequestAuthorization
-from minibroker.broker.authorizer import AclAuthorizer, AuthorizerCollector, parse_super_users
-from minibroker.broker.broker_configs import BrokerConfigs
-from minibroker.broker.client_quota_apis import ClientQuotaApis
-from minibroker.broker.client_quotas import ClientQuotaCollector, ClientQuotas
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.cluster.producer_ids import ProducerIdManager, install_init_producer_id
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.connection_limits import (
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.logdirs.corruption import CorruptReplicas, Scrubber
+from minibroker.broker.logdirs.log_cleaner import CleanerCollector, LogCleaner
+from minibroker.broker.logdirs.log_dir_mover import LogDirMover
+from minibroker.broker.logdirs.log_dirs import LogDirApis, LogDirFailures
+from minibroker.broker.logdirs.log_maintenance import LogMaintenance
+from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
+from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
+from minibroker.broker.network.connection_limits import (
     ConnectionLimits,
     CreationRate,
     parse_overrides,
 )
-from minibroker.broker.controller_apis import ControllerRequestApis
-from minibroker.broker.controller_fence import ControllerFence
-from minibroker.broker.corruption import CorruptReplicas, Scrubber
-from minibroker.broker.create_partitions import CreatePartitions
-from minibroker.broker.credentials import CredentialCache
-from minibroker.broker.delete_records import DeleteRecords
-from minibroker.broker.describe_producers import DescribeProducersApi
-from minibroker.broker.dispatcher import RequestDispatcher
-from minibroker.broker.hosted_replicas import to_log_config
-from minibroker.broker.identity_key import BrokerKey
-from minibroker.broker.incremental_configs import IncrementalAlterConfigs
-from minibroker.broker.kafka_codec import KafkaCodec
-from minibroker.broker.log_cleaner import CleanerCollector, LogCleaner
-from minibroker.broker.log_dir_mover import LogDirMover
-from minibroker.broker.log_dirs import LogDirApis, LogDirFailures
-from minibroker.broker.log_maintenance import LogMaintenance
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.metrics import BrokerMetrics, CorruptionCollector, MetricsServer
-from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
-from minibroker.broker.peer_identity import PeerProofs
-from minibroker.broker.producer_ids import ProducerIdManager, install_init_producer_id
-from minibroker.broker.queued_bytes import QueuedBytes, queued_max_bytes
-from minibroker.broker.replica_fetcher import ReplicaFetcherManager
-from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.broker.replication_quota import ReplicationQuotas
-from minibroker.broker.request_caps import RequestCaps
-from minibroker.broker.request_codec import MsgpackCodec
-from minibroker.broker.sasl_gate import SaslListener, install_sasl_after_login
-from minibroker.broker.scram_apis import ScramApis
-from minibroker.broker.security import ListenerSecurity, inter_broker_security, listener_security
-from minibroker.broker.server import BrokerServer, idle_timeout_seconds
-from minibroker.broker.server_metrics import ServerLimitsCollector
-from minibroker.broker.topic_configs import TopicConfigs
-from minibroker.broker.txn_markers import WriteTxnMarkersApi
+from minibroker.broker.network.kafka_codec import KafkaCodec
+from minibroker.broker.network.queued_bytes import QueuedBytes, queued_max_bytes
+from minibroker.broker.network.request_codec import MsgpackCodec
+from minibroker.broker.network.server import BrokerServer, idle_timeout_seconds
+from minibroker.broker.network.server_metrics import ServerLimitsCollector
+from minibroker.broker.options import PRODUCTION, BrokerOptions
+from minibroker.broker.quotas.client_quotas import ClientQuotaCollector, ClientQuotas
+from minibroker.broker.quotas.replication_quota import ReplicationQuotas
+from minibroker.broker.replication.controller_apis import ControllerRequestApis
+from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.replica_fetcher import ReplicaFetcherManager
+from minibroker.broker.replication.replica_manager import ReplicaManager
+from minibroker.broker.replication.txn_markers import WriteTxnMarkersApi
+from minibroker.broker.requests.dispatcher import RequestDispatcher
+from minibroker.broker.requests.request_caps import RequestCaps
+from minibroker.broker.security.acl_apis import AclApis
+from minibroker.broker.security.acl_sync import AclSync
+from minibroker.broker.security.auth_failures import AuthFailureLimiter
+from minibroker.broker.security.authorization import RequestAuthorization
+from minibroker.broker.security.authorizer import (
+    AclAuthorizer,
+    AuthorizerCollector,
+    parse_super_users,
+)
+from minibroker.broker.security.controller_fence import ControllerFence
+from minibroker.broker.security.credentials import CredentialCache
+from minibroker.broker.security.identity_key import BrokerKey
+from minibroker.broker.security.peer_identity import PeerProofs
+from minibroker.broker.security.sasl_gate import SaslListener, install_sasl_after_login
+from minibroker.broker.security.security import (
+    ListenerSecurity,
+    inter_broker_security,
+    listener_security,
+)
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock, system_clock
@@ -131,11 +140,14 @@ class Broker:
         clock: Clock = system_clock,
         session_services: Sequence[SessionService] = (),
         services: Sequence[BrokerService] = (),
+        options: BrokerOptions = PRODUCTION,
     ) -> None:
         """``session_services`` run on the ZooKeeper session while the broker is a
-        cluster member (ignored standalone); ``services`` while the broker serves."""
+        cluster member (ignored standalone); ``services`` while the broker serves;
+        ``options`` are the benchmarks' and crash tests' switches."""
         self.config = config
         self.clock = clock
+        self.options = options
         self.credentials = CredentialCache()
         """SCRAM users (from ZooKeeper) that SASL listeners check logins against."""
         self.listener_security = listener_security(config, config.listener_name)
@@ -158,7 +170,7 @@ class Broker:
         self.metadata_cache = MetadataCache(config.broker_id)
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.metrics = BrokerMetrics()
+        self.metrics = BrokerMetrics(request_counters=options.request_metrics)
         self.dispatcher = RequestDispatcher(
             self.metrics, RequestCaps(config.request_max_partitions)
         )
@@ -188,7 +200,8 @@ class Broker:
         """The leader's side of WriteTxnMarkers (the transaction coordinator's markers)."""
         self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
         self.identity: BrokerKey | None = None
-        """The key this broker proves its id with (cluster mode, broker/identity_key.py)."""
+        """The key this broker proves its id with (cluster mode,
+        broker/security/identity_key.py)."""
         self.inter_broker_security: ClientSecurity | None = None
         """How this broker's connections to the others secure and prove themselves."""
         self.stopped = trio.Event()
@@ -285,7 +298,7 @@ class Broker:
             corruption=functools.partial(CorruptReplicas, zk=zk),
         )
         self.scrubber = Scrubber(config, replica_manager)
-        self.log_cleaner = LogCleaner(config, replica_manager)
+        self.log_cleaner = LogCleaner(config, replica_manager, stop_at=self.options.cleaner_stop_at)
         self.replica_manager = replica_manager
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
@@ -479,7 +492,7 @@ class Broker:
 
     async def _install_authorizer(self, zk: KafkaZkClient | None) -> AclSync | None:
         """With ``authorizer.class.name``: every request goes through the ACL table
-        (broker/authorization.py), with the ACLs loaded from ZooKeeper before any
+        (broker/security/authorization.py), with the ACLs loaded from ZooKeeper before any
         listener opens; returns what keeps them current. The ACL APIs are served either
         way (SECURITY_DISABLED without an authorizer)."""
         config = self.config

@@ -8,9 +8,9 @@ opened (broker/broker.py).
    ``/brokers/ids/<id>`` (ephemeral) with the broker's advertised address and
    gives the controller fence the broker epoch (the znode's czxid, KIP-380), registering
    again whenever a new session replaces an expired one;
-3. runs the broker's controller fence (broker/controller_fence.py: it follows
+3. runs the broker's controller fence (broker/security/controller_fence.py: it follows
    /controller and /controller_epoch), its /config/changes listener
-   (broker/topic_configs.py) and every
+   (broker/admin/topic_configs.py) and every
    *session service* it was given: what else lives on this broker's session (the
    controller candidate, which the process one layer up, node/, passes in);
 4. if any of that fails after the first join, logs it and joins again after
@@ -46,11 +46,11 @@ from typing import Protocol
 
 import trio
 
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.controller_fence import ControllerFence
-from minibroker.broker.identity_key import BrokerKey
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.broker.admin.topic_configs import TopicConfigs
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.security.controller_fence import ControllerFence
+from minibroker.broker.security.identity_key import BrokerKey
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey

@@ -14,9 +14,10 @@ produced batches only (Kafka's BytesIn leaves replication out); bytes out counts
 bytes sent to consumers (follower fetches are Kafka's ReplicationBytesOut, not counted
 here); a Fetch is named FetchConsumer or FetchFollower by its replica_id.
 
-``MINIBROKER_METRICS=off`` in the environment turns the request-path counters into
-no-ops (the registry and endpoint stay): it exists so bench/broker_bench.py can measure
-what the counters cost.
+``BrokerMetrics(request_counters=False)`` turns the request-path counters into no-ops
+(the registry and endpoint stay): it exists so a benchmark can measure what the
+counters cost (``minibroker broker`` sets it from ``MINIBROKER_METRICS=off``,
+node/cli.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
-import os
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -54,9 +54,6 @@ MAX_HTTP_REQUEST_BYTES = 8192
 
 HTTP_TIMEOUT_S = 10.0
 
-METRICS_SWITCH_ENV = "MINIBROKER_METRICS"
-"""Set to ``off`` to measure the broker without request-path counters (benchmarks)."""
-
 
 REQUEST_NAMES: dict[int, str] = {
     int(key): "".join(word.capitalize() for word in key.name.split("_")) for key in ApiKey
@@ -85,13 +82,13 @@ class BrokerMetrics:
     scrape time.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, request_counters: bool = True) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.topics: dict[str, list[int]] = {}  # topic -> [messages in, bytes in, bytes out]
         self.requests: dict[int, list[float]] = {}  # request key -> buckets..., total ms
         self.errors: dict[tuple[int, int], int] = {}  # (api key, error code) -> answered
         self.registry.register(_CounterCollector(self))
-        if os.environ.get(METRICS_SWITCH_ENV, "").lower() == "off":
+        if not request_counters:
             for hook in ("record_append", "record_fetch", "record_request", "record_errors"):
                 setattr(self, hook, _ignore)  # the instance attribute shadows the method
 
@@ -122,7 +119,7 @@ class BrokerMetrics:
 
     def record_errors(self, api_key: int, counts: Mapping[int, int]) -> None:
         """The error codes one answer to ``api_key`` carried, NONE included, each with
-        how often (broker/request_errors.py finds them)."""
+        how often (broker/requests/request_errors.py finds them)."""
         errors = self.errors
         for code, count in counts.items():
             key = (api_key, code)
@@ -133,7 +130,7 @@ class BrokerMetrics:
 
 
 def _ignore(*args: object) -> None:
-    """What the request-path hooks become with ``MINIBROKER_METRICS=off``."""
+    """What the request-path hooks become without ``request_counters``."""
 
 
 class _CounterCollector(Collector):

@@ -16,7 +16,7 @@ millisecond), so these figures are free for produce and fetch. The traffic count
     kafka_log_logflushstats_logflushrateandtimems           summary (_count, _sum in ms)
     kafka_server_leaderreplication_byte_rate                gauge  throttled replication bytes/s
     kafka_server_followerreplication_byte_rate              gauge  (the quotas' window,
-                                                            broker/replication_quota.py)
+                                                            broker/quotas/replication_quota.py)
     kafka_server_leaderreplication_bytes_total              counter throttled bytes since
     kafka_server_followerreplication_bytes_total            counter start (sent / received)
 
@@ -49,11 +49,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from minibroker.broker.isr import IsrManager
-from minibroker.broker.partition import Partition
-from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.broker.replication_quota import ReplicationQuotas
-from minibroker.broker.server import BrokerServer
+from minibroker.broker.network.server import BrokerServer
+from minibroker.broker.quotas.replication_quota import ReplicationQuotas
+from minibroker.broker.replication.isr import IsrManager
+from minibroker.broker.replication.partition import Partition
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.storage.log_manager import LogManager
 
 LISTENER = "PLAINTEXT"

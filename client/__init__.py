@@ -1,7 +1,7 @@
 """The bundled Trio-native client: ``from minibroker.client import Admin, Producer, Consumer``
 (re-exported as ``from minibroker import ...``).
 
-The names are imported on first use, so ``import minibroker.client.cli.main`` (and every command
+The names are imported on first use, so ``import minibroker.command.main`` (and every command
 that only needs a connection) does not pay for the producer and consumer modules.
 """
 

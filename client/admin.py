@@ -250,7 +250,7 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
         )
 
     async def describe_broker_config(self, broker_id: int) -> list[ConfigEntry]:
-        """The keys of ``broker_id`` (broker/broker_configs.py): the dynamic ones, whose
+        """The keys of ``broker_id`` (broker/admin/broker_configs.py): the dynamic ones, whose
         source 2 (DYNAMIC_BROKER_CONFIG) marks an override, then the read-only rest."""
         return await self._describe_configs(RESOURCE_BROKER, str(broker_id), f"broker {broker_id}")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from minibroker.broker.assignment import validate_topic_name
+from minibroker.broker.cluster.assignment import validate_topic_name
 from minibroker.client.errors import wire_error
 from minibroker.client.listener_probe import NOT_MSGPACK, WANTS_SASL, listener_wants
 from minibroker.net.calls import Call

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict
 
-from minibroker.broker.properties import parse_properties
+from minibroker.broker.config.properties import parse_properties
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.errors import ConfigError
 

@@ -27,7 +27,7 @@ How this works (Kafka 2.x's log dir failure route, KIP-112):
 
 The mark is cleared when the broker registers again (it rescans its dirs on start-up),
 or when a later notification's LeaderAndIsr finds the replica healthy: a corrupt replica
-(broker/corruption.py) goes through the same route, and reports again once repaired.
+(broker/logdirs/corruption.py) goes through the same route, and reports again once repaired.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class ReplicaFailureHandler:
             return
         log.info("log dir failure reported by brokers %s", live)
         # Replicas already known to be offline are asked again too: a broker also
-        # reports a corrupt replica it has since repaired (broker/corruption.py), and
+        # reports a corrupt replica it has since repaired (broker/logdirs/corruption.py), and
         # a healthy answer brings it back.
         replicas = {
             r for r in ctx.replicas_on_brokers(live) if r.topic not in ctx.topics_to_be_deleted

@@ -7,7 +7,7 @@ assignment is stored, commits and deletions until written with acks=all) answer 
 ``Deferred``.
 
 FindCoordinator creates ``__consumer_offsets`` on first use, as Kafka does
-(broker/coordinator_locator.py), with ``offsets.topic.replication.factor`` capped by the
+(broker/cluster/coordinator_locator.py), with ``offsets.topic.replication.factor`` capped by the
 brokers alive at that moment. The topic is compacted (``cleanup.policy=compact``), as
 Kafka's: the log cleaner keeps each group's latest metadata and each partition's latest
 commit, and removes what a tombstone deleted; nothing is ever deleted by age, which
@@ -20,11 +20,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from minibroker.broker.authorized_operations import everything, group_operations
-from minibroker.broker.coordinator_locator import CoordinatorLocator, refused
-from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.topic_auto_creation import CreateTopics
+from minibroker.broker.cluster.coordinator_locator import CoordinatorLocator, refused
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.cluster.topic_auto_creation import CreateTopics
+from minibroker.broker.requests.dispatcher import Answer, Deferred, RequestDispatcher
+from minibroker.broker.security.authorized_operations import everything, group_operations
 from minibroker.coordinator.coordinator import GroupCoordinator, JoinRequest
 from minibroker.coordinator.group import Answer as Parked
 from minibroker.coordinator.group import Group, GroupState, KeyT, Written
@@ -69,7 +69,7 @@ class CoordinatorApis:
     ) -> None:
         """``create_topics`` is None standalone (no ZooKeeper: no offsets topic, so no
         coordinator); ``spawn`` runs the offsets topic's creation in the background
-        (broker/coordinator_locator.py)."""
+        (broker/cluster/coordinator_locator.py)."""
         self.coordinator = coordinator
         self.metadata_cache = metadata_cache
         self.clock = clock
@@ -172,7 +172,7 @@ class CoordinatorApis:
         self, header: RequestHeader, request: bodies.HeartbeatRequest
     ) -> Answer[bodies.HeartbeatResponse]:
         try:
-            self.coordinator.heartbeat(
+            self.coordinator.membership.heartbeat(
                 request["group_id"],
                 request["generation_id"],
                 request["member_id"],
@@ -189,7 +189,7 @@ class CoordinatorApis:
         if not leaving:
             leaving = [(request["member_id"], None)]
         try:
-            members = self.coordinator.leave_group(request["group_id"], leaving)
+            members = self.coordinator.membership.leave_group(request["group_id"], leaving)
         except KafkaError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "members": []}
         # Kafka v0-2 (one member) answer that member's error at the top.
@@ -217,7 +217,7 @@ class CoordinatorApis:
         unknown = self._drop_unknown(offsets)
         if not offsets:
             return {"throttle_time_ms": 0, "topics": _per_topic(unknown)}
-        answer = self.coordinator.commit_offsets(
+        answer = self.coordinator.offsets.commit_offsets(
             request["group_id"],
             request["generation_id"],
             request["member_id"],
@@ -268,13 +268,13 @@ class CoordinatorApis:
             else [TopicPartition(t["name"], i) for t in topics for i in t["partition_indexes"]]
         )
         try:
-            committed = self.coordinator.fetch_offsets(group_id, tps)
+            committed = self.coordinator.offsets.fetch_offsets(group_id, tps)
         except KafkaError as exc:
             failed = [_fetched(tp, None, exc.code) for tp in (tps or [])]
             return {"group_id": group_id, "topics": _grouped(failed), "error_code": exc.code}
         unstable: set[TopicPartition] = set()
         if require_stable:
-            unstable = self.coordinator.unstable_partitions(group_id)
+            unstable = self.coordinator.offsets.unstable_partitions(group_id)
         partitions = [
             _fetched(tp, None, UnstableOffsetCommitError.code)
             if tp in unstable
@@ -318,7 +318,7 @@ class CoordinatorApis:
         unknown = self._drop_unknown(offsets)
         if not offsets:
             return {"throttle_time_ms": 0, "topics": _per_topic(unknown)}
-        answer = self.coordinator.commit_txn_offsets(
+        answer = self.coordinator.offsets.commit_txn_offsets(
             request["group_id"],
             TxnProducer(request["producer_id"], request["producer_epoch"]),
             request["generation_id"],
@@ -350,7 +350,7 @@ class CoordinatorApis:
 
     def _describe(self, group_id: str) -> bodies.DescribeGroupsResponseGroup:
         try:
-            group = self.coordinator.describe_group(group_id)
+            group = self.coordinator.offsets.describe_group(group_id)
         except KafkaError as exc:
             return _described(group_id, None, exc.code)
         return _described(group_id, group, NONE)
@@ -365,7 +365,7 @@ class CoordinatorApis:
                 "protocol_type": g.protocol_type or "",
                 "group_state": g.state.value,
             }
-            for g in self.coordinator.list_groups()
+            for g in self.coordinator.offsets.list_groups()
             if not wanted or g.state.value.lower() in wanted
         ]
         # Kafka answers COORDINATOR_LOAD_IN_PROGRESS while any of its partitions loads:
@@ -376,7 +376,7 @@ class CoordinatorApis:
     def handle_delete_groups(
         self, header: RequestHeader, request: bodies.DeleteGroupsRequest
     ) -> Answer[bodies.DeleteGroupsResponse]:
-        answer = self.coordinator.delete_groups(request["groups_names"])
+        answer = self.coordinator.offsets.delete_groups(request["groups_names"])
 
         async def wait() -> bodies.DeleteGroupsResponse:
             errors = await _outcome(answer)
@@ -396,7 +396,7 @@ class CoordinatorApis:
             for p in t["partitions"]
         ]
         try:
-            answer = self.coordinator.delete_offsets(request["group_id"], tps)
+            answer = self.coordinator.offsets.delete_offsets(request["group_id"], tps)
         except KafkaError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "topics": []}
 

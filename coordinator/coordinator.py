@@ -1,11 +1,12 @@
 """GroupCoordinator: Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup) and the offset APIs' group checks, over coordinator/group.py's state.
 
-It is assembled from one part per concern: this module handles JoinGroup and SyncGroup;
-``coordinator.rebalance`` holds the state, the tasks and the rebalance between the
-joins (the delayed join and its completion); ``coordinator.membership`` heartbeats,
-session expiry, LeaveGroup and leadership changes; ``coordinator.offset_operations``
-the offset and administration APIs.
+It owns one collaborator per concern and handles JoinGroup and SyncGroup itself:
+``rebalancer`` (coordinator/rebalance.py) holds the state, the tasks and the rebalance
+between the joins (the delayed join and its completion); ``membership``
+(coordinator/membership.py) heartbeats, session expiry, LeaveGroup and leadership
+changes; ``offsets`` (coordinator/offset_operations.py) the offset and administration
+APIs. The collaborators share the rebalancer, not a base class.
 
 How a rebalance runs. A JoinGroup from a new member first gets MEMBER_ID_REQUIRED and
 an id (KIP-394: a client that dies now leaves only a *pending* id, dropped after its
@@ -34,10 +35,14 @@ import logging
 import uuid
 from dataclasses import dataclass
 
+import trio
+
 from minibroker.coordinator.answers import join_answer, join_error, sync_answer, sync_error
 from minibroker.coordinator.group import Answer, Group, GroupState, JoinAnswer, Member, SyncAnswer
+from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
 from minibroker.coordinator.membership import GroupMembership
 from minibroker.coordinator.offset_operations import GroupOffsetOperations
+from minibroker.coordinator.rebalance import GroupConfig, GroupRebalancer
 from minibroker.protocol.errors import (
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
@@ -50,6 +55,7 @@ from minibroker.protocol.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from minibroker.storage.log_config import Clock
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +74,22 @@ class JoinRequest:
     require_known_member_id: bool = True
 
 
-class GroupCoordinator(GroupMembership, GroupOffsetOperations):
-    """The group coordinator of one broker: ``run`` it in a nursery, then hand it the
-    requests of the groups whose offsets partitions this broker leads."""
+class GroupCoordinator:
+    """The group coordinator of one broker: ``run`` it in a nursery, then hand it (and
+    its ``membership`` and ``offsets``) the requests of the groups whose offsets
+    partitions this broker leads."""
+
+    def __init__(self, manager: GroupMetadataManager, config: GroupConfig, *, clock: Clock) -> None:
+        self.manager = manager
+        self.config = config
+        self.clock = clock
+        self.rebalancer = GroupRebalancer(manager, config, clock=clock)
+        self.membership = GroupMembership(self.rebalancer)
+        self.offsets = GroupOffsetOperations(self.rebalancer)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the timers and background writes until cancelled."""
+        await self.rebalancer.run(task_status=task_status)
 
     # -- JoinGroup -----------------------------------------------------------------------------
 
@@ -85,7 +104,7 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
         return answer
 
     def _join(self, req: JoinRequest, answer: JoinAnswer) -> None:
-        self._check_group(req.group_id)
+        self.rebalancer.check_group(req.group_id)
         if not (
             self.config.min_session_timeout_ms
             <= req.session_timeout_ms
@@ -127,7 +146,9 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
             if len(group.members) + len(group.pending_members) >= self.config.max_size:
                 raise GroupMaxSizeReachedError(f"group {group.group_id!r} is full")
             group.pending_members.add(new_id)
-            self._spawn(self._expire_pending_member, group, new_id, req.session_timeout_ms)
+            self.rebalancer.spawn(
+                self.membership.expire_pending_member, group, new_id, req.session_timeout_ms
+            )
             answer.set(
                 {
                     **join_error(MemberIdRequiredError(), new_id),
@@ -179,7 +200,7 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
         member.client_id, member.client_host = req.client_id, req.client_host
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
-        self._heartbeat(member)  # its session task keeps watching the same Member
+        self.rebalancer.extend_session(member)  # its session task keeps watching the same Member
         if group.is_(GroupState.STABLE) and same_protocols:
             # Nothing changed for the group: the member gets its old assignment back
             # through SyncGroup, no rebalance (KIP-345).
@@ -187,8 +208,10 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
             return
         member.protocols = list(req.protocols)
         member.awaiting_join = answer
-        self._maybe_prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
-        self.join_purgatory.notify(group.group_id)
+        self.rebalancer.maybe_prepare_rebalance(
+            group, f"static member {req.group_instance_id} rejoined"
+        )
+        self.rebalancer.join_purgatory.notify(group.group_id)
 
     def _add_member_and_rebalance(
         self, group: Group, req: JoinRequest, member_id: str, answer: JoinAnswer
@@ -209,10 +232,10 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
         if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True  # the initial rebalance may wait for more (Kafka's rule)
         group.add(member)
-        self._heartbeat(member)
-        self._spawn(self._watch_session, group, member)
-        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
-        self.join_purgatory.notify(group.group_id)
+        self.rebalancer.extend_session(member)
+        self.rebalancer.spawn(self.membership.watch_session, group, member)
+        self.rebalancer.maybe_prepare_rebalance(group, f"member {member_id} joined")
+        self.rebalancer.join_purgatory.notify(group.group_id)
 
     def _update_member_and_rebalance(
         self, group: Group, member: Member, req: JoinRequest, answer: JoinAnswer
@@ -224,9 +247,9 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.awaiting_join = answer
-        self._heartbeat(member)
-        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
-        self.join_purgatory.notify(group.group_id)
+        self.rebalancer.extend_session(member)
+        self.rebalancer.maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self.rebalancer.join_purgatory.notify(group.group_id)
 
     # -- SyncGroup -----------------------------------------------------------------------------
 
@@ -242,7 +265,7 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
     ) -> SyncAnswer:
         answer: SyncAnswer = Answer()
         try:
-            self._check_group(group_id)
+            self.rebalancer.check_group(group_id)
             group = self.manager.group(group_id)
             if group is None:
                 raise UnknownMemberIdError(f"group {group_id!r} does not exist")
@@ -268,9 +291,11 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
             if member.awaiting_sync is not None:
                 member.awaiting_sync.set(sync_error(RebalanceInProgressError()))
             member.awaiting_sync = answer
-            self._heartbeat(member)
+            self.rebalancer.extend_session(member)
             if member_id == group.leader_id:
-                self._spawn(self._store_assignment, group, group.generation_id, assignments)
+                self.rebalancer.spawn(
+                    self._store_assignment, group, group.generation_id, assignments
+                )
         except KafkaError as exc:
             answer.set(sync_error(exc))
         return answer
@@ -284,14 +309,14 @@ class GroupCoordinator(GroupMembership, GroupOffsetOperations):
             return  # a member joined or left meanwhile: that rebalance answers everyone
         if error is not None:
             log.warning("cannot store the assignment of group %r: %s", group.group_id, error)
-            self._reset_assignments(group, error)
-            self._prepare_rebalance(group, f"storing the assignment failed: {error.name}")
+            self.rebalancer.reset_assignments(group, error)
+            self.rebalancer.prepare_rebalance(group, f"storing the assignment failed: {error.name}")
             return
         for member_id, member in group.members.items():
             member.assignment = full.get(member_id, b"")
             if member.awaiting_sync is not None:
                 member.awaiting_sync.set(sync_answer(group, member.assignment))
                 member.awaiting_sync = None
-                self._heartbeat(member)
+                self.rebalancer.extend_session(member)
         group.transition_to(GroupState.STABLE, self.clock())
         log.info("group %r stable at generation %d", group.group_id, generation)

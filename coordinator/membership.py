@@ -17,6 +17,9 @@ is FENCED_INSTANCE_ID.
 When this broker starts leading an offsets partition, the members loaded from it get a
 full session timeout to heartbeat; when it stops, every parked request of its groups
 answers NOT_COORDINATOR and their pending rebalances are abandoned.
+
+A collaborator of GroupCoordinator (coordinator/coordinator.py), working on the state
+and tasks of its ``GroupRebalancer`` (coordinator/rebalance.py).
 """
 
 from __future__ import annotations
@@ -27,8 +30,7 @@ import trio
 
 from minibroker.coordinator.answers import join_error, sync_error
 from minibroker.coordinator.group import Group, GroupState, Member
-from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
-from minibroker.coordinator.rebalance import GroupConfig, GroupRebalancer
+from minibroker.coordinator.rebalance import GroupRebalancer
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -39,17 +41,17 @@ from minibroker.protocol.errors import (
     UnknownMemberIdError,
 )
 from minibroker.protocol.messages import bodies
-from minibroker.storage.log_config import Clock
 
 log = logging.getLogger("minibroker.coordinator.coordinator")  # the GroupCoordinator's
 
 
-class GroupMembership(GroupRebalancer):
+class GroupMembership:
     """Heartbeats, session expiry, LeaveGroup and leadership changes."""
 
-    def __init__(self, manager: GroupMetadataManager, config: GroupConfig, *, clock: Clock) -> None:
-        super().__init__(manager, config, clock=clock)
-        manager.on_unload = self._on_group_unloaded
+    def __init__(self, rebalancer: GroupRebalancer) -> None:
+        self.rebalancer = rebalancer
+        self.manager = rebalancer.manager
+        self.manager.on_unload = self._on_group_unloaded
 
     # -- Heartbeat -----------------------------------------------------------------------------
 
@@ -57,7 +59,7 @@ class GroupMembership(GroupRebalancer):
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> None:
         """Raises the error a Heartbeat answers; returns when it answers NONE."""
-        self._check_group(group_id)
+        self.rebalancer.check_group(group_id)
         group = self.manager.group(group_id)
         if group is None:
             raise UnknownMemberIdError(f"group {group_id!r} does not exist")
@@ -72,11 +74,11 @@ class GroupMembership(GroupRebalancer):
             raise IllegalGenerationError(
                 f"generation {generation_id} is not the group's {group.generation_id}"
             )
-        self._heartbeat(member)
+        self.rebalancer.extend_session(member)
         if group.is_(GroupState.PREPARING_REBALANCE):
             raise RebalanceInProgressError(f"group {group_id!r} is rebalancing: rejoin")
 
-    async def _watch_session(self, group: Group, member: Member) -> None:
+    async def watch_session(self, group: Group, member: Member) -> None:
         """Expire ``member`` once a session timeout passes without a sign of life."""
         while True:
             await trio.sleep_until(member.heartbeat_deadline)
@@ -85,7 +87,8 @@ class GroupMembership(GroupRebalancer):
             if trio.current_time() < member.heartbeat_deadline:
                 continue
             if member.awaiting_join is not None or member.awaiting_sync is not None:
-                self._heartbeat(member)  # parked in the protocol: alive by definition
+                # Parked in the protocol: alive by definition.
+                self.rebalancer.extend_session(member)
                 continue
             log.info(
                 "group %r: member %s missed its session timeout", group.group_id, member.member_id
@@ -93,11 +96,11 @@ class GroupMembership(GroupRebalancer):
             self._remove_member_and_update_group(group, member)
             return
 
-    async def _expire_pending_member(self, group: Group, member_id: str, session_ms: int) -> None:
+    async def expire_pending_member(self, group: Group, member_id: str, session_ms: int) -> None:
         await trio.sleep(session_ms / 1000)
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            self.join_purgatory.notify(group.group_id)
+            self.rebalancer.join_purgatory.notify(group.group_id)
 
     def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
         if member.awaiting_join is not None:
@@ -108,15 +111,15 @@ class GroupMembership(GroupRebalancer):
             member.awaiting_sync = None
         group.remove(member.member_id)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, f"member {member.member_id} left")
+            self.rebalancer.maybe_prepare_rebalance(group, f"member {member.member_id} left")
         if not group.is_(GroupState.PREPARING_REBALANCE):
             return
         if group.members or group.pending_members:
-            self.join_purgatory.notify(group.group_id)
+            self.rebalancer.join_purgatory.notify(group.group_id)
         else:
             # Nobody is left to wait for: the group is Empty within this request, as in
             # Kafka, so the answer to the next request already sees it so.
-            self._complete_join(group)
+            self.rebalancer.complete_join(group)
 
     # -- LeaveGroup ----------------------------------------------------------------------------
 
@@ -125,7 +128,7 @@ class GroupMembership(GroupRebalancer):
     ) -> list[bodies.LeaveGroupResponseMember]:
         """Remove members; per member {member_id, group_instance_id, error_code}. Raises
         what the whole request answers."""
-        self._check_group(group_id)
+        self.rebalancer.check_group(group_id)
         group = self.manager.group(group_id)
         results: list[bodies.LeaveGroupResponseMember] = []
         for member_id, instance_id in leaving:
@@ -151,7 +154,7 @@ class GroupMembership(GroupRebalancer):
             member_id = holder
         elif member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            self.join_purgatory.notify(group.group_id)
+            self.rebalancer.join_purgatory.notify(group.group_id)
             return NONE
         member = group.members.get(member_id)
         if member is None:
@@ -171,8 +174,8 @@ class GroupMembership(GroupRebalancer):
                 continue
             for member in group.members.values():
                 if member.heartbeat_deadline == 0.0:
-                    self._heartbeat(member)
-                    self._spawn(self._watch_session, group, member)
+                    self.rebalancer.extend_session(member)
+                    self.rebalancer.spawn(self.watch_session, group, member)
 
     def _on_group_unloaded(self, group: Group) -> None:
         group.rebalance_token += 1
@@ -183,4 +186,4 @@ class GroupMembership(GroupRebalancer):
             if member.awaiting_sync is not None:
                 member.awaiting_sync.set(sync_error(NotCoordinatorError()))
                 member.awaiting_sync = None
-        self.join_purgatory.notify(group.group_id)
+        self.rebalancer.join_purgatory.notify(group.group_id)

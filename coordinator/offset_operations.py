@@ -2,18 +2,19 @@
 group checks (Kafka's handleCommitOffsets), OffsetFetch, DescribeGroups, ListGroups,
 DeleteGroups and OffsetDelete.
 
-A mixin of GroupCoordinator (coordinator/coordinator.py), whose core
-(coordinator/rebalance.py) gives it the manager, the clocks, member heartbeats and
-detached writes; kept apart because these requests never change a group's membership.
+A collaborator of GroupCoordinator (coordinator/coordinator.py), working through its
+``GroupRebalancer`` (coordinator/rebalance.py: the manager, the clock, members'
+sessions and detached writes); kept apart because these requests never change a
+group's membership.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
-from minibroker.coordinator.group import Answer, Group, GroupState, KeyT, Member, Written
-from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
+from minibroker.coordinator.group import Answer, Group, GroupState, Written
 from minibroker.coordinator.offsets_log import Acknowledgement, TxnProducer
+from minibroker.coordinator.rebalance import GroupRebalancer
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorNotAvailableError,
@@ -29,18 +30,15 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.offsets_topic import OffsetCommitValue
 from minibroker.protocol.topic_partition import TopicPartition
-from minibroker.storage.log_config import Clock
 
 
 class GroupOffsetOperations:
-    manager: GroupMetadataManager
-    clock: Clock
+    """OffsetCommit, TxnOffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
+    DeleteGroups and OffsetDelete on the groups of one coordinator."""
 
-    def _heartbeat(self, member: Member) -> None:
-        raise NotImplementedError
-
-    def detached(self, fn: Callable[[], Awaitable[Written[KeyT]]]) -> Answer[Written[KeyT]]:
-        raise NotImplementedError
+    def __init__(self, rebalancer: GroupRebalancer) -> None:
+        self.rebalancer = rebalancer
+        self.manager = rebalancer.manager
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -107,7 +105,7 @@ class GroupOffsetOperations:
             code = NONE if error is None else error.code
             return {"errors": {**errors, **dict.fromkeys(valid, code)}}
 
-        return self.detached(write)
+        return self.rebalancer.detached(write)
 
     def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
         """Partitions an open transaction holds offsets of (OffsetFetch
@@ -126,7 +124,9 @@ class GroupOffsetOperations:
             if generation_id >= 0:
                 raise IllegalGenerationError(f"group {group_id!r} has no generation")
             # A consumer outside the group protocol (assign(), not subscribe()).
-            return self.manager.add_group(Group(group_id, current_state_timestamp=self.clock()))
+            return self.manager.add_group(
+                Group(group_id, current_state_timestamp=self.rebalancer.clock())
+            )
         if group.is_(GroupState.DEAD):
             raise CoordinatorNotAvailableError(f"group {group_id!r} is being removed")
         if group.is_static_member_fenced(member_id, instance_id):
@@ -142,7 +142,7 @@ class GroupOffsetOperations:
             raise IllegalGenerationError(
                 f"generation {generation_id} is not the group's {group.generation_id}"
             )
-        self._heartbeat(member)
+        self.rebalancer.extend_session(member)
         return group
 
     def fetch_offsets(
@@ -188,7 +188,7 @@ class GroupOffsetOperations:
                 errors[group.group_id] = NONE if error is None else error.code
             return {"errors": errors}
 
-        return self.detached(delete)
+        return self.rebalancer.detached(delete)
 
     def delete_offsets(
         self, group_id: str, tps: list[TopicPartition]
@@ -219,4 +219,4 @@ class GroupOffsetOperations:
             code = NONE if error is None else error.code
             return {"errors": {**errors, **dict.fromkeys(deletable, code)}}
 
-        return self.detached(delete)
+        return self.rebalancer.detached(delete)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol, TypeAlias
 
-from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.replication.delayed_produce import PendingAck, check_acknowledged
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.errors import (
     CoordinatorNotAvailableError,
     InvalidCommitOffsetSizeError,
@@ -58,6 +59,20 @@ class LoggedRecord(NamedTuple):
 
 Acknowledgement: TypeAlias = Callable[[], Awaitable["KafkaError | None"]]
 """The wait for an append's replication: None once acks=all is met, else the error."""
+
+
+class Acknowledged:
+    """An ``Acknowledgement`` already decided when the append was made (a partition
+    whose only in-sync replica is its leader, or an append refused at once): ``error``
+    tells it now, so a caller may answer without a task or a wait."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: KafkaError | None) -> None:
+        self.error = error
+
+    async def __call__(self) -> KafkaError | None:
+        return self.error
 
 
 class OffsetsLog(Protocol):
@@ -122,6 +137,15 @@ class ReplicaOffsetsLog:
             )
         results = self.replica_manager.append_records(-1, [(tp, batch)], coordinator=True)
         _, result = results[0]
+        if isinstance(result, KafkaError):
+            return Acknowledged(result)
+        if result.info.num_batches:
+            done, error = check_acknowledged(
+                self.replica_manager.get_partition(tp),
+                PendingAck(tp, result.info.last_offset, result.leader_epoch),
+            )
+            if done:
+                return Acknowledged(error)
 
         async def acknowledged() -> KafkaError | None:
             if isinstance(result, KafkaError):

@@ -19,9 +19,11 @@ Work that writes to the log (the leader's assignment, commits, deletions) runs i
 coordinator's own nursery (``run``), not in the request's task, so a client closing
 its connection mid-write cannot leave memory and log disagreeing.
 
-``GroupCoordinator`` (coordinator/coordinator.py: JoinGroup and SyncGroup) is assembled
-from this base, ``GroupMembership`` (coordinator/membership.py: heartbeats, session
-expiry, LeaveGroup, leadership changes) and ``GroupOffsetOperations``.
+``GroupCoordinator`` (coordinator/coordinator.py: JoinGroup and SyncGroup) owns one
+``GroupRebalancer`` and hands it to its other collaborators, ``GroupMembership``
+(coordinator/membership.py: heartbeats, session expiry, LeaveGroup, leadership changes)
+and ``GroupOffsetOperations`` (coordinator/offset_operations.py): the one state they
+share is here.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 
 import trio
 
-from minibroker.broker.purgatory import Purgatory
+from minibroker.broker.replication.purgatory import Purgatory
 from minibroker.coordinator.answers import join_answer, sync_error
 from minibroker.coordinator.group import Answer, Group, GroupState, KeyT, Member, Written
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager
@@ -53,10 +55,10 @@ ZERO_DELAY_ROUND_S = 0.05
 waits this long, again while members keep arriving, then for every member it knows.
 Kafka completes even a 0 ms delay from its purgatory's timer, going round again while
 members are added (InitialDelayedJoin), and its joins took 30-260 ms on the 2-core VM
-under load (a lone consumer's assignment: 60-110 ms): three consumers started together landed in one
-generation. Completing at once, minibroker formed a generation of one or two, and a
-member joining 6-40 ms later sent the others back to rejoin, which librdkafka does at
-most once a second: 1.5-3 s until the group settled."""
+under load (a lone consumer's assignment: 60-110 ms): three consumers started together
+landed in one generation. Completing at once, minibroker formed a generation of one or
+two, and a member joining 6-40 ms later sent the others back to rejoin, which librdkafka
+does at most once a second: 1.5-3 s until the group settled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,8 @@ class GroupConfig:
 
 
 class GroupRebalancer:
-    """The coordinator's state and tasks, and the rebalance between the joins."""
+    """The coordinator's state and tasks, and the rebalance between the joins; shared
+    by the GroupCoordinator's collaborators."""
 
     def __init__(self, manager: GroupMetadataManager, config: GroupConfig, *, clock: Clock) -> None:
         self.manager = manager
@@ -87,7 +90,7 @@ class GroupRebalancer:
             task_status.started()
             await trio.sleep_forever()
 
-    def _spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+    def spawn(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
         if self._nursery is None:
             raise CoordinatorNotAvailableError("the group coordinator is not running")
         self._nursery.start_soon(fn, *args)
@@ -105,28 +108,29 @@ class GroupRebalancer:
                 log.exception("group coordinator task failed")
                 answer.set({"error_code": KafkaError.code, "_error": KafkaError(repr(exc))})
 
-        self._spawn(run)
+        self.spawn(run)
         return answer
 
-    def _check_group(self, group_id: str) -> None:
+    def check_group(self, group_id: str) -> None:
         """The membership APIs need a group id (the offset APIs accept "", as Kafka's
         do for old clients) coordinated here."""
         if not group_id:
             raise InvalidGroupIdError("group id must not be empty")
         self.manager.check_owner(group_id)
 
-    def _heartbeat(self, member: Member) -> None:
+    def extend_session(self, member: Member) -> None:
+        """A sign of life: the member's session runs one session timeout from now."""
         member.heartbeat_deadline = trio.current_time() + member.session_timeout_ms / 1000
 
     # -- rebalance -----------------------------------------------------------------------------
 
-    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+    def maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
+            self.prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+    def prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.is_(GroupState.COMPLETING_REBALANCE):
-            self._reset_assignments(group, RebalanceInProgressError())
+            self.reset_assignments(group, RebalanceInProgressError())
         initial = group.is_(GroupState.EMPTY)
         group.transition_to(GroupState.PREPARING_REBALANCE, self.clock())
         group.rebalance_token += 1
@@ -136,7 +140,7 @@ class GroupRebalancer:
             group.generation_id,
             reason,
         )
-        self._spawn(self._delayed_join, group, group.rebalance_token, initial)
+        self.spawn(self._delayed_join, group, group.rebalance_token, initial)
 
     async def _delayed_join(self, group: Group, token: int, initial: bool) -> None:
         def stale() -> bool:
@@ -174,9 +178,9 @@ class GroupRebalancer:
                     if not await waiter.wait_until(deadline):
                         break
         if not stale():
-            self._complete_join(group)
+            self.complete_join(group)
 
-    def _complete_join(self, group: Group) -> None:
+    def complete_join(self, group: Group) -> None:
         for member in group.not_yet_rejoined():
             if member.group_instance_id is None:
                 log.info(
@@ -193,7 +197,7 @@ class GroupRebalancer:
         if not group.members:
             group.protocol_name = None
             group.transition_to(GroupState.EMPTY, now)
-            self._spawn(self._store_empty_group, group, group.generation_id)
+            self.spawn(self._store_empty_group, group, group.generation_id)
             log.info("group %r is empty at generation %d", group.group_id, group.generation_id)
             return
         group.protocol_name = group.select_protocol()
@@ -203,7 +207,7 @@ class GroupRebalancer:
                 member.awaiting_join.set(join_answer(group, member))
                 member.awaiting_join = None
                 member.is_new = False
-                self._heartbeat(member)
+                self.extend_session(member)
         log.info(
             "group %r completing rebalance: generation %d, %d members, protocol %s",
             group.group_id,
@@ -222,7 +226,7 @@ class GroupRebalancer:
                 error,
             )
 
-    def _reset_assignments(self, group: Group, error: KafkaError) -> None:
+    def reset_assignments(self, group: Group, error: KafkaError) -> None:
         for member in group.members.values():
             member.assignment = b""
             if member.awaiting_sync is not None:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import trio
 
 from minibroker.broker.broker import Broker
-from minibroker.broker.partition import Partition
+from minibroker.broker.replication.partition import Partition
 from minibroker.coordinator.apis import CoordinatorApis
 from minibroker.coordinator.coordinator import GroupCoordinator
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig
@@ -114,7 +114,9 @@ async def serve_group_coordinator(
             for partition in leaders:
                 if partition.tp.topic == OFFSETS_TOPIC:
                     nursery.start_soon(
-                        coordinator.partition_led, partition.tp.partition, partition.leader_epoch
+                        coordinator.membership.partition_led,
+                        partition.tp.partition,
+                        partition.leader_epoch,
                     )
 
         replica_manager.leadership_listeners.append(leadership_changed)

@@ -36,7 +36,7 @@ _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 class BrokerProver(Protocol):
-    """A broker's identity, as a connection proves it (broker/identity_key.py)."""
+    """A broker's identity, as a connection proves it (broker/security/identity_key.py)."""
 
     broker_id: int
 

@@ -9,24 +9,36 @@ Flags override the file; ``--set`` takes any Kafka property. Without ``--zookeep
 (and no ``zookeeper.connect`` in the file) the broker runs standalone: no controller,
 partitions are assigned by whoever sends it LeaderAndIsr. A signal stops it cleanly
 (logs flushed, checkpoints and ``.kafka_cleanshutdown`` written); exit code 0.
+
+Two environment variables are switches for benchmarks and crash tests, read here once
+and handed to the broker (``BrokerOptions``): ``MINIBROKER_METRICS=off`` (no
+request-path counters) and ``MINIBROKER_CLEANER_STOP_AT=<swap step>`` (the log cleaner
+freezes the broker there).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import trio
 
-from minibroker.broker.config import BrokerConfig
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.options import PRODUCTION, BrokerOptions
 from minibroker.node.process_limits import raise_open_files_limit, share_the_gil
 from minibroker.protocol.errors import ConfigError
 from minibroker.protocol.heap import keep_freed_memory
 
 HELP = "run a broker (Kafka .properties config; flags override it)"
+
+METRICS_SWITCH_ENV = "MINIBROKER_METRICS"
+"""Set to ``off`` to measure the broker without request-path counters (benchmarks)."""
+CLEANER_STOP_AT_ENV = "MINIBROKER_CLEANER_STOP_AT"
+"""A log cleaner swap step at which the broker freezes (tests/fault/test_cleaner_crash.py)."""
 
 CONTROLLED_SHUTDOWN_ATTEMPT_S = 5.0
 """How long one controlled-shutdown attempt may wait for ZooKeeper and the controller;
@@ -91,14 +103,23 @@ def overrides_from(args: argparse.Namespace) -> dict[str, str]:
     return values
 
 
+def options_from(environ: Mapping[str, str]) -> BrokerOptions:
+    """The benchmarks' and crash tests' switches, from the command's environment."""
+    return BrokerOptions(
+        request_metrics=environ.get(METRICS_SWITCH_ENV, "").lower() != "off",
+        cleaner_stop_at=environ.get(CLEANER_STOP_AT_ENV) or None,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_properties(args.config, overrides_from(args))
+    options = options_from(os.environ)
     _setup_logging(args.log_level, config.broker_id)
     keep_freed_memory()
     share_the_gil()
     raise_open_files_limit()
     try:
-        trio.run(serve_until_signalled, config)
+        trio.run(serve_until_signalled, config, options)
     except BaseExceptionGroup as group:
         raise _single_error(group) from None
     return 0
@@ -117,7 +138,7 @@ def _single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return leaves[0] if len(leaves) == 1 else group
 
 
-async def serve_until_signalled(config: BrokerConfig) -> None:
+async def serve_until_signalled(config: BrokerConfig, options: BrokerOptions = PRODUCTION) -> None:
     """Run a broker and its controller candidate; the first SIGTERM or SIGINT stops them
     cleanly, at any time.
 
@@ -130,7 +151,7 @@ async def serve_until_signalled(config: BrokerConfig) -> None:
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            node = Node(config)
+            node = Node(config, options=options)
             started = trio.Event()
 
             async def start() -> None:

@@ -17,8 +17,9 @@ from typing import TypeVar
 import trio
 
 from minibroker.broker.broker import Broker
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.dispatcher import Deferred, RequestDispatcher
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.options import PRODUCTION, BrokerOptions
+from minibroker.broker.requests.dispatcher import Deferred, RequestDispatcher
 from minibroker.controller.apis import ControllerApis
 from minibroker.controller.channel import ControllerChannelManager, connect_to_broker
 from minibroker.controller.controller import ControllerConfig, KafkaController
@@ -38,7 +39,13 @@ ResponseT = TypeVar("ResponseT")
 class Node:
     """``await nursery.start(node.run)`` returns the Broker once it serves requests."""
 
-    def __init__(self, config: BrokerConfig, *, clock: Clock = system_clock) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock = system_clock,
+        options: BrokerOptions = PRODUCTION,
+    ) -> None:
         self.config = config
         self.controller: KafkaController | None = None
         """This node's controller candidate while the broker is a cluster member."""
@@ -47,6 +54,7 @@ class Node:
             clock=clock,
             session_services=(self._run_controller,),
             services=(run_coordinators,),
+            options=options,
         )
 
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:

@@ -2,7 +2,7 @@
 
 An ACL binding is a *resource pattern* (type, name, LITERAL or PREFIXED) plus an *entry*
 (principal, host, operation, Allow or Deny). Every layer names them with these values:
-the ZooKeeper store (zk/acls.py, Kafka's JSON), the authorizer (broker/authorizer.py),
+the ZooKeeper store (zk/acls.py, Kafka's JSON), the authorizer (broker/security/authorizer.py),
 the DescribeAcls / CreateAcls / DeleteAcls bodies (Kafka's numeric codes below) and the
 ``minibroker acl`` command.
 

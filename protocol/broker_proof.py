@@ -1,7 +1,7 @@
 """How a broker proves its id on an inter-broker connection: the one home of the
 scheme's format facts (docs/architecture.md, "Who may command a broker").
 
-Every broker owns an Ed25519 key pair (broker/identity_key.py keeps it in its first
+Every broker owns an Ed25519 key pair (broker/security/identity_key.py keeps it in its first
 log dir) and publishes the public half in its ZooKeeper registration,
 ``/brokers/ids/<id>`` (``identity_key``: ``public_key_text``). A connection proves
 itself right after TLS and SASL:
@@ -18,7 +18,7 @@ itself right after TLS and SASL:
 key makes can pass for a proof), to the nonce (fresh per challenge and good once: a
 recorded proof is worth nothing) and to both ids (a proof made for one broker is no
 proof to another). What the connection may then do as broker C is the serving
-broker's business (broker/controller_fence.py).
+broker's business (broker/security/controller_fence.py).
 """
 
 from __future__ import annotations

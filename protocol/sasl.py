@@ -1,10 +1,11 @@
 """SASL without I/O: SCRAM credentials in Kafka's text format, and both sides of the
 PLAIN and SCRAM-SHA-256 / SCRAM-SHA-512 exchanges.
 
-How this works. Tokens go in, tokens come out; the listener (broker/sasl_gate.py) and
+How this works. Tokens go in, tokens come out; the listener (broker/security/sasl_gate.py) and
 the client connection (net/connection.py) move them in SaslAuthenticate requests. The
-SCRAM arithmetic (RFC 5802/7677: nonces, proofs, signatures) is the ``scramp`` library's;
-this module only adapts it to Kafka's usage:
+server's side of a SCRAM exchange is protocol/scram_server.py (by Kafka's rules: any salt
+length, a client-final nonce that ends with the server's); the client's side, and the
+making of new credentials, is the ``scramp`` library's. This module adapts them:
 
 - a SCRAM credential is stored, as in Kafka's ``/config/users/<name>``, as the text
   ``salt=<base64>,stored_key=<base64>,server_key=<base64>,iterations=<n>``: the salted
@@ -33,6 +34,7 @@ from typing import Final, NamedTuple
 import scramp
 
 from minibroker.protocol.errors import SaslAuthenticationFailedError
+from minibroker.protocol.scram_server import ScramError, ScramServerExchange
 
 PLAIN: Final = "PLAIN"
 SCRAM_SHA_256: Final = "SCRAM-SHA-256"
@@ -148,7 +150,7 @@ class SaslServer:
         self.user: str | None = None
         self.failure = ""
         """Why the exchange failed (for the server's debug log only)."""
-        self._scram: scramp.core.ScramServer | None = None
+        self._scram: ScramServerExchange | None = None
         self._claimed = ""  # the name a SCRAM client-first gave
         self._claimed_is_fake = False  # ... and it has no credential: the proof will fail
 
@@ -201,17 +203,15 @@ class SaslServer:
             return self._fail("SCRAM token is not UTF-8")
         try:
             if self._scram is None:
-                self._scram = scramp.ScramMechanism(self.mechanism).make_server(
-                    self._auth_info, s_nonce=secrets.token_urlsafe(SERVER_NONCE_BYTES)
+                self._scram = ScramServerExchange(
+                    _HASHES[self.mechanism],
+                    secrets.token_urlsafe(SERVER_NONCE_BYTES),
+                    self._auth_info,
                 )
-                self._scram.set_client_first(text)
-                answer: str = self._scram.get_server_first()
-                return answer.encode()
-            _accept_prefixed_nonce(self._scram, text)
-            self._scram.set_client_final(text)
-            answer = self._scram.get_server_final()
-        except Exception as exc:  # hostile input: scramp's parsers raise more than its own
-            return self._fail(f"SCRAM exchange of {self._claimed!r} failed: {exc!r}")
+                return self._scram.first(text).encode()
+            answer = self._scram.final(text)
+        except ScramError as exc:
+            return self._fail(f"SCRAM exchange of {self._claimed!r} failed: {exc}")
         if self._claimed_is_fake:
             return self._fail(f"SCRAM user {self._claimed!r} unknown")
         self.user = self._claimed
@@ -226,17 +226,6 @@ class SaslServer:
             self._claimed_is_fake = True
             credential = _fake_credential(self.mechanism, user)
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
-
-
-def _accept_prefixed_nonce(server: scramp.core.ScramServer, client_final: str) -> None:
-    """Kafka checks that the client-final nonce *ends with* the nonce of its server-first
-    message, and some clients (librdkafka 2.0) send the client nonce again in front of
-    it; scramp wants them equal. Such a nonce still holds the broker's fresh part, so a
-    replayed exchange still fails, and the proof is checked over the message as sent."""
-    sent = next((part[2:] for part in client_final.split(",") if part.startswith("r=")), None)
-    expected = str(server.nonce)
-    if sent is not None and sent != expected and sent.endswith(expected):
-        server.nonce = scramp.core.Nonce(sent)
 
 
 def _stored_key(mechanism: str, password: str, credential: ScramCredential) -> bytes:
@@ -259,10 +248,6 @@ def _decode_saslname(name: str) -> str:
     return name.replace("=2C", ",").replace("=3D", "=")
 
 
-def _encode_saslname(name: str) -> str:
-    return name.replace("=", "=3D").replace(",", "=2C")
-
-
 class SaslClient:
     """The client side: send ``first()``, then ``step(challenge)`` for each server
     token until ``complete``. A server-final signature that does not verify raises
@@ -280,9 +265,7 @@ class SaslClient:
     def first(self) -> bytes:
         if self.mechanism == PLAIN:
             return b"\x00" + self.username.encode() + b"\x00" + self.password.encode()
-        self._scram = scramp.ScramClient(
-            [self.mechanism], _encode_saslname(self.username), self.password
-        )
+        self._scram = scramp.ScramClient([self.mechanism], self.username, self.password)
         first: str = self._scram.get_client_first()
         return first.encode()
 

@@ -13,7 +13,7 @@ it. Three paths look for that, all through ``check_batches``:
 Whatever finds it logs a WARNING naming the file, the offsets and the bytes lost, and
 counts it in the LogManager's ``CorruptionStats`` (exported as Prometheus counters by
 the broker). The broker takes a corrupt replica out of service and repairs it
-(``Log.repair_corruption``; broker/corruption.py).
+(``Log.repair_corruption``; broker/logdirs/corruption.py).
 """
 
 from __future__ import annotations

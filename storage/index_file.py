@@ -27,6 +27,13 @@ a duplicate descriptor per mapping, so a broker with thousands of empty partitio
 holds one descriptor per segment (its ``.log``), not five; size changes go through the
 path, and ``open_for_fsync`` opens a private descriptor for a flush.
 
+Creation: the index of a new segment is made on disk only when something needs the
+file: its first entry, or its segment rolled or closed holding data. A partition that
+never received data has no index files at all (its segment's empty ``.log`` says all
+there is), so creating one costs a directory and two files, not four: file creation
+is kernel work of 0.05-0.7 ms a file on this project's VMs, and 10,000 new partitions
+on each of three brokers made it most of their creation time.
+
 Concurrency: one thread at a time (the owning Log serialises calls), except
 ``open_for_fsync``, which a flushing worker thread may call. No buffer over the mapping
 is ever handed out, so the mapping can always be resized or closed.
@@ -64,14 +71,21 @@ class IndexFile:
         create: bool = False,
     ) -> None:
         """Open the index at ``path``, creating it (preallocated) when missing;
-        ``create``: the caller knows it is missing (a new segment)."""
+        ``create``: the caller knows it is missing (a new segment), and the file is
+        made only when something needs it (see "Creation" in the module doc)."""
         self.path = path
         self.base_offset = base_offset
         self.writable = writable
         self.closed = False
         self._mm: mmap.mmap | None = None
+        if create:
+            self._on_disk = False
+            self.entries = 0
+            self._set_length(self._round(max_index_size))
+            return
+        self._on_disk = True
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        existed = not create and path.exists()
+        existed = path.exists()
         fd = os.open(path, flags, 0o644)
         try:
             if not existed:
@@ -81,6 +95,21 @@ class IndexFile:
             os.close(fd)
         self.entries = length // self.ENTRY_SIZE if existed else 0
         self._set_length(length)
+
+    @property
+    def on_disk(self) -> bool:
+        return self._on_disk
+
+    def materialize(self) -> None:
+        """Make the file (sparse, at the current length) if it was not made yet."""
+        if self._on_disk:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, self._length)
+        finally:
+            os.close(fd)
+        self._on_disk = True
 
     # --- mapping management ----------------------------------------------------------
 
@@ -98,6 +127,7 @@ class IndexFile:
         if mm is None:
             if self.closed:
                 raise ValueError(f"{self.path}: index is closed")
+            self.materialize()
             fd = os.open(self.path, os.O_RDWR if self.writable else os.O_RDONLY)
             try:
                 access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
@@ -116,6 +146,9 @@ class IndexFile:
     def _cut_and_grow(self, cut: int, length: int) -> None:
         """Set the file to ``cut`` bytes, then to ``length``: what lies past ``cut``
         becomes a hole (zeros that take no disk)."""
+        if not self._on_disk:
+            self._set_length(length)
+            return
         self._unmap()
         os.truncate(self.path, cut)
         if length != cut:
@@ -143,12 +176,15 @@ class IndexFile:
     def size_in_bytes(self) -> int:
         return self.entries * self.ENTRY_SIZE
 
-    def open_for_fsync(self) -> int:
+    def open_for_fsync(self) -> int | None:
         """A private read-only descriptor of the file, for a flush in another thread
         (fsync through it also writes back the pages dirtied through the mapping:
-        Linux keeps one page cache for both). Raises OSError once the index is closed."""
+        Linux keeps one page cache for both); None while there is no file (nothing to
+        make durable). Raises OSError once the index is closed."""
         if self.closed:
             raise OSError(errno.EBADF, f"{self.path}: index is closed")
+        if not self._on_disk:
+            return None
         return os.open(self.path, os.O_RDONLY)
 
     def flush(self) -> None:
@@ -156,6 +192,8 @@ class IndexFile:
         if self.closed or not self.writable:
             return
         fd = self.open_for_fsync()
+        if fd is None:
+            return
         try:
             os.fsync(fd)
         finally:
@@ -178,7 +216,8 @@ class IndexFile:
         self.path.unlink(missing_ok=True)
 
     def rename(self, new_path: Path) -> None:
-        os.rename(self.path, new_path)
+        if self._on_disk:
+            os.rename(self.path, new_path)
         self.path = new_path
 
     # --- entries ---------------------------------------------------------------------

@@ -8,7 +8,7 @@ How this works. Three callers remove offsets a log holds:
   below the target;
 - ``repair_corruption``: after a read or the scrubber found a corrupt batch, the
   segments from there on are revalidated and the log is cut at the first bad batch
-  (broker/corruption.py re-fetches the rest from the leader);
+  (broker/logdirs/corruption.py re-fetches the rest from the leader);
 - ``truncate_fully_and_start_at``: everything goes and the log restarts empty at an
   offset (a follower whose leader's log starts beyond its end, or a load below the
   checkpointed log start).

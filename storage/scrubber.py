@@ -1,7 +1,7 @@
 """Checking a closed segment file batch by batch, fed in chunks (the scrubber's core).
 
 How this works. ``SegmentScan`` is given the file's bytes in order, in chunks of any
-size (the caller reads them at a throttled rate, broker/corruption.py). It keeps the
+size (the caller reads them at a throttled rate, broker/logdirs/corruption.py). It keeps the
 tail of a chunk that ends inside a batch and checks each whole batch as
 ``check_batches`` does: header, length, CRC-32C, and a baseOffset that follows the
 previous batch, the first one equal to the segment's base offset. A batch whose length

@@ -87,13 +87,20 @@ class SegmentFiles:
         self.size = os.fstat(self._fd).st_size
         index_path = segment_path(directory, base_offset, INDEX_SUFFIX + file_suffix)
         time_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX + file_suffix)
-        # A missing index is created empty and must be rebuilt (sanity_check says so).
-        self.index_missing = not create and not (index_path.exists() and time_path.exists())
+        # A missing index is created empty and must be rebuilt (sanity_check says so),
+        # unless the segment is empty and has none: an empty segment's indexes are
+        # only made when needed (storage/index_file.py, "Creation").
+        lazy = create
+        self.index_missing = False
+        if not create and not (index_path.exists() and time_path.exists()):
+            none_made = not index_path.exists() and not time_path.exists()
+            lazy = writable and self.size == 0 and none_made
+            self.index_missing = not lazy
         self.offset_index = OffsetIndex(
-            index_path, base_offset, max_index_size, writable=writable, create=create
+            index_path, base_offset, max_index_size, writable=writable, create=lazy
         )
         self.time_index = TimeIndex(
-            time_path, base_offset, max_index_size, writable=writable, create=create
+            time_path, base_offset, max_index_size, writable=writable, create=lazy
         )
         self._bytes_since_last_index_entry = 0
         self.txn_index = TransactionIndex(
@@ -199,7 +206,11 @@ class SegmentFiles:
         self.time_index.resize(max_index_size)
 
     def on_become_inactive(self) -> None:
-        """The segment was rolled: record its final max timestamp, trim the indexes."""
+        """The segment was rolled: record its final max timestamp, trim the indexes
+        (made on disk first if it holds data, so a reload finds them)."""
+        if self.size:
+            self.offset_index.materialize()
+            self.time_index.materialize()
         self.time_index.maybe_append(
             self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
         )
@@ -218,7 +229,9 @@ class SegmentFiles:
         fds = [os.dup(self._fd)]
         try:
             for index in (self.offset_index, self.time_index):
-                fds.append(index.open_for_fsync())
+                fd = index.open_for_fsync()
+                if fd is not None:
+                    fds.append(fd)
         except OSError:
             for fd in fds:
                 os.close(fd)

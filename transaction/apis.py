@@ -10,11 +10,11 @@ instead, as Kafka answers them (InitProducerId v0-3, the others v0-1).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, TypeVar
 
-from minibroker.broker.dispatcher import Answer, Deferred, RequestDispatcher
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.producer_ids import InitProducerIdApi
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.cluster.producer_ids import InitProducerIdApi
+from minibroker.broker.requests.dispatcher import Answer, Deferred, RequestDispatcher
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,
@@ -30,6 +30,9 @@ from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.protocol.transaction_log import STATUS_NAMES
 from minibroker.transaction.coordinator import TransactionCoordinator
+from minibroker.transaction.state_manager import StateWrite
+
+_Body = TypeVar("_Body")
 
 FENCED_SINCE: Final = {
     "InitProducerId": 4,
@@ -193,20 +196,17 @@ class TransactionApis:
             missing, other = UnknownTopicOrPartitionError.code, OperationNotAttemptedError.code
             return results(lambda tp: missing if tp in unknown else other)
 
-        async def answer() -> bodies.AddPartitionsToTxnResponse:
-            try:
-                await self.coordinator.add_partitions(
-                    request["transactional_id"],
-                    request["producer_id"],
-                    request["producer_epoch"],
-                    wanted,
-                )
-            except KafkaError as exc:
-                code = _code(exc, "AddPartitionsToTxn", header.api_version)
-                return results(lambda tp: code)
-            return results(lambda tp: NONE)
+        def answer(error: KafkaError | None) -> bodies.AddPartitionsToTxnResponse:
+            code = NONE if error is None else _code(error, "AddPartitionsToTxn", header.api_version)
+            return results(lambda tp: code)
 
-        return Deferred(answer)
+        ids = request["transactional_id"], request["producer_id"], request["producer_epoch"]
+        return self._now_or_later(
+            ids[0],
+            lambda: self.coordinator.add_partitions_now(*ids, wanted),
+            lambda: self.coordinator.add_partitions(*ids, wanted),
+            answer,
+        )
 
     def _brokers_add_partitions(
         self, header: RequestHeader, request: bodies.AddPartitionsToTxnRequest
@@ -261,39 +261,61 @@ class TransactionApis:
         self, header: RequestHeader, request: bodies.AddOffsetsToTxnRequest
     ) -> Answer[bodies.AddOffsetsToTxnResponse]:
         tp = TopicPartition(OFFSETS_TOPIC, self.offsets_partition(request["group_id"]))
-        return self._simple(
-            "AddOffsetsToTxn",
-            header,
-            lambda: self.coordinator.add_partitions(
-                request["transactional_id"],
-                request["producer_id"],
-                request["producer_epoch"],
-                [tp],
-            ),
+        ids = request["transactional_id"], request["producer_id"], request["producer_epoch"]
+        return self._now_or_later(
+            ids[0],
+            lambda: self.coordinator.add_partitions_now(*ids, [tp]),
+            lambda: self.coordinator.add_partitions(*ids, [tp]),
+            self._simple_answer("AddOffsetsToTxn", header),
         )
 
     def handle_end_txn(
         self, header: RequestHeader, request: bodies.EndTxnRequest
     ) -> Answer[bodies.EndTxnResponse]:
-        return self._simple(
-            "EndTxn",
-            header,
-            lambda: self.coordinator.end_transaction(
-                request["transactional_id"],
-                request["producer_id"],
-                request["producer_epoch"],
-                request["committed"],
-            ),
+        ids = request["transactional_id"], request["producer_id"], request["producer_epoch"]
+        committed = request["committed"]
+        return self._now_or_later(
+            ids[0],
+            lambda: self.coordinator.end_transaction_now(*ids, committed),
+            lambda: self.coordinator.end_transaction(*ids, committed),
+            self._simple_answer("EndTxn", header),
         )
 
-    def _simple(
-        self, api: str, header: RequestHeader, work: Callable[[], Awaitable[None]]
-    ) -> Deferred[bodies.EndTxnResponse]:
-        async def answer() -> bodies.EndTxnResponse:
-            try:
-                await work()
-            except KafkaError as exc:
-                return {"throttle_time_ms": 0, "error_code": _code(exc, api, header.api_version)}
-            return {"throttle_time_ms": 0, "error_code": NONE}
+    @staticmethod
+    def _simple_answer(
+        api: str, header: RequestHeader
+    ) -> Callable[[KafkaError | None], bodies.EndTxnResponse]:
+        def answer(error: KafkaError | None) -> bodies.EndTxnResponse:
+            code = NONE if error is None else _code(error, api, header.api_version)
+            return {"throttle_time_ms": 0, "error_code": code}
 
-        return Deferred(answer)
+        return answer
+
+    def _now_or_later(
+        self,
+        transactional_id: str,
+        now: Callable[[], StateWrite | None],
+        later: Callable[[], Awaitable[None]],
+        answer: Callable[[KafkaError | None], _Body],
+    ) -> Answer[_Body]:
+        """Answer at once when the id's last transaction has completed and ``now`` needs
+        no wait (its ``__transaction_state`` write was replicated as it was made: a
+        single in-sync replica), with no task; else a Deferred that waits (``later``
+        from the start when the last transaction is still completing)."""
+        if not self.coordinator.completing(transactional_id):
+            try:
+                wait = now()
+            except KafkaError as exc:
+                return answer(exc)
+            if wait is None:
+                return answer(None)
+            later = wait
+
+        async def deferred() -> _Body:
+            try:
+                await later()
+            except KafkaError as exc:
+                return answer(exc)
+            return answer(None)
+
+        return Deferred(deferred)

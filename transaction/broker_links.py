@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.cluster.metadata_cache import MetadataCache
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.errors import KafkaError, UnknownTopicOrPartitionError

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 import trio
 
-from minibroker.broker.producer_ids import ProducerIdManager
+from minibroker.broker.cluster.producer_ids import ProducerIdManager
+from minibroker.broker.replication.txn_markers import AppendedMarkers
 from minibroker.protocol.errors import (
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
@@ -60,7 +61,7 @@ from minibroker.transaction.metadata import (
     TxnState,
     TxnValue,
 )
-from minibroker.transaction.state_manager import TransactionStateManager
+from minibroker.transaction.state_manager import StateWrite, TransactionStateManager
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +187,11 @@ class TransactionCoordinator:
 
     # -- the transaction -----------------------------------------------------------------------
 
+    def completing(self, transactional_id: str) -> bool:
+        """Whether the id's last transaction is still writing its markers (its next
+        request waits for that first, a little: ``_settled``)."""
+        return transactional_id in self._completing
+
     async def add_partitions(
         self,
         transactional_id: str,
@@ -196,6 +202,20 @@ class TransactionCoordinator:
         """Add ``partitions`` to the transaction (starting it); raises the KafkaError."""
         self._producer(transactional_id, producer_id, producer_epoch)
         await self._settled(transactional_id)
+        wait = self.add_partitions_now(transactional_id, producer_id, producer_epoch, partitions)
+        if wait is not None:
+            await wait()
+
+    def add_partitions_now(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> StateWrite | None:
+        """``add_partitions`` without waiting for the last transaction to complete (the
+        caller checked ``completing``): None when done now, else the wait that finishes
+        it; raises the KafkaError."""
         meta = self._producer(transactional_id, producer_id, producer_epoch)
         if meta.pending is not None or meta.state in PREPARING:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: the last one is completing")
@@ -204,7 +224,7 @@ class TransactionCoordinator:
         value = meta.value
         added = frozenset(partitions)
         if meta.state is TxnState.ONGOING and added <= value.partitions:
-            return
+            return None
         now = self.clock()
         after = meta.prepare(
             TxnState.ONGOING,
@@ -212,7 +232,7 @@ class TransactionCoordinator:
             partitions=value.partitions | added,
             start_ms=value.start_ms if meta.state is TxnState.ONGOING else now,
         )
-        await self.state.write(meta, after)
+        return self.state.write_now(meta, after)
 
     def verify_partitions(
         self,
@@ -241,6 +261,16 @@ class TransactionCoordinator:
         """Commit or abort: answered once the decision is replicated; raises the error."""
         self._producer(transactional_id, producer_id, producer_epoch)
         await self._settled(transactional_id)
+        wait = self.end_transaction_now(transactional_id, producer_id, producer_epoch, committed)
+        if wait is not None:
+            await wait()
+
+    def end_transaction_now(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+    ) -> StateWrite | None:
+        """``end_transaction`` without waiting for the last transaction to complete (the
+        caller checked ``completing``): None when decided now, else the wait until the
+        decision is replicated; raises the KafkaError."""
         meta = self._producer(transactional_id, producer_id, producer_epoch)
         if meta.pending is not None:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: a change is in flight")
@@ -249,11 +279,18 @@ class TransactionCoordinator:
         done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         if state is TxnState.ONGOING:
             after = meta.prepare(wanted, self.clock())
-            await self.state.write(meta, after)
-            self._complete_later(meta)
-            return
+            wait = self.state.write_now(meta, after)
+            if wait is None:
+                self._complete_later(meta)
+                return None
+
+            async def decided() -> None:
+                await wait()
+                self._complete_later(meta)
+
+            return decided
         if state is done:
-            return  # a retry of an EndTxn that succeeded
+            return None  # a retry of an EndTxn that succeeded
         if state is wanted:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: still completing")
         if state is TxnState.PREPARE_EPOCH_FENCE:
@@ -330,11 +367,32 @@ class TransactionCoordinator:
                 self._complete_later(meta)
 
     def _complete_later(self, meta: TransactionMetadata) -> None:
+        """The second phase of the prepared transaction of ``meta``: done here and now
+        when nothing needs a wait (every partition's leader is this broker and its only
+        in-sync replica: the single-broker case), else in a task of its own."""
+        value = meta.value
+        started = self.markers.write_now(
+            producer_id=value.producer_id,
+            producer_epoch=value.producer_epoch,
+            committed=value.state is TxnState.PREPARE_COMMIT,
+            coordinator_epoch=meta.coordinator_epoch,
+            partitions=value.partitions,
+        )
+        if started is None:
+            log.warning("markers of %r: a newer coordinator took over", meta.transactional_id)
+            return
+        remaining, appended = started
+        if not remaining and meta.pending is None:
+            try:
+                if self.state.write_now(meta, self._completed(meta)) is None:
+                    return
+            except KafkaError as exc:
+                log.info("completing %r failed: %r", meta.transactional_id, exc)
         done = self._completing[meta.transactional_id] = trio.Event()
 
         async def complete() -> None:
             try:
-                await self._complete(meta)
+                await self._complete(meta, remaining, appended)
             finally:
                 done.set()
                 if self._completing.get(meta.transactional_id) is done:
@@ -347,27 +405,38 @@ class TransactionCoordinator:
             raise RuntimeError("the transaction coordinator is not running")
         self._spawn(fn)
 
-    async def _complete(self, meta: TransactionMetadata) -> None:
-        """Markers to every partition, then Complete*: the second phase of the commit."""
+    def _completed(self, meta: TransactionMetadata) -> TxnValue:
+        """The prepared transaction's Complete* value, pending."""
+        committed = meta.value.state is TxnState.PREPARE_COMMIT
+        target = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        return meta.prepare(target, self.clock(), partitions=frozenset(), start_ms=-1)
+
+    async def _complete(
+        self,
+        meta: TransactionMetadata,
+        partitions: Iterable[TopicPartition],
+        appended: AppendedMarkers | None = None,
+    ) -> None:
+        """Markers to ``partitions`` (those of the prepared transaction still without
+        theirs; ``appended``: markers already appended to some, not yet replicated),
+        then Complete*: the second phase of the commit."""
         value = meta.value
-        committed = value.state is TxnState.PREPARE_COMMIT
         still_owner = self.state.owner_check(meta)
         written = await self.markers.write(
             producer_id=value.producer_id,
             producer_epoch=value.producer_epoch,
-            committed=committed,
+            committed=value.state is TxnState.PREPARE_COMMIT,
             coordinator_epoch=meta.coordinator_epoch,
-            partitions=value.partitions,
+            partitions=partitions,
             still_owner=still_owner,
+            appended=appended,
         )
         if not written:
             return
-        target = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         while still_owner() and meta.state is value.state:
             if meta.pending is None:
-                after = meta.prepare(target, self.clock(), partitions=frozenset(), start_ms=-1)
                 try:
-                    await self.state.write(meta, after)
+                    await self.state.write(meta, self._completed(meta))
                     return
                 except KafkaError as exc:
                     log.info("completing %r failed: %r", meta.transactional_id, exc)

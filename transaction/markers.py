@@ -18,11 +18,13 @@ Connections go to the brokers' inter-broker listener and prove this broker's id
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeAlias
 
 import trio
 
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.replication.txn_markers import AppendedMarkers
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
@@ -38,16 +40,18 @@ from minibroker.transaction.broker_links import BrokerLinks
 
 log = logging.getLogger(__name__)
 
-LocalMarkers = Callable[
-    [bodies.WriteTxnMarkersRequest], Callable[[], Awaitable[bodies.WriteTxnMarkersResponse]]
-]
-"""Appends markers on this broker now; the returned wait answers once replicated."""
+LocalMarkers = Callable[[bodies.WriteTxnMarkersRequest], AppendedMarkers]
+"""Appends markers on this broker now (broker/txn_markers.py); the result answers now,
+when replicated already, or once awaited."""
+
+MarkersStarted: TypeAlias = tuple[set[TopicPartition], AppendedMarkers | None]
+"""``MarkerSender.write_now``'s result: partitions still to write, appends to wait for."""
 
 RETRY_BACKOFF_S = 0.05
 """First wait before a partition's marker is sent again; doubles up to the maximum."""
 RETRY_BACKOFF_MAX_S = 1.0
 REQUEST_TIMEOUT_S = 35.0
-"""Longer than the leader's wait for its in-sync replicas (broker/txn_markers.py)."""
+"""Longer than the leader's wait for its in-sync replicas (broker/replication/txn_markers.py)."""
 
 
 class MarkerSender:
@@ -74,6 +78,37 @@ class MarkerSender:
         self.markers_sent = 0
         """Partition markers acknowledged so far (a metric)."""
 
+    def write_now(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> MarkersStarted | None:
+        """The markers of a transaction whose partitions this broker all leads,
+        appended now. What is left for ``write``: the partitions without their marker
+        yet (every one when some has another leader) and the appends to wait for (when
+        a marker is not replicated yet); None when a newer coordinator fenced this one.
+        Nothing waits: with this broker every partition's only in-sync replica, the
+        transaction's markers are done here."""
+        remaining = set(partitions)
+        if self.local is None:
+            return remaining, None
+        for tp in remaining:
+            info = self.metadata_cache.partition(tp)
+            if info is None or info.leader != self.broker_id:
+                return remaining, None
+        marker = _marker(producer_id, producer_epoch, committed, coordinator_epoch, remaining)
+        appended = self.local({"markers": [marker]})
+        answer = appended.now()
+        if answer is None:
+            return remaining, appended
+        if self._acknowledged(answer, remaining):
+            return None
+        return remaining, None
+
     async def write(
         self,
         *,
@@ -83,11 +118,15 @@ class MarkerSender:
         coordinator_epoch: int,
         partitions: Iterable[TopicPartition],
         still_owner: Callable[[], bool],
+        appended: AppendedMarkers | None = None,
     ) -> bool:
         """Write the marker to every partition; False if this coordinator was fenced
-        or lost the transactional id meanwhile (``still_owner``)."""
+        or lost the transactional id meanwhile (``still_owner``). ``appended``: markers
+        ``write_now`` appended to some of ``partitions``, whose answer comes first."""
         remaining = set(partitions)
         backoff = RETRY_BACKOFF_S
+        if appended is not None and self._acknowledged(await appended(), remaining):
+            return False
         while remaining:
             if not still_owner():
                 return False
@@ -104,32 +143,14 @@ class MarkerSender:
 
             async def send(leader: int, tps: list[TopicPartition]) -> None:
                 nonlocal fenced
-                marker: bodies.WriteTxnMarkersRequestMarker = {
-                    "producer_id": producer_id,
-                    "producer_epoch": producer_epoch,
-                    "transaction_result": committed,
-                    "topics": _topics(tps),
-                    "coordinator_epoch": coordinator_epoch,
-                }
+                marker = _marker(producer_id, producer_epoch, committed, coordinator_epoch, tps)
                 try:
                     answer = await self._request(leader, {"markers": [marker]})
                 except KafkaError as exc:
                     log.debug("markers to broker %d failed: %r", leader, exc)
                     return
-                for result in answer.get("markers", ()):
-                    for topic in result["topics"]:
-                        for p in topic["partitions"]:
-                            tp = TopicPartition(topic["name"], p["partition_index"])
-                            code = p["error_code"]
-                            if code == NONE or code == InvalidProducerEpochError.code:
-                                remaining.discard(tp)
-                                self.markers_sent += 1
-                            elif code == TransactionCoordinatorFencedError.code:
-                                fenced = True
-                            elif code == UnknownTopicOrPartitionError.code and (
-                                not self.metadata_cache.contains(tp.topic)
-                            ):
-                                remaining.discard(tp)
+                if self._acknowledged(answer, remaining):
+                    fenced = True
 
             if len(by_leader) == 1:  # the usual case: no tasks to start
                 [(leader, tps)] = by_leader.items()
@@ -146,11 +167,34 @@ class MarkerSender:
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
         return True
 
+    def _acknowledged(
+        self, answer: bodies.WriteTxnMarkersResponse, remaining: set[TopicPartition]
+    ) -> bool:
+        """Drop from ``remaining`` the partitions ``answer`` says are done; True when
+        it says a newer coordinator fenced this one."""
+        fenced = False
+        for result in answer.get("markers", ()):
+            for topic in result["topics"]:
+                for p in topic["partitions"]:
+                    tp = TopicPartition(topic["name"], p["partition_index"])
+                    code = p["error_code"]
+                    if code == NONE or code == InvalidProducerEpochError.code:
+                        remaining.discard(tp)
+                        self.markers_sent += 1
+                    elif code == TransactionCoordinatorFencedError.code:
+                        fenced = True
+                    elif code == UnknownTopicOrPartitionError.code and (
+                        not self.metadata_cache.contains(tp.topic)
+                    ):
+                        remaining.discard(tp)
+        return fenced
+
     async def _request(
         self, broker_id: int, body: bodies.WriteTxnMarkersRequest
     ) -> bodies.WriteTxnMarkersResponse:
         if broker_id == self.broker_id and self.local is not None:
-            return await self.local(body)()
+            appended = self.local(body)
+            return appended.now() or await appended()
         answer: bodies.WriteTxnMarkersResponse = await self.links.request(
             broker_id, ApiKey.WRITE_TXN_MARKERS, body
         )
@@ -160,7 +204,23 @@ class MarkerSender:
         await self.links.aclose()
 
 
-def _topics(tps: list[TopicPartition]) -> list[bodies.WriteTxnMarkersRequestMarkerTopic]:
+def _marker(
+    producer_id: int,
+    producer_epoch: int,
+    committed: bool,
+    coordinator_epoch: int,
+    tps: Iterable[TopicPartition],
+) -> bodies.WriteTxnMarkersRequestMarker:
+    return {
+        "producer_id": producer_id,
+        "producer_epoch": producer_epoch,
+        "transaction_result": committed,
+        "topics": _topics(tps),
+        "coordinator_epoch": coordinator_epoch,
+    }
+
+
+def _topics(tps: Iterable[TopicPartition]) -> list[bodies.WriteTxnMarkersRequestMarkerTopic]:
     by_topic: dict[str, list[int]] = {}
     for tp in sorted(tps):
         by_topic.setdefault(tp.topic, []).append(tp.partition)

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, Sequence
 import trio
 
 from minibroker.broker.broker import Broker
-from minibroker.broker.coordinator_locator import CoordinatorLocator
-from minibroker.broker.partition import Partition
-from minibroker.broker.producer_ids import InitProducerIdApi
+from minibroker.broker.cluster.coordinator_locator import CoordinatorLocator
+from minibroker.broker.cluster.producer_ids import InitProducerIdApi
+from minibroker.broker.replication.partition import Partition
 from minibroker.coordinator.offsets_log import ReplicaOffsetsLog
 from minibroker.coordinator.service import serve_group_coordinator
 from minibroker.protocol.messages.groups import KEY_TYPE_TRANSACTION

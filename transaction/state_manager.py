@@ -16,15 +16,17 @@ provided this broker still coordinates the id at the epoch it wrote under.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeAlias
 
 import trio
 
-from minibroker.coordinator.offsets_log import ReplicaOffsetsLog, commit_error
+from minibroker.coordinator.offsets_log import Acknowledged, ReplicaOffsetsLog, commit_error
 from minibroker.protocol.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     CorruptMessageError,
+    KafkaError,
     NotCoordinatorError,
 )
 from minibroker.protocol.records.types import Record
@@ -39,6 +41,9 @@ from minibroker.storage.log_config import Clock
 from minibroker.transaction.metadata import TransactionMetadata, TxnState, TxnValue
 
 log = logging.getLogger(__name__)
+
+StateWrite: TypeAlias = Callable[[], Awaitable[None]]
+"""The rest of a write to ``__transaction_state``: done once replicated (or raises)."""
 
 PARTITION_CACHE_SIZE = 100_000
 """Transactional ids whose partition is remembered (cleared when full)."""
@@ -118,6 +123,14 @@ class TransactionStateManager:
     async def write(self, meta: TransactionMetadata, after: TxnValue) -> None:
         """Write ``after`` (``meta``'s pending value); it is the state once replicated.
         Raises NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE when it is not."""
+        wait = self.write_now(meta, after)
+        if wait is not None:
+            await wait()
+
+    def write_now(self, meta: TransactionMetadata, after: TxnValue) -> StateWrite | None:
+        """``write``, started now: None when ``after`` was replicated as it was appended
+        (its partition's only in-sync replica is this broker) and is the state already;
+        else the wait that finishes the write. Raises as ``write``."""
         still_owner = self.owner_check(meta)
         record = Record(
             encode_value(after.to_log()),
@@ -125,10 +138,31 @@ class TransactionStateManager:
             timestamp=self.clock(),
         )
         try:
-            error = await self.log.append(self.partition_of(meta.transactional_id), [record])()
+            acknowledged = self.log.append(self.partition_of(meta.transactional_id), [record])
         except BaseException:
             meta.abandon(after)
             raise
+        if isinstance(acknowledged, Acknowledged):
+            self._written(meta, after, acknowledged.error, still_owner)
+            return None
+
+        async def wait() -> None:
+            try:
+                error = await acknowledged()
+            except BaseException:
+                meta.abandon(after)
+                raise
+            self._written(meta, after, error, still_owner)
+
+        return wait
+
+    def _written(
+        self,
+        meta: TransactionMetadata,
+        after: TxnValue,
+        error: KafkaError | None,
+        still_owner: Callable[[], bool],
+    ) -> None:
         if error is None and still_owner():
             meta.complete(after)
             return

@@ -1,5 +1,5 @@
 """The question a partition leader asks before a producer's first transactional write
-(KIP-890 part 1, broker/txn_verification.py): is this partition in the producer's
+(KIP-890 part 1, broker/replication/txn_verification.py): is this partition in the producer's
 ongoing transaction? Answered by the id's coordinator, the leader of its
 ``__transaction_state`` partition: this broker's own TransactionCoordinator directly, or
 another broker through AddPartitionsToTxn's brokers' form, ``transactions[]`` with
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.cluster.metadata_cache import MetadataCache
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     NONE,
@@ -40,6 +40,28 @@ class TransactionVerifier:
         self.metadata_cache = metadata_cache
         self.links = links
         self.broker_id = broker_id
+
+    def now(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
+    ) -> dict[TopicPartition, KafkaError | None] | None:
+        """The verdicts at once when this broker coordinates the id, else None."""
+        if self._coordinator_of(transactional_id) != self.broker_id:
+            return None
+        return self.coordinator.verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions
+        )
+
+    def _coordinator_of(self, transactional_id: str) -> int:
+        """The broker leading the id's ``__transaction_state`` partition (-1: none)."""
+        state_partition = self.coordinator.state.partition_of(transactional_id)
+        info = self.metadata_cache.partition(
+            TopicPartition(TRANSACTION_STATE_TOPIC, state_partition)
+        )
+        return -1 if info is None else info.leader
 
     async def __call__(
         self,

@@ -7,7 +7,7 @@
 segment. The config may hold other user-level keys (Kafka keeps quotas there); only the
 ``SCRAM-*`` keys are ours, and the others are kept when a credential changes. Every
 change is announced as Kafka announces it: a sequential ``/config/changes/config_change_``
-znode naming ``users/<name>``, which every broker watches (broker/credentials.py) to
+znode naming ``users/<name>``, which every broker watches (broker/security/credentials.py) to
 re-read that user at once, without a restart.
 """
 

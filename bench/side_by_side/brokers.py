@@ -255,7 +255,7 @@ class MinibrokerBrokers(Brokers):
         argv = [
             sys.executable,
             "-m",
-            "minibroker.client.cli.main",
+            "minibroker",
             "broker",
             *("--broker-id", str(broker_id)),
             *("--listen", f"127.0.0.1:{self.port(broker_id) + MSGPACK_PORT_OFFSET}"),

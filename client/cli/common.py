@@ -3,7 +3,7 @@
 Every read command takes ``--format json|text``: ``json`` prints one JSON document
 (or, for streams such as ``consume``, one JSON object per line) so scripts never parse
 tables; ``text`` is for people. Errors are raised as exceptions and become one line
-on stderr in client/cli/main.py.
+on stderr in command/main.py.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ the log start where the group has none); it commits what it printed when it exit
 timestamp (ms), ``%h`` headers (k=v,...), ``%%`` a percent sign, ``\\n`` / ``\\t``.
 
 When stdout is a pipe whose reader goes away (``consume ... | head``), the command
-stops as Unix tools do: at once, quietly, exit code 0 (client/cli/main.py), whether it
+stops as Unix tools do: at once, quietly, exit code 0 (command/main.py), whether it
 found out by writing or, with no record to write, by watching the pipe.
 """
 

@@ -2,7 +2,7 @@
 local cluster (ZooKeeper + N brokers) in one command, and control of its brokers.
 
 How this works. ``dev up`` is a supervisor: it starts ``minibroker zookeeper`` and then
-N ``minibroker broker`` processes (``sys.executable -m minibroker.client.cli.main ...``),
+N ``minibroker broker`` processes (``sys.executable -m minibroker ...``),
 each in its own session so the terminal's Ctrl-C reaches only the supervisor, which then
 stops them in order: SIGTERM to one broker at a time, highest id first (each stops
 cleanly: controlled shutdown, logs flushed, ``.kafka_cleanshutdown`` written), then

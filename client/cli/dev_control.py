@@ -59,7 +59,7 @@ POLL_S = 0.1  # how often logs, processes and the cluster are checked while wait
 
 
 def cli_argv(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "minibroker.client.cli.main", *argv]
+    return [sys.executable, "-m", "minibroker", *argv]
 
 
 def child_env() -> dict[str, str]:

@@ -18,7 +18,7 @@ Like kafka-reassign-partitions.sh, with Kafka's JSON (client/reassignment.py):
   move back to the dir the replica is in now (which deletes its -future copy), then
   removes the throttles as ``--verify`` does (``--preserve-throttles`` keeps them).
 
-Throttles (bytes/s) are dynamic broker configs (broker/broker_configs.py), set by
+Throttles (bytes/s) are dynamic broker configs (broker/admin/broker_configs.py), set by
 ``--execute`` before anything moves, as Kafka's tool does:
 ``--replica-alter-log-dirs-throttle`` sets ``replica.alter.log.dirs.io.max.bytes.per.
 second`` on every broker with a log-dir move in the plan (enforced by its mover);
@@ -28,7 +28,7 @@ partition's replica, and says which replicas the rate binds with the topic confi
 ``leader.replication.throttled.replicas`` (each moving partition's current replicas,
 which send the copy) and ``follower.replication.throttled.replicas`` (its added
 replicas, which receive it), as ``partition:broker`` entries merged into what the
-topic already lists (broker/replication_quota.py enforces them). ``--verify``, once
+topic already lists (broker/quotas/replication_quota.py enforces them). ``--verify``, once
 every move is done, removes both topic lists from the plan's topics and the three
 rates from every live broker.
 """
@@ -65,7 +65,7 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 THROTTLED_REPLICAS_KEYS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 ALL_REPLICAS = "*"
-# (The broker's names, broker/broker_configs.py and broker/replication_quota.py; the
+# (The broker's names, broker/admin/broker_configs.py and broker/quotas/replication_quota.py; the
 # client does not import broker code.)
 
 HELP = "move partition replicas between brokers and between log dirs"
@@ -171,7 +171,7 @@ async def _current(admin: Admin) -> tuple[dict[tuple[str, int], tuple[int, ...]]
 
 async def _generate(args: argparse.Namespace, topics: list[str], brokers: list[int]) -> int:
     # The topic creation algorithm lives with the controller; reused, not copied.
-    from minibroker.broker.assignment import assign_replicas_to_brokers
+    from minibroker.broker.cluster.assignment import assign_replicas_to_brokers
 
     rng = random.Random()
     async with Admin(args.bootstrap_server, config=command_security(args)) as admin:

@@ -41,7 +41,7 @@ _HEADER: Final = '''"""Typed bodies of every message: generated from protocol/me
 
 ``<Api>Request`` / ``<Api>Response`` are the bodies a handler reads and returns; nested
 structs are named after their parent and field. ``ROUTES`` ties each API key to its
-pair, for broker/dispatcher.py's typed registration.
+pair, for broker/requests/dispatcher.py's typed registration.
 """
 
 from __future__ import annotations

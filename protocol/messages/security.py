@@ -1,7 +1,7 @@
 """Authentication: SaslHandshake and SaslAuthenticate, and the brokers' identity proof
 (BrokerChallenge, BrokerProof).
 
-One exchange (broker/sasl_gate.py) serves both listeners. The msgpack client always
+One exchange (broker/security/sasl_gate.py) serves both listeners. The msgpack client always
 wraps the SASL tokens in SaslAuthenticate (Kafka's handshake v1 behaviour); Kafka's
 handshake v0, after which raw tokens follow, exists on the Kafka listener only.
 """

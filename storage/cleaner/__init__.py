@@ -8,5 +8,5 @@
 - ``manager``: which log to clean next (dirty ratio, compaction lags), the jobs, the
   ``cleaner-offset-checkpoint`` files, statistics.
 
-The broker runs it (broker/log_cleaner.py); docs/architecture.md has the overview.
+The broker runs it (broker/logdirs/log_cleaner.py); docs/architecture.md has the overview.
 """

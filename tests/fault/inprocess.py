@@ -18,7 +18,7 @@ from typing import Any
 import trio
 
 from minibroker.broker.broker import Broker
-from minibroker.broker.partition import Partition
+from minibroker.broker.replication.partition import Partition
 from minibroker.node.node import Node
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.records import decode_batch, iter_headers

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.broker.log_cleaner import STOP_AT_ENV
+from minibroker.node.cli import CLEANER_STOP_AT_ENV
 from minibroker.storage.segment_swap import SWAP_STEPS
 from tests.support.cluster import ProcessCluster
 from tests.support.compaction import (
@@ -36,7 +36,7 @@ ROUNDS = 12
 async def test_a_broker_killed_at_each_swap_step_reads_back_every_latest_value(
     tmp_path: Path, zk_connect: str, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    monkeypatch.setenv(STOP_AT_ENV, step)
+    monkeypatch.setenv(CLEANER_STOP_AT_ENV, step)
     cluster = ProcessCluster(tmp_path, zk_connect, size=1, properties=CLEANER)
     try:
         await cluster.start_all()
@@ -48,7 +48,7 @@ async def test_a_broker_killed_at_each_swap_step_reads_back_every_latest_value(
             while not marker.exists():
                 await trio.sleep(0.1)
         cluster.kill(1)
-        monkeypatch.delenv(STOP_AT_ENV)
+        monkeypatch.delenv(CLEANER_STOP_AT_ENV)
         marker.unlink()
         await cluster.start(1)
         records = await read_all(cluster, ROUNDS * KEYS)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.broker import fetcher_truncation, replica_fetcher
-from minibroker.broker.partition import Partition
+from minibroker.broker.replication import fetcher_truncation, replica_fetcher
+from minibroker.broker.replication.partition import Partition
 from minibroker.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT
 from tests.fault.inprocess import InProcessCluster, records_of
 from tests.support.broker import batch

@@ -22,9 +22,9 @@ import trio
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError as KafkaTopicAuthorizationFailedError
 
-from minibroker.broker.acl_sync import CHANGE_EXPIRATION_MS, AclSync
-from minibroker.broker.authorizer import AclAuthorizer
 from minibroker.broker.broker import Broker
+from minibroker.broker.security.acl_sync import CHANGE_EXPIRATION_MS, AclSync
+from minibroker.broker.security.authorizer import AclAuthorizer
 from minibroker.node.node import Node
 from minibroker.protocol.acls import (
     CLUSTER_NAME,
@@ -386,7 +386,7 @@ async def test_forged_controller_requests_from_a_non_broker_are_refused_and_chan
             ),
             (ApiKey.UPDATE_METADATA, update_metadata(controller_id, epoch, broker_epoch)),
             # A follower's fetch: an ACL (ClusterAction) is not enough, only a broker's
-            # proven connection (broker/controller_fence.py).
+            # proven connection (broker/security/controller_fence.py).
             (ApiKey.FETCH, {**fetch_body(TOPIC, {0: 0}), "replica_id": 2}),
         ]
         await cluster.create_acls(grant(*CLUSTER_KEY, Operation.CLUSTER_ACTION))

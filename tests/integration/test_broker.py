@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.broker.config import BrokerConfig
+from minibroker.broker.config.broker_config import BrokerConfig
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     FencedLeaderEpochError,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from minibroker.broker.admin.broker_configs import LEADER_THROTTLE, LOG_DIRS_THROTTLE
 from minibroker.broker.broker import Broker
-from minibroker.broker.broker_configs import LEADER_THROTTLE, LOG_DIRS_THROTTLE
 from minibroker.client.admin import Admin
 from minibroker.client.cli import reassign
 from minibroker.client.reassignment import parse_reassignment

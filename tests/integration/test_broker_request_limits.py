@@ -13,7 +13,7 @@ import msgpack
 import pytest
 
 from minibroker.broker.broker import Broker
-from minibroker.broker.log_limiter import DEFAULT_BURST
+from minibroker.broker.requests.log_limiter import DEFAULT_BURST
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import InvalidRequestError, UnsupportedVersionError
 from minibroker.protocol.frames import encode_frame

@@ -9,8 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.request_handler import Buffer, CloseConnection, Pending, Reply
-from minibroker.broker.server import BrokerServer
+from minibroker.broker.network.server import BrokerServer
+from minibroker.broker.requests.request_handler import Buffer, CloseConnection, Pending, Reply
 from minibroker.protocol.frames import encode_frame
 from minibroker.protocol.session import Session
 from tests.support.broker import read_frames

@@ -16,9 +16,9 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.request_handler import Buffer, Pending, Reply
-from minibroker.broker.server import BrokerServer
-from minibroker.broker.server_connection import MAX_PENDING
+from minibroker.broker.network.server import BrokerServer
+from minibroker.broker.network.server_connection import MAX_PENDING
+from minibroker.broker.requests.request_handler import Buffer, Pending, Reply
 from minibroker.protocol.frames import encode_frame
 from minibroker.protocol.session import Session
 from tests.support.broker import assert_closed_by_peer, read_frames

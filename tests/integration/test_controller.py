@@ -12,8 +12,8 @@ import trio
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.cluster_member import ClusterMembership
-from minibroker.broker.hosted_replicas import FetcherHook
-from minibroker.broker.partition import Partition
+from minibroker.broker.replication.hosted_replicas import FetcherHook
+from minibroker.broker.replication.partition import Partition
 from minibroker.controller.controller import KafkaController
 from minibroker.node.node import Node
 from minibroker.protocol.api import ApiKey

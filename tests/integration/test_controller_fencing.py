@@ -1,4 +1,4 @@
-"""Only the controller ZooKeeper names commands brokers (broker/controller_fence.py).
+"""Only the controller ZooKeeper names commands brokers (broker/security/controller_fence.py).
 
 Recipe of the attack, on three real broker processes: anyone who can reach a broker
 port sends it StopReplica(delete) and LeaderAndIsr with a forged controller epoch of

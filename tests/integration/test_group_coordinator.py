@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 
-from minibroker.client.cli.main import main
+from minibroker.command.main import main
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (

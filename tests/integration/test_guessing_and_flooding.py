@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from minibroker.broker.auth_failures import FAILURE_BURST
 from minibroker.broker.broker import Broker
+from minibroker.broker.security.auth_failures import FAILURE_BURST
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey

@@ -23,9 +23,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from minibroker.analytics import cli, report
+from minibroker.analytics.copies import REPLICA
 from minibroker.analytics.jobargs import JOB_CONF, OneLineParser, add_job_arguments
-from minibroker.protocol.records import Compression, Record
-from tests.support.spark import SHORT_JVM_OPTIONS, PartitionLog, make_records, spark
+from minibroker.analytics.producers import transaction_report
+from minibroker.protocol.records import Compression, ControlRecordType, Record
+from minibroker.protocol.records.layout import TRANSACTIONAL_BIT
+from tests.support.spark import SHORT_JVM_OPTIONS, PartitionLog, Producer, make_records, spark
 
 __all__ = ["spark"]
 
@@ -187,6 +190,55 @@ def test_reports_from_the_partials_view_equal_those_from_the_scan_view(
         assert sorted(map(tuple, from_partials[name].collect()), key=repr) == expected, name
     groups = view("partials").where("kind = 'group'").count()
     assert 0 < groups < view("scan").where("kind = 'record'").count()
+
+
+@pytest.mark.timeout(180)
+def test_read_committed_leaves_out_aborted_transactions_and_the_reports_still_count_them(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    log = PartitionLog(tmp_path / "broker-1", "payments", 0)
+    committed, aborted, spanning, still_open = (
+        Producer(11),
+        Producer(12),
+        Producer(13),
+        Producer(14),
+    )
+    log.append(make_records(2), producer=committed, attributes=TRANSACTIONAL_BIT)
+    log.append(make_records(3), producer=aborted, attributes=TRANSACTIONAL_BIT)
+    log.append(make_records(1))  # no transaction
+    log.append_marker(ControlRecordType.COMMIT, committed)
+    log.append_marker(ControlRecordType.ABORT, aborted)
+    log.append(make_records(2), producer=spanning, attributes=TRANSACTIONAL_BIT)
+    log.roll()  # spanning's abort is listed by the second segment's .txnindex only
+    log.append(make_records(1), producer=spanning, attributes=TRANSACTIONAL_BIT)
+    log.append_marker(ControlRecordType.ABORT, spanning)
+    log.append(make_records(2), producer=still_open, attributes=TRANSACTIONAL_BIT)
+
+    def reader(kind: str, isolation: str) -> Any:
+        return (
+            spark.read.format("minibroker")
+            .option("kind", kind)
+            .option("isolation_level", isolation)
+            .load(str(tmp_path / "broker-1"))
+        )
+
+    committed_offsets = {r.offset for r in reader("records", "read_committed").collect()}
+    # 0-13, the markers (6, 7, 11) are records of the view too; aborted's 2-4 and
+    # spanning's 8-10 are not read committed
+    assert committed_offsets == {0, 1, 5, 6, 7, 11, 12, 13}
+    # the report job's view: its record groups count the same records, and its producer
+    # summaries still see every transaction end
+    partials = reader("partials", "read_committed")
+    kinds = {r.kind: r for r in partials.groupBy("kind").agg(F.sum("group.records").alias("n"))
+             .collect()}  # fmt: skip
+    assert kinds["group"].n == len(committed_offsets)
+    producers = partials.where("kind = 'producer_summary'").select(*REPLICA, "producer_summary.*")
+    [transactions] = transaction_report(producers).collect()
+    assert (transactions.committed, transactions.aborted, transactions.open_transactions) == (
+        1,
+        2,
+        1,
+    )
 
 
 def _run_spark_submit(data: DataSet, out: Path) -> subprocess.CompletedProcess[str]:

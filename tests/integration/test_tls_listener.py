@@ -12,9 +12,9 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.security import server_ssl_context
-from minibroker.broker.server import BrokerServer
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.network.server import BrokerServer
+from minibroker.broker.security.security import server_ssl_context
 from minibroker.client.admin import Admin
 from minibroker.client.cli.dev_certs import LocalCa, issue, make_ca
 from minibroker.net.security import client_ssl_context

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import trio
 
-from minibroker.broker.hosted_replicas import to_log_config
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.partition import LeaderAndIsrPartition
-from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.broker.topic_configs import TopicConfigs
+from minibroker.broker.admin.topic_configs import TopicConfigs
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.partition import LeaderAndIsrPartition
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.client.admin import Admin
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import InvalidConfigError, NotEnoughReplicasError

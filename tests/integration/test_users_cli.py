@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from minibroker.broker.broker import Broker
-from minibroker.client.cli.main import main
+from minibroker.command.main import main
 from minibroker.net.connection import Connection
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey

@@ -97,6 +97,35 @@ def test_incremental_alter_configs_edits_a_topic_key_by_key(cluster: LocalCluste
         )
 
 
+@pytest.mark.judge(CONFLUENT, "alter_configs of a broker: a per-broker SASL key, as Kafka takes it")
+def test_alter_configs_takes_a_per_broker_sasl_key_as_kafka_does(cluster: LocalCluster) -> None:
+    """librdkafka's 0081_admin sets sasl.kerberos.min.time.before.relogin on a broker
+    with (non-incremental) AlterConfigs and expects NO_ERROR, as Kafka answers. The
+    call replaces the broker's whole override set, so the one found is put back."""
+    client = admin(cluster)
+    broker = ConfigResource("BROKER", "2")
+    before = {
+        name: entry.value
+        for name, entry in describe(client, broker).items()
+        if entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    }
+    key = "sasl.kerberos.min.time.before.relogin"
+    wanted = ConfigResource("BROKER", "2", set_config={**before, key: "58000"})
+    try:
+        client.alter_configs([wanted], request_timeout=30)[wanted].result(30)
+        entry = describe(client, broker)[key]
+        assert (entry.value, entry.source, entry.is_read_only) == (
+            "58000",
+            ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+            False,
+        )
+    finally:
+        restored = ConfigResource("BROKER", "2", set_config=before)
+        client.alter_configs([restored], request_timeout=30)[restored].result(30)
+    entry = describe(client, broker)[key]
+    assert (entry.value, entry.source) == ("60000", ConfigSource.DEFAULT_CONFIG.value)
+
+
 @pytest.mark.judge(CONFLUENT, "a brokers' dynamic default applies to live partitions at once")
 def test_a_cluster_wide_dynamic_default_applies_to_live_partitions(cluster: LocalCluster) -> None:
     """confluent-kafka refuses a BROKER resource without a name, so the default is set

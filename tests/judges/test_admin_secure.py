@@ -170,3 +170,15 @@ def test_confluent_kafka_adds_a_scram_user_that_logs_in_at_once(secure: LocalClu
     missing = client.describe_user_scram_credentials(["judged-dave"], request_timeout=30)
     with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND"):
         missing["judged-dave"].result()
+
+
+@pytest.mark.judge(CONFLUENT, "a SCRAM user with a 4-byte salt (librdkafka's own) logs in")
+def test_a_scram_user_with_a_short_salt_is_taken_and_logs_in(secure: LocalCluster) -> None:
+    """Kafka takes a salt of any length; librdkafka's 0081_admin upserts b"salt"."""
+    client = admin(secure)
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 10000)
+    upsert = UserScramCredentialUpsertion("judged-erin", info, b"erin-secret", b"salt")
+    for future in client.alter_user_scram_credentials([upsert], request_timeout=30).values():
+        future.result()
+    assert logs_in(secure, "judged-erin", "erin-secret")
+    assert not logs_in(secure, "judged-erin", "salt")

@@ -20,10 +20,10 @@ from typing import Any
 import trio
 
 from minibroker.broker.broker import Broker
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.hosted_replicas import CorruptionHook, to_log_config
-from minibroker.broker.metadata_cache import MetadataCache
-from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.replication.hosted_replicas import CorruptionHook, to_log_config
+from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.api import (
     ApiKey,
     RequestHeader,

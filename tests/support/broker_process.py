@@ -1,6 +1,6 @@
 """One ``minibroker broker`` subprocess for tests: start it, wait until it listens, signal it.
 
-``BrokerProcess`` runs ``python -m client.cli.main broker`` listening on 127.0.0.1 only,
+``BrokerProcess`` runs ``python -m minibroker broker`` listening on 127.0.0.1 only,
 over its own log dirs and a ZooKeeper connect string, in a session of its own (a Ctrl-C
 of the test run reaches pytest, which cleans up). Its output is appended to
 ``out_path``, so the file keeps every incarnation's output in order. ``start()`` waits
@@ -71,7 +71,7 @@ class BrokerProcess:
             *self.command_prefix,
             sys.executable,
             "-m",
-            "minibroker.client.cli.main",
+            "minibroker",
             "broker",
             "--broker-id",
             str(self.broker_id),

@@ -1,6 +1,6 @@
 """The ``minibroker`` command line as a user runs it: its own process, from the repo root.
 
-``run_cli("topic", "list", bootstrap=b)`` runs ``python -m client.cli.main topic list
+``run_cli("topic", "list", bootstrap=b)`` runs ``python -m minibroker topic list
 --bootstrap-server b`` with ``child_env()`` (this checkout's packages first), captures
 stdout and stderr as text and returns a ``CompletedProcess`` whatever the exit code: tests
 assert on the code and the output. ``bootstrap`` goes last, where a user types it.
@@ -27,8 +27,8 @@ records on a loaded machine takes longer, and those callers pass their own timeo
 
 
 def cli_command(*argv: str, bootstrap: str | None = None) -> list[str]:
-    """``python -m client.cli.main ARGV [--bootstrap-server BOOTSTRAP]``."""
-    command = [sys.executable, "-m", "minibroker.client.cli.main", *argv]
+    """``python -m minibroker ARGV [--bootstrap-server BOOTSTRAP]``."""
+    command = [sys.executable, "-m", "minibroker", *argv]
     if bootstrap is not None:
         command += ["--bootstrap-server", bootstrap]
     return command

@@ -9,7 +9,7 @@ SIGCONT), ``terminate`` (SIGTERM, controlled shutdown), and ``start`` again on t
 port. Requests go through ``client.connection.Connection`` to one broker. ``close()``
 kills whatever still runs, so a failing test leaves no process behind.
 
-``LocalCluster(data_dir, brokers=3).start()`` runs ``python -m client.cli.main dev up``
+``LocalCluster(data_dir, brokers=3).start()`` runs ``python -m minibroker dev up``
 with every port 0 (free ports, so parallel runs never collide) and waits until its
 ``dev.json`` says ready: a controller is active and every broker registered. The test
 then talks to ``cluster.bootstrap``; ``cluster.cli(...)`` runs CLI commands against it;

@@ -89,7 +89,7 @@ class NetnsCluster(ProcessCluster):
         self.root.mkdir(parents=True, exist_ok=True)
         argv = [
             *self.network.exec_prefix("zk"),
-            *(sys.executable, "-m", "minibroker.client.cli.main", "zookeeper"),
+            *(sys.executable, "-m", "minibroker", "zookeeper"),
             *("--host", self.network.addresses["zk"], "--port", str(ZK_PORT)),
             *("--data-dir", str(self.root / "zookeeper")),
         ]

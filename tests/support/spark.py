@@ -40,6 +40,8 @@ from minibroker.protocol.records import (
     encode_batch,
 )
 from minibroker.protocol.records.layout import CONTROL_BIT, TRANSACTIONAL_BIT
+from minibroker.storage.names import TXN_INDEX_SUFFIX
+from minibroker.storage.txn_index import AbortedTxn, TransactionIndex
 
 SPARK_TEST_CONF = {
     "spark.ui.enabled": "false",
@@ -127,6 +129,7 @@ class PartitionLog:
         self.next_offset = 0
         self.written: list[Written] = []
         self.segments: list[Path] = []
+        self.open_transactions: dict[int, int] = {}  # producer id -> its first offset
         self.roll()
 
     def roll(self) -> Path:
@@ -161,6 +164,8 @@ class PartitionLog:
         )
         if attributes:
             data = with_attribute_bits(data, attributes)
+        if attributes & TRANSACTIONAL_BIT and not attributes & CONTROL_BIT:
+            self.open_transactions.setdefault(producer.id, self.next_offset)
         position = segment.stat().st_size
         with segment.open("ab") as f:
             f.write(data)
@@ -174,9 +179,15 @@ class PartitionLog:
     def append_marker(
         self, kind: ControlRecordType, producer: Producer, *, leader_epoch: int = 0
     ) -> int:
-        """Append a transaction marker (a transactional control batch) of ``producer``."""
+        """Append a transaction marker (a transactional control batch) of ``producer``;
+        an ABORT goes into its segment's ``.txnindex`` too, as a broker's does."""
         marker = Record(b"\x00\x00\x00\x00\x00\x00", control_record_key(kind))
         bits = TRANSACTIONAL_BIT | CONTROL_BIT
+        offset = self.next_offset
+        first = self.open_transactions.pop(producer.id, offset)
+        if kind is ControlRecordType.ABORT:
+            index = TransactionIndex(self.segments[-1].with_suffix(TXN_INDEX_SUFFIX))
+            index.add(AbortedTxn(producer.id, first, offset, offset + 1))
         return self.append([marker], leader_epoch=leader_epoch, producer=producer,
                            attributes=bits)  # fmt: skip
 

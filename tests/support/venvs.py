@@ -64,7 +64,7 @@ def fast_only_venv(path: Path, leave_out: Iterable[str]) -> Path:
         (site / entry.name).symlink_to(entry)
     command = path / "bin" / "minibroker"
     command.write_text(
-        f"#!{python}\nimport sys\nfrom minibroker.client.cli.main import main\nsys.exit(main())\n"
+        f"#!{python}\nimport sys\nfrom minibroker.command.main import main\nsys.exit(main())\n"
     )
     command.chmod(0o755)
     return python

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from minibroker.broker.config import BrokerConfig
+from minibroker.broker.config.broker_config import BrokerConfig
 from minibroker.node.cli import overrides_from
 from tests.unit.test_compose_entrypoint import broker_parser, entrypoint
 

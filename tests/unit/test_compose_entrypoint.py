@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from minibroker.broker.config import BrokerConfig
+from minibroker.broker.config.broker_config import BrokerConfig
 from minibroker.node import cli as broker_cli
 
 REPO = Path(__file__).resolve().parents[2]

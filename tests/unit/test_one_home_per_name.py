@@ -21,6 +21,7 @@ PACKAGES = [
     "node",
     "client",
     "analytics",
+    "command",
 ]
 PUBLIC_REEXPORTS = {("client/consumer.py", "ConsumerRecord")}
 """Deliberate re-exports of the public API: the consumer hands out ConsumerRecord."""

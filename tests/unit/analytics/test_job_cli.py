@@ -111,6 +111,23 @@ def test_the_html_report_goes_beside_the_summary_unless_placed_or_turned_off(
     assert again == options  # spark-submit's job gets the same choice
 
 
+def test_read_committed_reaches_the_job_and_defaults_to_every_record(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert options_from_args(_args("--log-dirs", "a", "--out", "o")).isolation_level == (
+        "read_uncommitted"
+    )
+    options = options_from_args(
+        _args("--log-dirs", "a", "--out", "o", "--isolation-level", "read_committed")
+    )
+    assert "--isolation-level" in job_argv(options)
+    assert options_from_args(_args(*job_argv(options))) == options
+    with pytest.raises(SystemExit) as exited:
+        job_main(["--log-dirs", "a", "--out", "o", "--isolation-level", "dirty"])
+    assert exited.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
 def test_html_and_no_html_together_are_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         job_main(["--log-dirs", "a", "--out", "o", "--html", "r.html", "--no-html"])
@@ -178,9 +195,9 @@ def test_analyze_checks_arguments_before_starting_spark(
 
 
 def test_analyze_is_a_minibroker_subcommand() -> None:
-    from minibroker.client.cli.main import COMMANDS
+    from minibroker.command.main import COMMANDS, load_command
 
-    assert COMMANDS["analyze"] == "minibroker.analytics.cli"
+    assert "analyze" in COMMANDS and load_command("analyze") is cli
     assert cli.HELP
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from minibroker.broker.apis import KafkaApis
-from minibroker.broker.controller_apis import ControllerRequestApis
-from minibroker.broker.controller_fence import NOT_FROM_CONTROLLER, ControllerFence
-from minibroker.broker.dispatcher import Deferred
-from minibroker.broker.metadata_cache import CachedBroker
+from minibroker.broker.cluster.metadata_cache import CachedBroker
+from minibroker.broker.replication.controller_apis import ControllerRequestApis
+from minibroker.broker.requests.dispatcher import Deferred
+from minibroker.broker.security.controller_fence import NOT_FROM_CONTROLLER, ControllerFence
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
     NONE,

@@ -18,20 +18,22 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.broker import Broker
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.controller_apis import ControllerRequestApis
-from minibroker.broker.controller_fence import ControllerFence
-from minibroker.broker.metrics import METRICS_SWITCH_ENV, BrokerMetrics
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.metrics_state import (
     BrokerStateCollector,
     PartitionCollector,
     under_min_isr_count,
 )
-from minibroker.broker.partition import LeaderAndIsrPartition
-from minibroker.broker.replica_fetcher import ReplicaFetcherManager
-from minibroker.broker.replica_manager import ReplicaManager
-from minibroker.broker.request_codec import MsgpackCodec
-from minibroker.broker.server import BrokerServer
+from minibroker.broker.network.request_codec import MsgpackCodec
+from minibroker.broker.network.server import BrokerServer
+from minibroker.broker.options import BrokerOptions
+from minibroker.broker.replication.controller_apis import ControllerRequestApis
+from minibroker.broker.replication.partition import LeaderAndIsrPartition
+from minibroker.broker.replication.replica_fetcher import ReplicaFetcherManager
+from minibroker.broker.replication.replica_manager import ReplicaManager
+from minibroker.broker.security.controller_fence import ControllerFence
+from minibroker.node.cli import CLEANER_STOP_AT_ENV, METRICS_SWITCH_ENV, options_from
 from minibroker.protocol.api import ApiKey, encode_request, latest_version
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.protocol.topic_partition import TopicPartition
@@ -191,11 +193,8 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     assert sample(registry, requests, request="Fetch") is None
 
 
-def test_the_metrics_switch_turns_request_path_counters_into_no_ops(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv(METRICS_SWITCH_ENV, "off")
-    metrics = BrokerMetrics()
+def test_the_metrics_switch_turns_request_path_counters_into_no_ops() -> None:
+    metrics = BrokerMetrics(request_counters=False)
     metrics.record_append("t", 5, 500)
     metrics.record_fetch("t", 500)
     metrics.record_request(ApiKey.PRODUCE, {}, time.perf_counter())
@@ -273,3 +272,9 @@ def test_state_gauges_are_left_out_before_the_broker_runs(tmp_path: Path) -> Non
     broker = Broker(broker_config(tmp_path))
     names = {family.name for family in broker.metrics.registry.collect()}
     assert not any(name.startswith("kafka_server_replicamanager_") for name in names)
+
+
+def test_the_broker_command_reads_its_switches_from_the_environment_once() -> None:
+    assert options_from({}) == BrokerOptions()
+    switched = options_from({METRICS_SWITCH_ENV: "OFF", CLEANER_STOP_AT_ENV: "swap"})
+    assert switched == BrokerOptions(request_metrics=False, cleaner_stop_at="swap")

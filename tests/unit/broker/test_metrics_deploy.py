@@ -20,8 +20,8 @@ from prometheus_client.registry import Collector
 
 from minibroker.broker.metrics import BrokerMetrics
 from minibroker.broker.metrics_state import BrokerStateCollector, PartitionCollector
-from minibroker.broker.purgatory import Purgatory
-from minibroker.broker.replication_quota import ReplicationQuotas
+from minibroker.broker.quotas.replication_quota import ReplicationQuotas
+from minibroker.broker.replication.purgatory import Purgatory
 from minibroker.controller.metrics import ControllerCollector
 from tests.support.prometheus import SCRAPE_CONFIG, scrape_config
 from tests.unit.controller.test_controller import cluster

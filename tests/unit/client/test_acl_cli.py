@@ -12,7 +12,7 @@ from minibroker.client.cli.acl import (
     remove_filters,
     resource_operations,
 )
-from minibroker.client.cli.main import build_parser
+from minibroker.command.main import build_parser
 from minibroker.protocol.acls import (
     AclBindingFilter,
     Operation,

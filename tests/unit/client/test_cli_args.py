@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from minibroker.client.cli.main import main
 from minibroker.client.cli.topic import parse_assignment
+from minibroker.command.main import main
 
 USAGE_ERRORS = [
     ["topic", "create"],  # the topic is required
@@ -72,7 +72,7 @@ def test_help_lists_every_client_command(capsys: pytest.CaptureFixture[str]) -> 
 def test_a_command_loads_only_its_own_module() -> None:
     """A broker process never imports the analytics job (pyarrow is ~20 MB of RSS)."""
     program = (
-        "import sys; from minibroker.client.cli.main import build_parser;"
+        "import sys; from minibroker.command.main import build_parser;"
         " build_parser('broker').parse_args(['broker', '--broker-id', '1']);"
         " print(sorted(m for m in ('minibroker.analytics.cli', 'pyarrow') if m in sys.modules))"
     )

@@ -27,7 +27,7 @@ from minibroker.client.cli.dev_state import (
     recorded_locations,
     updating_state,
 )
-from minibroker.client.cli.main import main
+from minibroker.command.main import main
 
 
 def _dead_pid() -> int:

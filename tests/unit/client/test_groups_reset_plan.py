@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from minibroker.client.cli.groups_reset import Target, parse_datetime, parse_topic_spec, plan
-from minibroker.client.cli.main import main
+from minibroker.command.main import main
 from minibroker.protocol.errors import MinibrokerError
 
 TPS = [("t", 0), ("t", 1)]

@@ -33,7 +33,7 @@ def test_an_unknown_name_is_an_attribute_error(package: object) -> None:
 
 def test_importing_the_package_or_the_cli_does_not_import_the_producer() -> None:
     code = (
-        "import sys, minibroker, minibroker.client.cli.main;"
+        "import sys, minibroker, minibroker.command.main;"
         " print('minibroker.client.producer' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.assignment import assign_replicas_to_brokers
-from minibroker.client.cli.main import main
+from minibroker.broker.cluster.assignment import assign_replicas_to_brokers
 from minibroker.client.reassignment import (
     PartitionMove,
     ReassignmentInputError,
@@ -19,6 +18,7 @@ from minibroker.client.reassignment import (
     parse_topics_to_move,
     propose,
 )
+from minibroker.command.main import main
 
 
 def doc(*partitions: dict[str, object]) -> str:

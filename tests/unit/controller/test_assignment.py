@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from minibroker.broker.assignment import (
+from minibroker.broker.cluster.assignment import (
     assign_replicas_to_brokers,
     validate_new_topic,
     validate_topic_name,

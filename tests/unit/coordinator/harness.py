@@ -121,7 +121,7 @@ async def running(coordinator: GroupCoordinator, *, owned: bool = True) -> Async
     async with trio.open_nursery() as nursery:
         await nursery.start(coordinator.run)
         if owned:
-            await coordinator.partition_led(0, 0)
+            await coordinator.membership.partition_led(0, 0)
         yield
         nursery.cancel_scope.cancel()
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import trio
 
-from minibroker.broker.dispatcher import Deferred
-from minibroker.broker.kafka_codec import advertise_kafka_coordinators
-from minibroker.broker.metadata_cache import CachedBroker, CachedPartition, MetadataCache
+from minibroker.broker.cluster.metadata_cache import CachedBroker, CachedPartition, MetadataCache
+from minibroker.broker.network.kafka_codec import advertise_kafka_coordinators
+from minibroker.broker.requests.dispatcher import Deferred
 from minibroker.coordinator.apis import CoordinatorApis
 from minibroker.coordinator.coordinator import GroupCoordinator
 from minibroker.protocol.api import ApiKey, RequestHeader, decode_request, encode_request
@@ -141,7 +141,7 @@ async def test_offset_fetch_answers_the_one_group_shape_and_the_batched_shape() 
     c = make_coordinator()
     async with running(c), trio.open_nursery() as nursery:
         apis = apis_for(c, cluster_cache(1, 1), nursery)
-        commit = c.commit_offsets(
+        commit = c.offsets.commit_offsets(
             GROUP, -1, "", None, {TopicPartition("t", 0): OffsetCommitValue(4, "m", 1)}
         )
         await settle()

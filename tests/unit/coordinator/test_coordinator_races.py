@@ -46,7 +46,7 @@ from tests.unit.coordinator.harness import (
 
 def heartbeat_code(c: GroupCoordinator, generation: int, member_id: str, **kw: str) -> int:
     try:
-        c.heartbeat(GROUP, generation, member_id, kw.get("instance_id"))
+        c.membership.heartbeat(GROUP, generation, member_id, kw.get("instance_id"))
     except KafkaError as exc:
         return exc.code
     return NONE
@@ -266,12 +266,12 @@ async def test_the_last_member_leaving_empties_the_group_at_a_new_generation() -
     c = make_coordinator()
     async with running(c):
         a, b = await stable_group(c, 2)
-        results = c.leave_group(GROUP, [(a, None), ("nobody", None)])
+        results = c.membership.leave_group(GROUP, [(a, None), ("nobody", None)])
         assert [r["error_code"] for r in results] == [NONE, UnknownMemberIdError.code]
         join_b = c.join_group(join_request(b))
         await settle()
         assert answered(join_b)["generation_id"] == 2
-        c.leave_group(GROUP, [(b, None)])
+        c.membership.leave_group(GROUP, [(b, None)])
         # Empty before any other task runs: the next request (a DescribeGroups) sees it.
         assert state(c) is GroupState.EMPTY
         assert generation(c) == 3
@@ -297,9 +297,9 @@ async def test_a_rejoining_static_member_keeps_its_assignment_and_fences_its_old
         assert answered(again)["assignment"] == b"p0"
         assert heartbeat_code(c, 1, old_id, instance_id="host-1") == FencedInstanceIdError.code
         assert heartbeat_code(c, 1, new_id, instance_id="host-1") == NONE
-        left = c.leave_group(GROUP, [(old_id, "host-1")])
+        left = c.membership.leave_group(GROUP, [(old_id, "host-1")])
         assert left[0]["error_code"] == FencedInstanceIdError.code
-        left = c.leave_group(GROUP, [("", "host-1")])
+        left = c.membership.leave_group(GROUP, [("", "host-1")])
         assert left[0]["error_code"] == NONE
 
 
@@ -441,8 +441,8 @@ async def test_membership_apis_refuse_an_empty_group_id_the_offset_apis_accept_i
         sync = c.sync_group("", 1, "m", None, None, None, {})
         assert answered(sync)["error_code"] == InvalidGroupIdError.code
         with pytest.raises(InvalidGroupIdError):
-            c.heartbeat("", 1, "m", None)
-        commit = c.commit_offsets(
+            c.membership.heartbeat("", 1, "m", None)
+        commit = c.offsets.commit_offsets(
             "", -1, "", None, {TopicPartition("t", 0): OffsetCommitValue(1, "", 0)}
         )
         await settle()

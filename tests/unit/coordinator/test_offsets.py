@@ -52,10 +52,10 @@ async def test_a_members_commit_is_written_then_fetchable() -> None:
     c = make_coordinator(log)
     async with running(c):
         (a,) = await stable_group(c, 1)
-        answer = c.commit_offsets(GROUP, 1, a, None, offsets((T0, 5), (T1, 9)))
+        answer = c.offsets.commit_offsets(GROUP, 1, a, None, offsets((T0, 5), (T1, 9)))
         await settle()
         assert answered(answer)["errors"] == {T0: NONE, T1: NONE}
-        assert c.fetch_offsets(GROUP, [T0, TopicPartition("orders", 2)]) == {
+        assert c.offsets.fetch_offsets(GROUP, [T0, TopicPartition("orders", 2)]) == {
             T0: OffsetCommitValue(5, "", 1_700_000_000_000),
             TopicPartition("orders", 2): None,
         }
@@ -76,9 +76,9 @@ async def test_commits_from_outside_the_current_generation_are_refused() -> None
     c = make_coordinator()
     async with running(c):
         a, b = await stable_group(c, 2)
-        wrong_generation = c.commit_offsets(GROUP, 0, a, None, offsets((T0, 1)))
+        wrong_generation = c.offsets.commit_offsets(GROUP, 0, a, None, offsets((T0, 1)))
         assert answered(wrong_generation)["errors"] == {T0: IllegalGenerationError.code}
-        stranger = c.commit_offsets(GROUP, 1, "stranger", None, offsets((T0, 1)))
+        stranger = c.offsets.commit_offsets(GROUP, 1, "stranger", None, offsets((T0, 1)))
         assert answered(stranger)["errors"] == {T0: UnknownMemberIdError.code}
         # A third member arrives; once the rebalance completes, the group waits for the
         # leader's assignment and refuses commits meanwhile.
@@ -87,16 +87,16 @@ async def test_commits_from_outside_the_current_generation_are_refused() -> None
             c.join_group(join_request(member))
         await settle()
         assert c.manager.group(GROUP).state is GroupState.COMPLETING_REBALANCE  # type: ignore[union-attr]
-        completing = c.commit_offsets(GROUP, 2, a, None, offsets((T0, 1)))
+        completing = c.offsets.commit_offsets(GROUP, 2, a, None, offsets((T0, 1)))
         assert answered(completing)["errors"] == {T0: RebalanceInProgressError.code}
 
 
 async def test_a_commit_outside_any_group_protocol_creates_an_empty_group() -> None:
     c = make_coordinator()
     async with running(c):
-        unknown = c.commit_offsets("fresh", 3, "", None, offsets((T0, 1)))
+        unknown = c.offsets.commit_offsets("fresh", 3, "", None, offsets((T0, 1)))
         assert answered(unknown)["errors"] == {T0: IllegalGenerationError.code}
-        standalone = c.commit_offsets("fresh", -1, "", None, offsets((T0, 1)))
+        standalone = c.offsets.commit_offsets("fresh", -1, "", None, offsets((T0, 1)))
         await settle()
         assert answered(standalone)["errors"] == {T0: NONE}
         group = c.manager.group("fresh")
@@ -106,7 +106,7 @@ async def test_a_commit_outside_any_group_protocol_creates_an_empty_group() -> N
 async def test_metadata_longer_than_the_limit_is_refused_per_partition() -> None:
     c = make_coordinator()
     async with running(c):
-        answer = c.commit_offsets(GROUP, -1, "", None, offsets((T0, 1), metadata="x" * 101))
+        answer = c.offsets.commit_offsets(GROUP, -1, "", None, offsets((T0, 1), metadata="x" * 101))
         await settle()
         assert answered(answer)["errors"] == {T0: OffsetMetadataTooLargeError.code}
 
@@ -116,14 +116,14 @@ async def test_a_new_coordinator_loads_groups_and_offsets_with_tombstones_applie
     c = make_coordinator(log)
     async with running(c):
         a, b = await stable_group(c, 2)
-        answered_commit = c.commit_offsets(GROUP, 1, a, None, offsets((T0, 5), (T1, 6)))
+        answered_commit = c.offsets.commit_offsets(GROUP, 1, a, None, offsets((T0, 5), (T1, 6)))
         await settle()
         assert answered(answered_commit)["errors"] == {T0: NONE, T1: NONE}
-        c.commit_offsets(GROUP, 1, a, None, offsets((T0, 8)))
+        c.offsets.commit_offsets(GROUP, 1, a, None, offsets((T0, 8)))
         await settle()
-        c.commit_offsets("other", -1, "", None, offsets((T1, 3)))
+        c.offsets.commit_offsets("other", -1, "", None, offsets((T1, 3)))
         await settle()
-        c.delete_groups(["other"])
+        c.offsets.delete_groups(["other"])
         await settle()
     successor = make_coordinator(log)
     async with running(successor):
@@ -146,11 +146,11 @@ async def test_an_empty_groups_offsets_expire_after_retention_and_then_the_group
     c = make_coordinator(log, retention_ms=60_000, wall=wall)
     async with running(c):
         (a,) = await stable_group(c, 1)
-        c.commit_offsets(GROUP, 1, a, None, offsets((T0, 5)))
+        c.offsets.commit_offsets(GROUP, 1, a, None, offsets((T0, 5)))
         await settle()
         wall.ms += 120_000
         assert await c.manager.expire_offsets() == 0  # it has a member
-        c.leave_group(GROUP, [(a, None)])
+        c.membership.leave_group(GROUP, [(a, None)])
         await settle()
         assert c.manager.group(GROUP).state is GroupState.EMPTY  # type: ignore[union-attr]
         wall.ms += 59_000
@@ -167,7 +167,7 @@ async def test_a_standalone_commit_expires_from_its_commit_time() -> None:
     c = make_coordinator(retention_ms=1_000, wall=wall)
     async with running(c):
         stamped = {T0: OffsetCommitValue(1, "", wall.ms)}
-        c.commit_offsets("solo", -1, "", None, stamped)
+        c.offsets.commit_offsets("solo", -1, "", None, stamped)
         await settle()
         wall.ms += 999
         assert await c.manager.expire_offsets() == 0
@@ -180,9 +180,9 @@ async def test_delete_groups_refuses_groups_with_members_and_unknown_ones() -> N
     c = make_coordinator(log)
     async with running(c):
         await stable_group(c, 1)
-        c.commit_offsets("idle", -1, "", None, offsets((T0, 1)))
+        c.offsets.commit_offsets("idle", -1, "", None, offsets((T0, 1)))
         await settle()
-        answer = c.delete_groups([GROUP, "idle", "nope"])
+        answer = c.offsets.delete_groups([GROUP, "idle", "nope"])
         await settle()
         assert answered(answer)["errors"] == {
             GROUP: NonEmptyGroupError.code,
@@ -204,12 +204,12 @@ async def test_offset_delete_refuses_topics_the_members_subscribe_to() -> None:
         c.sync_group(GROUP, 1, member, None, None, None, {member: b""})
         await settle()
         other = TopicPartition("audit", 0)
-        c.commit_offsets(GROUP, 1, member, None, offsets((T0, 1), (other, 2)))
+        c.offsets.commit_offsets(GROUP, 1, member, None, offsets((T0, 1), (other, 2)))
         await settle()
-        answer = c.delete_offsets(GROUP, [T0, other])
+        answer = c.offsets.delete_offsets(GROUP, [T0, other])
         await settle()
         assert answered(answer)["errors"] == {T0: GroupSubscribedToTopicError.code, other: NONE}
-        assert set(c.fetch_offsets(GROUP, None)) == {T0}
+        assert set(c.offsets.fetch_offsets(GROUP, None)) == {T0}
 
 
 async def test_group_metadata_is_written_when_the_leaders_assignment_is_stored() -> None:
@@ -239,8 +239,8 @@ async def test_metrics_count_groups_by_state_and_report_lag_from_the_high_waterm
     c = make_coordinator(log)
     async with running(c):
         (a,) = await stable_group(c, 1)
-        c.commit_offsets(GROUP, 1, a, None, offsets((T0, 5), (T1, 6)))
-        c.commit_offsets("idle", -1, "", None, offsets((T0, 2)))
+        c.offsets.commit_offsets(GROUP, 1, a, None, offsets((T0, 5), (T1, 6)))
+        c.offsets.commit_offsets("idle", -1, "", None, offsets((T0, 2)))
         await settle()
         log.high_watermarks[("orders", 0)] = 12
         samples = {
@@ -267,7 +267,9 @@ async def test_pipelined_commits_replicated_out_of_order_leave_the_last_one_comm
     log.held_acks = []
     c = make_coordinator(log)
     async with running(c):
-        answers = [c.commit_offsets(GROUP, -1, "", None, offsets((T0, n))) for n in range(1, 51)]
+        answers = [
+            c.offsets.commit_offsets(GROUP, -1, "", None, offsets((T0, n))) for n in range(1, 51)
+        ]
         await settle()
         written = [
             decode_offset_commit_value(r.value).offset for r in log.records if r.value is not None
@@ -277,4 +279,6 @@ async def test_pipelined_commits_replicated_out_of_order_leave_the_last_one_comm
             ack.set()
             await settle()
         assert all(answered(a)["errors"] == {T0: NONE} for a in answers)
-        assert c.fetch_offsets(GROUP, [T0])[T0] == OffsetCommitValue(50, "", 1_700_000_000_000)
+        assert c.offsets.fetch_offsets(GROUP, [T0])[T0] == OffsetCommitValue(
+            50, "", 1_700_000_000_000
+        )

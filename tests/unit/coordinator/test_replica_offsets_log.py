@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.broker.partition import LeaderAndIsrPartition, Partition, ReadResult
+from minibroker.broker.replication.partition import LeaderAndIsrPartition, Partition, ReadResult
 from minibroker.coordinator.group import Group
 from minibroker.coordinator.group_metadata_manager import GroupMetadataManager, OffsetsConfig
 from minibroker.coordinator.offsets_log import ReplicaOffsetsLog

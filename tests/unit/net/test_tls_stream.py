@@ -11,8 +11,8 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.config import BrokerConfig
-from minibroker.broker.security import server_ssl_context
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.security.security import server_ssl_context
 from minibroker.client.cli.dev_certs import issue, make_ca
 from minibroker.net.security import client_ssl_context
 from minibroker.net.tls import TlsStream

@@ -253,3 +253,59 @@ def test_torn_tail_after_a_clean_shutdown_is_still_cut_before_appending(tmp_path
     assert read_all(log) == [*flat(groups), (groups[-1][-1][0] + 1, b"next")]
     assert_serves_only_valid_whole_batches(log)
     log.close()
+
+
+def _spy_recover(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    recovered: list[int] = []
+    original = LogSegment.recover
+
+    def spy(segment: LogSegment, *args: object, **kwargs: object) -> int:
+        recovered.append(segment.base_offset)
+        return original(segment, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogSegment, "recover", spy)
+    return recovered
+
+
+def test_an_empty_log_makes_no_index_files_and_reopens_without_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "t-0"
+    open_log(directory).close()
+    assert sorted(p.suffix for p in directory.glob("0*")) == [".log"]
+    crashed = open_log(directory)
+    crashed.segments[-1].abandon()  # a kill -9 leaves the same: no index files
+    recovered = _spy_recover(monkeypatch)
+    for clean in (True, False):
+        log = open_log(directory, had_clean_shutdown=clean)
+        # Clean: trusted as it is; unclean: revalidated past the recovery point, as
+        # every segment is, and still nothing to index.
+        assert recovered == ([] if clean else [0])
+        assert sorted(p.suffix for p in directory.glob("0*")) == [".log"]
+        log.close()
+    log = open_log(directory)
+    log.append(batch([b"first"]))
+    assert read_all(log) == [(0, b"first")]
+    log.close()
+
+
+def test_a_segment_holding_less_than_an_index_interval_keeps_its_indexes_on_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    log.append(batch([b"small"]))
+    assert not list(directory.glob("*.index"))  # nothing indexed yet
+    image = crash_copy(directory, tmp_path / "crash" / "t-0")
+    log.close()
+    assert len(list(directory.glob("*.index"))) == len(list(directory.glob("*.timeindex"))) == 1
+    recovered = _spy_recover(monkeypatch)
+    log = open_log(directory, had_clean_shutdown=True)
+    assert recovered == []  # a clean close leaves indexes the reload trusts
+    assert read_all(log) == [(0, b"small")]
+    log.close()
+    # A crash before any index file was made: the data is there, the indexes rebuilt.
+    crashed = open_log(image, recovery_point=1)
+    assert recovered == [0]
+    assert read_all(crashed) == [(0, b"small")]
+    crashed.close()

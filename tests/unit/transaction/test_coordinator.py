@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from minibroker.broker.producer_ids import ProducerIdManager
+from minibroker.broker.cluster.producer_ids import ProducerIdManager
 from minibroker.coordinator.offsets_log import Acknowledgement
 from minibroker.protocol.errors import (
     ConcurrentTransactionsError,
@@ -59,6 +59,9 @@ class Blocks:
 class Markers:
     def __init__(self) -> None:
         self.written: list[tuple[int, int, bool]] = []
+
+    def write_now(self, *, partitions: Any, **_: Any) -> tuple[set[TopicPartition], None]:
+        return set(partitions), None  # none now: every marker is written by ``write``
 
     async def write(
         self, *, producer_id: int, producer_epoch: int, committed: bool, **_: Any

@@ -1,0 +1,127 @@
+"""Scrape-time figures of the socket server's limits (broker/network/server.py, queued_bytes.py).
+
+    kafka_network_socketserver_memorypoolused          gauge   queued request and response
+                                                               bytes (queued.max.request.bytes)
+    kafka_network_socketserver_memorypoolavailable     gauge   what is left of that bound
+                                                               (+Inf when unbounded)
+    minibroker_network_connections_closed_total        counter {listener, reason}: closed by
+                                                               the broker; reason is one of
+                                                               server.CLOSE_REASONS
+    minibroker_network_paused_reads_total              counter times a connection's reading
+                                                               paused on the full budget
+    kafka_server_socket_server_metrics_failed_authentication_total
+                                                       counter {listener, mechanism}: SASL
+                                                               logins refused
+    kafka_server_socket_server_metrics_successful_authentication_total
+                                                       counter {listener, mechanism}
+    kafka_server_socket_server_metrics_connection_creation_total
+                                                       counter {listener}: accepted
+    kafka_server_socket_server_metrics_connection_accept_throttle_time
+                                                       counter {listener}: ms new connections
+                                                               waited for
+                                                               max.connection.creation.rate
+    minibroker_authentication_failures_delayed_total   counter failed logins answered after
+                                                               the failure delay
+    minibroker_authentication_throttled_total          counter logins that waited because
+                                                               their address failed too often
+
+The two gauges keep the JMX exporter's names of Kafka's SocketServer MemoryPoolUsed /
+MemoryPoolAvailable (Kafka's pool holds requests only; this one holds responses too).
+The counters have no Kafka twin (Kafka's connection-close-total counts every close,
+not the broker's refusals), hence their own prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from minibroker.broker.network.queued_bytes import QueuedBytes
+from minibroker.broker.network.server import CLOSE_REASONS, BrokerServer
+from minibroker.broker.security.auth_failures import AuthFailureLimiter
+
+
+class ServerLimitsCollector(Collector):
+    """Reads the budget and the listeners (``servers()``: name -> server) at each scrape."""
+
+    def __init__(
+        self,
+        queued_bytes: QueuedBytes,
+        servers: Callable[[], Iterable[tuple[str, BrokerServer]]],
+        auth_failures: AuthFailureLimiter | None = None,
+    ) -> None:
+        self.queued_bytes = queued_bytes
+        self.servers = servers
+        self.auth_failures = auth_failures
+
+    def collect(self) -> Iterator[Metric]:
+        budget = self.queued_bytes
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_memorypoolused",
+            "Queued request and response bytes, over all connections.",
+            budget.used,
+        )
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_memorypoolavailable",
+            "Bytes left before queued.max.request.bytes pauses the connections filling it.",
+            max(budget.limit - budget.used, 0),
+        )
+        yield CounterMetricFamily(
+            "minibroker_network_paused_reads",
+            "Times a connection stopped being read because the queued bytes were full.",
+            budget.paused_reads,
+        )
+        closed = CounterMetricFamily(
+            "minibroker_network_connections_closed",
+            "Connections the broker closed, by reason.",
+            labels=["listener", "reason"],
+        )
+        failed = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_failed_authentication",
+            "SASL logins refused, by listener and mechanism.",
+            labels=["listener", "mechanism"],
+        )
+        succeeded = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_successful_authentication",
+            "SASL logins accepted, by listener and mechanism.",
+            labels=["listener", "mechanism"],
+        )
+        created = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connection_creation",
+            "Connections accepted, by listener.",
+            labels=["listener"],
+        )
+        throttled = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connection_accept_throttle_time",
+            "Milliseconds new connections waited for max.connection.creation.rate.",
+            labels=["listener"],
+        )
+        for listener, server in self.servers():
+            for reason in CLOSE_REASONS:
+                closed.add_metric([listener, reason], server.closed[reason])
+            created.add_metric([listener], server.creation_rate.created)
+            throttled.add_metric([listener], 1000 * server.creation_rate.throttle_time_s)
+            logins = server.sasl
+            if logins is None:
+                continue
+            for mechanism in logins.mechanisms:
+                failed.add_metric([listener, mechanism], logins.failed[mechanism])
+                succeeded.add_metric([listener, mechanism], logins.succeeded[mechanism])
+        yield closed
+        yield failed
+        yield succeeded
+        yield created
+        yield throttled
+        if self.auth_failures is not None:
+            yield CounterMetricFamily(
+                "minibroker_authentication_failures_delayed",
+                "Failed logins answered after connection.failed.authentication.delay.ms.",
+                self.auth_failures.delayed,
+            )
+            yield CounterMetricFamily(
+                "minibroker_authentication_throttled",
+                "Logins that waited because their address failed too often.",
+                self.auth_failures.throttled,
+            )

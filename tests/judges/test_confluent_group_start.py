@@ -1,5 +1,5 @@
-"""Three confluent-kafka (librdkafka) consumers of a new group, started together, all get
-their partitions from the group's first generation, as against Kafka.
+"""Three confluent-kafka (librdkafka) consumers of a new group, started 10 ms apart, all
+get their partitions from the group's first generation, as against Kafka.
 
 The judges' brokers run ``group.initial.rebalance.delay.ms`` 0, as Kafka's shipped
 server.properties. A member that joins after a generation formed sends the others back
@@ -39,6 +39,10 @@ INITIAL_DELAY_S = 0.0  # the judges' group.initial.rebalance.delay.ms
 SETTLE_BOUND_S = INITIAL_DELAY_S + 1.0
 """A second generation costs a member librdkafka's join interval (1 s) before it rejoins;
 one generation takes a few round trips and the coordinator's short gathering rounds."""
+START_APART_S = 0.01
+"""Members subscribe this far apart, as an application's processes start: time enough
+for the first to join a generation of its own were the coordinator to complete the
+join at once (a few round trips)."""
 WAIT_S = 60.0
 NOT_READY = {
     CoordinatorNotAvailableError.code,
@@ -51,7 +55,14 @@ class Member:
     """One consumer in a thread of its own: subscribes when the barrier opens, then polls
     (callbacks and heartbeats) until ``stop``."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, barrier: threading.Barrier) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        barrier: threading.Barrier,
+        start_after_s: float,
+    ) -> None:
         self.consumer = confluent_kafka.Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -62,6 +73,7 @@ class Member:
         )
         self.topic = topic
         self.barrier = barrier
+        self.start_after_s = start_after_s
         self.subscribed_at = 0.0
         self.assigned_at = 0.0
         self.partitions: list[int] = []
@@ -81,6 +93,7 @@ class Member:
             self.consumer.list_topics(self.topic, timeout=WAIT_S)
             self.consumer.committed([confluent_kafka.TopicPartition(self.topic, 0)], WAIT_S)
             self.barrier.wait(timeout=WAIT_S)
+            time.sleep(self.start_after_s)  # the scenario: started a few ms apart
             self.subscribed_at = time.monotonic()
             self.consumer.subscribe([self.topic], on_assign=self.on_assign)
             while not self.stop.is_set():
@@ -132,8 +145,8 @@ async def heartbeat_codes(
         return [await heartbeat(coordinator, group, generation, m) for m in members]
 
 
-@pytest.mark.judge(CLIENT, "three consumers started together share the first generation")
-def test_consumers_started_together_are_assigned_in_the_groups_first_generation(
+@pytest.mark.judge(CLIENT, "three consumers started 10 ms apart share the first generation")
+def test_consumers_started_10_ms_apart_are_assigned_in_the_groups_first_generation(
     cluster: LocalCluster,
 ) -> None:
     topic, group = "started-together", "started-together-group"
@@ -143,7 +156,10 @@ def test_consumers_started_together_are_assigned_in_the_groups_first_generation(
     # which members would otherwise each wait for on their own schedule.
     trio.run(ready_coordinator, cluster.bootstrap, group)
     barrier = threading.Barrier(MEMBERS)
-    members = [Member(cluster.kafka_bootstrap, group, topic, barrier) for _ in range(MEMBERS)]
+    members = [
+        Member(cluster.kafka_bootstrap, group, topic, barrier, i * START_APART_S)
+        for i in range(MEMBERS)
+    ]
     for member in members:
         member.thread.start()
     try:

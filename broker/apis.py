@@ -51,8 +51,8 @@ from minibroker.protocol.topic_partition import TopicPartition
 
 PARTITIONS_PER_TURN = 100
 """A Produce, Fetch or ListOffsets naming more partitions is appended or read this many
-at a time, the event loop serving other connections between (~2 ms a turn; 250 took
-5-7 ms, 14-20 on a loaded machine)."""
+at a time, the event loop serving other connections between (a turn stays within a few
+milliseconds: docs/performance.md, "Figures behind the code")."""
 
 NOT_FROM_REPLICA = "a replica's request is accepted only from that broker's proven connection"
 

@@ -86,6 +86,7 @@ from minibroker.broker.security.acl_apis import AclApis
 from minibroker.broker.security.acl_sync import AclSync
 from minibroker.broker.security.auth_failures import AuthFailureLimiter
 from minibroker.broker.security.authorization import RequestAuthorization
+from minibroker.broker.security.authorization_rules import AuthorizationContext
 from minibroker.broker.security.authorizer import (
     AclAuthorizer,
     AuthorizerCollector,
@@ -457,8 +458,8 @@ class Broker:
             )
             # What start-up built (every log's segments, indexes, partitions) lives as
             # long as the broker: out of the collector's sight, a full collection no
-            # longer walks it (one took 40-65 ms with 3,000 partitions, stalling every
-            # client; docs/performance.md).
+            # longer walks it (one stalled every client with thousands of partitions:
+            # docs/performance.md, "Figures behind the code").
             gc.collect()
             gc.freeze()
             task_status.started(self)
@@ -504,9 +505,11 @@ class Broker:
             )
             self.authorizer = authorizer
             self.dispatcher.authorization = RequestAuthorization(
-                authorizer,
-                self.metadata_cache,
-                auto_create_topics=config.auto_create_topics_enable,
+                AuthorizationContext(
+                    authorizer,
+                    self.metadata_cache,
+                    auto_create_topics=config.auto_create_topics_enable,
+                )
             )
             self.metrics.registry.register(AuthorizerCollector(authorizer))
         AclApis(authorizer, None if zk is None else zk.zk).install(self.dispatcher)

@@ -74,8 +74,9 @@ _bucket = bisect.bisect_left
 
 class BrokerMetrics:
     """Counters as plain lists of numbers on the hot path, turned into Prometheus metric
-    families only when scraped (a prometheus_client Counter costs a lock per bump,
-    which showed up at ~10% of a small produce). Only the Trio thread writes them.
+    families only when scraped (a prometheus_client Counter costs a lock per bump, a
+    visible share of a small produce: docs/performance.md, "Figures behind the code").
+    Only the Trio thread writes them.
 
     Per request: one dict lookup and two list increments; per append: one dict lookup
     and two increments. A request's count is the sum of its buckets, worked out at

@@ -229,8 +229,9 @@ class GroupCoordinator:
             protocols=list(req.protocols),
             awaiting_join=answer,
         )
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True  # the initial rebalance may wait for more (Kafka's rule)
         group.add(member)
-        group.new_member_added = True
         self.rebalancer.extend_session(member)
         self.rebalancer.spawn(self.membership.watch_session, group, member)
         self.rebalancer.maybe_prepare_rebalance(group, f"member {member_id} joined")

@@ -4,10 +4,11 @@ start (``minibroker broker``; a broker run inside another program leaves them to
 ``share_the_gil``: the event loop thread holds the GIL while it serves requests; a
 worker thread (kazoo's connection thread, the thread creating a LeaderAndIsr's logs or
 fsyncing) needs it back after every system call. With Python's 5 ms switch interval
-each of those waits could last 5 ms on a busy broker: creating 2,000 logs took 10.7 s
-next to a busy thread against 2.6 s next to an idle one (4.2 s at 1 ms), and reading
-10,000 partition states through kazoo on a failover took seconds. The shorter interval
-costs nothing while no other thread wants the GIL.
+each of those waits could last 5 ms on a busy broker: creating thousands of logs next
+to a busy thread took several times as long as next to an idle one, and reading 10,000
+partition states through kazoo on a failover took seconds (docs/performance.md,
+"Figures behind the code"). The shorter interval costs nothing while no other thread
+wants the GIL.
 
 ``raise_open_files_limit``: each partition holds a descriptor for its active segment
 (and two index mappings once it has data), so a broker needs more than the usual soft

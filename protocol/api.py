@@ -26,8 +26,7 @@ controller's requests), a map with more than ``MAX_MAP_KEYS``
 keys or a string longer than ``MAX_STRING_BYTES`` is refused as an
 ``InvalidRequestBody`` saying which limit it broke, before it is decoded further. The
 event loop that decodes a request serves every other client meanwhile: without these
-bounds, a 48 MB body of 8M map keys held it for 7 s and a Fetch naming a partition
-300,000 times for 21 s.
+bounds, one crafted body held it for seconds (docs/performance.md, "Figures behind the code").
 
 Both header-carrying errors derive from ``RejectedRequest``; answer them with
 ``error_body(exc)`` (``{"error_code", "error_message"}``). Every response schema has

@@ -1,9 +1,10 @@
 """CRC-32C (Castagnoli), the checksum of RecordBatch v2.
 
 One function, two backends: the ``crc32c`` package (hardware-accelerated, the ``fast``
-extra, about 30x faster) when it can be imported, ``crcmod`` otherwise. Both compute the
-same function; ``tests/unit/protocol/test_crc32c.py`` holds them to each other and to
-published answers.
+extra, far faster: docs/performance.md, "Figures behind the code") when it can be
+imported, ``crcmod`` otherwise. Both compute the same function;
+``tests/unit/protocol/test_crc32c.py`` holds them to each other and to published
+answers.
 """
 
 from __future__ import annotations

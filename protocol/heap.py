@@ -5,9 +5,8 @@ Brokers and clients allocate and free a multi-megabyte buffer for every large fr
 glibc's malloc serves a large allocation with its own ``mmap`` and trims the top of the
 heap whenever more than ``M_TRIM_THRESHOLD`` (128 KiB) is free, so each new frame's
 pages are faulted in again one at a time. Measured on this project's hot paths, that
-churn nearly doubled the cost of decoding a 1 MiB batch of 1 KiB records (2.7 against
-1.5 us a record) and held a single broker's produce rate near 370 MB/s against about
-1,000 MB/s without it.
+churn nearly doubled the cost of decoding a large batch and held a single broker's
+produce rate to about a third (docs/performance.md, "Figures behind the code").
 
 ``keep_freed_memory()`` raises both thresholds once per process, so large buffers come
 from the heap and freed ones stay there for the next frame. The cost is resident memory:

@@ -242,9 +242,9 @@ class IndexFile:
         entries). The write reserves the blocks, or fails with ENOSPC, as
         posix_fallocate did, and leaves the page in the page cache, so the mapping's
         first store into it is a minor fault. After posix_fallocate that store had to
-        convert an unwritten extent: 12-21 ms a page on a loaded 2-core VM against
-        0.13-0.28 ms this way (400 indexes each, three rounds), which made most of a
-        broker's first writes to 1,000 partitions and of its recovery after kill -9."""
+        convert an unwritten extent, many times slower than this way, which made most
+        of a broker's first writes to 1,000 partitions and of its recovery after kill -9
+        (docs/performance.md, "Figures behind the code")."""
         fd = os.open(self.path, os.O_RDWR)
         try:
             if os.pwrite(fd, bytes(length), offset) != length:

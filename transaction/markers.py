@@ -41,7 +41,7 @@ from minibroker.transaction.broker_links import BrokerLinks
 log = logging.getLogger(__name__)
 
 LocalMarkers = Callable[[bodies.WriteTxnMarkersRequest], AppendedMarkers]
-"""Appends markers on this broker now (broker/txn_markers.py); the result answers now,
+"""Appends markers on this broker now (broker/replication/txn_markers.py); the result answers now,
 when replicated already, or once awaited."""
 
 MarkersStarted: TypeAlias = tuple[set[TopicPartition], AppendedMarkers | None]

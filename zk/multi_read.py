@@ -1,10 +1,10 @@
 """ZooKeeper's multiRead (3.6+): many getData operations in one request, answered one by one.
 
 A new controller reads every partition state znode. Pipelined getData requests cost
-kazoo's pure-Python connection thread about 100 us each (a second for 10,000 partitions
-on an idle machine, several on a busy one); one multiRead carries ``READS_PER_REQUEST``
-of them. Unlike a multi (transaction), a multiRead is not atomic: a missing znode fails
-only its own operation.
+kazoo's pure-Python connection thread seconds for 10,000 partitions (docs/performance.md,
+"Figures behind the code"); one multiRead carries ``READS_PER_REQUEST`` of them.
+Unlike a multi (transaction), a multiRead is not atomic: a missing znode fails only its
+own operation.
 
 The bytes (ZooKeeper's jute records, big-endian), after kazoo's request header with
 op code 22:

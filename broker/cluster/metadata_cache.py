@@ -100,7 +100,8 @@ class MetadataCache:
         self._answers: dict[tuple[str, ...] | None, bodies.MetadataResponse] = {}
         # Each topic's part of an answer, kept until one of its partitions or the live
         # brokers change: after an UpdateMetadata touching a few partitions, answering
-        # for 10,000 rebuilds only their topics (every partition cost ~3 us).
+        # for 10,000 rebuilds only their topics (docs/performance.md, "Figures behind
+        # the code", says what every partition cost).
         self._topic_entries: dict[str, bodies.MetadataResponseTopic] = {}
         self._auto_created: dict[str, _AutoCreation] = {}
         self._topic_ids: dict[str, bytes] = {}  # KIP-516, from UpdateMetadata

@@ -6,6 +6,6 @@ and each ``Partition`` (partition.py); the controller's requests and what they c
 epoch_checkpoints.py, hw_checkpoint.py, partition_metadata_writer.py); the leader's side
 (isr.py, the Fetch path fetch_reader.py with replica_selector.py, acks=all in
 delayed_produce.py over purgatory.py, and transactions: txn_verification.py,
-txn_markers.py); the follower's side (replica_fetcher.py, fetcher_base.py,
+txn_markers.py); the follower's side (replica_fetcher.py, fetch_state.py,
 fetcher_truncation.py, truncation.py). See docs/architecture.md, "Replication".
 """

@@ -5,12 +5,12 @@ OFFSET_OUT_OF_RANGE (see broker/replication/replica_fetcher.py's docstring)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
 
-from minibroker.broker.replication.fetcher_base import REQUEST_TIMEOUT_S, FetcherBase, FetchState
+from minibroker.broker.replication.fetch_state import REQUEST_TIMEOUT_S, FetcherHost, FetchState
 from minibroker.broker.replication.partition import Partition
 from minibroker.broker.replication.truncation import decide_truncation
 from minibroker.net.connection import Connection
@@ -37,10 +37,24 @@ def truncate_follower(partition: Partition, offset: int) -> None:
     partition.high_watermark = min(partition.high_watermark, log_.log_end_offset)
 
 
-class FetcherTruncation(FetcherBase):
-    """A fetcher's truncation: before fetching, and after OFFSET_OUT_OF_RANGE."""
+class FetcherTruncation:
+    """A fetcher's truncation: before fetching, and after OFFSET_OUT_OF_RANGE. It works
+    on the fetcher's partition states (``states``, shared) and pauses a partition the
+    leader refuses through the fetcher (``pause``)."""
 
-    async def _truncate(self, conn: Connection) -> None:
+    def __init__(
+        self,
+        manager: FetcherHost,
+        source_id: int,
+        states: dict[TopicPartition, FetchState],
+        pause: Callable[[FetchState, int], None],
+    ) -> None:
+        self.manager = manager
+        self.source_id = source_id
+        self.states = states
+        self._pause = pause
+
+    async def truncate(self, conn: Connection) -> None:
         """Truncate every partition that needs it and is not paused, all of them
         together: one OffsetForLeaderEpoch per round (each round lowers a partition's
         latest epoch, KIP-279) for every partition still deciding, where one request
@@ -135,7 +149,7 @@ class FetcherTruncation(FetcherBase):
                     answers[TopicPartition(topic["topic"], answer["partition"])] = answer
         return answers
 
-    async def _handle_offset_out_of_range(self, conn: Connection, partition: Partition) -> None:
+    async def handle_offset_out_of_range(self, conn: Connection, partition: Partition) -> None:
         """Our LEO is outside the leader's [log start, LEO]: see the module docstring."""
         epoch = partition.leader_epoch
         leader_end = await self._list_offset(conn, partition, LATEST_TIMESTAMP)

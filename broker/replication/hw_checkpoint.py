@@ -49,8 +49,9 @@ class HighWatermarkCheckpoint:
     ) -> dict[Path, dict[TopicPartition, int]]:
         """Each log dir's partitions and their HWs (what replication-offset-checkpoint holds)."""
         by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
-        # Grouped by the parent's name: ``Path.parent`` and a Path's hash cost ~3 us a
-        # partition, 9 ms for 3,000 every checkpoint interval, a stall for every client.
+        # Grouped by the parent's name: ``Path.parent`` and a Path's hash per partition
+        # stalled every client each checkpoint interval (docs/performance.md, "Figures
+        # behind the code").
         by_name = {str(d): hws for d, hws in by_dir.items()}
         for tp, partition in partitions.items():
             parent = os.path.dirname(str(partition.log.dir))

@@ -42,10 +42,10 @@ Everything runs on the broker's Trio thread; a response is applied with no await
 between checking the partition is still ours at the offset we asked for and appending,
 so a concurrent LeaderAndIsr can never interleave with an append.
 
-A fetcher is assembled from parts: its partitions, connection and pauses
-(broker/replication/fetcher_base.py), truncation
-(broker/replication/fetcher_truncation.py), and here the loop and the fetching, the path
-every fetched batch takes.
+A fetcher owns its partitions' states (broker/replication/fetch_state.py), its
+connection and their pauses, and a ``FetcherTruncation``
+(broker/replication/fetcher_truncation.py) that cuts their logs; here are the loop and
+the fetching, the path every fetched batch takes.
 """
 
 from __future__ import annotations
@@ -63,7 +63,13 @@ from minibroker.broker.quotas.replication_quota import (
     ReplicationQuota,
     is_listed,
 )
-from minibroker.broker.replication.fetcher_base import REQUEST_TIMEOUT_S, FetchState
+from minibroker.broker.replication.fetch_state import (
+    LEADER_BEHIND_CODES,
+    REQUEST_TIMEOUT_S,
+    UNKNOWN_EPOCH_RETRY_S,
+    FetcherHost,
+    FetchState,
+)
 from minibroker.broker.replication.fetcher_truncation import FetcherTruncation, truncate_follower
 from minibroker.broker.replication.partition import Partition
 from minibroker.broker.replication.summaries import some_of
@@ -92,8 +98,73 @@ def fetcher_index(tp: TopicPartition, fetchers: int) -> int:
     return (zlib.crc32(tp.topic.encode()) * 31 + tp.partition) % fetchers
 
 
-class ReplicaFetcher(FetcherTruncation):
-    """Fetches every partition this broker follows from one leader (one connection)."""
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader (one connection);
+    its ``truncation`` cuts their logs where the leader's say."""
+
+    def __init__(self, manager: FetcherHost, source_id: int, index: int) -> None:
+        self.manager = manager
+        self.source_id = source_id
+        self.index = index
+        self.states: dict[TopicPartition, FetchState] = {}
+        self.cancel_scope = trio.CancelScope()
+        self._changed = trio.Event()
+        self._in_flight: trio.CancelScope | None = None
+        self._conn: Connection | None = None
+        self._held: set[TopicPartition] = set()  # left out of the last fetch by the throttle
+        self._next_turn = 0  # where the next fetch of a fetcher over the partition cap starts
+        self._throttle_wake = math.inf  # when the follower quota frees up for them
+        self.truncation = FetcherTruncation(manager, source_id, self.states, self._pause)
+
+    def __repr__(self) -> str:
+        return f"<ReplicaFetcher leader={self.source_id}#{self.index} {sorted(self.states)}>"
+
+    def add(self, partition: Partition) -> None:
+        self.states[partition.tp] = FetchState(partition, partition.leader_epoch)
+        self._poke()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.states.pop(tp, None)
+
+    def _poke(self) -> None:
+        """Stop a long poll in flight so new partitions start now, not after it."""
+        self._changed.set()
+        if self._in_flight is not None:
+            self._in_flight.cancel()
+
+    async def _connection(self) -> Connection:
+        if self._conn is not None and self._conn.is_usable:
+            return self._conn
+        await self._drop_connection()
+        address = self.manager.address_of(self.source_id)
+        if address is None:
+            raise NetworkError(f"no address known for broker {self.source_id}")
+        conn = Connection(
+            address[0],
+            address[1],
+            client_id=f"replica-fetcher-{self.manager.broker_id}",
+            security=self.manager.security,
+        )
+        await conn.connect()
+        self._conn = conn
+        return conn
+
+    async def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.aclose()
+
+    def _pause(self, state: FetchState, code: int = NONE) -> None:
+        backoff = self.manager.config.replica_fetch_backoff_ms / 1000
+        if code in LEADER_BEHIND_CODES:
+            # The leader has yet to apply the LeaderAndIsr we already have; it is in
+            # flight, so ask again soon rather than a whole back-off later (the first
+            # fetch of a new topic's followers lands here). Doubling: a leader that
+            # stays behind is not asked 20 times a second.
+            early = UNKNOWN_EPOCH_RETRY_S * 2 ** min(state.leader_behind, 16)
+            backoff = min(backoff, early)
+            state.leader_behind += 1
+        state.delayed_until = trio.current_time() + backoff
 
     async def run(self) -> None:
         config = self.manager.config
@@ -103,7 +174,7 @@ class ReplicaFetcher(FetcherTruncation):
                 while True:
                     try:
                         conn = await self._connection()
-                        await self._truncate(conn)
+                        await self.truncation.truncate(conn)
                         if not await self._fetch(conn):
                             await self._idle()
                     except (NetworkError, KafkaError, OSError) as exc:
@@ -274,7 +345,7 @@ class ReplicaFetcher(FetcherTruncation):
                 )
             return None
         if code == OffsetOutOfRangeError.code:
-            await self._handle_offset_out_of_range(conn, partition)
+            await self.truncation.handle_offset_out_of_range(conn, partition)
             return None
         self._pause(state, code)
         return int(code)

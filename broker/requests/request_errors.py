@@ -66,8 +66,8 @@ def _count(node: Mapping[str, Any], counts: dict[int, int]) -> None:
 def _count_entries(entries: list[dict[str, Any]], counts: dict[int, int]) -> None:
     """The codes of a list of entries (one schema's: the same fields in each). Entries
     with no entries below them, the usual case (a response's partitions), are counted
-    in one pass over their codes rather than a call each: 3,000 partitions cost ~9 ms
-    the other way, a stall for every client."""
+    in one pass over their codes rather than a call each, which stalled every client
+    with thousands of partitions (docs/performance.md, "Figures behind the code")."""
     if any(map(_holds_entries, _fields_below(entries))):
         for entry in entries:
             _count(entry, counts)

@@ -82,12 +82,16 @@ from minibroker.protocol.acls import Operation
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 
 
-class RequestAuthorization(AuthorizationContext):
-    """Runs a request's handler under its API key's rule (the module docstring)."""
+class RequestAuthorization:
+    """Runs a request's handler under its API key's rule (the module docstring); the
+    rules read the authorizer and the broker's view through ``context``."""
+
+    def __init__(self, context: AuthorizationContext) -> None:
+        self.context = context
 
     def run(self, header: RequestHeader, body: Body, handler: Handler) -> HandlerResult:
         rule = RULES.get(header.api_key, UNLISTED)
-        allowed, complete = rule(Asker(self, header), body)
+        allowed, complete = rule(Asker(self.context, header), body)
         result = handler(header, allowed)
         if complete is None:
             return result

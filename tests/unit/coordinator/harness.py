@@ -94,6 +94,7 @@ def make_coordinator(
     log: MemoryOffsetsLog | None = None,
     *,
     initial_delay_ms: int = 0,
+    zero_delay_round_s: float = 0.0,
     retention_ms: int = 60_000,
     wall: WallClock | None = None,
 ) -> GroupCoordinator:
@@ -109,6 +110,7 @@ def make_coordinator(
             min_session_timeout_ms=1000,
             max_session_timeout_ms=60_000,
             initial_rebalance_delay_ms=initial_delay_ms,
+            zero_delay_round_s=zero_delay_round_s,
         ),
         clock=wall,
     )

@@ -12,6 +12,7 @@ import trio.testing
 
 from minibroker.coordinator.coordinator import GroupCoordinator
 from minibroker.coordinator.group import GroupState
+from minibroker.coordinator.rebalance import ZERO_DELAY_ROUND_S
 from minibroker.protocol.errors import (
     NONE,
     CoordinatorLoadInProgressError,
@@ -394,6 +395,42 @@ async def test_the_initial_rebalance_delay_waits_again_while_members_keep_arrivi
         await settle()
         assert answered(join_a)["generation_id"] == answered(join_b)["generation_id"] == 1
         assert len(answered(join_a)["members"]) == 2
+
+
+async def test_with_no_initial_delay_the_first_rebalance_gathers_members_in_short_rounds(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    c = make_coordinator(initial_delay_ms=0, zero_delay_round_s=ZERO_DELAY_ROUND_S)
+    async with running(c):
+        a = await member_id_for(c)
+        join_a = c.join_group(join_request(a))
+        await settle()
+        assert join_a.get() is None  # one round, even for the first member
+        mock_clock.jump(ZERO_DELAY_ROUND_S * 0.9)
+        b = await member_id_for(c)
+        join_b = c.join_group(join_request(b))
+        await settle()
+        mock_clock.jump(ZERO_DELAY_ROUND_S * 0.2)
+        await settle()
+        assert join_a.get() is None  # b came within the round: one more
+        third = await member_id_for(c)  # its first join comes in the last round...
+        mock_clock.jump(ZERO_DELAY_ROUND_S)
+        await settle()
+        assert join_a.get() is None  # ...and the rebalance waits for its second
+        join_third = c.join_group(join_request(third))
+        await settle()
+        answers = [answered(join) for join in (join_a, join_b, join_third)]
+        assert [answer["generation_id"] for answer in answers] == [1, 1, 1]
+        assert len(answers[0]["members"]) == 3
+
+
+async def test_with_no_initial_delay_a_lone_member_waits_one_round() -> None:
+    c = make_coordinator(initial_delay_ms=0, zero_delay_round_s=ZERO_DELAY_ROUND_S)
+    async with running(c):
+        a = await member_id_for(c)
+        with trio.fail_after(ZERO_DELAY_ROUND_S * 20):
+            body = await c.join_group(join_request(a)).wait()
+        assert body["generation_id"] == 1
 
 
 async def test_membership_apis_refuse_an_empty_group_id_the_offset_apis_accept_it() -> None:

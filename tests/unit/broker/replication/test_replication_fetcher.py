@@ -77,7 +77,7 @@ async def test_follower_above_the_leaders_end_truncates_to_it(tmp_path: Path) ->
     # After an unclean election the new leader's log can end below ours.
     partition = follower_with(tmp_path, records=5)
     leader = ScriptedLeader(start=0, end=3)
-    await fetcher()._handle_offset_out_of_range(leader, partition)  # type: ignore[arg-type]
+    await fetcher().truncation.handle_offset_out_of_range(leader, partition)  # type: ignore[arg-type]
     assert partition.log_end_offset == 3 and partition.log_start_offset == 0
     assert leader.asked == [-1]
 
@@ -85,7 +85,7 @@ async def test_follower_above_the_leaders_end_truncates_to_it(tmp_path: Path) ->
 async def test_follower_below_the_leaders_log_start_restarts_there(tmp_path: Path) -> None:
     partition = follower_with(tmp_path, records=2)
     leader = ScriptedLeader(start=10, end=20)
-    await fetcher()._handle_offset_out_of_range(leader, partition)  # type: ignore[arg-type]
+    await fetcher().truncation.handle_offset_out_of_range(leader, partition)  # type: ignore[arg-type]
     assert partition.log_start_offset == partition.log_end_offset == 10
     assert partition.high_watermark == 10
     assert leader.asked == [-1, -2]
@@ -149,7 +149,7 @@ async def test_a_fetcher_over_the_partition_cap_truncates_in_one_batch_and_fetch
         partition.log.leader_epoch_cache.assign(1, 0)
         fetcher.add(partition)
     leader = RecordingLeader(cap=4)
-    await fetcher._truncate(leader)  # type: ignore[arg-type]
+    await fetcher.truncation.truncate(leader)  # type: ignore[arg-type]
     epochs = [tps for key, tps in leader.requests if key == ApiKey.OFFSET_FOR_LEADER_EPOCH]
     assert [len(tps) for tps in epochs] == [4, 4, 2]  # every partition, capped per request
     assert not any(state.truncating for state in fetcher.states.values())
@@ -328,7 +328,7 @@ async def test_partitions_a_fetch_answer_refuses_are_logged_in_one_line(
     follower = fetcher()
     for index in range(12):
         follower.add(follower_of(tmp_path, index))
-    await follower._truncate(RecordingLeader(cap=100))  # type: ignore[arg-type]
+    await follower.truncation.truncate(RecordingLeader(cap=100))  # type: ignore[arg-type]
     with caplog.at_level(logging.INFO, logger="minibroker.broker.replication"):
         assert await follower._fetch(RefusingLeader())  # type: ignore[arg-type]
     lines = [

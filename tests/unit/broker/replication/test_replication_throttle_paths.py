@@ -13,7 +13,7 @@ import pytest
 from minibroker.broker.config.broker_config import BrokerConfig
 from minibroker.broker.quotas.replication_quota import ReplicationQuota, ReplicationQuotas
 from minibroker.broker.replication.fetch_reader import FetchParams, FetchPartition
-from minibroker.broker.replication.fetcher_base import FetchState
+from minibroker.broker.replication.fetch_state import FetchState
 from minibroker.broker.replication.hosted_replicas import to_log_config
 from minibroker.broker.replication.partition import LeaderAndIsrPartition, Partition
 from minibroker.broker.replication.replica_fetcher import ReplicaFetcher, ReplicaFetcherManager

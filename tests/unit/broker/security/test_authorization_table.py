@@ -10,6 +10,7 @@ from minibroker.broker.cluster.metadata_cache import MetadataCache
 from minibroker.broker.requests.dispatcher import Deferred
 from minibroker.broker.requests.request_handler import CloseConnection
 from minibroker.broker.security.authorization import RULES, RequestAuthorization, rules_missing
+from minibroker.broker.security.authorization_rules import AuthorizationContext
 from minibroker.broker.security.authorizer import AclAuthorizer
 from minibroker.protocol.acls import (
     AccessControlEntry,
@@ -38,7 +39,7 @@ def authorization(*acls: tuple[ResourcePattern, Operation]) -> RequestAuthorizat
     for pattern, operation in acls:
         entry = AccessControlEntry(ALICE, "*", operation, Permission.ALLOW)
         authorizer.set_acls(pattern, {*authorizer.acls(pattern), entry})
-    return RequestAuthorization(authorizer, MetadataCache(0))
+    return RequestAuthorization(AuthorizationContext(authorizer, MetadataCache(0)))
 
 
 def header(api_key: int) -> RequestHeader:
@@ -217,7 +218,9 @@ def test_a_missing_topic_needs_create_only_where_it_would_be_auto_created(
     authorizer = AclAuthorizer()
     entry = AccessControlEntry(ALICE, "*", Operation.DESCRIBE, Permission.ALLOW)
     authorizer.set_acls(ResourcePattern(ResourceType.TOPIC, "new"), [entry])
-    auth = RequestAuthorization(authorizer, MetadataCache(0), auto_create_topics=auto_create)
+    auth = RequestAuthorization(
+        AuthorizationContext(authorizer, MetadataCache(0), auto_create_topics=auto_create)
+    )
     seen: list[list[str]] = []
 
     def handler(h: RequestHeader, b: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,9 @@ Inputs, all written by the suite except the last:
   and why;
 - ``docs/compatibility/franz-go-1.21.5.tsv``: franz-go's ``pkg/kgo`` tests, run by hand
   (its header says how), per test whether it talks to the cluster, its outcome in each
-  run, the seconds each run took and why it did not pass.
+  run, the seconds each run took and why it did not pass;
+- ``docs/compatibility/sarama-1.62.0.tsv``: Sarama's functional tests, run by hand (its
+  header says how), per test its outcome, seconds and why it did not pass.
 
 The README's compatibility sentence (between the ``compatibility:`` markers) is
 rewritten with the headline numbers.
@@ -36,6 +38,7 @@ DOC = ROOT / "docs" / "compatibility.md"
 README = ROOT / "README.md"
 LIBRDKAFKA = ROOT / "docs" / "compatibility" / "librdkafka-2.15.0.tsv"
 FRANZ_GO = ROOT / "docs" / "compatibility" / "franz-go-1.21.5.tsv"
+SARAMA = ROOT / "docs" / "compatibility" / "sarama-1.62.0.tsv"
 MARKERS = ("<!-- compatibility:start -->", "<!-- compatibility:end -->")
 
 NOT_SERVED = [
@@ -90,6 +93,11 @@ def franz_go_rows() -> list[list[str]]:
     return tsv_rows(FRANZ_GO)
 
 
+def sarama_rows() -> list[list[str]]:
+    """(test, outcome, seconds, why) rows of the by-hand Sarama run."""
+    return tsv_rows(SARAMA)
+
+
 def tally(outcomes: Iterable[str]) -> str:
     counts = Counter(outcomes)
     return ", ".join(f"{counts[k]} {k.lower()}" for k in sorted(counts, key=_order))
@@ -116,6 +124,7 @@ def build() -> tuple[str, str]:
     rdk_before = Counter(row[1] for row in rdk)
     franz = franz_go_rows()
     franz_broker = [row for row in franz if row[1] == "yes"]
+    sarama = sarama_rows()
 
     out: list[str] = [
         "# Compatibility report card",
@@ -153,6 +162,11 @@ def build() -> tuple[str, str]:
             f"| franz-go 1.21.5 `pkg/kgo` tests (by hand) | {len(franz)} tests,"
             f" {len(franz_broker)} of them against the cluster | broker-facing:"
             f" {tally(row[2] for row in franz_broker)}; all: {tally(row[2] for row in franz)} |"
+        )
+    if sarama:
+        out.append(
+            f"| Sarama 1.62.0 functional tests (by hand) | {len(sarama)} tests against a"
+            f" 5-broker cluster behind toxiproxy | {tally(row[1] for row in sarama)} |"
         )
     out += ["", "## Judges in the suite", ""]
     for client, entries in by_client.items():
@@ -194,6 +208,12 @@ def build() -> tuple[str, str]:
         out += [f"| {row[0]} | {row[2]} | {row[3]} | {row[4]} |" for row in franz_broker]
         out += ["", f"The other {len(franz) - len(franz_broker)} need no broker:"]
         out += [f" {tally(row[2] for row in franz if row[1] != 'yes')}.", ""]
+    if sarama:
+        out += ["## Sarama 1.62.0's functional tests (by hand)", ""]
+        out += [f"{line}  " for line in tsv_header(SARAMA)]
+        out += ["", "| test | outcome | seconds | why (when not passed) |", "|---|---|---|---|"]
+        out += [f"| {row[0]} | {row[1]} | {row[2]} | {row[3]} |" for row in sarama]
+        out.append("")
     out += ["## Not served yet", "", "| what | where |", "|---|---|"]
     out += [f"| {what} | {where} |" for what, where in NOT_SERVED]
     out += ["", "## API keys and versions served (Kafka listener, ApiVersions)", ""]
@@ -221,6 +241,12 @@ def build() -> tuple[str, str]:
         headline += (
             f"; franz-go 1.21.5's broker tests (by hand): {passed} of {len(franz_broker)} pass,"
             f" {sum(row[2] == 'SKIP' for row in franz_broker)} skip (share groups, Kafka 4.2+)"
+        )
+    if sarama:
+        counts = Counter(row[1] for row in sarama)
+        headline += (
+            f"; Sarama 1.62.0's functional tests (by hand): {counts['PASS']} of {len(sarama)}"
+            f" pass, {counts['SKIP']} skip, {counts['FAIL']} fail (each listed with why)"
         )
     return "\n".join(out), headline
 

@@ -15,12 +15,13 @@ and parks the request: its answer is an ``Answer`` the rebalance fills. The reba
 completes (a *delayed join*, parked in the join purgatory keyed by group id) when every
 known member has rejoined, or when the longest rebalance timeout passes, when members
 that did not rejoin are dropped. An Empty group's first rebalance waits
-``group.initial.rebalance.delay.ms`` more, extended while members keep arriving, so a
-starting application's consumers land in one generation. Completion bumps the
-generation, picks the protocol every member supports (by vote), answers every parked
-join (the leader gets the members' metadata) and moves to CompletingRebalance. The
-leader's SyncGroup carries the assignments: they are written to ``__consumer_offsets``
-(acks=all), then every parked SyncGroup is answered and the group is Stable.
+``group.initial.rebalance.delay.ms`` more (with 0, a 50 ms round), extended while
+members keep arriving, so a starting application's consumers land in one generation.
+Completion bumps the generation, picks the protocol every member supports (by vote),
+answers every parked join (the leader gets the members' metadata) and moves to
+CompletingRebalance. The leader's SyncGroup carries the assignments: they are written to
+``__consumer_offsets`` (acks=all), then every parked SyncGroup is answered and the group
+is Stable.
 
 A join from a known member of a Stable group whose protocols are unchanged (and who is
 not the leader) is answered at once with the current generation. A static member

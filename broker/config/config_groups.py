@@ -29,8 +29,8 @@ class GroupSettings:
     group_initial_rebalance_delay_ms: int = config_key(
         "group.initial.rebalance.delay.ms",
         3000,
-        "An empty group's first rebalance waits this long for more members (dev and test"
-        " clusters set it low).",
+        "An empty group's first rebalance waits this long for more members, again while"
+        " they keep arriving (dev and test clusters set it low; 0 waits 50 ms rounds).",
         at_least(0),
     )
     group_max_size: int = config_key(

@@ -72,6 +72,7 @@ class GroupOffsetOperations:
         return self._commit(
             group_id, generation_id, member_id, group_instance_id, offsets,
             lambda group, valid: self.manager.store_txn_offsets(group, producer, valid),
+            transactional=True,
         )  # fmt: skip
 
     def _commit(
@@ -82,12 +83,16 @@ class GroupOffsetOperations:
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetCommitValue],
         store: Callable[[Group, dict[TopicPartition, OffsetCommitValue]], Acknowledgement],
+        *,
+        transactional: bool = False,
     ) -> Answer[Written[TopicPartition]]:
         """Check the committer, refuse oversized metadata, ``store`` the rest (written
         now, in request order) and answer once the write is done."""
         answer: Answer[Written[TopicPartition]] = Answer()
         try:
-            group = self._group_for_commit(group_id, generation_id, member_id, group_instance_id)
+            group = self._group_for_commit(
+                group_id, generation_id, member_id, group_instance_id, transactional
+            )
         except KafkaError as exc:
             answer.set({"errors": dict.fromkeys(offsets, exc.code)})
             return answer
@@ -116,7 +121,12 @@ class GroupOffsetOperations:
         return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
 
     def _group_for_commit(
-        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        transactional: bool = False,
     ) -> Group:
         self.manager.check_owner(group_id)
         group = self.manager.group(group_id)
@@ -132,6 +142,10 @@ class GroupOffsetOperations:
         if group.is_static_member_fenced(member_id, instance_id):
             raise FencedInstanceIdError(f"instance {instance_id!r} is held by another")
         if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return group
+        if transactional and generation_id < 0 and not member_id and instance_id is None:
+            # A TxnOffsetCommit before v3 (KIP-447) cannot name a member: Kafka takes it
+            # whatever the group's state (Sarama's legacy group id path sends it so).
             return group
         if group.is_(GroupState.COMPLETING_REBALANCE):
             raise RebalanceInProgressError(f"group {group_id!r} is completing a rebalance")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from minibroker.coordinator.group import GroupState
 from minibroker.coordinator.metrics import CoordinatorCollector
+from minibroker.coordinator.offsets_log import TxnProducer
 from minibroker.protocol.errors import (
     NONE,
     GroupIdNotFoundError,
@@ -282,3 +283,18 @@ async def test_pipelined_commits_replicated_out_of_order_leave_the_last_one_comm
         assert c.offsets.fetch_offsets(GROUP, [T0])[T0] == OffsetCommitValue(
             50, "", 1_700_000_000_000
         )
+
+
+async def test_a_txn_commit_naming_no_member_is_taken_by_a_stable_group_as_in_kafka() -> None:
+    # TxnOffsetCommit before v3 (KIP-447) has no member id or generation: Kafka takes it
+    # in any group state; a plain OffsetCommit so sent to a group with members is not.
+    c = make_coordinator()
+    async with running(c):
+        await stable_group(c, 1)
+        legacy = c.offsets.commit_txn_offsets(
+            GROUP, TxnProducer(7, 0), -1, "", None, offsets((T0, 4))
+        )
+        await settle()
+        assert answered(legacy)["errors"] == {T0: NONE}
+        plain = c.offsets.commit_offsets(GROUP, -1, "", None, offsets((T0, 4)))
+        assert answered(plain)["errors"] == {T0: UnknownMemberIdError.code}

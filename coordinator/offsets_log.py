@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol, TypeAlias
 
-from minibroker.broker.replication.delayed_produce import PendingAck, check_acknowledged
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.errors import (
     CoordinatorNotAvailableError,
@@ -139,17 +138,11 @@ class ReplicaOffsetsLog:
         _, result = results[0]
         if isinstance(result, KafkaError):
             return Acknowledged(result)
-        if result.info.num_batches:
-            done, error = check_acknowledged(
-                self.replica_manager.get_partition(tp),
-                PendingAck(tp, result.info.last_offset, result.leader_epoch),
-            )
-            if done:
-                return Acknowledged(error)
+        now = self.replica_manager.acknowledged_now(results)
+        if now is not None:
+            return Acknowledged(now.get(tp))
 
         async def acknowledged() -> KafkaError | None:
-            if isinstance(result, KafkaError):
-                return result
             outcomes = await self.replica_manager.wait_for_acks(results, self.timeout_ms)
             return outcomes.get(tp)
 

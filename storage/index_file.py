@@ -96,10 +96,6 @@ class IndexFile:
         self.entries = length // self.ENTRY_SIZE if existed else 0
         self._set_length(length)
 
-    @property
-    def on_disk(self) -> bool:
-        return self._on_disk
-
     def materialize(self) -> None:
         """Make the file (sparse, at the current length) if it was not made yet."""
         if self._on_disk:

@@ -90,12 +90,12 @@ class SegmentFiles:
         # A missing index is created empty and must be rebuilt (sanity_check says so),
         # unless the segment is empty and has none: an empty segment's indexes are
         # only made when needed (storage/index_file.py, "Creation").
-        lazy = create
-        self.index_missing = False
-        if not create and not (index_path.exists() and time_path.exists()):
-            none_made = not index_path.exists() and not time_path.exists()
-            lazy = writable and self.size == 0 and none_made
-            self.index_missing = not lazy
+        lazy, self.index_missing = create, False
+        if not create:
+            has_index, has_time = index_path.exists(), time_path.exists()
+            if not (has_index and has_time):
+                lazy = writable and self.size == 0 and not has_index and not has_time
+                self.index_missing = not lazy
         self.offset_index = OffsetIndex(
             index_path, base_offset, max_index_size, writable=writable, create=lazy
         )

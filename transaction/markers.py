@@ -194,7 +194,10 @@ class MarkerSender:
     ) -> bodies.WriteTxnMarkersResponse:
         if broker_id == self.broker_id and self.local is not None:
             appended = self.local(body)
-            return appended.now() or await appended()
+            now = appended.now()
+            if now is not None:
+                return now
+            return await appended()
         answer: bodies.WriteTxnMarkersResponse = await self.links.request(
             broker_id, ApiKey.WRITE_TXN_MARKERS, body
         )

@@ -27,13 +27,13 @@ def write_missing(entries: list[tuple[Path, bytes]]) -> None:
     """Write the file of each directory that has none (worker thread), unsynced, then
     sync each log dir's filesystem once: two fsyncs per file made a LeaderAndIsr of
     10,000 new partitions cost every broker 20,000 of them."""
-    written: dict[int, Path] = {}  # st_dev -> a log dir on that filesystem
+    written: set[Path] = set()  # the log dirs written to
     for partition_dir, topic_id in entries:
         try:
             found = read_partition_metadata(partition_dir)
             if found is None:
                 write_partition_metadata(partition_dir, topic_id, sync=False)
-                written.setdefault(partition_dir.stat().st_dev, partition_dir.parent)
+                written.add(partition_dir.parent)
             elif found != topic_id:
                 log.error(
                     "%s holds topic id %s, the controller names %s: left as it is",
@@ -43,7 +43,7 @@ def write_missing(entries: list[tuple[Path, bytes]]) -> None:
                 )
         except (OSError, ValueError) as exc:
             log.warning("cannot write the partition.metadata of %s: %r", partition_dir, exc)
-    for log_dir in written.values():
+    for log_dir in written:
         try:
             sync_filesystem(log_dir)
         except OSError as exc:

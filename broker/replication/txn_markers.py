@@ -22,7 +22,6 @@ from typing import TypeAlias
 
 import trio
 
-from minibroker.broker.replication.delayed_produce import PendingAck, check_acknowledged
 from minibroker.broker.replication.partition import AppendResult
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.broker.requests.dispatcher import Answer, Deferred, RequestDispatcher
@@ -113,16 +112,10 @@ class WriteTxnMarkersApi:
         """The answer if every in-sync replica has every marker already (a partition
         whose only in-sync replica is this leader), else None."""
         outcomes: list[dict[TopicPartition, KafkaError | None]] = []
-        get_partition = self.replica_manager.get_partition
         for _, results in writes:
-            outcome: dict[TopicPartition, KafkaError | None] = {}
-            for tp, result in results:
-                if isinstance(result, AppendResult) and result.info.num_batches:
-                    pending = PendingAck(tp, result.info.last_offset, result.leader_epoch)
-                    done, error = check_acknowledged(get_partition(tp), pending)
-                    if not done:
-                        return None
-                    outcome[tp] = error
+            outcome = self.replica_manager.acknowledged_now(results)
+            if outcome is None:
+                return None
             outcomes.append(outcome)
         return self._response(writes, outcomes)
 

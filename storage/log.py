@@ -607,6 +607,10 @@ class Log:
         deleted), and it does not move the recovery point if the log was truncated
         while it ran (the flushed bytes may not be the log's any more).
         """
+        segment_list = self.segment_list
+        # Read before the target: a truncation after this point, even one that lands
+        # before the target is read, then keeps the recovery point where it is.
+        truncations = segment_list.truncations
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         recovery_point = self.recovery_point
         if target <= recovery_point:
@@ -617,8 +621,6 @@ class Log:
             self.leader_epoch_cache.write_pending()
             return
         self.leader_epoch_cache.flush()  # epochs below the recovery point must be durable
-        segment_list = self.segment_list
-        truncations = segment_list.truncations
         segments = list(segment_list.segments)  # one step under the GIL
         fds: list[int] = []
         try:

@@ -238,7 +238,7 @@ class Log:
         if self.recovered_segments:
             # Recovered segments may have lost index entries written after the last
             # fsync: replay them, not a snapshot taken past them.
-            self.producer_state.delete_snapshots_after(min(self.recovered_segments))
+            self.producer_state.snapshots.delete_after(min(self.recovered_segments))
         completed = self.producer_state.load(
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
@@ -511,7 +511,7 @@ class Log:
             first_base = self.segment_list.segments[0].base_offset
             self.log_start_offset = max(self.log_start_offset, first_base)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-            self.producer_state.delete_snapshots_before(first_base)
+            self.producer_state.snapshots.delete_before(first_base)
         self.producer_state.remove_expired(now)
         return deleted
 
@@ -565,7 +565,7 @@ class Log:
         self.log_start_offset = new_offset
         self.recovery_point = new_offset
         self.leader_epoch_cache.clear()
-        self.producer_state.delete_snapshots_after(-1)
+        self.producer_state.snapshots.delete_after(-1)
         self.producer_state.clear(new_offset)
         self.transactions.clear()
 
@@ -650,7 +650,7 @@ class Log:
         # two fsyncs per partition made a clean stop of thousands of idle partitions
         # take tens of seconds.
         try:
-            if end not in state.snapshot_offsets() and (
+            if end not in state.snapshots.offsets() and (
                 state.producers or end > self.log_start_offset
             ):
                 state.take_snapshot(end)

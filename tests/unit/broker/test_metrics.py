@@ -139,14 +139,14 @@ async def produce(broker: Broker, *values: bytes) -> None:
 
 
 async def test_exposition_carries_the_names_kafka_dashboards_query(broker: Broker) -> None:
-    await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
+    await manager_of(broker).leadership.become_leader_or_follower(1, {TP: leader_state()})
     await produce(broker, b"a", b"b", b"c")
     families = {f.name for f in text_string_to_metric_families(broker.metrics.render().decode())}
     assert families >= DASHBOARD_FAMILIES
 
 
 async def test_exposition_parses_and_promtool_finds_no_problems(broker: Broker) -> None:
-    await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
+    await manager_of(broker).leadership.become_leader_or_follower(1, {TP: leader_state()})
     await produce(broker, b"a")
     broker.metrics.record_request(ApiKey.PRODUCE, {}, time.perf_counter())
     text = broker.metrics.render()
@@ -157,7 +157,7 @@ async def test_exposition_parses_and_promtool_finds_no_problems(broker: Broker) 
 
 
 async def test_messages_in_counts_records_and_bytes_in_counts_batch_bytes(broker: Broker) -> None:
-    await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
+    await manager_of(broker).leadership.become_leader_or_follower(1, {TP: leader_state()})
     await produce(broker, b"a", b"b")
     await produce(broker, b"c")
     registry = broker.metrics.registry
@@ -171,7 +171,9 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     broker: Broker,
 ) -> None:
     manager = manager_of(broker)
-    await manager.become_leader_or_follower(1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))})
+    await manager.leadership.become_leader_or_follower(
+        1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))}
+    )
     await produce(broker, b"a", b"b", b"c")
     fence = ControllerFence(None, ME, accept_any=True)
     KafkaApis(manager, broker.metadata_cache).install(broker.dispatcher)
@@ -211,7 +213,7 @@ async def test_a_leader_with_an_isr_below_min_insync_is_under_min_isr_and_under_
     broker: Broker,
 ) -> None:
     registry = broker.metrics.registry
-    await manager_of(broker).become_leader_or_follower(
+    await manager_of(broker).leadership.become_leader_or_follower(
         1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))}
     )
     assert sample(registry, "kafka_server_replicamanager_underminisrpartitioncount") == 0

@@ -220,7 +220,7 @@ def build() -> tuple[str, str]:
 
     headline = (
         f"{judged_tests} judge tests in the suite (Kafka 3.9.2's tools, Java client and Streams;"
-        f" confluent-kafka's verifiable clients)"
+        " Kafka's Java client 4.1.1's transactions; confluent-kafka's verifiable clients)"
     )
     for client, entries in suite_by_client.items():
         counts = Counter(e["outcome"] for e in entries)

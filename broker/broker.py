@@ -333,6 +333,7 @@ class Broker:
                 self.log_dir_mover,
                 zk=zk,
                 quotas=quotas,
+                cleaner=self.log_cleaner,
                 on_topic_defaults=replica_manager.update_topic_defaults,
             ),
         )

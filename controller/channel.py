@@ -87,6 +87,8 @@ class _BrokerQueue:
     broker: BrokerAddress
     send: trio.MemorySendChannel[_Request]
     scope: trio.CancelScope
+    pending: int = 0
+    """Requests queued or on the wire, not yet answered nor dropped."""
 
 
 _NETWORK_ERRORS: tuple[type[BaseException], ...] = (
@@ -115,6 +117,9 @@ class ControllerChannelManager:
         self._queues: dict[int, _BrokerQueue] = {}
         self._nursery: trio.Nursery | None = None
         self._stopped = False
+        self._pending = 0
+        self._all_answered = trio.Event()
+        self._all_answered.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -149,14 +154,18 @@ class ControllerChannelManager:
             self.remove_broker(broker.id)
         send, receive = trio.open_memory_channel[_Request](math.inf)
         scope = trio.CancelScope()
-        self._queues[broker.id] = _BrokerQueue(broker, send, scope)
-        self._nursery.start_soon(self._sender, broker, receive, scope)
+        queue = self._queues[broker.id] = _BrokerQueue(broker, send, scope)
+        self._nursery.start_soon(self._sender, queue, receive)
 
     def remove_broker(self, broker_id: int) -> None:
         queue = self._queues.pop(broker_id, None)
         if queue is not None:
             queue.scope.cancel()
             queue.send.close()
+            self._pending -= queue.pending
+            queue.pending = 0
+            if self._pending == 0:
+                self._all_answered.set()
 
     def remove_all(self) -> None:
         for broker_id in list(self._queues):
@@ -170,16 +179,32 @@ class ControllerChannelManager:
             log.warning("dropping api %d request to broker %d: not connected", api_key, broker_id)
             return
         queue.send.send_nowait(_Request(api_key, body, on_response))
+        queue.pending += 1
+        self._pending += 1
+        if self._all_answered.is_set():
+            self._all_answered = trio.Event()
+
+    async def all_answered(self) -> None:
+        """Return once every request sent so far is answered (or dropped with its
+        broker). The failover waits here, bounded, after its elections: the new
+        leaders' LeaderAndIsr to the controller's own broker is handled on this event
+        loop, and the rest of the failover's work held it up by seconds."""
+        await self._all_answered.wait()
+
+    def _settled(self, queue: _BrokerQueue, count: int) -> None:
+        if self._queues.get(queue.broker.id) is not queue:
+            return  # removed: its requests no longer count
+        queue.pending -= count
+        self._pending -= count
+        if self._pending == 0:
+            self._all_answered.set()
 
     async def _sender(
-        self,
-        broker: BrokerAddress,
-        receive: trio.MemoryReceiveChannel[_Request],
-        scope: trio.CancelScope,
+        self, queue: _BrokerQueue, receive: trio.MemoryReceiveChannel[_Request]
     ) -> None:
         connection: BrokerConnection | None = None
         unanswered: deque[_Request] = deque()
-        with scope:
+        with queue.scope:
             try:
                 while True:
                     if not unanswered:
@@ -192,7 +217,7 @@ class ControllerChannelManager:
                             unanswered.append(receive.receive_nowait())
                         except (trio.WouldBlock, trio.EndOfChannel):
                             break
-                    connection = await self._deliver(broker, unanswered, connection)
+                    connection = await self._deliver(queue, unanswered, connection)
             finally:
                 if connection is not None:
                     with trio.CancelScope(shield=True):
@@ -200,13 +225,14 @@ class ControllerChannelManager:
 
     async def _deliver(
         self,
-        broker: BrokerAddress,
+        queue: _BrokerQueue,
         unanswered: deque[_Request],
         connection: BrokerConnection | None,
     ) -> BrokerConnection | None:
         """Get every request of ``unanswered`` answered (each sent before the first
         answer is awaited), taking each off as its answer comes; returns the connection
         to go on with."""
+        broker = queue.broker
         while unanswered:
             try:
                 if connection is None:
@@ -222,10 +248,12 @@ class ControllerChannelManager:
                     with trio.fail_after(self._request_timeout_s):
                         response: dict[str, Any] = await call.response()
                     self._answered(broker, unanswered.popleft(), response)
+                    self._settled(queue, 1)
                 return connection
             except KafkaError as exc:
                 if not exc.retriable:  # hopeless: drop it, the rest go on a new connection
                     request = unanswered.popleft()
+                    self._settled(queue, 1)
                     log.error(
                         "api %d request to broker %d failed: %s", request.api_key, broker.id, exc
                     )

@@ -45,6 +45,7 @@ from typing import Any, Final, NamedTuple, TypeAlias
 
 import msgpack
 
+from minibroker.protocol.answer_memo import LastEncoded
 from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError, frame_prefix
 from minibroker.protocol.messages import ALL_MESSAGES, bodies
@@ -423,6 +424,14 @@ def encode_response(
         packed = _packb([correlation_id, body])
         return [frame_prefix(len(packed)) + packed if framed else packed]
     return pack_buffers([correlation_id, body], length_prefix=framed)
+
+
+def encode_memoised_response(correlation_id: int, body: Any, memo: LastEncoded) -> list[Buffer]:
+    """``encode_packed_response`` of a body ``memo`` may have encoded before: the
+    envelope [correlation_id, body] is a fixarray of two (0x92) followed by its items,
+    so the body's bytes are reused as they are."""
+    packed = b"".join((b"\x92", _packb(correlation_id), memo.encoded(body, None, _packb)))
+    return [frame_prefix(len(packed)) + packed]
 
 
 def encode_packed_response(correlation_id: int, body: Any) -> list[Buffer]:

@@ -31,10 +31,21 @@ Durability: the recovery point is the offset below which everything is fsynced;
 after an unclean stop. The leader-epoch cache is kept consistent with the data: epochs
 beyond the log end and before the log start are removed on load and on truncation.
 
-Where the rest is: the state every part shares and the segment list
-(``storage.log_state``), retention (``storage.log_retention``), truncation and
-corruption repair (``storage.log_truncation``), the swap of cleaned segments
-(``storage.segment_swap``). This module is loading, append, roll, read and flush.
+Parts. A Log owns named collaborators, each handed only what it works on (as Kafka's
+UnifiedLog owns LocalLog, LeaderEpochFileCache, ProducerStateManager):
+
+- ``segment_list`` (``storage.segment_list``): the segments, opened, added, removed;
+- ``retention`` (``storage.log_retention``): which oldest segments retention lets go;
+- ``truncation`` (``storage.log_truncation``): the cuts of the segments' end, the
+  corruption repair, the restart at an offset;
+- ``swap`` (``storage.segment_swap``): cleaned segments swapped in for their old ones;
+- ``transactions`` (``storage.log_transactions``): the aborted-transaction index and
+  the last stable offset;
+- ``leader_epoch_cache`` and ``producer_state``.
+
+The Log keeps the offsets (log start, recovery point) and applies what a part's change
+means for the others (a cut pulls the offsets down, drops leader epochs, rebuilds the
+producer state). This module is loading, append, roll, read, flush, and that.
 
 Concurrency: not thread-safe. The broker calls a Log from one thread at a time.
 """
@@ -51,20 +62,26 @@ from typing import NamedTuple
 
 from minibroker.protocol.errors import OffsetOutOfRangeError, RecordListTooLargeError
 from minibroker.protocol.records import Buffer
+from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.corruption import CorruptionStats, check_batches
 from minibroker.storage.errors import CorruptRecordError
+from minibroker.storage.leader_epoch import LeaderEpochCache
 from minibroker.storage.log_append import LogAppendInfo, validate_and_assign
 from minibroker.storage.log_config import Clock, LogConfig, system_clock
 from minibroker.storage.log_loader import load_segments
 from minibroker.storage.log_retention import LogRetention
-from minibroker.storage.log_state import LogOffsetMetadata
 from minibroker.storage.log_transactions import LogTransactions
 from minibroker.storage.log_truncation import LogTruncation
 from minibroker.storage.log_validator import LeaderChecks, validate_records
+from minibroker.storage.names import parse_partition_dir
+from minibroker.storage.producer_entries import CompletedTxn
+from minibroker.storage.producer_state import ProducerStateManager
 from minibroker.storage.segment import LogSegment
 from minibroker.storage.segment_files import MAX_RELATIVE_OFFSET
+from minibroker.storage.segment_list import SegmentList
 from minibroker.storage.segment_swap import SWAP_SUFFIX, SegmentSwap
 from minibroker.storage.time_index import NO_TIMESTAMP, TimestampOffset
+from minibroker.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +96,14 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 """ListOffsets v8+ (KIP-405): the first offset on local disk, here the log start."""
 LATEST_TIERED_TIMESTAMP = -5
 """ListOffsets v9+ (KIP-1005): the last offset in remote storage; none here (-1)."""
+
+
+class LogOffsetMetadata(NamedTuple):
+    """An offset with where its batch lies (what delayed fetches measure bytes with)."""
+
+    offset: int
+    segment_base_offset: int
+    position: int
 
 
 class FetchDataInfo(NamedTuple):
@@ -106,10 +131,10 @@ class FlushStats:
             self.seconds += seconds
 
 
-class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
-    """One partition's log in ``directory`` (see the module doc). ``log_start_offset``
-    and ``recovery_point`` come from the log dir's checkpoints; ``had_clean_shutdown``
-    skips the recovery of what lies beyond the recovery point."""
+class Log:
+    """One partition's log in ``directory`` (created if missing; see the module doc).
+    ``log_start_offset`` and ``recovery_point`` come from the log dir's checkpoints;
+    ``had_clean_shutdown`` skips the recovery of what lies beyond the recovery point."""
 
     def __init__(
         self,
@@ -123,13 +148,36 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         flush_stats: FlushStats | None = None,
         corruption_stats: CorruptionStats | None = None,
     ) -> None:
-        super().__init__(
+        self.dir = directory
+        self.config = config
+        self.clock = clock
+        parsed = parse_partition_dir(directory.name)
+        self.topic_partition: TopicPartition | None = parsed.tp if parsed else None
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        try:
+            directory.mkdir(parents=True)
+        except FileExistsError:
+            self.new_dir = False
+        else:
+            self.new_dir = True
+            """The partition dir was made here, empty: loading has nothing to scan, check
+            or clear in it (a broker creating thousands of partitions skips four
+            directory listings and three unlinks per partition)."""
+        current_config = self._current_config
+        self.segment_list = SegmentList(directory, current_config, clock, new_dir=self.new_dir)
+        self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
+        self.producer_state = ProducerStateManager(
             directory,
-            config,
-            log_start_offset=log_start_offset,
-            recovery_point=recovery_point,
-            clock=clock,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
+            empty_dir=self.new_dir,
         )
+        self.retention = LogRetention(self.segment_list, current_config)
+        self.truncation = LogTruncation(self.segment_list, current_config)
+        self.swap = SegmentSwap(self.segment_list, current_config)
+        self.replace_segments = self.swap.replace_segments
+        """The cleaner's swap of a cleaned segment in for its old ones."""
+        self.transactions = LogTransactions(self.segment_list, self.producer_state)
         self.flush_stats = flush_stats or FlushStats()
         self.corruption_stats = corruption_stats or CorruptionStats()
         self.recovery_cuts: list[CorruptRecordError] = []
@@ -138,19 +186,25 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         """Base offsets of the segments loading revalidated (start-up progress)."""
         self._load(had_clean_shutdown)
 
+    def _current_config(self) -> LogConfig:
+        """What the parts read the config through: a topic's config changes under a
+        live log (``config`` is reassigned)."""
+        return self.config
+
     # --- loading ---------------------------------------------------------------------
 
     def _load(self, had_clean_shutdown: bool) -> None:
+        segment_list = self.segment_list
         segments = [] if self.new_dir else self._load_segments(had_clean_shutdown)
         for segment in segments:
-            self._add_segment(segment)
-        if not self._segments:
-            self._add_segment(self._new_segment(self.log_start_offset, create=True))
+            segment_list.add(segment)
+        if not segment_list.segments:
+            segment_list.add(segment_list.open(self.log_start_offset, create=True))
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
         if self.log_end_offset < self.log_start_offset:
             # Data below the checkpointed log start is deletable anyway.
             self.truncate_fully_and_start_at(self.log_start_offset)
-        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.log_start_offset = max(self.log_start_offset, segment_list.segments[0].base_offset)
         # After a clean shutdown all of it is durable; after a crash, what recovery
         # revalidated is not fsynced (storage/log_loader.py): the point stays where the
         # checkpoint had it, as Kafka's LogLoader leaves it, until a flush moves it.
@@ -167,7 +221,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         """The segments found in the dir, checked or recovered (storage/log_loader.py)."""
         return load_segments(
             self.dir,
-            lambda base: self._new_segment(base, create=False),
+            lambda base: self.segment_list.open(base, create=False),
             recovery_point=self.recovery_point,
             had_clean_shutdown=had_clean_shutdown,
             max_index_size=self.config.segment_index_bytes,
@@ -175,20 +229,51 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
             stats=self.corruption_stats,
             cuts=self.recovery_cuts,
             recovered_bases=self.recovered_segments,
-            open_swap=lambda base: self._new_segment(base, create=False, file_suffix=SWAP_SUFFIX),
+            open_swap=lambda base: self.segment_list.open(
+                base, create=False, file_suffix=SWAP_SUFFIX
+            ),
         )
 
     def _load_producer_state(self) -> None:
         if self.recovered_segments:
             # Recovered segments may have lost index entries written after the last
             # fsync: replay them, not a snapshot taken past them.
-            self.producer_state.delete_snapshots_after(min(self.recovered_segments))
+            self.producer_state.snapshots.delete_after(min(self.recovered_segments))
         completed = self.producer_state.load(
             log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset,
-            headers_from=self._batch_headers_from,
+            headers_from=self.segment_list.headers_from,
         )
-        self._transactions_ended(completed, replicated=True)
+        self.transactions.ended(completed, replicated=True)
+
+    # --- offsets ---------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segment_list.segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self.segment_list.segments)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segment_list.segments[-1].next_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        active = self.segment_list.segments[-1]
+        return LogOffsetMetadata(active.next_offset, active.base_offset, active.size)
+
+    @property
+    def truncation_count(self) -> int:
+        """How many truncations this log has seen: a copier (the log-dir mover) compares
+        it between steps to learn that offsets it already copied may have changed."""
+        return self.segment_list.truncations
+
+    @property
+    def size(self) -> int:
+        return self.segment_list.size
 
     # --- append ----------------------------------------------------------------------
 
@@ -232,7 +317,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         if view.readonly and (assign_offsets or leader_epoch is not None):
             view = memoryview(bytearray(view))  # patching needs writable bytes: one copy
         total = view.nbytes
-        segment = self._segments[-1]
+        segment = self.segment_list.segments[-1]
         found = validate_and_assign(
             view,
             next_offset=segment.next_offset,
@@ -260,7 +345,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         if producers is not None:
             completed = producers.commit(next_offset)
             if completed:
-                self._transactions_ended(completed, replicated=False)
+                self.transactions.ended(completed, replicated=False)
         # tuple.__new__ skips the generated __new__ (and _make's length check): a
         # Python call per append, measurable at 100k appends/s.
         return tuple.__new__(
@@ -301,19 +386,16 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected, LEO) and return it."""
         new_base = max(expected_next_offset or 0, self.log_end_offset)
-        active = self._segments[-1]
+        segment_list = self.segment_list
+        active = segment_list.segments[-1]
         if active.size == 0:
             if active.base_offset == new_base:
                 return active
-            # Re-base the empty active segment; the list is never empty, even for an
-            # instant (a flush may be reading it from another thread).
-            segment = self._new_segment(new_base, create=True)
-            self._segments[-1], self._bases[-1] = segment, new_base
-            active.delete()
-            return segment
+            # Re-based in place: a flush may be reading the list from another thread.
+            return segment_list.replace_empty_active(new_base)
         active.on_become_inactive()
-        segment = self._new_segment(new_base, create=True)
-        self._add_segment(segment)
+        segment = segment_list.open(new_base, create=True)
+        segment_list.add(segment)
         # The state as of the new segment's base: recovery then replays from here.
         self.producer_state.take_snapshot(new_base)
         return segment
@@ -346,10 +428,10 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
                 f"offset {offset} is outside [{self.log_start_offset}, {end}]"
             )
         limit_offset = end if max_offset is None else min(max_offset, end)
-        index = self._segment_index_for(offset)
+        index = self.segment_list.index_for(offset)
         if offset >= limit_offset:
             return self._empty_read(offset, index)
-        for segment in self._segments[index:]:
+        for segment in self.segment_list.segments[index:]:
             if segment.base_offset >= limit_offset:
                 break
             found = segment.read(offset, max_bytes, limit_offset, min_one_batch=min_one_batch)
@@ -373,7 +455,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         return self._empty_read(offset, index)
 
     def _empty_read(self, offset: int, index: int) -> FetchDataInfo:
-        segment = self._segments[index]
+        segment = self.segment_list.segments[index]
         found = segment.translate_offset(offset) if offset < segment.next_offset else None
         position = found.position if found is not None else segment.size
         return FetchDataInfo(
@@ -391,7 +473,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
             return TimestampOffset(NO_TIMESTAMP, self.log_end_offset)
         if timestamp == MAX_TIMESTAMP:
             return self._max_timestamp_offset()
-        for segment in self._segments:
+        for segment in self.segment_list.segments:
             if segment.largest_timestamp < timestamp or segment.size == 0:
                 continue
             found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
@@ -403,7 +485,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         """The first record holding the log's largest timestamp: the first segment with
         the largest ``largest_timestamp``, searched for a record at least that recent."""
         newest: LogSegment | None = None
-        for segment in self._segments:
+        for segment in self.segment_list.segments:
             if segment.size and (
                 newest is None or segment.largest_timestamp > newest.largest_timestamp
             ):
@@ -411,6 +493,107 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         if newest is None:
             return None
         return newest.find_offset_by_timestamp(newest.largest_timestamp, self.log_start_offset)
+
+    # --- what shrinks or changes the segments ---------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention (storage/log_retention.py): whole segments retention.ms,
+        retention.bytes and the log start offset no longer keep go, oldest first; the
+        log start moves up to the first one left. Expired producers go too. Returns how
+        many segments went."""
+        now = self.clock() if now_ms is None else now_ms
+        deleted = self.retention.delete_old_segments(
+            log_start_offset=self.log_start_offset,
+            first_unstable_offset=self.producer_state.first_unstable_offset(),
+            now_ms=now,
+        )
+        if deleted:
+            first_base = self.segment_list.segments[0].base_offset
+            self.log_start_offset = max(self.log_start_offset, first_base)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            self.producer_state.snapshots.delete_before(first_base)
+        self.producer_state.remove_expired(now)
+        return deleted
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> None:
+        """Move the log start forward (DeleteRecords, or a follower following its
+        leader); whole segments below it go at the next ``delete_old_segments``."""
+        if new_start > self.log_end_offset:
+            raise OffsetOutOfRangeError(f"log start {new_start} beyond the log end")
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.leader_epoch_cache.truncate_from_start(new_start)
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """Remove ``.deleted`` files whose file.delete.delay.ms has passed."""
+        return self.segment_list.delete_expired_files(now_ms)
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every batch holding an offset >= ``target_offset`` (a batch holding it
+        goes whole, so the new LEO can be below the target; storage/log_truncation.py).
+        False if nothing to do."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {target_offset}")
+        if target_offset >= self.log_end_offset:
+            return False
+        if self.segment_list.segments[0].base_offset > target_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        self.truncation.truncate_to(target_offset)
+        self._pull_back_to_log_end()
+        completed = self.producer_state.truncate(  # batches above the new end leave the state
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+            headers_from=self.segment_list.headers_from,
+        )
+        self.transactions.truncated_to(self.log_end_offset)
+        self.transactions.ended(completed, replicated=True)
+        return True
+
+    def repair_corruption(self, offset: int) -> int:
+        """Cut the log at the first bad batch from the segment holding ``offset`` on
+        (storage/log_truncation.py); returns the bytes removed (0: every batch checked
+        out). The caller re-fetches what was removed from another replica."""
+        removed = self.truncation.repair_corruption(offset)
+        if removed:
+            self._pull_back_to_log_end()
+        return removed
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete everything; the log restarts empty at ``new_offset``."""
+        self.truncation.restart_at(new_offset)
+        self.log_start_offset = new_offset
+        self.recovery_point = new_offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.snapshots.delete_after(-1)
+        self.producer_state.clear(new_offset)
+        self.transactions.clear()
+
+    def _pull_back_to_log_end(self) -> None:
+        """After a cut: no recovery point, log start or leader epoch beyond the end."""
+        end = self.log_end_offset
+        self.recovery_point = min(self.recovery_point, end)
+        self.log_start_offset = min(self.log_start_offset, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+
+    # --- transactions ----------------------------------------------------------------
+
+    @property
+    def unreplicated_txns(self) -> list[CompletedTxn]:
+        """Ended transactions whose marker the high watermark has not passed yet."""
+        return self.transactions.unreplicated
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO given the partition's high watermark (storage/log_transactions.py)."""
+        return self.transactions.last_stable_offset(high_watermark)
+
+    def forget_replicated(self, high_watermark: int) -> None:
+        """The high watermark moved: markers below it count as replicated."""
+        self.transactions.forget_replicated(high_watermark)
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions with data in [fetch_offset, upper_bound)."""
+        return self.transactions.collect_aborted(fetch_offset, upper_bound)
 
     # --- durability and lifecycle ----------------------------------------------------
 
@@ -424,6 +607,10 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         deleted), and it does not move the recovery point if the log was truncated
         while it ran (the flushed bytes may not be the log's any more).
         """
+        segment_list = self.segment_list
+        # Read before the target: a truncation after this point, even one that lands
+        # before the target is read, then keeps the recovery point where it is.
+        truncations = segment_list.truncations
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         recovery_point = self.recovery_point
         if target <= recovery_point:
@@ -434,8 +621,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
             self.leader_epoch_cache.write_pending()
             return
         self.leader_epoch_cache.flush()  # epochs below the recovery point must be durable
-        truncations = self._truncations
-        segments = list(self._segments)  # one step under the GIL
+        segments = list(segment_list.segments)  # one step under the GIL
         fds: list[int] = []
         try:
             for i, segment in enumerate(segments):
@@ -453,7 +639,7 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         finally:
             for fd in fds:
                 os.close(fd)
-        if self._truncations == truncations:
+        if segment_list.truncations == truncations:
             self.recovery_point = max(self.recovery_point, target)
 
     def close(self) -> None:
@@ -464,23 +650,23 @@ class Log(LogRetention, LogTruncation, SegmentSwap, LogTransactions):
         # two fsyncs per partition made a clean stop of thousands of idle partitions
         # take tens of seconds.
         try:
-            if end not in state.snapshot_offsets() and (
+            if end not in state.snapshots.offsets() and (
                 state.producers or end > self.log_start_offset
             ):
                 state.take_snapshot(end)
         except OSError as exc:  # an offline dir: recovery rebuilds the state from the log
             log.warning("%s: cannot write a producer state snapshot: %r", self.dir.name, exc)
-        for segment in self._segments:
+        for segment in self.segment_list.segments:
             segment.close()
 
     def abandon(self) -> None:
         """Close the files without the final index writes a close makes: what a crash
         leaves on disk (untrimmed indexes), for crash tests."""
-        for segment in self._segments:
+        for segment in self.segment_list.segments:
             segment.abandon()
 
     def __repr__(self) -> str:
         return (
             f"Log({self.dir.name}, start={self.log_start_offset}, end={self.log_end_offset},"
-            f" segments={len(self._segments)})"
+            f" segments={len(self.segment_list.segments)})"
         )

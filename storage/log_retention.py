@@ -1,16 +1,19 @@
 """Retention: which whole segments of a log may go, oldest first.
 
-How this works. ``delete_old_segments`` (run by the LogManager's retention loop) walks
-the segments from the oldest and removes a prefix, never the active segment, in three
-passes: segments whose newest record (or, without timestamps, whose file) is older
-than ``retention.ms``; then, while the log is over ``retention.bytes``, the oldest
-segments whose removal keeps it at or above that size; then segments wholly below the
-log start offset (moved by DeleteRecords, or by a follower following its leader, with
-``maybe_increment_log_start_offset``). The first two apply only with
-``cleanup.policy`` delete: a compacted log's records are removed by the cleaner.
+How this works. ``delete_old_segments`` (run through the Log by the LogManager's
+retention loop) walks the segments from the oldest and removes a prefix, never the
+active segment, in three passes: segments whose newest record (or, without timestamps,
+whose file) is older than ``retention.ms``; then, while the log is over
+``retention.bytes``, the oldest segments whose removal keeps it at or above that size;
+then segments wholly below the log start offset (moved by DeleteRecords, or by a
+follower following its leader, with ``Log.maybe_increment_log_start_offset``). The
+first two apply only with ``cleanup.policy`` delete: a compacted log's records are
+removed by the cleaner. No pass removes a segment holding part of an open transaction:
+its first offset must stay readable until it ends (a hanging transaction otherwise
+loses the records its abort refers to).
 
-After a removal the log start offset moves up to the first remaining segment, and the
-leader-epoch cache and the producer-state snapshots below it go too.
+After a removal the Log moves its log start offset up to the first remaining segment,
+and drops the leader epochs and producer-state snapshots below it.
 """
 
 from __future__ import annotations
@@ -18,29 +21,50 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from minibroker.protocol.errors import OffsetOutOfRangeError
-from minibroker.storage.log_state import LogState
+from minibroker.storage.log_config import LogConfig
 from minibroker.storage.segment import LogSegment
+from minibroker.storage.segment_list import SegmentList
 
 
-class LogRetention(LogState):
-    """Deletes the segments retention and the log start offset no longer keep."""
+class LogRetention:
+    """Deletes the segments of ``segments`` that retention (``config()``, the log's
+    current config) and the log start offset no longer keep."""
 
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Apply retention.ms, retention.bytes (with cleanup.policy delete) and the log
-        start offset; delete whole segments from the oldest, never the active one.
-        Returns how many went."""
-        now = self.clock() if now_ms is None else now_ms
-        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
-        if not self.config.delete:
+    def __init__(self, segments: SegmentList, config: Callable[[], LogConfig]) -> None:
+        self._segments = segments
+        self._config = config
+
+    def delete_old_segments(
+        self, *, log_start_offset: int, first_unstable_offset: int | None, now_ms: int
+    ) -> int:
+        """Apply retention.ms, retention.bytes (with cleanup.policy delete) and
+        ``log_start_offset``; delete whole segments from the oldest, never the active
+        one nor one from ``first_unstable_offset`` on. Returns how many went."""
+        config = self._config()
+        retention_ms, retention_bytes = config.retention_ms, config.retention_bytes
+        if not config.delete:
             retention_ms = retention_bytes = -1  # compact only: the cleaner removes records
-        deleted = 0
+        segments = self._segments.segments
+        # How many of the oldest segments may go: each pass extends the prefix.
+        deletable = 0
+
+        def extend(predicate: Callable[[LogSegment, LogSegment], bool]) -> None:
+            nonlocal deletable
+            while deletable + 1 < len(segments):
+                following = segments[deletable + 1]
+                if (
+                    first_unstable_offset is not None
+                    and following.base_offset > first_unstable_offset
+                ):
+                    return
+                if not predicate(segments[deletable], following):
+                    return
+                deletable += 1
+
         if retention_ms >= 0:
-            deleted += self._delete_prefix(
-                lambda seg, _next: now - self._segment_time(seg) > retention_ms
-            )
+            extend(lambda segment, _next: now_ms - _segment_time(segment) > retention_ms)
         if retention_bytes >= 0:
-            excess = self.size - retention_bytes
+            excess = sum(s.size for s in segments[deletable:]) - retention_bytes
 
             def over_size(segment: LogSegment, _next: LogSegment) -> bool:
                 nonlocal excess
@@ -49,44 +73,16 @@ class LogRetention(LogState):
                 excess -= segment.size
                 return True
 
-            deleted += self._delete_prefix(over_size)
-        deleted += self._delete_prefix(
-            lambda _seg, following: following.base_offset <= self.log_start_offset
-        )
-        self.producer_state.remove_expired(now)
-        return deleted
+            extend(over_size)
+        extend(lambda _segment, following: following.base_offset <= log_start_offset)
+        if deletable:
+            self._segments.remove_oldest(deletable)
+        return deletable
 
-    @staticmethod
-    def _segment_time(segment: LogSegment) -> int:
-        largest = segment.largest_timestamp
-        if largest >= 0:
-            return largest
-        return int(os.stat(segment.log_path).st_mtime * 1000)  # no timestamps: file age
 
-    def _delete_prefix(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
-        """Delete leading segments while ``predicate`` holds, never one holding part of
-        an open transaction: its first offset must stay readable until it ends (a
-        hanging transaction otherwise loses the records its abort refers to)."""
-        count = 0
-        unstable = self.producer_state.first_unstable_offset()
-        while (
-            len(self._segments) > 1
-            and (unstable is None or self._segments[1].base_offset <= unstable)
-            and predicate(self._segments[0], self._segments[1])
-        ):
-            self._remove_segment(0)
-            count += 1
-        if count:
-            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-            self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
-        return count
-
-    def maybe_increment_log_start_offset(self, new_start: int) -> None:
-        """Move the log start forward (DeleteRecords, or a follower following its
-        leader); whole segments below it go at the next ``delete_old_segments``."""
-        if new_start > self.log_end_offset:
-            raise OffsetOutOfRangeError(f"log start {new_start} beyond the log end")
-        if new_start > self.log_start_offset:
-            self.log_start_offset = new_start
-            self.leader_epoch_cache.truncate_from_start(new_start)
+def _segment_time(segment: LogSegment) -> int:
+    """What retention.ms counts from: the newest record, or the file's age without one."""
+    largest = segment.largest_timestamp
+    if largest >= 0:
+        return largest
+    return int(os.stat(segment.log_path).st_mtime * 1000)

@@ -1,8 +1,9 @@
 """What a partition remembers of its idempotent producers: per producer id, the epoch
 and the last batches (storage/producer_state.py explains how the state is used).
 
-``ProducerStateBase`` is what every part of the ProducerStateManager works on: the
-producers of one partition dir and the offset the state reaches.
+``ProducerStateBase`` is what the ProducerStateManager and the leader's checks
+(storage/producer_append.py) work on: the producers of one partition dir and the
+offset the state reaches.
 """
 
 from __future__ import annotations
@@ -122,17 +123,15 @@ class CompletedTxn(NamedTuple):
 
 
 class ProducerStateBase:
-    """The producer state of one partition dir (the parts of ProducerStateManager add
-    the checks, the snapshots and the rebuilding)."""
+    """The producer state of one partition dir (ProducerStateManager adds the
+    rebuilding and owns the snapshot files)."""
 
     def __init__(
         self,
         directory: Path,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-        empty_dir: bool = False,
     ) -> None:
-        """``empty_dir``: the dir was just made, so it holds no snapshot to list."""
         self.dir = directory
         self.name = directory.name
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -143,5 +142,3 @@ class ProducerStateBase:
         # one is the partition's first unstable offset.
         self.ongoing: dict[int, int] = {}
         self.last_marker_offset = -1  # the newest marker the state has applied
-        # Offsets of the snapshot files (listed on first need).
-        self._snapshots: set[int] | None = set() if empty_dir else None

@@ -37,7 +37,6 @@ from minibroker.protocol.crc32c import crc32c
 from minibroker.storage.checkpoint import write_atomically
 from minibroker.storage.producer_entries import (
     BatchMetadata,
-    ProducerStateBase,
     ProducerStateEntry,
     next_sequence,
 )
@@ -51,49 +50,59 @@ _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
 
 
-class ProducerSnapshots(ProducerStateBase):
-    """The snapshot files of one partition dir, written and deleted only through here."""
+class ProducerSnapshots:
+    """The snapshot files of one partition dir, written and deleted only through here.
+    ``empty_dir``: the dir was just made, so it holds none to list."""
 
-    def snapshot_path(self, offset: int) -> Path:
+    def __init__(self, directory: Path, *, empty_dir: bool = False) -> None:
+        self.dir = directory
+        # Offsets of the files present (listed on first need).
+        self._offsets: set[int] | None = set() if empty_dir else None
+
+    def path(self, offset: int) -> Path:
         return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
-    def snapshot_offsets(self) -> list[int]:
+    def offsets(self) -> list[int]:
         """Offsets of the snapshot files present, ascending. Listed from the directory
         once, then kept up to date by this object (the only writer of the files), so a
         truncation or retention pass costs no directory listing."""
-        if self._snapshots is None:
+        if self._offsets is None:
             found = set()
             for path in self.dir.iterdir():
                 match = _SNAPSHOT_FILE.match(path.name)
                 if match is not None:
                     found.add(int(match[1]))
-            self._snapshots = found
-        return sorted(self._snapshots)
+            self._offsets = found
+        return sorted(self._offsets)
 
-    def take_snapshot(self, offset: int | None = None) -> Path:
-        """Write the state as of ``offset`` (default: where it ends) durably."""
-        at = self.map_end_offset if offset is None else offset
-        path = self.snapshot_path(at)
-        write_atomically(path, encode_snapshot(self.producers.values()))
-        if self._snapshots is not None:
-            self._snapshots.add(at)
+    def write(self, offset: int, entries: Iterable[ProducerStateEntry]) -> Path:
+        """Write ``entries`` as the state as of ``offset``, durably."""
+        path = self.path(offset)
+        write_atomically(path, encode_snapshot(entries))
+        if self._offsets is not None:
+            self._offsets.add(offset)
         return path
 
-    def _delete_snapshot(self, offset: int) -> None:
-        self.snapshot_path(offset).unlink(missing_ok=True)
-        if self._snapshots is not None:
-            self._snapshots.discard(offset)
+    def read(self, offset: int) -> list[ProducerStateEntry]:
+        """The entries of the snapshot at ``offset``; raises OSError or
+        CorruptSnapshotError."""
+        return decode_snapshot(self.path(offset).read_bytes())
 
-    def delete_snapshots_before(self, offset: int) -> None:
+    def delete(self, offset: int) -> None:
+        self.path(offset).unlink(missing_ok=True)
+        if self._offsets is not None:
+            self._offsets.discard(offset)
+
+    def delete_before(self, offset: int) -> None:
         """Snapshots below the log start describe data that is gone."""
-        for at in self.snapshot_offsets():
+        for at in self.offsets():
             if at < offset:
-                self._delete_snapshot(at)
+                self.delete(at)
 
-    def delete_snapshots_after(self, offset: int) -> None:
-        for at in self.snapshot_offsets():
+    def delete_after(self, offset: int) -> None:
+        for at in self.offsets():
             if at > offset:
-                self._delete_snapshot(at)
+                self.delete(at)
 
 
 class CorruptSnapshotError(Exception):

@@ -15,10 +15,10 @@ so the state follows the log and deduplication holds after a failover.
 Snapshots (``<20-digit offset>.snapshot``, storage/producer_snapshot.py gives the bytes)
 hold the state as of an offset; batches after it are replayed from the log on load.
 
-The manager is assembled from parts: the entries and the shared state
-(storage/producer_entries.py), the leader's checks (storage/producer_append.py), the
-snapshot files (storage/producer_snapshot.py), and here what changes the state as a
-whole (replay, expiry, truncation, loading).
+The manager is the state (storage/producer_entries.py: the entries, and the state the
+leader's checks in storage/producer_append.py work on) and here what changes it as a
+whole (replay, expiry, truncation, loading); it owns ``snapshots``, the partition dir's
+snapshot files (storage/producer_snapshot.py).
 
 Concurrency: not thread-safe; the Log that owns it calls it from one thread at a time.
 """
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import TypeAlias
 
 from minibroker.protocol.records import (
@@ -37,18 +38,14 @@ from minibroker.protocol.records import (
     read_header,
     read_marker,
 )
-
-# Re-exported: the log, dump-log and the tests take these names from here.
 from minibroker.storage.producer_append import ProducerAppend
 from minibroker.storage.producer_entries import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     CompletedTxn,
+    ProducerStateBase,
     ProducerStateEntry,
 )
-from minibroker.storage.producer_snapshot import (
-    CorruptSnapshotError,
-    ProducerSnapshots,
-    decode_snapshot,
-)
+from minibroker.storage.producer_snapshot import CorruptSnapshotError, ProducerSnapshots
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +55,24 @@ ReplayedBatch: TypeAlias = tuple[BatchHeader, Marker | None]
 REPLAY_CHUNK_BYTES = 1 << 20  # how much of a segment one read brings in while replaying
 
 
-class ProducerStateManager(ProducerSnapshots):
-    """The producer state of one partition dir, with its snapshot files."""
+class ProducerStateManager(ProducerStateBase):
+    """The producer state of one partition dir, with its snapshot files.
+    ``empty_dir``: the dir was just made, so it holds no snapshot to list."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        empty_dir: bool = False,
+    ) -> None:
+        super().__init__(directory, producer_id_expiration_ms=producer_id_expiration_ms)
+        self.snapshots = ProducerSnapshots(directory, empty_dir=empty_dir)
+
+    def take_snapshot(self, offset: int | None = None) -> Path:
+        """Write the state as of ``offset`` (default: where it ends) durably."""
+        at = self.map_end_offset if offset is None else offset
+        return self.snapshots.write(at, self.producers.values())
 
     def append(self, *, validate: bool, coordinator: bool = False) -> ProducerAppend:
         return ProducerAppend(self, validate=validate, coordinator=coordinator)
@@ -117,7 +130,7 @@ class ProducerStateManager(ProducerSnapshots):
         if self.last_marker_offset < log_end_offset and all(
             entry.last_offset < log_end_offset for entry in self.producers.values()
         ):
-            self.delete_snapshots_after(log_end_offset)
+            self.snapshots.delete_after(log_end_offset)
             self.map_end_offset = min(self.map_end_offset, log_end_offset)
             return []
         return self.load(
@@ -136,18 +149,18 @@ class ProducerStateManager(ProducerSnapshots):
         """Rebuild the state for a log spanning [start, end): the newest valid snapshot
         at or below the end, then the batches after it (or the whole log); returns the
         transactions the replayed markers ended."""
-        self.delete_snapshots_after(log_end_offset)
+        snapshots = self.snapshots
+        snapshots.delete_after(log_end_offset)
         self.producers.clear()
         self.ongoing.clear()
         self.last_marker_offset = -1
         replay_from = log_start_offset
-        for at in reversed(self.snapshot_offsets()):
-            path = self.snapshot_path(at)
+        for at in reversed(snapshots.offsets()):
             try:
-                entries = decode_snapshot(path.read_bytes())
+                entries = snapshots.read(at)
             except (OSError, CorruptSnapshotError) as exc:
-                log.warning("%s: ignoring snapshot %s: %s", self.name, path.name, exc)
-                self._delete_snapshot(at)
+                log.warning("%s: ignoring snapshot %s: %s", self.name, snapshots.path(at).name, exc)
+                snapshots.delete(at)
                 continue
             if at < log_start_offset:
                 break  # older than the log: the log itself is the better source

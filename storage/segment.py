@@ -21,25 +21,34 @@ a follower copies). baseOffset lies outside the CRC, so this is what catches a c
 one. The log cleaner keeps that: a batch that loses records keeps its offset range,
 and a run of removed batches becomes one empty batch (no records) over their offsets.
 
-After a crash, ``recover()`` rebuilds a segment from its ``.log`` alone; before that
-``sanity_check()`` decides whether it must (storage/segment_recovery.py). The files,
-the state derived from them and their life (flush, rename, delete) are
-storage/segment_files.py.
+After a crash, ``recover()`` rebuilds a segment from its ``.log`` alone (the walk that
+revalidates the bytes and rebuilds the indexes is storage/segment_recovery.py); before
+that ``sanity_check()`` decides whether it must. ``truncate_to()`` removes whole
+batches from an offset on (a follower's truncation). The files, the state derived from
+them and their life (flush, rename, delete) are storage/segment_files.py.
 
 Concurrency: a segment is used by one thread at a time; the owning Log serialises.
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 from typing import NamedTuple
 
 from minibroker.protocol.records import decode_batch
 from minibroker.protocol.records.layout import LOG_OVERHEAD, header_struct
+from minibroker.storage.corruption import last_offset_claimed
 from minibroker.storage.errors import CorruptIndexError
-from minibroker.storage.segment_files import HEADER_SCAN, MAX_RELATIVE_OFFSET, BatchPosition
-from minibroker.storage.segment_recovery import SegmentRecovery
-from minibroker.storage.time_index import TimestampOffset
+from minibroker.storage.segment_files import (
+    HEADER_SCAN,
+    MAX_RELATIVE_OFFSET,
+    BatchPosition,
+    SegmentFiles,
+)
+from minibroker.storage.segment_recovery import EpochSink, Revalidated, revalidate
+from minibroker.storage.time_index import NO_TIMESTAMP, TimestampOffset
 
 _BASE_OFFSET = header_struct("base_offset")
 _BATCH_LENGTH = header_struct("batch_length")
@@ -57,7 +66,7 @@ class SegmentRead(NamedTuple):
 _EMPTY = memoryview(b"")
 
 
-class LogSegment(SegmentRecovery):
+class LogSegment(SegmentFiles):
     """One segment of a partition's log (see the module doc); the Log appends to its
     active segment and reads from any."""
 
@@ -188,3 +197,87 @@ class LogSegment(SegmentRecovery):
                 if record.timestamp >= timestamp and record.offset >= starting_offset:
                     return TimestampOffset(record.timestamp, record.offset)
         return None
+
+    # --- checks, recovery and truncation ---------------------------------------------
+
+    def sanity_check(self) -> None:
+        """The cheap test for a segment written before the recovery point or after a
+        clean shutdown, deriving the segment's state on the way: raise
+        CorruptIndexError (the caller then runs ``recover()``) when an index is missing
+        or fails its checks, its last offset entry does not point at a batch holding
+        that offset, or the headers from there on do not end exactly at the file's end."""
+        if self.index_missing:
+            raise CorruptIndexError(f"{self.log_path}: index files missing")
+        self.offset_index.sanity_check(self.size)
+        if self.offset_index.entries:
+            last = self.offset_index.entry(self.offset_index.entries - 1)
+            raw = self.read_at(last.position, HEADER_SCAN.size)
+            if len(raw) < HEADER_SCAN.size:
+                raise CorruptIndexError(f"{self.log_path}: index points past the log")
+            base, _, last_delta, _ = HEADER_SCAN.unpack(raw)
+            if not base <= last.offset <= base + last_delta:
+                raise CorruptIndexError(f"{self.offset_index.path}: last entry {last} is wrong")
+        # Scans from the last entry, now known to be a batch start. Bytes after the last
+        # whole batch would sit between old and new batches once appends resume.
+        if self._load_tail_state() != self.size:
+            raise CorruptIndexError(f"{self.log_path}: the log ends inside a batch")
+        self.time_index.sanity_check(max(self._next_offset - 1, self.base_offset))
+
+    def recover(self, max_index_size: int, epochs: EpochSink | None = None) -> int:
+        """Rebuild the segment from its ``.log`` alone (storage/segment_recovery.py):
+        validate every batch, truncate at the first bad one, rebuild the indexes. Says
+        why it cut (``recovery_problem``) and how far the cut headers claimed to reach
+        (``recovery_lost_until``). Reports each batch's leader epoch that is newer than
+        ``epochs`` knows. Returns the number of bytes truncated."""
+        self.offset_index.reset(max_index_size)
+        self.time_index.reset(max_index_size)
+        self.index_missing = False
+        self._first_batch_timestamp = None
+        found = Revalidated(0, self.base_offset, NO_TIMESTAMP, self.base_offset, 0, None)
+        self.recovery_problem, self.recovery_lost_until = None, -1
+        if self.size:
+            with (
+                mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ) as mm,
+                memoryview(mm) as view,
+            ):
+                with contextlib.suppress(OSError, AttributeError):
+                    mm.madvise(mmap.MADV_SEQUENTIAL)
+                found = revalidate(
+                    view,
+                    self.base_offset,
+                    index_interval_bytes=self.index_interval_bytes,
+                    offset_index=self.offset_index,
+                    time_index=self.time_index,
+                    epochs=epochs,
+                )
+                with view[found.valid_bytes :] as cut:
+                    self.recovery_lost_until = last_offset_claimed(cut)
+        self.recovery_problem = found.problem
+        self._max_timestamp = found.max_timestamp
+        self._offset_of_max_timestamp = found.offset_of_max_timestamp
+        self._bytes_since_last_index_entry = found.bytes_since_last_index_entry
+        truncated = self.size - found.valid_bytes
+        if truncated:
+            os.ftruncate(self._fd, found.valid_bytes)
+            self.size = found.valid_bytes
+        self._next_offset = found.next_offset
+        self.time_index.maybe_append(
+            self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+        )
+        self.txn_index.truncate_to(found.next_offset)  # markers past the recovered end are gone
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (a batch holding
+        ``offset`` goes whole: a follower's truncation); returns the bytes removed."""
+        first_removed = self.translate_offset(offset)
+        if first_removed is None:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        truncated = self.size - first_removed.position
+        os.ftruncate(self._fd, first_removed.position)
+        self.size = first_removed.position
+        self._load_tail_state()
+        return truncated

@@ -5,8 +5,8 @@ A segment is ``<base>.log`` with its ``<base>.index`` and ``<base>.timeindex``
 transaction is aborted in it (``storage.txn_index``). ``SegmentFiles`` opens them, keeps
 what is derived from them (size, next offset, max timestamp, bytes since the last index
 entry), scans batch headers, and owns the files' life: flush, close, rename, delete.
-``LogSegment`` (storage/segment.py: append and read) is assembled from this base and
-``SegmentRecovery`` (storage/segment_recovery.py: sanity check, recovery, truncation).
+``LogSegment`` (storage/segment.py: append, read, checks, recovery, truncation) is
+built on this base.
 
 The derived state of an existing segment is not valid until ``sanity_check`` or
 ``recover`` has run; a new segment (``create``) starts valid and empty.

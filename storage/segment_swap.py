@@ -13,7 +13,8 @@ fsynced. The owner of the Log then, on the thread that owns the Log:
 4. renames ``.swap`` -> final names and puts the new segment in the log's segment list
    in place of the old ones, in one assignment (a reader sees the old list or the new).
 
-These steps are ``SegmentSwap.replace_segments``, one of the parts ``Log`` is made of.
+These steps are ``SegmentSwap.replace_segments``; the Log owns a ``SegmentSwap``
+handed its segment list (``Log.replace_segments`` is how the cleaner asks).
 
 A crash (kill -9) at any point leaves one of these, and loading (``complete_swaps``,
 before anything else) resolves it as Kafka does:
@@ -38,9 +39,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from minibroker.storage.errors import CorruptIndexError
-from minibroker.storage.log_state import LogState
+from minibroker.storage.log_config import LogConfig
 from minibroker.storage.names import parse_segment_file
 from minibroker.storage.segment import LogSegment
+from minibroker.storage.segment_list import SegmentList
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +100,14 @@ def complete_swaps(
     return len(swaps)
 
 
-class SegmentSwap(LogState):
-    """Puts a cleaned segment in place of the segments it was cleaned from."""
+class SegmentSwap:
+    """Puts a cleaned segment in place of the segments of ``segments`` it was cleaned
+    from; ``config()`` is the log's current config (the index size a segment recovered
+    here gets)."""
+
+    def __init__(self, segments: SegmentList, config: Callable[[], LogConfig]) -> None:
+        self._segments = segments
+        self._config = config
 
     def replace_segments(
         self,
@@ -113,28 +121,29 @@ class SegmentSwap(LogState):
         module doc). None, and the cleaned files deleted, when ``old`` are not all
         still in the log or the log was truncated since ``truncations``.
         ``on_step`` is called after each step (tests stop there)."""
-        start = next((i for i, s in enumerate(self._segments) if s is old[0]), -1)
+        segments = self._segments
+        current = segments.segments
+        start = next((i for i, s in enumerate(current) if s is old[0]), -1)
         if (
             start < 0
-            or self._truncations != truncations
-            or self._segments[start : start + len(old)] != old
-            or start + len(old) >= len(self._segments)  # never the active segment
+            or segments.truncations != truncations
+            or current[start : start + len(old)] != old
+            or start + len(old) >= len(current)  # never the active segment
         ):
-            delete_cleaned_files(self.dir, base_offset)
+            delete_cleaned_files(segments.dir, base_offset)
             return None
-        new = self._new_segment(base_offset, create=False, file_suffix=CLEANED_SUFFIX)
+        new = segments.open(base_offset, create=False, file_suffix=CLEANED_SUFFIX)
         try:
             new.sanity_check()
         except CorruptIndexError:
-            new.recover(self.config.segment_index_bytes)
+            new.recover(self._config().segment_index_bytes)
         on_step("cleaned")
         new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
         on_step("swap")
         for segment in old:
-            self._dispose(segment)
+            segments.dispose(segment)
         on_step("deleted")
         new.change_file_suffixes(SWAP_SUFFIX, "")
         on_step("renamed")
-        segments = [*self._segments[:start], new, *self._segments[start + len(old) :]]
-        self._segments, self._bases = segments, [s.base_offset for s in segments]
+        segments.replace(start, len(old), new)
         return new

@@ -33,6 +33,7 @@ from minibroker.broker.requests.dispatcher import RequestDispatcher
 from minibroker.broker.requests.request_errors import RequestErrors, describe
 from minibroker.broker.requests.request_handler import Buffer, CloseConnection, Reply
 from minibroker.broker.security.sasl_gate import SaslExchange
+from minibroker.protocol.answer_memo import LastEncoded
 from minibroker.protocol.api import ApiKey, Body, RequestHeader
 from minibroker.protocol.errors import (
     NONE,
@@ -47,6 +48,7 @@ from minibroker.protocol.kafka.codec import (
     UnsupportedKafkaVersion,
     api_versions_body,
     decode_request,
+    encode_memoised_response,
     encode_response,
     produce_version_unsupported,
     unsupported_api_versions,
@@ -62,6 +64,7 @@ class KafkaCodec:
     def __init__(self, dispatcher: RequestDispatcher, *, listener: str = KAFKA_LISTENER) -> None:
         self.dispatcher = dispatcher
         self.listener = listener
+        self._metadata = LastEncoded()  # the metadata cache's answers are memoised
 
     def handle(
         self, frame: bytes, session: Session = UNKNOWN_SESSION, auth: SaslExchange | None = None
@@ -81,7 +84,7 @@ class KafkaCodec:
         if header.api_key == ApiKey.API_VERSIONS:
             return encode_response(header, api_versions_body(self._served()))
         body = request_to_newest(header.api_key, header.api_version, body)
-        exchange = _Exchange(self.listener, body, self.dispatcher.errors)
+        exchange = _Exchange(self.listener, body, self.dispatcher.errors, self._metadata)
         if auth is not None and not auth.done:
             return auth.handle(header, body, exchange)
         if produce_version_unsupported(header):
@@ -106,17 +109,20 @@ class KafkaCodec:
 class _Exchange:
     """The encoder of one request's answer: it keeps the request for error responses."""
 
-    __slots__ = ("errors", "listener", "request")
+    __slots__ = ("errors", "listener", "metadata", "request")
 
-    def __init__(self, listener: str, request: Body, errors: RequestErrors) -> None:
+    def __init__(
+        self, listener: str, request: Body, errors: RequestErrors, metadata: LastEncoded
+    ) -> None:
         self.listener = listener
         self.request = request
         self.errors = errors  # refusals made here, before the dispatcher, count too
+        self.metadata = metadata
 
     def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:
-        if header.api_key == ApiKey.METADATA:
-            body = advertise_kafka_listeners(body, "node_id")
-        elif header.api_key == ApiKey.DESCRIBE_CLUSTER:
+        if header.api_key == ApiKey.METADATA:  # Metadata has no older shapes to reshape to
+            return encode_memoised_response(header, body, self.metadata, _advertise_kafka)
+        if header.api_key == ApiKey.DESCRIBE_CLUSTER:
             body = advertise_kafka_listeners(body, "broker_id")
         elif header.api_key == ApiKey.FIND_COORDINATOR:
             body = advertise_kafka_coordinators(body)
@@ -127,6 +133,10 @@ class _Exchange:
         body = error_response(header.api_key, self.request, error)
         body = response_from_newest(header.api_key, header.api_version, self.request, body)
         return encode_response(header, body)
+
+
+def _advertise_kafka(body: Body) -> Body:
+    return advertise_kafka_listeners(body, "node_id")
 
 
 def advertise_kafka_listeners(body: Body, id_key: str) -> Body:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from minibroker.broker.requests.dispatcher import RequestDispatcher
 from minibroker.broker.requests.request_handler import Buffer, CloseConnection, Reply
 from minibroker.broker.security.sasl_gate import SaslExchange
+from minibroker.protocol.answer_memo import LastEncoded
 from minibroker.protocol.api import (
     ApiKey,
     Body,
@@ -30,6 +31,7 @@ from minibroker.protocol.api import (
     RejectedRequest,
     RequestHeader,
     decode_request,
+    encode_memoised_response,
     encode_packed_response,
     encode_response,
     error_body,
@@ -47,6 +49,7 @@ class MsgpackCodec:
     def __init__(self, dispatcher: RequestDispatcher, *, listener: str = "PLAINTEXT") -> None:
         self.dispatcher = dispatcher
         self.listener = listener
+        self._metadata = LastEncoded()  # the metadata cache's answers are memoised
 
     def handle(
         self, frame: bytes, session: Session = UNKNOWN_SESSION, auth: SaslExchange | None = None
@@ -67,6 +70,8 @@ class MsgpackCodec:
         return self.dispatcher.dispatch(header, body, self)
 
     def encode_response(self, header: RequestHeader, body: Body) -> Sequence[Buffer]:
+        if header.api_key == ApiKey.METADATA:
+            return encode_memoised_response(header.correlation_id, body, self._metadata)
         if header.api_key in SPLICED_RESPONSES:
             return encode_response(header.correlation_id, body, splice=True)
         return encode_packed_response(header.correlation_id, body)

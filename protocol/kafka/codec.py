@@ -27,9 +27,10 @@ does not decode; the caller answers ApiVersions with ``unsupported_api_versions`
 from __future__ import annotations
 
 import struct
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
+from minibroker.protocol.answer_memo import LastEncoded
 from minibroker.protocol.api import MAX_CLIENT_REQUEST_ELEMENTS, Body, RequestHeader
 from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
 from minibroker.protocol.frames import FrameError
@@ -199,6 +200,27 @@ def encode_response(header: RequestHeader, body: Body) -> list[bytes | bytearray
     assert isinstance(first, bytearray)
     struct.pack_into(">i", first, 0, size)
     return parts
+
+
+def encode_memoised_response(
+    header: RequestHeader, body: Body, memo: LastEncoded, shape: Callable[[Body], Body]
+) -> list[bytes | bytearray | memoryview]:
+    """``encode_response(header, shape(body))`` for an answer without record data,
+    reusing the bytes ``memo`` kept for this very ``body`` at this version."""
+    message = MESSAGES[header.api_key]
+    version = header.api_version
+    encoder = _encoder("response_encoder", message, version)
+
+    def encode(answer: Body) -> bytes:
+        parts: list[bytes | bytearray | memoryview] = []
+        encoded = encoder(shape(answer), bytearray(), parts)
+        assert not parts, "only answers without record data are memoised"
+        return bytes(encoded)
+
+    encoded = memo.encoded(body, version, encode)
+    flexible = _response_header_flexible(message, version)
+    head = _SIZE_AND_CORRELATION.pack(4 + flexible + len(encoded), header.correlation_id)
+    return [b"".join((head, b"\x00" if flexible else b"", encoded))]
 
 
 def api_versions_body(

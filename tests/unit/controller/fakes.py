@@ -296,6 +296,9 @@ class RecordingChannel(RecordingSender):
     def remove_all(self) -> None:
         self.brokers.clear()
 
+    async def all_answered(self) -> None:
+        """Recorded requests count as answered at once."""
+
     def send(
         self, broker_id: int, api_key: int, body: Body, on_response: ResponseCallback | None
     ) -> None:

@@ -173,3 +173,34 @@ async def test_every_unanswered_request_is_sent_again_in_order_after_a_failure()
     assert [body["n"] for _, _, body in net.delivered] == [0, 1, 2, 0, 1, 2]
     assert answered == [0, 1, 2]
     assert net.connects == 2
+
+
+@pytest.mark.timeout(10)
+async def test_all_answered_waits_for_every_queued_request_or_its_brokers_removal() -> None:
+    net = FakeNetwork(expected=3)
+    net.answering = trio.Event()  # no answers for now
+    channel = ControllerChannelManager(net.connect, retry_backoff_s=0.001)
+    waited = trio.Event()
+
+    async def wait() -> None:
+        await channel.all_answered()
+        waited.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(channel.run)
+        await channel.all_answered()  # nothing sent yet
+        channel.add_broker(Broker(1))
+        channel.add_broker(Broker(2))
+        channel.send(1, 4, {}, None)
+        channel.send(1, 6, {}, None)
+        channel.send(2, 4, {}, None)
+        nursery.start_soon(wait)
+        await net.arrived.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert not waited.is_set()
+        channel.remove_broker(2)  # its request no longer counts
+        await trio.testing.wait_all_tasks_blocked()
+        assert not waited.is_set()
+        net.answering.set()
+        await waited.wait()
+        nursery.cancel_scope.cancel()

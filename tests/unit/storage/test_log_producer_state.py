@@ -73,7 +73,7 @@ def test_state_survives_a_clean_restart_and_a_crash(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     log = open_log(directory)
     fill(log, 30)  # several rolls of the 4 KiB segments: snapshots along the way
-    assert len(log.segments) >= 2 and log.producer_state.snapshot_offsets()
+    assert len(log.segments) >= 2 and log.producer_state.snapshots.offsets()
     last = log.log_end_offset
     log.close()
     reopened = open_log(directory, had_clean_shutdown=True)
@@ -90,7 +90,7 @@ def test_truncation_forgets_the_batches_it_removes(tmp_path: Path) -> None:
     fill(log, 30)
     log.truncate_to(40)  # batches of sequences 40.. are gone
     assert log.producer_state.last_entry(PID).last_sequence == 39  # type: ignore[union-attr]
-    assert all(at <= 40 for at in log.producer_state.snapshot_offsets())
+    assert all(at <= 40 for at in log.producer_state.snapshots.offsets())
     # The producer resends what was cut: new data at the log end, not a duplicate.
     info = log.append(idempotent(40, [b"y"] * 4), leader_epoch=1)
     assert not info.duplicate and info.first_offset == 40

@@ -225,7 +225,7 @@ def test_without_a_valid_snapshot_the_whole_log_is_replayed(tmp_path: Path) -> N
     recovered.load(log_start_offset=0, log_end_offset=2, headers_from=headers_from)  # type: ignore[arg-type]
     assert asked == [0]
     assert recovered.last_entry(PID).last_sequence == 1  # type: ignore[union-attr]
-    assert recovered.snapshot_offsets() == []
+    assert recovered.snapshots.offsets() == []
 
 
 def test_snapshots_beyond_the_log_end_are_dropped_on_load(tmp_path: Path) -> None:
@@ -238,4 +238,4 @@ def test_snapshots_beyond_the_log_end_are_dropped_on_load(tmp_path: Path) -> Non
         log_end_offset=2,
         headers_from=lambda o: iter([]),
     )
-    assert recovered.snapshot_offsets() == [] and recovered.producers == {}
+    assert recovered.snapshots.offsets() == [] and recovered.producers == {}

@@ -260,8 +260,6 @@ decode_records(PyObject *module, PyObject *args)
     if (count < 0)
         count = 0;
     PyObject *records = NULL;
-    PyObject *last_timestamp = NULL; /* see the loop */
-    int64_t last_timestamp_value = 0;
     if (count > size / MIN_RECORD_BYTES)
         goto fallback;
     records = PyList_New(count);
@@ -288,19 +286,7 @@ decode_records(PyObject *module, PyObject *args)
             PyTuple_SET_ITEM(row, k++, Py_NewRef(PyTuple_GET_ITEM(prefix, j)));
         PyObject *fields[5];
         fields[0] = PyLong_FromLongLong(offset);
-        /* The records of a batch mostly share one timestamp (a producer's batch fills
-         * within a few milliseconds; LogAppendTime gives them all the same): one int
-         * object for a run of equal timestamps, not one per record. */
-        if (last_timestamp != NULL && timestamp == last_timestamp_value) {
-            fields[1] = Py_NewRef(last_timestamp);
-        }
-        else {
-            fields[1] = PyLong_FromLongLong(timestamp);
-            if (fields[1] != NULL) {
-                Py_XSETREF(last_timestamp, Py_NewRef(fields[1]));
-                last_timestamp_value = timestamp;
-            }
-        }
+        fields[1] = PyLong_FromLongLong(timestamp);
         fields[2] = bytes_or_none(p, s.key_pos, s.key_len);
         fields[3] = bytes_or_none(p, s.value_pos, s.value_len);
         fields[4] = s.header_count ? build_headers(p, size, &s) : PyTuple_New(0);
@@ -319,18 +305,15 @@ decode_records(PyObject *module, PyObject *args)
         if (untrack)
             PyObject_GC_UnTrack(row);
     }
-    Py_CLEAR(last_timestamp);
     if (pos != size)
         goto fallback;
     PyBuffer_Release(&view);
     return records;
 fallback:
-    Py_XDECREF(last_timestamp);
     Py_XDECREF(records);
     PyBuffer_Release(&view);
     Py_RETURN_NONE;
 error:
-    Py_XDECREF(last_timestamp);
     Py_XDECREF(records);
     PyBuffer_Release(&view);
     return NULL;

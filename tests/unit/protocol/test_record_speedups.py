@@ -248,22 +248,6 @@ def test_the_null_and_header_cases_decode_on_the_compiled_path(compiled_codec: M
     assert nulls == DecodedRecord(5, 1, None, None, (("h", None),))
 
 
-def test_records_with_one_timestamp_share_one_int_and_others_get_their_own(
-    compiled_codec: ModuleType,
-) -> None:
-    """A run of equal timestamps (a producer's batch, LogAppendTime) is one int object
-    in the compiled decoder's records; the values are the Python decoder's either way."""
-    records = [Record(b"a", timestamp=2**40), Record(b"b", timestamp=2**40)]
-    records += [Record(b"c", timestamp=2**40 + 1), Record(b"d", timestamp=2**40)]
-    batch = encode_batch(records, now_ms=0)
-    _, decoded = same(compiled_codec, lambda: decode_batch(batch))[1]
-    assert [r.timestamp for r in decoded] == [2**40, 2**40, 2**40 + 1, 2**40]
-    with codec(compiled_codec):
-        a, b, c, d = decode_batch(batch)[1]
-    assert a.timestamp is b.timestamp
-    assert c.timestamp == 2**40 + 1 and d.timestamp == 2**40
-
-
 def python_decode(section: bytes, count: int, base_offset: int) -> list[DecodedRecord] | None:
     """The pure-Python decoder's records, or None where it raises CorruptMessageError."""
     header = read_header(batch_of(b"", count=count, base_offset=base_offset, timestamp=7))

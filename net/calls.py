@@ -25,7 +25,8 @@ RECEIVE_SIZE: Final = 256 * 1024
 """Bytes asked of each receive: large enough that a 1 MiB fetch is a handful of reads."""
 
 MAX_RECEIVE_SIZE: Final = 4 * 1024 * 1024
-"""Upper bound of one receive while the decoder knows a large frame is in progress."""
+"""Upper bound of one receive while the decoder knows a large frame is in progress (on
+TLS: a plain socket receives such a frame into the frame's own buffer)."""
 
 
 BOUNDARY_ERRORS: Final = (OSError, trio.BrokenResourceError, trio.ClosedResourceError, FrameError)
@@ -215,8 +216,23 @@ class CallReader:
                 while not pending.finished:
                     frame = decoder.next_frame()
                     if frame is not NEED_DATA:
-                        assert isinstance(frame, bytes)
+                        assert isinstance(frame, (bytes, bytearray))
                         self._deliver(frame)
+                        continue
+                    length = decoder.frame_length
+                    if socket is not None and length is not None and length > RECEIVE_SIZE:
+                        # The rest of a large frame (a Fetch answer) goes straight into
+                        # its own buffer: no chunk per read and no join of them after.
+                        view = decoder.frame_buffer()
+                        assert view is not None
+                        n = None if wait_first else socket_io.receive_into_now(socket, view)
+                        while n is None:
+                            await trio.lowlevel.wait_readable(socket.socket)
+                            n = socket_io.receive_into_now(socket, view)
+                        wait_first = False
+                        if not n:
+                            raise NetworkError(f"connection closed by {self.host}:{self.port}")
+                        decoder.received(n)
                         continue
                     size = decoder.bytes_needed  # more than RECEIVE_SIZE: a large frame
                     if size <= RECEIVE_SIZE:
@@ -248,7 +264,7 @@ class CallReader:
             with trio.CancelScope(shield=True):
                 await self._break(exc)
 
-    def _deliver(self, frame: bytes) -> None:
+    def _deliver(self, frame: bytes | bytearray) -> None:
         if not self._pending:
             raise MalformedResponse("a response to no request")
         pending = self._pending[0]  # popped only once valid: a failure fails it too

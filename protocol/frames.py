@@ -18,7 +18,10 @@ prefix and, once the whole payload is buffered, returns it as ``bytes``:
 
 - many tiny frames inside one received chunk are sliced straight out of that chunk;
 - a frame spread over several chunks is joined once, exactly the bytes it needs;
-- a prefix split across chunks is re-assembled from the few bytes involved.
+- a prefix split across chunks is re-assembled from the few bytes involved;
+- a reader that knows a frame will be large may receive the rest of it straight into
+  the frame's own buffer (``frame_buffer`` / ``received``): no chunk is kept and no
+  join made, and ``next_frame`` then returns that ``bytearray``.
 
 Like h11, this module never reads or writes a socket: the Trio code around it owns
 the I/O (``net/connection.py``, the broker's server).
@@ -84,7 +87,15 @@ class FrameDecoder:
     Not thread- or task-safe: one decoder per connection, used by its one reader.
     """
 
-    __slots__ = ("_broken", "_buffered", "_chunks", "_frame_len", "_head", "max_frame_bytes")
+    __slots__ = (
+        "_broken",
+        "_buffered",
+        "_chunks",
+        "_frame",
+        "_frame_len",
+        "_head",
+        "max_frame_bytes",
+    )
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 0:
@@ -95,6 +106,9 @@ class FrameDecoder:
         self._buffered = 0  # unconsumed bytes over all chunks
         self._frame_len = -1  # payload length of the frame in progress, -1 before prefix
         self._broken = False
+        # The frame in progress's own buffer once ``frame_buffer`` made it: its first
+        # ``_buffered`` bytes are in, and ``_chunks`` is empty until it is returned.
+        self._frame: bytearray | None = None
 
     @property
     def buffered(self) -> int:
@@ -123,6 +137,8 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes (an empty ``data`` is ignored, not end of stream)."""
+        if self._frame is not None:
+            raise ValueError("feed() while a frame is received into its frame_buffer")
         if data:
             # Keep immutable bytes only: the caller may reuse its bytearray buffer.
             chunk = data if type(data) is bytes else bytes(data)
@@ -140,10 +156,42 @@ class FrameDecoder:
             return None
         return data[PREFIX_SIZE:]
 
-    def next_frame(self) -> bytes | _NeedData:
-        """The next whole frame's payload, or ``NEED_DATA``; raises ``FrameError``."""
+    def frame_buffer(self) -> memoryview | None:
+        """Where the rest of the frame in progress may be received: a view of its own
+        buffer past the bytes already in it, for a reader that would otherwise feed a
+        large frame chunk by chunk (and have it joined). None unless the frame's length
+        is known and bytes of it are missing. After writing ``n`` bytes into the view,
+        call ``received(n)``; ``next_frame`` returns the frame, a ``bytearray``, once
+        it is whole. Nothing may be fed meanwhile."""
+        if self._broken or self._frame_len < 0 or self._buffered >= self._frame_len:
+            return None
+        if self._frame is None:
+            # Only the frame's own bytes are buffered (it is incomplete): move them in.
+            frame = bytearray(self._frame_len)
+            held = self._buffered
+            frame[:held] = self._take(held)
+            self._buffered = held
+            self._frame = frame
+        return memoryview(self._frame)[self._buffered :]
+
+    def received(self, n: int) -> None:
+        """``n`` more bytes were written into the view ``frame_buffer`` gave."""
+        if self._frame is None or n < 0 or self._buffered + n > self._frame_len:
+            raise ValueError(f"received({n}) without room for it in a frame buffer")
+        self._buffered += n
+
+    def next_frame(self) -> bytes | bytearray | _NeedData:
+        """The next whole frame's payload, or ``NEED_DATA``; raises ``FrameError``. A
+        frame received through ``frame_buffer`` is returned as that ``bytearray``."""
         if self._broken:
             raise FrameError("frame stream already failed")
+        if self._frame is not None:
+            if self._buffered < self._frame_len:
+                return NEED_DATA
+            frame, self._frame = self._frame, None
+            self._frame_len = -1
+            self._buffered = 0
+            return frame
         if self._frame_len < 0:
             if self._buffered < PREFIX_SIZE:
                 return NEED_DATA

@@ -188,6 +188,51 @@ async def test_large_record_data_round_trips_both_ways() -> None:
 
 
 @pytest.mark.timeout(20)
+async def test_a_large_answer_arriving_in_pieces_is_read_whole_and_the_next_follows() -> None:
+    """A large frame is received into its own buffer (FrameDecoder.frame_buffer) from its
+    second read on, whatever the pieces: the prefix cut in two, a small last piece, and
+    the next answer in the same write as the frame's last bytes."""
+    records = bytes(range(256)) * 4096 * 2  # 2 MiB
+    partition = {"partition_index": 0, "high_watermark": 1, "records": records}
+    fetched = {"topics": [{"topic": "t", "partitions": [partition]}]}
+
+    async def on_connection(stream: trio.SocketStream) -> None:
+        headers: list[RequestHeader] = []
+
+        async def on_request(header: RequestHeader, body: Any, frame: bytes) -> None:
+            headers.append(header)
+            if len(headers) < 2:
+                return
+            large = b"".join(encode_response(headers[0].correlation_id, fetched))
+            answer = {"brokers": [], "cluster_id": "c", "topics": []}
+            small = b"".join(encode_response(headers[1].correlation_id, answer))
+            # the prefix cut in two, a large piece, a small last one with the next answer
+            pieces = [large[:2], large[2:300_000], large[300_000:-10], large[-10:] + small]
+            for piece in pieces:
+                await stream.send_all(piece)
+                await trio.testing.wait_all_tasks_blocked()  # the client reads each apart
+
+        with suppress(trio.BrokenResourceError):
+            await serve_frames(stream, on_request)
+
+    fetch = {"max_wait_ms": 0, "min_bytes": 0, "topics": []}
+    answers: dict[str, Any] = {}
+    async with trio.open_nursery() as nursery:
+        port = await listen(nursery, on_connection)
+        async with Connection("127.0.0.1", port) as conn, trio.open_nursery() as callers:
+
+            async def call(name: str, api_key: int, body: Any) -> None:
+                answers[name] = await conn.request(api_key, body, timeout=10)
+
+            callers.start_soon(call, "fetch", ApiKey.FETCH, fetch)
+            await trio.testing.wait_all_tasks_blocked()
+            callers.start_soon(call, "metadata", ApiKey.METADATA, {"topics": None})
+        nursery.cancel_scope.cancel()
+    assert answers["fetch"]["topics"][0]["partitions"][0]["records"] == records
+    assert answers["metadata"]["topics"] == []
+
+
+@pytest.mark.timeout(20)
 async def test_a_timed_out_request_is_abandoned_and_the_connection_stays_usable() -> None:
     release = trio.Event()
 

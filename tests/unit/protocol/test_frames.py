@@ -197,3 +197,41 @@ def test_a_whole_frame_over_the_limit_is_left_to_next_frame_to_refuse() -> None:
     with pytest.raises(FrameError):
         decoder.next_frame()
     assert decoder.whole_frame(encode_frame(b"ok")) is None  # a failed decoder takes none
+
+
+def test_a_large_frame_received_into_its_own_buffer_comes_out_whole() -> None:
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    stream = encode_frame(payload)
+    decoder = FrameDecoder()
+    decoder.feed(stream[:1000])  # the prefix and the frame's first bytes, as a reader gets
+    assert decoder.next_frame() is NEED_DATA
+    pos = 1000
+    while (view := decoder.frame_buffer()) is not None:
+        n = min(len(view), 300_000)  # a read of what the socket holds
+        view[:n] = stream[pos : pos + n]
+        decoder.received(n)
+        pos += n
+        assert decoder.bytes_needed == len(stream) - pos
+    assert decoder.next_frame() == bytearray(payload)
+    decoder.feed(encode_frame(b"after"))  # the decoder is back to chunks
+    assert decoder.next_frame() == b"after"
+    assert decoder.buffered == 0
+
+
+def test_a_frame_buffer_exists_only_for_a_frame_missing_bytes() -> None:
+    decoder = FrameDecoder()
+    assert decoder.frame_buffer() is None  # nothing received
+    decoder.feed(b"\x00\x00")
+    assert decoder.frame_buffer() is None  # the length is not known yet
+    decoder.feed(b"\x00\x03ab")
+    assert decoder.next_frame() is NEED_DATA
+    view = decoder.frame_buffer()
+    assert view is not None and len(view) == 1
+    with pytest.raises(ValueError):
+        decoder.received(2)  # more than the view holds
+    with pytest.raises(ValueError):
+        decoder.feed(b"c")  # the frame's bytes go to its buffer now
+    view[:1] = b"c"
+    decoder.received(1)
+    assert decoder.frame_buffer() is None
+    assert decoder.next_frame() == b"abc"

@@ -357,7 +357,7 @@ class Broker:
                 log_dir_mover,
                 zk=zk,
                 quotas=quotas,
-                cleaner=self.log_cleaner,
+                cleaner=log_cleaner,
                 on_topic_defaults=replica_manager.update_topic_defaults,
             ),
         )

@@ -153,6 +153,14 @@ def format_summary(
     out += _section("Top keys", lines, "no keyed records")
 
     lines = [
+        f"  {r['topic']}-{r['partition']}: {r['committed']:,} committed, "
+        f"{r['aborted']:,} aborted, {r['open_transactions']:,} open "
+        f"({r['transactional_producers']:,} transactional producer(s))"
+        for r in _sorted(tables.get("transactions", []), "topic", "partition")
+    ]
+    out += _section("Transactions", lines, "none")
+
+    lines = [
         f"  {r['segment']} @ byte {r['position']}: {human_bytes(r['length'])} unreadable"
         + ("" if r["batch_base_offset"] is None else f" (batch at offset {r['batch_base_offset']})")
         + f": {r['reason']}"

@@ -97,7 +97,7 @@ async def measure(zk_connect: str, root: Path, megabytes: int, seconds: float) -
             for _ in range(megabytes * 1024 * 1024 // RECORD_BYTES):
                 producer.send_nowait(TOPIC, bytes(RECORD_BYTES), partition=0)
             await producer.flush()
-        log = brokers[1].log_manager.get_log(TopicPartition(TOPIC, 0))  # type: ignore[union-attr]
+        log = brokers[1].parts.log_manager.get_log(TopicPartition(TOPIC, 0))
         assert log is not None
         size = log.size
         plan = root / "plan.json"

@@ -210,7 +210,7 @@ def bench_leader_and_isr(root: Path, count: int) -> dict[str, float]:
         states = {TopicPartition("t", p): state for p in range(count)}
         try:
             with CountFsyncs() as fsyncs, Clock() as clock:
-                errors = await replicas.become_leader_or_follower(1, states)
+                errors = await replicas.leadership.become_leader_or_follower(1, states)
             assert not any(errors.values()), errors
             return clock, fsyncs.count
         finally:

@@ -44,6 +44,7 @@ from minibroker.protocol.errors import (
     KafkaError,
     UnknownTopicIdError,
 )
+from minibroker.protocol.features import transaction_v2
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.bodies import Records
 from minibroker.protocol.session import Session
@@ -109,9 +110,11 @@ class KafkaApis:
             entries = self._produce_entries(topics)
             needed = unverified(self.replica_manager.get_partition, entries)
             if needed and acks != 0:
-                refused = verify_now(self.txn_verifier, transactional_id, needed)
+                # KIP-890 part 2: a v12 client leaves adding the partitions to the leader
+                add = transaction_v2(header.api_key, header.api_version, request)
+                refused = verify_now(self.txn_verifier, transactional_id, needed, add=add)
                 if refused != {}:  # not answered here and now, or some refused
-                    return self._produce_verified(request, entries, needed)
+                    return self._produce_verified(request, entries, needed, add)
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]
@@ -174,10 +177,12 @@ class KafkaApis:
         request: bodies.ProduceRequest,
         entries: list[tuple[TopicPartition, Records]],
         needed: Unverified,
+        add: bool,
     ) -> Deferred[bodies.ProduceResponse]:
         """A transactional Produce some of whose batches would open a transaction: the
-        coordinator is asked first (broker/replication/txn_verification.py); its connection reads
-        no further request until the appends are made (``ordered``)."""
+        coordinator is asked first (broker/replication/txn_verification.py; ``add``: to
+        add the partitions); its connection reads no further request until the appends
+        are made (``ordered``)."""
         manager = self.replica_manager
         verifier = self.txn_verifier
         assert verifier is not None
@@ -188,7 +193,9 @@ class KafkaApis:
 
         async def verified() -> bodies.ProduceResponse:
             try:
-                refused = await verify(verifier, manager.get_partition, transactional_id, needed)
+                refused = await verify(
+                    verifier, manager.get_partition, transactional_id, needed, add=add
+                )
                 # No await from here to the append: no marker can land in between.
                 results = self._append(acks, [(tp, r) for tp, r in entries if tp not in refused])
             finally:

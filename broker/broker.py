@@ -8,16 +8,18 @@ Start-up order (Kafka's KafkaServer.startup):
    creation) is constructed with it, standalone with None;
    the broker's identity key is read from its first log dir, or made there
    (broker/security/identity_key.py): its connections to other brokers prove its id with it;
-3. bind the listener (port 0 picks a free port) - and, with ``kafka.listeners``, the
-   listener speaking Kafka's own protocol (broker/network/kafka_codec.py) through the same
-   dispatcher - and publish this broker in its own metadata cache, so a standalone
-   broker answers Metadata with its address;
+3. build its parts (the replica manager, the handlers, the listeners) into one frozen
+   ``BrokerParts`` (broker/parts.py); bind the listener (port 0 picks a free port) -
+   and, with ``kafka.listeners``, the listener speaking Kafka's own protocol
+   (broker/network/kafka_codec.py) through the same dispatcher - and publish this
+   broker in its own metadata cache, so a standalone broker answers Metadata with its
+   address;
 4. start the periodic work: HW checkpoints (replica manager), retention and the
    recovery-point / log-start checkpoints (broker/logdirs/log_maintenance.py), and the
    Prometheus endpoint when ``metrics.port`` is set (broker/metrics.py);
 5. (before the listeners serve) start the broker services it was given (node/ passes
-   the group coordinator): they register their handlers with the dispatcher and see
-   every LeaderAndIsr the replica manager applies;
+   the coordinators): they read ``broker.parts``, register their handlers with the
+   dispatcher and see every LeaderAndIsr the replica manager applies;
 6. in cluster mode, join the cluster (broker/cluster_member.py): register in ZooKeeper
    and start the session services the broker was given (node/ passes the controller
    candidate).
@@ -73,6 +75,7 @@ from minibroker.broker.network.request_codec import MsgpackCodec
 from minibroker.broker.network.server import BrokerServer, idle_timeout_seconds
 from minibroker.broker.network.server_metrics import ServerLimitsCollector
 from minibroker.broker.options import PRODUCTION, BrokerOptions
+from minibroker.broker.parts import BrokerParts
 from minibroker.broker.quotas.client_quotas import ClientQuotaCollector, ClientQuotas
 from minibroker.broker.quotas.replication_quota import ReplicationQuotas
 from minibroker.broker.replication.controller_apis import ControllerRequestApis
@@ -167,10 +170,7 @@ class Broker:
             session_services = (self.credentials.run, *session_services)
         self.session_services = session_services
         self.services = services
-        self.admin_manager: AdminManager | None = None  # cluster mode: CreateTopics
         self.metadata_cache = MetadataCache(config.broker_id)
-        self.log_manager: LogManager | None = None
-        self.replica_manager: ReplicaManager | None = None
         self.metrics = BrokerMetrics(request_counters=options.request_metrics)
         self.dispatcher = RequestDispatcher(
             self.metrics, RequestCaps(config.request_max_partitions)
@@ -187,24 +187,10 @@ class Broker:
             delay_s=config.connection_failed_authentication_delay_ms / 1000,
             rate_per_s=config.connection_failed_authentication_rate_per_ip,
         )
-        self.log_dir_mover: LogDirMover | None = None
-        self.scrubber: Scrubber | None = None
-        self.log_cleaner: LogCleaner | None = None
-        self.server: BrokerServer | None = None
-        self.kafka_server: BrokerServer | None = None  # with kafka.listeners
-        self.metrics_server: MetricsServer | None = None
-        self.membership: ClusterMembership | None = None
-        self.topic_configs: TopicConfigs | None = None
-        self.producer_ids: ProducerIdManager | None = None
-        self.kafka_apis: KafkaApis | None = None
-        self.txn_markers: WriteTxnMarkersApi | None = None
-        """The leader's side of WriteTxnMarkers (the transaction coordinator's markers)."""
-        self.authorizer: AclAuthorizer | None = None  # with authorizer.class.name
-        self.identity: BrokerKey | None = None
-        """The key this broker proves its id with (cluster mode,
-        broker/security/identity_key.py)."""
-        self.inter_broker_security: ClientSecurity | None = None
-        """How this broker's connections to the others secure and prove themselves."""
+        self._parts: BrokerParts | None = None
+        self._log_manager: LogManager | None = None  # opened first: closed at any stop
+        self.metrics_server: MetricsServer | None = None  # started while serving
+        self.membership: ClusterMembership | None = None  # joined while serving
         self.stopped = trio.Event()
         self._cancel_scope: trio.CancelScope | None = None
         self._crashing = False
@@ -213,16 +199,57 @@ class Broker:
             ServerLimitsCollector(self.queued_bytes, self._listeners, self.auth_failures)
         )
 
+    @property
+    def parts(self) -> BrokerParts:
+        """What ``run`` built before serving (RuntimeError before that)."""
+        if self._parts is None:
+            raise RuntimeError("the broker has not started")
+        return self._parts
+
+    @property
+    def started(self) -> bool:
+        """Whether ``parts`` are built."""
+        return self._parts is not None
+
+    # Read by transaction/service.py until it reads ``parts``: None before start-up.
+    @property
+    def replica_manager(self) -> ReplicaManager | None:
+        return None if self._parts is None else self._parts.replica_manager
+
+    @property
+    def producer_ids(self) -> ProducerIdManager | None:
+        return None if self._parts is None else self._parts.producer_ids
+
+    @property
+    def admin_manager(self) -> AdminManager | None:
+        return None if self._parts is None else self._parts.admin_manager
+
+    @property
+    def txn_markers(self) -> WriteTxnMarkersApi | None:
+        return None if self._parts is None else self._parts.txn_markers
+
+    @property
+    def kafka_apis(self) -> KafkaApis | None:
+        return None if self._parts is None else self._parts.kafka_apis
+
+    @property
+    def inter_broker_security(self) -> ClientSecurity | None:
+        return None if self._parts is None else self._parts.inter_broker_security
+
     def _listeners(self) -> list[tuple[str, BrokerServer]]:
         """The servers listening, by listener name (for the metrics)."""
-        named = [(self.config.listener_name, self.server), (KAFKA_LISTENER, self.kafka_server)]
+        if self._parts is None:
+            return []
+        named = [
+            (self.config.listener_name, self._parts.server),
+            (KAFKA_LISTENER, self._parts.kafka_server),
+        ]
         return [(name, server) for name, server in named if server is not None]
 
     @property
     def port(self) -> int:
         """The bound port (after start-up)."""
-        assert self.server is not None, "broker not started"
-        return self.server.port
+        return self.parts.server.port
 
     @property
     def address(self) -> tuple[str, int]:
@@ -233,22 +260,23 @@ class Broker:
     def kafka_address(self) -> tuple[str, int] | None:
         """The Kafka-protocol listener's advertised (host, port), None without one."""
         advertised = self.config.kafka_advertised_address
-        if advertised is None or self.kafka_server is None:
+        kafka_server = None if self._parts is None else self._parts.kafka_server
+        if advertised is None or kafka_server is None:
             return None
         host, port = advertised
-        return host, port or self.kafka_server.port
+        return host, port or kafka_server.port
 
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         log_manager = await trio.to_thread.run_sync(self._open_log_manager)
-        self.log_manager = log_manager
+        self._log_manager = log_manager
+        identity = None
         if self.config.zookeeper_connect:  # with the log dirs locked: ours alone
-            self.identity = await trio.to_thread.run_sync(
+            identity = await trio.to_thread.run_sync(
                 BrokerKey.load_or_create, self.config.broker_id, self.config.log_dirs[0]
             )
-        self.inter_broker_security = inter_broker_security(self.config, self.identity)
         try:
             async with self._zookeeper_session() as zk:
-                await self._serve(log_manager, zk, task_status)
+                await self._serve(log_manager, identity, zk, task_status)
         finally:
             gc.unfreeze()  # what start-up froze may now become garbage
             with trio.CancelScope(shield=True):
@@ -273,16 +301,15 @@ class Broker:
     async def _serve(
         self,
         log_manager: LogManager,
+        identity: BrokerKey | None,
         zk: KafkaZkClient | None,
         task_status: trio.TaskStatus[Broker],
     ) -> None:
         config = self.config
+        security = inter_broker_security(config, identity)
         quotas = ReplicationQuotas.unlimited()
         fetchers = ReplicaFetcherManager(
-            config,
-            address_of=self._address_of,
-            quota=quotas.follower,
-            security=self.inter_broker_security,
+            config, address_of=self._address_of, quota=quotas.follower, security=security
         )
         log_dir_failures = LogDirFailures(log_manager, config.broker_id, zk=zk)
         replica_manager = ReplicaManager(
@@ -298,15 +325,12 @@ class Broker:
             on_log_dir_failure=log_dir_failures.failed,
             corruption=functools.partial(CorruptReplicas, zk=zk),
         )
-        self.scrubber = Scrubber(config, replica_manager)
-        self.log_cleaner = LogCleaner(config, replica_manager, stop_at=self.options.cleaner_stop_at)
-        self.replica_manager = replica_manager
+        scrubber = Scrubber(config, replica_manager)
+        log_cleaner = LogCleaner(config, replica_manager, stop_at=self.options.cleaner_stop_at)
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
         )
-        apis = self.kafka_apis = KafkaApis(
-            replica_manager, self.metadata_cache, is_replica=fence.is_broker
-        )
+        apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
         apis.install(self.dispatcher)
         DeleteRecords(replica_manager, self.metadata_cache).install(self.dispatcher)
         ControllerRequestApis(replica_manager, self.metadata_cache, fence).install(
@@ -316,36 +340,37 @@ class Broker:
             self.dispatcher, listener=config.inter_broker_listener
         )
         install_sasl_after_login(self.dispatcher)
-        self.log_dir_mover = LogDirMover(  # moves between this broker's dirs
+        log_dir_mover = LogDirMover(  # moves between this broker's dirs
             replica_manager,
             rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
         )
-        LogDirApis(
-            replica_manager, self.log_dir_mover, dirty_ratio=self.log_cleaner.dirty_ratio
-        ).install(self.dispatcher)
-        self.topic_configs = TopicConfigs(  # DescribeConfigs / AlterConfigs
+        LogDirApis(replica_manager, log_dir_mover, dirty_ratio=log_cleaner.dirty_ratio).install(
+            self.dispatcher
+        )
+        topic_configs = TopicConfigs(  # DescribeConfigs / AlterConfigs
             config,
             replica_manager,
             self.metadata_cache,
             zk=zk,
             broker_configs=BrokerConfigs(  # dynamic broker keys
                 config,
-                self.log_dir_mover,
+                log_dir_mover,
                 zk=zk,
                 quotas=quotas,
+                cleaner=log_cleaner,
                 on_topic_defaults=replica_manager.update_topic_defaults,
             ),
         )
-        self.topic_configs.install(self.dispatcher)
-        IncrementalAlterConfigs(self.topic_configs, zk=zk).install(self.dispatcher)
+        topic_configs.install(self.dispatcher)
+        IncrementalAlterConfigs(topic_configs, zk=zk).install(self.dispatcher)
         # Idempotent producers' ids: blocks from ZooKeeper, or the log dirs standalone.
-        self.producer_ids = install_init_producer_id(
+        producer_ids = install_init_producer_id(
             self.dispatcher, config.broker_id, config.log_dirs, zk
         )
-        self.txn_markers = WriteTxnMarkersApi(replica_manager, clock=self.clock)
-        self.txn_markers.install(self.dispatcher)
+        txn_markers = WriteTxnMarkersApi(replica_manager, clock=self.clock)
+        txn_markers.install(self.dispatcher)
         DescribeProducersApi(replica_manager).install(self.dispatcher)
-        acl_sync = await self._install_authorizer(zk)
+        authorizer, acl_sync = self._install_authorizer(zk)
         admin_manager = None
         if zk is not None:
             admin_manager = AdminManager(
@@ -354,7 +379,7 @@ class Broker:
                 default_replication_factor=config.default_replication_factor,
                 delete_topic_enable=config.delete_topic_enable,
                 topics_ready=self._topics_ready,
-                validate_config=self.topic_configs.validate,
+                validate_config=topic_configs.validate,
                 topic_id_of=self.metadata_cache.topic_id,
                 topic_named_by=self.metadata_cache.topic_named_by,
             )
@@ -362,9 +387,8 @@ class Broker:
             CreatePartitions(
                 zk, self._partitions_ready, max_new_partitions=config.request_max_partitions
             ).install(self.dispatcher)
-        self.admin_manager = admin_manager
         host, port = config.listen_address
-        self.server = BrokerServer(
+        server = BrokerServer(
             MsgpackCodec(self.dispatcher, listener=config.listener_name),
             host=host,
             port=port,
@@ -375,8 +399,9 @@ class Broker:
             **self._security_of(self.listener_security),
         )
         kafka_listen = config.kafka_listen_address
+        kafka_server = None
         if kafka_listen is not None:
-            self.kafka_server = BrokerServer(
+            kafka_server = BrokerServer(
                 KafkaCodec(self.dispatcher),
                 host=kafka_listen[0],
                 port=kafka_listen[1],
@@ -386,44 +411,63 @@ class Broker:
                 queued_bytes=self.queued_bytes,
                 **self._security_of(self.kafka_listener_security, raw_tokens=True),
             )
+        self._parts = BrokerParts(
+            log_manager=log_manager,
+            replica_manager=replica_manager,
+            kafka_apis=apis,
+            txn_markers=txn_markers,
+            producer_ids=producer_ids,
+            topic_configs=topic_configs,
+            log_dir_mover=log_dir_mover,
+            log_cleaner=log_cleaner,
+            scrubber=scrubber,
+            server=server,
+            kafka_server=kafka_server,
+            admin_manager=admin_manager,
+            authorizer=authorizer,
+            identity=identity,
+            inter_broker_security=security,
+        )
         self.metrics.registry.register(PartitionCollector(replica_manager))
         self.metrics.registry.register(CorruptionCollector(log_manager.corruption_stats))
-        self.metrics.registry.register(CleanerCollector(self.log_cleaner))
+        self.metrics.registry.register(CleanerCollector(log_cleaner))
         self.metrics.registry.register(
             BrokerStateCollector(
-                replica_manager=replica_manager, server=self.server, log_manager=log_manager
+                replica_manager=replica_manager, server=server, log_manager=log_manager
             )
         )
+        if acl_sync is not None:
+            await acl_sync.load()  # the ACLs in force before any listener opens
         if zk is not None and self.uses_sasl:
             await self.credentials.load(zk)  # SASL listeners: users known before they open
         if zk is not None:
             await self.quota_apis.reload()  # quotas in force from the first request
         self.metrics.registry.register(ClientQuotaCollector(self.client_quotas))
-        await self.server.listen()  # before the nursery: a bind error stays one error
-        if self.kafka_server is not None:
-            await self.kafka_server.listen()
+        await server.listen()  # before the nursery: a bind error stays one error
+        if kafka_server is not None:
+            await kafka_server.listen()
         async with trio.open_nursery() as nursery:
             self._cancel_scope = nursery.cancel_scope
             for service in self.services:  # their handlers are in place before anyone asks
                 await nursery.start(service, self)
-            await nursery.start(self.server.run)
-            if self.kafka_server is not None:
-                await nursery.start(self.kafka_server.run)
+            await nursery.start(server.run)
+            if kafka_server is not None:
+                await nursery.start(kafka_server.run)
             adv_host, adv_port = config.advertised_address
             self.metadata_cache.register_self(
-                adv_host, adv_port or self.server.port, config.broker_rack, self.kafka_address
+                adv_host, adv_port or server.port, config.broker_rack, self.kafka_address
             )
             await nursery.start(replica_manager.run)
             await nursery.start(fetchers.run)
             maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
             await nursery.start(maintenance.run)
-            await nursery.start(self.log_dir_mover.run)
+            await nursery.start(log_dir_mover.run)
             await nursery.start(log_dir_failures.run, replica_manager.log_dir_failed)
             if replica_manager.corruption is not None:
                 await nursery.start(replica_manager.corruption.run)
-            await nursery.start(self.scrubber.run)
+            await nursery.start(scrubber.run)
             if config.log_cleaner_enable:
-                await nursery.start(self.log_cleaner.run)
+                await nursery.start(log_cleaner.run)
             if acl_sync is not None:
                 await nursery.start(acl_sync.run)
             if config.metrics_port >= 0:
@@ -439,13 +483,13 @@ class Broker:
                     config,
                     zk,
                     self.metadata_cache,
-                    self.topic_configs,
+                    topic_configs,
                     fence,
                     address=self.address,
                     kafka_address=self.kafka_address,
                     services=self.session_services,
-                    identity=self.identity,
-                    security=self.inter_broker_security,
+                    identity=identity,
+                    security=security,
                 )
                 await nursery.start(self.membership.run)
                 if admin_manager is not None and config.auto_create_topics_enable:
@@ -453,7 +497,7 @@ class Broker:
             log.info(
                 "broker %d serving on port %d (log dirs %s)",
                 config.broker_id,
-                self.server.port,
+                server.port,
                 ",".join(config.log_dirs),
             )
             # What start-up built (every log's segments, indexes, partitions) lives as
@@ -491,11 +535,14 @@ class Broker:
             "creation_rate": CreationRate(self.config.max_connection_creation_rate),
         }
 
-    async def _install_authorizer(self, zk: KafkaZkClient | None) -> AclSync | None:
+    def _install_authorizer(
+        self, zk: KafkaZkClient | None
+    ) -> tuple[AclAuthorizer | None, AclSync | None]:
         """With ``authorizer.class.name``: every request goes through the ACL table
-        (broker/security/authorization.py), with the ACLs loaded from ZooKeeper before any
-        listener opens; returns what keeps them current. The ACL APIs are served either
-        way (SECURITY_DISABLED without an authorizer)."""
+        (broker/security/authorization.py); returns the authorizer and, in cluster mode,
+        what loads the ACLs from ZooKeeper (before any listener opens) and keeps them
+        current. The ACL APIs are served either way (SECURITY_DISABLED without an
+        authorizer)."""
         config = self.config
         authorizer = None
         if config.authorizer_class_name:
@@ -503,7 +550,6 @@ class Broker:
                 super_users=parse_super_users(config.super_users),
                 allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
             )
-            self.authorizer = authorizer
             self.dispatcher.authorization = RequestAuthorization(
                 AuthorizationContext(
                     authorizer,
@@ -517,10 +563,8 @@ class Broker:
         self.quota_apis.zk = zk
         self.quota_apis.install(self.dispatcher)
         if authorizer is None or zk is None:
-            return None
-        sync = AclSync(authorizer, zk.zk, clock_ms=self.clock)
-        await sync.load()
-        return sync
+            return authorizer, None
+        return authorizer, AclSync(authorizer, zk.zk, clock_ms=self.clock)
 
     async def stop(self) -> None:
         """Controlled shutdown (cluster mode, if enabled), then stop ``run`` cleanly."""
@@ -582,20 +626,22 @@ class Broker:
         )
 
     async def _shutdown(self) -> None:
+        replica_manager = None if self._parts is None else self._parts.replica_manager
+        log_manager = self._log_manager
         if self._crashing:
-            if self.replica_manager is not None:
-                self.replica_manager.shutdown()
-            if self.log_manager is not None:
-                self.log_manager.abandon()
+            if replica_manager is not None:
+                replica_manager.shutdown()
+            if log_manager is not None:
+                log_manager.abandon()
             self.stopped.set()
             return
-        if self.replica_manager is not None:
-            self.replica_manager.shutdown()
+        if replica_manager is not None:
+            replica_manager.shutdown()
             try:
-                await self.replica_manager.checkpoint_high_watermarks()
+                await replica_manager.checkpoint_high_watermarks()
             except OSError as exc:
                 log.error("cannot write the HW checkpoint at shutdown: %s", exc)
-        if self.log_manager is not None:
-            await trio.to_thread.run_sync(self.log_manager.close)
+        if log_manager is not None:
+            await trio.to_thread.run_sync(log_manager.close)
         log.info("broker %d stopped cleanly", self.config.broker_id)
         self.stopped.set()

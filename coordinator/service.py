@@ -54,8 +54,8 @@ async def serve_group_coordinator(
 ) -> None:
     """The group coordinator; ``nursery.start`` returns its parts once it serves."""
     config = broker.config
-    replica_manager = broker.replica_manager
-    assert replica_manager is not None, "the broker starts its services after its replicas"
+    parts = broker.parts  # a service starts once the broker's parts are built
+    replica_manager = parts.replica_manager
     cache = broker.metadata_cache
 
     def partition_count() -> int:
@@ -93,7 +93,7 @@ async def serve_group_coordinator(
         def spawn(fn: Callable[[], Awaitable[None]]) -> None:
             nursery.start_soon(fn)
 
-        admin = broker.admin_manager
+        admin = parts.admin_manager
         apis = CoordinatorApis(
             coordinator,
             cache,

@@ -83,7 +83,9 @@ class Node:
             ),
             ControllerZkAdapter(zk),
             ControllerChannelManager(
-                functools.partial(connect_to_broker, security=self.broker.inter_broker_security)
+                functools.partial(
+                    connect_to_broker, security=self.broker.parts.inter_broker_security
+                )
             ),
         )
         registry = self.broker.metrics.registry

@@ -47,6 +47,7 @@ import msgpack
 
 from minibroker.protocol.answer_memo import LastEncoded
 from minibroker.protocol.errors import InvalidRequestError, KafkaError, UnsupportedVersionError
+from minibroker.protocol.features import finalized_features
 from minibroker.protocol.frames import FrameError, frame_prefix
 from minibroker.protocol.messages import ALL_MESSAGES, bodies
 from minibroker.protocol.schemas.from_messages import body_api
@@ -479,8 +480,9 @@ def error_body(exc: KafkaError) -> dict[str, Any]:
 
 
 def api_versions_body() -> bodies.ApiVersionsResponse:
-    """The ApiVersions response body: every key in SUPPORTED_VERSIONS."""
-    return {
+    """The ApiVersions response body: every key in SUPPORTED_VERSIONS, and the
+    finalized features (protocol/features.py)."""
+    body: bodies.ApiVersionsResponse = {
         "error_code": 0,
         "api_keys": [
             {"api_key": int(key), "min_version": low, "max_version": high}
@@ -488,6 +490,8 @@ def api_versions_body() -> bodies.ApiVersionsResponse:
         ],
         "throttle_time_ms": 0,
     }
+    body.update(finalized_features())  # type: ignore[typeddict-item]
+    return body
 
 
 def latest_version(api_key: int) -> int:

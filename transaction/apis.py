@@ -25,6 +25,7 @@ from minibroker.protocol.errors import (
     TransactionalIdNotFoundError,
     UnknownTopicOrPartitionError,
 )
+from minibroker.protocol.features import transaction_v2
 from minibroker.protocol.messages import bodies
 from minibroker.protocol.offsets_topic import OFFSETS_TOPIC
 from minibroker.protocol.topic_partition import TopicPartition
@@ -272,13 +273,26 @@ class TransactionApis:
     def handle_end_txn(
         self, header: RequestHeader, request: bodies.EndTxnRequest
     ) -> Answer[bodies.EndTxnResponse]:
+        """v5+ (transaction version 2) bumps the epoch and answers the producer id and
+        epoch to go on with (-1 on an error)."""
         ids = request["transactional_id"], request["producer_id"], request["producer_epoch"]
         committed = request["committed"]
+        bump = transaction_v2(header.api_key, header.api_version, request)
+        simple = self._simple_answer("EndTxn", header)
+
+        def answer(error: KafkaError | None) -> bodies.EndTxnResponse:
+            body = simple(error)
+            producer_id, epoch = -1, -1
+            if error is None:
+                producer_id, epoch = self.coordinator.producer_of(ids[0])
+            body["producer_id"], body["producer_epoch"] = producer_id, epoch
+            return body
+
         return self._now_or_later(
             ids[0],
-            lambda: self.coordinator.end_transaction_now(*ids, committed),
-            lambda: self.coordinator.end_transaction(*ids, committed),
-            self._simple_answer("EndTxn", header),
+            lambda: self.coordinator.end_transaction_now(*ids, committed, bump_epoch=bump),
+            lambda: self.coordinator.end_transaction(*ids, committed, bump_epoch=bump),
+            answer,
         )
 
     @staticmethod

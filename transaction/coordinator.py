@@ -20,6 +20,14 @@ table in transaction/metadata.py, written to the log (acks=all) before it counts
   the decision is durable. Then, in the background, the markers go to every partition
   (transaction/markers.py), retried until each has one, and only then CompleteCommit /
   CompleteAbort is written. Requests meanwhile answer CONCURRENT_TRANSACTIONS.
+- Transaction version 2 (KIP-890 part 2, EndTxn v5, ``bump_epoch``): the prepared
+  state carries the next epoch, so the markers do too and fence every batch of the
+  ended transaction still on its way; the producer goes on with the epoch the answer
+  gives. A retry of that EndTxn presents the epoch before the bump and gets the same
+  answer; any other request with it is fenced, so a late EndTxn cannot end the next
+  transaction (KAFKA-17754). Such a client also aborts from Empty or Complete* (it
+  cannot know whether a failed Produce added a partition): the abort bumps the epoch.
+  At the last epoch there is no bump (Kafka moves to a new producer id there).
 - A transaction open past its ``transaction.timeout.ms`` is aborted as a fence would
   (epoch bumped, so the abandoned producer cannot add to the next transaction); an id
   idle for ``transactional.id.expiration.ms`` is removed (a tombstone).
@@ -256,29 +264,58 @@ class TransactionCoordinator:
         }
 
     async def end_transaction(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        *,
+        bump_epoch: bool = False,
     ) -> None:
-        """Commit or abort: answered once the decision is replicated; raises the error."""
-        self._producer(transactional_id, producer_id, producer_epoch)
+        """Commit or abort: answered once the decision is replicated; raises the error.
+        ``bump_epoch``: transaction version 2's EndTxn (the module doc)."""
+        self._ending(transactional_id, producer_id, producer_epoch, bump_epoch)
         await self._settled(transactional_id)
-        wait = self.end_transaction_now(transactional_id, producer_id, producer_epoch, committed)
+        wait = self.end_transaction_now(
+            transactional_id, producer_id, producer_epoch, committed, bump_epoch=bump_epoch
+        )
         if wait is not None:
             await wait()
 
     def end_transaction_now(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        *,
+        bump_epoch: bool = False,
     ) -> StateWrite | None:
         """``end_transaction`` without waiting for the last transaction to complete (the
         caller checked ``completing``): None when decided now, else the wait until the
         decision is replicated; raises the KafkaError."""
-        meta = self._producer(transactional_id, producer_id, producer_epoch)
+        meta, retry = self._ending(transactional_id, producer_id, producer_epoch, bump_epoch)
         if meta.pending is not None:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: a change is in flight")
         state = meta.state
         wanted = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
         done = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
-        if state is TxnState.ONGOING:
-            after = meta.prepare(wanted, self.clock())
+        fresh = bump_epoch and not retry  # transaction version 2, not a retry
+        if fresh and (state in PREPARING or (committed and state in COMPLETE)):
+            # the epoch of a transaction that ended already, not a retry of its end
+            raise ProducerFencedError(
+                f"{transactional_id!r}: epoch {producer_epoch} ended its transaction"
+            )
+        abort_of_nothing = (
+            fresh and not committed and (state is TxnState.EMPTY or state in COMPLETE)
+        )
+        if state is TxnState.ONGOING or abort_of_nothing:
+            changes: dict[str, object] = {}
+            if bump_epoch:
+                changes["producer_epoch"] = _bumped(meta.value.producer_epoch)
+            if state is not TxnState.ONGOING:  # an abort of nothing: only the bump
+                changes.update(partitions=frozenset(), start_ms=-1)
+            after = meta.prepare(wanted, self.clock(), **changes)
             wait = self.state.write_now(meta, after)
             if wait is None:
                 self._complete_later(meta)
@@ -299,6 +336,37 @@ class TransactionCoordinator:
             f"{transactional_id!r}: cannot {'commit' if committed else 'abort'} in"
             f" state {meta.state_name}"
         )
+
+    def producer_of(self, transactional_id: str) -> tuple[int, int]:
+        """The id's current producer id and epoch (what EndTxn v5 answers)."""
+        meta = self.state.get(transactional_id)
+        if meta is None:
+            return -1, -1
+        return meta.value.producer_id, meta.value.producer_epoch
+
+    def _ending(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, bump_epoch: bool
+    ) -> tuple[TransactionMetadata, bool]:
+        """EndTxn's check of the producer: the id's metadata, and whether the request
+        is a retry of a transaction version 2 end that bumped the epoch already (it
+        presents the epoch before the bump); raises as ``_producer``."""
+        if not bump_epoch:
+            return self._producer(transactional_id, producer_id, producer_epoch), False
+        self.state.check_owner(transactional_id)
+        meta = self.state.get(transactional_id)
+        if meta is None or meta.value.producer_id != producer_id:
+            raise InvalidProducerIdMappingError(
+                f"{transactional_id!r} does not have producer id {producer_id}"
+            )
+        current = meta.value.producer_epoch
+        retry = (meta.state in PREPARING or meta.state in COMPLETE) and (
+            current == producer_epoch + 1
+        )
+        if producer_epoch != current and not retry:
+            raise ProducerFencedError(
+                f"{transactional_id!r}: epoch {producer_epoch} is not the current {current}"
+            )
+        return meta, retry
 
     def _producer(
         self, transactional_id: str, producer_id: int, producer_epoch: int
@@ -322,8 +390,7 @@ class TransactionCoordinator:
         """Abort the Ongoing transaction under a bumped epoch (PrepareEpochFence ->
         PrepareAbort), then complete it in the background."""
         value = meta.value
-        epoch = value.producer_epoch
-        bumped = epoch + 1 if epoch + 1 < MAX_EPOCH else epoch
+        bumped = _bumped(value.producer_epoch)
         meta.fence()
         after = meta.prepare(TxnState.PREPARE_ABORT, self.clock(), producer_epoch=bumped)
         try:
@@ -382,9 +449,11 @@ class TransactionCoordinator:
             log.warning("markers of %r: a newer coordinator took over", meta.transactional_id)
             return
         remaining, appended = started
+        written: StateWrite | None = None
         if not remaining and meta.pending is None:
             try:
-                if self.state.write_now(meta, self._completed(meta)) is None:
+                written = self.state.write_now(meta, self._completed(meta))
+                if written is None:
                     return
             except KafkaError as exc:
                 log.info("completing %r failed: %r", meta.transactional_id, exc)
@@ -392,6 +461,12 @@ class TransactionCoordinator:
 
         async def complete() -> None:
             try:
+                if written is not None:  # Complete* is written: wait for its replicas
+                    try:
+                        await written()
+                        return
+                    except KafkaError as exc:
+                        log.info("completing %r failed: %r", meta.transactional_id, exc)
                 await self._complete(meta, remaining, appended)
             finally:
                 done.set()
@@ -441,3 +516,8 @@ class TransactionCoordinator:
                 except KafkaError as exc:
                     log.info("completing %r failed: %r", meta.transactional_id, exc)
             await trio.sleep(COMPLETION_RETRY_S)
+
+
+def _bumped(epoch: int) -> int:
+    """The epoch after ``epoch`` (itself at the last one)."""
+    return epoch + 1 if epoch + 1 < MAX_EPOCH else epoch

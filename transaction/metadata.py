@@ -6,16 +6,21 @@ only place that says what may follow what; ``transition_to`` raises
 ``IllegalTxnTransition`` for anything else::
 
     Empty             -> Ongoing (AddPartitions/AddOffsets), Empty (InitProducerId
-                         bumps the epoch), Dead (expired)
+                         bumps the epoch), Dead (expired), PrepareAbort (an EndTxn v5
+                         abort: below)
     Ongoing           -> Ongoing (more partitions), PrepareCommit, PrepareAbort
                          (EndTxn, a timeout), PrepareEpochFence (a new producer with
                          the same transactional id fences this one)
     PrepareCommit     -> CompleteCommit (every partition has its marker)
     PrepareAbort      -> CompleteAbort
-    CompleteCommit    -> Empty, Ongoing, Dead (as Empty)
-    CompleteAbort     -> Empty, Ongoing, Dead
+    CompleteCommit    -> Empty, Ongoing, Dead (as Empty), PrepareAbort
+    CompleteAbort     -> Empty, Ongoing, Dead, PrepareAbort
     PrepareEpochFence -> PrepareAbort (the fenced transaction is aborted)
     Dead              -> nothing
+
+An abort from Empty or Complete* is transaction version 2's (KIP-890 part 2): its
+client leaves adding partitions to the brokers, so it cannot tell whether a failed
+Produce added one and always ends the transaction; the abort only bumps the epoch.
 
 A change is made in two steps, as Kafka does: ``prepare`` computes the next value and
 marks it pending (requests meanwhile answer CONCURRENT_TRANSACTIONS), the value is
@@ -36,7 +41,9 @@ TxnState = TxnStatus
 """The coordinator's states are the status ids of the log's values."""
 
 TRANSITIONS: Final[dict[TxnState, frozenset[TxnState]]] = {
-    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD}),
+    TxnState.EMPTY: frozenset(
+        {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_ABORT}
+    ),
     TxnState.ONGOING: frozenset(
         {
             TxnState.ONGOING,
@@ -47,8 +54,12 @@ TRANSITIONS: Final[dict[TxnState, frozenset[TxnState]]] = {
     ),
     TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
     TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
-    TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD}),
-    TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD}),
+    TxnState.COMPLETE_COMMIT: frozenset(
+        {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_ABORT}
+    ),
+    TxnState.COMPLETE_ABORT: frozenset(
+        {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_ABORT}
+    ),
     TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.PREPARE_ABORT}),
     TxnState.DEAD: frozenset(),
 }

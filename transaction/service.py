@@ -4,7 +4,8 @@ coordinator built beside it (a transaction's offsets are the group coordinator's
 ``run_coordinators(broker)`` (a ``BrokerService``, started by node/) starts the group
 coordinator (coordinator/service.py), then assembles the TransactionStateManager over
 ``__transaction_state``, the MarkerSender, the TransactionCoordinator and its handlers,
-and the leaders' transaction verification (KIP-890 part 1: transaction/verifier.py);
+and the leaders' transaction verification (KIP-890 part 1: transaction/verifier.py;
+part 2's adds, also for TxnOffsetCommit v5: transaction/offsets_adder.py);
 adds FindCoordinator's key type 1; listens to the ReplicaManager's leadership changes
 (load a ``__transaction_state`` partition on becoming its leader, drop it on losing
 it); and runs the timeout checks until the broker stops.
@@ -31,6 +32,7 @@ from minibroker.transaction.broker_links import BrokerLinks
 from minibroker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from minibroker.transaction.markers import MarkerSender
 from minibroker.transaction.metrics import TransactionCollector
+from minibroker.transaction.offsets_adder import OffsetsPartitionAdder
 from minibroker.transaction.state_manager import TransactionStateManager
 from minibroker.transaction.verifier import TransactionVerifier
 
@@ -117,13 +119,19 @@ async def run_coordinators(
         )
         kafka_apis = broker.kafka_apis
         assert kafka_apis is not None
-        kafka_apis.txn_verifier = TransactionVerifier(
+        verifier = TransactionVerifier(
             coordinator, cache, verifier_links, broker_id=config.broker_id
         )
+        kafka_apis.txn_verifier = verifier
         TransactionApis(
             coordinator,
             InitProducerIdApi(producer_ids),
             cache,
+            offsets_partition=group.manager.partition_of,
+        ).install(broker.dispatcher)
+        OffsetsPartitionAdder(
+            group.apis.handle_txn_offset_commit,
+            verifier,
             offsets_partition=group.manager.partition_of,
         ).install(broker.dispatcher)
 

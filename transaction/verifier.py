@@ -4,7 +4,9 @@ ongoing transaction? Answered by the id's coordinator, the leader of its
 ``__transaction_state`` partition: this broker's own TransactionCoordinator directly, or
 another broker through AddPartitionsToTxn's brokers' form, ``transactions[]`` with
 ``verify_only`` (Kafka's v4; on the inter-broker listener, transaction/broker_links.py,
-the msgpack body carries those fields).
+the msgpack body carries those fields). With ``add`` (KIP-890 part 2: a Produce v12, a
+TxnOffsetCommit v5) the partitions are added to the transaction instead, the same
+request without ``verify_only``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from minibroker.broker.cluster.metadata_cache import MetadataCache
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     NONE,
+    ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     KafkaError,
     NetworkError,
@@ -47,13 +50,24 @@ class TransactionVerifier:
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[TopicPartition],
+        add: bool = False,
     ) -> dict[TopicPartition, KafkaError | None] | None:
-        """The verdicts at once when this broker coordinates the id, else None."""
+        """The verdicts at once when this broker coordinates the id (and, with ``add``,
+        every partition is in the transaction already), else None."""
         if self._coordinator_of(transactional_id) != self.broker_id:
             return None
-        return self.coordinator.verify_partitions(
-            transactional_id, producer_id, producer_epoch, partitions
-        )
+        ids = transactional_id, producer_id, producer_epoch
+        if not add:
+            return self.coordinator.verify_partitions(*ids, partitions)
+        # Adding writes the transaction's state, and waits for the last transaction's
+        # markers first: both are awaited in __call__.
+        if self.coordinator.completing(transactional_id):
+            return None
+        try:
+            verdicts = self.coordinator.verify_partitions(*ids, partitions)
+        except ConcurrentTransactionsError:
+            return None
+        return None if any(v is not None for v in verdicts.values()) else verdicts
 
     def _coordinator_of(self, transactional_id: str) -> int:
         """The broker leading the id's ``__transaction_state`` partition (-1: none)."""
@@ -69,9 +83,11 @@ class TransactionVerifier:
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[TopicPartition],
+        add: bool = False,
     ) -> dict[TopicPartition, KafkaError | None]:
-        """Each partition's verdict (None: in the transaction); raises the KafkaError
-        of the whole question (no coordinator known, the request failed)."""
+        """Each partition's verdict (None: in the transaction, added to it with
+        ``add``); raises the KafkaError of the whole question (no coordinator known,
+        the request failed)."""
         state_partition = self.coordinator.state.partition_of(transactional_id)
         info = self.metadata_cache.partition(
             TopicPartition(TRANSACTION_STATE_TOPIC, state_partition)
@@ -81,6 +97,11 @@ class TransactionVerifier:
                 f"{TRANSACTION_STATE_TOPIC}-{state_partition} has no leader"
             )
         if info.leader == self.broker_id:
+            if add:
+                await self.coordinator.add_partitions(
+                    transactional_id, producer_id, producer_epoch, partitions
+                )
+                return dict.fromkeys(partitions)
             return self.coordinator.verify_partitions(
                 transactional_id, producer_id, producer_epoch, partitions
             )
@@ -93,7 +114,7 @@ class TransactionVerifier:
                     "transactional_id": transactional_id,
                     "producer_id": producer_id,
                     "producer_epoch": producer_epoch,
-                    "verify_only": True,
+                    "verify_only": not add,
                     "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()],
                 }
             ]

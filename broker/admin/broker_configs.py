@@ -22,6 +22,10 @@ The dynamic keys (``DYNAMIC_KEYS``), all applied at once without a restart:
   ``follower.replication.throttled.rate`` this broker's two replication quotas
   (broker/quotas/replication_quota.py), which bound the replicas listed in the topics'
   ``*.replication.throttled.replicas``;
+- the log cleaner's ``log.cleaner.backoff.ms``, ``log.cleaner.dedupe.buffer.size`` and
+  ``log.cleaner.io.max.bytes.per.second`` (``CLEANER_KEYS``, as Kafka's LogCleaner
+  reconfigures them): a cleaner waiting out its backoff wakes and waits the new one, the
+  next job takes the new buffer and rate (broker/logdirs/log_cleaner.py);
 - Kafka's SASL login keys for Kerberos and OAUTHBEARER refresh (``SASL_LOGIN_KEYS``),
   which a Kafka broker takes per broker even when no listener uses those mechanisms:
   kept and described, read by nothing (minibroker serves neither mechanism). As Kafka
@@ -64,6 +68,7 @@ from minibroker.protocol.errors import (
 from minibroker.protocol.messages import bodies
 
 if TYPE_CHECKING:
+    from minibroker.broker.logdirs.log_cleaner import LogCleaner
     from minibroker.broker.logdirs.log_dir_mover import LogDirMover
     from minibroker.zk.data import KafkaZkClient
 
@@ -89,7 +94,16 @@ SASL_LOGIN_KEYS = (
 )
 """Per-broker dynamic keys with no effect here (Kafka's DynamicListenerConfig SASL keys)."""
 
-DYNAMIC_KEYS = tuple(sorted(set(THROTTLE_KEYS) | topic_default_keys() | set(SASL_LOGIN_KEYS)))
+CLEANER_KEYS = (
+    "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.max.bytes.per.second",
+)
+"""The log cleaner's run-time keys (Kafka's also has log.cleaner.threads: a restart here)."""
+
+DYNAMIC_KEYS = tuple(
+    sorted(set(THROTTLE_KEYS) | topic_default_keys() | set(SASL_LOGIN_KEYS) | set(CLEANER_KEYS))
+)
 """Every broker key that can be changed at run time (sorted)."""
 
 UNLIMITED = LONG_MAX
@@ -227,11 +241,13 @@ class BrokerConfigs:
         *,
         zk: KafkaZkClient | None,
         quotas: ReplicationQuotas | None = None,
+        cleaner: LogCleaner | None = None,
         on_topic_defaults: TopicDefaultsHook | None = None,
     ) -> None:
         self.config = config
         self.mover = mover
         self.quotas = quotas  # the replication throttle's leader and follower sides
+        self.cleaner = cleaner
         self.on_topic_defaults = on_topic_defaults
         self._zk = zk
         self.overrides: dict[str, Any] = {}  # what was last applied (own over default)
@@ -361,6 +377,8 @@ class BrokerConfigs:
             self.quotas.leader.set_rate(leader)
             self.quotas.follower.set_rate(follower)
             log.info("replication throttle: leader %s, follower %s bytes/s", leader, follower)
+        if self.cleaner is not None:
+            self.cleaner.reconfigure(effective)
         return effective
 
     async def apply(self, data: KafkaZkClient) -> None:

@@ -3,7 +3,9 @@
 
 FindCoordinator asks one ``CoordinatorLocator`` per key type. The internal topic is
 created on first use, as Kafka does: the call that finds it missing starts the creation
-and answers COORDINATOR_NOT_AVAILABLE, which clients retry. Its replication factor is
+and answers COORDINATOR_NOT_AVAILABLE, which clients retry; until this broker's metadata
+cache lists the topic, further calls start no second creation (a created topic reaches
+the cache a moment later, with the controller's UpdateMetadata). Its replication factor is
 the configured one capped by the brokers alive at that moment: Kafka refuses to create
 the topic until enough brokers are up, which leaves a one-broker dev cluster with no
 coordinator at all.
@@ -70,6 +72,7 @@ class CoordinatorLocator:
             if count == 0:
                 self._create_topic()
                 raise CoordinatorNotAvailableError(f"{self.topic} is being created")
+            self._creating = False  # it exists: should it go, the next call creates it
             info = self.metadata_cache.partition(
                 TopicPartition(self.topic, self.partition_for(key, count))
             )
@@ -115,17 +118,22 @@ class CoordinatorLocator:
         topic = self.topic
 
         async def create_topic() -> None:
+            created = False
             try:
                 response = await create(body)
                 code = response["topics"][0]["error_code"]
-                if code not in (NONE, TopicAlreadyExistsError.code):
-                    log.warning("creating %s failed with error %d", topic, code)
-                else:
+                created = code in (NONE, TopicAlreadyExistsError.code)
+                if code == NONE:
                     log.info("created %s", topic)
+                elif created:
+                    log.debug("%s was created by another broker", topic)
+                else:
+                    log.warning("creating %s failed with error %d", topic, code)
             except Exception:  # ZooKeeper trouble: the next FindCoordinator tries again
                 log.exception("creating %s failed", topic)
             finally:
-                self._creating = False
+                # Created: no second creation until the cache has it (``locate``).
+                self._creating = created
 
         self.spawn(create_topic)
 

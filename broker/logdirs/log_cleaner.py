@@ -6,6 +6,12 @@ worker *process* (a pool of ``log.cleaner.threads`` spawned on first use), and w
 returns swap the cleaned segments into the log and write ``cleaner-offset-checkpoint``.
 With nothing to clean a task waits ``log.cleaner.backoff.ms``.
 
+Dynamic keys: ``log.cleaner.backoff.ms``, ``log.cleaner.dedupe.buffer.size`` and
+``log.cleaner.io.max.bytes.per.second`` change at run time, as in Kafka
+(broker/admin/broker_configs.py calls ``reconfigure``): the waiting tasks wake and wait
+the new backoff, and the next job takes the new buffer and I/O rate.
+``log.cleaner.threads`` still takes a restart.
+
 Why a process: the cleaner's work is Python byte-walking of whole segments; in a
 thread it would hold the GIL against the event loop that appends and serves fetches.
 The worker only reads old, immutable segment files (through its own descriptors) and
@@ -62,15 +68,9 @@ class LogCleaner:
         self.config = config
         self.stop_at = stop_at
         self.replica_manager = replica_manager
-        rate = config.log_cleaner_io_max_bytes_per_second
         self.manager = CleanerManager(
             [Path(d).absolute() for d in config.log_dirs],
-            CleanerConfig(
-                threads=config.log_cleaner_threads,
-                dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
-                io_bytes_per_second=0.0 if rate >= UNLIMITED_RATE else rate,
-                backoff_ms=config.log_cleaner_backoff_ms,
-            ),
+            cleaner_config(config),
             clock=replica_manager.clock,
             high_watermark=self._high_watermark,
         )
@@ -103,6 +103,15 @@ class LogCleaner:
         """Look for work now (a test or a config change), not after the backoff."""
         self._wakeup.set()
 
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Take the dynamic log.cleaner.* keys of ``config`` (the broker's, with its
+        dynamic overrides); the thread count stays as started."""
+        wanted = dataclasses.replace(cleaner_config(config), threads=self.manager.config.threads)
+        if wanted != self.manager.config:
+            log.info("log cleaner reconfigured: %s", wanted)
+            self.manager.config = wanted
+            self.wake()  # a task waiting out the old backoff waits the new one
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             async with trio.open_nursery() as nursery:
@@ -120,7 +129,7 @@ class LogCleaner:
                 log.error("log cleaner pass failed: %r", exc)
                 cleaned = False
             if not cleaned:
-                with trio.move_on_after(self.config.log_cleaner_backoff_ms / 1000):
+                with trio.move_on_after(self.manager.config.backoff_ms / 1000):
                     await self._wakeup.wait()
                 self._wakeup = trio.Event()
 
@@ -175,6 +184,17 @@ class LogCleaner:
 
     def _step(self, log_dir: Path) -> StepHook:
         return StepHook(log_dir, self.stop_at)
+
+
+def cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    """The cleaner's settings from the broker's log.cleaner.* keys."""
+    rate = config.log_cleaner_io_max_bytes_per_second
+    return CleanerConfig(
+        threads=config.log_cleaner_threads,
+        dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
+        io_bytes_per_second=0.0 if rate >= UNLIMITED_RATE else rate,
+        backoff_ms=config.log_cleaner_backoff_ms,
+    )
 
 
 class StepHook:

@@ -96,7 +96,7 @@ class ControllerRequestApis:
             for broker in request["live_leaders"]:
                 self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
             hosted = len(self.replica_manager.partitions)
-            errors = await self.replica_manager.become_leader_or_follower(
+            errors = await self.replica_manager.leadership.become_leader_or_follower(
                 request["controller_epoch"],
                 states,
                 {t["topic_name"]: t["topic_id"] for t in request.get("topic_ids", ())},
@@ -123,7 +123,9 @@ class ControllerRequestApis:
                     "error_message": refused.message,
                     "partition_errors": [],
                 }
-            errors = await self.replica_manager.stop_replicas(request["controller_epoch"], stops)
+            errors = await self.replica_manager.leadership.stop_replicas(
+                request["controller_epoch"], stops
+            )
             if any(delete for _, delete in stops):
                 gc.unfreeze()  # the deleted partitions' objects may be collected
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
@@ -137,7 +139,7 @@ class ControllerRequestApis:
             refused = await self._refuse_unless_from_controller(header, request)
             if refused is not None:
                 return {"error_code": refused.code, "error_message": refused.message}
-            self.replica_manager.update_metadata(request)
+            self.replica_manager.leadership.update_metadata(request)
             return {"error_code": NONE}
 
         return self._controller_ordered(apply)

@@ -12,9 +12,10 @@ refuses one in an offline log dir or being repaired), with which config; and it 
 the high watermark and the ISR moving when a follower fetches or the ISR changes,
 waking whatever waits on the partition.
 
-``ReplicaManager`` (broker/replication/replica_manager.py: produce, fetch, acks=all, periodic work)
-is assembled from this base and ``LeadershipChanges`` (broker/replication/leadership_changes.py:
-LeaderAndIsr, StopReplica, UpdateMetadata).
+``ReplicaManager`` (broker/replication/replica_manager.py: produce, fetch, acks=all,
+periodic work) is built on this base and owns ``LeadershipChanges``
+(broker/replication/leadership_changes.py: LeaderAndIsr, StopReplica, UpdateMetadata),
+which is handed these replicas.
 """
 
 from __future__ import annotations
@@ -145,7 +146,6 @@ class HostedReplicas:
         self.topic_overrides = topic_overrides or (lambda topic: {})
         self.topic_config_loader = topic_config_loader
         self._stored_overrides: dict[str, dict[str, str]] = {}
-        self.controller_epoch = -1
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_waiters: Purgatory[TopicPartition] = Purgatory("fetch")
         self.produce_waiters = DelayedProducePurgatory(self.get_partition)
@@ -177,7 +177,6 @@ class HostedReplicas:
         )
         self.epoch_checkpoints = EpochCheckpointWriter()
         self.partition_metadata = PartitionMetadataWriter()  # topic ids, KIP-516
-        self._state_change_lock = trio.Lock()
         # The LogManager is not thread-safe: whoever hands it to a worker thread (log
         # creation and deletion here, retention and checkpoints in log maintenance)
         # holds this lock, so no two threads - or a thread and the loop - use it at once.
@@ -234,7 +233,7 @@ class HostedReplicas:
             log.warning("ignoring the config overrides of topic %s: %s", topic, exc)
             return self.topic_defaults.topic_config()
 
-    async def _load_topic_overrides(self, topics: Iterable[str]) -> None:
+    async def load_topic_overrides(self, topics: Iterable[str]) -> None:
         """Read /config/topics/T (cluster mode) for topics this broker has no replica
         of yet, so their min.insync.replicas & co. are the topic's own."""
         loader = self.topic_config_loader
@@ -297,14 +296,14 @@ class HostedReplicas:
             replica.log_start_offset = request.log_start_offset
             self.delete_records_waiters.notify(partition.tp)
         if partition.maybe_increment_high_watermark():
-            self._wake(partition.tp)  # consumers can read more, acks=all may be done
+            self.wake(partition.tp)  # consumers can read more, acks=all may be done
         self.isr_manager.maybe_expand(partition, replica_id)
 
     def _on_isr_changed(self, partition: Partition) -> None:
         """A shrink may let the HW move; any change may end acks=all waits (min ISR)."""
         partition.maybe_increment_high_watermark()
-        self._wake(partition.tp)
+        self.wake(partition.tp)
 
-    def _wake(self, tp: TopicPartition) -> None:
+    def wake(self, tp: TopicPartition) -> None:
         self.fetch_waiters.notify(tp)
         self.produce_waiters.notify(tp)

@@ -51,8 +51,15 @@ from minibroker.protocol.topic_partition import TopicPartition
 log = logging.getLogger("minibroker.broker.replication.replica_manager")
 
 
-class LeadershipChanges(HostedReplicas):
-    """Applies the controller's LeaderAndIsr, StopReplica and UpdateMetadata."""
+class LeadershipChanges:
+    """Applies the controller's LeaderAndIsr, StopReplica and UpdateMetadata to the
+    replicas this broker hosts (the ReplicaManager's ``leadership``)."""
+
+    def __init__(self, replicas: HostedReplicas) -> None:
+        self._replicas = replicas
+        self.controller_epoch = -1
+        """The newest controller epoch seen: requests from an older one are refused."""
+        self._state_change_lock = trio.Lock()
 
     def _check_controller_epoch(self, controller_epoch: int, what: str) -> None:
         if controller_epoch < self.controller_epoch:
@@ -70,17 +77,20 @@ class LeadershipChanges(HostedReplicas):
     ) -> dict[TopicPartition, int]:
         """Apply a LeaderAndIsr request; per-partition error codes (raises if stale).
         ``topic_ids``: the ids (KIP-516) the request names, for partition.metadata."""
+        replicas = self._replicas
         async with self._state_change_lock:
             self._check_controller_epoch(controller_epoch, "LeaderAndIsr")
-            await self._load_topic_overrides(tp.topic for tp in states if tp not in self.partitions)
+            await replicas.load_topic_overrides(
+                tp.topic for tp in states if tp not in replicas.partitions
+            )
             errors: dict[TopicPartition, int] = {}
             accepted: list[tuple[TopicPartition, LeaderAndIsrPartition]] = []
             leaders: list[tuple[Partition, LeaderAndIsrPartition]] = []
             followers: list[tuple[Partition, LeaderAndIsrPartition]] = []
             stale: list[tuple[TopicPartition, int, int]] = []
             for tp, state in states.items():
-                current = self.partitions.get(tp)
-                offline = self.log_manager.offline_log_dirs
+                current = replicas.partitions.get(tp)
+                offline = replicas.log_manager.offline_log_dirs
                 if current is not None and (
                     current.log.dir.parent in offline or current.corruption is not None
                 ):
@@ -93,7 +103,7 @@ class LeadershipChanges(HostedReplicas):
                     stale.append((tp, state.leader_epoch, current.leader_epoch))
                     errors[tp] = StaleControllerEpochError.code
                     continue
-                if self.broker_id not in state.replicas:
+                if replicas.broker_id not in state.replicas:
                     errors[tp] = UnknownTopicOrPartitionError.code
                     continue
                 try:  # the name becomes a directory name: never trust it
@@ -115,24 +125,24 @@ class LeadershipChanges(HostedReplicas):
                     some_of((f"{tp} {new} <= {have}" for tp, new, have in stale), len(stale)),
                 )
             errors |= await self._create_partitions(
-                [tp for tp, _ in accepted if tp not in self.partitions]
+                [tp for tp, _ in accepted if tp not in replicas.partitions]
             )
             for tp, state in accepted:
-                partition = self.partitions.get(tp)
+                partition = replicas.partitions.get(tp)
                 if partition is not None and partition.corruption is not None:
                     errors[tp] = KafkaStorageError.code  # lost data when loaded
                 elif partition is not None and errors[tp] == NONE:
-                    (leaders if state.leader == self.broker_id else followers).append(
+                    (leaders if state.leader == replicas.broker_id else followers).append(
                         (partition, state)
                     )
-            if leaders and self.fetcher is not None:
-                self.fetcher.remove_partitions(p.tp for p, _ in leaders)
+            if leaders and replicas.fetcher is not None:
+                replicas.fetcher.remove_partitions(p.tp for p, _ in leaders)
             for partition, state in leaders:
                 partition.make_leader(state)
-                self._wake(partition.tp)
+                replicas.wake(partition.tp)
             changed = [p for p, state in followers if p.make_follower(state)]
             for partition in changed:
-                self._wake(partition.tp)  # parked fetches answer NOT_LEADER_OR_FOLLOWER
+                replicas.wake(partition.tp)  # parked fetches answer NOT_LEADER_OR_FOLLOWER
             # One line per request, not per partition: a LeaderAndIsr may carry 10,000.
             if leaders:
                 log.info(
@@ -151,44 +161,46 @@ class LeadershipChanges(HostedReplicas):
                         len(changed),
                     ),
                 )
-            if changed and self.fetcher is not None:
-                self.fetcher.remove_partitions(p.tp for p in changed)
-                self.fetcher.add_partitions(changed)
+            if changed and replicas.fetcher is not None:
+                replicas.fetcher.remove_partitions(p.tp for p in changed)
+                replicas.fetcher.add_partitions(changed)
             self._leadership_changed(
                 [p for p, _ in leaders], [p.tp for p, _ in followers if not p.is_leader]
             )
             # Off the event loop and after the answer (broker/replication/epoch_checkpoints.py).
-            self.epoch_checkpoints.write_soon(p.log.leader_epoch_cache for p, _ in leaders)
+            replicas.epoch_checkpoints.write_soon(p.log.leader_epoch_cache for p, _ in leaders)
             if topic_ids:
                 self._note_topic_ids([p for p, _ in (*leaders, *followers)], topic_ids)
             return errors
 
     def _note_topic_ids(self, partitions: Sequence[Partition], ids: Mapping[str, bytes]) -> None:
         """Partitions learning their topic's id get their partition.metadata queued."""
+        replicas = self._replicas
         fresh = []
         for partition in partitions:
             topic_id = ids.get(partition.tp.topic)
             if topic_id is not None and partition.topic_id != topic_id:
                 partition.topic_id = topic_id
                 fresh.append((partition.log.dir, topic_id))
-        self.partition_metadata.write_soon(fresh)
+        replicas.partition_metadata.write_soon(fresh)
 
     async def _create_partitions(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """Partitions (and, where missing, logs) for ``tps``; the error code of each one
         that failed. All logs are made in one worker-thread call, which fsyncs each log
         dir once: one LeaderAndIsr can bring hundreds of new partitions."""
+        replicas = self._replicas
         if not tps:
             return {}
-        configs = {tp: self.topic_config(tp.topic) for tp in tps}
-        expiration = self.config.producer_id_expiration_ms
+        configs = {tp: replicas.topic_config(tp.topic) for tp in tps}
+        expiration = replicas.config.producer_id_expiration_ms
         log_configs = {
             tp: to_log_config(config, producer_id_expiration_ms=expiration)
             for tp, config in configs.items()
         }
         try:
-            async with self.log_manager_lock:
+            async with replicas.log_manager_lock:
                 logs, failures = await trio.to_thread.run_sync(
-                    self.log_manager.get_or_create_logs, log_configs
+                    replicas.log_manager.get_or_create_logs, log_configs
                 )
         except (OSError, MinibrokerError) as exc:
             failures, logs = {tp: exc for tp in tps}, {}
@@ -198,49 +210,51 @@ class LeadershipChanges(HostedReplicas):
             errors[tp] = error.code if isinstance(error, KafkaError) else KafkaStorageError.code
         for tp, log_ in logs.items():
             log_.config = log_configs[tp]  # a log loaded at start-up has the broker defaults
-            self.partitions[tp] = Partition(
+            replicas.partitions[tp] = Partition(
                 tp,
-                local_broker_id=self.broker_id,
+                local_broker_id=replicas.broker_id,
                 log=log_,
                 config=configs[tp],
-                clock=self.clock,
-                initial_high_watermark=self.hw_checkpoint.initial(tp),
+                clock=replicas.clock,
+                initial_high_watermark=replicas.hw_checkpoint.initial(tp),
             )
-            self._check_recovery_cuts(self.partitions[tp])
+            self._check_recovery_cuts(replicas.partitions[tp])
         return errors
 
     def _check_recovery_cuts(self, partition: Partition) -> None:
         """A log that loading cut below the checkpointed high watermark lost committed
         records: the replica must not lead or count in the ISR until it has them back
         (broker/logdirs/corruption.py takes it through the corrupt-replica route)."""
+        replicas = self._replicas
         cuts = partition.log.recovery_cuts
-        if not cuts or self.corruption is None:
+        if not cuts or replicas.corruption is None:
             return
         first = min(cuts, key=lambda cut: cut.offset)
-        if first.offset < self.hw_checkpoint.initial(partition.tp):
-            self.corruption.found(partition, first, "recovery", counted=True)
+        if first.offset < replicas.hw_checkpoint.initial(partition.tp):
+            replicas.corruption.found(partition, first, "recovery", counted=True)
 
     async def stop_replicas(
         self, controller_epoch: int, stops: Sequence[tuple[TopicPartition, bool]]
     ) -> dict[TopicPartition, int]:
         """Apply StopReplica: (partition, delete?) pairs; per-partition error codes."""
+        replicas = self._replicas
         async with self._state_change_lock:
             self._check_controller_epoch(controller_epoch, "StopReplica")
-            if self.fetcher is not None:
-                self.fetcher.remove_partitions(tp for tp, _ in stops)
+            if replicas.fetcher is not None:
+                replicas.fetcher.remove_partitions(tp for tp, _ in stops)
             errors: dict[TopicPartition, int] = {}
             for tp, delete in stops:
-                partition = self.partitions.get(tp)
+                partition = replicas.partitions.get(tp)
                 if partition is not None:
                     # Stop serving it: clients must go to the new leader.
                     partition.leader_id = -1
-                    self._wake(tp)
-                    if not delete and partition.corruption is not None and self.corruption:
-                        self.corruption.stopped(partition)  # out of service: repair now
+                    replicas.wake(tp)
+                    if not delete and partition.corruption is not None and replicas.corruption:
+                        replicas.corruption.stopped(partition)  # out of service: repair now
                 if delete:
-                    self.partitions.pop(tp, None)
+                    replicas.partitions.pop(tp, None)
                     try:
-                        async with self.log_manager_lock:
+                        async with replicas.log_manager_lock:
                             await trio.to_thread.run_sync(self._delete_log, tp)
                     except OSError as exc:
                         errors[tp] = KafkaStorageError.code
@@ -251,16 +265,19 @@ class LeadershipChanges(HostedReplicas):
             return errors
 
     def _leadership_changed(self, leaders: list[Partition], resigned: list[TopicPartition]) -> None:
+        replicas = self._replicas
         if leaders or resigned:
-            for listener in self.leadership_listeners:
+            for listener in replicas.leadership_listeners:
                 listener(leaders, resigned)
 
     def _delete_log(self, tp: TopicPartition) -> None:
         """Rename to -delete and remove the files (blocking: runs in a thread)."""
-        if self.log_manager.delete_log(tp) is not None:
-            self.log_manager.remove_deleted_logs()
+        replicas = self._replicas
+        if replicas.log_manager.delete_log(tp) is not None:
+            replicas.log_manager.remove_deleted_logs()
 
     def update_metadata(self, request: bodies.UpdateMetadataRequest) -> list[TopicPartition]:
         """Apply UpdateMetadata to the cache (raises STALE_CONTROLLER_EPOCH if old)."""
+        replicas = self._replicas
         self._check_controller_epoch(request["controller_epoch"], "UpdateMetadata")
-        return self.metadata_cache.update(request)
+        return replicas.metadata_cache.update(request)

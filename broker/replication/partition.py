@@ -34,6 +34,7 @@ from minibroker.protocol.errors import (
     UnknownLeaderEpochError,
 )
 from minibroker.protocol.records import Buffer
+from minibroker.protocol.records.batch import holds_no_record
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.log import (
@@ -325,6 +326,18 @@ class Partition:
         else:
             data = self.log.read(fetch_offset, max_bytes, upper, min_one_batch=min_one_message)
             records = data.records
+            while not from_follower and records and data.next_offset < upper:
+                # A cleaned segment whose records all went holds only an empty batch over
+                # their offsets. Kafka's read finds no batch there and answers from the
+                # next segment, and so does this one for a consumer (librdkafka takes a
+                # response of empty batches alone for a message too large to fetch); a
+                # follower copies the empty batches like any other.
+                if not holds_no_record(records):
+                    break
+                data = self.log.read(
+                    data.next_offset, max_bytes, upper, min_one_batch=min_one_message
+                )
+                records = data.records
         aborted = None
         if read_committed and records:
             aborted = self.log.collect_aborted(fetch_offset, upper)

@@ -4,10 +4,10 @@ Kafka's division of labour, kept here: KafkaApis decodes a request and calls the
 ReplicaManager; the ReplicaManager finds the Partition, checks the controller's epoch
 and the leader epoch, and the Partition does the work on its Log.
 
-- ``become_leader_or_follower`` (LeaderAndIsr), ``stop_replicas`` (StopReplica) and
-  ``update_metadata``: the controller's requests, checked against its epoch and the
-  leader epochs (broker/replication/leadership_changes.py). Followers are handed to the replica
-  fetcher, which truncates their log.
+- ``leadership``: ``become_leader_or_follower`` (LeaderAndIsr), ``stop_replicas``
+  (StopReplica) and ``update_metadata``, the controller's requests, checked against its
+  epoch and the leader epochs (broker/replication/leadership_changes.py). Followers are
+  handed to the replica fetcher, which truncates their log.
 - ``append_records`` (Produce): acks validation, then per partition
   ``append_records_to_leader``; wakes parked fetches of partitions that grew.
 - ``fetch_messages`` / ``wait_for_fetch`` (Fetch): delegated to the FetchReader
@@ -20,14 +20,15 @@ and the leader epoch, and the Partition does the work on its Log.
 State changes from the controller are serialised by one Trio lock (Kafka's
 replicaStateChangeLock); data-path calls are synchronous and never wait on it.
 
-The class is assembled from parts: ``replication.hosted_replicas`` (the partitions, the
-hooks, topic configs, what a follower's fetch or an ISR change moves),
-``replication.leadership_changes`` (the controller's requests) and this module (produce,
-fetch, acks=all, periodic work).
+The class is built on ``replication.hosted_replicas`` (the partitions, the hooks, topic
+configs, what a follower's fetch or an ISR change moves), owns a
+``replication.leadership_changes.LeadershipChanges`` handed those replicas (the
+controller's requests), and is here produce, fetch, acks=all and periodic work.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +46,7 @@ from minibroker.broker.replication.fetch_reader import (
     FetchPartition,
     PartitionRead,
 )
+from minibroker.broker.replication.hosted_replicas import HostedReplicas
 from minibroker.broker.replication.leadership_changes import LeadershipChanges
 from minibroker.broker.replication.partition import AppendResult
 from minibroker.protocol.errors import InvalidRequiredAcksError, KafkaError, KafkaStorageError
@@ -56,9 +58,15 @@ log = logging.getLogger(__name__)
 VALID_ACKS = frozenset({0, 1, -1})
 
 
-class ReplicaManager(LeadershipChanges):
+class ReplicaManager(HostedReplicas):
     """Every partition replica this broker holds (see the module doc); ``run`` it in a
     nursery for the periodic work."""
+
+    @functools.cached_property
+    def leadership(self) -> LeadershipChanges:
+        """Applies the controller's requests to these replicas (made on first use: it
+        needs only the replicas, complete once the manager is constructed)."""
+        return LeadershipChanges(self)
 
     # -- produce -----------------------------------------------------------------------------
 

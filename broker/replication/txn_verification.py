@@ -18,6 +18,12 @@ metadata refresh.
 A marker written to the partition while the question was out may have ended the very
 transaction just verified; the leader then asks again (``VERIFY_ATTEMPTS``), so a
 verified batch is appended with no marker of its producer since the answer.
+
+Transaction version 2 (KIP-890 part 2: Produce v12, ``add``): the client sends no
+AddPartitionsToTxn; the leader asks the coordinator to add the partition to the
+producer's transaction (starting it) instead of only asking whether it is in it. The
+producer's epoch is bumped by every transaction, so a batch of an ended one is older
+than the marker that ended it and refused by the append itself.
 """
 
 from __future__ import annotations
@@ -43,11 +49,12 @@ from minibroker.protocol.records import read_header
 from minibroker.protocol.topic_partition import TopicPartition
 
 TxnVerifier: TypeAlias = Callable[
-    [str, int, int, Sequence[TopicPartition]],
+    [str, int, int, Sequence[TopicPartition], bool],
     Awaitable[dict[TopicPartition, KafkaError | None]],
 ]
-"""(transactional id, producer id, epoch, partitions) -> each partition's verdict
-(None: in the ongoing transaction); raises the KafkaError of the whole question."""
+"""(transactional id, producer id, epoch, partitions, add) -> each partition's verdict
+(None: in the ongoing transaction; with ``add`` true, added to it if it was not);
+raises the KafkaError of the whole question."""
 
 
 @runtime_checkable
@@ -58,9 +65,11 @@ class LocalTxnVerifier(Protocol):
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[TopicPartition],
+        add: bool,
     ) -> dict[TopicPartition, KafkaError | None] | None:
-        """The verdicts at once when this broker coordinates the id, else None (the
-        question goes to another broker: ``__call__``). Raises as ``__call__``."""
+        """The verdicts at once when this broker coordinates the id and (with ``add``)
+        nothing needs adding, else None (the question is awaited: ``__call__``).
+        Raises as ``__call__``."""
         ...
 
 
@@ -121,17 +130,17 @@ def produce_error(error: KafkaError) -> KafkaError:
 
 
 def verify_now(
-    verifier: TxnVerifier, transactional_id: str, needed: Unverified
+    verifier: TxnVerifier, transactional_id: str, needed: Unverified, *, add: bool = False
 ) -> dict[TopicPartition, KafkaError] | None:
     """``verify`` without a wait when this broker coordinates ``transactional_id`` (no
     marker can land between the answer and the caller's append): the partitions
-    refused; None when the question must go to another broker."""
+    refused; None when the question must be awaited (another broker's, or an add)."""
     if not isinstance(verifier, LocalTxnVerifier):
         return None
     refused: dict[TopicPartition, KafkaError] = {}
     for (producer_id, epoch), tps in needed.items():
         try:
-            verdicts = verifier.now(transactional_id, producer_id, epoch, tps)
+            verdicts = verifier.now(transactional_id, producer_id, epoch, tps, add)
         except KafkaError as exc:
             verdicts = dict.fromkeys(tps, exc)
         if verdicts is None:
@@ -148,9 +157,12 @@ async def verify(
     partition_of: Callable[[TopicPartition], Partition | None],
     transactional_id: str,
     needed: Unverified,
+    *,
+    add: bool = False,
 ) -> dict[TopicPartition, KafkaError]:
-    """Ask the coordinator about ``needed``; the partitions refused, with the error
-    their Produce answers. The caller appends the others at once (no await between)."""
+    """Ask the coordinator about ``needed`` (``add``: to add them); the partitions
+    refused, with the error their Produce answers. The caller appends the others at
+    once (no await between)."""
 
     def markers() -> dict[TopicPartition, int]:
         seen = {}
@@ -165,7 +177,7 @@ async def verify(
         refused: dict[TopicPartition, KafkaError] = {}
         for (producer_id, epoch), tps in needed.items():
             try:
-                verdicts = await verifier(transactional_id, producer_id, epoch, tps)
+                verdicts = await verifier(transactional_id, producer_id, epoch, tps, add)
             except KafkaError as exc:
                 verdicts = dict.fromkeys(tps, exc)
             for tp in tps:

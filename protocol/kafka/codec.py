@@ -33,6 +33,7 @@ from typing import Any, Final
 from minibroker.protocol.answer_memo import LastEncoded
 from minibroker.protocol.api import MAX_CLIENT_REQUEST_ELEMENTS, Body, RequestHeader
 from minibroker.protocol.errors import KafkaError, UnsupportedVersionError
+from minibroker.protocol.features import finalized_features
 from minibroker.protocol.frames import FrameError
 from minibroker.protocol.kafka.compiler import (
     Decoder,
@@ -46,6 +47,7 @@ from minibroker.protocol.kafka.messages import MESSAGES
 from minibroker.protocol.messages.cluster import API_VERSIONS
 from minibroker.protocol.messages.data import PRODUCE
 from minibroker.protocol.messages.form import Message
+from minibroker.protocol.messages.transactions import END_TXN
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
 
 ADVERTISED_VERSIONS: Final[Mapping[int, tuple[int, int]]] = {
@@ -227,7 +229,10 @@ def api_versions_body(
     served: Collection[int] | None = None, error: KafkaError | None = None
 ) -> Body:
     """The ApiVersions answer: the advertised (min, max) version range of every API key
-    in ``served`` (None: all of them)."""
+    in ``served`` (None: all of them), and the finalized features (protocol/features.py:
+    v3 carries them in tagged fields, older versions leave them out) when EndTxn is
+    served (a broker without its transaction coordinator has no transaction version)."""
+    features = served is None or END_TXN.api_key in served
     return {
         "error_code": 0 if error is None else error.code,
         "api_keys": [
@@ -236,6 +241,7 @@ def api_versions_body(
             if served is None or key in served
         ],
         "throttle_time_ms": 0,
+        **(finalized_features() if features else {}),
     }
 
 

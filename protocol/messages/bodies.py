@@ -38,6 +38,7 @@ class ProduceRequestTopic(TypedDict):
 
 class ProduceRequest(TypedDict):
     transactional_id: str | None
+    transaction_version: int
     acks: int
     timeout_ms: int
     topics: list[ProduceRequestTopic]
@@ -907,11 +908,14 @@ class EndTxnRequest(TypedDict):
     producer_id: int
     producer_epoch: int
     committed: bool
+    transaction_version: int
 
 
 class EndTxnResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
+    producer_id: int
+    producer_epoch: int
 
 
 class WriteTxnMarkersRequestMarkerTopic(TypedDict):
@@ -970,6 +974,7 @@ class TxnOffsetCommitRequest(TypedDict):
     generation_id: int
     member_id: str
     group_instance_id: str | None
+    transaction_version: int
     topics: list[TxnOffsetCommitRequestTopic]
 
 

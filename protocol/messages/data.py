@@ -37,11 +37,15 @@ PRODUCE: Final = Message(
     Response: per partition ``error_code``, ``base_offset`` (first offset assigned),
     ``log_append_time_ms`` (-1 unless the topic uses LogAppendTime),
     ``log_start_offset``, ``error_message``. acks=0 gets no response at all.
+    A transactional Produce v12+ (or, on the msgpack listener, ``transaction_version``
+    2) has the leader add a partition to the producer's transaction before its first
+    batch there (KIP-890 part 2); before v12 the leader only verifies it is in it.
     """,
-    valid=versions("0-9"),
+    valid=versions("0-12"),
     flexible=versions("9+"),
     request=struct(
         f("transactional_id", STRING, "3+", null="3+"),
+        f("transaction_version", INT16, "", default=0),
         f("acks", INT16, required=True),
         f("timeout_ms", INT32, required=True),
         f(
@@ -112,6 +116,9 @@ PRODUCE: Final = Message(
         7: "ZStandard compression allowed",
         8: "record_errors, error_message",
         9: "flexible",
+        10: "unchanged (current_leader, KIP-951)",
+        11: "unchanged (TRANSACTION_ABORTABLE may be answered, KIP-890)",
+        12: "the leader adds the partition to the transaction (KIP-890 part 2)",
     },
 )
 

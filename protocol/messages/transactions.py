@@ -3,10 +3,13 @@ EndTxn, TxnOffsetCommit, and WriteTxnMarkers (coordinator to partition leaders).
 
 A transactional producer first finds its transaction coordinator (FindCoordinator key
 type 1) and gets its producer id and epoch from it (InitProducerId with its
-``transactional_id``); each request below names the three. AddPartitionsToTxn v4 is
-KIP-890 part 1's broker-to-broker verification (clients use v0-3, as Kafka's do);
-EndTxn's epoch bump (v5, part 2) needs the transaction version feature, which this
-broker does not advertise, so clients keep KIP-98's protocol.
+``transactional_id``); each request below names the three. AddPartitionsToTxn v4+ is
+KIP-890 part 1's broker-to-broker form (clients use v0-3, as Kafka's do). KIP-890 part 2
+(the finalized feature ``transaction.version`` 2, protocol/features.py): EndTxn v5 bumps
+the producer's epoch and answers it, TxnOffsetCommit v5 adds the group's offsets
+partition to the transaction itself (no AddOffsetsToTxn), and Produce v12 has the
+leader add its partition (no AddPartitionsToTxn from the client). On the msgpack
+listener a request's ``transaction_version`` (2) asks for the same.
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ ADD_PARTITIONS_TO_TXN: Final = Message(
     {partition_index, partition_error_code}}: one error for every partition (a refused
     request answers OPERATION_NOT_ATTEMPTED for those it did not refuse).
 
-    Request v4 (brokers, KIP-890 part 1): ``transactions[]`` of {transactional_id,
+    Request v4-5 (brokers, KIP-890): ``transactions[]`` of {transactional_id,
     producer_id, producer_epoch, verify_only, topics[]}; with ``verify_only`` a
     partition leader asks whether the partitions are in the ongoing transaction before
-    it writes a producer's first transactional batch. Response: ``error_code`` and
-    ``results_by_transaction[]`` of {transactional_id, topic_results[] as above}.
+    it writes a producer's first transactional batch (part 1), without it the leader of
+    a Produce v12 or the group coordinator of a TxnOffsetCommit v5 adds them (part 2).
+    Response: ``error_code`` and ``results_by_transaction[]`` of {transactional_id,
+    topic_results[] as above}.
     """,
-    valid=versions("0-4"),
+    valid=versions("0-5"),
     flexible=versions("3+"),
     request=struct(
         f(
@@ -124,6 +129,7 @@ ADD_PARTITIONS_TO_TXN: Final = Message(
         2: "unchanged",
         3: "flexible",
         4: "brokers only: transactions[] with verify_only; error_code (KIP-890 part 1)",
+        5: "unchanged (TRANSACTION_ABORTABLE may be answered, KIP-890)",
     },
 )
 
@@ -158,24 +164,36 @@ END_TXN: Final = Message(
     "EndTxn",
     doc="""Commit (``committed`` true) or abort the producer's ongoing transaction.
 
-    Request: ``transactional_id``, ``producer_id``, ``producer_epoch``, ``committed``.
+    Request: ``transactional_id``, ``producer_id``, ``producer_epoch``, ``committed``;
+    ``transaction_version`` (msgpack only: 2 asks for v5's epoch bump).
     Response: ``error_code``, answered once the decision is in ``__transaction_state``
-    (the markers are written after that).
+    (the markers are written after that); v5+: ``producer_id`` and ``producer_epoch``
+    the producer uses from then on (the epoch is bumped by every transaction, so a late
+    request of this one cannot land in the next; -1 on an error).
     """,
-    valid=versions("0-3"),
+    valid=versions("0-5"),
     flexible=versions("3+"),
     request=struct(
         f("transactional_id", STRING, required=True),
         f("producer_id", INT64, required=True),
         f("producer_epoch", INT16, required=True),
         f("committed", BOOL, required=True),
+        f("transaction_version", INT16, "", default=0),
     ),
-    response=struct(f("throttle_time_ms", INT32), f("error_code", INT16)),
+    response=struct(
+        f("throttle_time_ms", INT32),
+        f("error_code", INT16),
+        f("producer_id", INT64, "5+", default=-1),
+        f("producer_epoch", INT16, "5+", default=-1),
+    ),
     history={
         0: "transactional_id, producer_id, producer_epoch, committed -> error_code",
         1: "unchanged (throttled after the response is sent)",
         2: "unchanged",
         3: "flexible",
+        4: "unchanged (TRANSACTION_ABORTABLE may be answered, KIP-890)",
+        5: "the epoch is bumped by every transaction: producer_id, producer_epoch answered"
+        " (KIP-890 part 2)",
     },
 )
 
@@ -188,10 +206,13 @@ TXN_OFFSET_COMMIT: Final = Message(
     Request: ``transactional_id``, ``group_id``, ``producer_id``, ``producer_epoch``,
     ``generation_id``, ``member_id``, ``group_instance_id`` (v3+, KIP-447: the member's
     group metadata fences zombies), ``topics[]`` of {name, partitions[] of
-    {partition_index, committed_offset, committed_leader_epoch, committed_metadata}}.
+    {partition_index, committed_offset, committed_leader_epoch, committed_metadata}};
+    ``transaction_version`` (msgpack only: 2 asks for v5's behaviour).
     Response: ``topics[]`` of {name, partitions[] of {partition_index, error_code}}.
+    From v5 the group's offsets partition is added to the transaction here (the client
+    sends no AddOffsetsToTxn).
     """,
-    valid=versions("0-3"),
+    valid=versions("0-5"),
     flexible=versions("3+"),
     request=struct(
         f("transactional_id", STRING, required=True),
@@ -201,6 +222,7 @@ TXN_OFFSET_COMMIT: Final = Message(
         f("generation_id", INT32, "3+", default=-1),
         f("member_id", STRING, "3+"),
         f("group_instance_id", STRING, "3+", null="3+"),
+        f("transaction_version", INT16, "", default=0),
         f(
             "topics",
             [
@@ -238,6 +260,8 @@ TXN_OFFSET_COMMIT: Final = Message(
         1: "unchanged (throttled after the response is sent)",
         2: "committed_leader_epoch (KIP-320)",
         3: "flexible; generation_id, member_id, group_instance_id (KIP-447)",
+        4: "unchanged (TRANSACTION_ABORTABLE may be answered, KIP-890)",
+        5: "the group coordinator adds the offsets partition to the transaction (KIP-890 part 2)",
     },
 )
 

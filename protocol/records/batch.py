@@ -178,6 +178,12 @@ def iter_headers(
         pos += size
 
 
+def holds_no_record(buf: Buffer) -> bool:
+    """Whether the whole batches in ``buf`` carry no record and no control marker: the
+    empty batches compaction leaves (a producer's last, or one over removed offsets)."""
+    return all(not h.record_count and not h.is_control for _, h in iter_headers(buf))
+
+
 # --- patches (in place) --------------------------------------------------------------
 
 

@@ -116,5 +116,5 @@ async def test_users_get_what_their_acls_give_and_a_forged_stop_replica_is_refus
         assert (tmp_path / f"{TOPIC}-0").is_dir()
 
         # The refusals were counted.
-        assert broker.authorizer is not None
-        assert sum(broker.authorizer.denied.values()) >= 3
+        assert broker.parts.authorizer is not None
+        assert sum(broker.parts.authorizer.denied.values()) >= 3

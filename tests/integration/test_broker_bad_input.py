@@ -212,7 +212,7 @@ async def test_thousands_of_idle_connections_do_not_stop_service(broker: Broker)
         # An old idle connection still works too.
         client = WireClient(idle[0])
         assert (await client.request(ApiKey.API_VERSIONS, {}))["error_code"] == 0
-        server = broker.server
+        server = broker.parts.server
         assert server is not None
         while server.connections < count:  # accepted handlers may still be starting
             await trio.sleep(0.01)

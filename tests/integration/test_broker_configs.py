@@ -22,8 +22,7 @@ DYNAMIC = 2  # config_source of a dynamic broker override (Kafka's DYNAMIC_BROKE
 
 
 def mover_rate(broker: Broker) -> float:
-    assert broker.log_dir_mover is not None
-    return broker.log_dir_mover.bucket.rate
+    return broker.parts.log_dir_mover.bucket.rate
 
 
 @pytest.mark.timeout(90)

@@ -51,8 +51,7 @@ def bootstrap(broker: Broker) -> str:
 
 
 async def cleaned(broker: Broker, at_least: int = 1) -> None:
-    assert broker.log_cleaner is not None
-    stats = broker.log_cleaner.manager.stats
+    stats = broker.parts.log_cleaner.manager.stats
     with trio.fail_after(60):
         while stats.cleanings < at_least:
             await trio.sleep(0.05)

@@ -408,7 +408,7 @@ async def test_reassignment_from_1_2_to_2_3_follows_the_oar_rar_steps(
             assert produced(answer)["error_code"] == 0
         # Broker 3 may not fetch r-0 until the test has seen phase one: it is three
         # records, and under load it would catch up before ListPartitionReassignments.
-        new_replica = c.brokers[3].replica_manager
+        new_replica = c.brokers[3].parts.replica_manager
         assert new_replica is not None and new_replica.fetcher is not None
         held = HeldFetches(new_replica.fetcher, {BrokerTopicPartition("r", 0)})
         new_replica.fetcher = held

@@ -48,8 +48,7 @@ async def fill(broker: Broker) -> None:
 
 
 def the_log(broker: Broker) -> Log:
-    assert broker.log_manager is not None
-    log = broker.log_manager.get_log(TopicPartition("t", 0))
+    log = broker.parts.log_manager.get_log(TopicPartition("t", 0))
     assert log is not None
     return log
 

@@ -146,8 +146,7 @@ async def test_connections_past_the_limits_are_closed_at_once_and_counted(
     async with running_broker(config) as broker:
         held = await connections(broker.port, 4)
         assert await is_refused(broker.port)  # the 5th from this address
-        assert broker.server is not None
-        assert broker.server.closed["max_connections_per_ip"] >= 1
+        assert broker.parts.server.closed["max_connections_per_ip"] >= 1
         assert await served(held)
         for conn in held:
             await conn.aclose()
@@ -163,7 +162,7 @@ async def test_connections_past_the_limits_are_closed_at_once_and_counted(
     async with running_broker(overridden) as broker:
         held = await connections(broker.port, 6)  # the override lifts the per-address cap
         assert await is_refused(broker.port)  # but not max.connections
-        assert broker.server is not None and broker.server.closed["max_connections"] >= 1
+        assert broker.parts.server.closed["max_connections"] >= 1
         assert await served(held)
         for conn in held:
             await conn.aclose()
@@ -180,7 +179,6 @@ async def test_connections_faster_than_the_creation_rate_wait_their_turn(tmp_pat
     async with running_broker(config) as broker:
         held = await connections(broker.port, 12)
         assert await served(held)  # each answered, after its wait
-        assert broker.server is not None
-        assert broker.server.creation_rate.throttle_time_s > 0
+        assert broker.parts.server.creation_rate.throttle_time_s > 0
         for conn in held:
             await conn.aclose()

@@ -59,8 +59,8 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
 
 
 async def connect(broker: Broker) -> KafkaClient:
-    assert broker.kafka_server is not None
-    return KafkaClient(await trio.open_tcp_stream("127.0.0.1", broker.kafka_server.port))
+    assert broker.parts.kafka_server is not None
+    return KafkaClient(await trio.open_tcp_stream("127.0.0.1", broker.parts.kafka_server.port))
 
 
 async def assert_alive(broker: Broker) -> None:

@@ -76,8 +76,7 @@ async def topic_of_400_kb(admin: Admin, broker: Broker, topic: str) -> Path:
     async with Producer(f"127.0.0.1:{broker.port}", acks=1) as producer:
         for i in range(400):
             producer.send_nowait(topic, bytes(1000) + b"%d" % i, partition=0)
-    assert broker.log_manager is not None
-    current = broker.log_manager.get_log(TopicPartition(topic, 0))
+    current = broker.parts.log_manager.get_log(TopicPartition(topic, 0))
     assert current is not None
     return current.dir.parent
 
@@ -103,7 +102,7 @@ async def move_while_producing(tmp_path: Path, zk_connect: str, megabytes: int) 
         bootstrap = f"127.0.0.1:{broker.port}"
         async with Admin(bootstrap) as admin:
             await admin.create_topic("big", 1, 1)
-            source = broker.log_manager.get_log(TopicPartition("big", 0))  # type: ignore[union-attr]
+            source = broker.parts.log_manager.get_log(TopicPartition("big", 0))
             assert source is not None
             target = dirs[1] if source.dir.parent == dirs[0] else dirs[0]
             acked: dict[int, bytes] = {}

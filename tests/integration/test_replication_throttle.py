@@ -111,7 +111,7 @@ async def test_a_throttled_reassignment_copies_at_about_the_rate_and_verify_remo
         async with Admin(bootstrap) as admin:
             await admin.create_topic("copied", assignments={0: [1]})
             values = await produce(bootstrap, "copied", RECORDS)
-            log = brokers[1].log_manager.get_log(TopicPartition("copied", 0))
+            log = brokers[1].parts.log_manager.get_log(TopicPartition("copied", 0))
             assert log is not None
             size = log.size
         moves, common = plan_to_broker_2(tmp_path, "copied", bootstrap)
@@ -153,9 +153,8 @@ async def test_a_throttled_reassignment_copies_at_about_the_rate_and_verify_remo
 
             async def unlimited() -> bool:
                 return all(
-                    b.replica_manager is not None
-                    and b.replica_manager.replication_quotas.leader.unlimited
-                    and b.replica_manager.replication_quotas.follower.unlimited
+                    b.parts.replica_manager.replication_quotas.leader.unlimited
+                    and b.parts.replica_manager.replication_quotas.follower.unlimited
                     for b in brokers.values()
                 )
 
@@ -183,18 +182,17 @@ async def test_an_in_sync_follower_is_not_held_to_the_throttle(
 
             async def throttled() -> bool:
                 return all(
-                    b.replica_manager is not None
-                    and b.replica_manager.replication_quotas.leader.rate == slow
-                    and b.replica_manager.replication_quotas.follower.rate == slow
+                    b.parts.replica_manager.replication_quotas.leader.rate == slow
+                    and b.parts.replica_manager.replication_quotas.follower.rate == slow
                     for b in brokers.values()
                 )
 
             await wait_until(throttled, "both brokers to take the rate", timeout=20)
             with trio.fail_after(20):  # throttled, acks=all would need > 60 s
                 await produce(bootstrap, "live", 20, acks="all")
-            leader = brokers[1].replica_manager.partitions[TopicPartition("live", 0)]
+            leader = brokers[1].parts.replica_manager.partitions[TopicPartition("live", 0)]
             assert leader.isr == {1, 2}
-            quota = brokers[1].replica_manager.replication_quotas.leader
+            quota = brokers[1].parts.replica_manager.replication_quotas.leader
             assert quota.recorded_total >= 20 * RECORD_BYTES  # counted, not held
             exported = dict(
                 line.split(" ", 1)

@@ -67,8 +67,8 @@ async def test_each_mechanism_logs_in_and_the_broker_serves_its_requests(
                 0,
                 1,
             }
-        assert broker.server is not None and broker.server.sasl is not None
-        assert broker.server.sasl.succeeded["SCRAM-SHA-512"] >= 1  # type: ignore[attr-defined]
+        assert broker.parts.server.sasl is not None
+        assert broker.parts.server.sasl.succeeded["SCRAM-SHA-512"] >= 1  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -96,9 +96,8 @@ async def test_a_wrong_password_or_unknown_user_is_refused_counted_and_others_un
             # The connection that logged in before is still served, and new logins work.
             assert (await good.request(ApiKey.METADATA, {"topics": []}))["brokers"]
         assert await metadata_works(broker.port, login(mechanism))
-        assert broker.server is not None
-        assert broker.server.sasl.failed[mechanism] == 1  # type: ignore[union-attr]
-        assert broker.server.closed["authentication"] == 1
+        assert broker.parts.server.sasl.failed[mechanism] == 1  # type: ignore[union-attr]
+        assert broker.parts.server.closed["authentication"] == 1
         metrics = broker.metrics.render().decode()
         assert (
             "kafka_server_socket_server_metrics_failed_authentication_total"
@@ -192,8 +191,8 @@ async def test_the_kafka_listener_takes_handshake_v0_with_raw_tokens_and_then_se
         "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,KAFKA:SASL_PLAINTEXT",
     }
     async with secured_node(tmp_path, zk_connect, props) as broker:
-        assert broker.kafka_server is not None
-        stream = await trio.open_tcp_stream("127.0.0.1", broker.kafka_server.port)
+        assert broker.parts.kafka_server is not None
+        stream = await trio.open_tcp_stream("127.0.0.1", broker.parts.kafka_server.port)
         handshake = await _kafka_exchange(
             stream, ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"}, 1
         )

@@ -179,7 +179,7 @@ async def test_the_change_listener_resyncs_hosted_topics_then_follows_notificati
         state = LeaderAndIsrPartition(
             controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,)
         )
-        await manager.become_leader_or_follower(1, {LocalPartition("t", 0): state})
+        await manager.leadership.become_leader_or_follower(1, {LocalPartition("t", 0): state})
         partition = manager.partitions[LocalPartition("t", 0)]
         # Written while "disconnected": no notification, the start-up resync finds it.
         await data.set_topic_config("t", {"retention.ms": "5000"}, notify=False)

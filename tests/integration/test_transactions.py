@@ -504,3 +504,136 @@ async def verify_only(cluster: LocalCluster, state: dict[str, Any], topic: str) 
         for t in txn["topic_results"]
         for p in t["results_by_partition"]
     }
+
+
+# -- transaction version 2 (KIP-890 part 2) ----------------------------------------------------
+
+
+class Listener:
+    """Requests to one broker on the Kafka listener at a version, or on the msgpack
+    listener with ``transaction_version`` 2 where a Kafka version would say it."""
+
+    def __init__(self, cluster: LocalCluster, kind: str) -> None:
+        self.cluster = cluster
+        self.kind = kind
+
+    async def request(self, broker_id: int, api: ApiKey, version: int, body: Any) -> Any:
+        if self.kind == "kafka":
+            port = self.cluster.state["brokers"][str(broker_id)]["kafka_port"]
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with KafkaWireClient(stream) as client:
+                return await client.kafka_request(api, version, body)
+        if api in (ApiKey.PRODUCE, ApiKey.END_TXN) and version >= 5:
+            body = {**body, "transaction_version": 2}
+        connection = Connection("127.0.0.1", self.cluster.broker_port(broker_id))
+        await connection.connect()
+        try:
+            return await connection.request(api, body)
+        finally:
+            await connection.aclose()
+
+
+async def _until(call: Any, retried: set[int]) -> Any:
+    """``call()``'s answer once its error code is not in ``retried`` (10 s at most)."""
+    with trio.fail_after(10):
+        while True:
+            answer = await call()
+            if answer.get("error_code", 0) not in retried:
+                return answer
+            await trio.sleep(0.05)
+
+
+@pytest.mark.parametrize("listener", ["kafka", "msgpack"])
+def test_with_transaction_version_2_every_end_bumps_the_epoch_and_late_requests_are_fenced(
+    cluster: LocalCluster, listener: str
+) -> None:
+    """KIP-890 part 2 (Produce v12, EndTxn v5): the leader adds its partition to the
+    transaction, each EndTxn answers the next epoch, its retry the same one; a late
+    Produce or EndTxn of the ended transaction cannot land in the next one."""
+    topic, transactional_id = f"txn-v2-{listener}", f"v2-{listener}"
+    create_topic(cluster, topic, 1)
+    [described] = json.loads(cluster.cli("topic", "describe", topic, "--format", "json").stdout)
+    leader = described["partitions"][0]["leader"]
+    wire = Listener(cluster, listener)
+    epoch_error = 47  # INVALID_PRODUCER_EPOCH
+    # PRODUCER_FENCED (KIP-588) on the Kafka listener; msgpack bodies have one version,
+    # answered as Kafka answers the versions before it
+    fenced = 90 if listener == "kafka" else epoch_error
+    busy = {14, 15, 51}  # coordinator loading or not available, concurrent transactions
+
+    async def session() -> dict[str, Any]:
+        found = await _until(
+            lambda: Listener(cluster, "kafka").request(
+                1, ApiKey.FIND_COORDINATOR, 1, {"key": transactional_id, "key_type": 1}
+            ),
+            busy,
+        )
+        coordinator = found["node_id"]
+        init = await _until(
+            lambda: wire.request(
+                coordinator,
+                ApiKey.INIT_PRODUCER_ID,
+                4,
+                {
+                    "transactional_id": transactional_id,
+                    "transaction_timeout_ms": 60_000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            ),
+            busy,
+        )
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+
+        async def produce(value: bytes, producer_epoch: int, sequence: int) -> int:
+            batch = encode_batch(
+                [Record(value, timestamp=1_000)],
+                producer_id=pid,
+                producer_epoch=producer_epoch,
+                base_sequence=sequence,
+                transactional=True,
+            )
+            body = {**produce_body(topic, 0, batch, -1), "transactional_id": transactional_id}
+            answer = await wire.request(leader, ApiKey.PRODUCE, 12, body)
+            code: int = produced(answer)["error_code"]
+            return code
+
+        async def end(producer_epoch: int, committed: bool) -> tuple[int, int]:
+            body = {
+                "transactional_id": transactional_id,
+                "producer_id": pid,
+                "producer_epoch": producer_epoch,
+                "committed": committed,
+            }
+            answer = await _until(lambda: wire.request(coordinator, ApiKey.END_TXN, 5, body), {51})
+            return answer["error_code"], answer["producer_epoch"]
+
+        return {
+            "first": await produce(b"first", epoch, 0),
+            "commit": await end(epoch, True),
+            "commit retried": await end(epoch, True),
+            "second": await produce(b"second", epoch + 1, 0),
+            "late produce": await produce(b"late", epoch, 1),
+            "late commit": await end(epoch, True),
+            "abort": await end(epoch + 1, False),
+            "epoch": epoch,
+            "pid": pid,
+        }
+
+    got = trio.run(session)
+    epoch, pid = got.pop("epoch"), got.pop("pid")
+    assert got == {
+        "first": 0,
+        "commit": (0, epoch + 1),
+        "commit retried": (0, epoch + 1),
+        "second": 0,
+        "late produce": epoch_error,
+        "late commit": (fenced, -1),
+        "abort": (0, epoch + 2),
+    }
+    write_sentinels(cluster.kafka_bootstrap, topic, 1, listener)
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 1, 1)
+    assert values(found) == [b"first"]
+    listed = cluster.cli("transactions", "describe-producers", topic, "0", "--format", "json")
+    [state] = [p for p in json.loads(listed.stdout) if p["producer_id"] == pid]
+    assert (state["producer_epoch"], state["current_txn_start_offset"]) == (epoch + 2, -1)

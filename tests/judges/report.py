@@ -42,13 +42,12 @@ SARAMA = ROOT / "docs" / "compatibility" / "sarama-1.62.0.tsv"
 MARKERS = ("<!-- compatibility:start -->", "<!-- compatibility:end -->")
 
 NOT_SERVED = [
+    ("Produce v0-2 (message formats v0/v1)", "RecordBatch v2 only, by design"),
     (
-        "KIP-890 part 2 transactions (AddPartitionsToTxn v5, EndTxn v5, Produce v12);"
-        " no judge here would send them: Kafka's Java client 3.9.2 knows"
-        " EndTxn 0-4 and Produce 0-11 (transaction version 2 clients are Kafka 4.0's)",
+        "KIP-890 part 2 at the last producer epoch (32766): EndTxn v5 does not bump it"
+        " (Kafka moves to a new producer id); TRANSACTION_ABORTABLE is never answered",
         "issue 34",
     ),
-    ("Produce v0-2 (message formats v0/v1)", "RecordBatch v2 only, by design"),
 ]
 """What the judges found not served, and where it is being built."""
 
@@ -221,7 +220,7 @@ def build() -> tuple[str, str]:
 
     headline = (
         f"{judged_tests} judge tests in the suite (Kafka 3.9.2's tools, Java client and Streams;"
-        f" confluent-kafka's verifiable clients)"
+        " Kafka's Java client 4.1.1's transactions; confluent-kafka's verifiable clients)"
     )
     for client, entries in suite_by_client.items():
         counts = Counter(e["outcome"] for e in entries)

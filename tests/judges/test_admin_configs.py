@@ -2,14 +2,16 @@
 confluent-kafka's AdminClient describes every broker and topic key with its source and
 synonyms, and edits topics and brokers key by key (incremental_alter_configs: SET,
 APPEND, SUBTRACT, DELETE); a cluster-wide dynamic default reaches live partitions at
-once; kafka-python's KafkaAdminClient alters through IncrementalAlterConfigs too."""
+once; the log cleaner takes a new log.cleaner.backoff.ms at run time; kafka-python's
+KafkaAdminClient alters through IncrementalAlterConfigs too."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -21,6 +23,7 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KafkaPythonResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
+from tests.judges.conftest import judged_cluster
 from tests.support.cluster import LocalCluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -184,3 +187,78 @@ def test_kafka_pythons_alter_configs_sets_a_topic_key(cluster: LocalCluster) -> 
     finally:
         client.close()
     assert described["topic"]["judged-kafka-python-configs"]["segment.ms"]["value"] == "100000"
+
+
+@pytest.fixture
+def idle_cleaner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One broker whose log cleaner, having found nothing to clean at start, waits ten
+    minutes before it looks again."""
+    yield from judged_cluster(
+        tmp_path_factory, "judged-cleaner", properties=("log.cleaner.backoff.ms=600000",), brokers=1
+    )
+
+
+@pytest.mark.extended  # ~25 s: a cluster of its own
+@pytest.mark.judge(
+    CONFLUENT, "incremental_alter_configs of log.cleaner.backoff.ms: the idle cleaner takes it"
+)
+def test_an_idle_log_cleaner_takes_a_new_backoff_at_run_time(idle_cleaner: LocalCluster) -> None:
+    """Kafka's log cleaner is reconfigured at run time (Sarama's functional tests set
+    log.cleaner.backoff.ms so): a cleaner waiting out a ten-minute backoff takes 100 ms
+    and compacts what was written meanwhile."""
+    cluster = idle_cleaner
+    client = admin(cluster)
+    name = "judged-cleaner-backoff"
+    compacted = {"cleanup.policy": "compact", "segment.bytes": "2048"}
+    topic = NewTopic(name, 1, 1, config={**compacted, "min.cleanable.dirty.ratio": "0.01"})
+    client.create_topics([topic])[name].result(30)
+    producer = Producer({"bootstrap.servers": cluster.kafka_bootstrap, "linger.ms": 0})
+    failed: list[str] = []
+    for _batch in range(20):  # batches of ~1.3 KiB: a segment each
+        for i in range(10):
+            producer.produce(
+                name,
+                b"v" * 100,
+                key=f"key-{i % 4}",
+                on_delivery=lambda err, _m: failed.extend([err.name()] if err else []),
+            )
+        producer.flush(30)
+    assert failed == []
+    assert records_in(cluster, name, last=199) == 200  # nothing cleaned: the cleaner waits
+    broker = ConfigResource("BROKER", "1")
+    set_ = AlterConfigOpType.SET
+    alter(client, broker, ConfigEntry("log.cleaner.backoff.ms", "100", incremental_operation=set_))
+    entry = describe(client, broker)["log.cleaner.backoff.ms"]
+    assert (entry.value, entry.source, entry.is_read_only) == (
+        "100",
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+        False,
+    )
+    deadline = time.monotonic() + 30
+    while (count := records_in(cluster, name, last=199)) > 50:  # ~4 keys + the active segment
+        assert time.monotonic() < deadline, f"{count} records left: the cleaner still waits"
+        time.sleep(0.5)  # the cleaner tells no client when it is done
+
+
+def records_in(cluster: LocalCluster, topic: str, *, last: int) -> int:
+    """How many records partition 0 of ``topic`` holds, read from its start to offset
+    ``last`` (which compaction keeps: the newest record stays)."""
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.kafka_bootstrap, "group.id": "judged-cleaner"}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        count, deadline = 0, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            # A fetch answered with nothing but the empty batch a cleaned segment holds
+            # was reported as MSG_SIZE_TOO_LARGE.
+            assert message.error() is None, message.error()
+            count += 1
+            if message.offset() == last:
+                return count
+        raise AssertionError(f"offset {last} of {topic} not read in 30 s ({count} read)")
+    finally:
+        consumer.close()

@@ -1,7 +1,8 @@
 """kafka-python's own integration tests, from its source distribution on PyPI at the
 pinned version (downloaded at test time into ~/.cache/minibroker/judges, never copied
-into this repository), pointed at the judges' cluster through the fixtures' external
-broker mode (``KAFKA_URI``). Every test passes or is listed in ``NOT_PASSING`` with the
+into this repository), pointed at one broker configured as its own fixtures configure
+theirs (broker id 0, an ACL authorizer, four partitions a topic) through the fixtures'
+external broker mode (``KAFKA_URI``). Every test passes or is listed in ``NOT_PASSING`` with the
 reason it does not; a listed test that passes fails this judge too, so the list stays
 true.
 
@@ -14,17 +15,23 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 import tarfile
+import time
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
+from kazoo.client import KazooClient
 
-from tests.judges.conftest import judged_cluster, record_result
-from tests.support.cluster import LocalCluster
+from minibroker.zk.server import ZooKeeperServer
+from tests.judges.conftest import JUDGE_PROPERTIES, record_result
+from tests.support.broker_process import BrokerProcess
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.extended]
 
@@ -37,15 +44,6 @@ ASSUMED_KAFKA = "3.9.0"
 (ZooKeeper-era 3.x; 4.x-only tests skip themselves)."""
 
 NOT_PASSING = {
-    "test_admin_integration.py::test_create_partitions": (
-        "places the new partitions on broker 0, its own broker's id; dev up numbers brokers"
-        " from 1 (refused: unknown broker). kafka-python's create_partitions is judged in"
-        " tests/integration/test_partitions_admin.py"
-    ),
-    "test_admin_integration.py::test_create_describe_delete_acls": (
-        "needs a broker with an authorizer; the judges' cluster has none (Kafka answers"
-        " SECURITY_DISABLED there too); ACLs are judged by kafka-acls on the secure cluster"
-    ),
     "test_admin_integration.py::test_describe_configs_broker_resource_returns_configs": (
         "expects advertised.listeners read_only=false as Kafka 3.x answers (4.x: true);"
         " minibroker cannot change its listeners at run time, so it says read-only"
@@ -134,28 +132,61 @@ def outcomes(junit: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
+ITS_BROKER = (
+    "num.partitions=4",
+    "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+    "allow.everyone.if.no.acl.found=true",
+    "zookeeper.session.timeout.ms=6000",
+)
+"""What its own broker fixture (test/integration/fixtures.py) writes for a 3.x broker:
+four partitions a topic (its transactional test commits offsets of partition 1 of an
+auto-created topic; with one partition TxnOffsetCommit answers
+UNKNOWN_TOPIC_OR_PARTITION, as Kafka does, and kafka-python retries it until the test's
+180 s timeout) and an ACL authorizer that lets everyone in where no ACL says otherwise
+(its ACL test creates, lists and deletes ACLs)."""
+
+KAFKA_READY = re.compile(rb"broker 0 Kafka protocol on \S*:(\d+)")
+
+
 @pytest.fixture(scope="module")
-def one_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Its fixtures assume one broker (a partition's replica on the broker it describes)
-    with num.partitions=4, as its own broker fixture writes: its transactional test
-    commits offsets of partition 1 of an auto-created topic (with one partition,
-    TxnOffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION, as Kafka does, and kafka-python
-    retries it until the test's 180 s timeout)."""
-    yield from judged_cluster(
-        tmp_path_factory, "kafka-python-judged", properties=("num.partitions=4",), brokers=1
+def broker_zero(
+    tmp_path_factory: pytest.TempPathFactory,
+    zookeeper_server: ZooKeeperServer,
+    _zookeeper_admin: KazooClient,
+) -> Iterator[str]:
+    """One broker numbered 0, as its fixtures start it (its create_partitions test
+    places the new partitions on broker 0): its Kafka listener's address."""
+    root = tmp_path_factory.mktemp("kafka-python-judged")
+    chroot = f"/kafka-python-{uuid.uuid4().hex}"
+    _zookeeper_admin.create(chroot)
+    broker = BrokerProcess(
+        0,
+        [root / "logs"],
+        zookeeper_server.connect_string + chroot,
+        root / "broker-0.out",
+        settings=(*JUDGE_PROPERTIES, *ITS_BROKER, "kafka.listeners=127.0.0.1:0"),
     )
+    try:
+        trio.run(broker.start)
+        deadline = time.monotonic() + 30
+        while not (ready := KAFKA_READY.search(broker.output().encode())):
+            assert time.monotonic() < deadline, broker.output()[-2000:]
+            time.sleep(0.05)
+        yield f"127.0.0.1:{int(ready.group(1))}"
+    finally:
+        broker.stop()
+        _zookeeper_admin.delete(chroot, recursive=True)
 
 
 @pytest.mark.judge(CLIENT, "its integration tests against an external broker")
-def test_kafka_pythons_own_integration_tests_pass(one_broker: LocalCluster) -> None:
-    cluster = one_broker
+def test_kafka_pythons_own_integration_tests_pass(broker_zero: str) -> None:
     assert importlib.metadata.version("kafka-python") == VERSION, "install the pinned version"
     root = unpacked_sdist()
     junit = SUITE_RESULTS.parent / "kafka-python-junit.xml"  # kept: the details of a run
     junit.parent.mkdir(parents=True, exist_ok=True)
     env = dict(
         os.environ,
-        KAFKA_URI=f"PLAINTEXT://{cluster.kafka_bootstrap.split(',')[0]}",
+        KAFKA_URI=f"PLAINTEXT://{broker_zero}",
         KAFKA_VERSION=ASSUMED_KAFKA,
         KAFKA_ROOT=str(root / "kafka-bin"),
         PYTHONPATH=str(root),

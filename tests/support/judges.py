@@ -7,7 +7,9 @@ the class path. ``run_tools(calls)`` runs several tool invocations in one JVM th
 ``ToolRunner`` (a JVM start and Kafka's class loading cost ~2 s; a tool call after that
 costs its own work) and returns each call's exit code, stdout and stderr, as an
 operator would see them. ``run_java(main, *args)`` runs one of the judge programs and
-returns the JSON object it prints last.
+returns the JSON object it prints last; with ``client4=True`` one of ``java/client4``'s
+(one source file each, on Kafka's Java client 4.x: ``kafka4_classpath()``, its jars
+resolved by Maven the same way), run by the JVM's source launcher with no build step.
 
 ``java_client_config(cluster)`` writes the Java client properties of a ``dev up
 --secure`` cluster's admin login (SASL_SSL, SCRAM, the dev CA as a PEM trust store),
@@ -17,6 +19,7 @@ which Kafka's tools take with ``--command-config``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import subprocess
 import tempfile
@@ -29,6 +32,10 @@ from tests.support.cluster import LocalCluster
 
 KAFKA_VERSION = "3.9.2"
 """The release java/pom.xml pins: the version every Java judge reports."""
+
+KAFKA4_VERSION = "4.1.1"
+"""The Java client java/client4/pom.xml pins (transaction version 2's judge)."""
+KAFKA4_POM = ROOT / "java" / "client4" / "pom.xml"
 
 TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
@@ -68,6 +75,26 @@ def kafka_classpath() -> str:
         text=True,
     )
     return done.stdout.strip()
+
+
+@functools.cache
+def kafka4_classpath() -> str:
+    """The jars of java/client4 (Kafka's Java client 4.x), resolved by Maven into ~/.m2
+    on first use and their path cached in ~/.cache/minibroker/ per pom checksum."""
+    key = hashlib.sha256(KAFKA4_POM.read_bytes()).hexdigest()[:16]
+    cached = Path.home() / ".cache" / "minibroker" / f"kafka4-classpath-{key}.txt"
+    if not cached.exists():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                *("mvn", "-q", "-B", "-f", str(KAFKA4_POM), "dependency:build-classpath"),
+                f"-Dmdep.outputFile={cached}",
+            ],
+            check=True,
+            timeout=BUILD_TIMEOUT_S,
+            capture_output=True,
+        )
+    return cached.read_text().strip()
 
 
 @dataclass(frozen=True)
@@ -163,10 +190,19 @@ def run_tools(calls: list[ToolCall], timeout: float = JAVA_TIMEOUT_S) -> dict[st
     }
 
 
-def run_java(main: str, *args: str, timeout: float = JAVA_TIMEOUT_S) -> dict[str, Any]:
-    """Run ``dev.minibroker.judges.<main>``; the JSON object it printed last."""
+def run_java(
+    main: str, *args: str, timeout: float = JAVA_TIMEOUT_S, client4: bool = False
+) -> dict[str, Any]:
+    """Run ``dev.minibroker.judges.<main>`` (``client4``: java/client4's
+    ``dev.minibroker.judges4.<main>`` on the Java client 4.x); the JSON object it
+    printed last."""
+    if client4:  # one source file, run by the JVM's source launcher: no Maven build
+        source = KAFKA4_POM.parent / "src" / "main" / "java" / "dev" / "minibroker"
+        command = ["java", "-cp", kafka4_classpath(), str(source / "judges4" / f"{main}.java")]
+    else:
+        command = ["java", "-cp", kafka_classpath(), f"dev.minibroker.judges.{main}"]
     done = subprocess.run(
-        ["java", "-cp", kafka_classpath(), f"dev.minibroker.judges.{main}", *args],
+        [*command, *args],
         capture_output=True,
         text=True,
         timeout=timeout,

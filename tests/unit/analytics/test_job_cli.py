@@ -201,7 +201,7 @@ def test_analyze_is_a_minibroker_subcommand() -> None:
     assert cli.HELP
 
 
-def test_summary_reports_divergence_corruption_and_keys_readably() -> None:
+def test_summary_reports_divergence_corruption_keys_and_transactions_readably() -> None:
     tables = {
         "partitions": [],
         "corruption": [
@@ -227,6 +227,16 @@ def test_summary_reports_divergence_corruption_and_keys_readably() -> None:
             }
         ],
         "top_keys": [{"topic": "t", "rank": 1, "key": b"\xff\x00", "records": 2}],
+        "transactions": [
+            {
+                "topic": "t",
+                "partition": 1,
+                "transactional_producers": 2,
+                "committed": 1204,
+                "aborted": 3,
+                "open_transactions": 1,
+            }
+        ],
     }
 
     text = format_summary(tables, ["/a", "/b"])
@@ -234,6 +244,8 @@ def test_summary_reports_divergence_corruption_and_keys_readably() -> None:
     assert "@ byte 170: 142 B unreadable (batch at offset 5): batch at 170 has CRC" in text
     assert "t-0: replicas DIVERGE from offset 9 (3 of 12 offsets" in text
     assert "t: 0xff00 x2" in text
+    assert "t-1: 1,204 committed, 3 aborted, 1 open (2 transactional producer(s))" in text
+    assert "Transactions: none" in format_summary({"partitions": []}, ["/a"])
     assert show_key(b"user-1") == "'user-1'" and show_key(None) == "null"
     named = format_summary(tables, ["/a", "/b"], html="/o/report.html")
     assert named.splitlines()[-1] == "HTML report: /o/report.html"

@@ -91,12 +91,18 @@ def leader_state(
     )
 
 
+class StorageOnlyBroker(Broker):
+    """A Broker never run: its storage and replica manager made by the fixture, no
+    server, no network (so no ``parts``)."""
+
+    replica_manager_of_test: ReplicaManager
+
+
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     """A Broker whose storage and replica manager exist, with no server and no network."""
-    broker = Broker(broker_config(tmp_path, min_insync_replicas=2))
+    broker = StorageOnlyBroker(broker_config(tmp_path, min_insync_replicas=2))
     log_manager = broker._open_log_manager()
-    broker.log_manager = log_manager
     manager = ReplicaManager(
         broker.config,
         log_manager,
@@ -104,12 +110,12 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
         clock=broker.clock,
         metrics=broker.metrics,
     )
-    broker.replica_manager = manager
-    broker.server = BrokerServer(MsgpackCodec(broker.dispatcher))  # never listens
+    broker.replica_manager_of_test = manager
+    server = BrokerServer(MsgpackCodec(broker.dispatcher))  # never listens
     registry = broker.metrics.registry  # the collectors Broker.run registers
     registry.register(PartitionCollector(manager))
     registry.register(
-        BrokerStateCollector(replica_manager=manager, server=broker.server, log_manager=log_manager)
+        BrokerStateCollector(replica_manager=manager, server=server, log_manager=log_manager)
     )
     try:
         yield broker
@@ -118,8 +124,8 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
 
 
 def manager_of(broker: Broker) -> ReplicaManager:
-    assert broker.replica_manager is not None
-    return broker.replica_manager
+    assert isinstance(broker, StorageOnlyBroker)
+    return broker.replica_manager_of_test
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -133,14 +139,14 @@ async def produce(broker: Broker, *values: bytes) -> None:
 
 
 async def test_exposition_carries_the_names_kafka_dashboards_query(broker: Broker) -> None:
-    await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
+    await manager_of(broker).leadership.become_leader_or_follower(1, {TP: leader_state()})
     await produce(broker, b"a", b"b", b"c")
     families = {f.name for f in text_string_to_metric_families(broker.metrics.render().decode())}
     assert families >= DASHBOARD_FAMILIES
 
 
 async def test_exposition_parses_and_promtool_finds_no_problems(broker: Broker) -> None:
-    await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
+    await manager_of(broker).leadership.become_leader_or_follower(1, {TP: leader_state()})
     await produce(broker, b"a")
     broker.metrics.record_request(ApiKey.PRODUCE, {}, time.perf_counter())
     text = broker.metrics.render()
@@ -151,7 +157,7 @@ async def test_exposition_parses_and_promtool_finds_no_problems(broker: Broker) 
 
 
 async def test_messages_in_counts_records_and_bytes_in_counts_batch_bytes(broker: Broker) -> None:
-    await manager_of(broker).become_leader_or_follower(1, {TP: leader_state()})
+    await manager_of(broker).leadership.become_leader_or_follower(1, {TP: leader_state()})
     await produce(broker, b"a", b"b")
     await produce(broker, b"c")
     registry = broker.metrics.registry
@@ -165,7 +171,9 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     broker: Broker,
 ) -> None:
     manager = manager_of(broker)
-    await manager.become_leader_or_follower(1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))})
+    await manager.leadership.become_leader_or_follower(
+        1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))}
+    )
     await produce(broker, b"a", b"b", b"c")
     fence = ControllerFence(None, ME, accept_any=True)
     KafkaApis(manager, broker.metadata_cache).install(broker.dispatcher)
@@ -205,7 +213,7 @@ async def test_a_leader_with_an_isr_below_min_insync_is_under_min_isr_and_under_
     broker: Broker,
 ) -> None:
     registry = broker.metrics.registry
-    await manager_of(broker).become_leader_or_follower(
+    await manager_of(broker).leadership.become_leader_or_follower(
         1, {TP: leader_state(isr=(ME, 2), replicas=(ME, 2))}
     )
     assert sample(registry, "kafka_server_replicamanager_underminisrpartitioncount") == 0
@@ -232,14 +240,12 @@ async def test_purgatory_size_counts_requests_parked_per_delayed_operation(
 
 
 async def test_isr_shrinks_and_expands_are_read_from_the_isr_manager(broker: Broker) -> None:
+    manager = manager_of(broker)
     collector = CollectorRegistry()
     collector.register(
-        BrokerStateCollector(
-            replica_manager=broker.replica_manager, server=None, log_manager=broker.log_manager
-        )
+        BrokerStateCollector(replica_manager=manager, server=None, log_manager=manager.log_manager)
     )
     assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") == 0
-    manager = manager_of(broker)
     manager.isr_manager = SimpleNamespace(shrinks=3, expands=2)  # type: ignore[assignment]
     assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") == 3
     assert sample(collector, "kafka_server_replicamanager_isrexpands_total") == 2

@@ -46,27 +46,27 @@ async def test_leadership_changes_reach_the_listeners_and_commits_survive_a_relo
         config = OffsetsConfig(num_partitions=1, retention_ms=1000, metadata_max_bytes=10)
         first = GroupMetadataManager(offsets_log, config, clock=lambda: 5)
 
-        await manager.become_leader_or_follower(1, {OFFSETS_0: led(0)})
+        await manager.leadership.become_leader_or_follower(1, {OFFSETS_0: led(0)})
         assert changes == [([OFFSETS_0], [])]
         await first.became_leader(0, 0)
         group = first.add_group(Group("g"))
         assert await first.store_offsets(group, {ORDERS: OffsetCommitValue(42, "m", 5)})() is None
         assert await first.store_group(group, {}) is None
 
-        await manager.become_leader_or_follower(1, {OFFSETS_0: led(1, leader=2)})
+        await manager.leadership.become_leader_or_follower(1, {OFFSETS_0: led(1, leader=2)})
         assert changes[-1] == ([], [OFFSETS_0])
         first.resigned(0)
         with pytest.raises(NotCoordinatorError):
             first.check_owner("g")
 
-        await manager.become_leader_or_follower(1, {OFFSETS_0: led(2)})
+        await manager.leadership.become_leader_or_follower(1, {OFFSETS_0: led(2)})
         second = GroupMetadataManager(offsets_log, config, clock=lambda: 5)
         await second.became_leader(0, 2)
         reloaded = second.group("g")
         assert reloaded is not None
         assert reloaded.offsets == {ORDERS: OffsetCommitValue(42, "m", 5)}
 
-        await manager.stop_replicas(1, [(OFFSETS_0, False)])
+        await manager.leadership.stop_replicas(1, [(OFFSETS_0, False)])
         assert changes[-1] == ([], [OFFSETS_0])
 
 

@@ -123,11 +123,13 @@ from kafka.protocol.sasl import (
 )
 
 from minibroker.protocol.api import ApiKey, RequestHeader
+from minibroker.protocol.api import api_versions_body as msgpack_api_versions_body
 from minibroker.protocol.api import encode_request as encode_msgpack_request
 from minibroker.protocol.kafka.codec import (
     ADVERTISED_VERSIONS,
     MalformedKafkaRequest,
     UnsupportedKafkaVersion,
+    api_versions_body,
     decode_request,
     decode_response,
     encode_request,
@@ -375,7 +377,73 @@ def test_unknown_api_versions_version_is_answered_with_a_v0_body_of_supported_ra
     assert response.error_code == 35  # UNSUPPORTED_VERSION
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert ranges == dict(ADVERTISED_VERSIONS)
-    assert ranges[0] == (0, 9) and ranges[18] == (0, 3)
+    assert ranges[0] == (0, 12) and ranges[18] == (0, 3)
+
+
+def test_api_versions_v3_finalizes_transaction_version_2_in_its_tagged_fields() -> None:
+    """KIP-890 part 2's feature, as Kafka's Java client 4.x reads it (tags 1 and 2;
+    no supported features, which Kafka leaves out below v4 when their minimum is 0);
+    v2 has no tagged fields, so older clients see nothing new."""
+    frame = b"".join(encode_response(RequestHeader(18, 3, 5, None), api_versions_body()))
+    theirs = ApiVersionsResponse[3].decode(frame, header=True, framed=True)
+    assert theirs.finalized_features_epoch == 1
+    [feature] = theirs.finalized_features
+    assert (feature.name, feature.min_version_level, feature.max_version_level) == (
+        "transaction.version",
+        2,
+        2,
+    )
+    assert not theirs.supported_features
+    _, v2 = decode_response(
+        b"".join(encode_response(RequestHeader(18, 2, 5, None), api_versions_body()))[4:],
+        18,
+        2,
+    )
+    assert v2["finalized_features"] == [] and v2["finalized_features_epoch"] == -1
+    without_end_txn = api_versions_body({0, 1, 18})
+    assert "finalized_features" not in without_end_txn  # no coordinator, no feature
+    msgpack = msgpack_api_versions_body()  # the msgpack listener answers the same
+    assert msgpack["finalized_features"] == api_versions_body()["finalized_features"]
+
+
+def test_end_txn_v5_answers_the_bumped_producer_id_and_epoch_and_v4_does_not() -> None:
+    answer = {"throttle_time_ms": 0, "error_code": 0, "producer_id": 4001, "producer_epoch": 8}
+    v5 = b"".join(encode_response(RequestHeader(26, 5, 9, "c"), answer))[4:]
+    assert v5 == pack(">i", 9) + b"\x00" + pack(">ihqh", 0, 0, 4001, 8) + b"\x00"
+    v4 = b"".join(encode_response(RequestHeader(26, 4, 9, "c"), answer))[4:]
+    assert v4 == pack(">i", 9) + b"\x00" + pack(">ih", 0, 0) + b"\x00"
+
+
+def test_produce_v12_and_txn_offset_commit_v5_read_as_v11_and_v4_do() -> None:
+    """Transaction version 2 changes what the versions mean, not their bytes."""
+    produce = {
+        "transactional_id": "tx",
+        "acks": -1,
+        "timeout_ms": 1000,
+        "topics": [{"name": "t", "partitions": [{"index": 0, "records": b"batch"}]}],
+    }
+    for key, old, new, body in (
+        (0, 11, 12, produce),
+        (
+            28,
+            4,
+            5,
+            {
+                "transactional_id": "tx",
+                "group_id": "g",
+                "producer_id": 7,
+                "producer_epoch": 1,
+                "generation_id": 3,
+                "member_id": "m",
+                "group_instance_id": None,
+                "topics": [],
+            },
+        ),
+    ):
+        before = encode_request(RequestHeader(key, old, 1, "c"), body)
+        after = encode_request(RequestHeader(key, new, 1, "c"), body)
+        assert before[:6] + before[8:] == after[:6] + after[8:]  # all but the version
+        assert decode_request(after[4:])[1] == decode_request(before[4:])[1]
 
 
 def test_unsupported_version_names_the_header_to_answer() -> None:

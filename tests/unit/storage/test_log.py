@@ -173,6 +173,23 @@ def test_size_based_retention_keeps_the_newest_segments_under_the_limit(tmp_path
     log.close()
 
 
+def test_one_retention_pass_applies_time_then_size_then_the_log_start(tmp_path: Path) -> None:
+    config = dataclasses.replace(SMALL, retention_ms=10_000, retention_bytes=0)
+    log = open_log(tmp_path / "t-0", config)
+    for i in range(240):
+        log.append(batch(values(3, 3 * i), timestamp=1_000 + 100 * i))
+    segments = log.segments
+    assert len(segments) > 8
+    # Time lets the first two go, size the next two, the log start the two after.
+    log.config = dataclasses.replace(config, retention_bytes=sum(s.size for s in segments[4:]))
+    log.maybe_increment_log_start_offset(segments[6].base_offset + 1)
+    now = segments[1].largest_timestamp + 10_000 + 1
+    assert log.delete_old_segments(now_ms=now) == 6
+    assert [s.base_offset for s in log.segments] == [s.base_offset for s in segments[6:]]
+    assert log.log_start_offset == segments[6].base_offset + 1
+    log.close()
+
+
 def test_deleted_segments_wait_for_file_delete_delay(tmp_path: Path) -> None:
     now = [1_000]
     config = dataclasses.replace(SMALL, retention_bytes=0, file_delete_delay_ms=500)

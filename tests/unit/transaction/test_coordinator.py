@@ -172,3 +172,58 @@ async def test_a_partition_is_verified_only_while_its_transaction_is_ongoing() -
         after = c.verify_partitions("tx", pid, epoch, [TP])  # a late write of the last one
         assert isinstance(after[TP], InvalidTxnStateError)
         nursery.cancel_scope.cancel()
+
+
+async def test_with_transaction_version_2_every_end_bumps_the_epoch_and_fences_the_last() -> None:
+    """KIP-890 part 2: the prepared state and its markers carry the next epoch; a retry
+    of the end presents the old one and gets the same answer; a late end of the
+    ended transaction cannot end the next one (KAFKA-17754)."""
+    async with trio.open_nursery() as nursery:
+        c, markers, _ = await coordinator(nursery)
+        pid, epoch = await c.init_producer_id("tx", 10_000, -1, -1)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        await c.end_transaction("tx", pid, epoch, committed=True, bump_epoch=True)
+        assert c.producer_of("tx") == (pid, epoch + 1)
+        await c.end_transaction("tx", pid, epoch, committed=True, bump_epoch=True)  # a retry
+        assert c.producer_of("tx") == (pid, epoch + 1)
+        with pytest.raises(InvalidTxnStateError):  # a retry must ask for the same result
+            await c.end_transaction("tx", pid, epoch, committed=False, bump_epoch=True)
+        await c.add_partitions("tx", pid, epoch + 1, [TP])  # the next transaction
+        assert markers.written == [(pid, epoch + 1, True)]
+        with pytest.raises(ProducerFencedError):
+            await c.end_transaction("tx", pid, epoch, committed=True, bump_epoch=True)
+        with pytest.raises(ProducerFencedError):
+            await c.add_partitions("tx", pid, epoch, [TP])
+        await c.end_transaction("tx", pid, epoch + 1, committed=False, bump_epoch=True)
+        assert c.producer_of("tx") == (pid, epoch + 2)
+        nursery.cancel_scope.cancel()
+
+
+async def test_with_transaction_version_2_an_abort_of_nothing_bumps_the_epoch() -> None:
+    """Its client cannot know whether a failed Produce added a partition, so it aborts
+    from Empty or Complete* too; a commit of nothing stays refused."""
+    async with trio.open_nursery() as nursery:
+        c, _, _ = await coordinator(nursery)
+        pid, epoch = await c.init_producer_id("tx", 10_000, -1, -1)
+        with pytest.raises(InvalidTxnStateError):
+            await c.end_transaction("tx", pid, epoch, committed=True, bump_epoch=True)
+        await c.end_transaction("tx", pid, epoch, committed=False, bump_epoch=True)
+        assert c.producer_of("tx") == (pid, epoch + 1)
+        await c.end_transaction("tx", pid, epoch + 1, committed=False, bump_epoch=True)
+        assert c.producer_of("tx") == (pid, epoch + 2)
+        with pytest.raises(ProducerFencedError):  # the epoch of an ended transaction
+            await c.end_transaction("tx", pid, epoch + 2, committed=True, bump_epoch=True)
+        nursery.cancel_scope.cancel()
+
+
+async def test_without_transaction_version_2_the_epoch_stays() -> None:
+    async with trio.open_nursery() as nursery:
+        c, markers, _ = await coordinator(nursery)
+        pid, epoch = await c.init_producer_id("tx", 10_000, -1, -1)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        await c.end_transaction("tx", pid, epoch, committed=False)
+        await c.end_transaction("tx", pid, epoch, committed=False)  # a retry, same epoch
+        assert c.producer_of("tx") == (pid, epoch)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        assert markers.written == [(pid, epoch, False)]
+        nursery.cancel_scope.cancel()

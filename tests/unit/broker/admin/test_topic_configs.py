@@ -168,7 +168,7 @@ async def test_a_config_change_reaches_live_partitions_and_their_logs(
     log_manager: LogManager, tmp_path: Path
 ) -> None:
     manager = replica_manager(log_manager, tmp_path)
-    await manager.become_leader_or_follower(1, {TP: leader_state()})
+    await manager.leadership.become_leader_or_follower(1, {TP: leader_state()})
     partition = manager.get_partition(TP)
     assert partition is not None
 
@@ -197,7 +197,7 @@ async def test_a_log_loaded_at_start_up_takes_its_topics_overrides_on_leader_and
 ) -> None:
     loaded = log_manager.get_or_create_log(TP)  # as recovery opens it: broker defaults
     manager = replica_manager(log_manager, tmp_path, {"retention.ms": "1000"})
-    await manager.become_leader_or_follower(1, {TP: leader_state()})
+    await manager.leadership.become_leader_or_follower(1, {TP: leader_state()})
     assert loaded.config.retention_ms == 1000
 
 

@@ -40,7 +40,7 @@ async def fill_and_checkpoint(tmp_path: Path, batches: int = 30) -> None:
     broker then stops as kill -9 does (no clean-shutdown marker, no flush)."""
     config = broker_config(tmp_path, log_segment_bytes=2048)
     with replica_manager(config) as manager:
-        await manager.become_leader_or_follower(1, {TP: leader_state(0)})
+        await manager.leadership.become_leader_or_follower(1, {TP: leader_state(0)})
         for i in range(batches):
             records = encode_batch([Record(b"r%03d-%d" % (i, j) + b"x" * 30) for j in range(2)])
             [(_, result)] = manager.append_records(1, [(TP, records)])
@@ -83,22 +83,24 @@ async def test_a_log_cut_below_its_high_watermark_is_refused_until_repaired(
     with replica_manager(
         broker_config(tmp_path, log_segment_bytes=2048), corruption=replicated_repairs
     ) as manager:
-        errors = await manager.become_leader_or_follower(1, {TP: follower_state(1)})
+        errors = await manager.leadership.become_leader_or_follower(1, {TP: follower_state(1)})
         assert errors == {TP: KafkaStorageError.code}
         partition = manager.partitions[TP]
         assert partition.corruption is not None and partition.corruption.offset == lost_from
         assert partition.log_end_offset == lost_from
         # The controller resends the same state to learn which replicas are offline.
-        again = await manager.become_leader_or_follower(1, {TP: follower_state(1)})
+        again = await manager.leadership.become_leader_or_follower(1, {TP: follower_state(1)})
         assert again == {TP: KafkaStorageError.code}
         # It takes the replica out of the ISR and stops it: the repair clears the mark.
-        assert await manager.stop_replicas(1, [(TP, False)]) == {TP: 0}
+        assert await manager.leadership.stop_replicas(1, [(TP, False)]) == {TP: 0}
         assert partition.corruption is None
         assert partition.high_watermark <= lost_from
         stats = manager.log_manager.corruption_stats
         assert (stats.corrupt["recovery"], stats.repairs) == (1, 1)
         # A later LeaderAndIsr makes it a follower that fetches the rest.
-        assert await manager.become_leader_or_follower(1, {TP: follower_state(2)}) == {TP: 0}
+        assert await manager.leadership.become_leader_or_follower(1, {TP: follower_state(2)}) == {
+            TP: 0
+        }
         assert partition.leader_id == 2
 
 
@@ -110,6 +112,6 @@ async def test_a_log_cut_only_above_its_high_watermark_serves_at_once(tmp_path: 
     with replica_manager(
         broker_config(tmp_path, log_segment_bytes=2048), corruption=replicated_repairs
     ) as manager:
-        errors = await manager.become_leader_or_follower(1, {TP: follower_state(1)})
+        errors = await manager.leadership.become_leader_or_follower(1, {TP: follower_state(1)})
         assert errors == {TP: 0}
         assert manager.partitions[TP].corruption is None

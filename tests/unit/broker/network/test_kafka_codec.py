@@ -57,7 +57,7 @@ def test_api_versions_lists_only_the_apis_some_handler_serves() -> None:
     response = ApiVersionsResponse[3].decode(reply, header=True, framed=True)
     assert response.error_code == 0
     assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == {
-        0: (0, 9),
+        0: (0, 12),
         3: (0, 12),
         18: (0, 3),
     }

@@ -27,7 +27,7 @@ async def test_a_fetch_read_in_turns_answers_what_one_pass_answers(
         is_new=True,
     )  # fmt: skip
     with replica_manager(broker_config(tmp_path)) as manager:
-        await manager.become_leader_or_follower(1, dict.fromkeys(PARTITIONS, state))
+        await manager.leadership.become_leader_or_follower(1, dict.fromkeys(PARTITIONS, state))
         manager.append_records(
             1,
             [

@@ -40,7 +40,7 @@ async def test_one_leader_and_isr_creates_every_new_log_with_one_fsync_per_log_d
     fsynced: list[Path] = []
     monkeypatch.setattr(log_manager_module, "fsync_dir", fsynced.append)
     states = {tp: state(ME if tp.partition % 2 else 2) for tp in TPS}
-    errors = await manager.become_leader_or_follower(1, states)
+    errors = await manager.leadership.become_leader_or_follower(1, states)
     assert errors == dict.fromkeys(TPS, 0)
     assert sorted(fsynced) == sorted(manager.log_manager.log_dirs)
     assert {tp for tp, p in manager.partitions.items() if p.is_leader} == {
@@ -56,6 +56,8 @@ async def test_a_log_that_cannot_be_created_fails_only_its_partition(
     offline = logs.log_dirs[1]
     logs.set_preferred_log_dir(TPS[0], offline)
     logs.mark_log_dir_offline(offline)
-    errors = await manager.become_leader_or_follower(1, {tp: state(ME) for tp in TPS[:3]})
+    errors = await manager.leadership.become_leader_or_follower(
+        1, {tp: state(ME) for tp in TPS[:3]}
+    )
     assert errors == {TPS[0]: KafkaStorageError.code, TPS[1]: 0, TPS[2]: 0}
     assert TPS[0] not in manager.partitions

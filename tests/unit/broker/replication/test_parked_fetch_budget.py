@@ -35,7 +35,7 @@ async def leader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
         is_new=True,
     )  # fmt: skip
     with replica_manager(broker_config(tmp_path, broker_id=1)) as manager:
-        await manager.become_leader_or_follower(1, {TP: state})
+        await manager.leadership.become_leader_or_follower(1, {TP: state})
         for i in range(BATCHES):
             batch = encode_batch([Record(b"v" * BATCH_VALUE, timestamp=1)], base_offset=i)
             manager.append_records(1, [(TP, batch)])

@@ -60,7 +60,7 @@ async def leader(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
         replicas=(LEADER, IN_SYNC, COPYING), is_new=True,
     )  # fmt: skip
     with replica_manager(broker_config(tmp_path, broker_id=LEADER)) as manager:
-        await manager.become_leader_or_follower(1, {T0: state, T1: state})
+        await manager.leadership.become_leader_or_follower(1, {T0: state, T1: state})
         manager.append_records(1, [(T0, batch(b"a", b"b")), (T1, batch(b"c", b"d"))])
         await manager.update_topic_overrides(
             "t", {"leader.replication.throttled.replicas": f"0:{LEADER},1:{COPYING}"}

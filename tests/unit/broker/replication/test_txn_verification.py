@@ -71,7 +71,7 @@ async def test_a_marker_landing_meanwhile_makes_the_leader_ask_again() -> None:
     asked: list[int] = []
 
     async def coordinator(
-        tid: str, pid: int, epoch: int, tps: Sequence[TopicPartition]
+        tid: str, pid: int, epoch: int, tps: Sequence[TopicPartition], add: bool
     ) -> dict[TopicPartition, KafkaError | None]:
         asked.append(pid)
         if len(asked) == 1:
@@ -87,7 +87,7 @@ async def test_markers_that_keep_landing_answer_a_retriable_error() -> None:
     p = partition()
 
     async def coordinator(
-        tid: str, pid: int, epoch: int, tps: Sequence[TopicPartition]
+        tid: str, pid: int, epoch: int, tps: Sequence[TopicPartition], add: bool
     ) -> dict[TopicPartition, KafkaError | None]:
         p.log.producer_state.last_marker_offset += 1
         await trio.lowlevel.checkpoint()
@@ -96,3 +96,19 @@ async def test_markers_that_keep_landing_answer_a_retriable_error() -> None:
     refused = await verify(coordinator, lambda tp: p, "tx", {(7, 2): [TP]})
     assert isinstance(refused[TP], NotEnoughReplicasError)
     assert p.log.producer_state.last_marker_offset == VERIFY_ATTEMPTS - 1
+
+
+async def test_a_transaction_version_2_produce_asks_to_add_not_only_to_verify() -> None:
+    """KIP-890 part 2: a Produce v12's client sent no AddPartitionsToTxn."""
+    p = partition()
+    asked: list[bool] = []
+
+    async def coordinator(
+        tid: str, pid: int, epoch: int, tps: Sequence[TopicPartition], add: bool
+    ) -> dict[TopicPartition, KafkaError | None]:
+        asked.append(add)
+        return dict.fromkeys(tps)
+
+    assert await verify(coordinator, lambda tp: p, "tx", {(7, 2): [TP]}, add=True) == {}
+    assert await verify(coordinator, lambda tp: p, "tx", {(7, 2): [TP]}) == {}
+    assert asked == [True, False]

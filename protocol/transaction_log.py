@@ -14,7 +14,9 @@ Every key and value starts with an int16 version; all integers big-endian::
                 previous_producer_id, 1 next_producer_id, 2 client_transaction_version)
 
 A null value is a tombstone: the transactional id expired. We write v0 (what Kafka
-writes for clients without transaction version 2) and read both.
+writes for clients without transaction version 2) unless the value names a previous or
+next producer id (a producer moved to a new id at its last epoch: transaction version
+2 only), then v1 with those two tags and tag 2 at 2; we read both.
 
 ``status`` is the coordinator's state of the transactional id; the numbers are
 Kafka's ``TransactionState`` ids, the names here are the coordinator's states
@@ -29,6 +31,7 @@ from enum import IntEnum
 from typing import Final
 
 from minibroker.protocol.errors import CorruptMessageError
+from minibroker.protocol.kafka.compiler import uvarint
 from minibroker.protocol.offsets_topic import FieldReader
 from minibroker.protocol.offsets_topic import partition_for as _hash_partition
 
@@ -37,6 +40,13 @@ TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
 
 KEY_VERSION: Final = 0
 VALUE_VERSION: Final = 0
+FLEXIBLE_VALUE_VERSION: Final = 1
+TAG_PREVIOUS_PRODUCER_ID: Final = 0
+TAG_NEXT_PRODUCER_ID: Final = 1
+TAG_CLIENT_TRANSACTION_VERSION: Final = 2
+CLIENT_TRANSACTION_VERSION: Final = 2
+"""What v1 values we write say in tag 2: only transaction version 2 moves a producer
+to a new id at an EndTxn."""
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -80,6 +90,10 @@ class TransactionLogValue:
     """(topic, partition) pairs in the transaction, sorted."""
     last_update_ms: int
     start_ms: int
+    previous_producer_id: int = -1
+    """v1 tag 0: the producer id this value's moved away from (-1: none)."""
+    next_producer_id: int = -1
+    """v1 tag 1: the producer id a prepared end moves to (-1: none)."""
 
 
 def _string(value: str) -> bytes:
@@ -92,21 +106,37 @@ def encode_key(transactional_id: str) -> bytes:
 
 
 def encode_value(value: TransactionLogValue) -> bytes:
+    flexible = value.previous_producer_id >= 0 or value.next_producer_id >= 0
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(value.partitions):
         by_topic.setdefault(topic, []).append(partition)
     parts = [
-        _I16.pack(VALUE_VERSION),
+        _I16.pack(FLEXIBLE_VALUE_VERSION if flexible else VALUE_VERSION),
         _I64.pack(value.producer_id),
         _I16.pack(value.producer_epoch),
         _I32.pack(value.timeout_ms),
         _I8.pack(value.status),
-        _I32.pack(len(by_topic)),
+        uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic)),
     ]
     for topic, partitions in by_topic.items():
-        parts += (_string(topic), _I32.pack(len(partitions)))
+        if flexible:
+            name = topic.encode()
+            parts += (uvarint(len(name) + 1), name, uvarint(len(partitions) + 1))
+        else:
+            parts += (_string(topic), _I32.pack(len(partitions)))
         parts += (_I32.pack(p) for p in partitions)
+        if flexible:
+            parts.append(uvarint(0))  # the topic's tagged fields: none
     parts += (_I64.pack(value.last_update_ms), _I64.pack(value.start_ms))
+    if flexible:
+        tags = [
+            (TAG_PREVIOUS_PRODUCER_ID, _I64.pack(value.previous_producer_id)),
+            (TAG_NEXT_PRODUCER_ID, _I64.pack(value.next_producer_id)),
+            (TAG_CLIENT_TRANSACTION_VERSION, _I16.pack(CLIENT_TRANSACTION_VERSION)),
+        ]
+        parts.append(uvarint(len(tags)))
+        for tag, data in tags:
+            parts += (uvarint(tag), uvarint(len(data)), data)
     return b"".join(parts)
 
 
@@ -145,9 +175,14 @@ class _FlexibleReader(FieldReader):
             raise CorruptMessageError("transaction log value: a string is not UTF-8") from exc
 
     def skip_tagged_fields(self) -> None:
+        self.tagged_fields()
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        fields = {}
         for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
+            tag = self.uvarint()
+            fields[tag] = self._take(self.uvarint())
+        return fields
 
 
 def decode_value(value: bytes) -> TransactionLogValue:
@@ -175,12 +210,29 @@ def decode_value(value: bytes) -> TransactionLogValue:
             r.skip_tagged_fields()
     last_update_ms = r.int64()
     start_ms = r.int64()
-    if flexible:
-        r.skip_tagged_fields()
+    tags = r.tagged_fields() if flexible else {}
     r.done()
     return TransactionLogValue(
-        producer_id, epoch, timeout_ms, status, tuple(sorted(partitions)), last_update_ms, start_ms
+        producer_id,
+        epoch,
+        timeout_ms,
+        status,
+        tuple(sorted(partitions)),
+        last_update_ms,
+        start_ms,
+        _tagged_id(tags, TAG_PREVIOUS_PRODUCER_ID),
+        _tagged_id(tags, TAG_NEXT_PRODUCER_ID),
     )
+
+
+def _tagged_id(tags: dict[int, bytes], tag: int) -> int:
+    data = tags.get(tag)
+    if data is None:
+        return -1
+    if len(data) != _I64.size:
+        raise CorruptMessageError(f"transaction log value: tag {tag} is not an int64")
+    value: int = _I64.unpack(data)[0]
+    return value
 
 
 def describe_record(key: bytes | None, value: bytes | None) -> str:
@@ -197,6 +249,8 @@ def describe_record(key: bytes | None, value: bytes | None) -> str:
             f"{k} producerId:{v.producer_id},producerEpoch:{v.producer_epoch},"
             f"state={STATUS_NAMES[v.status]},partitions=[{partitions}],"
             f"txnLastUpdateTimestamp={v.last_update_ms},txnTimeoutMs={v.timeout_ms}"
+            + (f",prevProducerId={v.previous_producer_id}" if v.previous_producer_id >= 0 else "")
+            + (f",nextProducerId={v.next_producer_id}" if v.next_producer_id >= 0 else "")
         )
     except CorruptMessageError as exc:
         return f"undecodable transaction log record: {exc}"

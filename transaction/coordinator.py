@@ -27,7 +27,11 @@ table in transaction/metadata.py, written to the log (acks=all) before it counts
   answer; any other request with it is fenced, so a late EndTxn cannot end the next
   transaction (KAFKA-17754). Such a client also aborts from Empty or Complete* (it
   cannot know whether a failed Produce added a partition): the abort bumps the epoch.
-  At the last epoch there is no bump (Kafka moves to a new producer id there).
+  At the last epoch (``LAST_EPOCH``) the end moves the producer to a new producer id,
+  as Kafka's does: the prepared state still has the old id at the bumped epoch (so do
+  the markers) and names the next id; Complete* has the next id at epoch 0 and names
+  the old one, which a retry of that end presents (with the last epoch) to get the same
+  answer. The answer names the next id and epoch 0 at once.
 - A transaction open past its ``transaction.timeout.ms`` is aborted as a fence would
   (epoch bumped, so the abandoned producer cannot add to the next transaction); an id
   idle for ``transactional.id.expiration.ms`` is removed (a tombstone).
@@ -42,6 +46,7 @@ fenced (a producer fenced by a newer instance is two bumps behind and stays fenc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -63,11 +68,13 @@ from minibroker.storage.log_config import Clock
 from minibroker.transaction.markers import MarkerSender
 from minibroker.transaction.metadata import (
     COMPLETE,
+    LAST_EPOCH,
     MAX_EPOCH,
     PREPARING,
     TransactionMetadata,
     TxnState,
     TxnValue,
+    epoch_exhausted,
 )
 from minibroker.transaction.state_manager import StateWrite, TransactionStateManager
 
@@ -208,7 +215,9 @@ class TransactionCoordinator:
         partitions: Iterable[TopicPartition],
     ) -> None:
         """Add ``partitions`` to the transaction (starting it); raises the KafkaError."""
-        self._producer(transactional_id, producer_id, producer_epoch)
+        # the producer id a completing end moves to is told to wait: it waits below
+        with contextlib.suppress(ConcurrentTransactionsError):
+            self._producer(transactional_id, producer_id, producer_epoch)
         await self._settled(transactional_id)
         wait = self.add_partitions_now(transactional_id, producer_id, producer_epoch, partitions)
         if wait is not None:
@@ -290,10 +299,12 @@ class TransactionCoordinator:
         committed: bool,
         *,
         bump_epoch: bool = False,
+        next_producer_id: int = -1,
     ) -> StateWrite | None:
         """``end_transaction`` without waiting for the last transaction to complete (the
         caller checked ``completing``): None when decided now, else the wait until the
-        decision is replicated; raises the KafkaError."""
+        decision is replicated; raises the KafkaError. ``next_producer_id``: the id
+        reserved for an end at the last epoch (reserved here when it is needed)."""
         meta, retry = self._ending(transactional_id, producer_id, producer_epoch, bump_epoch)
         if meta.pending is not None:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: a change is in flight")
@@ -312,7 +323,14 @@ class TransactionCoordinator:
         if state is TxnState.ONGOING or abort_of_nothing:
             changes: dict[str, object] = {}
             if bump_epoch:
-                changes["producer_epoch"] = _bumped(meta.value.producer_epoch)
+                epoch = meta.value.producer_epoch
+                if epoch_exhausted(epoch):
+                    if next_producer_id < 0:
+                        return self._end_with_next_producer_id(
+                            transactional_id, producer_id, producer_epoch, committed
+                        )
+                    changes["next_producer_id"] = next_producer_id
+                changes["producer_epoch"] = min(epoch + 1, MAX_EPOCH)
             if state is not TxnState.ONGOING:  # an abort of nothing: only the bump
                 changes.update(partitions=frozenset(), start_ms=-1)
             after = meta.prepare(wanted, self.clock(), **changes)
@@ -337,12 +355,37 @@ class TransactionCoordinator:
             f" state {meta.state_name}"
         )
 
+    def _end_with_next_producer_id(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+    ) -> StateWrite:
+        """The end at the last epoch: reserve the next producer id, then end as asked
+        (checked again: the state may have moved while the id was reserved)."""
+
+        async def end() -> None:
+            next_id = await self.producer_ids.next_id()
+            wait = self.end_transaction_now(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                committed,
+                bump_epoch=True,
+                next_producer_id=next_id,
+            )
+            if wait is not None:
+                await wait()
+
+        return end
+
     def producer_of(self, transactional_id: str) -> tuple[int, int]:
-        """The id's current producer id and epoch (what EndTxn v5 answers)."""
+        """The id's producer id and epoch to go on with (what EndTxn v5 answers): the
+        next producer id at epoch 0 once an end at the last epoch is prepared."""
         meta = self.state.get(transactional_id)
         if meta is None:
             return -1, -1
-        return meta.value.producer_id, meta.value.producer_epoch
+        value = meta.value
+        if value.next_producer_id >= 0:
+            return value.next_producer_id, 0
+        return value.producer_id, value.producer_epoch
 
     def _ending(
         self, transactional_id: str, producer_id: int, producer_epoch: int, bump_epoch: bool
@@ -354,6 +397,8 @@ class TransactionCoordinator:
             return self._producer(transactional_id, producer_id, producer_epoch), False
         self.state.check_owner(transactional_id)
         meta = self.state.get(transactional_id)
+        if meta is not None and _retry_after_new_producer_id(meta, producer_id, producer_epoch):
+            return meta, True
         if meta is None or meta.value.producer_id != producer_id:
             raise InvalidProducerIdMappingError(
                 f"{transactional_id!r} does not have producer id {producer_id}"
@@ -373,6 +418,11 @@ class TransactionCoordinator:
     ) -> TransactionMetadata:
         self.state.check_owner(transactional_id)
         meta = self.state.get(transactional_id)
+        if meta is not None and meta.value.next_producer_id == producer_id >= 0:
+            raise ConcurrentTransactionsError(
+                f"{transactional_id!r}: the end that moves it to producer id {producer_id}"
+                " is completing"
+            )
         if meta is None or meta.value.producer_id != producer_id:
             raise InvalidProducerIdMappingError(
                 f"{transactional_id!r} does not have producer id {producer_id}"
@@ -482,9 +532,18 @@ class TransactionCoordinator:
 
     def _completed(self, meta: TransactionMetadata) -> TxnValue:
         """The prepared transaction's Complete* value, pending."""
-        committed = meta.value.state is TxnState.PREPARE_COMMIT
+        value = meta.value
+        committed = value.state is TxnState.PREPARE_COMMIT
         target = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
-        return meta.prepare(target, self.clock(), partitions=frozenset(), start_ms=-1)
+        changes: dict[str, object] = {}
+        if value.next_producer_id >= 0:  # an end at the last epoch: the new producer id
+            changes.update(
+                producer_id=value.next_producer_id,
+                producer_epoch=0,
+                next_producer_id=-1,
+                previous_producer_id=value.producer_id,
+            )
+        return meta.prepare(target, self.clock(), partitions=frozenset(), start_ms=-1, **changes)
 
     async def _complete(
         self,
@@ -516,6 +575,20 @@ class TransactionCoordinator:
                 except KafkaError as exc:
                     log.info("completing %r failed: %r", meta.transactional_id, exc)
             await trio.sleep(COMPLETION_RETRY_S)
+
+
+def _retry_after_new_producer_id(
+    meta: TransactionMetadata, producer_id: int, producer_epoch: int
+) -> bool:
+    """Whether an EndTxn is a retry of the end at the last epoch that moved the id to
+    its current producer id (Kafka's ``retryOnOverflow``)."""
+    value = meta.value
+    return (
+        meta.state in COMPLETE
+        and value.producer_epoch == 0
+        and value.previous_producer_id == producer_id != value.producer_id
+        and producer_epoch == LAST_EPOCH
+    )
 
 
 def _bumped(epoch: int) -> int:

@@ -67,6 +67,15 @@ TRANSITIONS: Final[dict[TxnState, frozenset[TxnState]]] = {
 
 MAX_EPOCH: Final = 32767
 """Epochs are int16: past this a producer gets a new producer id."""
+LAST_EPOCH: Final = MAX_EPOCH - 1
+"""The last epoch a producer is given (Kafka's ``isEpochExhausted``): a transaction
+version 2 end at it moves the producer to a new producer id at epoch 0, its prepared
+state and markers carrying ``MAX_EPOCH`` under the old id."""
+
+
+def epoch_exhausted(epoch: int) -> bool:
+    return epoch >= LAST_EPOCH
+
 
 COMPLETE: Final = frozenset({TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 PREPARING: Final = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
@@ -88,6 +97,11 @@ class TxnValue:
     start_ms: int
     """When the ongoing transaction began (-1: none)."""
     last_update_ms: int
+    previous_producer_id: int = -1
+    """The producer id this value moved away from (a Complete* after an end at the last
+    epoch: a retry of that end presents it), -1 otherwise."""
+    next_producer_id: int = -1
+    """The producer id a prepared end at the last epoch moves to (-1: none)."""
 
     def to_log(self) -> TransactionLogValue:
         return TransactionLogValue(
@@ -98,6 +112,8 @@ class TxnValue:
             tuple(sorted((tp.topic, tp.partition) for tp in self.partitions)),
             self.last_update_ms,
             self.start_ms,
+            self.previous_producer_id,
+            self.next_producer_id,
         )
 
     @classmethod
@@ -110,6 +126,8 @@ class TxnValue:
             frozenset(TopicPartition(t, p) for t, p in value.partitions),
             value.start_ms,
             value.last_update_ms,
+            value.previous_producer_id,
+            value.next_producer_id,
         )
 
 
@@ -137,7 +155,8 @@ class TransactionMetadata:
 
     def prepare(self, target: TxnState, now_ms: int, **changes: object) -> TxnValue:
         """The value after a move to ``target`` (with ``changes`` to its fields), marked
-        pending; raises IllegalTxnTransition if the table forbids the move."""
+        pending; raises IllegalTxnTransition if the table forbids the move. The previous
+        producer id is the last move's only: cleared unless ``changes`` set it."""
         if target not in TRANSITIONS[self.value.state]:
             raise IllegalTxnTransition(
                 f"transactional id {self.transactional_id!r}:"
@@ -147,6 +166,7 @@ class TransactionMetadata:
             raise IllegalTxnTransition(
                 f"transactional id {self.transactional_id!r}: a change is already pending"
             )
+        changes.setdefault("previous_producer_id", -1)
         after = replace(self.value, state=target, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
         self.pending = after
         return after

@@ -23,8 +23,9 @@ from minibroker.protocol.errors import (
 )
 from minibroker.protocol.records.types import DecodedRecord, Record
 from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.protocol.transaction_log import decode_value
 from minibroker.transaction.coordinator import TransactionConfig, TransactionCoordinator
-from minibroker.transaction.metadata import TxnState
+from minibroker.transaction.metadata import LAST_EPOCH, MAX_EPOCH, TxnState
 from minibroker.transaction.state_manager import TransactionStateManager
 from minibroker.zk.values import ProducerIdBlock
 
@@ -52,8 +53,11 @@ class MemoryLog:
 
 
 class Blocks:
+    def __init__(self, first_id: int = 1000) -> None:
+        self.first_id = first_id
+
     async def allocate_producer_id_block(self, broker_id: int, size: int) -> ProducerIdBlock:
-        return ProducerIdBlock(broker_id, 1000, 1000 + size - 1)
+        return ProducerIdBlock(broker_id, self.first_id, self.first_id + size - 1)
 
 
 class Markers:
@@ -77,19 +81,33 @@ class Clock:
         return self.ms
 
 
-async def coordinator(nursery: trio.Nursery) -> tuple[TransactionCoordinator, Markers, Clock]:
+class StuckMarkers(Markers):
+    """Markers that never get written (a coordinator that stops before they are)."""
+
+    async def write(self, **_: Any) -> bool:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def coordinator(
+    nursery: trio.Nursery,
+    log: MemoryLog | None = None,
+    first_id: int = 1000,
+    markers: Markers | None = None,
+) -> tuple[TransactionCoordinator, Markers, Clock]:
     clock = Clock()
-    state = TransactionStateManager(MemoryLog(), num_partitions=lambda: 1, clock=clock)  # type: ignore[arg-type]
-    await state.became_leader(0, 0)
-    markers = Markers()
+    log = MemoryLog() if log is None else log
+    state = TransactionStateManager(log, num_partitions=lambda: 1, clock=clock)  # type: ignore[arg-type]
+    markers = Markers() if markers is None else markers
     coordinator = TransactionCoordinator(
         state,
-        ProducerIdManager(1, Blocks()),
+        ProducerIdManager(1, Blocks(first_id)),
         markers,  # type: ignore[arg-type]
         TransactionConfig(max_timeout_ms=60_000, id_expiration_ms=10**9, abort_interval_ms=10**6),
         clock=clock,
     )
     await nursery.start(coordinator.run)
+    await state.became_leader(0, 0)  # loaded once running: it completes what was prepared
     return coordinator, markers, clock
 
 
@@ -226,4 +244,96 @@ async def test_without_transaction_version_2_the_epoch_stays() -> None:
         assert c.producer_of("tx") == (pid, epoch)
         await c.add_partitions("tx", pid, epoch, [TP])
         assert markers.written == [(pid, epoch, False)]
+        nursery.cancel_scope.cancel()
+
+
+async def at_last_epoch(c: TransactionCoordinator) -> tuple[int, int]:
+    """A producer of "tx" at the last epoch it can be given (written to the log)."""
+    pid, _ = await c.init_producer_id("tx", 10_000, -1, -1)
+    meta = c.state.get("tx")
+    assert meta is not None
+    await c.state.write(meta, meta.prepare(TxnState.EMPTY, c.clock(), producer_epoch=LAST_EPOCH))
+    return pid, LAST_EPOCH
+
+
+async def test_with_transaction_version_2_an_end_at_the_last_epoch_moves_to_a_new_producer_id() -> (
+    None
+):
+    """As Kafka's coordinator: the markers carry the old id at the bumped (maximum)
+    epoch, the answer names a new producer id at epoch 0, the next transaction runs
+    under it, and a retry of that end with the old id and epoch gets the same answer."""
+    async with trio.open_nursery() as nursery:
+        c, markers, _ = await coordinator(nursery)
+        pid, epoch = await at_last_epoch(c)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        await c.end_transaction("tx", pid, epoch, committed=True, bump_epoch=True)
+        new_pid, new_epoch = c.producer_of("tx")
+        assert (new_epoch, new_pid != pid) == (0, True)
+        await c.end_transaction("tx", pid, epoch, committed=True, bump_epoch=True)  # a retry
+        assert c.producer_of("tx") == (new_pid, 0)
+        await c.add_partitions("tx", new_pid, 0, [TP])  # the next transaction
+        assert markers.written == [(pid, MAX_EPOCH, True)]
+        assert c.state.get("tx").value.producer_id == new_pid  # type: ignore[union-attr]
+        with pytest.raises(InvalidProducerIdMappingError):  # the old id is done with
+            await c.add_partitions("tx", pid, epoch, [TP])
+        await c.end_transaction("tx", new_pid, 0, committed=False, bump_epoch=True)
+        assert c.producer_of("tx") == (new_pid, 1)
+        await c.end_transaction("tx", new_pid, 1, committed=False, bump_epoch=True)
+        assert markers.written[1:] == [(new_pid, 1, False)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_abort_of_nothing_at_the_last_epoch_moves_to_a_new_producer_id_too() -> None:
+    async with trio.open_nursery() as nursery:
+        c, _, _ = await coordinator(nursery)
+        pid, epoch = await at_last_epoch(c)
+        await c.end_transaction("tx", pid, epoch, committed=False, bump_epoch=True)
+        new_pid, new_epoch = c.producer_of("tx")
+        assert (new_epoch, new_pid != pid) == (0, True)
+        await c.add_partitions("tx", new_pid, 0, [TP])
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_move_to_a_new_producer_id_survives_a_reload_of_the_log() -> None:
+    """The prepared state names the next id, Complete* the previous one (v1 tagged
+    fields): a new coordinator answers the retry of the end as the old one did."""
+    log = MemoryLog()
+    async with trio.open_nursery() as nursery:
+        c, _, _ = await coordinator(nursery, log)
+        pid, epoch = await at_last_epoch(c)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        await c.end_transaction("tx", pid, epoch, committed=True, bump_epoch=True)
+        new_pid, _ = c.producer_of("tx")
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    values = [decode_value(r.value) for r in log.records if r.value is not None]
+    prepared, completed = values[-2:]
+    assert (prepared.producer_id, prepared.producer_epoch) == (pid, MAX_EPOCH)
+    assert (prepared.next_producer_id, prepared.previous_producer_id) == (new_pid, -1)
+    assert (completed.producer_id, completed.producer_epoch) == (new_pid, 0)
+    assert (completed.next_producer_id, completed.previous_producer_id) == (-1, pid)
+    async with trio.open_nursery() as nursery:
+        c, _, _ = await coordinator(nursery, log, first_id=5000)
+        await c.end_transaction("tx", pid, epoch, committed=True, bump_epoch=True)  # a retry
+        assert c.producer_of("tx") == (new_pid, 0)
+        await c.add_partitions("tx", new_pid, 0, [TP])
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_reloaded_end_at_the_last_epoch_completes_under_the_new_producer_id() -> None:
+    log = MemoryLog()
+    async with trio.open_nursery() as nursery:
+        c, _, _ = await coordinator(nursery, log, markers=StuckMarkers())
+        pid, epoch = await at_last_epoch(c)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        await c.end_transaction("tx", pid, epoch, committed=False, bump_epoch=True)
+        new_pid, _ = c.producer_of("tx")
+        with pytest.raises(ConcurrentTransactionsError):  # the new id, before the markers
+            c.verify_partitions("tx", new_pid, 0, [TP])
+        nursery.cancel_scope.cancel()  # before the markers: PrepareAbort is the last record
+    assert decode_value(log.records[-1].value).next_producer_id == new_pid  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        c, markers, _ = await coordinator(nursery, log, first_id=5000)
+        await c.add_partitions("tx", new_pid, 0, [TP])  # waits for the reloaded completion
+        assert markers.written == [(pid, MAX_EPOCH, False)]
         nursery.cancel_scope.cancel()

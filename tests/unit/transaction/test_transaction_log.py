@@ -1,8 +1,10 @@
 """``__transaction_state`` records in Kafka's bytes: key v0, value v0 written and read,
-value v1 (flexible, tagged fields) read."""
+value v1 (flexible, tagged fields) read, and written when it names a previous or next
+producer id."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -61,7 +63,27 @@ def test_value_v1_flexible_with_tagged_fields_is_read() -> None:
             tagged,
         ]
     )
-    assert decode_value(data) == VALUE
+    assert decode_value(data) == dataclasses.replace(VALUE, previous_producer_id=3999)
+
+
+def test_a_value_with_a_next_producer_id_is_written_as_v1() -> None:
+    value = dataclasses.replace(VALUE, status=TxnStatus.PREPARE_COMMIT, next_producer_id=5000)
+    expected = b"".join(
+        [
+            struct.pack(">hqhib", 1, 4000, 2, 60000, 2),
+            b"\x03",  # two topics
+            b"\x02a" + b"\x03" + struct.pack(">ii", 0, 2) + b"\x00",
+            b"\x02b" + b"\x02" + struct.pack(">i", 1) + b"\x00",
+            struct.pack(">qq", 1_700_000_000_500, 1_700_000_000_000),
+            b"\x03",  # three tagged fields: previous and next producer id, client version
+            b"\x00\x08" + struct.pack(">q", -1),
+            b"\x01\x08" + struct.pack(">q", 5000),
+            b"\x02\x02" + struct.pack(">h", 2),
+        ]
+    )
+    assert encode_value(value) == expected
+    assert decode_value(expected) == value
+    assert "nextProducerId=5000" in describe_record(encode_key("tx"), expected)
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00\x05", encode_value(VALUE)[:-3]])

@@ -44,6 +44,12 @@ MARKERS = ("<!-- compatibility:start -->", "<!-- compatibility:end -->")
 NOT_SERVED = [
     ("Produce v0-2 (message formats v0/v1)", "RecordBatch v2 only, by design"),
     ("KIP-890 part 2: TRANSACTION_ABORTABLE is never answered", "issue 34"),
+    (
+        "SASL re-authentication (KIP-368, `connections.max.reauth.ms`): librdkafka's 0142",
+        "issue 35",
+    ),
+    ("Share groups (KIP-932): librdkafka's 0135 share-consumer subtests, 0170-0185", "none yet"),
+    ("SASL GSSAPI (Kerberos) and OAUTHBEARER logins: PLAIN and SCRAM only", "none yet"),
 ]
 """What the judges found not served, and where it is being built."""
 

@@ -54,7 +54,7 @@ from minibroker.broker.admin.scram_apis import ScramApis
 from minibroker.broker.admin.topic_configs import TopicConfigs
 from minibroker.broker.apis import KafkaApis
 from minibroker.broker.cluster.metadata_cache import MetadataCache
-from minibroker.broker.cluster.producer_ids import ProducerIdManager, install_init_producer_id
+from minibroker.broker.cluster.producer_ids import install_init_producer_id
 from minibroker.broker.cluster_member import ClusterMembership, SessionService
 from minibroker.broker.config.broker_config import BrokerConfig
 from minibroker.broker.logdirs.corruption import CorruptReplicas, Scrubber
@@ -105,7 +105,6 @@ from minibroker.broker.security.security import (
     inter_broker_security,
     listener_security,
 )
-from minibroker.net.security import ClientSecurity
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock, system_clock
 from minibroker.storage.log_manager import LogManager
@@ -210,31 +209,6 @@ class Broker:
     def started(self) -> bool:
         """Whether ``parts`` are built."""
         return self._parts is not None
-
-    # Read by transaction/service.py until it reads ``parts``: None before start-up.
-    @property
-    def replica_manager(self) -> ReplicaManager | None:
-        return None if self._parts is None else self._parts.replica_manager
-
-    @property
-    def producer_ids(self) -> ProducerIdManager | None:
-        return None if self._parts is None else self._parts.producer_ids
-
-    @property
-    def admin_manager(self) -> AdminManager | None:
-        return None if self._parts is None else self._parts.admin_manager
-
-    @property
-    def txn_markers(self) -> WriteTxnMarkersApi | None:
-        return None if self._parts is None else self._parts.txn_markers
-
-    @property
-    def kafka_apis(self) -> KafkaApis | None:
-        return None if self._parts is None else self._parts.kafka_apis
-
-    @property
-    def inter_broker_security(self) -> ClientSecurity | None:
-        return None if self._parts is None else self._parts.inter_broker_security
 
     def _listeners(self) -> list[tuple[str, BrokerServer]]:
         """The servers listening, by listener name (for the metrics)."""

@@ -49,9 +49,8 @@ async def run_coordinators(
     broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
     config = broker.config
-    replica_manager = broker.replica_manager
-    producer_ids = broker.producer_ids
-    assert replica_manager is not None and producer_ids is not None, "started after replicas"
+    parts = broker.parts  # a service starts once the broker's parts are built
+    replica_manager, producer_ids = parts.replica_manager, parts.producer_ids
     cache = broker.metadata_cache
     async with trio.open_nursery() as nursery:
         group = await nursery.start(serve_group_coordinator, broker)
@@ -59,7 +58,7 @@ async def run_coordinators(
         def spawn(fn: Callable[[], Awaitable[None]]) -> None:
             nursery.start_soon(fn)
 
-        admin = broker.admin_manager
+        admin = parts.admin_manager
         locator = CoordinatorLocator(
             cache,
             topic=TRANSACTION_STATE_TOPIC,
@@ -90,13 +89,11 @@ async def run_coordinators(
             num_partitions=partition_count,
             clock=broker.clock,
         )
-        markers_api = broker.txn_markers
-        assert markers_api is not None
         markers = MarkerSender(
             cache,
             broker_id=config.broker_id,
-            security=broker.inter_broker_security,
-            local=markers_api.start,
+            security=parts.inter_broker_security,
+            local=parts.txn_markers.start,
         )
         coordinator = TransactionCoordinator(
             state,
@@ -113,12 +110,11 @@ async def run_coordinators(
         verifier_links = BrokerLinks(
             cache,
             broker_id=config.broker_id,
-            security=broker.inter_broker_security,
+            security=parts.inter_broker_security,
             client_id="txn-verifier",
             request_timeout_s=VERIFY_TIMEOUT_S,
         )
-        kafka_apis = broker.kafka_apis
-        assert kafka_apis is not None
+        kafka_apis = parts.kafka_apis
         verifier = TransactionVerifier(
             coordinator, cache, verifier_links, broker_id=config.broker_id
         )
@@ -151,7 +147,7 @@ async def run_coordinators(
             if tp.topic == OFFSETS_TOPIC:  # a transaction's offsets are committed or dropped
                 group.manager.complete_txn(tp.partition, producer_id, committed)
 
-        markers_api.marker_listeners.append(marker_written)
+        parts.txn_markers.marker_listeners.append(marker_written)
         replica_manager.leadership_listeners.append(leadership_changed)
         collector = TransactionCollector(state, markers)
         broker.metrics.registry.register(collector)
@@ -166,7 +162,7 @@ async def run_coordinators(
             await trio.sleep_forever()
         finally:
             replica_manager.leadership_listeners.remove(leadership_changed)
-            markers_api.marker_listeners.remove(marker_written)
+            parts.txn_markers.marker_listeners.remove(marker_written)
             broker.metrics.registry.unregister(collector)
             kafka_apis.txn_verifier = None
             await markers.aclose()

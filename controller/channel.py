@@ -117,7 +117,6 @@ class ControllerChannelManager:
         self._queues: dict[int, _BrokerQueue] = {}
         self._nursery: trio.Nursery | None = None
         self._stopped = False
-        self._pending = 0
         self._all_answered = trio.Event()
         self._all_answered.set()
 
@@ -162,10 +161,7 @@ class ControllerChannelManager:
         if queue is not None:
             queue.scope.cancel()
             queue.send.close()
-            self._pending -= queue.pending
-            queue.pending = 0
-            if self._pending == 0:
-                self._all_answered.set()
+            self._note_if_all_answered()  # its requests no longer count
 
     def remove_all(self) -> None:
         for broker_id in list(self._queues):
@@ -180,7 +176,6 @@ class ControllerChannelManager:
             return
         queue.send.send_nowait(_Request(api_key, body, on_response))
         queue.pending += 1
-        self._pending += 1
         if self._all_answered.is_set():
             self._all_answered = trio.Event()
 
@@ -191,12 +186,13 @@ class ControllerChannelManager:
         loop, and the rest of the failover's work held it up by seconds."""
         await self._all_answered.wait()
 
-    def _settled(self, queue: _BrokerQueue, count: int) -> None:
-        if self._queues.get(queue.broker.id) is not queue:
-            return  # removed: its requests no longer count
-        queue.pending -= count
-        self._pending -= count
-        if self._pending == 0:
+    def _settled(self, queue: _BrokerQueue) -> None:
+        """One of ``queue``'s requests was answered or dropped."""
+        queue.pending -= 1
+        self._note_if_all_answered()
+
+    def _note_if_all_answered(self) -> None:
+        if not any(queue.pending for queue in self._queues.values()):
             self._all_answered.set()
 
     async def _sender(
@@ -248,12 +244,12 @@ class ControllerChannelManager:
                     with trio.fail_after(self._request_timeout_s):
                         response: dict[str, Any] = await call.response()
                     self._answered(broker, unanswered.popleft(), response)
-                    self._settled(queue, 1)
+                    self._settled(queue)
                 return connection
             except KafkaError as exc:
                 if not exc.retriable:  # hopeless: drop it, the rest go on a new connection
                     request = unanswered.popleft()
-                    self._settled(queue, 1)
+                    self._settled(queue)
                     log.error(
                         "api %d request to broker %d failed: %s", request.api_key, broker.id, exc
                     )

@@ -75,9 +75,10 @@ class KafkaApis:
         self.is_replica = is_replica
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
-        self.fetch_max_bytes = replica_manager.config.fetch_max_bytes
-        self.max_partitions = replica_manager.config.request_max_partitions
-        self.metrics = replica_manager.metrics
+        replicas = replica_manager.replicas
+        self.fetch_max_bytes = replicas.config.fetch_max_bytes
+        self.max_partitions = replicas.config.request_max_partitions
+        self.metrics = replicas.metrics
         self.topic_auto_creator = TopicAutoCreator(metadata_cache)
         self.txn_verifier: TxnVerifier | None = None
         """Set by the transaction coordinator's service: KIP-890 part 1's question."""
@@ -108,7 +109,7 @@ class KafkaApis:
         transactional_id = request.get("transactional_id")
         if transactional_id is not None and self.txn_verifier is not None:
             entries = self._produce_entries(topics)
-            needed = unverified(self.replica_manager.get_partition, entries)
+            needed = unverified(self.replica_manager.replicas.get_partition, entries)
             if needed and acks != 0:
                 # KIP-890 part 2: a v12 client leaves adding the partitions to the leader
                 add = transaction_v2(header.api_key, header.api_version, request)
@@ -194,7 +195,7 @@ class KafkaApis:
         async def verified() -> bodies.ProduceResponse:
             try:
                 refused = await verify(
-                    verifier, manager.get_partition, transactional_id, needed, add=add
+                    verifier, manager.replicas.get_partition, transactional_id, needed, add=add
                 )
                 # No await from here to the append: no marker can land in between.
                 results = self._append(acks, [(tp, r) for tp, r in entries if tp not in refused])
@@ -258,7 +259,7 @@ class KafkaApis:
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], p["partition"])
                 try:
-                    partition = self.replica_manager.partition_or_error(tp)
+                    partition = self.replica_manager.replicas.partition_or_error(tp)
                     epoch, end = partition.end_offset_for_leader_epoch(
                         p["leader_epoch"], current_leader_epoch=p["current_leader_epoch"]
                     )
@@ -400,7 +401,7 @@ class KafkaApis:
             try:
                 if tp in twice:
                     raise _named_twice(tp)
-                ts, offset, epoch = manager.partition_or_error(tp).offset_for_timestamp(
+                ts, offset, epoch = manager.replicas.partition_or_error(tp).offset_for_timestamp(
                     p["timestamp"],
                     from_replica=from_replica,
                     current_leader_epoch=p["current_leader_epoch"],

@@ -299,14 +299,15 @@ class Broker:
             on_log_dir_failure=log_dir_failures.failed,
             corruption=functools.partial(CorruptReplicas, zk=zk),
         )
-        scrubber = Scrubber(config, replica_manager)
-        log_cleaner = LogCleaner(config, replica_manager, stop_at=self.options.cleaner_stop_at)
+        replicas = replica_manager.replicas  # what the parts below work on
+        scrubber = Scrubber(config, replicas)
+        log_cleaner = LogCleaner(config, replicas, stop_at=self.options.cleaner_stop_at)
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
         )
         apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
         apis.install(self.dispatcher)
-        DeleteRecords(replica_manager, self.metadata_cache).install(self.dispatcher)
+        DeleteRecords(replicas, self.metadata_cache).install(self.dispatcher)
         ControllerRequestApis(replica_manager, self.metadata_cache, fence).install(
             self.dispatcher, listener=config.inter_broker_listener
         )
@@ -315,15 +316,15 @@ class Broker:
         )
         install_sasl_after_login(self.dispatcher)
         log_dir_mover = LogDirMover(  # moves between this broker's dirs
-            replica_manager,
+            replicas,
             rate_bytes_per_s=config.replica_alter_log_dirs_io_max_bytes_per_second,
         )
-        LogDirApis(replica_manager, log_dir_mover, dirty_ratio=log_cleaner.dirty_ratio).install(
+        LogDirApis(replicas, log_dir_mover, dirty_ratio=log_cleaner.dirty_ratio).install(
             self.dispatcher
         )
         topic_configs = TopicConfigs(  # DescribeConfigs / AlterConfigs
             config,
-            replica_manager,
+            replicas,
             self.metadata_cache,
             zk=zk,
             broker_configs=BrokerConfigs(  # dynamic broker keys
@@ -332,7 +333,7 @@ class Broker:
                 zk=zk,
                 quotas=quotas,
                 cleaner=log_cleaner,
-                on_topic_defaults=replica_manager.update_topic_defaults,
+                on_topic_defaults=replicas.update_topic_defaults,
             ),
         )
         topic_configs.install(self.dispatcher)
@@ -343,7 +344,7 @@ class Broker:
         )
         txn_markers = WriteTxnMarkersApi(replica_manager, clock=self.clock)
         txn_markers.install(self.dispatcher)
-        DescribeProducersApi(replica_manager).install(self.dispatcher)
+        DescribeProducersApi(replicas).install(self.dispatcher)
         authorizer, acl_sync = self._install_authorizer(zk)
         admin_manager = None
         if zk is not None:
@@ -402,13 +403,11 @@ class Broker:
             identity=identity,
             inter_broker_security=security,
         )
-        self.metrics.registry.register(PartitionCollector(replica_manager))
+        self.metrics.registry.register(PartitionCollector(replicas))
         self.metrics.registry.register(CorruptionCollector(log_manager.corruption_stats))
         self.metrics.registry.register(CleanerCollector(log_cleaner))
         self.metrics.registry.register(
-            BrokerStateCollector(
-                replica_manager=replica_manager, server=server, log_manager=log_manager
-            )
+            BrokerStateCollector(replicas=replicas, server=server, log_manager=log_manager)
         )
         if acl_sync is not None:
             await acl_sync.load()  # the ACLs in force before any listener opens
@@ -433,12 +432,12 @@ class Broker:
             )
             await nursery.start(replica_manager.run)
             await nursery.start(fetchers.run)
-            maintenance = LogMaintenance(config, log_manager, replica_manager.log_manager_lock)
+            maintenance = LogMaintenance(config, log_manager, replicas.log_manager_lock)
             await nursery.start(maintenance.run)
             await nursery.start(log_dir_mover.run)
-            await nursery.start(log_dir_failures.run, replica_manager.log_dir_failed)
-            if replica_manager.corruption is not None:
-                await nursery.start(replica_manager.corruption.run)
+            await nursery.start(log_dir_failures.run, replicas.log_dir_failed)
+            if replicas.corruption is not None:
+                await nursery.start(replicas.corruption.run)
             await nursery.start(scrubber.run)
             if config.log_cleaner_enable:
                 await nursery.start(log_cleaner.run)

@@ -51,9 +51,9 @@ from prometheus_client.registry import Collector
 
 from minibroker.broker.network.server import BrokerServer
 from minibroker.broker.quotas.replication_quota import ReplicationQuotas
+from minibroker.broker.replication.hosted_replicas import HostedReplicas
 from minibroker.broker.replication.isr import IsrManager
 from minibroker.broker.replication.partition import Partition
-from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.storage.log_manager import LogManager
 
 LISTENER = "PLAINTEXT"
@@ -93,16 +93,16 @@ class BrokerStateCollector(Collector):
     def __init__(
         self,
         *,
-        replica_manager: ReplicaManager | None,
+        replicas: HostedReplicas | None,
         server: BrokerServer | None,
         log_manager: LogManager | None,
     ) -> None:
-        self.replica_manager = replica_manager
+        self.replicas = replicas
         self.server = server
         self.log_manager = log_manager
 
     def collect(self) -> Iterator[Metric]:
-        manager = self.replica_manager
+        manager = self.replicas
         if manager is not None:
             partitions = list(manager.partitions.values())
             yield GaugeMetricFamily(
@@ -167,11 +167,11 @@ def _labelled_gauge(
 class PartitionCollector(Collector):
     """Per-partition gauges and the replica manager's partition counts."""
 
-    def __init__(self, replica_manager: ReplicaManager) -> None:
-        self.replica_manager = replica_manager
+    def __init__(self, replicas: HostedReplicas) -> None:
+        self.replicas = replicas
 
     def collect(self) -> Iterator[Metric]:
-        partitions = list(self.replica_manager.partitions.values())
+        partitions = list(self.replicas.partitions.values())
         leaders = [p for p in partitions if p.is_leader]
         under = sum(1 for p in leaders if len(p.isr) < len(p.assigned_replicas))
         prefix = "kafka_server_replicamanager_"

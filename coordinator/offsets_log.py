@@ -115,7 +115,7 @@ class ReplicaOffsetsLog:
         self.topic = topic
 
     def leader_epoch(self, partition: int) -> int | None:
-        p = self.replica_manager.get_partition(TopicPartition(self.topic, partition))
+        p = self.replica_manager.replicas.get_partition(TopicPartition(self.topic, partition))
         return p.leader_epoch if p is not None and p.is_leader else None
 
     def append(
@@ -158,7 +158,7 @@ class ReplicaOffsetsLog:
         )
 
     def read_logged(self, partition: int) -> Iterator[LoggedRecord | None]:
-        p = self.replica_manager.get_partition(TopicPartition(self.topic, partition))
+        p = self.replica_manager.replicas.get_partition(TopicPartition(self.topic, partition))
         if p is None:
             return
         position = p.log_start_offset
@@ -195,7 +195,7 @@ class ReplicaOffsetsLog:
             yield None
 
     def high_watermark(self, topic: str, partition: int) -> int | None:
-        p = self.replica_manager.get_partition(TopicPartition(topic, partition))
+        p = self.replica_manager.replicas.get_partition(TopicPartition(topic, partition))
         return None if p is None else p.high_watermark
 
 

@@ -119,10 +119,10 @@ async def serve_group_coordinator(
                         partition.leader_epoch,
                     )
 
-        replica_manager.leadership_listeners.append(leadership_changed)
+        replica_manager.replicas.leadership_listeners.append(leadership_changed)
         already_led = [
             p
-            for tp, p in replica_manager.partitions.items()
+            for tp, p in replica_manager.replicas.partitions.items()
             if p.is_leader and tp.topic == OFFSETS_TOPIC
         ]
         leadership_changed(already_led, [])
@@ -133,7 +133,7 @@ async def serve_group_coordinator(
             task_status.started(GroupService(apis, coordinator, manager))
             await trio.sleep_forever()
         finally:
-            replica_manager.leadership_listeners.remove(leadership_changed)
+            replica_manager.replicas.leadership_listeners.remove(leadership_changed)
             registry.unregister(collector)
 
 

@@ -148,12 +148,12 @@ async def run_coordinators(
                 group.manager.complete_txn(tp.partition, producer_id, committed)
 
         parts.txn_markers.marker_listeners.append(marker_written)
-        replica_manager.leadership_listeners.append(leadership_changed)
+        replica_manager.replicas.leadership_listeners.append(leadership_changed)
         collector = TransactionCollector(state, markers)
         broker.metrics.registry.register(collector)
         already_led = [
             p
-            for tp, p in replica_manager.partitions.items()
+            for tp, p in replica_manager.replicas.partitions.items()
             if p.is_leader and tp.topic == TRANSACTION_STATE_TOPIC
         ]
         leadership_changed(already_led, [])
@@ -161,7 +161,7 @@ async def run_coordinators(
             task_status.started()
             await trio.sleep_forever()
         finally:
-            replica_manager.leadership_listeners.remove(leadership_changed)
+            replica_manager.replicas.leadership_listeners.remove(leadership_changed)
             parts.txn_markers.marker_listeners.remove(marker_written)
             broker.metrics.registry.unregister(collector)
             kafka_apis.txn_verifier = None

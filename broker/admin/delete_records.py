@@ -27,8 +27,8 @@ from collections.abc import Callable
 import trio
 
 from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.replication.hosted_replicas import HostedReplicas
 from minibroker.broker.replication.partition import Partition
-from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.broker.requests.dispatcher import Deferred, RequestDispatcher
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
@@ -65,7 +65,7 @@ def low_watermark(partition: Partition, alive: Callable[[int], bool]) -> int:
 
 
 class DeleteRecords:
-    def __init__(self, replicas: ReplicaManager, metadata_cache: MetadataCache) -> None:
+    def __init__(self, replicas: HostedReplicas, metadata_cache: MetadataCache) -> None:
         self._replicas = replicas
         self._metadata = metadata_cache
 

@@ -4,7 +4,7 @@ how a hanging transaction (an open transaction its coordinator forgot) is found.
 
 from __future__ import annotations
 
-from minibroker.broker.replication.replica_manager import ReplicaManager
+from minibroker.broker.replication.hosted_replicas import HostedReplicas
 from minibroker.broker.requests.dispatcher import Answer, RequestDispatcher
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import NONE, KafkaError, NotLeaderOrFollowerError
@@ -13,8 +13,8 @@ from minibroker.protocol.topic_partition import TopicPartition
 
 
 class DescribeProducersApi:
-    def __init__(self, replica_manager: ReplicaManager) -> None:
-        self.replica_manager = replica_manager
+    def __init__(self, replicas: HostedReplicas) -> None:
+        self.replicas = replicas
 
     def install(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(bodies.DESCRIBE_PRODUCERS, self.handle_describe_producers)
@@ -32,7 +32,7 @@ class DescribeProducersApi:
 
     def _describe(self, tp: TopicPartition) -> bodies.DescribeProducersResponseTopicPartition:
         try:
-            partition = self.replica_manager.partition_or_error(tp)
+            partition = self.replicas.partition_or_error(tp)
             if not partition.is_leader:
                 raise NotLeaderOrFollowerError(f"this broker does not lead {tp}")
         except KafkaError as exc:

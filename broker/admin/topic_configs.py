@@ -72,7 +72,7 @@ from minibroker.protocol.messages.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 
 if TYPE_CHECKING:
     from minibroker.broker.admin.broker_configs import BrokerConfigs
-    from minibroker.broker.replication.replica_manager import ReplicaManager
+    from minibroker.broker.replication.hosted_replicas import HostedReplicas
     from minibroker.zk.data import KafkaZkClient
     from minibroker.zk.types import ZkEvent
 
@@ -123,14 +123,14 @@ class TopicConfigs:
     def __init__(
         self,
         config: BrokerConfig,
-        replica_manager: ReplicaManager,
+        replicas: HostedReplicas,
         metadata_cache: MetadataCache,
         *,
         zk: KafkaZkClient | None,
         broker_configs: BrokerConfigs | None = None,
     ) -> None:
         self.config = config
-        self.replica_manager = replica_manager
+        self.replicas = replicas
         self.metadata_cache = metadata_cache
         self._zk = zk
         # Resource type BROKER (4) and brokers/<id> changes (broker/admin/broker_configs.py).
@@ -219,7 +219,7 @@ class TopicConfigs:
     async def _read_overrides(self, topic: str) -> dict[str, str]:
         data = self._zk
         if data is None:
-            return dict(self.replica_manager.topic_overrides(topic))
+            return dict(self.replicas.topic_overrides(topic))
         try:
             return await data.get_topic_config(topic)
         except MinibrokerError as exc:  # ZooKeeper unreachable or a malformed znode
@@ -289,7 +289,7 @@ class TopicConfigs:
     async def apply_topic_config(self, data: KafkaZkClient, topic: str) -> None:
         """Re-read ``topic``'s overrides and apply them to its live partitions and logs."""
         overrides = await data.get_topic_config(topic)
-        await self.replica_manager.update_topic_overrides(topic, overrides)
+        await self.replicas.update_topic_overrides(topic, overrides)
         self._log_throttle(topic, overrides)
 
     def _log_throttle(self, topic: str, overrides: Mapping[str, str]) -> None:
@@ -350,14 +350,14 @@ class TopicConfigs:
     async def _resync(self, data: KafkaZkClient) -> None:
         if self.broker_configs is not None:  # start-up: /config/brokers/<own id>
             await self.broker_configs.apply(data)
-        for topic in sorted({tp.topic for tp in self.replica_manager.partitions}):
+        for topic in sorted({tp.topic for tp in self.replicas.partitions}):
             await self.apply_topic_config(data, topic)
 
     async def _purge_expired(self, data: KafkaZkClient, names: list[str]) -> None:
         from minibroker.zk.model import CONFIG_CHANGES_PATH
 
         paths = [f"{CONFIG_CHANGES_PATH}/{name}" for name in names]
-        expired_before = self.replica_manager.clock() - CHANGE_EXPIRATION_MS
+        expired_before = self.replicas.clock() - CHANGE_EXPIRATION_MS
         for path, result in zip(paths, await data.zk.get_many(paths), strict=True):
             if isinstance(result, Exception) or result[1].ctime_ms >= expired_before:
                 continue

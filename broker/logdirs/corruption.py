@@ -30,8 +30,8 @@ import os
 import trio
 
 from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.replication.hosted_replicas import HostedReplicas
 from minibroker.broker.replication.partition import Partition
-from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.storage.errors import CorruptRecordError
 from minibroker.storage.scrubber import SegmentScan
 from minibroker.storage.segment import LogSegment
@@ -48,9 +48,9 @@ SCRUB_CHUNK_BYTES = 1024 * 1024
 class CorruptReplicas:
     """Steps 1-3 of the module docstring."""
 
-    def __init__(self, replica_manager: ReplicaManager, *, zk: KafkaZkClient | None) -> None:
+    def __init__(self, replicas: HostedReplicas, *, zk: KafkaZkClient | None) -> None:
         """``zk`` is None on a standalone broker."""
-        self.replica_manager = replica_manager
+        self.replicas = replicas
         self.zk = zk
         self._unreported = trio.Event()
 
@@ -68,7 +68,7 @@ class CorruptReplicas:
         if partition.corruption is not None:
             return
         if not counted:
-            stats = self.replica_manager.log_manager.corruption_stats
+            stats = self.replicas.log_manager.corruption_stats
             stats.record(source, where=(error.path, error.position))
         partition.corruption = error
         role = "leader" if partition.is_leader else "follower"
@@ -79,7 +79,7 @@ class CorruptReplicas:
             source,
             error,
         )
-        rm = self.replica_manager
+        rm = self.replicas
         if rm.fetcher is not None:
             rm.fetcher.remove_partitions([partition.tp])
         rm.fetch_waiters.notify(partition.tp)
@@ -104,7 +104,7 @@ class CorruptReplicas:
             # hole: nothing from the cut on stays (it comes back from the leader).
             partition.log.truncate_to(error.lost_from)
         removed = size - partition.log.size
-        self.replica_manager.log_manager.corruption_stats.record_repair(removed)
+        self.replicas.log_manager.corruption_stats.record_repair(removed)
         partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
         partition.corruption = None
         replicated = self.zk is not None
@@ -132,7 +132,7 @@ class CorruptReplicas:
         if data is None:
             return True
         try:
-            await data.create_log_dir_event_notification(self.replica_manager.broker_id)
+            await data.create_log_dir_event_notification(self.replicas.broker_id)
         except Exception as exc:  # ZooKeeper trouble: retried
             log.warning("cannot report a corrupt replica to the controller: %r", exc)
             return False
@@ -146,8 +146,8 @@ class Scrubber:
     its own; the Log is only looked at on the Trio thread, and a finding is reported
     only if the segment is still in its log, untruncated, after the read."""
 
-    def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager) -> None:
-        self.replica_manager = replica_manager
+    def __init__(self, config: BrokerConfig, replicas: HostedReplicas) -> None:
+        self.replicas = replicas
         self.enabled = config.log_scrubber_enable
         self.rate = config.log_scrubber_io_max_bytes_per_second
         self.interval_s = config.log_scrubber_interval_ms / 1000
@@ -165,7 +165,7 @@ class Scrubber:
 
     async def scrub_once(self) -> None:
         """One pass over the closed segments of every replica."""
-        rm = self.replica_manager
+        rm = self.replicas
         for tp in list(rm.partitions):
             partition = rm.partitions.get(tp)
             if partition is None or partition.corruption is not None:
@@ -209,7 +209,7 @@ class Scrubber:
         if (
             not still_there
             or log_.truncation_count != truncations
-            or self.replica_manager.partitions.get(partition.tp) is not partition
+            or self.replicas.partitions.get(partition.tp) is not partition
         ):
             return  # the log changed under the read: nothing to conclude
         error = CorruptRecordError(
@@ -219,5 +219,5 @@ class Scrubber:
             position=scan.position,
             offset=scan.next_offset,
         )
-        if self.replica_manager.corruption is not None:
-            self.replica_manager.corruption.found(partition, error, "scrub")
+        if self.replicas.corruption is not None:
+            self.replicas.corruption.found(partition, error, "scrub")

@@ -48,7 +48,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from minibroker.broker.config.broker_config import BrokerConfig
-from minibroker.broker.replication.replica_manager import ReplicaManager
+from minibroker.broker.replication.hosted_replicas import HostedReplicas
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.cleaner.clean import CleanJob, CleanResult, clean_log, exit_with_parent
 from minibroker.storage.cleaner.manager import CleanerConfig, CleanerManager
@@ -62,16 +62,16 @@ UNLIMITED_RATE = 1e300  # log.cleaner.io.max.bytes.per.second at or above: no th
 
 class LogCleaner:
     def __init__(
-        self, config: BrokerConfig, replica_manager: ReplicaManager, *, stop_at: str | None = None
+        self, config: BrokerConfig, replicas: HostedReplicas, *, stop_at: str | None = None
     ) -> None:
         """``stop_at``: the crash tests' hook (see the module doc); None in production."""
         self.config = config
         self.stop_at = stop_at
-        self.replica_manager = replica_manager
+        self.replicas = replicas
         self.manager = CleanerManager(
             [Path(d).absolute() for d in config.log_dirs],
             cleaner_config(config),
-            clock=replica_manager.clock,
+            clock=replicas.clock,
             high_watermark=self._high_watermark,
         )
         self.started = time.monotonic()
@@ -79,12 +79,12 @@ class LogCleaner:
         self._wakeup = trio.Event()
 
     def _high_watermark(self, tp: TopicPartition) -> int | None:
-        partition = self.replica_manager.partitions.get(tp)
+        partition = self.replicas.partitions.get(tp)
         return None if partition is None else partition.high_watermark
 
     def _logs(self) -> dict[TopicPartition, Log]:
-        offline = self.replica_manager.log_manager.offline_log_dirs
-        partitions = self.replica_manager.partitions
+        offline = self.replicas.log_manager.offline_log_dirs
+        partitions = self.replicas.partitions
         if not offline:  # the usual case: no Path.parent a partition (~3 us each)
             return {tp: p.log for tp, p in partitions.items() if p.corruption is None}
         return {
@@ -97,7 +97,7 @@ class LogCleaner:
         """The share of ``log_`` not cleaned yet (0..1); -1 when it is not compacted."""
         if not log_.config.compact:
             return -1.0
-        return self.manager.dirty_stats(tp, log_, self.replica_manager.clock()).dirty_ratio
+        return self.manager.dirty_stats(tp, log_, self.replicas.clock()).dirty_ratio
 
     def wake(self) -> None:
         """Look for work now (a test or a config change), not after the backoff."""
@@ -151,19 +151,19 @@ class LogCleaner:
                 self.manager.finish(pending, None)
         if result is None:
             return True
-        async with self.replica_manager.log_manager_lock:
-            if self.replica_manager.log_manager.get_log(pending.tp) is not pending.log:
+        async with self.replicas.log_manager_lock:
+            if self.replicas.log_manager.get_log(pending.tp) is not pending.log:
                 self.manager.finish(pending, None)  # deleted or moved meanwhile
                 return True
             log_dir = pending.log.dir.parent
             try:
                 self.manager.finish(pending, result, self._step(log_dir))
-                logs = self.replica_manager.log_manager.logs
+                logs = self.replicas.log_manager.logs
                 entries = self.manager.checkpoint_snapshot(logs).get(log_dir, {})
                 await trio.to_thread.run_sync(self.manager.write_checkpoints, {log_dir: entries})
             except OSError as exc:  # a failing disk: the log dir goes offline as for appends
                 log.error("%s: swapping cleaned segments failed: %s", pending.tp, exc)
-                self.replica_manager.log_dir_failed(log_dir)
+                self.replicas.log_dir_failed(log_dir)
         return True
 
     def _run_job(self, job: CleanJob) -> CleanResult:

@@ -41,7 +41,7 @@ from pathlib import Path
 import trio
 
 from minibroker.broker.logdirs.log_dir_mover import LogDirMover
-from minibroker.broker.replication.replica_manager import ReplicaManager
+from minibroker.broker.replication.hosted_replicas import HostedReplicas
 from minibroker.broker.requests.dispatcher import Deferred, RequestDispatcher
 from minibroker.protocol.api import RequestHeader
 from minibroker.protocol.errors import (
@@ -72,12 +72,12 @@ def future_name_too_long(tp: TopicPartition) -> bool:
 class LogDirApis:
     def __init__(
         self,
-        replica_manager: ReplicaManager,
+        replicas: HostedReplicas,
         mover: LogDirMover,
         dirty_ratio: Callable[[TopicPartition, Log], float] = lambda _tp, _log: -1.0,
     ) -> None:
         """``dirty_ratio``: the cleaner's view of a compacted log (-1: not one)."""
-        self.replica_manager = replica_manager
+        self.replicas = replicas
         self.mover = mover
         self.dirty_ratio = dirty_ratio
         self._alter_lock = trio.Lock()
@@ -115,14 +115,14 @@ class LogDirApis:
 
     async def alter(self, tp: TopicPartition, path: str) -> int:
         """Steps 1-5 of the module docstring for one partition; the error code."""
-        manager = self.replica_manager.log_manager
+        manager = self.replicas.log_manager
         try:
             if future_name_too_long(tp):
                 raise InvalidTopicError(f"{tp}: the future dir name would pass 255 bytes")
             target = manager.log_dir_for_path(path)
             if not manager.is_log_dir_online(target):
                 raise KafkaStorageError(f"log dir {target} is offline")
-            partition = self.replica_manager.partitions.get(tp)
+            partition = self.replicas.partitions.get(tp)
             moving_to = self.mover.future_dir(tp)
             if moving_to is not None and moving_to != target:
                 await self.mover.cancel(tp)
@@ -155,7 +155,7 @@ class LogDirApis:
     def describe(
         self, wanted: set[TopicPartition] | None
     ) -> list[bodies.DescribeLogDirsResponseResult]:
-        manager = self.replica_manager.log_manager
+        manager = self.replicas.log_manager
         current = manager.logs
         futures = manager.future_logs
         results: list[bodies.DescribeLogDirsResponseResult] = []

@@ -1,6 +1,6 @@
 """Partitions and their replicas: the data path and replication.
 
-``ReplicaManager`` (replica_manager.py) over the ``HostedReplicas`` (hosted_replicas.py)
+``ReplicaManager`` (replica_manager.py), owning the ``HostedReplicas`` (hosted_replicas.py)
 and each ``Partition`` (partition.py); the controller's requests and what they change
 (controller_apis.py, leadership_changes.py, with the checkpoints written after them:
 epoch_checkpoints.py, hw_checkpoint.py, partition_metadata_writer.py); the leader's side

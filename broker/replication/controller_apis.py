@@ -95,13 +95,13 @@ class ControllerRequestApis:
                 }
             for broker in request["live_leaders"]:
                 self.metadata_cache.note_leader(broker["id"], broker["host"], broker["port"])
-            hosted = len(self.replica_manager.partitions)
+            hosted = len(self.replica_manager.replicas.partitions)
             errors = await self.replica_manager.leadership.become_leader_or_follower(
                 request["controller_epoch"],
                 states,
                 {t["topic_name"]: t["topic_id"] for t in request.get("topic_ids", ())},
             )
-            if len(self.replica_manager.partitions) > hosted:
+            if len(self.replica_manager.replicas.partitions) > hosted:
                 gc.freeze()  # the new partitions are out of full collections' walk
             return {"error_code": NONE, "partition_errors": _partition_errors(errors)}
 

@@ -13,9 +13,10 @@ the high watermark and the ISR moving when a follower fetches or the ISR changes
 waking whatever waits on the partition.
 
 ``ReplicaManager`` (broker/replication/replica_manager.py: produce, fetch, acks=all,
-periodic work) is built on this base and owns ``LeadershipChanges``
-(broker/replication/leadership_changes.py: LeaderAndIsr, StopReplica, UpdateMetadata),
-which is handed these replicas.
+periodic work) owns these replicas as ``replicas``, and a ``LeadershipChanges``
+(broker/replication/leadership_changes.py: LeaderAndIsr, StopReplica, UpdateMetadata)
+handed them. Who needs only the replicas (log dirs, the cleaner, configs, metrics,
+corruption repair) is handed this object itself.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, Self
+from typing import Protocol
 
 import trio
 
@@ -127,7 +128,7 @@ class HostedReplicas:
         isr_store: IsrStore | None = None,
         topic_config_loader: TopicConfigLoader | None = None,
         on_log_dir_failure: LogDirFailureHandler | None = None,
-        corruption: Callable[[Self], CorruptionHook] | None = None,
+        corruption: Callable[[HostedReplicas], CorruptionHook] | None = None,
     ) -> None:
         """Cluster mode passes ``isr_store`` (ISR changes are written to ZooKeeper) and
         ``topic_config_loader`` (/config/topics/T); standalone, both stay None.

@@ -11,30 +11,35 @@ and the leader epoch, and the Partition does the work on its Log.
 - ``append_records`` (Produce): acks validation, then per partition
   ``append_records_to_leader``; wakes parked fetches of partitions that grew.
 - ``fetch_messages`` / ``wait_for_fetch`` (Fetch): delegated to the FetchReader
-  (broker/replication/fetch_reader.py); a follower's fetch comes back here to move its LEO, the HW
-  and the ISR.
-- Two purgatories keyed by partition: ``fetch_waiters`` (woken on append and HW move)
-  and ``produce_waiters`` (HW, ISR or leadership changes: acks=all, offset-ordered -
-  broker/replication/delayed_produce.py).
+  (broker/replication/fetch_reader.py); a follower's fetch comes back to the hosted
+  replicas to move its LEO, the HW and the ISR.
+- Two purgatories keyed by partition, the hosted replicas': ``fetch_waiters`` (woken
+  on append and HW move) and ``produce_waiters`` (HW, ISR or leadership changes:
+  acks=all, offset-ordered - broker/replication/delayed_produce.py).
 
 State changes from the controller are serialised by one Trio lock (Kafka's
 replicaStateChangeLock); data-path calls are synchronous and never wait on it.
 
-The class is built on ``replication.hosted_replicas`` (the partitions, the hooks, topic
-configs, what a follower's fetch or an ISR change moves), owns a
-``replication.leadership_changes.LeadershipChanges`` handed those replicas (the
-controller's requests), and is here produce, fetch, acks=all and periodic work.
+The manager owns two collaborators: ``replicas``, the ``HostedReplicas``
+(broker/replication/hosted_replicas.py: the partitions, the purgatories, the hooks,
+topic configs, what a follower's fetch or an ISR change moves), and ``leadership``, the
+``LeadershipChanges`` handed those replicas (the controller's requests); it is itself
+produce, fetch, acks=all and periodic work. Whoever needs only the hosted replicas (log
+dirs, the cleaner, configs, metrics, corruption repair) is handed ``replicas``.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import trio
 
+from minibroker.broker.cluster.metadata_cache import MetadataCache
+from minibroker.broker.config.broker_config import BrokerConfig
+from minibroker.broker.metrics import BrokerMetrics
+from minibroker.broker.quotas.replication_quota import ReplicationQuotas
 from minibroker.broker.replication.delayed_produce import (
     PendingAck,
     await_replication,
@@ -46,27 +51,64 @@ from minibroker.broker.replication.fetch_reader import (
     FetchPartition,
     PartitionRead,
 )
-from minibroker.broker.replication.hosted_replicas import HostedReplicas
+from minibroker.broker.replication.hosted_replicas import (
+    CorruptionHook,
+    FetcherHook,
+    HostedReplicas,
+    LogDirFailureHandler,
+    TopicConfigLoader,
+)
+from minibroker.broker.replication.isr import IsrStore
 from minibroker.broker.replication.leadership_changes import LeadershipChanges
 from minibroker.broker.replication.partition import AppendResult
 from minibroker.protocol.errors import InvalidRequiredAcksError, KafkaError, KafkaStorageError
 from minibroker.protocol.messages.bodies import Records
 from minibroker.protocol.topic_partition import TopicPartition
+from minibroker.storage.log_config import Clock
+from minibroker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
 VALID_ACKS = frozenset({0, 1, -1})
 
 
-class ReplicaManager(HostedReplicas):
+class ReplicaManager:
     """Every partition replica this broker holds (see the module doc); ``run`` it in a
     nursery for the periodic work."""
 
-    @functools.cached_property
-    def leadership(self) -> LeadershipChanges:
-        """Applies the controller's requests to these replicas (made on first use: it
-        needs only the replicas, complete once the manager is constructed)."""
-        return LeadershipChanges(self)
+    def __init__(
+        self,
+        config: BrokerConfig,
+        log_manager: LogManager,
+        metadata_cache: MetadataCache,
+        *,
+        clock: Clock,
+        topic_overrides: Callable[[str], Mapping[str, str]] | None = None,
+        metrics: BrokerMetrics | None = None,
+        fetcher: FetcherHook | None = None,
+        replication_quotas: ReplicationQuotas | None = None,
+        isr_store: IsrStore | None = None,
+        topic_config_loader: TopicConfigLoader | None = None,
+        on_log_dir_failure: LogDirFailureHandler | None = None,
+        corruption: Callable[[HostedReplicas], CorruptionHook] | None = None,
+    ) -> None:
+        """The arguments are the hosted replicas' (``HostedReplicas``)."""
+        self.replicas = HostedReplicas(
+            config,
+            log_manager,
+            metadata_cache,
+            clock=clock,
+            topic_overrides=topic_overrides,
+            metrics=metrics,
+            fetcher=fetcher,
+            replication_quotas=replication_quotas,
+            isr_store=isr_store,
+            topic_config_loader=topic_config_loader,
+            on_log_dir_failure=on_log_dir_failure,
+            corruption=corruption,
+        )
+        self.leadership = LeadershipChanges(self.replicas)
+        """Applies the controller's requests to these replicas."""
 
     # -- produce -----------------------------------------------------------------------------
 
@@ -83,10 +125,11 @@ class ReplicaManager(HostedReplicas):
         if required_acks not in VALID_ACKS:
             error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {required_acks}")
             return [(tp, error) for tp, _ in entries]
+        replicas = self.replicas
         results: list[tuple[TopicPartition, AppendResult | KafkaError]] = []
         for tp, records in entries:
             try:
-                partition = self.partition_or_error(tp)
+                partition = replicas.partition_or_error(tp)
                 result = partition.append_records_to_leader(
                     records, required_acks, coordinator=coordinator
                 )
@@ -96,14 +139,14 @@ class ReplicaManager(HostedReplicas):
             except OSError as exc:
                 log.error("append to %s failed: %s", tp, exc)
                 results.append((tp, KafkaStorageError(str(exc))))
-                self.log_dir_failed(self.partitions[tp].log.dir.parent)
+                replicas.log_dir_failed(replicas.partitions[tp].log.dir.parent)
                 continue
-            self.fetch_waiters.notify(tp)
+            replicas.fetch_waiters.notify(tp)
             if result.high_watermark_moved:
-                self.produce_waiters.notify(tp)
+                replicas.produce_waiters.notify(tp)
             info = result.info
             if not info.duplicate:  # a deduplicated retry wrote nothing
-                self.metrics.record_append(
+                replicas.metrics.record_append(
                     tp.topic, info.last_offset - info.first_offset + 1, len(records)
                 )
             results.append((tp, result))
@@ -114,25 +157,25 @@ class ReplicaManager(HostedReplicas):
     def fetch_messages(self, fetch: FetchParams) -> list[PartitionRead] | EarlierRead:
         """Kafka's fetchMessages, first half: the answer now, or what was found if the
         fetch must wait (``wait_for_fetch``); broker/replication/fetch_reader.py."""
-        return self.fetch_reader.fetch_messages(fetch)
+        return self.replicas.fetch_reader.fetch_messages(fetch)
 
     async def fetch_messages_in_turns(
         self, fetch: FetchParams, per_turn: int
     ) -> list[PartitionRead] | EarlierRead:
         """``fetch_messages`` reading ``per_turn`` partitions per event-loop turn."""
-        return await self.fetch_reader.fetch_messages_in_turns(fetch, per_turn)
+        return await self.replicas.fetch_reader.fetch_messages_in_turns(fetch, per_turn)
 
     async def wait_for_fetch(
         self, fetch: FetchParams, earlier: EarlierRead | None = None
     ) -> list[PartitionRead]:
         """The delayed fetch, answered once satisfied or at ``max_wait_ms``."""
-        return await self.fetch_reader.wait_for_fetch(fetch, earlier)
+        return await self.replicas.fetch_reader.wait_for_fetch(fetch, earlier)
 
     def read(
         self, replica_id: int, max_bytes: int, partitions: Sequence[FetchPartition]
     ) -> list[PartitionRead]:
         """Read every requested partition, sharing ``max_bytes`` between them."""
-        return self.fetch_reader.read(replica_id, max_bytes, partitions)
+        return self.replicas.fetch_reader.read(replica_id, max_bytes, partitions)
 
     # -- acks=all ----------------------------------------------------------------------------
 
@@ -148,7 +191,9 @@ class ReplicaManager(HostedReplicas):
             for tp, result in results
             if isinstance(result, AppendResult) and result.info.num_batches
         ]
-        return await await_replication(pending, waiters=self.produce_waiters, timeout_ms=timeout_ms)
+        return await await_replication(
+            pending, waiters=self.replicas.produce_waiters, timeout_ms=timeout_ms
+        )
 
     def acknowledged_now(
         self, results: Sequence[tuple[TopicPartition, AppendResult | KafkaError]]
@@ -160,7 +205,7 @@ class ReplicaManager(HostedReplicas):
         for tp, result in results:
             if isinstance(result, AppendResult) and result.info.num_batches:
                 pending = PendingAck(tp, result.info.last_offset, result.leader_epoch)
-                done, error = check_acknowledged(self.get_partition(tp), pending)
+                done, error = check_acknowledged(self.replicas.get_partition(tp), pending)
                 if not done:
                     return None
                 outcomes[tp] = error
@@ -170,21 +215,24 @@ class ReplicaManager(HostedReplicas):
 
     def high_watermarks(self) -> dict[Path, dict[TopicPartition, int]]:
         """Each log dir's partitions and their HWs (broker/replication/hw_checkpoint.py)."""
-        return self.hw_checkpoint.by_log_dir(self.partitions)
+        replicas = self.replicas
+        return replicas.hw_checkpoint.by_log_dir(replicas.partitions)
 
     async def checkpoint_high_watermarks(self) -> None:
         """Write replication-offset-checkpoint in every log dir (fsync in a thread)."""
-        await self.hw_checkpoint.write(self.partitions)
+        replicas = self.replicas
+        await replicas.hw_checkpoint.write(replicas.partitions)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Periodic work: the HW checkpoint; ISR expiry and propagation (broker/replication/isr.py);
         new leaderships' epoch checkpoints (broker/replication/epoch_checkpoints.py)."""
+        replicas = self.replicas
         async with trio.open_nursery() as nursery:
-            await nursery.start(self.isr_manager.run)
-            await nursery.start(self.epoch_checkpoints.run)
-            await nursery.start(self.partition_metadata.run)
+            await nursery.start(replicas.isr_manager.run)
+            await nursery.start(replicas.epoch_checkpoints.run)
+            await nursery.start(replicas.partition_metadata.run)
             task_status.started()
-            interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
+            interval = replicas.config.replica_high_watermark_checkpoint_interval_ms / 1000
             while True:
                 await trio.sleep(interval)
                 try:
@@ -194,7 +242,8 @@ class ReplicaManager(HostedReplicas):
 
     def shutdown(self) -> None:
         """Stop fetching; wake every parked request so it answers now (stopping)."""
-        if self.fetcher is not None:
-            self.fetcher.shutdown()
-        self.fetch_waiters.notify_all()
-        self.produce_waiters.notify_all()
+        replicas = self.replicas
+        if replicas.fetcher is not None:
+            replicas.fetcher.shutdown()
+        replicas.fetch_waiters.notify_all()
+        replicas.produce_waiters.notify_all()

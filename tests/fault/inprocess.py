@@ -58,7 +58,7 @@ class InProcessCluster:
 
     def partition(self, broker_id: int, topic: str, index: int = 0) -> Partition:
         manager = self.broker(broker_id).parts.replica_manager
-        partition = manager.get_partition(TopicPartition(topic, index))
+        partition = manager.replicas.get_partition(TopicPartition(topic, index))
         assert partition is not None, f"broker {broker_id} has no replica of {topic}-{index}"
         return partition
 

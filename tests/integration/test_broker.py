@@ -76,7 +76,7 @@ async def test_long_poll_fetch_is_woken_by_an_append(config: BrokerConfig) -> No
         ):
             # A long poll that would wait a minute; the produce must end it early.
             await consumer.send_request(ApiKey.FETCH, fetch_body("t", {0: 0}, max_wait_ms=60_000))
-            while not broker.parts.replica_manager.fetch_waiters.watched:
+            while not broker.parts.replica_manager.replicas.fetch_waiters.watched:
                 await trio.sleep(0.001)  # until the fetch is parked (no event to wait on)
             await producer.request(ApiKey.PRODUCE, produce_body("t", 0, batch(b"wake")))
             _, response = await consumer.receive_response(ApiKey.FETCH)
@@ -154,7 +154,7 @@ async def test_stale_controller_epoch_is_rejected(config: BrokerConfig) -> None:
         assert stale["error_code"] == StaleControllerEpochError.code
         stale = await controller.stop_replica([("t", 0)], delete=True, controller_epoch=4)
         assert stale["error_code"] == StaleControllerEpochError.code
-        assert broker.parts.replica_manager.partitions[("t", 0)].leader_epoch == 0  # type: ignore[index]
+        assert broker.parts.replica_manager.replicas.partitions[("t", 0)].leader_epoch == 0  # type: ignore[index]
 
 
 async def test_leader_and_isr_with_an_old_leader_epoch_is_refused_per_partition(

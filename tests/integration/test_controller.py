@@ -409,9 +409,9 @@ async def test_reassignment_from_1_2_to_2_3_follows_the_oar_rar_steps(
         # Broker 3 may not fetch r-0 until the test has seen phase one: it is three
         # records, and under load it would catch up before ListPartitionReassignments.
         new_replica = c.brokers[3].parts.replica_manager
-        assert new_replica is not None and new_replica.fetcher is not None
-        held = HeldFetches(new_replica.fetcher, {BrokerTopicPartition("r", 0)})
-        new_replica.fetcher = held
+        assert new_replica is not None and new_replica.replicas.fetcher is not None
+        held = HeldFetches(new_replica.replicas.fetcher, {BrokerTopicPartition("r", 0)})
+        new_replica.replicas.fetcher = held
         alter = {
             "topics": [{"name": "r", "partitions": [{"partition_index": 0, "replicas": [2, 3]}]}]
         }
@@ -452,7 +452,7 @@ async def test_reassignment_from_1_2_to_2_3_follows_the_oar_rar_steps(
             return now is not None and now.partitions[0] == (2, 3) and not now.adding_replicas
 
         await wait_until_async(finished, "the reassignment to complete")
-        partition = new_replica.partitions[BrokerTopicPartition("r", 0)]
+        partition = new_replica.replicas.partitions[BrokerTopicPartition("r", 0)]
         # A replica joins the ISR once it reaches the HW it saw, so the last records
         # may still be on their way when the reassignment completes.
         await wait_until(lambda: partition.log.log_end_offset == 3, "the data on broker 3")

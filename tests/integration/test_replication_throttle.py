@@ -153,8 +153,8 @@ async def test_a_throttled_reassignment_copies_at_about_the_rate_and_verify_remo
 
             async def unlimited() -> bool:
                 return all(
-                    b.parts.replica_manager.replication_quotas.leader.unlimited
-                    and b.parts.replica_manager.replication_quotas.follower.unlimited
+                    b.parts.replica_manager.replicas.replication_quotas.leader.unlimited
+                    and b.parts.replica_manager.replicas.replication_quotas.follower.unlimited
                     for b in brokers.values()
                 )
 
@@ -182,17 +182,17 @@ async def test_an_in_sync_follower_is_not_held_to_the_throttle(
 
             async def throttled() -> bool:
                 return all(
-                    b.parts.replica_manager.replication_quotas.leader.rate == slow
-                    and b.parts.replica_manager.replication_quotas.follower.rate == slow
+                    b.parts.replica_manager.replicas.replication_quotas.leader.rate == slow
+                    and b.parts.replica_manager.replicas.replication_quotas.follower.rate == slow
                     for b in brokers.values()
                 )
 
             await wait_until(throttled, "both brokers to take the rate", timeout=20)
             with trio.fail_after(20):  # throttled, acks=all would need > 60 s
                 await produce(bootstrap, "live", 20, acks="all")
-            leader = brokers[1].parts.replica_manager.partitions[TopicPartition("live", 0)]
+            leader = brokers[1].parts.replica_manager.replicas.partitions[TopicPartition("live", 0)]
             assert leader.isr == {1, 2}
-            quota = brokers[1].parts.replica_manager.replication_quotas.leader
+            quota = brokers[1].parts.replica_manager.replicas.replication_quotas.leader
             assert quota.recorded_total >= 20 * RECORD_BYTES  # counted, not held
             exported = dict(
                 line.split(" ", 1)

@@ -180,10 +180,10 @@ async def test_the_change_listener_resyncs_hosted_topics_then_follows_notificati
             controller_epoch=1, leader=1, leader_epoch=0, isr=(1,), zk_version=0, replicas=(1,)
         )
         await manager.leadership.become_leader_or_follower(1, {LocalPartition("t", 0): state})
-        partition = manager.partitions[LocalPartition("t", 0)]
+        partition = manager.replicas.partitions[LocalPartition("t", 0)]
         # Written while "disconnected": no notification, the start-up resync finds it.
         await data.set_topic_config("t", {"retention.ms": "5000"}, notify=False)
-        listener = TopicConfigs(config, manager, MetadataCache(1), zk=data)
+        listener = TopicConfigs(config, manager.replicas, MetadataCache(1), zk=data)
         async with trio.open_nursery() as nursery:
             events = zk_client.subscribe()
             await nursery.start(listener.run_change_listener, data, events)

@@ -22,7 +22,11 @@ import trio
 from minibroker.broker.broker import Broker
 from minibroker.broker.cluster.metadata_cache import MetadataCache
 from minibroker.broker.config.broker_config import BrokerConfig
-from minibroker.broker.replication.hosted_replicas import CorruptionHook, to_log_config
+from minibroker.broker.replication.hosted_replicas import (
+    CorruptionHook,
+    HostedReplicas,
+    to_log_config,
+)
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.api import (
     ApiKey,
@@ -57,7 +61,7 @@ def broker_config(log_dir: Path, broker_id: int = 1, **properties: Any) -> Broke
 def replica_manager(
     config: BrokerConfig,
     clock: Callable[[], int] = lambda: 0,
-    corruption: Callable[[ReplicaManager], CorruptionHook] | None = None,
+    corruption: Callable[[HostedReplicas], CorruptionHook] | None = None,
 ) -> Iterator[ReplicaManager]:
     """A ReplicaManager over a LogManager of ``config``'s log dirs (no server, no
     network); its logs are closed when the block exits."""

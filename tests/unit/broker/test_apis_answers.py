@@ -29,14 +29,16 @@ HEADER = RequestHeader(0, 0, 1, "test")
 def apis(tmp_path: Path) -> Iterator[KafkaApis]:
     """KafkaApis of a standalone broker."""
     with replica_manager(broker_config(tmp_path, broker_id=ME)) as manager:
-        yield KafkaApis(manager, manager.metadata_cache)
+        yield KafkaApis(manager, manager.replicas.metadata_cache)
 
 
 @pytest.fixture
 def controller_apis(tmp_path: Path) -> Iterator[ControllerRequestApis]:
     """ControllerRequestApis of a standalone broker whose fence obeys no controller."""
     with replica_manager(broker_config(tmp_path, broker_id=ME)) as manager:
-        yield ControllerRequestApis(manager, manager.metadata_cache, ControllerFence(None, ME))
+        yield ControllerRequestApis(
+            manager, manager.replicas.metadata_cache, ControllerFence(None, ME)
+        )
 
 
 async def answer_of(result: object) -> object:

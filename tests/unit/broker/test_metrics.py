@@ -113,9 +113,9 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     broker.replica_manager_of_test = manager
     server = BrokerServer(MsgpackCodec(broker.dispatcher))  # never listens
     registry = broker.metrics.registry  # the collectors Broker.run registers
-    registry.register(PartitionCollector(manager))
+    registry.register(PartitionCollector(manager.replicas))
     registry.register(
-        BrokerStateCollector(replica_manager=manager, server=server, log_manager=log_manager)
+        BrokerStateCollector(replicas=manager.replicas, server=server, log_manager=log_manager)
     )
     try:
         yield broker
@@ -189,7 +189,7 @@ async def test_fetches_are_named_by_who_asks_and_bytes_out_counts_consumers_only
     fetch(2, 0)  # the follower reads the three records: replication, not BytesOut
     fetch(2, 3)
     assert sample(registry, bytes_out, topic=TP.topic) == 0
-    partition = manager.partitions[TP]
+    partition = manager.replicas.partitions[TP]
     partition.remote_replicas[2].log_end_offset = 3  # the follower has them: HW moves
     partition.maybe_increment_high_watermark()
     fetch(-1, 0)
@@ -218,7 +218,7 @@ async def test_a_leader_with_an_isr_below_min_insync_is_under_min_isr_and_under_
     )
     assert sample(registry, "kafka_server_replicamanager_underminisrpartitioncount") == 0
     assert sample(registry, "kafka_server_replicamanager_underreplicatedpartitions") == 0
-    partition = manager_of(broker).partitions[TP]
+    partition = manager_of(broker).replicas.partitions[TP]
     partition.isr = frozenset({ME})  # what an ISR shrink leaves behind
     assert under_min_isr_count([partition]) == 1
     assert sample(registry, "kafka_server_replicamanager_underminisrpartitioncount") == 1
@@ -230,8 +230,8 @@ async def test_purgatory_size_counts_requests_parked_per_delayed_operation(
 ) -> None:
     registry = broker.metrics.registry
     name = "kafka_server_delayedoperationpurgatory_purgatorysize"
-    manager = manager_of(broker)
-    fetches, produces = manager.fetch_waiters, manager.produce_waiters
+    replicas = manager_of(broker).replicas
+    fetches, produces = replicas.fetch_waiters, replicas.produce_waiters
     with fetches.watch([TP]), fetches.watch([TP]), produces.watch([TP]):
         assert sample(registry, name, delayedOperation="Fetch") == 2
         assert sample(registry, name, delayedOperation="Produce") == 1
@@ -240,13 +240,13 @@ async def test_purgatory_size_counts_requests_parked_per_delayed_operation(
 
 
 async def test_isr_shrinks_and_expands_are_read_from_the_isr_manager(broker: Broker) -> None:
-    manager = manager_of(broker)
+    replicas = manager_of(broker).replicas
     collector = CollectorRegistry()
     collector.register(
-        BrokerStateCollector(replica_manager=manager, server=None, log_manager=manager.log_manager)
+        BrokerStateCollector(replicas=replicas, server=None, log_manager=replicas.log_manager)
     )
     assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") == 0
-    manager.isr_manager = SimpleNamespace(shrinks=3, expands=2)  # type: ignore[assignment]
+    replicas.isr_manager = SimpleNamespace(shrinks=3, expands=2)  # type: ignore[assignment]
     assert sample(collector, "kafka_server_replicamanager_isrshrinks_total") == 3
     assert sample(collector, "kafka_server_replicamanager_isrexpands_total") == 2
 
@@ -267,7 +267,7 @@ def test_log_flush_stats_become_a_summary_in_milliseconds() -> None:
     log_manager = SimpleNamespace(flush_stats=stats)
     registry = CollectorRegistry()
     registry.register(
-        BrokerStateCollector(replica_manager=None, server=None, log_manager=log_manager)  # type: ignore[arg-type]
+        BrokerStateCollector(replicas=None, server=None, log_manager=log_manager)  # type: ignore[arg-type]
     )
     name = "kafka_log_logflushstats_logflushrateandtimems"
     assert sample(registry, name + "_count") == 4

@@ -55,7 +55,7 @@ def exported_families() -> set[str]:
     names = {f.name for f in text_string_to_metric_families(metrics.render().decode())}
     collectors: list[Collector] = [
         BrokerStateCollector(
-            replica_manager=manager,  # type: ignore[arg-type]
+            replicas=manager,  # type: ignore[arg-type]
             server=SimpleNamespace(connections=0),  # type: ignore[arg-type]
             log_manager=SimpleNamespace(  # type: ignore[arg-type]
                 flush_stats=SimpleNamespace(count=0, seconds=0.0)
@@ -125,7 +125,7 @@ def exported_labels() -> set[str]:
         fetcher=SimpleNamespace(max_lag=lambda: 0),
     )
     collector = BrokerStateCollector(
-        replica_manager=manager,  # type: ignore[arg-type]
+        replicas=manager,  # type: ignore[arg-type]
         server=SimpleNamespace(connections=0),  # type: ignore[arg-type]
         log_manager=None,
     )

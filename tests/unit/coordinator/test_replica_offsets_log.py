@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -41,7 +42,7 @@ async def test_leadership_changes_reach_the_listeners_and_commits_survive_a_relo
         changes.append(([p.tp for p in leaders], list(resigned)))
 
     with replica_manager(broker_config(tmp_path)) as manager:
-        manager.leadership_listeners.append(listener)
+        manager.replicas.leadership_listeners.append(listener)
         offsets_log = ReplicaOffsetsLog(manager, timeout_ms=1000, clock=lambda: 5)
         config = OffsetsConfig(num_partitions=1, retention_ms=1000, metadata_max_bytes=10)
         first = GroupMetadataManager(offsets_log, config, clock=lambda: 5)
@@ -92,7 +93,7 @@ class _OneCleanedPartition:
 
 def test_loading_a_cleaned_offsets_partition_continues_past_batches_without_records() -> None:
     offsets_log = ReplicaOffsetsLog(
-        _OneCleanedPartition(),  # type: ignore[arg-type]
+        SimpleNamespace(replicas=_OneCleanedPartition()),  # type: ignore[arg-type]
         timeout_ms=1000,
         clock=lambda: 5,
     )

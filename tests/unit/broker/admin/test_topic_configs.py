@@ -169,10 +169,10 @@ async def test_a_config_change_reaches_live_partitions_and_their_logs(
 ) -> None:
     manager = replica_manager(log_manager, tmp_path)
     await manager.leadership.become_leader_or_follower(1, {TP: leader_state()})
-    partition = manager.get_partition(TP)
+    partition = manager.replicas.get_partition(TP)
     assert partition is not None
 
-    await manager.update_topic_overrides(
+    await manager.replicas.update_topic_overrides(
         "t",
         {
             "retention.ms": "1000",
@@ -187,9 +187,9 @@ async def test_a_config_change_reaches_live_partitions_and_their_logs(
         100,
     )
 
-    await manager.update_topic_overrides("t", {})  # every override removed
-    assert partition.config == manager.config.topic_config()
-    assert partition.log.config == to_log_config(manager.config.topic_config())
+    await manager.replicas.update_topic_overrides("t", {})  # every override removed
+    assert partition.config == manager.replicas.config.topic_config()
+    assert partition.log.config == to_log_config(manager.replicas.config.topic_config())
 
 
 async def test_a_log_loaded_at_start_up_takes_its_topics_overrides_on_leader_and_isr(
@@ -218,7 +218,7 @@ async def test_a_standalone_broker_describes_defaults_and_refuses_alter(
     manager = replica_manager(log_manager, tmp_path)
     cache = MetadataCache(1)
     cache.put(TP, CachedPartition(leader=1, leader_epoch=0, isr=(1,), replicas=(1,)))
-    apis = TopicConfigs(manager.config, manager, cache, zk=None)
+    apis = TopicConfigs(manager.replicas.config, manager.replicas, cache, zk=None)
     resource = {"resource_type": 2, "resource_name": "t", "configuration_keys": None}
     body = {"resources": [resource], "include_synonyms": False, "include_documentation": False}
     [described] = (await call(apis.handle_describe_configs, body))["results"]

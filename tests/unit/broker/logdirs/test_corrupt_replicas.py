@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import cast
 
 from minibroker.broker.logdirs.corruption import CorruptReplicas
+from minibroker.broker.replication.hosted_replicas import HostedReplicas
 from minibroker.broker.replication.partition import LeaderAndIsrPartition
-from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.protocol.errors import KafkaStorageError
 from minibroker.protocol.records import Record, encode_batch, iter_headers
 from minibroker.protocol.topic_partition import TopicPartition
@@ -46,7 +46,7 @@ async def fill_and_checkpoint(tmp_path: Path, batches: int = 30) -> None:
             [(_, result)] = manager.append_records(1, [(TP, records)])
             assert not isinstance(result, Exception)
         await manager.checkpoint_high_watermarks()
-        manager.log_manager.abandon()
+        manager.replicas.log_manager.abandon()
 
 
 def flip_middle_of_first_segment(tmp_path: Path) -> int:
@@ -60,7 +60,7 @@ def flip_middle_of_first_segment(tmp_path: Path) -> int:
     return int.from_bytes(data[target : target + 8], "big")
 
 
-def replicated_repairs(manager: ReplicaManager) -> CorruptReplicas:
+def replicated_repairs(manager: HostedReplicas) -> CorruptReplicas:
     """Corrupt-replica handling as in cluster mode (a controller would take over); the
     ZooKeeper client is never called, as the notifying task is not started here."""
     return CorruptReplicas(manager, zk=cast(KafkaZkClient, object()))
@@ -72,7 +72,7 @@ async def test_high_watermarks_checkpointed_before_a_restart_survive_until_leade
     await fill_and_checkpoint(tmp_path)
     with replica_manager(broker_config(tmp_path, log_segment_bytes=2048)) as manager:
         await manager.checkpoint_high_watermarks()  # before any LeaderAndIsr
-        assert manager.log_manager.read_replication_offsets(tmp_path) == {TP: 60}
+        assert manager.replicas.log_manager.read_replication_offsets(tmp_path) == {TP: 60}
 
 
 async def test_a_log_cut_below_its_high_watermark_is_refused_until_repaired(
@@ -85,7 +85,7 @@ async def test_a_log_cut_below_its_high_watermark_is_refused_until_repaired(
     ) as manager:
         errors = await manager.leadership.become_leader_or_follower(1, {TP: follower_state(1)})
         assert errors == {TP: KafkaStorageError.code}
-        partition = manager.partitions[TP]
+        partition = manager.replicas.partitions[TP]
         assert partition.corruption is not None and partition.corruption.offset == lost_from
         assert partition.log_end_offset == lost_from
         # The controller resends the same state to learn which replicas are offline.
@@ -95,7 +95,7 @@ async def test_a_log_cut_below_its_high_watermark_is_refused_until_repaired(
         assert await manager.leadership.stop_replicas(1, [(TP, False)]) == {TP: 0}
         assert partition.corruption is None
         assert partition.high_watermark <= lost_from
-        stats = manager.log_manager.corruption_stats
+        stats = manager.replicas.log_manager.corruption_stats
         assert (stats.corrupt["recovery"], stats.repairs) == (1, 1)
         # A later LeaderAndIsr makes it a follower that fetches the rest.
         assert await manager.leadership.become_leader_or_follower(1, {TP: follower_state(2)}) == {
@@ -114,4 +114,4 @@ async def test_a_log_cut_only_above_its_high_watermark_serves_at_once(tmp_path: 
     ) as manager:
         errors = await manager.leadership.become_leader_or_follower(1, {TP: follower_state(1)})
         assert errors == {TP: 0}
-        assert manager.partitions[TP].corruption is None
+        assert manager.replicas.partitions[TP].corruption is None

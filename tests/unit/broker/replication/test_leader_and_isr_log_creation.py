@@ -42,17 +42,20 @@ async def test_one_leader_and_isr_creates_every_new_log_with_one_fsync_per_log_d
     states = {tp: state(ME if tp.partition % 2 else 2) for tp in TPS}
     errors = await manager.leadership.become_leader_or_follower(1, states)
     assert errors == dict.fromkeys(TPS, 0)
-    assert sorted(fsynced) == sorted(manager.log_manager.log_dirs)
-    assert {tp for tp, p in manager.partitions.items() if p.is_leader} == {
+    assert sorted(fsynced) == sorted(manager.replicas.log_manager.log_dirs)
+    assert {tp for tp, p in manager.replicas.partitions.items() if p.is_leader} == {
         tp for tp in TPS if tp.partition % 2
     }
-    assert all(manager.partitions[tp].log is manager.log_manager.get_log(tp) for tp in TPS)
+    assert all(
+        manager.replicas.partitions[tp].log is manager.replicas.log_manager.get_log(tp)
+        for tp in TPS
+    )
 
 
 async def test_a_log_that_cannot_be_created_fails_only_its_partition(
     manager: ReplicaManager,
 ) -> None:
-    logs = manager.log_manager
+    logs = manager.replicas.log_manager
     offline = logs.log_dirs[1]
     logs.set_preferred_log_dir(TPS[0], offline)
     logs.mark_log_dir_offline(offline)
@@ -60,4 +63,4 @@ async def test_a_log_that_cannot_be_created_fails_only_its_partition(
         1, {tp: state(ME) for tp in TPS[:3]}
     )
     assert errors == {TPS[0]: KafkaStorageError.code, TPS[1]: 0, TPS[2]: 0}
-    assert TPS[0] not in manager.partitions
+    assert TPS[0] not in manager.replicas.partitions

@@ -38,7 +38,7 @@ async def manager(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
 
 
 def on_disk(manager: ReplicaManager, tp: TopicPartition) -> list[tuple[int, int]]:
-    partition = manager.partitions[tp]
+    partition = manager.replicas.partitions[tp]
     reread = LeaderEpochCache(partition.log.dir, lambda: 0)
     return [(e.epoch, e.start_offset) for e in reread.entries]
 
@@ -47,16 +47,16 @@ async def test_every_new_leaders_epoch_reaches_its_checkpoint_after_leader_and_i
     manager: ReplicaManager,
 ) -> None:
     async with trio.open_nursery() as nursery:
-        await nursery.start(manager.epoch_checkpoints.run)
+        await nursery.start(manager.replicas.epoch_checkpoints.run)
         await manager.leadership.become_leader_or_follower(1, {tp: leading(0) for tp in TPS})
-        assert all(manager.partitions[tp].leader_epoch == 0 for tp in TPS)
+        assert all(manager.replicas.partitions[tp].leader_epoch == 0 for tp in TPS)
         # The answer did not wait for the files (seconds for thousands of leaderships,
         # while the controller held back the UpdateMetadata naming the new leaders).
         assert all(on_disk(manager, tp) == [] for tp in TPS)
-        await manager.epoch_checkpoints.idle.wait()
+        await manager.replicas.epoch_checkpoints.idle.wait()
         assert all(on_disk(manager, tp) == [(0, 0)] for tp in TPS)
         await manager.leadership.become_leader_or_follower(1, {tp: leading(2) for tp in TPS})
-        await manager.epoch_checkpoints.idle.wait()
+        await manager.replicas.epoch_checkpoints.idle.wait()
         # Epoch 2 starts where epoch 0 did (nothing was appended), so it replaces it.
         assert all(on_disk(manager, tp) == [(2, 0)] for tp in TPS)
         nursery.cancel_scope.cancel()
@@ -66,5 +66,5 @@ async def test_a_pending_epoch_checkpoint_is_written_by_a_flush(manager: Replica
     # No writer ran (a broker stopping at once): the clean close's flush writes it.
     await manager.leadership.become_leader_or_follower(1, {tp: leading(3) for tp in TPS})
     for tp in TPS:
-        manager.partitions[tp].log.flush()
+        manager.replicas.partitions[tp].log.flush()
     assert all(on_disk(manager, tp) == [(3, 0)] for tp in TPS)

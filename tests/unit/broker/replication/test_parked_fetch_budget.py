@@ -66,11 +66,11 @@ async def test_parked_fetches_past_the_budget_read_what_is_left_and_free_it(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(fetch, 1 << 20)
         await trio.testing.wait_all_tasks_blocked()
-        assert leader.fetch_reader.parked_bytes == BUDGET  # the first took it all
+        assert leader.replicas.fetch_reader.parked_bytes == BUDGET  # the first took it all
         nursery.start_soon(fetch, 1 << 20)
         await trio.testing.wait_all_tasks_blocked()
-        assert leader.fetch_reader.parked_bytes == BUDGET
-    assert leader.fetch_reader.parked_bytes == 0
+        assert leader.replicas.fetch_reader.parked_bytes == BUDGET
+    assert leader.replicas.fetch_reader.parked_bytes == 0
     one_batch = min(sizes)
     assert BATCH_VALUE < one_batch < 2 * BATCH_VALUE  # past the budget: one batch only
     assert 2 * BATCH_VALUE < max(sizes) <= BUDGET  # within the budget: what it reserved
@@ -79,4 +79,4 @@ async def test_parked_fetches_past_the_budget_read_what_is_left_and_free_it(
 async def test_a_fetch_within_the_budget_reads_all_it_asked_for(leader: ReplicaManager) -> None:
     [read] = await leader.wait_for_fetch(long_poll(BUDGET // 2))
     assert BATCH_VALUE < read.size <= BUDGET // 2
-    assert leader.fetch_reader.parked_bytes == 0
+    assert leader.replicas.fetch_reader.parked_bytes == 0

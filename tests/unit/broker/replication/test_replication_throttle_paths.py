@@ -62,7 +62,7 @@ async def leader(tmp_path: Path) -> AsyncIterator[ReplicaManager]:
     with replica_manager(broker_config(tmp_path, broker_id=LEADER)) as manager:
         await manager.leadership.become_leader_or_follower(1, {T0: state, T1: state})
         manager.append_records(1, [(T0, batch(b"a", b"b")), (T1, batch(b"c", b"d"))])
-        await manager.update_topic_overrides(
+        await manager.replicas.update_topic_overrides(
             "t", {"leader.replication.throttled.replicas": f"0:{LEADER},1:{COPYING}"}
         )
         yield manager
@@ -77,7 +77,7 @@ async def test_a_leader_over_its_quota_sends_no_records_of_a_throttled_copy(
     leader: ReplicaManager,
 ) -> None:
     clock = FakeClock()
-    leader.replication_quotas.leader = full_quota(clock)
+    leader.replicas.replication_quotas.leader = full_quota(clock)
     reads = reads_of(leader, COPYING)
     held, free = reads[T0], reads[T1]  # 1:COPYING names another broker: not throttled here
     assert held.error is None and held.result is not None and held.size == 0
@@ -86,7 +86,7 @@ async def test_a_leader_over_its_quota_sends_no_records_of_a_throttled_copy(
 
 
 async def test_a_leader_never_holds_back_an_in_sync_follower(leader: ReplicaManager) -> None:
-    leader.replication_quotas.leader = full_quota(FakeClock())
+    leader.replicas.replication_quotas.leader = full_quota(FakeClock())
     reads = reads_of(leader, IN_SYNC)
     assert reads[T0].size > 0 and reads[T1].size > 0
 
@@ -96,7 +96,7 @@ async def test_a_leader_sends_a_throttled_copy_no_more_than_the_quota_allows(
 ) -> None:
     quota = ReplicationQuota(RATE, clock=FakeClock())
     quota.record(quota.allowance() - 10)  # 10 bytes left: less than one batch
-    leader.replication_quotas.leader = quota
+    leader.replicas.replication_quotas.leader = quota
     asked = [FetchPartition(tp, 0, 1 << 20) for tp in (T1, T0)]  # T0 not first with data
     reads = {read.tp: read for read in leader.read(COPYING, 1 << 20, asked)}
     assert reads[T1].size > 0 and reads[T0].size == 0
@@ -106,7 +106,7 @@ async def test_a_leader_under_its_quota_sends_and_counts_only_throttled_bytes(
     leader: ReplicaManager,
 ) -> None:
     quota = ReplicationQuota(RATE, clock=FakeClock())
-    leader.replication_quotas = ReplicationQuotas(quota, ReplicationQuota())
+    leader.replicas.replication_quotas = ReplicationQuotas(quota, ReplicationQuota())
     fetch = FetchParams(COPYING, 1 << 20, 1, 0, [FetchPartition(tp, 0, 1 << 20) for tp in (T0, T1)])
     reads = leader.fetch_messages(fetch)
     assert reads is not None and all(read.size > 0 for read in reads)

@@ -70,7 +70,8 @@ class KafkaCodec:
         self, frame: bytes, session: Session = UNKNOWN_SESSION, auth: SaslExchange | None = None
     ) -> Reply:
         """``auth``: the connection's login on a SASL listener (broker/security/sasl_gate.py);
-        until it is done, requests other than ApiVersions go to it."""
+        until it is done (and again once its session expired), requests other than
+        ApiVersions go to it, and so does a later SaslHandshake (re-authentication)."""
         if auth is not None and auth.raw_tokens:
             return auth.raw_token(frame)  # after SaslHandshake v0: no request header
         try:
@@ -85,8 +86,8 @@ class KafkaCodec:
             return encode_response(header, api_versions_body(self._served()))
         body = request_to_newest(header.api_key, header.api_version, body)
         exchange = _Exchange(self.listener, body, self.dispatcher.errors, self._metadata)
-        if auth is not None and not auth.done:
-            return auth.handle(header, body, exchange)
+        if auth is not None and (not auth.done or header.api_key == ApiKey.SASL_HANDSHAKE):
+            return auth.handle(header, body, exchange)  # a login, or a re-authentication
         if produce_version_unsupported(header):
             if body["acks"] == 0:
                 raise CloseConnection(f"Produce v{header.api_version} (acks=0) is not supported")

@@ -14,6 +14,22 @@
                                                                logins refused
     kafka_server_socket_server_metrics_successful_authentication_total
                                                        counter {listener, mechanism}
+    kafka_server_socket_server_metrics_successful_reauthentication_total
+                                                       counter {listener, mechanism}: SASL
+                                                               re-authentications (KIP-368)
+    kafka_server_socket_server_metrics_failed_reauthentication_total
+                                                       counter {listener, mechanism}
+    kafka_server_socket_server_metrics_successful_authentication_no_reauth_total
+                                                       counter {listener, mechanism}: logins
+                                                               by clients that cannot
+                                                               re-authenticate
+    kafka_server_socket_server_metrics_expired_connections_killed_count
+                                                       gauge   {listener}: connections closed
+                                                               for a request after their
+                                                               session (connections.max.
+                                                               reauth.ms) ended
+    kafka_network_socketserver_expiredconnectionskilledcount
+                                                       gauge   the same, over all listeners
     kafka_server_socket_server_metrics_connection_creation_total
                                                        counter {listener}: accepted
     kafka_server_socket_server_metrics_connection_accept_throttle_time
@@ -25,8 +41,10 @@
     minibroker_authentication_throttled_total          counter logins that waited because
                                                                their address failed too often
 
-The two gauges keep the JMX exporter's names of Kafka's SocketServer MemoryPoolUsed /
-MemoryPoolAvailable (Kafka's pool holds requests only; this one holds responses too).
+The kafka_network_socketserver gauges keep the JMX exporter's names of Kafka's
+SocketServer MemoryPoolUsed / MemoryPoolAvailable (Kafka's pool holds requests only; this
+one holds responses too) and ExpiredConnectionsKilledCount; Kafka's
+expired-connections-killed-count is a running sum it exports as a gauge, kept so here.
 The counters have no Kafka twin (Kafka's connection-close-total counts every close,
 not the broker's refusals), hence their own prefix.
 """
@@ -88,6 +106,27 @@ class ServerLimitsCollector(Collector):
             "SASL logins accepted, by listener and mechanism.",
             labels=["listener", "mechanism"],
         )
+        reauthenticated = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_successful_reauthentication",
+            "SASL re-authentications accepted, by listener and mechanism.",
+            labels=["listener", "mechanism"],
+        )
+        failed_reauthentication = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_failed_reauthentication",
+            "SASL re-authentications refused, by listener and mechanism.",
+            labels=["listener", "mechanism"],
+        )
+        no_reauth = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_successful_authentication_no_reauth",
+            "SASL logins by clients that cannot re-authenticate (SaslAuthenticate v0).",
+            labels=["listener", "mechanism"],
+        )
+        expired = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_expired_connections_killed_count",
+            "Connections closed for a request after their SASL session ended, by listener.",
+            labels=["listener"],
+        )
+        expired_total = 0
         created = CounterMetricFamily(
             "kafka_server_socket_server_metrics_connection_creation",
             "Connections accepted, by listener.",
@@ -107,11 +146,28 @@ class ServerLimitsCollector(Collector):
             if logins is None:
                 continue
             for mechanism in logins.mechanisms:
-                failed.add_metric([listener, mechanism], logins.failed[mechanism])
-                succeeded.add_metric([listener, mechanism], logins.succeeded[mechanism])
+                labels = [listener, mechanism]
+                failed.add_metric(labels, logins.failed[mechanism])
+                succeeded.add_metric(labels, logins.succeeded[mechanism])
+                reauthenticated.add_metric(labels, logins.reauthenticated[mechanism])
+                failed_reauthentication.add_metric(
+                    labels, logins.failed_reauthentication[mechanism]
+                )
+                no_reauth.add_metric(labels, logins.no_reauthentication[mechanism])
+            expired.add_metric([listener], logins.expired_killed)
+            expired_total += logins.expired_killed
         yield closed
         yield failed
         yield succeeded
+        yield reauthenticated
+        yield failed_reauthentication
+        yield no_reauth
+        yield expired
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_expiredconnectionskilledcount",
+            "Connections closed for a request after their SASL session ended.",
+            expired_total,
+        )
         yield created
         yield throttled
         if self.auth_failures is not None:

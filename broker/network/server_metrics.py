@@ -51,7 +51,9 @@ not the broker's refusals), hence their own prefix.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from typing import Final
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -59,6 +61,25 @@ from prometheus_client.registry import Collector
 from minibroker.broker.network.queued_bytes import QueuedBytes
 from minibroker.broker.network.server import CLOSE_REASONS, BrokerServer
 from minibroker.broker.security.auth_failures import AuthFailureLimiter
+
+_LOGIN_COUNTERS: Final = {
+    "failed": ("failed_authentication", "SASL logins refused, by listener and mechanism."),
+    "succeeded": ("successful_authentication", "SASL logins accepted, by listener and mechanism."),
+    "reauthenticated": (
+        "successful_reauthentication",
+        "SASL re-authentications accepted, by listener and mechanism.",
+    ),
+    "failed_reauthentication": (
+        "failed_reauthentication",
+        "SASL re-authentications refused, by listener and mechanism.",
+    ),
+    "no_reauthentication": (
+        "successful_authentication_no_reauth",
+        "SASL logins by clients that cannot re-authenticate (SaslAuthenticate v0).",
+    ),
+}
+"""The listener's login counters by mechanism (broker/security/sasl_gate.py's
+SaslListener attributes) -> Kafka's socket-server metric name and its help."""
 
 
 class ServerLimitsCollector(Collector):
@@ -96,31 +117,12 @@ class ServerLimitsCollector(Collector):
             "Connections the broker closed, by reason.",
             labels=["listener", "reason"],
         )
-        failed = CounterMetricFamily(
-            "kafka_server_socket_server_metrics_failed_authentication",
-            "SASL logins refused, by listener and mechanism.",
-            labels=["listener", "mechanism"],
-        )
-        succeeded = CounterMetricFamily(
-            "kafka_server_socket_server_metrics_successful_authentication",
-            "SASL logins accepted, by listener and mechanism.",
-            labels=["listener", "mechanism"],
-        )
-        reauthenticated = CounterMetricFamily(
-            "kafka_server_socket_server_metrics_successful_reauthentication",
-            "SASL re-authentications accepted, by listener and mechanism.",
-            labels=["listener", "mechanism"],
-        )
-        failed_reauthentication = CounterMetricFamily(
-            "kafka_server_socket_server_metrics_failed_reauthentication",
-            "SASL re-authentications refused, by listener and mechanism.",
-            labels=["listener", "mechanism"],
-        )
-        no_reauth = CounterMetricFamily(
-            "kafka_server_socket_server_metrics_successful_authentication_no_reauth",
-            "SASL logins by clients that cannot re-authenticate (SaslAuthenticate v0).",
-            labels=["listener", "mechanism"],
-        )
+        by_mechanism = {
+            counter: CounterMetricFamily(
+                f"kafka_server_socket_server_metrics_{name}", what, labels=["listener", "mechanism"]
+            )
+            for counter, (name, what) in _LOGIN_COUNTERS.items()
+        }
         expired = GaugeMetricFamily(
             "kafka_server_socket_server_metrics_expired_connections_killed_count",
             "Connections closed for a request after their SASL session ended, by listener.",
@@ -145,23 +147,14 @@ class ServerLimitsCollector(Collector):
             logins = server.sasl
             if logins is None:
                 continue
-            for mechanism in logins.mechanisms:
-                labels = [listener, mechanism]
-                failed.add_metric(labels, logins.failed[mechanism])
-                succeeded.add_metric(labels, logins.succeeded[mechanism])
-                reauthenticated.add_metric(labels, logins.reauthenticated[mechanism])
-                failed_reauthentication.add_metric(
-                    labels, logins.failed_reauthentication[mechanism]
-                )
-                no_reauth.add_metric(labels, logins.no_reauthentication[mechanism])
+            for counter, family in by_mechanism.items():
+                counts: Counter[str] = getattr(logins, counter)
+                for mechanism in logins.mechanisms:
+                    family.add_metric([listener, mechanism], counts[mechanism])
             expired.add_metric([listener], logins.expired_killed)
             expired_total += logins.expired_killed
         yield closed
-        yield failed
-        yield succeeded
-        yield reauthenticated
-        yield failed_reauthentication
-        yield no_reauth
+        yield from by_mechanism.values()
         yield expired
         yield GaugeMetricFamily(
             "kafka_network_socketserver_expiredconnectionskilledcount",

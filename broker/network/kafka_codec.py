@@ -28,6 +28,7 @@ without one: COORDINATOR_NOT_AVAILABLE).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from minibroker.broker.requests.dispatcher import RequestDispatcher
 from minibroker.broker.requests.request_errors import RequestErrors, describe
@@ -56,6 +57,10 @@ from minibroker.protocol.kafka.codec import (
 from minibroker.protocol.kafka.reshape import request_to_newest, response_from_newest
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
 from minibroker.zk.values import KAFKA_LISTENER
+
+_SASL_HANDSHAKE: Final = int(ApiKey.SASL_HANDSHAKE)
+"""A plain int: a logged-in connection's every request is compared with it (an enum
+member's lookup costs four times the comparison)."""
 
 
 class KafkaCodec:
@@ -86,7 +91,7 @@ class KafkaCodec:
             return encode_response(header, api_versions_body(self._served()))
         body = request_to_newest(header.api_key, header.api_version, body)
         exchange = _Exchange(self.listener, body, self.dispatcher.errors, self._metadata)
-        if auth is not None and (not auth.done or header.api_key == ApiKey.SASL_HANDSHAKE):
+        if auth is not None and (not auth.done or header.api_key == _SASL_HANDSHAKE):
             return auth.handle(header, body, exchange)  # a login, or a re-authentication
         if produce_version_unsupported(header):
             if body["acks"] == 0:

@@ -286,3 +286,20 @@ def test_a_client_that_cannot_re_authenticate_is_counted() -> None:
     scram_login(listener.exchange("new", lambda p: None), version=1)
     assert listener.no_reauthentication["SCRAM-SHA-512"] == 1
     assert listener.succeeded["SCRAM-SHA-512"] == 2
+
+
+def test_a_client_of_handshake_v0_logs_in_again_with_raw_tokens() -> None:
+    listener = reauthenticating(Clock())
+    exchange = listener.exchange("peer", lambda p: None)
+    for _ in range(2):
+        handshake = {"mechanism": "SCRAM-SHA-512"}
+        exchange.handle(header(ApiKey.SASL_HANDSHAKE, 0), handshake, Recorder())
+        client = SaslClient("SCRAM-SHA-512", "alice", "pw")
+        token: bytes | None = client.first()
+        while token is not None:
+            [framed] = exchange.raw_token(token)
+            (size,) = struct.unpack_from(">i", framed)
+            token = client.step(bytes(framed)[4 : 4 + size])
+        assert exchange.done and not exchange.raw_tokens
+    assert listener.reauthenticated["SCRAM-SHA-512"] == 1
+    assert listener.no_reauthentication["SCRAM-SHA-512"] == 1

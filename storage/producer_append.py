@@ -2,7 +2,7 @@
 
 Each producer batch of an append (in log order, a second batch of the same producer
 checked against the first) is compared with the producer's kept epoch and last batches
-(storage/producer_entries.py):
+(storage/producer_entries.py's ``PartitionProducers``):
 
 - a batch whose epoch and sequence range equal one of those kept is a *duplicate* (a
   retry of a batch already written): the append answers its original offsets and
@@ -42,7 +42,7 @@ from minibroker.storage.producer_entries import (
     NO_SEQUENCE,
     BatchMetadata,
     CompletedTxn,
-    ProducerStateBase,
+    PartitionProducers,
     ProducerStateEntry,
 )
 
@@ -95,14 +95,14 @@ class ProducerAppend:
     state; an append that fails in between is simply dropped.
     """
 
-    __slots__ = ("_coordinator", "_manager", "_pending", "_pending_last", "_validate")
+    __slots__ = ("_coordinator", "_pending", "_pending_last", "_state", "_validate")
 
     def __init__(
-        self, manager: ProducerStateBase, *, validate: bool, coordinator: bool = False
+        self, state: PartitionProducers, *, validate: bool, coordinator: bool = False
     ) -> None:
         """``coordinator``: a coordinator's own batches (no sequences: only the epoch
         is checked)."""
-        self._manager = manager
+        self._state = state
         self._validate = validate
         self._coordinator = coordinator
         # (id, epoch, batch, transactional, marker offset, marker): a batch or a marker.
@@ -113,7 +113,7 @@ class ProducerAppend:
         """A marker batch at ``offset``; raises the partition error on the leader."""
         producer_id, epoch = header.producer_id, header.producer_epoch
         if self._validate:
-            current = self._manager.producers.get(producer_id)
+            current = self._state.producers.get(producer_id)
             earlier = self._pending_last.get(producer_id)
             known_epoch = max(
                 NO_EPOCH if current is None else current.epoch,
@@ -121,11 +121,11 @@ class ProducerAppend:
             )
             if epoch < known_epoch:
                 raise InvalidProducerEpochError(
-                    f"{self._manager.name}: marker epoch {epoch} is older than {known_epoch}"
+                    f"{self._state.name}: marker epoch {epoch} is older than {known_epoch}"
                 )
             if current is not None and marker.coordinator_epoch < current.coordinator_epoch:
                 raise TransactionCoordinatorFencedError(
-                    f"{self._manager.name}: coordinator epoch {marker.coordinator_epoch} is"
+                    f"{self._state.name}: coordinator epoch {marker.coordinator_epoch} is"
                     f" older than {current.coordinator_epoch}"
                 )
         self._pending.append((producer_id, epoch, None, True, offset, marker))
@@ -139,12 +139,12 @@ class ProducerAppend:
             if self._validate:
                 if not self._coordinator:
                     raise OutOfOrderSequenceNumberError(
-                        f"{self._manager.name}: a producer batch without a sequence"
+                        f"{self._state.name}: a producer batch without a sequence"
                     )
-                current = self._manager.producers.get(producer_id)
+                current = self._state.producers.get(producer_id)
                 if current is not None and epoch < current.epoch:
                     raise InvalidProducerEpochError(
-                        f"{self._manager.name}: epoch {epoch} is older than {current.epoch}"
+                        f"{self._state.name}: epoch {epoch} is older than {current.epoch}"
                     )
             self._pending.append(
                 (producer_id, epoch, None, header.is_transactional, first_offset, None)
@@ -155,9 +155,9 @@ class ProducerAppend:
         if self._validate:
             earlier = self._pending_last.get(producer_id)
             if earlier is not None:  # a second batch of the producer in this append
-                _check(*earlier, epoch, first_sequence, last_sequence, self._manager.name)
+                _check(*earlier, epoch, first_sequence, last_sequence, self._state.name)
             else:
-                current = self._manager.producers.get(producer_id)
+                current = self._state.producers.get(producer_id)
                 if current is None:
                     _check(
                         NO_EPOCH,
@@ -165,7 +165,7 @@ class ProducerAppend:
                         epoch,
                         first_sequence,
                         last_sequence,
-                        self._manager.name,
+                        self._state.name,
                     )
                 elif (
                     epoch == current.epoch
@@ -186,7 +186,7 @@ class ProducerAppend:
                         epoch,
                         first_sequence,
                         last_sequence,
-                        self._manager.name,
+                        self._state.name,
                     )
         batch = tuple.__new__(
             BatchMetadata,
@@ -205,9 +205,9 @@ class ProducerAppend:
     def commit(self, end_offset: int) -> list[CompletedTxn]:
         """The batches are in the log, which now ends at ``end_offset``; returns the
         transactions their markers ended."""
-        manager = self._manager
-        producers = manager.producers
-        ongoing = manager.ongoing
+        state = self._state
+        producers = state.producers
+        ongoing = state.ongoing
         completed: list[CompletedTxn] = []
         for producer_id, epoch, batch, transactional, offset, marker in self._pending:
             entry = producers.get(producer_id)
@@ -232,6 +232,6 @@ class ProducerAppend:
                 completed.append(CompletedTxn(producer_id, first, offset, aborted))
                 entry.current_txn_first_offset = -1
                 ongoing.pop(producer_id, None)
-            manager.last_marker_offset = offset
-        manager.map_end_offset = end_offset
+            state.last_marker_offset = offset
+        state.map_end_offset = end_offset
         return completed

@@ -1,16 +1,16 @@
 """What a partition remembers of its idempotent producers: per producer id, the epoch
 and the last batches (storage/producer_state.py explains how the state is used).
 
-``ProducerStateBase`` is what the ProducerStateManager and the leader's checks
-(storage/producer_append.py) work on: the producers of one partition dir and the
-offset the state reaches.
+``PartitionProducers`` is that memory for one partition: the entries, the open
+transactions and how far the log has been applied. The ProducerStateManager owns one
+(storage/producer_state.py) and the leader's checks (storage/producer_append.py) apply
+an append to it; neither module is imported here.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from pathlib import Path
 from typing import NamedTuple
 
 BATCHES_KEPT = 5
@@ -122,19 +122,14 @@ class CompletedTxn(NamedTuple):
     aborted: bool
 
 
-class ProducerStateBase:
-    """The producer state of one partition dir (ProducerStateManager adds the
-    rebuilding and owns the snapshot files)."""
+class PartitionProducers:
+    """The producers of one partition as the log has them (see the module doc);
+    ``name`` (the partition dir's) is what errors and warnings say."""
 
-    def __init__(
-        self,
-        directory: Path,
-        *,
-        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    ) -> None:
-        self.dir = directory
-        self.name = directory.name
-        self.producer_id_expiration_ms = producer_id_expiration_ms
+    __slots__ = ("last_marker_offset", "map_end_offset", "name", "ongoing", "producers")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # the state reflects every producer batch below this
         # Open transactions: producer id -> first offset, in log order (a transaction

@@ -15,10 +15,13 @@ so the state follows the log and deduplication holds after a failover.
 Snapshots (``<20-digit offset>.snapshot``, storage/producer_snapshot.py gives the bytes)
 hold the state as of an offset; batches after it are replayed from the log on load.
 
-The manager is the state (storage/producer_entries.py: the entries, and the state the
-leader's checks in storage/producer_append.py work on) and here what changes it as a
-whole (replay, expiry, truncation, loading); it owns ``snapshots``, the partition dir's
-snapshot files (storage/producer_snapshot.py).
+The manager owns two collaborators: ``state``, the entries themselves
+(storage/producer_entries.py's ``PartitionProducers``, which the leader's checks in
+storage/producer_append.py apply an append to), and ``snapshots``, the partition dir's
+snapshot files (storage/producer_snapshot.py); it is itself what changes the state as
+a whole (replay, expiry, truncation, loading). Readers get the state through
+``producers``, ``last_entry``, ``first_unstable_offset``, ``last_marker_offset`` and
+``map_end_offset``, all read-only.
 
 Concurrency: not thread-safe; the Log that owns it calls it from one thread at a time.
 """
@@ -26,7 +29,7 @@ Concurrency: not thread-safe; the Log that owns it calls it from one thread at a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeAlias
 
@@ -42,7 +45,7 @@ from minibroker.storage.producer_append import ProducerAppend
 from minibroker.storage.producer_entries import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     CompletedTxn,
-    ProducerStateBase,
+    PartitionProducers,
     ProducerStateEntry,
 )
 from minibroker.storage.producer_snapshot import CorruptSnapshotError, ProducerSnapshots
@@ -55,7 +58,7 @@ ReplayedBatch: TypeAlias = tuple[BatchHeader, Marker | None]
 REPLAY_CHUNK_BYTES = 1 << 20  # how much of a segment one read brings in while replaying
 
 
-class ProducerStateManager(ProducerStateBase):
+class ProducerStateManager:
     """The producer state of one partition dir, with its snapshot files.
     ``empty_dir``: the dir was just made, so it holds no snapshot to list."""
 
@@ -66,19 +69,38 @@ class ProducerStateManager(ProducerStateBase):
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         empty_dir: bool = False,
     ) -> None:
-        super().__init__(directory, producer_id_expiration_ms=producer_id_expiration_ms)
+        self.dir = directory
+        self.name = directory.name
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.state = PartitionProducers(directory.name)
         self.snapshots = ProducerSnapshots(directory, empty_dir=empty_dir)
+
+    @property
+    def producers(self) -> Mapping[int, ProducerStateEntry]:
+        """Every producer the state holds, by id."""
+        return self.state.producers
+
+    @property
+    def last_marker_offset(self) -> int:
+        """The offset of the newest marker applied (-1: none since loading)."""
+        return self.state.last_marker_offset
+
+    @property
+    def map_end_offset(self) -> int:
+        """The state reflects every producer batch below this offset."""
+        return self.state.map_end_offset
 
     def take_snapshot(self, offset: int | None = None) -> Path:
         """Write the state as of ``offset`` (default: where it ends) durably."""
-        at = self.map_end_offset if offset is None else offset
-        return self.snapshots.write(at, self.producers.values())
+        state = self.state
+        at = state.map_end_offset if offset is None else offset
+        return self.snapshots.write(at, state.producers.values())
 
     def append(self, *, validate: bool, coordinator: bool = False) -> ProducerAppend:
-        return ProducerAppend(self, validate=validate, coordinator=coordinator)
+        return ProducerAppend(self.state, validate=validate, coordinator=coordinator)
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
-        return self.producers.get(producer_id)
+        return self.state.producers.get(producer_id)
 
     def replay(self, batches: Iterable[ReplayedBatch], end_offset: int) -> list[CompletedTxn]:
         """Apply batches from the log (as a follower does: no checks); returns the
@@ -95,7 +117,7 @@ class ProducerStateManager(ProducerStateBase):
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, None when none is open."""
-        for first in self.ongoing.values():
+        for first in self.state.ongoing.values():
             return first
         return None
 
@@ -103,19 +125,21 @@ class ProducerStateManager(ProducerStateBase):
         """Forget producers with no batch for ``producer_id_expiration_ms`` and no open
         transaction; how many."""
         limit = self.producer_id_expiration_ms
+        producers = self.state.producers
         expired = [
             pid
-            for pid, entry in self.producers.items()
+            for pid, entry in producers.items()
             if now_ms - entry.last_timestamp >= limit and entry.current_txn_first_offset < 0
         ]
         for pid in expired:
-            del self.producers[pid]
+            del producers[pid]
         return len(expired)
 
     def clear(self, offset: int) -> None:
-        self.producers.clear()
-        self.ongoing.clear()
-        self.map_end_offset = offset
+        state = self.state
+        state.producers.clear()
+        state.ongoing.clear()
+        state.map_end_offset = offset
 
     def truncate(
         self,
@@ -127,11 +151,12 @@ class ProducerStateManager(ProducerStateBase):
         """The log was truncated to ``log_end_offset``: drop what lies above it. When no
         producer's last batch was cut, only the snapshots above the end go; otherwise
         the state is rebuilt (``load``; the transactions its replay ended are returned)."""
-        if self.last_marker_offset < log_end_offset and all(
-            entry.last_offset < log_end_offset for entry in self.producers.values()
+        state = self.state
+        if state.last_marker_offset < log_end_offset and all(
+            entry.last_offset < log_end_offset for entry in state.producers.values()
         ):
             self.snapshots.delete_after(log_end_offset)
-            self.map_end_offset = min(self.map_end_offset, log_end_offset)
+            state.map_end_offset = min(state.map_end_offset, log_end_offset)
             return []
         return self.load(
             log_start_offset=log_start_offset,
@@ -150,10 +175,11 @@ class ProducerStateManager(ProducerStateBase):
         at or below the end, then the batches after it (or the whole log); returns the
         transactions the replayed markers ended."""
         snapshots = self.snapshots
+        state = self.state
         snapshots.delete_after(log_end_offset)
-        self.producers.clear()
-        self.ongoing.clear()
-        self.last_marker_offset = -1
+        state.producers.clear()
+        state.ongoing.clear()
+        state.last_marker_offset = -1
         replay_from = log_start_offset
         for at in reversed(snapshots.offsets()):
             try:
@@ -164,17 +190,17 @@ class ProducerStateManager(ProducerStateBase):
                 continue
             if at < log_start_offset:
                 break  # older than the log: the log itself is the better source
-            self.producers = {entry.producer_id: entry for entry in entries}
+            state.producers = {entry.producer_id: entry for entry in entries}
             open_txns = sorted(
                 (e.current_txn_first_offset, e.producer_id)
                 for e in entries
                 if e.current_txn_first_offset >= 0
             )
-            self.ongoing = {pid: first for first, pid in open_txns}
-            self.last_marker_offset = at - 1  # a marker may lie anywhere below: assume so
+            state.ongoing = {pid: first for first, pid in open_txns}
+            state.last_marker_offset = at - 1  # a marker may lie anywhere below: assume so
             replay_from = at
             break
-        self.map_end_offset = replay_from
+        state.map_end_offset = replay_from
         return self.replay(headers_from(replay_from), log_end_offset)
 
 

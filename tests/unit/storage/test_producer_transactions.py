@@ -134,7 +134,7 @@ def test_open_transactions_survive_a_snapshot_and_reload(tmp_path: Path) -> None
     reloaded = ProducerStateManager(tmp_path)
     reloaded.load(log_start_offset=0, log_end_offset=3, headers_from=lambda _: iter(()))
     assert reloaded.first_unstable_offset() == 0
-    assert list(reloaded.ongoing.items()) == [(1, 0), (2, 1)]
+    assert list(reloaded.state.ongoing.items()) == [(1, 0), (2, 1)]
     fenced = reloaded.last_entry(PID)
     assert fenced is not None and fenced.epoch == 1 and fenced.coordinator_epoch == 3
 

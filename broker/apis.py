@@ -22,6 +22,7 @@ from minibroker.broker.replication.fetch_reader import FetchParams, FetchPartiti
 from minibroker.broker.replication.partition import AppendResult
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.broker.replication.txn_verification import (
+    TxnVerification,
     TxnVerifier,
     Unverified,
     unverified,
@@ -69,9 +70,11 @@ class KafkaApis:
         metadata_cache: MetadataCache,
         *,
         is_replica: ReplicaCheck = lambda session, broker_id: False,
+        txn_verification: TxnVerification | None = None,
     ) -> None:
         """``is_replica``: who may send a follower's requests (replica id >= 0); the
-        default refuses them all."""
+        default refuses them all. ``txn_verification``: where the transaction
+        coordinator's answer is found (KIP-890; the broker's part), none by default."""
         self.is_replica = is_replica
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
@@ -80,8 +83,7 @@ class KafkaApis:
         self.max_partitions = replicas.config.request_max_partitions
         self.metrics = replicas.metrics
         self.topic_auto_creator = TopicAutoCreator(metadata_cache)
-        self.txn_verifier: TxnVerifier | None = None
-        """Set by the transaction coordinator's service: KIP-890 part 1's question."""
+        self.txn_verification = txn_verification or TxnVerification()
 
     def install(self, dispatcher: RequestDispatcher) -> None:
         """Serve this class's API keys through ``dispatcher``."""
@@ -107,15 +109,18 @@ class KafkaApis:
         topics = request["topics"]
         acks = request["acks"]
         transactional_id = request.get("transactional_id")
-        if transactional_id is not None and self.txn_verifier is not None:
+        if (
+            transactional_id is not None
+            and (verifier := self.txn_verification.verifier) is not None
+        ):
             entries = self._produce_entries(topics)
             needed = unverified(self.replica_manager.replicas.get_partition, entries)
             if needed and acks != 0:
                 # KIP-890 part 2: a v12 client leaves adding the partitions to the leader
                 add = transaction_v2(header.api_key, header.api_version, request)
-                refused = verify_now(self.txn_verifier, transactional_id, needed, add=add)
+                refused = verify_now(verifier, transactional_id, needed, add=add)
                 if refused != {}:  # not answered here and now, or some refused
-                    return self._produce_verified(request, entries, needed, add)
+                    return self._produce_verified(verifier, request, entries, needed, add)
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]
@@ -175,6 +180,7 @@ class KafkaApis:
 
     def _produce_verified(
         self,
+        verifier: TxnVerifier,
         request: bodies.ProduceRequest,
         entries: list[tuple[TopicPartition, Records]],
         needed: Unverified,
@@ -185,8 +191,6 @@ class KafkaApis:
         add the partitions); its connection reads no further request until the appends
         are made (``ordered``)."""
         manager = self.replica_manager
-        verifier = self.txn_verifier
-        assert verifier is not None
         transactional_id = request["transactional_id"]
         assert transactional_id is not None
         acks = request["acks"]

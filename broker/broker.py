@@ -83,6 +83,7 @@ from minibroker.broker.replication.hosted_replicas import to_log_config
 from minibroker.broker.replication.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.broker.replication.txn_markers import WriteTxnMarkersApi
+from minibroker.broker.replication.txn_verification import TxnVerification
 from minibroker.broker.requests.dispatcher import RequestDispatcher
 from minibroker.broker.requests.request_caps import RequestCaps
 from minibroker.broker.security.acl_apis import AclApis
@@ -305,7 +306,13 @@ class Broker:
         fence = ControllerFence(
             zk, config.broker_id, accept_any=config.standalone_accept_controller_requests
         )
-        apis = KafkaApis(replica_manager, self.metadata_cache, is_replica=fence.is_broker)
+        txn_verification = TxnVerification()
+        apis = KafkaApis(
+            replica_manager,
+            self.metadata_cache,
+            is_replica=fence.is_broker,
+            txn_verification=txn_verification,
+        )
         apis.install(self.dispatcher)
         DeleteRecords(replicas, self.metadata_cache).install(self.dispatcher)
         ControllerRequestApis(replica_manager, self.metadata_cache, fence).install(
@@ -391,6 +398,7 @@ class Broker:
             replica_manager=replica_manager,
             kafka_apis=apis,
             txn_markers=txn_markers,
+            txn_verification=txn_verification,
             producer_ids=producer_ids,
             topic_configs=topic_configs,
             log_dir_mover=log_dir_mover,

@@ -22,6 +22,7 @@ from minibroker.broker.logdirs.log_dir_mover import LogDirMover
 from minibroker.broker.network.server import BrokerServer
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.broker.replication.txn_markers import WriteTxnMarkersApi
+from minibroker.broker.replication.txn_verification import TxnVerification
 from minibroker.broker.security.authorizer import AclAuthorizer
 from minibroker.broker.security.identity_key import BrokerKey
 from minibroker.net.security import ClientSecurity
@@ -38,6 +39,9 @@ class BrokerParts:
     """The data-path handlers."""
     txn_markers: WriteTxnMarkersApi
     """The leader's side of WriteTxnMarkers (the transaction coordinator's markers)."""
+    txn_verification: TxnVerification
+    """Where the data-path handlers find the transaction coordinator's answer (KIP-890),
+    which its service provides while it runs."""
     producer_ids: ProducerIdManager
     topic_configs: TopicConfigs
     """DescribeConfigs / AlterConfigs."""

@@ -114,11 +114,9 @@ async def run_coordinators(
             client_id="txn-verifier",
             request_timeout_s=VERIFY_TIMEOUT_S,
         )
-        kafka_apis = parts.kafka_apis
         verifier = TransactionVerifier(
             coordinator, cache, verifier_links, broker_id=config.broker_id
         )
-        kafka_apis.txn_verifier = verifier
         TransactionApis(
             coordinator,
             InitProducerIdApi(producer_ids),
@@ -158,12 +156,12 @@ async def run_coordinators(
         ]
         leadership_changed(already_led, [])
         try:
-            task_status.started()
-            await trio.sleep_forever()
+            with parts.txn_verification.provided_by(verifier):  # leaders ask it meanwhile
+                task_status.started()
+                await trio.sleep_forever()
         finally:
             replica_manager.replicas.leadership_listeners.remove(leadership_changed)
             parts.txn_markers.marker_listeners.remove(marker_written)
             broker.metrics.registry.unregister(collector)
-            kafka_apis.txn_verifier = None
             await markers.aclose()
             await verifier_links.aclose()

@@ -28,7 +28,8 @@ than the marker that ended it and refused by the append itself.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Protocol, TypeAlias, runtime_checkable
 
 from minibroker.broker.replication.partition import Partition
@@ -55,6 +56,33 @@ TxnVerifier: TypeAlias = Callable[
 """(transactional id, producer id, epoch, partitions, add) -> each partition's verdict
 (None: in the ongoing transaction; with ``add`` true, added to it if it was not);
 raises the KafkaError of the whole question."""
+
+
+class TxnVerification:
+    """Where a leader finds the coordinator's answer: one per broker, a part
+    (``BrokerParts.txn_verification``) handed to the Produce handler when it is made.
+    The answer itself exists only once the transaction coordinator runs (it is built on
+    the broker's parts), so its service provides it for as long as it runs
+    (``provided_by``); until then, and without one, transactional batches are written
+    unverified, as before KIP-890."""
+
+    __slots__ = ("verifier",)
+
+    def __init__(self) -> None:
+        self.verifier: TxnVerifier | None = None
+        """The coordinator's answer while its service runs (read per transactional
+        Produce), else None."""
+
+    @contextlib.contextmanager
+    def provided_by(self, verifier: TxnVerifier) -> Iterator[None]:
+        """Ask ``verifier`` for the duration of the block."""
+        if self.verifier is not None:
+            raise RuntimeError("a transaction verifier is provided already")
+        self.verifier = verifier
+        try:
+            yield
+        finally:
+            self.verifier = None
 
 
 @runtime_checkable

@@ -509,9 +509,26 @@ class TransactionCoordinator:
                 self._complete_later(meta)
 
     def _complete_later(self, meta: TransactionMetadata) -> None:
-        """The second phase of the prepared transaction of ``meta``: done here and now
-        when nothing needs a wait (every partition's leader is this broker and its only
-        in-sync replica: the single-broker case), else in a task of its own."""
+        """The second phase of the prepared transaction of ``meta``, in a task of its own,
+        so the request that prepared it is answered first: the decision is durable, and
+        Kafka answers EndTxn then too. Requests of the id meanwhile wait for it
+        (``_settled``)."""
+        done = self._completing[meta.transactional_id] = trio.Event()
+
+        async def complete() -> None:
+            try:
+                await self._second_phase(meta)
+            finally:
+                done.set()
+                if self._completing.get(meta.transactional_id) is done:
+                    del self._completing[meta.transactional_id]
+
+        self._later(complete)
+
+    async def _second_phase(self, meta: TransactionMetadata) -> None:
+        """Markers, then Complete*: appended at once when nothing needs a wait (every
+        partition's leader is this broker and its only in-sync replica: the
+        single-broker case), else sent and awaited (``_complete``)."""
         value = meta.value
         started = self.markers.write_now(
             producer_id=value.producer_id,
@@ -524,31 +541,15 @@ class TransactionCoordinator:
             log.warning("markers of %r: a newer coordinator took over", meta.transactional_id)
             return
         remaining, appended = started
-        written: StateWrite | None = None
         if not remaining and meta.pending is None:
             try:
                 written = self.state.write_now(meta, self._completed(meta))
-                if written is None:
-                    return
+                if written is not None:  # Complete* is appended: wait for its replicas
+                    await written()
+                return
             except KafkaError as exc:
                 log.info("completing %r failed: %r", meta.transactional_id, exc)
-        done = self._completing[meta.transactional_id] = trio.Event()
-
-        async def complete() -> None:
-            try:
-                if written is not None:  # Complete* is written: wait for its replicas
-                    try:
-                        await written()
-                        return
-                    except KafkaError as exc:
-                        log.info("completing %r failed: %r", meta.transactional_id, exc)
-                await self._complete(meta, remaining, appended)
-            finally:
-                done.set()
-                if self._completing.get(meta.transactional_id) is done:
-                    del self._completing[meta.transactional_id]
-
-        self._later(complete)
+        await self._complete(meta, remaining, appended)
 
     def _later(self, fn: Callable[[], Awaitable[None]]) -> None:
         if self._spawn is None:

@@ -8,9 +8,9 @@ How this works. Each accepted connection (broker/network/server.py) runs two tas
   the answer has to wait (a long-polling Fetch, later acks=all). Only a ``Pending``
   reply costs a task; most requests are answered inline, which is what makes small
   pipelined requests cheap.
-- the *writer* (broker/network/server_replies.py, which ``ServerConnection`` inherits) takes the
-  replies' slots from the connection's queue in arrival order
-  and writes each one when it is ready, so responses leave strictly in request order
+- the *writer* (broker/network/server_replies.py's ``ReplyWriter``, which each
+  ``ServerConnection`` owns as ``replies``) takes the replies' slots from its queue in
+  arrival order and writes each one when it is ready, so responses leave strictly in request order
   even when a later request finished first. Consecutive ready replies are sent together.
   When every reply of a read is ready and the writer is idle, the reader sends them
   itself: a round trip then costs no task switch.
@@ -72,7 +72,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import deque
 from collections.abc import Callable
 
 import trio
@@ -123,15 +122,16 @@ at all drains this within a round trip; one that does not is held to it (plus on
 response, which may be up to fetch.max.bytes)."""
 
 
-class ServerConnection(ReplyWriter):
-    """One client connection: its reader, its writer and the replies queued between.
+class ServerConnection:
+    """One client connection: its reader, and the writer (``replies``) that owns the
+    replies queued between.
 
     The queue is a plain deque plus two events rather than a memory channel: queuing a
     reply that is already complete then costs no checkpoint, which matters for small
     pipelined requests.
 
     Byte accounting: ``request_bytes`` is what this connection's decoder holds or has
-    reserved (a frame whose prefix is in counts whole), ``unsent_bytes`` the responses
+    reserved (a frame whose prefix is in counts whole), ``replies.unsent_bytes`` the responses
     queued and not yet written; both are part of the server's ``QueuedBytes``.
     """
 
@@ -148,14 +148,9 @@ class ServerConnection(ReplyWriter):
         if server.sasl is not None:
             auth = server.sasl.exchange(peer, self._authenticated)
             self.handle = functools.partial(server.handler.handle, auth=auth)
-        self.queue: deque[ReplySlot] = deque()
-        self.writing = 0  # replies taken off the queue and being written
-        self.reading_done = False
-        self.writer_wakeup: trio.Event | None = None
+        self.replies = ReplyWriter(server, stream, self.fd, peer, self._wake_reader)
         self.reader_wakeup: trio.Event | None = None
         self.request_bytes = 0
-        self.unsent_bytes = 0
-        self.pending = 0  # replies still being worked out
         # A plain socket's reads between frames have no timer of their own: the idle
         # watch (_watch_idle) ends the one still waiting at ``idle_at``.
         self.watched_reads = self.fd >= 0
@@ -178,11 +173,12 @@ class ServerConnection(ReplyWriter):
     @property
     def in_flight(self) -> int:
         """Requests read whose response is not fully written."""
-        return len(self.queue) + self.writing
+        replies = self.replies
+        return len(replies.queue) + replies.writing
 
     async def serve(self) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_replies, nursery)
+            nursery.start_soon(self.replies.run, nursery)
             idle_watch = trio.CancelScope()
             if self.watched_reads and self.server.idle_timeout_s < math.inf:
                 self.idle_at = trio.current_time() + self.server.idle_timeout_s
@@ -191,8 +187,7 @@ class ServerConnection(ReplyWriter):
                 await self._read_requests(nursery)
             finally:
                 idle_watch.cancel()
-                self.reading_done = True
-                self._wake_writer()
+                self.replies.reading_ended()
 
     async def _watch_idle(self, scope: trio.CancelScope) -> None:
         """The idle timer of a plain socket's reads between frames, one per connection
@@ -229,13 +224,9 @@ class ServerConnection(ReplyWriter):
 
     def release_queued_bytes(self) -> None:
         """Give this connection's bytes back to the budget (it is closed)."""
-        self.server.queued_bytes.add(-(self.request_bytes + self.unsent_bytes))
-        self.request_bytes = self.unsent_bytes = 0
-
-    def _wake_writer(self) -> None:
-        if self.writer_wakeup is not None:
-            self.writer_wakeup.set()
-            self.writer_wakeup = None
+        replies = self.replies
+        self.server.queued_bytes.add(-(self.request_bytes + replies.unsent_bytes))
+        self.request_bytes = replies.unsent_bytes = 0
 
     def _wake_reader(self) -> None:
         if self.reader_wakeup is not None:
@@ -243,7 +234,7 @@ class ServerConnection(ReplyWriter):
             self.reader_wakeup = None
 
     def _held(self) -> int:
-        return self.request_bytes + self.unsent_bytes
+        return self.request_bytes + self.replies.unsent_bytes
 
     def _hold_request_bytes(self, decoder: FrameDecoder) -> None:
         """Count what the decoder holds, plus the rest of a frame whose length is known."""
@@ -256,17 +247,18 @@ class ServerConnection(ReplyWriter):
 
     def _backlogged(self) -> bool:
         """Whether this client must read its responses before more requests are handled."""
+        replies = self.replies
         return (
-            len(self.queue) >= MAX_IN_FLIGHT
-            or self.pending >= MAX_PENDING
-            or self.unsent_bytes >= self.server.max_unsent_bytes
+            len(replies.queue) >= MAX_IN_FLIGHT
+            or replies.pending >= MAX_PENDING
+            or replies.unsent_bytes >= self.server.max_unsent_bytes
         )
 
     async def _wait_until_drained(self) -> bool:
         """Wait while backlogged (the writer drains as the client reads); True if waited."""
         if not self._backlogged():
             return False
-        self._wake_writer()
+        self.replies.wake()
         while self._backlogged():
             self.reader_wakeup = trio.Event()
             await self.reader_wakeup.wait()
@@ -276,7 +268,8 @@ class ServerConnection(ReplyWriter):
         server = self.server
         decoder = FrameDecoder(server.max_frame_bytes)
         handle = self.handle
-        queue = self.queue
+        replies = self.replies
+        queue = replies.queue
         budget = server.queued_bytes
         handled = 0
         # A socket's one-buffer replies (plain or TLS) may be written by the reader at once.
@@ -293,11 +286,11 @@ class ServerConnection(ReplyWriter):
                 # once per request.)
                 waited = (
                     len(queue) >= MAX_IN_FLIGHT
-                    or self.pending >= MAX_PENDING
-                    or self.unsent_bytes >= server.max_unsent_bytes
+                    or replies.pending >= MAX_PENDING
+                    or replies.unsent_bytes >= server.max_unsent_bytes
                 ) and await self._wait_until_drained()
                 if budget.used >= budget.limit:
-                    self._wake_writer()  # our own queued replies may be what fills it
+                    replies.wake()  # our own queued replies may be what fills it
                     await server.queued_bytes.wait_for_room(self._held)
                     waited = True
                 if waited and frame_started != math.inf:
@@ -333,7 +326,7 @@ class ServerConnection(ReplyWriter):
                     try:
                         next_frame = decoder.next_frame()
                     except FrameError as exc:
-                        self._refuse("bad_frame", str(exc))
+                        replies.refuse("bad_frame", str(exc))
                         return
                     if next_frame is NEED_DATA:
                         break
@@ -347,9 +340,9 @@ class ServerConnection(ReplyWriter):
                     if exc.reply is not None:  # the refusal goes out before the close
                         slot = ReplySlot()
                         slot.finish(exc.reply)
-                        self._queued(slot)
+                        replies.queued(slot)
                         queue.append(slot)
-                    self._refuse(exc.reason, str(exc))
+                    replies.refuse(exc.reason, str(exc))
                     return
                 frame = None
                 handled += 1
@@ -359,12 +352,12 @@ class ServerConnection(ReplyWriter):
                     and (whole or not decoder.buffered)
                     and type(reply) is list
                     and len(reply) == 1
-                    and self.writer_wakeup is not None
+                    and replies.wakeup is not None
                 ):
                     # The one reply of this read, nothing queued ahead of it and the writer
                     # idle: written now, with no slot, no copy and no scheduler pass when
                     # the socket takes it whole (the usual case); any rest is queued.
-                    rest = self._write_now(reply[0])
+                    rest = replies.write_now(reply[0])
                     if rest is None:
                         answered = True
                         if handled % FRAMES_PER_TURN == 0:
@@ -374,18 +367,18 @@ class ServerConnection(ReplyWriter):
                 answered = False
                 slot = ReplySlot()
                 if isinstance(reply, Pending):
-                    self.pending += 1
-                    nursery.start_soon(self._complete, slot, reply)
+                    replies.pending += 1
+                    nursery.start_soon(replies.complete, slot, reply)
                     pending = True
                     queue.append(slot)
                     if reply.ordered is not None:
                         # Later requests follow this one's effects (a chunked Produce's
                         # appends): read on once they are done; others run meanwhile.
-                        self._wake_writer()
+                        replies.wake()
                         await reply.ordered.wait()
                 else:
                     slot.finish(reply)
-                    self._queued(slot)
+                    replies.queued(slot)
                     queue.append(slot)
                 if self._backlogged() or handled % FRAMES_PER_TURN == 0:
                     self._hold_request_bytes(decoder)
@@ -399,22 +392,22 @@ class ServerConnection(ReplyWriter):
                 self._hold_request_bytes(decoder)  # the frames handled are no longer held
             if not queue:
                 continue
-            if not pending and self.writer_wakeup is not None:
+            if not pending and replies.wakeup is not None:
                 # Every reply of this read is ready and the writer sits idle: send them
                 # from here, sparing a task switch per round trip.
                 batch = list(queue)
                 queue.clear()
-                self.writing = len(batch)
-                await self._send(batch)
-                self.writing = 0
-                self._sent(batch)
+                replies.writing = len(batch)
+                await replies.send(batch)
+                replies.writing = 0
+                replies.sent(batch)
             else:
-                self._wake_writer()
+                replies.wake()
 
     async def _wait_unmuted(self, mute: ConnectionMute) -> None:
         """Read nothing until the throttle ends; the replies already queued go out."""
         if mute.until > trio.current_time():
-            self._wake_writer()
+            self.replies.wake()
             await trio.sleep_until(mute.until)
         mute.until = 0.0
 
@@ -489,7 +482,7 @@ class ServerConnection(ReplyWriter):
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return b""
             if trio.current_time() >= frame_deadline:
-                self._refuse(
+                self.replies.refuse(
                     "incomplete_request",
                     f"a request frame still incomplete after {server.request_receive_timeout_s:g} s"
                     " (request.receive.timeout.ms)",

@@ -5,7 +5,7 @@ Each request read gets a ``ReplySlot`` in the connection's queue; the writer tak
 slots in order, waits for the first to be ready, and sends every ready reply together:
 small buffers joined into one send, large record data (a Fetch answer's segment bytes)
 from its own memory, with writev on a plain socket. A reader whose read's one reply is
-ready while nothing is queued writes it itself (``_write_now``): a round trip then
+ready while nothing is queued writes it itself (``write_now``): a round trip then
 costs no task switch. A peer that accepts no byte of a response for the idle timeout is
 refused (``stalled_response``) and the connection ends.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import trio
@@ -86,37 +86,57 @@ class ReplySlot:
 
 
 class ReplyWriter:
-    """The connection's writing half (``Connection`` inherits it): the queue of reply
-    slots, the bytes they hold, and the writer task that sends them."""
+    """A connection's writing half (``ServerConnection`` owns one as ``replies``): the
+    queue of reply slots, the bytes they hold, and the writer task that sends them.
+    ``wake_reader`` is told whenever queue space or bytes are freed (the reader may be
+    waiting for either)."""
 
-    server: Server
-    stream: trio.abc.Stream
-    fd: int
-    """A plain socket's descriptor (-1 for any other stream): it stays open while the
-    connection is served (the server closes the stream after)."""
-    peer: str
-    queue: deque[ReplySlot]
-    writing: int
-    reading_done: bool
-    writer_wakeup: trio.Event | None
-    pending: int
-    unsent_bytes: int
+    def __init__(
+        self,
+        server: Server,
+        stream: trio.abc.Stream,
+        fd: int,
+        peer: str,
+        wake_reader: Callable[[], None],
+    ) -> None:
+        self.server = server
+        self.stream = stream
+        self.fd = fd
+        """A plain socket's descriptor (-1 for any other stream): it stays open while
+        the connection is served (the server closes the stream after)."""
+        self.peer = peer
+        self._wake_reader = wake_reader
+        self.queue: deque[ReplySlot] = deque()
+        self.writing = 0  # replies taken off the queue and being written
+        self.reading_done = False
+        self.wakeup: trio.Event | None = None
+        """Set while the writer task waits for work (it is idle)."""
+        self.pending = 0  # replies still being worked out
+        self.unsent_bytes = 0
 
-    def _wake_reader(self) -> None:
-        raise NotImplementedError
+    def wake(self) -> None:
+        """Let the writer task look at the queue again."""
+        if self.wakeup is not None:
+            self.wakeup.set()
+            self.wakeup = None
 
-    def _queued(self, slot: ReplySlot) -> None:
+    def reading_ended(self) -> None:
+        """The reader is done: the writer sends what is queued, then returns."""
+        self.reading_done = True
+        self.wake()
+
+    def queued(self, slot: ReplySlot) -> None:
         """A reply became ready: its bytes are queued until written."""
         self.unsent_bytes += slot.nbytes
         self.server.queued_bytes.add(slot.nbytes)
 
-    def _sent(self, batch: list[ReplySlot]) -> None:
+    def sent(self, batch: list[ReplySlot]) -> None:
         sent = sum(slot.nbytes for slot in batch)
         self.unsent_bytes -= sent
         self.server.queued_bytes.add(-sent)
         self._wake_reader()
 
-    def _write_now(self, data: Buffer) -> memoryview | None:
+    def write_now(self, data: Buffer) -> memoryview | None:
         """Write what the socket takes of ``data`` now (encrypted first under TLS); the
         rest, or None. The rest is counted in ``bytes_out`` when it is sent."""
         if self.fd < 0:
@@ -129,11 +149,11 @@ class ReplyWriter:
         self.server.bytes_out += sent
         return None if sent == len(data) else memoryview(data)[sent:]
 
-    def _refuse(self, reason: str, why: str) -> None:
+    def refuse(self, reason: str, why: str) -> None:
         self.server.closed[reason] += 1
         refusal_log.warning("closing connection from %s: %s", self.peer, why)
 
-    async def _complete(self, slot: ReplySlot, reply: Pending) -> None:
+    async def complete(self, slot: ReplySlot, reply: Pending) -> None:
         """Run a pending reply and put its result in the slot (even if it fails). A
         reply that ends the connection (``CloseConnection``) is sent, then the
         connection ends."""
@@ -145,19 +165,19 @@ class ReplyWriter:
             slot.closing = exc
         finally:
             slot.finish(buffers)
-            self._queued(slot)
+            self.queued(slot)
             self.pending -= 1
             self._wake_reader()
 
-    async def _write_replies(self, nursery: trio.Nursery) -> None:
+    async def run(self, nursery: trio.Nursery) -> None:
         queue = self.queue
         try:
             while True:
                 if not queue:
                     if self.reading_done:
                         return
-                    self.writer_wakeup = trio.Event()
-                    await self.writer_wakeup.wait()
+                    self.wakeup = trio.Event()
+                    await self.wakeup.wait()
                     continue
                 await queue[0].wait()
                 batch: list[ReplySlot] = []
@@ -167,19 +187,19 @@ class ReplyWriter:
                         break  # the last reply of this connection
                 self.writing = len(batch)
                 self._wake_reader()  # queue space
-                await self._send(batch)
+                await self.send(batch)
                 self.writing = 0
-                self._sent(batch)
+                self.sent(batch)
                 closing = batch[-1].closing
                 if closing is not None:
-                    self._refuse(closing.reason, str(closing))
+                    self.refuse(closing.reason, str(closing))
                     nursery.cancel_scope.cancel()
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection from %s broke while writing: %r", self.peer, exc)
             nursery.cancel_scope.cancel()
 
-    async def _send(self, batch: list[ReplySlot]) -> None:
+    async def send(self, batch: list[ReplySlot]) -> None:
         chunks: list[Buffer] = []  # small buffers joined, large record data as it is
         small: list[Buffer] = []
         small_bytes = 0
@@ -217,7 +237,7 @@ class ReplyWriter:
             with trio.move_on_after(stalled) as scope:
                 await trio.lowlevel.wait_writable(stream.socket)
             if scope.cancelled_caught:
-                self._refuse("stalled_response", f"no response byte accepted for {stalled:g} s")
+                self.refuse("stalled_response", f"no response byte accepted for {stalled:g} s")
                 raise trio.BrokenResourceError("peer stopped reading its responses")
             chunks = socket_io.write_buffers_now(stream, chunks)
 
@@ -240,7 +260,7 @@ class ReplyWriter:
         with trio.move_on_after(stalled) as scope:
             await stream.send_all(data)
         if scope.cancelled_caught:
-            self._refuse("stalled_response", f"no response byte accepted for {stalled:g} s")
+            self.refuse("stalled_response", f"no response byte accepted for {stalled:g} s")
             raise trio.BrokenResourceError("peer stopped reading its responses")
 
 

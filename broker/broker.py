@@ -486,7 +486,7 @@ class Broker:
         self, security: ListenerSecurity | None, *, raw_tokens: bool = False
     ) -> dict[str, Any]:
         """BrokerServer's TLS, SASL and connection-limit arguments for a listener of
-        ``security``."""
+        ``security``; ``raw_tokens``: the Kafka listener's (SaslHandshake v0, sessions)."""
         if security is None:
             return {
                 "limits": self.connection_limits,
@@ -500,6 +500,9 @@ class Broker:
                 self.credentials.lookup,
                 raw_tokens=raw_tokens,
                 limiter=self.auth_failures,
+                # Sessions end on the Kafka listener only: minibroker's own clients and
+                # brokers (the msgpack listener) do not re-authenticate.
+                max_reauth_ms=self.config.connections_max_reauth_ms if raw_tokens else 0,
             )
         return {
             "ssl_context": security.ssl_context,

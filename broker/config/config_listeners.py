@@ -212,6 +212,18 @@ class ListenerSettings:
         "How long a failed SASL login waits before its refusal and close (KIP-306).",
         at_least(0),
     )
+    connections_max_reauth_ms: int = config_key(
+        "connections.max.reauth.ms",
+        0,
+        "Above 0: how long a SASL login lasts on the Kafka listener (KIP-368). Clients are"
+        " told at login (SaslAuthenticate v1+) and log in again on the same connection; a"
+        " connection whose session ended is closed at its next request unless that starts"
+        " a new login. 0: a login lasts as long as its connection. The msgpack listener's"
+        " logins always do (minibroker's own clients do not re-authenticate), and the"
+        " per-listener form (listener.name.<l>.<mechanism>.connections.max.reauth.ms) is"
+        " not read.",
+        at_least(0),
+    )
     connection_failed_authentication_rate_per_ip: float = config_key(
         "connection.failed.authentication.rate.per.ip",
         1.0,

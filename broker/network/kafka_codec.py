@@ -28,6 +28,7 @@ without one: COORDINATOR_NOT_AVAILABLE).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from minibroker.broker.requests.dispatcher import RequestDispatcher
 from minibroker.broker.requests.request_errors import RequestErrors, describe
@@ -57,6 +58,10 @@ from minibroker.protocol.kafka.reshape import request_to_newest, response_from_n
 from minibroker.protocol.session import UNKNOWN_SESSION, Session
 from minibroker.zk.values import KAFKA_LISTENER
 
+_SASL_HANDSHAKE: Final = int(ApiKey.SASL_HANDSHAKE)
+"""A plain int: a logged-in connection's every request is compared with it (an enum
+member's lookup costs four times the comparison)."""
+
 
 class KafkaCodec:
     """Serves one listener's Kafka frames through ``dispatcher``."""
@@ -70,7 +75,8 @@ class KafkaCodec:
         self, frame: bytes, session: Session = UNKNOWN_SESSION, auth: SaslExchange | None = None
     ) -> Reply:
         """``auth``: the connection's login on a SASL listener (broker/security/sasl_gate.py);
-        until it is done, requests other than ApiVersions go to it."""
+        until it is done (and again once its session expired), requests other than
+        ApiVersions go to it, and so does a later SaslHandshake (re-authentication)."""
         if auth is not None and auth.raw_tokens:
             return auth.raw_token(frame)  # after SaslHandshake v0: no request header
         try:
@@ -85,8 +91,8 @@ class KafkaCodec:
             return encode_response(header, api_versions_body(self._served()))
         body = request_to_newest(header.api_key, header.api_version, body)
         exchange = _Exchange(self.listener, body, self.dispatcher.errors, self._metadata)
-        if auth is not None and not auth.done:
-            return auth.handle(header, body, exchange)
+        if auth is not None and (not auth.done or header.api_key == _SASL_HANDSHAKE):
+            return auth.handle(header, body, exchange)  # a login, or a re-authentication
         if produce_version_unsupported(header):
             if body["acks"] == 0:
                 raise CloseConnection(f"Produce v{header.api_version} (acks=0) is not supported")

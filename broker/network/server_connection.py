@@ -77,7 +77,7 @@ from collections.abc import Callable
 import trio
 
 from minibroker.broker.network.server_replies import ReplySlot, ReplyWriter, Server, log
-from minibroker.broker.requests.request_handler import CloseConnection, Pending, Reply
+from minibroker.broker.requests.request_handler import CloseConnection, Login, Pending, Reply
 from minibroker.net import socket_io
 from minibroker.net.socket_io import read_fd_now, readable_now
 from minibroker.net.tls import DECRYPT_BYTES, TlsStream
@@ -145,9 +145,10 @@ class ServerConnection:
         self.session = session
         """Who this connection speaks for; a SASL login replaces it."""
         self.handle: Callable[[bytes, Session], Reply] = server.handler.handle
+        self.login: Login | None = None
         if server.sasl is not None:
-            auth = server.sasl.exchange(peer, self._authenticated)
-            self.handle = functools.partial(server.handler.handle, auth=auth)
+            self.login = server.sasl.exchange(peer, self._authenticated)
+            self.handle = functools.partial(server.handler.handle, auth=self.login)
         self.replies = ReplyWriter(server, stream, self.fd, peer, self._wake_reader)
         self.reader_wakeup: trio.Event | None = None
         self.request_bytes = 0
@@ -183,10 +184,14 @@ class ServerConnection:
             if self.watched_reads and self.server.idle_timeout_s < math.inf:
                 self.idle_at = trio.current_time() + self.server.idle_timeout_s
                 nursery.start_soon(self._watch_idle, idle_watch)
+            session_watch = trio.CancelScope()
+            if self.login is not None and self.login.expires:
+                nursery.start_soon(self._watch_session, session_watch)
             try:
                 await self._read_requests(nursery)
             finally:
                 idle_watch.cancel()
+                session_watch.cancel()
                 self.replies.reading_ended()
 
     async def _watch_idle(self, scope: trio.CancelScope) -> None:
@@ -221,6 +226,13 @@ class ServerConnection:
                 log.info("closing idle connection from %s", self.peer)
                 trio.lowlevel.notify_closing(sock)
                 return
+
+    async def _watch_session(self, scope: trio.CancelScope) -> None:
+        """A SASL login's session deadline (connections.max.reauth.ms: its watch, in
+        broker/security/sasl_session.py, makes the login take the next request)."""
+        assert self.login is not None
+        with scope:
+            await self.login.watch_session()
 
     def release_queued_bytes(self) -> None:
         """Give this connection's bytes back to the budget (it is closed)."""

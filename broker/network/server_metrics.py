@@ -14,6 +14,22 @@
                                                                logins refused
     kafka_server_socket_server_metrics_successful_authentication_total
                                                        counter {listener, mechanism}
+    kafka_server_socket_server_metrics_successful_reauthentication_total
+                                                       counter {listener, mechanism}: SASL
+                                                               re-authentications (KIP-368)
+    kafka_server_socket_server_metrics_failed_reauthentication_total
+                                                       counter {listener, mechanism}
+    kafka_server_socket_server_metrics_successful_authentication_no_reauth_total
+                                                       counter {listener, mechanism}: logins
+                                                               by clients that cannot
+                                                               re-authenticate
+    kafka_server_socket_server_metrics_expired_connections_killed_count
+                                                       gauge   {listener}: connections closed
+                                                               for a request after their
+                                                               session (connections.max.
+                                                               reauth.ms) ended
+    kafka_network_socketserver_expiredconnectionskilledcount
+                                                       gauge   the same, over all listeners
     kafka_server_socket_server_metrics_connection_creation_total
                                                        counter {listener}: accepted
     kafka_server_socket_server_metrics_connection_accept_throttle_time
@@ -25,15 +41,19 @@
     minibroker_authentication_throttled_total          counter logins that waited because
                                                                their address failed too often
 
-The two gauges keep the JMX exporter's names of Kafka's SocketServer MemoryPoolUsed /
-MemoryPoolAvailable (Kafka's pool holds requests only; this one holds responses too).
+The kafka_network_socketserver gauges keep the JMX exporter's names of Kafka's
+SocketServer MemoryPoolUsed / MemoryPoolAvailable (Kafka's pool holds requests only; this
+one holds responses too) and ExpiredConnectionsKilledCount; Kafka's
+expired-connections-killed-count is a running sum it exports as a gauge, kept so here.
 The counters have no Kafka twin (Kafka's connection-close-total counts every close,
 not the broker's refusals), hence their own prefix.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from typing import Final
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -41,6 +61,25 @@ from prometheus_client.registry import Collector
 from minibroker.broker.network.queued_bytes import QueuedBytes
 from minibroker.broker.network.server import CLOSE_REASONS, BrokerServer
 from minibroker.broker.security.auth_failures import AuthFailureLimiter
+
+_LOGIN_COUNTERS: Final = {
+    "failed": ("failed_authentication", "SASL logins refused, by listener and mechanism."),
+    "succeeded": ("successful_authentication", "SASL logins accepted, by listener and mechanism."),
+    "reauthenticated": (
+        "successful_reauthentication",
+        "SASL re-authentications accepted, by listener and mechanism.",
+    ),
+    "failed_reauthentication": (
+        "failed_reauthentication",
+        "SASL re-authentications refused, by listener and mechanism.",
+    ),
+    "no_reauthentication": (
+        "successful_authentication_no_reauth",
+        "SASL logins by clients that cannot re-authenticate (SaslAuthenticate v0).",
+    ),
+}
+"""The listener's login counters by mechanism (broker/security/sasl_gate.py's
+SaslListener attributes) -> Kafka's socket-server metric name and its help."""
 
 
 class ServerLimitsCollector(Collector):
@@ -78,16 +117,18 @@ class ServerLimitsCollector(Collector):
             "Connections the broker closed, by reason.",
             labels=["listener", "reason"],
         )
-        failed = CounterMetricFamily(
-            "kafka_server_socket_server_metrics_failed_authentication",
-            "SASL logins refused, by listener and mechanism.",
-            labels=["listener", "mechanism"],
+        by_mechanism = {
+            counter: CounterMetricFamily(
+                f"kafka_server_socket_server_metrics_{name}", what, labels=["listener", "mechanism"]
+            )
+            for counter, (name, what) in _LOGIN_COUNTERS.items()
+        }
+        expired = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_expired_connections_killed_count",
+            "Connections closed for a request after their SASL session ended, by listener.",
+            labels=["listener"],
         )
-        succeeded = CounterMetricFamily(
-            "kafka_server_socket_server_metrics_successful_authentication",
-            "SASL logins accepted, by listener and mechanism.",
-            labels=["listener", "mechanism"],
-        )
+        expired_total = 0
         created = CounterMetricFamily(
             "kafka_server_socket_server_metrics_connection_creation",
             "Connections accepted, by listener.",
@@ -106,12 +147,20 @@ class ServerLimitsCollector(Collector):
             logins = server.sasl
             if logins is None:
                 continue
-            for mechanism in logins.mechanisms:
-                failed.add_metric([listener, mechanism], logins.failed[mechanism])
-                succeeded.add_metric([listener, mechanism], logins.succeeded[mechanism])
+            for counter, family in by_mechanism.items():
+                counts: Counter[str] = getattr(logins, counter)
+                for mechanism in logins.mechanisms:
+                    family.add_metric([listener, mechanism], counts[mechanism])
+            expired.add_metric([listener], logins.expired_killed)
+            expired_total += logins.expired_killed
         yield closed
-        yield failed
-        yield succeeded
+        yield from by_mechanism.values()
+        yield expired
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_expiredconnectionskilledcount",
+            "Connections closed for a request after their SASL session ended.",
+            expired_total,
+        )
         yield created
         yield throttled
         if self.auth_failures is not None:

@@ -61,6 +61,20 @@ class CloseConnection(Exception):
         self.reason = reason
 
 
+class Login(Protocol):
+    """One connection's login state (broker/security/sasl_gate.py), as its connection sees it."""
+
+    @property
+    def expires(self) -> bool:
+        """Whether its sessions end (connections.max.reauth.ms): then the connection
+        runs ``watch_session`` beside its reader."""
+        ...
+
+    async def watch_session(self) -> None:
+        """End each session at its deadline; runs until cancelled."""
+        ...
+
+
 class Authenticator(Protocol):
     """A SASL listener's source of per-connection logins (broker/security/sasl_gate.py), with
     its counters by mechanism (a metric)."""
@@ -68,8 +82,12 @@ class Authenticator(Protocol):
     mechanisms: list[str]
     failed: Counter[str]
     succeeded: Counter[str]
+    reauthenticated: Counter[str]
+    failed_reauthentication: Counter[str]
+    no_reauthentication: Counter[str]
+    expired_killed: int
 
-    def exchange(self, peer: str, on_authenticated: Callable[[str], None]) -> object:
+    def exchange(self, peer: str, on_authenticated: Callable[[str], None]) -> Login:
         """The login state of a new connection from ``peer``; it calls
         ``on_authenticated(principal)`` when the login succeeds."""
         ...

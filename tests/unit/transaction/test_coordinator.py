@@ -385,3 +385,30 @@ async def test_a_fence_at_the_last_epoch_aborts_under_32767_and_gives_a_new_prod
         with pytest.raises(InvalidProducerIdMappingError):  # the fenced one cannot
             await c.add_partitions("tx", pid, epoch, [TP])
         nursery.cancel_scope.cancel()
+
+
+class LocalMarkers(Markers):
+    """Markers of partitions this broker leads alone: appended at once by ``write_now``."""
+
+    def write_now(  # type: ignore[override]
+        self, *, producer_id: int, producer_epoch: int, committed: bool, **_: Any
+    ) -> tuple[set[TopicPartition], None]:
+        self.written.append((producer_id, producer_epoch, committed))
+        return set(), None
+
+
+async def test_an_end_is_answered_once_prepared_and_its_markers_follow_before_the_next() -> None:
+    """As Kafka answers EndTxn: the decision is durable, the markers and Complete* come
+    after the answer (even on one broker, where they need no wait), and the id's next
+    request waits for them."""
+    async with trio.open_nursery() as nursery:
+        c, markers, _ = await coordinator(nursery, markers=LocalMarkers())
+        pid, epoch = await c.init_producer_id("tx", 10_000, -1, -1)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        await c.end_transaction("tx", pid, epoch, committed=True)  # answered
+        assert c.state.get("tx").state is TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
+        assert markers.written == [] and c.completing("tx")
+        await c.add_partitions("tx", pid, epoch, [TP])  # waits for the completion, goes on
+        assert markers.written == [(pid, epoch, True)] and not c.completing("tx")
+        assert c.state.get("tx").state is TxnState.ONGOING  # type: ignore[union-attr]
+        nursery.cancel_scope.cancel()

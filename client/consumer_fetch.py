@@ -4,7 +4,9 @@ what each Fetch answer does to a partition's state.
 How this works. The fetch manager task (``_fetch_manager``) keeps ONE Fetch in flight
 per broker, covering every assigned partition that broker leads whose buffered bytes
 are below ``max_partition_fetch_bytes``; it wakes whenever something changes (an answer
-arrived, ``poll`` freed buffer space, a seek) and plans again. A partition with no
+arrived, ``poll`` freed buffer space, a seek) and plans again. The task of a Fetch just
+answered sends that broker's next one itself, at once (``_plan_fetches`` again, for its
+node): that way the next answer is on its way while ``poll`` decodes this one. A partition with no
 position is first reset with ListOffsets as ``auto_offset_reset`` says. An answer
 whose partition was sought since it was asked for (its ``generation`` moved on) is
 dropped.
@@ -92,25 +94,7 @@ class FetchMethods:
     async def _fetch_manager(self, nursery: trio.Nursery) -> None:
         while True:
             self._wakeup = trio.Event()
-            meta = self.cluster.metadata
-            by_node: dict[int, list[TopicPartition]] = {}
-            to_reset: list[TopicPartition] = []
-            missing_leader = False
-            for tp, state in self._states.items():
-                if state.error is None and self._refused(meta.topics.get(tp[0]), state):
-                    continue
-                if state.position is None:
-                    to_reset.append(tp)
-                    continue
-                if state.position == RESETTING:
-                    continue  # a ListOffsets for it is on its way
-                if state.buffered_bytes >= self.max_partition_fetch_bytes or state.error:
-                    continue
-                leader = meta.leader(*tp)
-                if leader < 0 or leader not in meta.brokers:
-                    missing_leader = True
-                elif leader not in self._in_flight:
-                    by_node.setdefault(leader, []).append(tp)
+            by_node, to_reset, missing_leader = self._plan_fetches()
             if to_reset:
                 nursery.start_soon(self._reset_positions, to_reset)
             if missing_leader:
@@ -120,6 +104,33 @@ class FetchMethods:
                 nursery.start_soon(self._fetch, node, tps)
             with trio.move_on_after(RETRY_BACKOFF_S if missing_leader else math.inf):
                 await self._wakeup.wait()
+
+    def _plan_fetches(
+        self, continuing: int | None = None
+    ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition], bool]:
+        """What to fetch now: the partitions of each leader with no Fetch in flight
+        (``continuing``: the node whose Fetch was just answered, which may ask again at
+        once), those to reset first, and whether a leader is missing."""
+        meta = self.cluster.metadata
+        by_node: dict[int, list[TopicPartition]] = {}
+        to_reset: list[TopicPartition] = []
+        missing_leader = False
+        for tp, state in self._states.items():
+            if state.error is None and self._refused(meta.topics.get(tp[0]), state):
+                continue
+            if state.position is None:
+                to_reset.append(tp)
+                continue
+            if state.position == RESETTING:
+                continue  # a ListOffsets for it is on its way
+            if state.buffered_bytes >= self.max_partition_fetch_bytes or state.error:
+                continue
+            leader = meta.leader(*tp)
+            if leader < 0 or leader not in meta.brokers:
+                missing_leader = True
+            elif leader == continuing or leader not in self._in_flight:
+                by_node.setdefault(leader, []).append(tp)
+        return by_node, to_reset, missing_leader
 
     def _refused(self, info: TopicInfo | None, state: TopicPartitionState) -> bool:
         """Whether the metadata refuses the partition's topic for good (an ACL:
@@ -166,12 +177,30 @@ class FetchMethods:
         self._wakeup.set()
 
     async def _fetch(self, node: int, tps: list[TopicPartition]) -> None:
+        """Fetches from ``node`` while it leads partitions that want data: the next one
+        is sent from here as soon as an answer is buffered, before ``poll`` decodes that
+        answer (a turn of the manager would start it only once ``poll`` has yielded, so
+        after the decode: the broker's work and the transfer would never overlap it)."""
+        try:
+            while tps:
+                response = await self._fetch_once(node, tps)
+                if response is None:
+                    return
+                self._wakeup.set()  # the manager looks at the other nodes and the resets
+                # A chunk of up to max_partition_fetch_bytes is now buffered per partition;
+                # those below it (every one, for an answer short of it) ask for more.
+                tps = self._plan_fetches(continuing=node)[0].get(node, [])
+        finally:
+            self._in_flight.discard(node)
+            self._wakeup.set()
+
+    async def _fetch_once(self, node: int, tps: list[TopicPartition]) -> dict[str, Any] | None:
+        """One Fetch of ``tps`` from ``node``, its answer buffered; returns the answer
+        (None: nothing was asked, or it failed and was backed off from)."""
         # A rebalance may have taken partitions away since this fetch was planned.
         tps = [tp for tp in tps if tp in self._states]
         if not tps:
-            self._in_flight.discard(node)
-            self._wakeup.set()
-            return
+            return None
         generations = {tp: self._states[tp].generation for tp in tps}
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:
@@ -195,15 +224,15 @@ class FetchMethods:
         }
         try:
             timeout = self.request_timeout_s + self.fetch_max_wait_ms / 1000
-            response = await self.cluster.request(node, ApiKey.FETCH, body, timeout=timeout)
+            response: dict[str, Any] = await self.cluster.request(
+                node, ApiKey.FETCH, body, timeout=timeout
+            )
         except KafkaError:
             self.cluster.request_update()
             await trio.sleep(RETRY_BACKOFF_S)
-            return
-        finally:
-            self._in_flight.discard(node)
-            self._wakeup.set()
+            return None
         self._handle_fetch(response, generations)
+        return response
 
     def _handle_fetch(
         self, response: dict[str, Any], generations: dict[TopicPartition, int]

@@ -9,6 +9,7 @@ import trio
 import trio.testing
 
 from minibroker.client.consumer import Consumer
+from minibroker.client.metadata import BrokerNode, ClusterMetadata, PartitionInfo, TopicInfo
 from minibroker.protocol.errors import CorruptMessageError, OffsetOutOfRangeError
 from minibroker.protocol.records import Record, encode_batch, encode_values
 
@@ -223,3 +224,50 @@ async def test_a_seek_made_before_the_planned_reset_runs_is_kept() -> None:
     await consumer._reset_positions([("t", 0)])
     assert consumer.position("t", 0) == 5
     assert asked == []
+
+
+def _led_by_broker_1(consumer: Consumer) -> list[int]:
+    """Broker 1 leads t-0; returns the fetch offsets of the Fetches sent to it (the
+    first answered with offsets 0-1, later ones never)."""
+    leader = PartitionInfo("t", 0, 1, 0, (1,), (1,))
+    consumer.cluster.metadata = ClusterMetadata(
+        {1: BrokerNode(1, "127.0.0.1", 9)}, {"t": TopicInfo("t", (leader,))}
+    )
+    asked: list[int] = []
+
+    async def request(node: int, api_key: int, body: dict[str, Any], timeout: float) -> Any:
+        asked.append(body["topics"][0]["partitions"][0]["fetch_offset"])
+        if len(asked) == 1:
+            return _answer({0: (0, _batch(0, [b"a", b"b"]))})
+        await trio.sleep_forever()
+
+    consumer.cluster.request = request  # type: ignore[method-assign]
+    return asked
+
+
+async def test_an_answered_fetch_sends_the_next_one_before_poll_decodes_it() -> None:
+    consumer = _consumer(0)
+    consumer.seek("t", 0, 0)
+    asked = _led_by_broker_1(consumer)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consumer._fetch, 1, [("t", 0)])
+            await trio.testing.wait_all_tasks_blocked()
+            assert asked == [0, 2]  # nothing polled yet: the next Fetch is already out
+            assert [r.offset for r in await consumer.poll(0)] == [0, 1]
+            nursery.cancel_scope.cancel()
+    assert consumer._in_flight == set()
+
+
+async def test_an_answer_that_fills_the_buffer_sends_no_next_fetch() -> None:
+    consumer = Consumer("127.0.0.1:9", max_partition_fetch_bytes=10)
+    consumer.assign([("t", 0)])
+    consumer.seek("t", 0, 0)
+    asked = _led_by_broker_1(consumer)
+    consumer._in_flight.add(1)
+    with trio.fail_after(5):
+        await consumer._fetch(1, [("t", 0)])
+    assert asked == [0]  # the manager asks again once poll has made room
+    assert consumer._in_flight == set()
+    assert consumer._wakeup.is_set()
+    assert [r.offset for r in await consumer.poll(0)] == [0, 1]

@@ -25,6 +25,7 @@ from minibroker.broker.replication.txn_verification import (
     TxnVerification,
     TxnVerifier,
     Unverified,
+    knows_abortable,
     unverified,
     verify,
     verify_now,
@@ -118,9 +119,14 @@ class KafkaApis:
             if needed and acks != 0:
                 # KIP-890 part 2: a v12 client leaves adding the partitions to the leader
                 add = transaction_v2(header.api_key, header.api_version, request)
-                refused = verify_now(verifier, transactional_id, needed, add=add)
+                abortable = knows_abortable(header.api_key, header.api_version)
+                refused = verify_now(
+                    verifier, transactional_id, needed, add=add, abortable=abortable
+                )
                 if refused != {}:  # not answered here and now, or some refused
-                    return self._produce_verified(verifier, request, entries, needed, add)
+                    return self._produce_verified(
+                        verifier, request, entries, needed, add, abortable
+                    )
         if len(topics) == 1 and len(topics[0]["partitions"]) == 1 and self.max_partitions > 0:
             # One partition (every send-and-wait): nothing to count, none named twice.
             topic = topics[0]
@@ -185,6 +191,7 @@ class KafkaApis:
         entries: list[tuple[TopicPartition, Records]],
         needed: Unverified,
         add: bool,
+        abortable: bool,
     ) -> Deferred[bodies.ProduceResponse]:
         """A transactional Produce some of whose batches would open a transaction: the
         coordinator is asked first (broker/replication/txn_verification.py; ``add``: to
@@ -199,7 +206,12 @@ class KafkaApis:
         async def verified() -> bodies.ProduceResponse:
             try:
                 refused = await verify(
-                    verifier, manager.replicas.get_partition, transactional_id, needed, add=add
+                    verifier,
+                    manager.replicas.get_partition,
+                    transactional_id,
+                    needed,
+                    add=add,
+                    abortable=abortable,
                 )
                 # No await from here to the append: no marker can land in between.
                 results = self._append(acks, [(tp, r) for tp, r in entries if tp not in refused])

@@ -358,6 +358,16 @@ class InvalidTxnStateError(KafkaError):
     name = "INVALID_TXN_STATE"
 
 
+class TransactionAbortableError(KafkaError):
+    """The transaction cannot go on but the producer can abort it and continue (KIP-890,
+    KIP-1050): a write to a partition its ongoing transaction does not hold. Answered to
+    clients whose request version knows it (Produce v11+, TxnOffsetCommit v4+); older
+    ones get INVALID_TXN_STATE for the same case."""
+
+    code = 120
+    name = "TRANSACTION_ABORTABLE"
+
+
 class InvalidProducerIdMappingError(KafkaError):
     """The producer id is not the one the coordinator gave this transactional id."""
 

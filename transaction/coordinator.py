@@ -34,7 +34,9 @@ table in transaction/metadata.py, written to the log (acks=all) before it counts
   answer. The answer names the next id and epoch 0 at once.
 - A transaction open past its ``transaction.timeout.ms`` is aborted as a fence would
   (epoch bumped, so the abandoned producer cannot add to the next transaction); an id
-  idle for ``transactional.id.expiration.ms`` is removed (a tombstone).
+  idle for ``transactional.id.expiration.ms`` is removed (a tombstone). A fence or
+  timeout at the last epoch aborts under ``MAX_EPOCH`` and moves the id to a new
+  producer id, as an end at the last epoch does (Kafka's KAFKA-20090).
 
 A producer whose epoch is older than the id's answers PRODUCER_FENCED (the handlers
 translate it to INVALID_PRODUCER_EPOCH for versions that predate KIP-588); a producer id
@@ -62,6 +64,7 @@ from minibroker.protocol.errors import (
     InvalidTxnStateError,
     KafkaError,
     ProducerFencedError,
+    TransactionAbortableError,
 )
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.storage.log_config import Clock
@@ -162,7 +165,10 @@ class TransactionCoordinator:
         value = meta.value
         if meta.state is TxnState.PREPARE_EPOCH_FENCE:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: being fenced")
-        if producer_id >= 0:  # KIP-360: the producer presents its current id and epoch
+        if producer_id >= 0 and not _retry_after_new_producer_id(
+            meta, producer_id, producer_epoch
+        ):  # KIP-360: the producer presents its current id and epoch (or, its transaction
+            # ended at the last epoch, the id it had: it goes on with the new one)
             if producer_id != value.producer_id:
                 raise ProducerFencedError(
                     f"{transactional_id!r}: producer id {producer_id} is not the current one"
@@ -260,7 +266,8 @@ class TransactionCoordinator:
     ) -> dict[TopicPartition, KafkaError | None]:
         """KIP-890 part 1: is each partition in the producer's ongoing transaction, as
         replicated? (A partition leader asks before the producer's first transactional
-        write there; INVALID_TXN_STATE refuses it.) Raises the error of the whole."""
+        write there; TRANSACTION_ABORTABLE refuses it, which the leader answers as
+        INVALID_TXN_STATE to clients that predate it.) Raises the error of the whole."""
         meta = self._producer(transactional_id, producer_id, producer_epoch)
         if meta.state in PREPARING:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: the last one is completing")
@@ -268,7 +275,9 @@ class TransactionCoordinator:
         return {
             tp: None
             if tp in ongoing
-            else InvalidTxnStateError(f"{tp} is not in the transaction of {transactional_id!r}")
+            else TransactionAbortableError(
+                f"{tp} is not in the transaction of {transactional_id!r}"
+            )
             for tp in partitions
         }
 
@@ -346,6 +355,12 @@ class TransactionCoordinator:
             return decided
         if state is done:
             return None  # a retry of an EndTxn that succeeded
+        if retry and committed and state is TxnState.COMPLETE_ABORT:
+            # the coordinator aborted it (its timeout) under the epoch after this one: the
+            # producer is fenced, not broken (Kafka's KAFKA-20785)
+            raise ProducerFencedError(
+                f"{transactional_id!r}: its transaction was aborted by the coordinator"
+            )
         if state is wanted:
             raise ConcurrentTransactionsError(f"{transactional_id!r}: still completing")
         if state is TxnState.PREPARE_EPOCH_FENCE:
@@ -438,11 +453,21 @@ class TransactionCoordinator:
 
     async def _fence_and_abort(self, meta: TransactionMetadata) -> None:
         """Abort the Ongoing transaction under a bumped epoch (PrepareEpochFence ->
-        PrepareAbort), then complete it in the background."""
+        PrepareAbort), then complete it in the background. Fenced at the last epoch, the
+        abort carries ``MAX_EPOCH`` (its markers fence every batch of the last epoch)
+        and names the next producer id, which Complete* moves to (as an end at the last
+        epoch does, Kafka's KAFKA-20090): nobody goes on under the exhausted id."""
         value = meta.value
-        bumped = _bumped(value.producer_epoch)
+        changes: dict[str, object] = {"producer_epoch": _bumped(value.producer_epoch)}
+        if changes["producer_epoch"] == MAX_EPOCH:
+            next_id = await self.producer_ids.next_id()
+            if meta.value is not value or meta.pending is not None:
+                raise ConcurrentTransactionsError(
+                    f"{meta.transactional_id!r}: changed while it was being fenced"
+                )
+            changes["next_producer_id"] = next_id
         meta.fence()
-        after = meta.prepare(TxnState.PREPARE_ABORT, self.clock(), producer_epoch=bumped)
+        after = meta.prepare(TxnState.PREPARE_ABORT, self.clock(), **changes)
         try:
             await self.state.write(meta, after)
         except KafkaError:
@@ -484,9 +509,26 @@ class TransactionCoordinator:
                 self._complete_later(meta)
 
     def _complete_later(self, meta: TransactionMetadata) -> None:
-        """The second phase of the prepared transaction of ``meta``: done here and now
-        when nothing needs a wait (every partition's leader is this broker and its only
-        in-sync replica: the single-broker case), else in a task of its own."""
+        """The second phase of the prepared transaction of ``meta``, in a task of its own,
+        so the request that prepared it is answered first: the decision is durable, and
+        Kafka answers EndTxn then too. Requests of the id meanwhile wait for it
+        (``_settled``)."""
+        done = self._completing[meta.transactional_id] = trio.Event()
+
+        async def complete() -> None:
+            try:
+                await self._second_phase(meta)
+            finally:
+                done.set()
+                if self._completing.get(meta.transactional_id) is done:
+                    del self._completing[meta.transactional_id]
+
+        self._later(complete)
+
+    async def _second_phase(self, meta: TransactionMetadata) -> None:
+        """Markers, then Complete*: appended at once when nothing needs a wait (every
+        partition's leader is this broker and its only in-sync replica: the
+        single-broker case), else sent and awaited (``_complete``)."""
         value = meta.value
         started = self.markers.write_now(
             producer_id=value.producer_id,
@@ -499,31 +541,15 @@ class TransactionCoordinator:
             log.warning("markers of %r: a newer coordinator took over", meta.transactional_id)
             return
         remaining, appended = started
-        written: StateWrite | None = None
         if not remaining and meta.pending is None:
             try:
                 written = self.state.write_now(meta, self._completed(meta))
-                if written is None:
-                    return
+                if written is not None:  # Complete* is appended: wait for its replicas
+                    await written()
+                return
             except KafkaError as exc:
                 log.info("completing %r failed: %r", meta.transactional_id, exc)
-        done = self._completing[meta.transactional_id] = trio.Event()
-
-        async def complete() -> None:
-            try:
-                if written is not None:  # Complete* is written: wait for its replicas
-                    try:
-                        await written()
-                        return
-                    except KafkaError as exc:
-                        log.info("completing %r failed: %r", meta.transactional_id, exc)
-                await self._complete(meta, remaining, appended)
-            finally:
-                done.set()
-                if self._completing.get(meta.transactional_id) is done:
-                    del self._completing[meta.transactional_id]
-
-        self._later(complete)
+        await self._complete(meta, remaining, appended)
 
     def _later(self, fn: Callable[[], Awaitable[None]]) -> None:
         if self._spawn is None:
@@ -580,8 +606,10 @@ class TransactionCoordinator:
 def _retry_after_new_producer_id(
     meta: TransactionMetadata, producer_id: int, producer_epoch: int
 ) -> bool:
-    """Whether an EndTxn is a retry of the end at the last epoch that moved the id to
-    its current producer id (Kafka's ``retryOnOverflow``)."""
+    """Whether a request presents the producer id and last epoch of the producer whose
+    end at the last epoch (its own, or a fence or timeout's abort) moved the id to its
+    current producer id: a retry of that EndTxn (Kafka's ``retryOnOverflow``), or an
+    InitProducerId of that producer, which goes on with the new id."""
     value = meta.value
     return (
         meta.state in COMPLETE
@@ -592,5 +620,6 @@ def _retry_after_new_producer_id(
 
 
 def _bumped(epoch: int) -> int:
-    """The epoch after ``epoch`` (itself at the last one)."""
-    return epoch + 1 if epoch + 1 < MAX_EPOCH else epoch
+    """The epoch after ``epoch`` (at most ``MAX_EPOCH``: a fence at the last epoch gets
+    it, and the producer a new id)."""
+    return min(epoch + 1, MAX_EPOCH)

@@ -6,7 +6,10 @@ is in the producer's ongoing transaction, and writes the batch only if it is.
 Without it a late produce (a retry arriving after the transaction's marker) or a buggy
 client's write to a partition it never added opens a transaction nobody ends: the
 partition's last stable offset stops there and read_committed consumers hang (a
-*hanging transaction*). With it such a batch is refused with INVALID_TXN_STATE.
+*hanging transaction*). With it such a batch is refused: the coordinator answers
+TRANSACTION_ABORTABLE, which the leader passes on to clients whose request knows it
+(Kafka's Produce v11+, TxnOffsetCommit v4+: ``TRANSACTION_ABORTABLE_SINCE``; the client
+aborts and goes on) and answers INVALID_TXN_STATE to older ones, as Kafka does.
 
 ``TxnVerifier`` is the coordinator's answer (transaction/verifier.py implements it: a
 direct call when this broker coordinates the id, else AddPartitionsToTxn v4
@@ -29,8 +32,8 @@ than the marker that ended it and refused by the append itself.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Protocol, TypeAlias, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 from minibroker.broker.replication.partition import Partition
 from minibroker.protocol.errors import (
@@ -39,13 +42,17 @@ from minibroker.protocol.errors import (
     CoordinatorNotAvailableError,
     CorruptMessageError,
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     KafkaError,
     NetworkError,
     NotCoordinatorError,
     NotEnoughReplicasError,
     ProducerFencedError,
+    TransactionAbortableError,
 )
 from minibroker.protocol.messages.bodies import Records
+from minibroker.protocol.messages.data import PRODUCE
+from minibroker.protocol.messages.transactions import TXN_OFFSET_COMMIT
 from minibroker.protocol.records import read_header
 from minibroker.protocol.topic_partition import TopicPartition
 
@@ -101,6 +108,19 @@ class LocalTxnVerifier(Protocol):
         ...
 
 
+TRANSACTION_ABORTABLE_SINCE: Final[Mapping[int, int]] = {
+    PRODUCE.api_key: 11,
+    TXN_OFFSET_COMMIT.api_key: 4,
+}
+"""The first Kafka version of each API whose clients know TRANSACTION_ABORTABLE
+(KIP-890). The msgpack listener's one version of each predates it."""
+
+
+def knows_abortable(api_key: int, api_version: int) -> bool:
+    """Whether a request's client is answered TRANSACTION_ABORTABLE (else INVALID_TXN_STATE)."""
+    return api_version >= TRANSACTION_ABORTABLE_SINCE[api_key]
+
+
 VERIFY_ATTEMPTS = 3
 """Questions asked while markers keep landing in between, before answering a retriable
 NOT_ENOUGH_REPLICAS."""
@@ -146,19 +166,34 @@ def unverified(
     return found
 
 
-def produce_error(error: KafkaError) -> KafkaError:
-    """A verification's error as a Produce answers it."""
+def refusal(error: KafkaError, abortable: bool) -> KafkaError:
+    """A coordinator's refusal as the client's request answers it (``abortable``: the
+    client knows TRANSACTION_ABORTABLE): producers expect INVALID_PRODUCER_EPOCH where
+    the coordinator says PRODUCER_FENCED."""
     if isinstance(error, ProducerFencedError):
         return InvalidProducerEpochError(error.message)
+    if isinstance(error, TransactionAbortableError) and not abortable:
+        return InvalidTxnStateError(error.message)
+    return error
+
+
+def produce_error(error: KafkaError, abortable: bool = False) -> KafkaError:
+    """A verification's error as a Produce answers it: ``refusal``, and the retriable
+    ones as NOT_ENOUGH_REPLICAS."""
     if isinstance(error, _RETRIABLE):
         return NotEnoughReplicasError(
             f"could not verify the partition is in the transaction: {error.name}"
         )
-    return error
+    return refusal(error, abortable)
 
 
 def verify_now(
-    verifier: TxnVerifier, transactional_id: str, needed: Unverified, *, add: bool = False
+    verifier: TxnVerifier,
+    transactional_id: str,
+    needed: Unverified,
+    *,
+    add: bool = False,
+    abortable: bool = False,
 ) -> dict[TopicPartition, KafkaError] | None:
     """``verify`` without a wait when this broker coordinates ``transactional_id`` (no
     marker can land between the answer and the caller's append): the partitions
@@ -176,7 +211,7 @@ def verify_now(
         for tp in tps:
             error = verdicts.get(tp)
             if error is not None:
-                refused[tp] = produce_error(error)
+                refused[tp] = produce_error(error, abortable)
     return refused
 
 
@@ -187,10 +222,11 @@ async def verify(
     needed: Unverified,
     *,
     add: bool = False,
+    abortable: bool = False,
 ) -> dict[TopicPartition, KafkaError]:
     """Ask the coordinator about ``needed`` (``add``: to add them); the partitions
-    refused, with the error their Produce answers. The caller appends the others at
-    once (no await between)."""
+    refused, with the error their Produce answers (``abortable``: its client knows
+    TRANSACTION_ABORTABLE). The caller appends the others at once (no await between)."""
 
     def markers() -> dict[TopicPartition, int]:
         seen = {}
@@ -211,7 +247,7 @@ async def verify(
             for tp in tps:
                 error = verdicts.get(tp)
                 if error is not None:
-                    refused[tp] = produce_error(error)
+                    refused[tp] = produce_error(error, abortable)
         if markers() == before:
             return refused
     retry = NotEnoughReplicasError("transaction markers kept arriving during verification")

@@ -21,7 +21,11 @@ import trio
 from minibroker import Consumer, Producer
 from minibroker.net.connection import Connection
 from minibroker.protocol.api import ApiKey
-from minibroker.protocol.errors import InvalidTxnStateError, NotLeaderOrFollowerError
+from minibroker.protocol.errors import (
+    InvalidTxnStateError,
+    NotLeaderOrFollowerError,
+    TransactionAbortableError,
+)
 from minibroker.protocol.records import Record, encode_batch
 from tests.support.broker import KafkaWireClient, produce_body, produced
 from tests.support.cluster import LocalCluster
@@ -30,6 +34,7 @@ from tests.support.prometheus import metrics_ports
 from tests.support.transactions import (
     READERS,
     confluent_transactional,
+    described_once,
     values,
     write_sentinels,
 )
@@ -470,12 +475,68 @@ def test_a_write_outside_the_ongoing_transaction_is_refused_not_left_hanging(
     state = json.loads(
         cluster.cli("transactions", "describe", "verified-1", "--format", "json").stdout
     )
-    verdicts = trio.run(verify_only, cluster, state, topic)
-    assert verdicts == {0: 0, 1: InvalidTxnStateError.code}
+    verdicts = trio.run(verify_only, cluster, state, topic)  # as Kafka's coordinator answers
+    assert verdicts == {0: 0, 1: TransactionAbortableError.code}
     producer.abort_transaction(30)
     write_sentinels(cluster.kafka_bootstrap, topic, 2, "verified")
     found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 2, 2)
     assert values(found) == [b"committed"]
+
+
+def test_a_transaction_ended_under_librdkafka_refuses_its_next_write_as_invalid_txn_state(
+    cluster: LocalCluster,
+) -> None:
+    """The transaction is ended at the producer's own epoch (an EndTxn v3 abort) while
+    it still writes: its next record would open a transaction nobody ends. librdkafka
+    sends Produce v10, which predates TRANSACTION_ABORTABLE: it is told
+    INVALID_TXN_STATE, as Kafka tells it, and aborts (Kafka's Java client, whose Produce
+    v11 is told TRANSACTION_ABORTABLE: tests/judges/test_java_transaction_abortable.py)."""
+    topic, transactional_id = "txn-ended-under-it", "ended-under-it"
+    create_topic(cluster, topic, 1)
+    producer = confluent_transactional(cluster.kafka_bootstrap, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, b"first", partition=0)
+    producer.flush(30)
+    state = json.loads(
+        cluster.cli("transactions", "describe", transactional_id, "--format", "json").stdout
+    )
+    assert trio.run(end_txn_v3, cluster, state) == 0
+    described_once(cluster, transactional_id, "CompleteAbort")  # its marker is written
+    failed: list[confluent_kafka.KafkaError] = []
+    producer.produce(topic, b"stray", partition=0, on_delivery=lambda e, _: failed.append(e))
+    producer.flush(30)
+    assert [e.code() for e in failed] == [confluent_kafka.KafkaError.INVALID_TXN_STATE]
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        producer.commit_transaction(30)
+    assert refused.value.args[0].txn_requires_abort()
+    producer.abort_transaction(30)
+    # librdkafka then fails its next transaction on the gap the refused record left in
+    # its sequence numbers (its own check, as against Kafka): a new instance goes on.
+    producer = confluent_transactional(cluster.kafka_bootstrap, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, b"after", partition=0)
+    producer.commit_transaction(30)
+    write_sentinels(cluster.kafka_bootstrap, topic, 1, "ended-under-it")
+    found = READERS["confluent-kafka"](cluster.kafka_bootstrap, topic, 1, 1)
+    assert values(found) == [b"after"]
+
+
+async def end_txn_v3(cluster: LocalCluster, state: dict[str, Any]) -> int:
+    """An EndTxn v3 abort of the open transaction of ``state`` at its epoch: the code."""
+    port = cluster.state["brokers"][str(state["coordinator"])]["kafka_port"]
+    async with KafkaWireClient(await trio.open_tcp_stream("127.0.0.1", port)) as client:
+        answer = await client.kafka_request(
+            ApiKey.END_TXN,
+            3,
+            {
+                "transactional_id": state["transactional_id"],
+                "producer_id": state["producer_id"],
+                "producer_epoch": state["producer_epoch"],
+                "committed": False,
+            },
+        )
+    code: int = answer["error_code"]
+    return code
 
 
 async def verify_only(cluster: LocalCluster, state: dict[str, Any], topic: str) -> dict[int, int]:

@@ -10,12 +10,16 @@ everything before it was offered to the consumer.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import aiokafka
 import confluent_kafka
 import kafka
+
+from tests.support.cluster import LocalCluster
 
 READ_TIMEOUT_S = 30.0
 SENTINEL = b"sentinel"
@@ -126,3 +130,16 @@ def write_sentinels(bootstrap: str, topic: str, partitions: int, tag: str) -> No
 
 def values(found: Read) -> list[bytes]:
     return [value for _, _, value in found if not value.startswith(SENTINEL)]
+
+
+def described_once(cluster: LocalCluster, transactional_id: str, state: str) -> dict[str, Any]:
+    """``transactions describe`` of the id once it is in ``state`` (CompleteCommit or
+    CompleteAbort: every partition has its marker, as the coordinator writes Complete*
+    only then)."""
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while True:
+        done = cluster.cli("transactions", "describe", transactional_id, "--format", "json")
+        described: dict[str, Any] = json.loads(done.stdout)
+        if described["state"] == state or time.monotonic() > deadline:
+            return described
+        time.sleep(0.05)

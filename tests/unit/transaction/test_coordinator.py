@@ -20,6 +20,7 @@ from minibroker.protocol.errors import (
     InvalidTxnStateError,
     KafkaError,
     ProducerFencedError,
+    TransactionAbortableError,
 )
 from minibroker.protocol.records.types import DecodedRecord, Record
 from minibroker.protocol.topic_partition import TopicPartition
@@ -177,10 +178,10 @@ async def test_a_partition_is_verified_only_while_its_transaction_is_ongoing() -
         other = TopicPartition("t", 1)
         pid, epoch = await c.init_producer_id("tx", 10_000, -1, -1)
         before = c.verify_partitions("tx", pid, epoch, [TP])  # no transaction yet
-        assert isinstance(before[TP], InvalidTxnStateError)
+        assert isinstance(before[TP], TransactionAbortableError)
         await c.add_partitions("tx", pid, epoch, [TP])
         during = c.verify_partitions("tx", pid, epoch, [TP, other])
-        assert during[TP] is None and isinstance(during[other], InvalidTxnStateError)
+        assert during[TP] is None and isinstance(during[other], TransactionAbortableError)
         with pytest.raises(ProducerFencedError):
             c.verify_partitions("tx", pid, epoch - 1, [TP])
         with pytest.raises(InvalidProducerIdMappingError):
@@ -188,7 +189,7 @@ async def test_a_partition_is_verified_only_while_its_transaction_is_ongoing() -
         await c.end_transaction("tx", pid, epoch, committed=True)
         await trio.testing.wait_all_tasks_blocked()
         after = c.verify_partitions("tx", pid, epoch, [TP])  # a late write of the last one
-        assert isinstance(after[TP], InvalidTxnStateError)
+        assert isinstance(after[TP], TransactionAbortableError)
         nursery.cancel_scope.cancel()
 
 
@@ -336,4 +337,78 @@ async def test_a_reloaded_end_at_the_last_epoch_completes_under_the_new_producer
         c, markers, _ = await coordinator(nursery, log, first_id=5000)
         await c.add_partitions("tx", new_pid, 0, [TP])  # waits for the reloaded completion
         assert markers.written == [(pid, MAX_EPOCH, False)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_timeout_at_the_last_epoch_aborts_under_32767_and_moves_to_a_new_producer_id() -> (
+    None
+):
+    """As Kafka's (KAFKA-20090): the abort's markers carry 32767, so every batch of the
+    last epoch is fenced, and the id moves to a new producer id; the abandoned producer
+    recovers under it (an EndTxn v5 retry, or InitProducerId with its old id), and a
+    commit of the aborted transaction is fenced (KAFKA-20785), not INVALID_TXN_STATE."""
+    async with trio.open_nursery() as nursery:
+        c, markers, clock = await coordinator(nursery)
+        pid, epoch = await at_last_epoch(c)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        clock.ms += 10_001
+        c.check_timeouts()
+        await trio.testing.wait_all_tasks_blocked()
+        assert markers.written == [(pid, MAX_EPOCH, False)]
+        meta = c.state.get("tx")
+        assert meta is not None and meta.state is TxnState.COMPLETE_ABORT
+        new_pid = meta.value.producer_id
+        assert (new_pid != pid, meta.value.producer_epoch) == (True, 0)
+        with pytest.raises(ProducerFencedError):
+            await c.end_transaction("tx", pid, epoch, committed=True, bump_epoch=True)
+        await c.end_transaction("tx", pid, epoch, committed=False, bump_epoch=True)
+        assert c.producer_of("tx") == (new_pid, 0)
+        with pytest.raises(InvalidProducerIdMappingError):  # the old id is done with
+            await c.add_partitions("tx", pid, epoch, [TP])
+        assert await c.init_producer_id("tx", 10_000, pid, epoch) == (new_pid, 1)
+        with pytest.raises(ProducerFencedError):  # once: its next bump fences it
+            await c.init_producer_id("tx", 10_000, pid, epoch)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_fence_at_the_last_epoch_aborts_under_32767_and_gives_a_new_producer_id() -> None:
+    async with trio.open_nursery() as nursery:
+        c, markers, _ = await coordinator(nursery)
+        pid, epoch = await at_last_epoch(c)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        with pytest.raises(ConcurrentTransactionsError):  # the new instance waits ...
+            await c.init_producer_id("tx", 10_000, -1, -1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert markers.written == [(pid, MAX_EPOCH, False)]
+        new_pid, new_epoch = await c.init_producer_id("tx", 10_000, -1, -1)  # ... and goes on
+        assert (new_pid != pid, new_epoch) == (True, 1)
+        with pytest.raises(InvalidProducerIdMappingError):  # the fenced one cannot
+            await c.add_partitions("tx", pid, epoch, [TP])
+        nursery.cancel_scope.cancel()
+
+
+class LocalMarkers(Markers):
+    """Markers of partitions this broker leads alone: appended at once by ``write_now``."""
+
+    def write_now(  # type: ignore[override]
+        self, *, producer_id: int, producer_epoch: int, committed: bool, **_: Any
+    ) -> tuple[set[TopicPartition], None]:
+        self.written.append((producer_id, producer_epoch, committed))
+        return set(), None
+
+
+async def test_an_end_is_answered_once_prepared_and_its_markers_follow_before_the_next() -> None:
+    """As Kafka answers EndTxn: the decision is durable, the markers and Complete* come
+    after the answer (even on one broker, where they need no wait), and the id's next
+    request waits for them."""
+    async with trio.open_nursery() as nursery:
+        c, markers, _ = await coordinator(nursery, markers=LocalMarkers())
+        pid, epoch = await c.init_producer_id("tx", 10_000, -1, -1)
+        await c.add_partitions("tx", pid, epoch, [TP])
+        await c.end_transaction("tx", pid, epoch, committed=True)  # answered
+        assert c.state.get("tx").state is TxnState.PREPARE_COMMIT  # type: ignore[union-attr]
+        assert markers.written == [] and c.completing("tx")
+        await c.add_partitions("tx", pid, epoch, [TP])  # waits for the completion, goes on
+        assert markers.written == [(pid, epoch, True)] and not c.completing("tx")
+        assert c.state.get("tx").state is TxnState.ONGOING  # type: ignore[union-attr]
         nursery.cancel_scope.cancel()

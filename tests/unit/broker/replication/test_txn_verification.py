@@ -12,10 +12,12 @@ import trio
 
 from minibroker.broker.replication.txn_verification import (
     VERIFY_ATTEMPTS,
+    knows_abortable,
     produce_error,
     unverified,
     verify,
 )
+from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
@@ -24,6 +26,7 @@ from minibroker.protocol.errors import (
     NotCoordinatorError,
     NotEnoughReplicasError,
     ProducerFencedError,
+    TransactionAbortableError,
 )
 from minibroker.protocol.records import Record, encode_batch
 from minibroker.protocol.topic_partition import TopicPartition
@@ -66,6 +69,28 @@ def test_verdicts_become_the_errors_producers_expect() -> None:
     assert produce_error(refused) is refused
 
 
+def test_a_partition_outside_the_transaction_is_transaction_abortable_to_clients_that_know_it() -> (
+    None
+):
+    """KIP-890: Produce v11+ and TxnOffsetCommit v4+ get TRANSACTION_ABORTABLE (the
+    producer aborts and goes on), older versions and the msgpack form INVALID_TXN_STATE."""
+    outside = TransactionAbortableError("not in the transaction")
+    assert produce_error(outside, abortable=True) is outside
+    assert isinstance(produce_error(outside, abortable=False), InvalidTxnStateError)
+    assert [knows_abortable(ApiKey.PRODUCE, v) for v in (0, 10, 11, 12)] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert [knows_abortable(ApiKey.TXN_OFFSET_COMMIT, v) for v in (0, 3, 4, 5)] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+
+
 async def test_a_marker_landing_meanwhile_makes_the_leader_ask_again() -> None:
     p = partition()
     asked: list[int] = []
@@ -77,10 +102,23 @@ async def test_a_marker_landing_meanwhile_makes_the_leader_ask_again() -> None:
         if len(asked) == 1:
             p.log.producer_state.last_marker_offset = 10  # the transaction just ended
             return dict.fromkeys(tps)
-        return dict.fromkeys(tps, InvalidTxnStateError("not in it any more"))
+        return dict.fromkeys(tps, TransactionAbortableError("not in it any more"))
 
     refused = await verify(coordinator, lambda tp: p, "tx", {(7, 2): [TP]})
     assert len(asked) == 2 and isinstance(refused[TP], InvalidTxnStateError)
+
+
+async def test_the_coordinators_refusal_is_answered_as_the_produce_version_knows_it() -> None:
+    async def coordinator(
+        tid: str, pid: int, epoch: int, tps: Sequence[TopicPartition], add: bool
+    ) -> dict[TopicPartition, KafkaError | None]:
+        return dict.fromkeys(tps, TransactionAbortableError("not in the transaction"))
+
+    needed = {(7, 2): [TP]}
+    newer = await verify(coordinator, lambda tp: partition(), "tx", needed, abortable=True)
+    older = await verify(coordinator, lambda tp: partition(), "tx", needed)
+    assert isinstance(newer[TP], TransactionAbortableError)
+    assert isinstance(older[TP], InvalidTxnStateError)
 
 
 async def test_markers_that_keep_landing_answer_a_retriable_error() -> None:

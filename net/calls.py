@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
 import trio
@@ -159,23 +160,57 @@ class Call:
 
 
 class CallReader:
-    """The reading half of ``Connection``: callers take turns reading (see the module
-    docstring); a reader that fails breaks the connection, which fails every call."""
+    """The reading half of a ``Connection``, which owns one: callers take turns reading
+    (see the module docstring); a reader that fails breaks the connection
+    (``on_broken``), which fails every call.
 
-    host: str
-    port: int
-    _stream: trio.abc.Stream | None
-    _socket: trio.SocketStream | None  # _stream, when a plain socket
-    _tls: TlsStream | None  # _stream, when TLS
-    _decoder: FrameDecoder
-    _pending: deque[Call]
-    _reader: Call | None
-    _receive_errors: NetworkBoundary  # errors become NetworkError
+    ``pending`` is the connection's FIFO of calls on the wire (it appends, this reads
+    their answers off the front); ``attach`` gives the stream once it is open."""
 
-    async def _break(self, error: NetworkError) -> None:
-        raise NotImplementedError
+    __slots__ = (
+        "_break",
+        "_decoder",
+        "_pending",
+        "_reader",
+        "_receive_errors",
+        "_socket",
+        "_stream",
+        "_tls",
+        "host",
+        "port",
+    )
 
-    async def _wait(self, pending: Call) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        decoder: FrameDecoder,
+        pending: deque[Call],
+        on_broken: Callable[[NetworkError], Awaitable[None]],
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._decoder = decoder
+        self._pending = pending
+        self._break = on_broken
+        self._stream: trio.abc.Stream | None = None
+        self._socket: trio.SocketStream | None = None  # _stream, when a plain socket
+        self._tls: TlsStream | None = None  # _stream, when TLS
+        self._reader: Call | None = None  # the call whose caller reads now
+        # The boundary every read passes (stateless: made once, not per request)
+        self._receive_errors = NetworkBoundary("receive from", host, port)
+
+    def attach(self, stream: trio.abc.Stream) -> None:
+        """Read from ``stream`` (the connection just opened it). A plain socket is read
+        directly (net/socket_io.py), a TLS stream through its own methods: told apart
+        once here, not on every read."""
+        self._stream = stream
+        self._socket = stream if isinstance(stream, trio.SocketStream) else None
+        self._tls = stream if isinstance(stream, TlsStream) else None
+
+    async def wait(self, pending: Call) -> None:
+        """Until ``pending`` is finished: read while nobody else does, else wait to be
+        handed its answer or the reader role."""
         try:
             while not pending.finished:
                 if self._reader is None:

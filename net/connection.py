@@ -119,8 +119,9 @@ class IllegalConnectionTransition(RuntimeError):
     """A Connection was used out of order (connect twice, connect after close)."""
 
 
-class Connection(CallReader):
-    """A pipelined request/response connection; see the module docstring."""
+class Connection:
+    """A pipelined request/response connection; see the module docstring. Its reading
+    half is a ``CallReader`` (net/calls.py) it owns."""
 
     def __init__(
         self,
@@ -140,22 +141,21 @@ class Connection(CallReader):
         self.client_id = client_id
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
-        self._decoder = FrameDecoder(max_frame_bytes)
         self.security = security
         self._stream: trio.abc.Stream | None = None
-        self._socket: trio.SocketStream | None = None  # _stream, when a plain socket
-        self._tls: TlsStream | None = None  # _stream, when TLS
         # Whose turn it is to write: a frame is written by one caller at a time, in FIFO
         # order (trio.Lock's rules, without its bookkeeping for the uncontended case).
         self._writing = False
         self._write_turns = trio.lowlevel.ParkingLot()  # callers waiting for their turn
         self._pending: deque[Call] = deque()
-        self._reader: Call | None = None
+        self._call_reader = CallReader(
+            host, port, FrameDecoder(max_frame_bytes), self._pending, self._break
+        )
+        self._wait = self._call_reader.wait  # bound once: awaited on every request
         self._correlation_ids = itertools.count()
         self._error: NetworkError | None = None  # why it is BROKEN or CLOSED
-        # The boundaries every write and read pass (stateless: made once, not per request)
+        # The boundary every write passes (stateless: made once, not per request)
         self._send_errors = NetworkBoundary("send to", host, port)
-        self._receive_errors = NetworkBoundary("receive from", host, port)
         self.state = ConnectionState.NEW
 
     def __repr__(self) -> str:
@@ -198,10 +198,7 @@ class Connection(CallReader):
             await trio.aclose_forcefully(stream)
             self._raise_if_unusable()
         self._stream = stream
-        # A plain socket is read and written directly (net/socket_io.py), a TLS stream
-        # through its own methods: told apart once here, not on every request.
-        self._socket = stream if isinstance(stream, trio.SocketStream) else None
-        self._tls = stream if isinstance(stream, TlsStream) else None
+        self._call_reader.attach(stream)
         self._move(ConnectionState.OPEN)
         security = self.security
         if security is not None and (security.mechanism or security.identity) is not None:

@@ -192,7 +192,7 @@ def bench_leader_and_isr(root: Path, count: int) -> dict[str, float]:
 
     from minibroker.broker.cluster.metadata_cache import MetadataCache
     from minibroker.broker.config.broker_config import BrokerConfig
-    from minibroker.broker.replication.hosted_replicas import to_log_config
+    from minibroker.broker.replication.hosted_replicas import HostedReplicas, to_log_config
     from minibroker.broker.replication.partition import LeaderAndIsrPartition
     from minibroker.broker.replication.replica_manager import ReplicaManager
     from minibroker.protocol.topic_partition import TopicPartition
@@ -206,7 +206,9 @@ def bench_leader_and_isr(root: Path, count: int) -> dict[str, float]:
     async def once(log_dir: Path) -> tuple[Clock, int]:
         config = BrokerConfig.from_properties(None, {"broker.id": "1", "log.dirs": str(log_dir)})
         manager = LogManager(config.log_dirs, to_log_config(config.topic_config()))
-        replicas = ReplicaManager(config, manager, MetadataCache(1), clock=lambda: 0)
+        replicas = ReplicaManager(
+            HostedReplicas(config, manager, MetadataCache(1), clock=lambda: 0)
+        )
         states = {TopicPartition("t", p): state for p in range(count)}
         try:
             with CountFsyncs() as fsyncs, Clock() as clock:

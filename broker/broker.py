@@ -79,7 +79,7 @@ from minibroker.broker.parts import BrokerParts
 from minibroker.broker.quotas.client_quotas import ClientQuotaCollector, ClientQuotas
 from minibroker.broker.quotas.replication_quota import ReplicationQuotas
 from minibroker.broker.replication.controller_apis import ControllerRequestApis
-from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.hosted_replicas import HostedReplicas, to_log_config
 from minibroker.broker.replication.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.broker.replication.txn_markers import WriteTxnMarkersApi
@@ -287,7 +287,7 @@ class Broker:
             config, address_of=self._address_of, quota=quotas.follower, security=security
         )
         log_dir_failures = LogDirFailures(log_manager, config.broker_id, zk=zk)
-        replica_manager = ReplicaManager(
+        replicas = HostedReplicas(  # what the parts below work on
             config,
             log_manager,
             self.metadata_cache,
@@ -300,7 +300,7 @@ class Broker:
             on_log_dir_failure=log_dir_failures.failed,
             corruption=functools.partial(CorruptReplicas, zk=zk),
         )
-        replicas = replica_manager.replicas  # what the parts below work on
+        replica_manager = ReplicaManager(replicas)
         scrubber = Scrubber(config, replicas)
         log_cleaner = LogCleaner(config, replicas, stop_at=self.options.cleaner_stop_at)
         fence = ControllerFence(

@@ -31,15 +31,11 @@ dirs, the cleaner, configs, metrics, corruption repair) is handed ``replicas``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import trio
 
-from minibroker.broker.cluster.metadata_cache import MetadataCache
-from minibroker.broker.config.broker_config import BrokerConfig
-from minibroker.broker.metrics import BrokerMetrics
-from minibroker.broker.quotas.replication_quota import ReplicationQuotas
 from minibroker.broker.replication.delayed_produce import (
     PendingAck,
     await_replication,
@@ -52,20 +48,13 @@ from minibroker.broker.replication.fetch_reader import (
     PartitionRead,
 )
 from minibroker.broker.replication.hosted_replicas import (
-    CorruptionHook,
-    FetcherHook,
     HostedReplicas,
-    LogDirFailureHandler,
-    TopicConfigLoader,
 )
-from minibroker.broker.replication.isr import IsrStore
 from minibroker.broker.replication.leadership_changes import LeadershipChanges
 from minibroker.broker.replication.partition import AppendResult
 from minibroker.protocol.errors import InvalidRequiredAcksError, KafkaError, KafkaStorageError
 from minibroker.protocol.messages.bodies import Records
 from minibroker.protocol.topic_partition import TopicPartition
-from minibroker.storage.log_config import Clock
-from minibroker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -76,37 +65,9 @@ class ReplicaManager:
     """Every partition replica this broker holds (see the module doc); ``run`` it in a
     nursery for the periodic work."""
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        log_manager: LogManager,
-        metadata_cache: MetadataCache,
-        *,
-        clock: Clock,
-        topic_overrides: Callable[[str], Mapping[str, str]] | None = None,
-        metrics: BrokerMetrics | None = None,
-        fetcher: FetcherHook | None = None,
-        replication_quotas: ReplicationQuotas | None = None,
-        isr_store: IsrStore | None = None,
-        topic_config_loader: TopicConfigLoader | None = None,
-        on_log_dir_failure: LogDirFailureHandler | None = None,
-        corruption: Callable[[HostedReplicas], CorruptionHook] | None = None,
-    ) -> None:
-        """The arguments are the hosted replicas' (``HostedReplicas``)."""
-        self.replicas = HostedReplicas(
-            config,
-            log_manager,
-            metadata_cache,
-            clock=clock,
-            topic_overrides=topic_overrides,
-            metrics=metrics,
-            fetcher=fetcher,
-            replication_quotas=replication_quotas,
-            isr_store=isr_store,
-            topic_config_loader=topic_config_loader,
-            on_log_dir_failure=on_log_dir_failure,
-            corruption=corruption,
-        )
+    def __init__(self, replicas: HostedReplicas) -> None:
+        self.replicas = replicas
+        """The partitions and what serves them (broker/replication/hosted_replicas.py)."""
         self.leadership = LeadershipChanges(self.replicas)
         """Applies the controller's requests to these replicas."""
 

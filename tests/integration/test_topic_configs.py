@@ -16,7 +16,7 @@ import trio
 
 from minibroker.broker.admin.topic_configs import TopicConfigs
 from minibroker.broker.cluster.metadata_cache import MetadataCache
-from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.hosted_replicas import HostedReplicas, to_log_config
 from minibroker.broker.replication.partition import LeaderAndIsrPartition
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.client.admin import Admin
@@ -172,7 +172,9 @@ async def test_the_change_listener_resyncs_hosted_topics_then_follows_notificati
 ) -> None:
     config = broker_config(tmp_path)
     log_manager = LogManager(config.log_dirs, to_log_config(config.topic_config()))
-    manager = ReplicaManager(config, log_manager, MetadataCache(1), clock=lambda: 10**13)
+    manager = ReplicaManager(
+        HostedReplicas(config, log_manager, MetadataCache(1), clock=lambda: 10**13)
+    )
     data = KafkaZkClient(zk_client)
     await data.create_top_level_paths()
     try:

@@ -68,11 +68,13 @@ def replica_manager(
     log_manager = LogManager(config.log_dirs, to_log_config(config.topic_config()), clock=clock)
     try:
         yield ReplicaManager(
-            config,
-            log_manager,
-            MetadataCache(config.broker_id),
-            clock=clock,
-            corruption=corruption,
+            HostedReplicas(
+                config,
+                log_manager,
+                MetadataCache(config.broker_id),
+                clock=clock,
+                corruption=corruption,
+            )
         )
     finally:
         log_manager.close()

@@ -29,6 +29,7 @@ from minibroker.broker.network.request_codec import MsgpackCodec
 from minibroker.broker.network.server import BrokerServer
 from minibroker.broker.options import BrokerOptions
 from minibroker.broker.replication.controller_apis import ControllerRequestApis
+from minibroker.broker.replication.hosted_replicas import HostedReplicas
 from minibroker.broker.replication.partition import LeaderAndIsrPartition
 from minibroker.broker.replication.replica_fetcher import ReplicaFetcherManager
 from minibroker.broker.replication.replica_manager import ReplicaManager
@@ -104,11 +105,13 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     broker = StorageOnlyBroker(broker_config(tmp_path, min_insync_replicas=2))
     log_manager = broker._open_log_manager()
     manager = ReplicaManager(
-        broker.config,
-        log_manager,
-        broker.metadata_cache,
-        clock=broker.clock,
-        metrics=broker.metrics,
+        HostedReplicas(
+            broker.config,
+            log_manager,
+            broker.metadata_cache,
+            clock=broker.clock,
+            metrics=broker.metrics,
+        )
     )
     broker.replica_manager_of_test = manager
     server = BrokerServer(MsgpackCodec(broker.dispatcher))  # never listens

@@ -22,7 +22,7 @@ from minibroker.broker.config.config_describe import (
     SOURCE_TOPIC_CONFIG,
     ConfigType,
 )
-from minibroker.broker.replication.hosted_replicas import to_log_config
+from minibroker.broker.replication.hosted_replicas import HostedReplicas, to_log_config
 from minibroker.broker.replication.partition import LeaderAndIsrPartition
 from minibroker.broker.replication.replica_manager import ReplicaManager
 from minibroker.broker.requests.dispatcher import Deferred
@@ -156,11 +156,13 @@ def replica_manager(
     log_manager: LogManager, tmp_path: Path, overrides: Mapping[str, str] | None = None
 ) -> ReplicaManager:
     return ReplicaManager(
-        broker_config(tmp_path),
-        log_manager,
-        MetadataCache(1),
-        clock=lambda: 1_000,
-        topic_overrides=lambda topic: overrides or {},
+        HostedReplicas(
+            broker_config(tmp_path),
+            log_manager,
+            MetadataCache(1),
+            clock=lambda: 1_000,
+            topic_overrides=lambda topic: overrides or {},
+        )
     )
 
 

@@ -37,6 +37,8 @@ from minibroker.client.security import SecurityOptions, client_security
 from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError
+from minibroker.protocol.messages import bodies
+from minibroker.protocol.messages.bodies import ResponseT, Route
 from minibroker.protocol.messages.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 
 TopicPartition = tuple[str, int]
@@ -134,12 +136,17 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
         await self._tasks.close()
         return None
 
-    async def _to_controller(self, api_key: ApiKey, body: dict[str, Any]) -> Any:
+    async def _to_controller(self, route: Route[Any, ResponseT], body: dict[str, Any]) -> ResponseT:
+        """``body`` to the controller (any broker if it cannot be reached), its answer
+        typed as ``route`` declares it (protocol/messages/bodies.py)."""
+        api_key = ApiKey(route.api_key)
         meta = await self.cluster.refresh()
         if meta.controller_id in meta.brokers:
             with contextlib.suppress(KafkaError):
-                return await self.cluster.request(meta.controller_id, api_key, body)
-        return await self.cluster.request_any(api_key, body)
+                answer: ResponseT = await self.cluster.request(meta.controller_id, api_key, body)
+                return answer
+        any_answer: ResponseT = await self.cluster.request_any(api_key, body)
+        return any_answer
 
     # --- topics ----------------------------------------------------------------------
 
@@ -170,7 +177,7 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
             "timeout_ms": self.request_timeout_ms,
             "validate_only": validate_only,
         }
-        response = await self._to_controller(ApiKey.CREATE_TOPICS, body)
+        response = await self._to_controller(bodies.CREATE_TOPICS, body)
         for result in response.get("topics", ()):
             raise_if_error(
                 result["error_code"], f"topic {result['name']!r}", result.get("error_message")
@@ -199,7 +206,7 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
         marked for deletion and finishes when every replica's broker can delete it."""
         wait_ms = max(self.request_timeout_ms - BROKER_WAIT_MARGIN_MS, 0)
         body = {"topic_names": [name], "timeout_ms": wait_ms}
-        response = await self._to_controller(ApiKey.DELETE_TOPICS, body)
+        response = await self._to_controller(bodies.DELETE_TOPICS, body)
         for result in response.get("topics", ()):
             raise_if_error(
                 result["error_code"], f"topic {result['name']!r}", result.get("error_message")
@@ -292,7 +299,7 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
             ],
             "validate_only": validate_only,
         }
-        response = await self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+        response = await self._to_controller(bodies.INCREMENTAL_ALTER_CONFIGS, body)
         for result in response.get("responses", ()):
             raise_if_error(
                 result["error_code"], _label(resource_type, name), result.get("error_message")
@@ -360,7 +367,7 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
             ],
             "validate_only": False,
         }
-        response = await self._to_controller(ApiKey.ALTER_CONFIGS, body)
+        response = await self._to_controller(bodies.ALTER_CONFIGS, body)
         for result in response.get("responses", ()):
             raise_if_error(result["error_code"], label, result.get("error_message"))
 

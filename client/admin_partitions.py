@@ -16,6 +16,8 @@ from minibroker.client.errors import raise_if_error, wire_error
 from minibroker.client.metadata import ClusterClient
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, LeaderNotAvailableError
+from minibroker.protocol.messages import bodies
+from minibroker.protocol.messages.bodies import ResponseT, Route
 
 TopicPartition = tuple[str, int]
 
@@ -27,7 +29,7 @@ class PartitionAdmin:
     cluster: ClusterClient
     request_timeout_ms: int
 
-    async def _to_controller(self, api_key: ApiKey, body: dict[str, Any]) -> Any:
+    async def _to_controller(self, route: Route[Any, ResponseT], body: dict[str, Any]) -> ResponseT:
         raise NotImplementedError
 
     async def create_partitions(
@@ -54,7 +56,7 @@ class PartitionAdmin:
             "timeout_ms": self.request_timeout_ms,
             "validate_only": validate_only,
         }
-        response = await self._to_controller(ApiKey.CREATE_PARTITIONS, body)
+        response = await self._to_controller(bodies.CREATE_PARTITIONS, body)
         for result in response.get("results", ()):
             raise_if_error(
                 result["error_code"], f"topic {result['name']!r}", result.get("error_message")

@@ -16,6 +16,8 @@ from minibroker.client.errors import raise_if_error, wire_error
 from minibroker.client.metadata import ClusterClient
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, MinibrokerError, error_for_code
+from minibroker.protocol.messages import bodies
+from minibroker.protocol.messages.bodies import ResponseT, Route
 from minibroker.protocol.messages.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
 TopicPartition = tuple[str, int]
@@ -58,7 +60,7 @@ class ReplicaAdmin:
     cluster: ClusterClient
     request_timeout_ms: int
 
-    async def _to_controller(self, api_key: ApiKey, body: dict[str, Any]) -> Any:
+    async def _to_controller(self, route: Route[Any, ResponseT], body: dict[str, Any]) -> ResponseT:
         raise NotImplementedError
 
     async def elect_leaders(
@@ -84,15 +86,17 @@ class ReplicaAdmin:
             else [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
             "timeout_ms": self.request_timeout_ms,
         }
-        response = await self._to_controller(ApiKey.ELECT_LEADERS, body)
+        response = await self._to_controller(bodies.ELECT_LEADERS, body)
         raise_if_error(response.get("error_code", 0), "elect leaders")
         results: dict[TopicPartition, KafkaError | None] = {}
-        for topic in response.get("replica_election_results", ()):
-            for part in topic["partition_result"]:
+        for answered in response.get("replica_election_results", ()):
+            for part in answered["partition_result"]:
                 code = part.get("error_code", 0)
-                results[(topic["topic"], part["partition_id"])] = (
+                results[(answered["topic"], part["partition_id"])] = (
                     wire_error(
-                        code, f"{topic['topic']}-{part['partition_id']}", part.get("error_message")
+                        code,
+                        f"{answered['topic']}-{part['partition_id']}",
+                        part.get("error_message"),
                     )
                     if code
                     else None
@@ -115,16 +119,16 @@ class ReplicaAdmin:
             "timeout_ms": self.request_timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
-        response = await self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
+        response = await self._to_controller(bodies.ALTER_PARTITION_REASSIGNMENTS, body)
         raise_if_error(response.get("error_code", 0), "reassignment", response.get("error_message"))
         results: dict[TopicPartition, KafkaError | None] = {}
-        for topic in response.get("topics", ()):
-            for part in topic["partitions"]:
+        for answered in response.get("topics", ()):
+            for part in answered["partitions"]:
                 code = part.get("error_code", 0)
-                results[(topic["name"], part["partition_index"])] = (
+                results[(answered["name"], part["partition_index"])] = (
                     wire_error(
                         code,
-                        f"{topic['name']}-{part['partition_index']}",
+                        f"{answered['name']}-{part['partition_index']}",
                         part.get("error_message"),
                     )
                     if code
@@ -144,7 +148,7 @@ class ReplicaAdmin:
             if partitions is None
             else [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
         }
-        response = await self._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
+        response = await self._to_controller(bodies.LIST_PARTITION_REASSIGNMENTS, body)
         raise_if_error(
             response.get("error_code", 0), "reassignments", response.get("error_message")
         )

@@ -12,14 +12,15 @@ Answers: every StopReplica answer goes to ``on_stop_replica_response`` (with its
 request), every LeaderAndIsr answer to ``on_leader_and_isr_response``. Both run in the
 channel's sender task, so they only queue a controller event.
 
-Bodies follow protocol/messages/control.py (Kafka's messages in snake_case, with one flat
-``partition_states`` list whose entries name their topic, and brokers as
-``{id, host, port, rack}``). Every body is stamped with ``controller_id`` and
-``controller_epoch``, and with the addressed broker's ``broker_epoch`` (the czxid of its
-/brokers/ids znode as the controller last read it, KIP-380). Brokers obey only the
-controller ZooKeeper names and refuse a request meant for an earlier registration of
-theirs (STALE_CONTROLLER_EPOCH / STALE_BROKER_EPOCH: docs/architecture.md, "The
-controller").
+Bodies follow protocol/messages/control.py (Kafka's messages in snake_case, with one
+flat ``partition_states`` list whose entries name their topic, and brokers as
+``{id, host, port, rack}``); each partition state and topic id is built as the generated
+TypedDict the broker's handler reads it as (protocol/messages/bodies.py). Every body is
+stamped with ``controller_id`` and ``controller_epoch``, and with the addressed broker's
+``broker_epoch`` (the czxid of its /brokers/ids znode as the controller last read it,
+KIP-380). Brokers obey only the controller ZooKeeper names and refuse a request meant
+for an earlier registration of theirs (STALE_CONTROLLER_EPOCH / STALE_BROKER_EPOCH:
+docs/architecture.md, "The controller").
 
 LeaderAndIsr:   partition_states[{topic_name, partition_index, controller_epoch, leader,
                 leader_epoch, isr, zk_version, replicas, adding_replicas,
@@ -40,6 +41,7 @@ from typing import Protocol
 
 from minibroker.controller.context import ControllerContext
 from minibroker.protocol.api import ApiKey, Body
+from minibroker.protocol.messages import bodies
 from minibroker.protocol.topic_partition import TopicPartition
 from minibroker.zk.values import LeaderAndIsr
 
@@ -226,7 +228,7 @@ class ControllerBrokerRequestBatch:
         return body
 
     def _leader_and_isr_body(self, broker_id: int) -> Body:
-        states: list[Body] = []
+        states: list[bodies.LeaderAndIsrRequestPartitionState] = []
         leaders: set[int] = set()
         for tp, entry in sorted(self._leader_and_isr[broker_id].items()):
             lai = entry.leader_and_isr
@@ -253,7 +255,7 @@ class ControllerBrokerRequestBatch:
             "topic_ids": self._topic_ids(tp.topic for tp in self._leader_and_isr[broker_id]),
         }
 
-    def _topic_ids(self, topics: Iterable[str]) -> list[Body]:
+    def _topic_ids(self, topics: Iterable[str]) -> list[bodies.LeaderAndIsrRequestTopicId]:
         """The ids of those of ``topics`` that have one (KIP-516)."""
         ids = self._context.topic_ids
         return [
@@ -264,7 +266,7 @@ class ControllerBrokerRequestBatch:
 
     def _update_metadata_body(self) -> Body:
         live = self._context.live_or_shutting_down_broker_ids
-        states: list[Body] = []
+        states: list[bodies.UpdateMetadataRequestPartitionState] = []
         for tp, lai in sorted(self._metadata_partitions.items()):
             replicas = self._context.replicas_for(tp)
             states.append(
@@ -292,7 +294,7 @@ class ControllerBrokerRequestBatch:
         }
 
     def _stop_replica_body(self, broker_id: int) -> Body:
-        states: list[Body] = []
+        states: list[bodies.StopReplicaRequestPartitionState] = []
         for tp, delete in sorted(self._stop_replica[broker_id].items()):
             lai = self._context.leadership.get(tp)
             if tp.topic in self._context.topics_to_be_deleted:

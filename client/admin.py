@@ -319,7 +319,9 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
         }
         meta = await self.cluster.refresh()
         if resource_type == RESOURCE_BROKER and name.isdigit() and int(name) in meta.brokers:
-            response = await self.cluster.request(int(name), ApiKey.DESCRIBE_CONFIGS, body)
+            response: bodies.DescribeConfigsResponse = await self.cluster.request(
+                int(name), ApiKey.DESCRIBE_CONFIGS, body
+            )
         else:
             response = await self.cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
         entries: list[ConfigEntry] = []

@@ -88,10 +88,12 @@ class PartitionAdmin:
                 "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()],
                 "timeout_ms": self.request_timeout_ms,
             }
-            response = await self.cluster.request(leader, ApiKey.DELETE_RECORDS, body)
-            for topic in response.get("topics", ()):
-                for answer in topic["partitions"]:
-                    tp = (topic["name"], answer["partition_index"])
+            response: bodies.DeleteRecordsResponse = await self.cluster.request(
+                leader, ApiKey.DELETE_RECORDS, body
+            )
+            for answered in response.get("topics", ()):
+                for answer in answered["partitions"]:
+                    tp = (answered["name"], answer["partition_index"])
                     code = answer["error_code"]
                     results[tp] = (
                         wire_error(code, f"{tp[0]}-{tp[1]}") if code else answer["low_watermark"]

@@ -170,7 +170,7 @@ class ReplicaAdmin:
         meta = await self.cluster.refresh()
         out: list[LogDirDescription] = []
         for broker in sorted(brokers if brokers is not None else meta.brokers):
-            response = await self.cluster.request(
+            response: bodies.DescribeLogDirsResponse = await self.cluster.request(
                 broker, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}
             )
             raise_if_error(response.get("error_code", 0), f"broker {broker}")
@@ -223,11 +223,13 @@ class ReplicaAdmin:
                     for path, topics in dirs.items()
                 ]
             }
-            response = await self.cluster.request(broker, ApiKey.ALTER_REPLICA_LOG_DIRS, body)
-            for topic in response.get("results", ()):
-                for part in topic["partitions"]:
+            altered: bodies.AlterReplicaLogDirsResponse = await self.cluster.request(
+                broker, ApiKey.ALTER_REPLICA_LOG_DIRS, body
+            )
+            for moved in altered.get("results", ()):
+                for part in moved["partitions"]:
                     code = part.get("error_code", 0)
-                    key = (topic["topic_name"], part["partition_index"], broker)
+                    key = (moved["topic_name"], part["partition_index"], broker)
                     results[key] = (
                         wire_error(code, f"{key[0]}-{key[1]} on broker {broker}") if code else None
                     )

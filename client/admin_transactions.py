@@ -10,13 +10,13 @@ their results.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from minibroker.client.errors import wire_error
 from minibroker.client.group_coordinator import CoordinatorLink
 from minibroker.client.metadata import ClusterClient
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import MinibrokerError, NetworkError
+from minibroker.protocol.messages import bodies
 from minibroker.protocol.messages.groups import KEY_TYPE_TRANSACTION
 
 
@@ -56,7 +56,7 @@ async def list_transactions(cluster: ClusterClient) -> list[ListedTransaction]:
     found: list[ListedTransaction] = []
     for node in sorted(meta.brokers):
         try:
-            response: dict[str, Any] = await cluster.request(
+            response: bodies.ListTransactionsResponse = await cluster.request(
                 node,
                 ApiKey.LIST_TRANSACTIONS,
                 {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
@@ -102,7 +102,7 @@ async def describe_producers(
     cluster: ClusterClient, topic: str, partition: int
 ) -> list[ActiveProducer]:
     leader = await _leader(cluster, topic, partition)
-    response = await cluster.request(
+    response: bodies.DescribeProducersResponse = await cluster.request(
         leader,
         ApiKey.DESCRIBE_PRODUCERS,
         {"topics": [{"name": topic, "partition_indexes": [partition]}]},
@@ -137,7 +137,7 @@ async def abort_transaction(
         )
     producer = matching[0]
     leader = await _leader(cluster, topic, partition)
-    response = await cluster.request(
+    response: bodies.WriteTxnMarkersResponse = await cluster.request(
         leader,
         ApiKey.WRITE_TXN_MARKERS,
         {

@@ -1,7 +1,10 @@
 """Admin: topics, cluster, configs, leader elections, reassignments, log dirs and
-consumer groups (the group methods are in client/admin_groups.py, the leadership,
-reassignment and log-dir ones in client/admin_replicas.py, adding partitions in
-client/admin_partitions.py).
+consumer groups. Topics, the cluster and configs are served here; the rest by the
+collaborators an Admin owns, each built with what it needs, and named by one-line
+delegating methods: ``GroupAdmin`` (client/admin_groups.py), ``ReplicaAdmin``
+(leadership, reassignments and log dirs: client/admin_replicas.py), ``PartitionAdmin``
+(adding partitions, deleting records: client/admin_partitions.py); the way to the
+controller is a ``ControllerLink`` (client/controller_link.py).
 
 Every method sends one kind of request and returns plain dataclasses. Requests that
 change cluster state (CreateTopics, DeleteTopics, ElectLeaders, partition
@@ -14,15 +17,19 @@ the resource in the message, except where a method returns per-partition results
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Unpack
 
 import trio
 
-from minibroker.client.admin_groups import GroupAdmin
+from minibroker.client.admin_groups import (
+    GroupAdmin,
+    GroupDescription,
+    GroupListing,
+    PartitionLag,
+)
 from minibroker.client.admin_partitions import PartitionAdmin
 from minibroker.client.admin_replicas import (
     LogDirDescription,
@@ -31,6 +38,7 @@ from minibroker.client.admin_replicas import (
     ReplicaLogDir,
 )
 from minibroker.client.background import BackgroundTasks
+from minibroker.client.controller_link import ControllerLink
 from minibroker.client.errors import raise_if_error, wire_error
 from minibroker.client.metadata import BrokerNode, ClusterClient, ClusterMetadata, PartitionInfo
 from minibroker.client.security import SecurityOptions, client_security
@@ -38,7 +46,6 @@ from minibroker.net.security import ClientSecurity
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError
 from minibroker.protocol.messages import bodies
-from minibroker.protocol.messages.bodies import ResponseT, Route
 from minibroker.protocol.messages.cluster import RESOURCE_BROKER, RESOURCE_TOPIC
 
 TopicPartition = tuple[str, int]
@@ -95,7 +102,7 @@ class ConfigOp:
     value: str | None = None
 
 
-class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
+class Admin:
     """``async with Admin("127.0.0.1:9092") as admin: await admin.create_topic(...)``."""
 
     def __init__(
@@ -117,6 +124,10 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
             request_timeout_s=request_timeout_ms / 1000,
         )
         self._tasks = BackgroundTasks()
+        self._controller = ControllerLink(self.cluster)
+        self._groups = GroupAdmin(self.cluster, self.request_timeout_ms)
+        self._replicas = ReplicaAdmin(self.cluster, self._controller, self.request_timeout_ms)
+        self._partitions = PartitionAdmin(self.cluster, self._controller, self.request_timeout_ms)
 
     async def __aenter__(self) -> Admin:
         nursery = await self._tasks.open()
@@ -135,18 +146,6 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
     ) -> bool | None:
         await self._tasks.close()
         return None
-
-    async def _to_controller(self, route: Route[Any, ResponseT], body: dict[str, Any]) -> ResponseT:
-        """``body`` to the controller (any broker if it cannot be reached), its answer
-        typed as ``route`` declares it (protocol/messages/bodies.py)."""
-        api_key = ApiKey(route.api_key)
-        meta = await self.cluster.refresh()
-        if meta.controller_id in meta.brokers:
-            with contextlib.suppress(KafkaError):
-                answer: ResponseT = await self.cluster.request(meta.controller_id, api_key, body)
-                return answer
-        any_answer: ResponseT = await self.cluster.request_any(api_key, body)
-        return any_answer
 
     # --- topics ----------------------------------------------------------------------
 
@@ -177,7 +176,7 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
             "timeout_ms": self.request_timeout_ms,
             "validate_only": validate_only,
         }
-        response = await self._to_controller(bodies.CREATE_TOPICS, body)
+        response = await self._controller.request(bodies.CREATE_TOPICS, body)
         for result in response.get("topics", ()):
             raise_if_error(
                 result["error_code"], f"topic {result['name']!r}", result.get("error_message")
@@ -206,7 +205,7 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
         marked for deletion and finishes when every replica's broker can delete it."""
         wait_ms = max(self.request_timeout_ms - BROKER_WAIT_MARGIN_MS, 0)
         body = {"topic_names": [name], "timeout_ms": wait_ms}
-        response = await self._to_controller(bodies.DELETE_TOPICS, body)
+        response = await self._controller.request(bodies.DELETE_TOPICS, body)
         for result in response.get("topics", ()):
             raise_if_error(
                 result["error_code"], f"topic {result['name']!r}", result.get("error_message")
@@ -299,7 +298,7 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
             ],
             "validate_only": validate_only,
         }
-        response = await self._to_controller(bodies.INCREMENTAL_ALTER_CONFIGS, body)
+        response = await self._controller.request(bodies.INCREMENTAL_ALTER_CONFIGS, body)
         for result in response.get("responses", ()):
             raise_if_error(
                 result["error_code"], _label(resource_type, name), result.get("error_message")
@@ -369,9 +368,111 @@ class Admin(GroupAdmin, ReplicaAdmin, PartitionAdmin):
             ],
             "validate_only": False,
         }
-        response = await self._to_controller(bodies.ALTER_CONFIGS, body)
+        response = await self._controller.request(bodies.ALTER_CONFIGS, body)
         for result in response.get("responses", ()):
             raise_if_error(result["error_code"], label, result.get("error_message"))
+
+    # --- consumer groups (GroupAdmin) -------------------------------------------------
+
+    async def list_groups(self) -> list[GroupListing]:
+        """Every group of every broker, sorted by id."""
+        return await self._groups.list_groups()
+
+    async def describe_group(self, group_id: str) -> GroupDescription:
+        """State and members (with their assignments) of a group."""
+        return await self._groups.describe_group(group_id)
+
+    async def list_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int | None]:
+        """Committed offsets (all the group has, or of ``partitions``: None if none)."""
+        return await self._groups.list_group_offsets(group_id, partitions)
+
+    async def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        """Set committed offsets; the group must have no members (else UNKNOWN_MEMBER_ID)."""
+        await self._groups.alter_group_offsets(group_id, offsets)
+
+    async def delete_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """Forget committed offsets (refused for a topic a member still consumes)."""
+        await self._groups.delete_group_offsets(group_id, partitions)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> None:
+        """Delete groups and their offsets; refused (NON_EMPTY_GROUP) while one has members."""
+        await self._groups.delete_groups(group_ids)
+
+    async def log_end_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The log end (high watermark) of each partition."""
+        return await self._groups.log_end_offsets(partitions)
+
+    async def describe_group_offsets(
+        self, group_id: str
+    ) -> tuple[GroupDescription, list[PartitionLag]]:
+        """Per partition the group has an offset for or a member reads: committed
+        offset, log end, lag and the member reading it."""
+        return await self._groups.describe_group_offsets(group_id)
+
+    # --- leadership, reassignments, log dirs (ReplicaAdmin) ----------------------------
+
+    async def elect_leaders(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        election_type: str = "preferred",
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Leader election of ``partitions`` (None: all), per partition None or the
+        error it got; ``election_type`` is "preferred" or "unclean"."""
+        return await self._replicas.elect_leaders(partitions, election_type=election_type)
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Start moving partitions to ``targets`` replicas (None cancels a move)."""
+        return await self._replicas.alter_partition_reassignments(targets)
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> list[Reassignment]:
+        """The reassignments in progress (of ``partitions``; None: all)."""
+        return await self._replicas.list_partition_reassignments(partitions)
+
+    async def describe_log_dirs(
+        self, brokers: Iterable[int] | None = None
+    ) -> list[LogDirDescription]:
+        """The log dirs of ``brokers`` (None: all) and the replicas in each."""
+        return await self._replicas.describe_log_dirs(brokers)
+
+    async def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[str, int, int], str]
+    ) -> dict[tuple[str, int, int], KafkaError | None]:
+        """Move replicas between the log dirs of their broker: {(topic, part, broker): dir}."""
+        return await self._replicas.alter_replica_log_dirs(moves)
+
+    # --- a topic's partitions (PartitionAdmin) ----------------------------------------
+
+    async def create_partitions(
+        self,
+        topic: str,
+        count: int,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Grow ``topic`` to ``count`` partitions (``assignments``: the replicas of each
+        new partition, else the broker places them)."""
+        await self._partitions.create_partitions(
+            topic, count, assignments=assignments, validate_only=validate_only
+        )
+
+    async def delete_records(
+        self, before: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | KafkaError]:
+        """Delete each partition's records below its offset (-1: below the high
+        watermark); per partition the low watermark or the error it got."""
+        return await self._partitions.delete_records(before)
 
 
 def _label(resource_type: int, name: str) -> str:

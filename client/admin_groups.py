@@ -1,5 +1,6 @@
 """Admin for consumer groups: list, describe (members, committed offsets, lag), alter
-and delete committed offsets, delete groups. ``Admin`` inherits these methods.
+and delete committed offsets, delete groups. ``Admin`` (client/admin.py) owns one and
+delegates these methods to it.
 
 Every broker coordinates some groups, so ListGroups asks each of them; the other
 requests go to the group's coordinator (client/group_coordinator.py), found again when
@@ -75,10 +76,11 @@ class PartitionLag:
 
 
 class GroupAdmin:
-    """The group half of ``Admin`` (it provides ``cluster`` and the request timeout)."""
+    """The consumer-group requests of ``Admin``, over its ``cluster`` client."""
 
-    cluster: ClusterClient
-    request_timeout_ms: int
+    def __init__(self, cluster: ClusterClient, request_timeout_ms: int) -> None:
+        self.cluster = cluster
+        self.request_timeout_ms = request_timeout_ms
 
     @property
     def _timeout_s(self) -> float:

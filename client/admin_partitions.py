@@ -1,6 +1,6 @@
 """Admin for a topic's partitions as a whole: adding partitions (CreatePartitions) and
 deleting the records below an offset (DeleteRecords). ``Admin`` (client/admin.py)
-inherits these methods.
+owns one and delegates these methods to it.
 
 CreatePartitions goes to the active controller when the metadata names one, else to
 any broker (which writes the new assignment to ZooKeeper for the controller);
@@ -10,27 +10,27 @@ DeleteRecords goes to each partition's leader.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from minibroker.client.controller_link import ControllerLink
 from minibroker.client.errors import raise_if_error, wire_error
 from minibroker.client.metadata import ClusterClient
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, LeaderNotAvailableError
 from minibroker.protocol.messages import bodies
-from minibroker.protocol.messages.bodies import ResponseT, Route
 
 TopicPartition = tuple[str, int]
 
 
 class PartitionAdmin:
-    """The partition half of ``Admin`` (it provides ``cluster``, the request timeout and
-    the way to the controller)."""
+    """The requests of ``Admin`` about a topic's partitions as a whole, over its
+    ``cluster`` client and its link to the controller."""
 
-    cluster: ClusterClient
-    request_timeout_ms: int
-
-    async def _to_controller(self, route: Route[Any, ResponseT], body: dict[str, Any]) -> ResponseT:
-        raise NotImplementedError
+    def __init__(
+        self, cluster: ClusterClient, controller: ControllerLink, request_timeout_ms: int
+    ) -> None:
+        self.cluster = cluster
+        self._controller = controller
+        self.request_timeout_ms = request_timeout_ms
 
     async def create_partitions(
         self,
@@ -56,7 +56,7 @@ class PartitionAdmin:
             "timeout_ms": self.request_timeout_ms,
             "validate_only": validate_only,
         }
-        response = await self._to_controller(bodies.CREATE_PARTITIONS, body)
+        response = await self._controller.request(bodies.CREATE_PARTITIONS, body)
         for result in response.get("results", ()):
             raise_if_error(
                 result["error_code"], f"topic {result['name']!r}", result.get("error_message")

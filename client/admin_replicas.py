@@ -1,5 +1,6 @@
 """Admin for leadership and replica placement: leader elections, partition
-reassignments, and log dirs. ``Admin`` (client/admin.py) inherits these methods.
+reassignments, and log dirs. ``Admin`` (client/admin.py) owns one and delegates these
+methods to it.
 
 Elections and reassignments go to the active controller when the metadata names one,
 else to any broker; log-dir requests go to the broker they are about. Each method
@@ -12,12 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from minibroker.client.controller_link import ControllerLink
 from minibroker.client.errors import raise_if_error, wire_error
 from minibroker.client.metadata import ClusterClient
 from minibroker.protocol.api import ApiKey
 from minibroker.protocol.errors import KafkaError, MinibrokerError, error_for_code
 from minibroker.protocol.messages import bodies
-from minibroker.protocol.messages.bodies import ResponseT, Route
 from minibroker.protocol.messages.replicas import ELECTION_PREFERRED, ELECTION_UNCLEAN
 
 TopicPartition = tuple[str, int]
@@ -54,14 +55,15 @@ class LogDirDescription:
 
 
 class ReplicaAdmin:
-    """The replica half of ``Admin`` (it provides ``cluster``, the request timeout and
-    the way to the controller)."""
+    """The leadership, reassignment and log-dir requests of ``Admin``, over its
+    ``cluster`` client and its link to the controller."""
 
-    cluster: ClusterClient
-    request_timeout_ms: int
-
-    async def _to_controller(self, route: Route[Any, ResponseT], body: dict[str, Any]) -> ResponseT:
-        raise NotImplementedError
+    def __init__(
+        self, cluster: ClusterClient, controller: ControllerLink, request_timeout_ms: int
+    ) -> None:
+        self.cluster = cluster
+        self._controller = controller
+        self.request_timeout_ms = request_timeout_ms
 
     async def elect_leaders(
         self,
@@ -86,7 +88,7 @@ class ReplicaAdmin:
             else [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
             "timeout_ms": self.request_timeout_ms,
         }
-        response = await self._to_controller(bodies.ELECT_LEADERS, body)
+        response = await self._controller.request(bodies.ELECT_LEADERS, body)
         raise_if_error(response.get("error_code", 0), "elect leaders")
         results: dict[TopicPartition, KafkaError | None] = {}
         for answered in response.get("replica_election_results", ()):
@@ -119,7 +121,7 @@ class ReplicaAdmin:
             "timeout_ms": self.request_timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
-        response = await self._to_controller(bodies.ALTER_PARTITION_REASSIGNMENTS, body)
+        response = await self._controller.request(bodies.ALTER_PARTITION_REASSIGNMENTS, body)
         raise_if_error(response.get("error_code", 0), "reassignment", response.get("error_message"))
         results: dict[TopicPartition, KafkaError | None] = {}
         for answered in response.get("topics", ()):
@@ -148,7 +150,7 @@ class ReplicaAdmin:
             if partitions is None
             else [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
         }
-        response = await self._to_controller(bodies.LIST_PARTITION_REASSIGNMENTS, body)
+        response = await self._controller.request(bodies.LIST_PARTITION_REASSIGNMENTS, body)
         raise_if_error(
             response.get("error_code", 0), "reassignments", response.get("error_message")
         )

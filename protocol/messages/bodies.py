@@ -1,8 +1,10 @@
 """Typed bodies of every message: generated from protocol/messages/ by
 ``python -m minibroker.protocol.messages.generate``; do not edit by hand.
 
-``<Api>Request`` / ``<Api>Response`` are the bodies a handler reads and returns; nested
-structs are named after their parent and field. ``ROUTES`` ties each API key to its
+``<Api>Request`` / ``<Api>Response`` are the bodies a handler reads and returns;
+``<Api>RequestBody`` is a request as a sender builds it (top-level fields with a
+default may be left out: the encoders fill them); nested structs are named after their
+parent and field. ``ROUTES`` ties each API key to its
 pair, for broker/requests/dispatcher.py's typed registration.
 """
 
@@ -42,6 +44,14 @@ class ProduceRequest(TypedDict):
     acks: int
     timeout_ms: int
     topics: list[ProduceRequestTopic]
+
+
+class ProduceRequestBody(TypedDict, total=False):
+    transactional_id: str | None
+    transaction_version: int
+    acks: Required[int]
+    timeout_ms: Required[int]
+    topics: Required[list[ProduceRequestTopic]]
 
 
 class ProduceResponseTopicPartitionRecordError(TypedDict, total=False):
@@ -117,6 +127,21 @@ class FetchRequest(TypedDict):
     rack_id: str
 
 
+class FetchRequestBody(TypedDict, total=False):
+    cluster_id: str | None
+    replica_id: int
+    replica_state: FetchRequestReplicaState | None
+    max_wait_ms: Required[int]
+    min_bytes: Required[int]
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: Required[list[FetchRequestTopic]]
+    forgotten_topics_data: list[FetchRequestForgottenTopicsData]
+    rack_id: str
+
+
 class FetchResponseTopicPartitionDivergingEpoch(TypedDict, total=False):
     epoch: int
     end_offset: int
@@ -181,6 +206,12 @@ class ListOffsetsRequest(TypedDict):
     topics: list[ListOffsetsRequestTopic]
 
 
+class ListOffsetsRequestBody(TypedDict, total=False):
+    replica_id: int
+    isolation_level: int
+    topics: Required[list[ListOffsetsRequestTopic]]
+
+
 class ListOffsetsResponseTopicPartition(TypedDict, total=False):
     partition_index: Required[int]
     error_code: int
@@ -205,6 +236,13 @@ class MetadataRequestTopic(TypedDict):
 
 
 class MetadataRequest(TypedDict):
+    topics: list[MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+
+
+class MetadataRequestBody(TypedDict, total=False):
     topics: list[MetadataRequestTopic] | None
     allow_auto_topic_creation: bool
     include_cluster_authorized_operations: bool
@@ -285,6 +323,15 @@ class LeaderAndIsrRequest(TypedDict):
     topic_ids: list[LeaderAndIsrRequestTopicId]
 
 
+class LeaderAndIsrRequestBody(TypedDict, total=False):
+    controller_id: Required[int]
+    controller_epoch: Required[int]
+    broker_epoch: int
+    partition_states: Required[list[LeaderAndIsrRequestPartitionState]]
+    live_leaders: list[LeaderAndIsrRequestLiveLeader]
+    topic_ids: list[LeaderAndIsrRequestTopicId]
+
+
 class LeaderAndIsrResponsePartitionError(TypedDict, total=False):
     topic_name: Required[str]
     partition_index: Required[int]
@@ -309,6 +356,13 @@ class StopReplicaRequest(TypedDict):
     controller_epoch: int
     broker_epoch: int
     partition_states: list[StopReplicaRequestPartitionState]
+
+
+class StopReplicaRequestBody(TypedDict, total=False):
+    controller_id: Required[int]
+    controller_epoch: Required[int]
+    broker_epoch: int
+    partition_states: Required[list[StopReplicaRequestPartitionState]]
 
 
 class StopReplicaResponsePartitionError(TypedDict, total=False):
@@ -358,6 +412,15 @@ class UpdateMetadataRequest(TypedDict):
     topic_ids: list[UpdateMetadataRequestTopicId]
 
 
+class UpdateMetadataRequestBody(TypedDict, total=False):
+    controller_id: Required[int]
+    controller_epoch: Required[int]
+    broker_epoch: int
+    partition_states: Required[list[UpdateMetadataRequestPartitionState]]
+    live_brokers: Required[list[UpdateMetadataRequestLiveBroker]]
+    topic_ids: list[UpdateMetadataRequestTopicId]
+
+
 class UpdateMetadataResponse(TypedDict, total=False):
     error_code: int
     error_message: str | None
@@ -365,6 +428,11 @@ class UpdateMetadataResponse(TypedDict, total=False):
 
 class ControlledShutdownRequest(TypedDict):
     broker_id: int
+    broker_epoch: int
+
+
+class ControlledShutdownRequestBody(TypedDict, total=False):
+    broker_id: Required[int]
     broker_epoch: int
 
 
@@ -399,6 +467,15 @@ class OffsetCommitRequest(TypedDict):
     topics: list[OffsetCommitRequestTopic]
 
 
+class OffsetCommitRequestBody(TypedDict, total=False):
+    group_id: Required[str]
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    retention_time_ms: int
+    topics: Required[list[OffsetCommitRequestTopic]]
+
+
 class OffsetCommitResponseTopicPartition(TypedDict, total=False):
     partition_index: Required[int]
     error_code: int
@@ -430,6 +507,13 @@ class OffsetFetchRequestGroup(TypedDict):
 
 
 class OffsetFetchRequest(TypedDict):
+    group_id: str | None
+    topics: list[OffsetFetchRequestTopic] | None
+    groups: list[OffsetFetchRequestGroup] | None
+    require_stable: bool
+
+
+class OffsetFetchRequestBody(TypedDict, total=False):
     group_id: str | None
     topics: list[OffsetFetchRequestTopic] | None
     groups: list[OffsetFetchRequestGroup] | None
@@ -481,6 +565,12 @@ class FindCoordinatorRequest(TypedDict):
     coordinator_keys: list[str]
 
 
+class FindCoordinatorRequestBody(TypedDict, total=False):
+    key: str
+    key_type: int
+    coordinator_keys: list[str]
+
+
 class FindCoordinatorResponseCoordinator(TypedDict, total=False):
     key: Required[str]
     node_id: Required[int]
@@ -518,6 +608,17 @@ class JoinGroupRequest(TypedDict):
     require_known_member_id: bool
 
 
+class JoinGroupRequestBody(TypedDict, total=False):
+    group_id: Required[str]
+    session_timeout_ms: Required[int]
+    rebalance_timeout_ms: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: Required[str]
+    protocols: Required[list[JoinGroupRequestProtocol]]
+    require_known_member_id: bool
+
+
 class JoinGroupResponseMember(TypedDict, total=False):
     member_id: Required[str]
     group_instance_id: str | None
@@ -542,6 +643,13 @@ class HeartbeatRequest(TypedDict):
     group_instance_id: str | None
 
 
+class HeartbeatRequestBody(TypedDict, total=False):
+    group_id: Required[str]
+    generation_id: Required[int]
+    member_id: Required[str]
+    group_instance_id: str | None
+
+
 class HeartbeatResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
@@ -554,6 +662,12 @@ class LeaveGroupRequestMember(TypedDict):
 
 class LeaveGroupRequest(TypedDict):
     group_id: str
+    member_id: str
+    members: list[LeaveGroupRequestMember]
+
+
+class LeaveGroupRequestBody(TypedDict, total=False):
+    group_id: Required[str]
     member_id: str
     members: list[LeaveGroupRequestMember]
 
@@ -585,6 +699,16 @@ class SyncGroupRequest(TypedDict):
     assignments: list[SyncGroupRequestAssignment]
 
 
+class SyncGroupRequestBody(TypedDict, total=False):
+    group_id: Required[str]
+    generation_id: Required[int]
+    member_id: Required[str]
+    group_instance_id: str | None
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: list[SyncGroupRequestAssignment]
+
+
 class SyncGroupResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
@@ -595,6 +719,11 @@ class SyncGroupResponse(TypedDict, total=False):
 
 class DescribeGroupsRequest(TypedDict):
     groups: list[str]
+    include_authorized_operations: bool
+
+
+class DescribeGroupsRequestBody(TypedDict, total=False):
+    groups: Required[list[str]]
     include_authorized_operations: bool
 
 
@@ -626,6 +755,10 @@ class ListGroupsRequest(TypedDict):
     states_filter: list[str]
 
 
+class ListGroupsRequestBody(TypedDict, total=False):
+    states_filter: list[str]
+
+
 class ListGroupsResponseGroup(TypedDict, total=False):
     group_id: Required[str]
     protocol_type: Required[str]
@@ -642,12 +775,21 @@ class SaslHandshakeRequest(TypedDict):
     mechanism: str
 
 
+class SaslHandshakeRequestBody(TypedDict, total=False):
+    mechanism: Required[str]
+
+
 class SaslHandshakeResponse(TypedDict, total=False):
     error_code: int
     mechanisms: list[str]
 
 
 class ApiVersionsRequest(TypedDict):
+    client_software_name: str
+    client_software_version: str
+
+
+class ApiVersionsRequestBody(TypedDict, total=False):
     client_software_name: str
     client_software_version: str
 
@@ -704,6 +846,12 @@ class CreateTopicsRequest(TypedDict):
     validate_only: bool
 
 
+class CreateTopicsRequestBody(TypedDict, total=False):
+    topics: Required[list[CreateTopicsRequestTopic]]
+    timeout_ms: int
+    validate_only: bool
+
+
 class CreateTopicsResponseTopicConfig(TypedDict, total=False):
     name: str
     value: str | None
@@ -739,6 +887,12 @@ class DeleteTopicsRequest(TypedDict):
     timeout_ms: int
 
 
+class DeleteTopicsRequestBody(TypedDict, total=False):
+    topic_names: Required[list[str]]
+    topics: list[DeleteTopicsRequestTopic]
+    timeout_ms: int
+
+
 class DeleteTopicsResponseTopic(TypedDict, total=False):
     name: Required[str | None]
     topic_id: bytes
@@ -766,6 +920,11 @@ class DeleteRecordsRequest(TypedDict):
     timeout_ms: int
 
 
+class DeleteRecordsRequestBody(TypedDict, total=False):
+    topics: Required[list[DeleteRecordsRequestTopic]]
+    timeout_ms: int
+
+
 class DeleteRecordsResponseTopicPartition(TypedDict, total=False):
     partition_index: Required[int]
     low_watermark: int
@@ -783,6 +942,13 @@ class DeleteRecordsResponse(TypedDict, total=False):
 
 
 class InitProducerIdRequest(TypedDict):
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+
+
+class InitProducerIdRequestBody(TypedDict, total=False):
     transactional_id: str | None
     transaction_timeout_ms: int
     producer_id: int
@@ -810,6 +976,11 @@ class OffsetForLeaderEpochRequestTopic(TypedDict):
 class OffsetForLeaderEpochRequest(TypedDict):
     replica_id: int
     topics: list[OffsetForLeaderEpochRequestTopic]
+
+
+class OffsetForLeaderEpochRequestBody(TypedDict, total=False):
+    replica_id: int
+    topics: Required[list[OffsetForLeaderEpochRequestTopic]]
 
 
 class OffsetForLeaderEpochResponseTopicPartition(TypedDict, total=False):
@@ -848,6 +1019,14 @@ class AddPartitionsToTxnRequestTopic(TypedDict):
 
 
 class AddPartitionsToTxnRequest(TypedDict):
+    transactions: list[AddPartitionsToTxnRequestTransaction]
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: list[AddPartitionsToTxnRequestTopic]
+
+
+class AddPartitionsToTxnRequestBody(TypedDict, total=False):
     transactions: list[AddPartitionsToTxnRequestTransaction]
     transactional_id: str
     producer_id: int
@@ -898,6 +1077,13 @@ class AddOffsetsToTxnRequest(TypedDict):
     group_id: str
 
 
+class AddOffsetsToTxnRequestBody(TypedDict, total=False):
+    transactional_id: Required[str]
+    producer_id: Required[int]
+    producer_epoch: Required[int]
+    group_id: Required[str]
+
+
 class AddOffsetsToTxnResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
@@ -908,6 +1094,14 @@ class EndTxnRequest(TypedDict):
     producer_id: int
     producer_epoch: int
     committed: bool
+    transaction_version: int
+
+
+class EndTxnRequestBody(TypedDict, total=False):
+    transactional_id: Required[str]
+    producer_id: Required[int]
+    producer_epoch: Required[int]
+    committed: Required[bool]
     transaction_version: int
 
 
@@ -933,6 +1127,10 @@ class WriteTxnMarkersRequestMarker(TypedDict):
 
 class WriteTxnMarkersRequest(TypedDict):
     markers: list[WriteTxnMarkersRequestMarker]
+
+
+class WriteTxnMarkersRequestBody(TypedDict, total=False):
+    markers: Required[list[WriteTxnMarkersRequestMarker]]
 
 
 class WriteTxnMarkersResponseMarkerTopicPartition(TypedDict, total=False):
@@ -978,6 +1176,18 @@ class TxnOffsetCommitRequest(TypedDict):
     topics: list[TxnOffsetCommitRequestTopic]
 
 
+class TxnOffsetCommitRequestBody(TypedDict, total=False):
+    transactional_id: Required[str]
+    group_id: Required[str]
+    producer_id: Required[int]
+    producer_epoch: Required[int]
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    transaction_version: int
+    topics: Required[list[TxnOffsetCommitRequestTopic]]
+
+
 class TxnOffsetCommitResponseTopicPartition(TypedDict, total=False):
     partition_index: Required[int]
     error_code: int
@@ -1001,6 +1211,16 @@ class DescribeAclsRequest(TypedDict):
     host_filter: str | None
     operation: int
     permission_type: int
+
+
+class DescribeAclsRequestBody(TypedDict, total=False):
+    resource_type_filter: Required[int]
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: Required[int]
+    permission_type: Required[int]
 
 
 class DescribeAclsResponseResourceAcl(TypedDict, total=False):
@@ -1038,6 +1258,10 @@ class CreateAclsRequest(TypedDict):
     creations: list[CreateAclsRequestCreation]
 
 
+class CreateAclsRequestBody(TypedDict, total=False):
+    creations: Required[list[CreateAclsRequestCreation]]
+
+
 class CreateAclsResponseResult(TypedDict, total=False):
     error_code: int
     error_message: str | None
@@ -1060,6 +1284,10 @@ class DeleteAclsRequestFilter(TypedDict):
 
 class DeleteAclsRequest(TypedDict):
     filters: list[DeleteAclsRequestFilter]
+
+
+class DeleteAclsRequestBody(TypedDict, total=False):
+    filters: Required[list[DeleteAclsRequestFilter]]
 
 
 class DeleteAclsResponseFilterResultMatchingAcl(TypedDict, total=False):
@@ -1093,6 +1321,12 @@ class DescribeConfigsRequestResource(TypedDict):
 
 class DescribeConfigsRequest(TypedDict):
     resources: list[DescribeConfigsRequestResource]
+    include_synonyms: bool
+    include_documentation: bool
+
+
+class DescribeConfigsRequestBody(TypedDict, total=False):
+    resources: Required[list[DescribeConfigsRequestResource]]
     include_synonyms: bool
     include_documentation: bool
 
@@ -1143,6 +1377,11 @@ class AlterConfigsRequest(TypedDict):
     validate_only: bool
 
 
+class AlterConfigsRequestBody(TypedDict, total=False):
+    resources: Required[list[AlterConfigsRequestResource]]
+    validate_only: bool
+
+
 class AlterConfigsResponseResponse(TypedDict, total=False):
     error_code: int
     error_message: str | None
@@ -1169,6 +1408,10 @@ class AlterReplicaLogDirsRequest(TypedDict):
     dirs: list[AlterReplicaLogDirsRequestDir]
 
 
+class AlterReplicaLogDirsRequestBody(TypedDict, total=False):
+    dirs: Required[list[AlterReplicaLogDirsRequestDir]]
+
+
 class AlterReplicaLogDirsResponseResultPartition(TypedDict, total=False):
     partition_index: Required[int]
     error_code: int
@@ -1190,6 +1433,10 @@ class DescribeLogDirsRequestTopic(TypedDict):
 
 
 class DescribeLogDirsRequest(TypedDict):
+    topics: list[DescribeLogDirsRequestTopic] | None
+
+
+class DescribeLogDirsRequestBody(TypedDict, total=False):
     topics: list[DescribeLogDirsRequestTopic] | None
 
 
@@ -1224,6 +1471,10 @@ class SaslAuthenticateRequest(TypedDict):
     auth_bytes: bytes
 
 
+class SaslAuthenticateRequestBody(TypedDict, total=False):
+    auth_bytes: Required[bytes]
+
+
 class SaslAuthenticateResponse(TypedDict, total=False):
     error_code: int
     error_message: str | None
@@ -1247,6 +1498,12 @@ class CreatePartitionsRequest(TypedDict):
     validate_only: bool
 
 
+class CreatePartitionsRequestBody(TypedDict, total=False):
+    topics: Required[list[CreatePartitionsRequestTopic]]
+    timeout_ms: int
+    validate_only: bool
+
+
 class CreatePartitionsResponseResult(TypedDict, total=False):
     name: Required[str]
     error_code: int
@@ -1260,6 +1517,10 @@ class CreatePartitionsResponse(TypedDict, total=False):
 
 class DeleteGroupsRequest(TypedDict):
     groups_names: list[str]
+
+
+class DeleteGroupsRequestBody(TypedDict, total=False):
+    groups_names: Required[list[str]]
 
 
 class DeleteGroupsResponseResult(TypedDict, total=False):
@@ -1278,6 +1539,12 @@ class ElectLeadersRequestTopicPartition(TypedDict):
 
 
 class ElectLeadersRequest(TypedDict):
+    election_type: int
+    topic_partitions: list[ElectLeadersRequestTopicPartition] | None
+    timeout_ms: int
+
+
+class ElectLeadersRequestBody(TypedDict, total=False):
     election_type: int
     topic_partitions: list[ElectLeadersRequestTopicPartition] | None
     timeout_ms: int
@@ -1317,6 +1584,11 @@ class IncrementalAlterConfigsRequest(TypedDict):
     validate_only: bool
 
 
+class IncrementalAlterConfigsRequestBody(TypedDict, total=False):
+    resources: Required[list[IncrementalAlterConfigsRequestResource]]
+    validate_only: bool
+
+
 class IncrementalAlterConfigsResponseResponse(TypedDict, total=False):
     error_code: int
     error_message: str | None
@@ -1344,6 +1616,11 @@ class AlterPartitionReassignmentsRequest(TypedDict):
     topics: list[AlterPartitionReassignmentsRequestTopic]
 
 
+class AlterPartitionReassignmentsRequestBody(TypedDict, total=False):
+    timeout_ms: int
+    topics: Required[list[AlterPartitionReassignmentsRequestTopic]]
+
+
 class AlterPartitionReassignmentsResponseTopicPartition(TypedDict, total=False):
     partition_index: Required[int]
     error_code: int
@@ -1368,6 +1645,11 @@ class ListPartitionReassignmentsRequestTopic(TypedDict):
 
 
 class ListPartitionReassignmentsRequest(TypedDict):
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequestTopic] | None
+
+
+class ListPartitionReassignmentsRequestBody(TypedDict, total=False):
     timeout_ms: int
     topics: list[ListPartitionReassignmentsRequestTopic] | None
 
@@ -1405,6 +1687,11 @@ class OffsetDeleteRequest(TypedDict):
     topics: list[OffsetDeleteRequestTopic]
 
 
+class OffsetDeleteRequestBody(TypedDict, total=False):
+    group_id: Required[str]
+    topics: Required[list[OffsetDeleteRequestTopic]]
+
+
 class OffsetDeleteResponseTopicPartition(TypedDict, total=False):
     partition_index: Required[int]
     error_code: int
@@ -1429,6 +1716,11 @@ class DescribeClientQuotasRequestComponent(TypedDict):
 
 class DescribeClientQuotasRequest(TypedDict):
     components: list[DescribeClientQuotasRequestComponent]
+    strict: bool
+
+
+class DescribeClientQuotasRequestBody(TypedDict, total=False):
+    components: Required[list[DescribeClientQuotasRequestComponent]]
     strict: bool
 
 
@@ -1475,6 +1767,11 @@ class AlterClientQuotasRequest(TypedDict):
     validate_only: bool
 
 
+class AlterClientQuotasRequestBody(TypedDict, total=False):
+    entries: Required[list[AlterClientQuotasRequestEntry]]
+    validate_only: bool
+
+
 class AlterClientQuotasResponseEntryEntity(TypedDict, total=False):
     entity_type: Required[str]
     entity_name: str | None
@@ -1496,6 +1793,10 @@ class DescribeUserScramCredentialsRequestUser(TypedDict):
 
 
 class DescribeUserScramCredentialsRequest(TypedDict):
+    users: list[DescribeUserScramCredentialsRequestUser] | None
+
+
+class DescribeUserScramCredentialsRequestBody(TypedDict, total=False):
     users: list[DescribeUserScramCredentialsRequestUser] | None
 
 
@@ -1536,6 +1837,11 @@ class AlterUserScramCredentialsRequest(TypedDict):
     upsertions: list[AlterUserScramCredentialsRequestUpsertion]
 
 
+class AlterUserScramCredentialsRequestBody(TypedDict, total=False):
+    deletions: list[AlterUserScramCredentialsRequestDeletion]
+    upsertions: list[AlterUserScramCredentialsRequestUpsertion]
+
+
 class AlterUserScramCredentialsResponseResult(TypedDict, total=False):
     user: Required[str]
     error_code: int
@@ -1548,6 +1854,11 @@ class AlterUserScramCredentialsResponse(TypedDict, total=False):
 
 
 class DescribeClusterRequest(TypedDict):
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+
+
+class DescribeClusterRequestBody(TypedDict, total=False):
     include_cluster_authorized_operations: bool
     endpoint_type: int
 
@@ -1581,6 +1892,10 @@ class DescribeProducersRequest(TypedDict):
     topics: list[DescribeProducersRequestTopic]
 
 
+class DescribeProducersRequestBody(TypedDict, total=False):
+    topics: Required[list[DescribeProducersRequestTopic]]
+
+
 class DescribeProducersResponseTopicPartitionActiveProducer(TypedDict, total=False):
     producer_id: Required[int]
     producer_epoch: Required[int]
@@ -1611,6 +1926,10 @@ class DescribeTransactionsRequest(TypedDict):
     transactional_ids: list[str]
 
 
+class DescribeTransactionsRequestBody(TypedDict, total=False):
+    transactional_ids: Required[list[str]]
+
+
 class DescribeTransactionsResponseTransactionStateTopic(TypedDict, total=False):
     topic: Required[str]
     partitions: list[int]
@@ -1638,6 +1957,12 @@ class ListTransactionsRequest(TypedDict):
     duration_filter: int
 
 
+class ListTransactionsRequestBody(TypedDict, total=False):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+
+
 class ListTransactionsResponseTransactionState(TypedDict, total=False):
     transactional_id: Required[str]
     producer_id: int
@@ -1655,6 +1980,10 @@ class BrokerChallengeRequest(TypedDict):
     pass
 
 
+class BrokerChallengeRequestBody(TypedDict, total=False):
+    pass
+
+
 class BrokerChallengeResponse(TypedDict, total=False):
     error_code: int
     error_message: str | None
@@ -1665,6 +1994,11 @@ class BrokerChallengeResponse(TypedDict, total=False):
 class BrokerProofRequest(TypedDict):
     broker_id: int
     signature: bytes
+
+
+class BrokerProofRequestBody(TypedDict, total=False):
+    broker_id: Required[int]
+    signature: Required[bytes]
 
 
 class BrokerProofResponse(TypedDict, total=False):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Unpack
 
 import trio
 
@@ -161,7 +161,7 @@ class Admin:
         wait: bool = True,
     ) -> None:
         """Create a topic (-1 = broker default); waits until every partition has a leader."""
-        topic: dict[str, Any] = {
+        topic: bodies.CreateTopicsRequestTopic = {
             "name": name,
             "num_partitions": -1 if assignments else partitions,
             "replication_factor": -1 if assignments else replication_factor,
@@ -171,7 +171,7 @@ class Admin:
             ],
             "configs": [{"name": k, "value": v} for k, v in (config or {}).items()],
         }
-        body = {
+        body: bodies.CreateTopicsRequestBody = {
             "topics": [topic],
             "timeout_ms": self.request_timeout_ms,
             "validate_only": validate_only,
@@ -204,7 +204,7 @@ class Admin:
         """Delete a topic and return once it is gone. RequestTimedOutError means it is
         marked for deletion and finishes when every replica's broker can delete it."""
         wait_ms = max(self.request_timeout_ms - BROKER_WAIT_MARGIN_MS, 0)
-        body = {"topic_names": [name], "timeout_ms": wait_ms}
+        body: bodies.DeleteTopicsRequestBody = {"topic_names": [name], "timeout_ms": wait_ms}
         response = await self._controller.request(bodies.DELETE_TOPICS, body)
         for result in response.get("topics", ()):
             raise_if_error(
@@ -285,7 +285,7 @@ class Admin:
         validate_only: bool = False,
     ) -> None:
         """Edit a topic's or a broker's dynamic config key by key (IncrementalAlterConfigs)."""
-        body = {
+        body: bodies.IncrementalAlterConfigsRequestBody = {
             "resources": [
                 {
                     "resource_type": resource_type,
@@ -309,7 +309,7 @@ class Admin:
     ) -> list[ConfigEntry]:
         """DescribeConfigs of one resource, its entries sorted by name; a broker's own
         keys are described by that broker (as Kafka's clients ask them)."""
-        body = {
+        body: bodies.DescribeConfigsRequestBody = {
             "resources": [
                 {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
             ],
@@ -358,7 +358,7 @@ class Admin:
                 current.pop(key, None)
             else:
                 current[key] = value
-        body = {
+        body: bodies.AlterConfigsRequestBody = {
             "resources": [
                 {
                     "resource_type": resource_type,

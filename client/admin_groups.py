@@ -11,7 +11,7 @@ which the coordinator accepts only while the group has no members, as in Kafka.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ from minibroker.protocol.consumer_protocol import (
     decode_assignment,
 )
 from minibroker.protocol.errors import KafkaError, NetworkError, RequestTimedOutError
+from minibroker.protocol.messages import bodies
 
 TopicPartition = tuple[str, int]
 LATEST = -1  # ListOffsets timestamp: the log end (high watermark)
@@ -108,7 +109,7 @@ class GroupAdmin:
         return [found[g] for g in sorted(found)]
 
     async def _ask_coordinator(
-        self, group_id: str, api_key: ApiKey, body: dict[str, Any]
+        self, group_id: str, api_key: ApiKey, body: Mapping[str, Any]
     ) -> tuple[dict[str, Any], int]:
         """One request to the group's coordinator, retried while it moves or loads:
         the response and the node id of the coordinator that answered."""
@@ -131,7 +132,10 @@ class GroupAdmin:
     async def describe_group(self, group_id: str) -> GroupDescription:
         """State and members (with their assignments) of a group; an unknown group is
         described as state "Dead" with no members, as Kafka describes it."""
-        body = {"groups": [group_id], "include_authorized_operations": False}
+        body: bodies.DescribeGroupsRequestBody = {
+            "groups": [group_id],
+            "include_authorized_operations": False,
+        }
         response, node = await self._ask_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, body)
         group = next(g for g in response["groups"] if g["group_id"] == group_id)
         raise_if_error(group.get("error_code", 0), f"group {group_id!r}")
@@ -173,7 +177,7 @@ class GroupAdmin:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(partitions):
             by_topic.setdefault(topic, []).append(partition)
-        body = {
+        body: bodies.OffsetDeleteRequestBody = {
             "group_id": group_id,
             "topics": [
                 {"name": t, "partitions": [{"partition_index": p} for p in ps]}
@@ -191,7 +195,7 @@ class GroupAdmin:
     async def delete_groups(self, group_ids: Iterable[str]) -> None:
         """Delete groups and their offsets; refused (NON_EMPTY_GROUP) while one has members."""
         for group_id in group_ids:
-            body = {"groups_names": [group_id]}
+            body: bodies.DeleteGroupsRequestBody = {"groups_names": [group_id]}
             response, _ = await self._ask_coordinator(group_id, ApiKey.DELETE_GROUPS, body)
             for result in response.get("results", ()):
                 raise_if_error(result.get("error_code", 0), f"group {result['group_id']!r}")

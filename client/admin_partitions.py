@@ -43,7 +43,7 @@ class PartitionAdmin:
         """Grow ``topic`` to ``count`` partitions (``assignments``: the replicas of each
         new partition, else the broker places them); returns once every new partition
         has a leader. INVALID_PARTITIONS if the topic has ``count`` or more already."""
-        body = {
+        body: bodies.CreatePartitionsRequestBody = {
             "topics": [
                 {
                     "name": topic,
@@ -69,7 +69,7 @@ class PartitionAdmin:
         watermark); per partition the low watermark (its new first offset on every live
         replica) or the error it got."""
         meta = await self.cluster.refresh({topic for topic, _ in before})
-        by_leader: dict[int, dict[str, list[dict[str, int]]]] = {}
+        by_leader: dict[int, dict[str, list[bodies.DeleteRecordsRequestTopicPartition]]] = {}
         results: dict[TopicPartition, int | KafkaError] = {}
         for (topic, partition), offset in before.items():
             info = meta.topics.get(topic)
@@ -84,7 +84,7 @@ class PartitionAdmin:
                     {"partition_index": partition, "offset": offset}
                 )
         for leader, topics in by_leader.items():
-            body = {
+            body: bodies.DeleteRecordsRequestBody = {
                 "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()],
                 "timeout_ms": self.request_timeout_ms,
             }

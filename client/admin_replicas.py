@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from minibroker.client.controller_link import ControllerLink
 from minibroker.client.errors import raise_if_error, wire_error
@@ -81,7 +80,7 @@ class ReplicaAdmin:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions or ():
             by_topic.setdefault(topic, []).append(partition)
-        body = {
+        body: bodies.ElectLeadersRequestBody = {
             "election_type": types[election_type.lower()],
             "topic_partitions": None
             if partitions is None
@@ -109,7 +108,7 @@ class ReplicaAdmin:
         self, targets: Mapping[TopicPartition, list[int] | None]
     ) -> dict[TopicPartition, KafkaError | None]:
         """Start moving partitions to ``targets`` replicas (None cancels a move)."""
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[bodies.AlterPartitionReassignmentsRequestTopicPartition]] = {}
         for (topic, partition), replicas in targets.items():
             by_topic.setdefault(topic, []).append(
                 {
@@ -117,7 +116,7 @@ class ReplicaAdmin:
                     "replicas": None if replicas is None else list(replicas),
                 }
             )
-        body = {
+        body: bodies.AlterPartitionReassignmentsRequestBody = {
             "timeout_ms": self.request_timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
@@ -144,7 +143,7 @@ class ReplicaAdmin:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions or ():
             by_topic.setdefault(topic, []).append(partition)
-        body = {
+        body: bodies.ListPartitionReassignmentsRequestBody = {
             "timeout_ms": self.request_timeout_ms,
             "topics": None
             if partitions is None
@@ -216,7 +215,7 @@ class ReplicaAdmin:
         for broker, dirs in by_broker.items():
             if broker not in self.cluster.metadata.brokers:
                 raise MinibrokerError(f"broker {broker} is not in the cluster")
-            body = {
+            body: bodies.AlterReplicaLogDirsRequestBody = {
                 "dirs": [
                     {
                         "path": path,

@@ -9,6 +9,7 @@ ZooKeeper. ``Admin`` owns one link and hands it to the collaborators that need i
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from minibroker.client.metadata import ClusterClient
@@ -18,13 +19,14 @@ from minibroker.protocol.messages.bodies import ResponseT, Route
 
 
 class ControllerLink:
-    """``await link.request(bodies.CREATE_TOPICS, body)``: the answer typed as the route
-    declares it (protocol/messages/bodies.py)."""
+    """``await link.request(bodies.CREATE_TOPICS, body)``: ``body`` built as the
+    route's send-side ``<Api>RequestBody``, the answer typed as the route declares it
+    (protocol/messages/bodies.py)."""
 
     def __init__(self, cluster: ClusterClient) -> None:
         self.cluster = cluster
 
-    async def request(self, route: Route[Any, ResponseT], body: dict[str, Any]) -> ResponseT:
+    async def request(self, route: Route[Any, ResponseT], body: Mapping[str, Any]) -> ResponseT:
         """``body`` to the controller (any broker if it cannot be reached)."""
         api_key = ApiKey(route.api_key)
         meta = await self.cluster.refresh()

@@ -15,7 +15,7 @@ handed to callers go through ``wire_error`` so their message names the error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,7 +160,7 @@ class CoordinatorLink:
         return self.coordinator
 
     async def request(
-        self, api_key: ApiKey, body: dict[str, Any], *, timeout: float | None = None
+        self, api_key: ApiKey, body: Mapping[str, Any], *, timeout: float | None = None
     ) -> dict[str, Any]:
         """One request to the coordinator. A broken connection or a timeout forgets the
         coordinator and raises (NetworkError / RequestTimedOutError); error codes in the

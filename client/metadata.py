@@ -16,7 +16,7 @@ Users call ``request_update()`` when a response says the leader moved
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -287,7 +287,7 @@ class ClusterClient:
         return await self.connection_to(broker.host, broker.port)
 
     async def request(
-        self, node_id: int, api_key: ApiKey, body: dict[str, Any] | PackedBody, **kwargs: Any
+        self, node_id: int, api_key: ApiKey, body: Mapping[str, Any] | PackedBody, **kwargs: Any
     ) -> Any:
         """One request to broker ``node_id``; a failed connection is dropped and raised."""
         broker = self.metadata.brokers.get(node_id)
@@ -327,7 +327,9 @@ class ClusterClient:
         unless it was answered (``Connection.time_out``)."""
         await call.connection.time_out(call)
 
-    async def send(self, node_id: int, api_key: ApiKey, body: dict[str, Any] | PackedBody) -> None:
+    async def send(
+        self, node_id: int, api_key: ApiKey, body: Mapping[str, Any] | PackedBody
+    ) -> None:
         """A request without response (Produce with acks=0)."""
         broker = self.metadata.brokers.get(node_id)
         conn = await self.broker_connection(node_id)
@@ -339,7 +341,7 @@ class ClusterClient:
             self.request_update()
             raise
 
-    async def request_any(self, api_key: ApiKey, body: dict[str, Any], **kwargs: Any) -> Any:
+    async def request_any(self, api_key: ApiKey, body: Mapping[str, Any], **kwargs: Any) -> Any:
         """One request to any reachable broker: known brokers first, then bootstrap."""
         candidates = [(b.host, b.port) for b in self.metadata.brokers.values()]
         candidates += [a for a in self.bootstrap if a not in candidates]

@@ -35,6 +35,7 @@ from minibroker.protocol.consumer_protocol import (
 )
 from minibroker.protocol.errors import KafkaError, NetworkError, RequestTimedOutError
 from minibroker.protocol.messages import bodies
+from minibroker.protocol.messages.bodies import ResponseT, Route
 
 TopicPartition = tuple[str, int]
 LATEST = -1  # ListOffsets timestamp: the log end (high watermark)
@@ -109,25 +110,27 @@ class GroupAdmin:
         return [found[g] for g in sorted(found)]
 
     async def _ask_coordinator(
-        self, group_id: str, api_key: ApiKey, body: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], int]:
+        self, group_id: str, route: Route[Any, ResponseT], body: Mapping[str, Any]
+    ) -> tuple[ResponseT, int]:
         """One request to the group's coordinator, retried while it moves or loads:
-        the response and the node id of the coordinator that answered."""
+        the response (typed as ``route`` declares it) and the node id of the
+        coordinator that answered."""
         async with self._link(group_id) as link:
             with trio.fail_after(self._timeout_s):
                 while True:
                     try:
-                        response = await link.request(api_key, body)
+                        # read untyped here: each API puts its error codes elsewhere
+                        answer: Any = await link.request(ApiKey(route.api_key), body)
                     except (NetworkError, RequestTimedOutError):
                         await trio.sleep(RETRY_BACKOFF_S)
                         continue
-                    entries = response.get("groups") or response.get("results") or [response]
+                    entries = answer.get("groups") or answer.get("results") or [answer]
                     code = max((e.get("error_code", 0) for e in entries), default=0)
                     if code and (link.moved(code) or code in RETRY_LATER):
                         await trio.sleep(RETRY_BACKOFF_S)
                         continue
                     assert link.coordinator is not None
-                    return response, link.coordinator.node_id
+                    return answer, link.coordinator.node_id
 
     async def describe_group(self, group_id: str) -> GroupDescription:
         """State and members (with their assignments) of a group; an unknown group is
@@ -136,7 +139,7 @@ class GroupAdmin:
             "groups": [group_id],
             "include_authorized_operations": False,
         }
-        response, node = await self._ask_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, body)
+        response, node = await self._ask_coordinator(group_id, bodies.DESCRIBE_GROUPS, body)
         group = next(g for g in response["groups"] if g["group_id"] == group_id)
         raise_if_error(group.get("error_code", 0), f"group {group_id!r}")
         members = tuple(
@@ -184,22 +187,21 @@ class GroupAdmin:
                 for t, ps in by_topic.items()
             ],
         }
-        response, _ = await self._ask_coordinator(group_id, ApiKey.OFFSET_DELETE, body)
+        response, _ = await self._ask_coordinator(group_id, bodies.OFFSET_DELETE, body)
         raise_if_error(response.get("error_code", 0), f"group {group_id!r}")
-        for topic in response.get("topics", ()):
-            for part in topic["partitions"]:
+        for answered in response.get("topics", ()):
+            for part in answered["partitions"]:
                 raise_if_error(
-                    part.get("error_code", 0), f"{topic['name']}-{part['partition_index']}"
+                    part.get("error_code", 0), f"{answered['name']}-{part['partition_index']}"
                 )
 
     async def delete_groups(self, group_ids: Iterable[str]) -> None:
         """Delete groups and their offsets; refused (NON_EMPTY_GROUP) while one has members."""
         for group_id in group_ids:
             body: bodies.DeleteGroupsRequestBody = {"groups_names": [group_id]}
-            response, _ = await self._ask_coordinator(group_id, ApiKey.DELETE_GROUPS, body)
+            response, _ = await self._ask_coordinator(group_id, bodies.DELETE_GROUPS, body)
             for result in response.get("results", ()):
                 raise_if_error(result.get("error_code", 0), f"group {result['group_id']!r}")
-            raise_if_error(response.get("error_code", 0), f"group {group_id!r}")
 
     async def log_end_offsets(
         self, partitions: Iterable[TopicPartition]

@@ -78,9 +78,8 @@ async def describe_transaction(
     link = CoordinatorLink(cluster, transactional_id, key_type=KEY_TYPE_TRANSACTION)
     try:
         coordinator = await link.find()
-        response = await link.request(
-            ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]}
-        )
+        body: bodies.DescribeTransactionsRequestBody = {"transactional_ids": [transactional_id]}
+        response = await link.request(bodies.DESCRIBE_TRANSACTIONS, body)
     finally:
         await link.aclose()
     state = response["transaction_states"][0]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import trio
 
@@ -43,6 +43,7 @@ from minibroker.protocol.errors import (
     UnstableOffsetCommitError,
     error_for_code,
 )
+from minibroker.protocol.messages.bodies import ResponseT, Route
 from minibroker.protocol.messages.groups import KEY_TYPE_GROUP
 
 TopicPartition = tuple[str, int]
@@ -159,16 +160,37 @@ class CoordinatorLink:
                 await trio.sleep(RETRY_BACKOFF_S)
         return self.coordinator
 
+    @overload
+    async def request(
+        self,
+        api_key: Route[Any, ResponseT],
+        body: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+    ) -> ResponseT: ...
+
+    @overload
     async def request(
         self, api_key: ApiKey, body: Mapping[str, Any], *, timeout: float | None = None
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any]: ...
+
+    async def request(
+        self,
+        api_key: ApiKey | Route[Any, Any],
+        body: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+    ) -> Any:
         """One request to the coordinator. A broken connection or a timeout forgets the
         coordinator and raises (NetworkError / RequestTimedOutError); error codes in the
-        response are the caller's to read (``moved`` says which ones mean "ask again")."""
+        response are the caller's to read (``moved`` says which ones mean "ask again").
+        Given a route (``bodies.DESCRIBE_TRANSACTIONS``) rather than an API key, the
+        answer is typed as the route declares it (protocol/messages/bodies.py)."""
+        key = api_key if isinstance(api_key, ApiKey) else ApiKey(api_key.api_key)
         coordinator = await self.find()
         try:
             conn = await self._connect(coordinator)
-            response: dict[str, Any] = await conn.request(api_key, body, timeout=timeout)
+            response: dict[str, Any] = await conn.request(key, body, timeout=timeout)
         except (NetworkError, RequestTimedOutError):
             self.mark_unknown()
             await self.aclose()

@@ -161,7 +161,7 @@ class Admin:
         wait: bool = True,
     ) -> None:
         """Create a topic (-1 = broker default); waits until every partition has a leader."""
-        topic: bodies.CreateTopicsRequestTopic = {
+        topic: bodies.CreateTopicsRequestBodyTopic = {
             "name": name,
             "num_partitions": -1 if assignments else partitions,
             "replication_factor": -1 if assignments else replication_factor,
@@ -223,7 +223,7 @@ class Admin:
             wanted = sorted(meta.topics)
         else:
             wanted = list(names)
-            body = {
+            body: bodies.MetadataRequestBody = {
                 "topics": [{"name": n} for n in wanted],
                 "allow_auto_topic_creation": False,  # describing never creates
             }

@@ -69,7 +69,7 @@ class PartitionAdmin:
         watermark); per partition the low watermark (its new first offset on every live
         replica) or the error it got."""
         meta = await self.cluster.refresh({topic for topic, _ in before})
-        by_leader: dict[int, dict[str, list[bodies.DeleteRecordsRequestTopicPartition]]] = {}
+        by_leader: dict[int, dict[str, list[bodies.DeleteRecordsRequestBodyTopicPartition]]] = {}
         results: dict[TopicPartition, int | KafkaError] = {}
         for (topic, partition), offset in before.items():
             info = meta.topics.get(topic)

@@ -108,7 +108,7 @@ class ReplicaAdmin:
         self, targets: Mapping[TopicPartition, list[int] | None]
     ) -> dict[TopicPartition, KafkaError | None]:
         """Start moving partitions to ``targets`` replicas (None cancels a move)."""
-        by_topic: dict[str, list[bodies.AlterPartitionReassignmentsRequestTopicPartition]] = {}
+        by_topic: dict[str, list[bodies.AlterPartitionReassignmentsRequestBodyTopicPartition]] = {}
         for (topic, partition), replicas in targets.items():
             by_topic.setdefault(topic, []).append(
                 {

@@ -2,9 +2,9 @@
 ``python -m minibroker.protocol.messages.generate``; do not edit by hand.
 
 ``<Api>Request`` / ``<Api>Response`` are the bodies a handler reads and returns;
-``<Api>RequestBody`` is a request as a sender builds it (top-level fields with a
-default may be left out: the encoders fill them); nested structs are named after their
-parent and field. ``ROUTES`` ties each API key to its
+``<Api>RequestBody`` is a request as a sender builds it (fields with a default may be
+left out: the encoders fill them); nested structs are named after their parent and
+field. ``ROUTES`` ties each API key to its
 pair, for broker/requests/dispatcher.py's typed registration.
 """
 
@@ -46,12 +46,22 @@ class ProduceRequest(TypedDict):
     topics: list[ProduceRequestTopic]
 
 
+class ProduceRequestBodyTopicPartition(TypedDict, total=False):
+    index: Required[int]
+    records: Required[Records]
+
+
+class ProduceRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[ProduceRequestBodyTopicPartition]]
+
+
 class ProduceRequestBody(TypedDict, total=False):
     transactional_id: str | None
     transaction_version: int
     acks: Required[int]
     timeout_ms: Required[int]
-    topics: Required[list[ProduceRequestTopic]]
+    topics: Required[list[ProduceRequestBodyTopic]]
 
 
 class ProduceResponseTopicPartitionRecordError(TypedDict, total=False):
@@ -127,18 +137,45 @@ class FetchRequest(TypedDict):
     rack_id: str
 
 
+class FetchRequestBodyReplicaState(TypedDict, total=False):
+    replica_id: Required[int]
+    replica_epoch: Required[int]
+
+
+class FetchRequestBodyTopicPartition(TypedDict, total=False):
+    partition: Required[int]
+    current_leader_epoch: int
+    fetch_offset: Required[int]
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: Required[int]
+    replica_directory_id: bytes
+
+
+class FetchRequestBodyTopic(TypedDict, total=False):
+    topic: Required[str]
+    topic_id: bytes
+    partitions: Required[list[FetchRequestBodyTopicPartition]]
+
+
+class FetchRequestBodyForgottenTopicsData(TypedDict, total=False):
+    topic: str
+    topic_id: bytes
+    partitions: list[int]
+
+
 class FetchRequestBody(TypedDict, total=False):
     cluster_id: str | None
     replica_id: int
-    replica_state: FetchRequestReplicaState | None
+    replica_state: FetchRequestBodyReplicaState | None
     max_wait_ms: Required[int]
     min_bytes: Required[int]
     max_bytes: int
     isolation_level: int
     session_id: int
     session_epoch: int
-    topics: Required[list[FetchRequestTopic]]
-    forgotten_topics_data: list[FetchRequestForgottenTopicsData]
+    topics: Required[list[FetchRequestBodyTopic]]
+    forgotten_topics_data: list[FetchRequestBodyForgottenTopicsData]
     rack_id: str
 
 
@@ -206,10 +243,21 @@ class ListOffsetsRequest(TypedDict):
     topics: list[ListOffsetsRequestTopic]
 
 
+class ListOffsetsRequestBodyTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    current_leader_epoch: int
+    timestamp: Required[int]
+
+
+class ListOffsetsRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[ListOffsetsRequestBodyTopicPartition]]
+
+
 class ListOffsetsRequestBody(TypedDict, total=False):
     replica_id: int
     isolation_level: int
-    topics: Required[list[ListOffsetsRequestTopic]]
+    topics: Required[list[ListOffsetsRequestBodyTopic]]
 
 
 class ListOffsetsResponseTopicPartition(TypedDict, total=False):
@@ -242,8 +290,13 @@ class MetadataRequest(TypedDict):
     include_topic_authorized_operations: bool
 
 
+class MetadataRequestBodyTopic(TypedDict, total=False):
+    topic_id: bytes
+    name: Required[str | None]
+
+
 class MetadataRequestBody(TypedDict, total=False):
-    topics: list[MetadataRequestTopic] | None
+    topics: list[MetadataRequestBodyTopic] | None
     allow_auto_topic_creation: bool
     include_cluster_authorized_operations: bool
     include_topic_authorized_operations: bool
@@ -323,13 +376,41 @@ class LeaderAndIsrRequest(TypedDict):
     topic_ids: list[LeaderAndIsrRequestTopicId]
 
 
+class LeaderAndIsrRequestBodyPartitionState(TypedDict, total=False):
+    topic_name: Required[str]
+    partition_index: Required[int]
+    controller_epoch: Required[int]
+    leader: Required[int]
+    leader_epoch: Required[int]
+    isr: Required[list[int]]
+    zk_version: Required[int]
+    replicas: Required[list[int]]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+    is_new: bool
+
+
+class LeaderAndIsrRequestBodyLiveLeader(TypedDict, total=False):
+    id: Required[int]
+    host: Required[str]
+    port: Required[int]
+    rack: str | None
+    kafka_host: str | None
+    kafka_port: int
+
+
+class LeaderAndIsrRequestBodyTopicId(TypedDict, total=False):
+    topic_name: Required[str]
+    topic_id: Required[bytes]
+
+
 class LeaderAndIsrRequestBody(TypedDict, total=False):
     controller_id: Required[int]
     controller_epoch: Required[int]
     broker_epoch: int
-    partition_states: Required[list[LeaderAndIsrRequestPartitionState]]
-    live_leaders: list[LeaderAndIsrRequestLiveLeader]
-    topic_ids: list[LeaderAndIsrRequestTopicId]
+    partition_states: Required[list[LeaderAndIsrRequestBodyPartitionState]]
+    live_leaders: list[LeaderAndIsrRequestBodyLiveLeader]
+    topic_ids: list[LeaderAndIsrRequestBodyTopicId]
 
 
 class LeaderAndIsrResponsePartitionError(TypedDict, total=False):
@@ -358,11 +439,18 @@ class StopReplicaRequest(TypedDict):
     partition_states: list[StopReplicaRequestPartitionState]
 
 
+class StopReplicaRequestBodyPartitionState(TypedDict, total=False):
+    topic_name: Required[str]
+    partition_index: Required[int]
+    leader_epoch: int
+    delete_partition: bool
+
+
 class StopReplicaRequestBody(TypedDict, total=False):
     controller_id: Required[int]
     controller_epoch: Required[int]
     broker_epoch: int
-    partition_states: Required[list[StopReplicaRequestPartitionState]]
+    partition_states: Required[list[StopReplicaRequestBodyPartitionState]]
 
 
 class StopReplicaResponsePartitionError(TypedDict, total=False):
@@ -412,13 +500,39 @@ class UpdateMetadataRequest(TypedDict):
     topic_ids: list[UpdateMetadataRequestTopicId]
 
 
+class UpdateMetadataRequestBodyPartitionState(TypedDict, total=False):
+    topic_name: Required[str]
+    partition_index: Required[int]
+    controller_epoch: Required[int]
+    leader: Required[int]
+    leader_epoch: Required[int]
+    isr: Required[list[int]]
+    zk_version: Required[int]
+    replicas: Required[list[int]]
+    offline_replicas: list[int]
+
+
+class UpdateMetadataRequestBodyLiveBroker(TypedDict, total=False):
+    id: Required[int]
+    host: Required[str]
+    port: Required[int]
+    rack: str | None
+    kafka_host: str | None
+    kafka_port: int
+
+
+class UpdateMetadataRequestBodyTopicId(TypedDict, total=False):
+    topic_name: Required[str]
+    topic_id: Required[bytes]
+
+
 class UpdateMetadataRequestBody(TypedDict, total=False):
     controller_id: Required[int]
     controller_epoch: Required[int]
     broker_epoch: int
-    partition_states: Required[list[UpdateMetadataRequestPartitionState]]
-    live_brokers: Required[list[UpdateMetadataRequestLiveBroker]]
-    topic_ids: list[UpdateMetadataRequestTopicId]
+    partition_states: Required[list[UpdateMetadataRequestBodyPartitionState]]
+    live_brokers: Required[list[UpdateMetadataRequestBodyLiveBroker]]
+    topic_ids: list[UpdateMetadataRequestBodyTopicId]
 
 
 class UpdateMetadataResponse(TypedDict, total=False):
@@ -467,13 +581,25 @@ class OffsetCommitRequest(TypedDict):
     topics: list[OffsetCommitRequestTopic]
 
 
+class OffsetCommitRequestBodyTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    committed_offset: Required[int]
+    committed_leader_epoch: int
+    committed_metadata: str | None
+
+
+class OffsetCommitRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[OffsetCommitRequestBodyTopicPartition]]
+
+
 class OffsetCommitRequestBody(TypedDict, total=False):
     group_id: Required[str]
     generation_id: int
     member_id: str
     group_instance_id: str | None
     retention_time_ms: int
-    topics: Required[list[OffsetCommitRequestTopic]]
+    topics: Required[list[OffsetCommitRequestBodyTopic]]
 
 
 class OffsetCommitResponseTopicPartition(TypedDict, total=False):
@@ -513,10 +639,25 @@ class OffsetFetchRequest(TypedDict):
     require_stable: bool
 
 
+class OffsetFetchRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partition_indexes: Required[list[int]]
+
+
+class OffsetFetchRequestBodyGroupTopic(TypedDict, total=False):
+    name: Required[str]
+    partition_indexes: Required[list[int]]
+
+
+class OffsetFetchRequestBodyGroup(TypedDict, total=False):
+    group_id: Required[str]
+    topics: list[OffsetFetchRequestBodyGroupTopic] | None
+
+
 class OffsetFetchRequestBody(TypedDict, total=False):
     group_id: str | None
-    topics: list[OffsetFetchRequestTopic] | None
-    groups: list[OffsetFetchRequestGroup] | None
+    topics: list[OffsetFetchRequestBodyTopic] | None
+    groups: list[OffsetFetchRequestBodyGroup] | None
     require_stable: bool
 
 
@@ -608,6 +749,11 @@ class JoinGroupRequest(TypedDict):
     require_known_member_id: bool
 
 
+class JoinGroupRequestBodyProtocol(TypedDict, total=False):
+    name: Required[str]
+    metadata: Required[bytes]
+
+
 class JoinGroupRequestBody(TypedDict, total=False):
     group_id: Required[str]
     session_timeout_ms: Required[int]
@@ -615,7 +761,7 @@ class JoinGroupRequestBody(TypedDict, total=False):
     member_id: str
     group_instance_id: str | None
     protocol_type: Required[str]
-    protocols: Required[list[JoinGroupRequestProtocol]]
+    protocols: Required[list[JoinGroupRequestBodyProtocol]]
     require_known_member_id: bool
 
 
@@ -666,10 +812,15 @@ class LeaveGroupRequest(TypedDict):
     members: list[LeaveGroupRequestMember]
 
 
+class LeaveGroupRequestBodyMember(TypedDict, total=False):
+    member_id: str
+    group_instance_id: str | None
+
+
 class LeaveGroupRequestBody(TypedDict, total=False):
     group_id: Required[str]
     member_id: str
-    members: list[LeaveGroupRequestMember]
+    members: list[LeaveGroupRequestBodyMember]
 
 
 class LeaveGroupResponseMember(TypedDict, total=False):
@@ -699,6 +850,11 @@ class SyncGroupRequest(TypedDict):
     assignments: list[SyncGroupRequestAssignment]
 
 
+class SyncGroupRequestBodyAssignment(TypedDict, total=False):
+    member_id: Required[str]
+    assignment: Required[bytes]
+
+
 class SyncGroupRequestBody(TypedDict, total=False):
     group_id: Required[str]
     generation_id: Required[int]
@@ -706,7 +862,7 @@ class SyncGroupRequestBody(TypedDict, total=False):
     group_instance_id: str | None
     protocol_type: str | None
     protocol_name: str | None
-    assignments: list[SyncGroupRequestAssignment]
+    assignments: list[SyncGroupRequestBodyAssignment]
 
 
 class SyncGroupResponse(TypedDict, total=False):
@@ -846,8 +1002,26 @@ class CreateTopicsRequest(TypedDict):
     validate_only: bool
 
 
+class CreateTopicsRequestBodyTopicAssignment(TypedDict, total=False):
+    partition_index: Required[int]
+    broker_ids: Required[list[int]]
+
+
+class CreateTopicsRequestBodyTopicConfig(TypedDict, total=False):
+    name: Required[str]
+    value: Required[str | None]
+
+
+class CreateTopicsRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    num_partitions: int
+    replication_factor: int
+    assignments: list[CreateTopicsRequestBodyTopicAssignment]
+    configs: list[CreateTopicsRequestBodyTopicConfig]
+
+
 class CreateTopicsRequestBody(TypedDict, total=False):
-    topics: Required[list[CreateTopicsRequestTopic]]
+    topics: Required[list[CreateTopicsRequestBodyTopic]]
     timeout_ms: int
     validate_only: bool
 
@@ -887,9 +1061,14 @@ class DeleteTopicsRequest(TypedDict):
     timeout_ms: int
 
 
+class DeleteTopicsRequestBodyTopic(TypedDict, total=False):
+    name: Required[str | None]
+    topic_id: Required[bytes]
+
+
 class DeleteTopicsRequestBody(TypedDict, total=False):
     topic_names: Required[list[str]]
-    topics: list[DeleteTopicsRequestTopic]
+    topics: list[DeleteTopicsRequestBodyTopic]
     timeout_ms: int
 
 
@@ -920,8 +1099,18 @@ class DeleteRecordsRequest(TypedDict):
     timeout_ms: int
 
 
+class DeleteRecordsRequestBodyTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    offset: Required[int]
+
+
+class DeleteRecordsRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[DeleteRecordsRequestBodyTopicPartition]]
+
+
 class DeleteRecordsRequestBody(TypedDict, total=False):
-    topics: Required[list[DeleteRecordsRequestTopic]]
+    topics: Required[list[DeleteRecordsRequestBodyTopic]]
     timeout_ms: int
 
 
@@ -978,9 +1167,20 @@ class OffsetForLeaderEpochRequest(TypedDict):
     topics: list[OffsetForLeaderEpochRequestTopic]
 
 
+class OffsetForLeaderEpochRequestBodyTopicPartition(TypedDict, total=False):
+    partition: Required[int]
+    current_leader_epoch: int
+    leader_epoch: Required[int]
+
+
+class OffsetForLeaderEpochRequestBodyTopic(TypedDict, total=False):
+    topic: Required[str]
+    partitions: Required[list[OffsetForLeaderEpochRequestBodyTopicPartition]]
+
+
 class OffsetForLeaderEpochRequestBody(TypedDict, total=False):
     replica_id: int
-    topics: Required[list[OffsetForLeaderEpochRequestTopic]]
+    topics: Required[list[OffsetForLeaderEpochRequestBodyTopic]]
 
 
 class OffsetForLeaderEpochResponseTopicPartition(TypedDict, total=False):
@@ -1026,12 +1226,30 @@ class AddPartitionsToTxnRequest(TypedDict):
     topics: list[AddPartitionsToTxnRequestTopic]
 
 
+class AddPartitionsToTxnRequestBodyTransactionTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[int]]
+
+
+class AddPartitionsToTxnRequestBodyTransaction(TypedDict, total=False):
+    transactional_id: Required[str]
+    producer_id: Required[int]
+    producer_epoch: Required[int]
+    verify_only: bool
+    topics: Required[list[AddPartitionsToTxnRequestBodyTransactionTopic]]
+
+
+class AddPartitionsToTxnRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[int]]
+
+
 class AddPartitionsToTxnRequestBody(TypedDict, total=False):
-    transactions: list[AddPartitionsToTxnRequestTransaction]
+    transactions: list[AddPartitionsToTxnRequestBodyTransaction]
     transactional_id: str
     producer_id: int
     producer_epoch: int
-    topics: list[AddPartitionsToTxnRequestTopic]
+    topics: list[AddPartitionsToTxnRequestBodyTopic]
 
 
 class AddPartitionsToTxnResponseResultsByTransactionTopicResultResultsByPartition(
@@ -1129,8 +1347,21 @@ class WriteTxnMarkersRequest(TypedDict):
     markers: list[WriteTxnMarkersRequestMarker]
 
 
+class WriteTxnMarkersRequestBodyMarkerTopic(TypedDict, total=False):
+    name: Required[str]
+    partition_indexes: Required[list[int]]
+
+
+class WriteTxnMarkersRequestBodyMarker(TypedDict, total=False):
+    producer_id: Required[int]
+    producer_epoch: Required[int]
+    transaction_result: Required[bool]
+    topics: Required[list[WriteTxnMarkersRequestBodyMarkerTopic]]
+    coordinator_epoch: Required[int]
+
+
 class WriteTxnMarkersRequestBody(TypedDict, total=False):
-    markers: Required[list[WriteTxnMarkersRequestMarker]]
+    markers: Required[list[WriteTxnMarkersRequestBodyMarker]]
 
 
 class WriteTxnMarkersResponseMarkerTopicPartition(TypedDict, total=False):
@@ -1176,6 +1407,18 @@ class TxnOffsetCommitRequest(TypedDict):
     topics: list[TxnOffsetCommitRequestTopic]
 
 
+class TxnOffsetCommitRequestBodyTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    committed_offset: Required[int]
+    committed_leader_epoch: int
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[TxnOffsetCommitRequestBodyTopicPartition]]
+
+
 class TxnOffsetCommitRequestBody(TypedDict, total=False):
     transactional_id: Required[str]
     group_id: Required[str]
@@ -1185,7 +1428,7 @@ class TxnOffsetCommitRequestBody(TypedDict, total=False):
     member_id: str
     group_instance_id: str | None
     transaction_version: int
-    topics: Required[list[TxnOffsetCommitRequestTopic]]
+    topics: Required[list[TxnOffsetCommitRequestBodyTopic]]
 
 
 class TxnOffsetCommitResponseTopicPartition(TypedDict, total=False):
@@ -1258,8 +1501,18 @@ class CreateAclsRequest(TypedDict):
     creations: list[CreateAclsRequestCreation]
 
 
+class CreateAclsRequestBodyCreation(TypedDict, total=False):
+    resource_type: Required[int]
+    resource_name: Required[str]
+    resource_pattern_type: int
+    principal: Required[str]
+    host: Required[str]
+    operation: Required[int]
+    permission_type: Required[int]
+
+
 class CreateAclsRequestBody(TypedDict, total=False):
-    creations: Required[list[CreateAclsRequestCreation]]
+    creations: Required[list[CreateAclsRequestBodyCreation]]
 
 
 class CreateAclsResponseResult(TypedDict, total=False):
@@ -1286,8 +1539,18 @@ class DeleteAclsRequest(TypedDict):
     filters: list[DeleteAclsRequestFilter]
 
 
+class DeleteAclsRequestBodyFilter(TypedDict, total=False):
+    resource_type_filter: Required[int]
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: Required[int]
+    permission_type: Required[int]
+
+
 class DeleteAclsRequestBody(TypedDict, total=False):
-    filters: Required[list[DeleteAclsRequestFilter]]
+    filters: Required[list[DeleteAclsRequestBodyFilter]]
 
 
 class DeleteAclsResponseFilterResultMatchingAcl(TypedDict, total=False):
@@ -1325,8 +1588,14 @@ class DescribeConfigsRequest(TypedDict):
     include_documentation: bool
 
 
+class DescribeConfigsRequestBodyResource(TypedDict, total=False):
+    resource_type: Required[int]
+    resource_name: Required[str]
+    configuration_keys: list[str] | None
+
+
 class DescribeConfigsRequestBody(TypedDict, total=False):
-    resources: Required[list[DescribeConfigsRequestResource]]
+    resources: Required[list[DescribeConfigsRequestBodyResource]]
     include_synonyms: bool
     include_documentation: bool
 
@@ -1377,8 +1646,19 @@ class AlterConfigsRequest(TypedDict):
     validate_only: bool
 
 
+class AlterConfigsRequestBodyResourceConfig(TypedDict, total=False):
+    name: Required[str]
+    value: Required[str | None]
+
+
+class AlterConfigsRequestBodyResource(TypedDict, total=False):
+    resource_type: Required[int]
+    resource_name: Required[str]
+    configs: Required[list[AlterConfigsRequestBodyResourceConfig]]
+
+
 class AlterConfigsRequestBody(TypedDict, total=False):
-    resources: Required[list[AlterConfigsRequestResource]]
+    resources: Required[list[AlterConfigsRequestBodyResource]]
     validate_only: bool
 
 
@@ -1408,8 +1688,18 @@ class AlterReplicaLogDirsRequest(TypedDict):
     dirs: list[AlterReplicaLogDirsRequestDir]
 
 
+class AlterReplicaLogDirsRequestBodyDirTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[int]]
+
+
+class AlterReplicaLogDirsRequestBodyDir(TypedDict, total=False):
+    path: Required[str]
+    topics: Required[list[AlterReplicaLogDirsRequestBodyDirTopic]]
+
+
 class AlterReplicaLogDirsRequestBody(TypedDict, total=False):
-    dirs: Required[list[AlterReplicaLogDirsRequestDir]]
+    dirs: Required[list[AlterReplicaLogDirsRequestBodyDir]]
 
 
 class AlterReplicaLogDirsResponseResultPartition(TypedDict, total=False):
@@ -1436,8 +1726,13 @@ class DescribeLogDirsRequest(TypedDict):
     topics: list[DescribeLogDirsRequestTopic] | None
 
 
+class DescribeLogDirsRequestBodyTopic(TypedDict, total=False):
+    topic: Required[str]
+    partitions: Required[list[int]]
+
+
 class DescribeLogDirsRequestBody(TypedDict, total=False):
-    topics: list[DescribeLogDirsRequestTopic] | None
+    topics: list[DescribeLogDirsRequestBodyTopic] | None
 
 
 class DescribeLogDirsResponseResultTopicPartition(TypedDict, total=False):
@@ -1498,8 +1793,18 @@ class CreatePartitionsRequest(TypedDict):
     validate_only: bool
 
 
+class CreatePartitionsRequestBodyTopicAssignment(TypedDict, total=False):
+    broker_ids: Required[list[int]]
+
+
+class CreatePartitionsRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    count: Required[int]
+    assignments: list[CreatePartitionsRequestBodyTopicAssignment] | None
+
+
 class CreatePartitionsRequestBody(TypedDict, total=False):
-    topics: Required[list[CreatePartitionsRequestTopic]]
+    topics: Required[list[CreatePartitionsRequestBodyTopic]]
     timeout_ms: int
     validate_only: bool
 
@@ -1544,9 +1849,14 @@ class ElectLeadersRequest(TypedDict):
     timeout_ms: int
 
 
+class ElectLeadersRequestBodyTopicPartition(TypedDict, total=False):
+    topic: Required[str]
+    partitions: Required[list[int]]
+
+
 class ElectLeadersRequestBody(TypedDict, total=False):
     election_type: int
-    topic_partitions: list[ElectLeadersRequestTopicPartition] | None
+    topic_partitions: list[ElectLeadersRequestBodyTopicPartition] | None
     timeout_ms: int
 
 
@@ -1584,8 +1894,20 @@ class IncrementalAlterConfigsRequest(TypedDict):
     validate_only: bool
 
 
+class IncrementalAlterConfigsRequestBodyResourceConfig(TypedDict, total=False):
+    name: Required[str]
+    config_operation: Required[int]
+    value: Required[str | None]
+
+
+class IncrementalAlterConfigsRequestBodyResource(TypedDict, total=False):
+    resource_type: Required[int]
+    resource_name: Required[str]
+    configs: Required[list[IncrementalAlterConfigsRequestBodyResourceConfig]]
+
+
 class IncrementalAlterConfigsRequestBody(TypedDict, total=False):
-    resources: Required[list[IncrementalAlterConfigsRequestResource]]
+    resources: Required[list[IncrementalAlterConfigsRequestBodyResource]]
     validate_only: bool
 
 
@@ -1616,9 +1938,19 @@ class AlterPartitionReassignmentsRequest(TypedDict):
     topics: list[AlterPartitionReassignmentsRequestTopic]
 
 
+class AlterPartitionReassignmentsRequestBodyTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+    replicas: Required[list[int] | None]
+
+
+class AlterPartitionReassignmentsRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[AlterPartitionReassignmentsRequestBodyTopicPartition]]
+
+
 class AlterPartitionReassignmentsRequestBody(TypedDict, total=False):
     timeout_ms: int
-    topics: Required[list[AlterPartitionReassignmentsRequestTopic]]
+    topics: Required[list[AlterPartitionReassignmentsRequestBodyTopic]]
 
 
 class AlterPartitionReassignmentsResponseTopicPartition(TypedDict, total=False):
@@ -1649,9 +1981,14 @@ class ListPartitionReassignmentsRequest(TypedDict):
     topics: list[ListPartitionReassignmentsRequestTopic] | None
 
 
+class ListPartitionReassignmentsRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partition_indexes: Required[list[int]]
+
+
 class ListPartitionReassignmentsRequestBody(TypedDict, total=False):
     timeout_ms: int
-    topics: list[ListPartitionReassignmentsRequestTopic] | None
+    topics: list[ListPartitionReassignmentsRequestBodyTopic] | None
 
 
 class ListPartitionReassignmentsResponseTopicPartition(TypedDict, total=False):
@@ -1687,9 +2024,18 @@ class OffsetDeleteRequest(TypedDict):
     topics: list[OffsetDeleteRequestTopic]
 
 
+class OffsetDeleteRequestBodyTopicPartition(TypedDict, total=False):
+    partition_index: Required[int]
+
+
+class OffsetDeleteRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partitions: Required[list[OffsetDeleteRequestBodyTopicPartition]]
+
+
 class OffsetDeleteRequestBody(TypedDict, total=False):
     group_id: Required[str]
-    topics: Required[list[OffsetDeleteRequestTopic]]
+    topics: Required[list[OffsetDeleteRequestBodyTopic]]
 
 
 class OffsetDeleteResponseTopicPartition(TypedDict, total=False):
@@ -1719,8 +2065,14 @@ class DescribeClientQuotasRequest(TypedDict):
     strict: bool
 
 
+class DescribeClientQuotasRequestBodyComponent(TypedDict, total=False):
+    entity_type: Required[str]
+    match_type: Required[int]
+    match: str | None
+
+
 class DescribeClientQuotasRequestBody(TypedDict, total=False):
-    components: Required[list[DescribeClientQuotasRequestComponent]]
+    components: Required[list[DescribeClientQuotasRequestBodyComponent]]
     strict: bool
 
 
@@ -1767,8 +2119,24 @@ class AlterClientQuotasRequest(TypedDict):
     validate_only: bool
 
 
+class AlterClientQuotasRequestBodyEntryEntity(TypedDict, total=False):
+    entity_type: Required[str]
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestBodyEntryOp(TypedDict, total=False):
+    key: Required[str]
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestBodyEntry(TypedDict, total=False):
+    entity: Required[list[AlterClientQuotasRequestBodyEntryEntity]]
+    ops: Required[list[AlterClientQuotasRequestBodyEntryOp]]
+
+
 class AlterClientQuotasRequestBody(TypedDict, total=False):
-    entries: Required[list[AlterClientQuotasRequestEntry]]
+    entries: Required[list[AlterClientQuotasRequestBodyEntry]]
     validate_only: bool
 
 
@@ -1796,8 +2164,12 @@ class DescribeUserScramCredentialsRequest(TypedDict):
     users: list[DescribeUserScramCredentialsRequestUser] | None
 
 
+class DescribeUserScramCredentialsRequestBodyUser(TypedDict, total=False):
+    name: Required[str]
+
+
 class DescribeUserScramCredentialsRequestBody(TypedDict, total=False):
-    users: list[DescribeUserScramCredentialsRequestUser] | None
+    users: list[DescribeUserScramCredentialsRequestBodyUser] | None
 
 
 class DescribeUserScramCredentialsResponseResultCredentialInfo(TypedDict, total=False):
@@ -1837,9 +2209,22 @@ class AlterUserScramCredentialsRequest(TypedDict):
     upsertions: list[AlterUserScramCredentialsRequestUpsertion]
 
 
+class AlterUserScramCredentialsRequestBodyDeletion(TypedDict, total=False):
+    name: Required[str]
+    mechanism: Required[int]
+
+
+class AlterUserScramCredentialsRequestBodyUpsertion(TypedDict, total=False):
+    name: Required[str]
+    mechanism: Required[int]
+    iterations: Required[int]
+    salt: Required[bytes]
+    salted_password: Required[bytes]
+
+
 class AlterUserScramCredentialsRequestBody(TypedDict, total=False):
-    deletions: list[AlterUserScramCredentialsRequestDeletion]
-    upsertions: list[AlterUserScramCredentialsRequestUpsertion]
+    deletions: list[AlterUserScramCredentialsRequestBodyDeletion]
+    upsertions: list[AlterUserScramCredentialsRequestBodyUpsertion]
 
 
 class AlterUserScramCredentialsResponseResult(TypedDict, total=False):
@@ -1892,8 +2277,13 @@ class DescribeProducersRequest(TypedDict):
     topics: list[DescribeProducersRequestTopic]
 
 
+class DescribeProducersRequestBodyTopic(TypedDict, total=False):
+    name: Required[str]
+    partition_indexes: Required[list[int]]
+
+
 class DescribeProducersRequestBody(TypedDict, total=False):
-    topics: Required[list[DescribeProducersRequestTopic]]
+    topics: Required[list[DescribeProducersRequestBodyTopic]]
 
 
 class DescribeProducersResponseTopicPartitionActiveProducer(TypedDict, total=False):

@@ -9,8 +9,8 @@ declaration. A request body always carries every field (the decoders fill defaul
 so request classes are total; a response body may leave out any field that has a
 default (the encoders fill it), so response classes are not, except for ``required``
 fields. The sending side (the admin client, the controller's request batch) builds a
-request as ``<Api>RequestBody``: its top-level fields may be left out where the encoders
-fill a default, as in a response; its nested structs are the request's own.
+request as ``<Api>RequestBody`` (nested structs ``<Api>RequestBody<Field>``): any field
+may be left out where the encoders fill a default, as in a response.
 ``--check`` fails when the file is not what the declarations give (the unit
 tests run it).
 """
@@ -43,9 +43,9 @@ _HEADER: Final = '''"""Typed bodies of every message: generated from protocol/me
 ``python -m minibroker.protocol.messages.generate``; do not edit by hand.
 
 ``<Api>Request`` / ``<Api>Response`` are the bodies a handler reads and returns;
-``<Api>RequestBody`` is a request as a sender builds it (top-level fields with a
-default may be left out: the encoders fill them); nested structs are named after their
-parent and field. ``ROUTES`` ties each API key to its
+``<Api>RequestBody`` is a request as a sender builds it (fields with a default may be
+left out: the encoders fill them); nested structs are named after their parent and
+field. ``ROUTES`` ties each API key to its
 pair, for broker/requests/dispatcher.py's typed registration.
 """
 
@@ -87,26 +87,11 @@ def _singular(name: str) -> str:
 class _Writer:
     def __init__(self) -> None:
         self.classes: list[str] = []
-        self.names: set[str] = set()
 
-    def struct(
-        self,
-        name: str,
-        struct: Struct,
-        *,
-        total: bool,
-        nested_total: bool | None = None,
-        parent: str | None = None,
-    ) -> str:
-        """``nested_total`` / ``parent``: the totality and name prefix of nested structs,
-        when not the same as this one's (a request body as sent)."""
-        if name in self.names:
-            return name
-        self.names.add(name)
-        inner = total if nested_total is None else nested_total
+    def struct(self, name: str, struct: Struct, *, total: bool) -> str:
         lines = []
         for field in struct.fields:
-            annotation = self.annotation(parent or name, field, inner)
+            annotation = self.annotation(name, field, total)
             if not total and field.required:
                 annotation = f"Required[{annotation}]"
             lines.append(f"    {field.body_key}: {annotation}")
@@ -134,13 +119,7 @@ class _Writer:
 
 def _message(writer: _Writer, message: Message) -> None:
     writer.struct(f"{message.name}Request", message.request, total=True)
-    writer.struct(
-        f"{message.name}RequestBody",
-        message.request,
-        total=False,
-        nested_total=True,
-        parent=f"{message.name}Request",
-    )
+    writer.struct(f"{message.name}RequestBody", message.request, total=False)
     writer.struct(f"{message.name}Response", message.response, total=False)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -66,7 +66,9 @@ class BrokerCall(Protocol):
 
 
 class BrokerConnection(Protocol):
-    def call(self, api_key: int, body: Body, *, timeout: float | None = None) -> BrokerCall: ...
+    def call(
+        self, api_key: int, body: Mapping[str, Any], *, timeout: float | None = None
+    ) -> BrokerCall: ...
 
     async def aclose(self) -> None: ...
 
@@ -78,7 +80,7 @@ Connector = Callable[[BrokerAddress], Awaitable[BrokerConnection]]
 @dataclass(frozen=True, slots=True)
 class _Request:
     api_key: int
-    body: Body
+    body: Mapping[str, Any]
     on_response: ResponseCallback | None
 
 
@@ -168,7 +170,11 @@ class ControllerChannelManager:
             self.remove_broker(broker_id)
 
     def send(
-        self, broker_id: int, api_key: int, body: Body, on_response: ResponseCallback | None
+        self,
+        broker_id: int,
+        api_key: int,
+        body: Mapping[str, Any],
+        on_response: ResponseCallback | None,
     ) -> None:
         queue = self._queues.get(broker_id)
         if queue is None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -440,7 +440,9 @@ class KafkaController:
         code = int(response.get("error_code", 0))
         self.events.put(ev.LeaderAndIsrResponseReceived(broker_id, errors, code))
 
-    def _on_stop_replica_response(self, broker_id: int, request: Body, response: Body) -> None:
+    def _on_stop_replica_response(
+        self, broker_id: int, request: Mapping[str, Any], response: Body
+    ) -> None:
         """Runs in the channel's sender task: hand the answer to the event loop."""
         deleted = frozenset(
             TopicPartition(s["topic_name"], s["partition_index"])

@@ -14,8 +14,8 @@ channel's sender task, so they only queue a controller event.
 
 Bodies follow protocol/messages/control.py (Kafka's messages in snake_case, with one
 flat ``partition_states`` list whose entries name their topic, and brokers as
-``{id, host, port, rack}``); each partition state and topic id is built as the generated
-TypedDict the broker's handler reads it as (protocol/messages/bodies.py). Every body is
+``{id, host, port, rack}``); each body is built as its route's generated send-side
+``<Api>RequestBody`` (protocol/messages/bodies.py), so mypy checks every key sent. Every body is
 stamped with ``controller_id`` and ``controller_epoch``, and with the addressed broker's
 ``broker_epoch`` (the czxid of its /brokers/ids znode as the controller last read it,
 KIP-380). Brokers obey only the controller ZooKeeper names and refuse a request meant
@@ -35,9 +35,9 @@ StopReplica:    partition_states[{topic_name, partition_index, leader_epoch,
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from minibroker.controller.context import ControllerContext
 from minibroker.protocol.api import ApiKey, Body
@@ -58,13 +58,17 @@ EPOCH_DURING_DELETE = -2
 ResponseCallback = Callable[[int, Body], None]
 """Called with (broker_id, response body) when a broker answers."""
 
-StopReplicaCallback = Callable[[int, Body, Body], None]
+StopReplicaCallback = Callable[[int, Mapping[str, Any], Body], None]
 """Called with (broker_id, request body, response body) for every StopReplica."""
 
 
 class RequestSender(Protocol):
     def send(
-        self, broker_id: int, api_key: int, body: Body, on_response: ResponseCallback | None
+        self,
+        broker_id: int,
+        api_key: int,
+        body: Mapping[str, Any],
+        on_response: ResponseCallback | None,
     ) -> None:
         """Queue a request for a broker; never blocks."""
 
@@ -86,7 +90,8 @@ class _LeaderAndIsrEntry:
 class BrokerRequest:
     broker_id: int
     api_key: int
-    body: Body
+    body: Mapping[str, Any]
+    """As its route's generated ``<Api>RequestBody`` (protocol/messages/bodies.py)."""
 
 
 class ControllerBrokerRequestBatch:
@@ -181,28 +186,31 @@ class ControllerBrokerRequestBatch:
     def requests(self, controller_epoch: int) -> list[BrokerRequest]:
         """Every request of this round, LeaderAndIsr first, then UpdateMetadata, then
         StopReplica; brokers in ascending id order so the output is deterministic."""
-        live = self._context.live_brokers
-
-        def header(broker_id: int) -> Body:
-            broker = live.get(broker_id)
-            return {
-                "controller_id": self._controller_id,
-                "controller_epoch": controller_epoch,
-                "broker_epoch": NO_BROKER_EPOCH if broker is None else broker.epoch,
-            }
-
         out: list[BrokerRequest] = []
         for broker_id in sorted(self._leader_and_isr):
-            body = header(broker_id) | self._leader_and_isr_body(broker_id)
+            body = self._leader_and_isr_body(broker_id, controller_epoch)
             out.append(BrokerRequest(broker_id, LEADER_AND_ISR, body))
         if self._metadata_brokers:
-            metadata = self._update_metadata_body()
+            states, brokers, topic_ids = self._update_metadata_parts()
             for broker_id in sorted(self._metadata_brokers):
-                out.append(BrokerRequest(broker_id, UPDATE_METADATA, header(broker_id) | metadata))
+                metadata: bodies.UpdateMetadataRequestBody = {
+                    "controller_id": self._controller_id,
+                    "controller_epoch": controller_epoch,
+                    "broker_epoch": self._broker_epoch(broker_id),
+                    "partition_states": states,
+                    "live_brokers": brokers,
+                    "topic_ids": topic_ids,
+                }
+                out.append(BrokerRequest(broker_id, UPDATE_METADATA, metadata))
         for broker_id in sorted(self._stop_replica):
-            body = header(broker_id) | self._stop_replica_body(broker_id)
-            out.append(BrokerRequest(broker_id, STOP_REPLICA, body))
+            stop = self._stop_replica_body(broker_id, controller_epoch)
+            out.append(BrokerRequest(broker_id, STOP_REPLICA, stop))
         return out
+
+    def _broker_epoch(self, broker_id: int) -> int:
+        """The addressed broker's epoch as last read (KIP-380), stamped on each request."""
+        broker = self._context.live_brokers.get(broker_id)
+        return NO_BROKER_EPOCH if broker is None else broker.epoch
 
     def send_requests(self, controller_epoch: int) -> None:
         try:
@@ -218,17 +226,24 @@ class ControllerBrokerRequestBatch:
         finally:
             self.clear()
 
-    def _broker(self, broker_id: int) -> Body | None:
+    def _broker(self, broker_id: int) -> bodies.UpdateMetadataRequestBodyLiveBroker | None:
         b = self._context.live_brokers.get(broker_id)
         if b is None:
             return None
-        body: Body = {"id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+        body: bodies.UpdateMetadataRequestBodyLiveBroker = {
+            "id": b.id,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+        }
         if b.kafka_address is not None:
             body["kafka_host"], body["kafka_port"] = b.kafka_address
         return body
 
-    def _leader_and_isr_body(self, broker_id: int) -> Body:
-        states: list[bodies.LeaderAndIsrRequestPartitionState] = []
+    def _leader_and_isr_body(
+        self, broker_id: int, controller_epoch: int
+    ) -> bodies.LeaderAndIsrRequestBody:
+        states: list[bodies.LeaderAndIsrRequestBodyPartitionState] = []
         leaders: set[int] = set()
         for tp, entry in sorted(self._leader_and_isr[broker_id].items()):
             lai = entry.leader_and_isr
@@ -248,14 +263,19 @@ class ControllerBrokerRequestBatch:
                     "is_new": entry.is_new,
                 }
             )
-        live_leaders = [b for leader in sorted(leaders) if (b := self._broker(leader)) is not None]
+        live_leaders: list[bodies.LeaderAndIsrRequestBodyLiveLeader] = [
+            b for leader in sorted(leaders) if (b := self._broker(leader)) is not None
+        ]
         return {
+            "controller_id": self._controller_id,
+            "controller_epoch": controller_epoch,
+            "broker_epoch": self._broker_epoch(broker_id),
             "partition_states": states,
             "live_leaders": live_leaders,
             "topic_ids": self._topic_ids(tp.topic for tp in self._leader_and_isr[broker_id]),
         }
 
-    def _topic_ids(self, topics: Iterable[str]) -> list[bodies.LeaderAndIsrRequestTopicId]:
+    def _topic_ids(self, topics: Iterable[str]) -> list[bodies.LeaderAndIsrRequestBodyTopicId]:
         """The ids of those of ``topics`` that have one (KIP-516)."""
         ids = self._context.topic_ids
         return [
@@ -264,9 +284,16 @@ class ControllerBrokerRequestBatch:
             if topic in ids
         ]
 
-    def _update_metadata_body(self) -> Body:
+    def _update_metadata_parts(
+        self,
+    ) -> tuple[
+        list[bodies.UpdateMetadataRequestBodyPartitionState],
+        list[bodies.UpdateMetadataRequestBodyLiveBroker],
+        list[bodies.UpdateMetadataRequestBodyTopicId],
+    ]:
+        """Partition states, live brokers and topic ids: the same for every broker."""
         live = self._context.live_or_shutting_down_broker_ids
-        states: list[bodies.UpdateMetadataRequestPartitionState] = []
+        states: list[bodies.UpdateMetadataRequestBodyPartitionState] = []
         for tp, lai in sorted(self._metadata_partitions.items()):
             replicas = self._context.replicas_for(tp)
             states.append(
@@ -287,14 +314,13 @@ class ControllerBrokerRequestBatch:
                 }
             )
         brokers = [b for broker_id in sorted(live) if (b := self._broker(broker_id)) is not None]
-        return {
-            "partition_states": states,
-            "live_brokers": brokers,
-            "topic_ids": self._topic_ids(tp.topic for tp in self._metadata_partitions),
-        }
+        topic_ids = self._topic_ids(tp.topic for tp in self._metadata_partitions)
+        return states, brokers, topic_ids
 
-    def _stop_replica_body(self, broker_id: int) -> Body:
-        states: list[bodies.StopReplicaRequestPartitionState] = []
+    def _stop_replica_body(
+        self, broker_id: int, controller_epoch: int
+    ) -> bodies.StopReplicaRequestBody:
+        states: list[bodies.StopReplicaRequestBodyPartitionState] = []
         for tp, delete in sorted(self._stop_replica[broker_id].items()):
             lai = self._context.leadership.get(tp)
             if tp.topic in self._context.topics_to_be_deleted:
@@ -309,10 +335,15 @@ class ControllerBrokerRequestBatch:
                     "delete_partition": delete,
                 }
             )
-        return {"partition_states": states}
+        return {
+            "controller_id": self._controller_id,
+            "controller_epoch": controller_epoch,
+            "broker_epoch": self._broker_epoch(broker_id),
+            "partition_states": states,
+        }
 
 
 def _answer_with_request(
-    callback: StopReplicaCallback, request: Body, broker_id: int, response: Body
+    callback: StopReplicaCallback, request: Mapping[str, Any], broker_id: int, response: Body
 ) -> None:
     callback(broker_id, request, response)

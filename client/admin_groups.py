@@ -102,7 +102,10 @@ class GroupAdmin:
         meta = await self.cluster.refresh()
         found: dict[str, GroupListing] = {}
         for node in sorted(meta.brokers):
-            response = await self.cluster.request(node, ApiKey.LIST_GROUPS, {"states_filter": []})
+            body: bodies.ListGroupsRequestBody = {"states_filter": []}
+            response: bodies.ListGroupsResponse = await self.cluster.request(
+                node, ApiKey.LIST_GROUPS, body
+            )
             for group in response.get("groups", ()):
                 found[group["group_id"]] = GroupListing(
                     group["group_id"], group.get("group_state", ""), group["protocol_type"]

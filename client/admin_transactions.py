@@ -55,11 +55,14 @@ async def list_transactions(cluster: ClusterClient) -> list[ListedTransaction]:
     meta = await cluster.refresh()
     found: list[ListedTransaction] = []
     for node in sorted(meta.brokers):
+        body: bodies.ListTransactionsRequestBody = {
+            "state_filters": [],
+            "producer_id_filters": [],
+            "duration_filter": -1,
+        }
         try:
             response: bodies.ListTransactionsResponse = await cluster.request(
-                node,
-                ApiKey.LIST_TRANSACTIONS,
-                {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+                node, ApiKey.LIST_TRANSACTIONS, body
             )
         except NetworkError:
             continue  # a broker down coordinates nothing now
@@ -101,10 +104,11 @@ async def describe_producers(
     cluster: ClusterClient, topic: str, partition: int
 ) -> list[ActiveProducer]:
     leader = await _leader(cluster, topic, partition)
+    body: bodies.DescribeProducersRequestBody = {
+        "topics": [{"name": topic, "partition_indexes": [partition]}]
+    }
     response: bodies.DescribeProducersResponse = await cluster.request(
-        leader,
-        ApiKey.DESCRIBE_PRODUCERS,
-        {"topics": [{"name": topic, "partition_indexes": [partition]}]},
+        leader, ApiKey.DESCRIBE_PRODUCERS, body
     )
     answer = response["topics"][0]["partitions"][0]
     if answer.get("error_code"):
@@ -136,20 +140,19 @@ async def abort_transaction(
         )
     producer = matching[0]
     leader = await _leader(cluster, topic, partition)
+    body: bodies.WriteTxnMarkersRequestBody = {
+        "markers": [
+            {
+                "producer_id": producer.producer_id,
+                "producer_epoch": producer.producer_epoch,
+                "transaction_result": False,
+                "topics": [{"name": topic, "partition_indexes": [partition]}],
+                "coordinator_epoch": max(producer.coordinator_epoch, 0),
+            }
+        ]
+    }
     response: bodies.WriteTxnMarkersResponse = await cluster.request(
-        leader,
-        ApiKey.WRITE_TXN_MARKERS,
-        {
-            "markers": [
-                {
-                    "producer_id": producer.producer_id,
-                    "producer_epoch": producer.producer_epoch,
-                    "transaction_result": False,
-                    "topics": [{"name": topic, "partition_indexes": [partition]}],
-                    "coordinator_epoch": max(producer.coordinator_epoch, 0),
-                }
-            ]
-        },
+        leader, ApiKey.WRITE_TXN_MARKERS, body
     )
     code = response["markers"][0]["topics"][0]["partitions"][0]["error_code"]
     if code:

@@ -152,7 +152,6 @@ class SaslExchange:
         "reauthenticating",
         "sasl",
         "session",
-        "session_lifetime_ms",
         "state",
         "supports_reauthentication",
     )
@@ -176,7 +175,6 @@ class SaslExchange:
         self.reauthenticating = False
         self.supports_reauthentication = False
         """Whether the client sent SaslAuthenticate v1+ (it can be told a lifetime)."""
-        self.session_lifetime_ms = 0
         self.session: SessionClock | None = None
         """The session deadline, with connections.max.reauth.ms > 0."""
         if listener.max_reauth_ms > 0:
@@ -221,7 +219,8 @@ class SaslExchange:
 
         def answer(token: bytes) -> Sequence[Buffer]:
             ok = {"error_code": 0, "error_message": None, "auth_bytes": token}
-            lifetime = self.session_lifetime_ms if self.done else 0
+            # the session each login now has (max_reauth_ms is 0 without one)
+            lifetime = self.listener.max_reauth_ms if self.done else 0
             return encoder.encode_response(header, {**ok, "session_lifetime_ms": lifetime})
 
         def refusal(exc: SaslAuthenticationFailedError) -> Sequence[Buffer]:
@@ -400,7 +399,6 @@ class SaslExchange:
                     listener.no_reauthentication[sasl.mechanism] += 1
             if self.session is not None:
                 self.session.start_session(listener.clock())
-                self.session_lifetime_ms = listener.max_reauth_ms
             self.state = SaslState.DONE
             self.done = True
             self.raw_tokens = False
